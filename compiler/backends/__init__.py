@@ -1,0 +1,45 @@
+"""Build backends: TensorRT editions behind one interface, imported only when used.
+
+Like Polygraphy's tool registry, a missing edition never stops the CLI from
+starting: it only fails the commands that need it, with an install hint.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from typing import TYPE_CHECKING
+
+from compiler.errors import EnvironmentProblem, InvalidInput
+
+if TYPE_CHECKING:
+    from compiler.backends.base import TensorRTBackend
+
+BACKENDS: dict[str, tuple[str, str]] = {
+    "tensorrt-rtx": ("compiler.backends.tensorrt_rtx", "TensorRTRTXBackend"),
+    "tensorrt": ("compiler.backends.tensorrt", "DatacenterTensorRTBackend"),
+}
+"""Backend name -> (module, class). The module imports its TensorRT package lazily."""
+
+
+def load_backend(name: str) -> TensorRTBackend:
+    """An instance of the named backend; EnvironmentProblem when its TensorRT is not installed."""
+    if name not in BACKENDS:
+        raise InvalidInput(f"unknown backend '{name}'; choose one of: {', '.join(BACKENDS)}")
+    module, cls = BACKENDS[name]
+    return getattr(importlib.import_module(module), cls)()
+
+
+def is_installed(name: str) -> bool:
+    module, cls = BACKENDS[name]
+    return importlib.util.find_spec(getattr(importlib.import_module(module), cls).module_name) is not None
+
+
+def default_backend() -> str:
+    """The datacenter edition where it is installed, TensorRT-RTX otherwise."""
+    for name in ("tensorrt", "tensorrt-rtx"):
+        if is_installed(name):
+            return name
+    raise EnvironmentProblem(
+        "no TensorRT backend is installed; run pip install 'compile[rtx]' (or 'compile[tensorrt]' on a GPU host)"
+    )

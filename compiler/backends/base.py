@@ -1,0 +1,241 @@
+"""What both TensorRT editions share: parsing, capability analysis and the engine build.
+
+TensorRT-RTX mirrors TensorRT's Python API, so one implementation serves both;
+the subclasses only say which module to import and how to aim the build at a GPU.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from compiler.errors import EnvironmentProblem, InvalidInput
+from compiler.profiles import ShapeProfile
+
+ProgressCallback = Callable[[str, int, int], None]
+"""Called as (phase name, steps done, steps total) while a build runs."""
+
+
+@dataclass(frozen=True)
+class ParserError:
+    node_index: int
+    node_name: str
+    op: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class ParserCapability:
+    """TensorRT's own verdict on a model: supported partitions (node index lists) and parser errors."""
+
+    supported: bool
+    subgraphs: list[list[int]]
+    errors: list[ParserError]
+
+
+@dataclass(frozen=True)
+class BuildSpec:
+    """Everything that determines an engine, besides the backend itself."""
+
+    model_path: Path
+    profiles: tuple[ShapeProfile, ...]
+    compute_capabilities: tuple[str, ...]
+    workspace_mb: int | None = None
+    optimization_level: int | None = None
+
+    def options(self) -> dict[str, Any]:
+        return {"workspace_mb": self.workspace_mb, "optimization_level": self.optimization_level}
+
+
+@dataclass
+class BuildOutcome:
+    plan: bytes | None
+    seconds: float
+    errors: list[str] = field(default_factory=list)
+    log: list[str] = field(default_factory=list)
+    layers: list[dict[str, Any]] = field(default_factory=list)
+    cancelled: bool = False
+
+
+class TensorRTBackend:
+    """One TensorRT edition. Subclasses set the module and how compute capabilities are targeted."""
+
+    name: str = ""
+    module_name: str = ""
+    install_hint: str = ""
+
+    def __init__(self) -> None:
+        try:
+            self.trt = importlib.import_module(self.module_name)
+        except ImportError as exc:
+            raise EnvironmentProblem(
+                f"backend {self.name} is not installed ({exc}); run {self.install_hint}"
+            ) from None
+
+    @property
+    def version(self) -> str:
+        return self.trt.__version__
+
+    def capability(self, model_path: Path) -> ParserCapability:
+        """Partition the model the way TensorRT would (the same partitions ONNX Runtime's TensorRT EP takes)."""
+        logger = _CapturingLogger(self.trt)
+        builder = self.trt.Builder(logger)
+        network = builder.create_network(0)
+        parser = self.trt.OnnxParser(network, logger)
+        data = model_path.read_bytes()
+        if hasattr(parser, "supports_model_v2"):
+            supported = parser.supports_model_v2(data, str(model_path))
+            subgraphs = [list(parser.get_subgraph_nodes(i)) for i in range(parser.num_subgraphs)]
+        else:  # TensorRT < 10.1
+            supported, nodelists = parser.supports_model(data, str(model_path))
+            subgraphs = [list(nodes) for nodes, _ in nodelists]
+        errors = [
+            ParserError(err.node(), err.node_name(), err.node_operator(), _describe_parser_error(err))
+            for err in (parser.get_error(i) for i in range(parser.num_errors))
+        ]
+        del parser, network  # the network must outlive its parser
+        return ParserCapability(bool(supported), subgraphs, errors)
+
+    def check_targets(self, compute_capabilities: tuple[str, ...]) -> None:
+        """Raise before any build when this edition cannot build for these compute capabilities here."""
+        raise NotImplementedError
+
+    def target(self, config: Any, spec: BuildSpec) -> None:
+        """Aim the build at the spec's compute capabilities (edition-specific)."""
+        raise NotImplementedError
+
+    def after_build(self, config: Any, spec: BuildSpec) -> None:
+        """Hook for edition-specific state to keep after a build (the datacenter timing cache)."""
+
+    def build(
+        self,
+        spec: BuildSpec,
+        progress: ProgressCallback | None = None,
+        cancel: threading.Event | None = None,
+    ) -> BuildOutcome:
+        """Build one engine with every profile of the spec; never raises for a failed build."""
+        trt = self.trt
+        started = time.perf_counter()
+        logger = _CapturingLogger(trt, verbose=True)
+        builder = trt.Builder(logger)
+        network = builder.create_network(0)
+        parser = trt.OnnxParser(network, logger)
+        if not parser.parse_from_file(str(spec.model_path)):
+            errors = [_describe_parser_error(parser.get_error(i)) for i in range(parser.num_errors)]
+            return BuildOutcome(None, time.perf_counter() - started, errors or logger.errors, logger.lines)
+        config = builder.create_builder_config()
+        config.profiling_verbosity = trt.ProfilingVerbosity.DETAILED
+        if spec.workspace_mb is not None:
+            config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, spec.workspace_mb << 20)
+        if spec.optimization_level is not None:
+            config.builder_optimization_level = spec.optimization_level
+        inputs = {network.get_input(i).name for i in range(network.num_inputs)}
+        for profile in spec.profiles:
+            optimization_profile = builder.create_optimization_profile()
+            for name, shape in profile.shapes.items():
+                if name not in inputs:
+                    raise InvalidInput(f"profile '{profile.name}': input '{name}' is not a network input")
+                optimization_profile.set_shape(name, shape.min, shape.opt, shape.max)
+            config.add_optimization_profile(optimization_profile)
+        self.check_targets(spec.compute_capabilities)
+        self.target(config, spec)
+        monitor = _ProgressMonitor(trt, progress, cancel)
+        config.progress_monitor = monitor
+        serialized = builder.build_serialized_network(network, config)
+        seconds = time.perf_counter() - started
+        if serialized is None:
+            cancelled = cancel is not None and cancel.is_set()
+            errors = ["build cancelled"] if cancelled else (logger.errors or ["the builder returned no engine"])
+            return BuildOutcome(None, seconds, errors, logger.lines, cancelled=cancelled)
+        self.after_build(config, spec)
+        return BuildOutcome(bytes(serialized), seconds, [], logger.lines, parse_layers(logger.layers_message))
+
+
+def _describe_parser_error(err: Any) -> str:
+    desc = str(err.desc()).strip()
+    code = str(err.code()).rsplit(".", 1)[-1]
+    return f"{code}: {desc}" if desc else code
+
+
+class _CapturingLogger:
+    """A TensorRT logger that keeps messages instead of printing them."""
+
+    def __new__(cls, trt: Any, verbose: bool = False):
+        class Logger(trt.ILogger):
+            def __init__(self) -> None:
+                super().__init__()
+                self.lines: list[str] = []
+                self.errors: list[str] = []
+                self.layers_message = ""
+
+            def log(self, severity: Any, message: str) -> None:
+                if message.startswith("Layers:"):
+                    self.layers_message = message
+                    return
+                label = str(severity).rsplit(".", 1)[-1]
+                if severity in (trt.Logger.ERROR, trt.Logger.INTERNAL_ERROR):
+                    self.errors.append(message.strip())
+                if severity != trt.Logger.VERBOSE:
+                    self.lines.append(f"[{label}] {message.strip()}")
+
+        logger = Logger()
+        logger.min_severity = trt.Logger.VERBOSE if verbose else trt.Logger.WARNING
+        return logger
+
+
+class _ProgressMonitor:
+    """Forwards TensorRT's build phases to a callback; returning False from a step cancels the build."""
+
+    def __new__(cls, trt: Any, progress: ProgressCallback | None, cancel: threading.Event | None):
+        class Monitor(trt.IProgressMonitor):
+            def __init__(self) -> None:
+                super().__init__()
+                self.totals: dict[str, int] = {}
+
+            def phase_start(self, phase_name: str, parent_phase: str | None, num_steps: int) -> None:
+                self.totals[phase_name] = num_steps
+                if progress and parent_phase is None:
+                    progress(phase_name, 0, num_steps)
+
+            def step_complete(self, phase_name: str, step: int) -> bool:
+                if progress:
+                    progress(phase_name, step + 1, self.totals.get(phase_name, 0))
+                return not (cancel is not None and cancel.is_set())
+
+            def phase_finish(self, phase_name: str) -> None:
+                self.totals.pop(phase_name, None)
+
+        return Monitor()
+
+
+_LAYER_LINE = re.compile(r"^Name: (?P<name>.*?), LayerType: (?P<type>[^,]*),")
+_ONNX_LAYER = re.compile(r"\[ONNX Layer: ([^\]]+)\]")
+_DATATYPE = re.compile(r"Datatype: (\w+)")
+
+
+def parse_layers(message: str) -> list[dict[str, Any]]:
+    """The final kernels from the builder's DETAILED ``Layers:`` message.
+
+    Each kernel: its name, type, output data types (its precision) and the ONNX nodes it covers.
+    """
+    layers = []
+    for line in message.splitlines()[1:]:
+        match = _LAYER_LINE.match(line.strip())
+        if not match:
+            continue
+        outputs = line.split("Outputs: [", 1)[1] if "Outputs: [" in line else ""
+        inputs = line.split("Inputs: [", 1)[1].split("Outputs: [", 1)[0] if "Inputs: [" in line else ""
+        layers.append({
+            "name": match["name"],
+            "type": match["type"],
+            "input_types": sorted(set(_DATATYPE.findall(inputs))),
+            "output_types": sorted(set(_DATATYPE.findall(outputs.split("TacticName:", 1)[0]))),
+            "onnx_nodes": _ONNX_LAYER.findall(line),
+        })
+    return layers

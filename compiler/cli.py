@@ -1,0 +1,147 @@
+"""The `compile` command: a thin Typer layer over the typed Python API.
+
+Every command has ``--json``; every expected failure becomes one ``error:`` line on
+stderr and the contract's exit code (tracebacks only with ``--debug``).
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from typer.exceptions import TyperException
+
+from compiler.errors import CompileError, ExitCode, InvalidInput
+from compiler.output import console, emit_json, status_text, table
+
+app = typer.Typer(
+    name="compile",
+    help="Turn ONNX models into TensorRT engines: inspect, calibrate, build, check and release them.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+_state = {"debug": False}
+
+JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout and nothing else.")]
+
+
+@app.callback()
+def _global(debug: Annotated[bool, typer.Option("--debug", help="Show Python tracebacks on errors.")] = False):
+    _state["debug"] = debug
+
+
+@app.command()
+def doctor(json: JsonOption = False) -> None:
+    """Backends and versions, GPUs and compute capabilities, onnxruntime providers."""
+    from compiler.doctor import diagnose
+
+    report = diagnose()
+    if json:
+        return emit_json(report)
+    console.print(f"compile {report.compile_version} on Python {report.python} ({report.platform})")
+    console.print(table("Backends", ["backend", "installed", "version", "detail"], [
+        [b.name, "yes" if b.installed else "no", b.version, b.detail] for b in report.backends
+    ]))
+    gpu_rows = [[g.index, g.name, g.compute_capability, f"{g.memory_gb:.0f} GiB"] for g in report.gpus]
+    console.print(table("GPUs", ["#", "name", "compute capability", "memory"],
+                        gpu_rows or [["-", f"none ({report.gpu_detail})", "", ""]]))
+    console.print(f"onnx {report.onnx}, onnxruntime {report.onnxruntime} "
+                  f"(providers: {', '.join(report.onnxruntime_providers)}), polygraphy {report.polygraphy}")
+
+
+@app.command()
+def inspect(
+    model: Annotated[Path, typer.Argument(help="The ONNX model.")],
+    profiles: Annotated[Path | None, typer.Option(help="Shape profiles YAML to validate against the model.")] = None,
+    backend: Annotated[str | None, typer.Option(help="tensorrt-rtx or tensorrt (default: installed one).")] = None,
+    build_check: Annotated[bool, typer.Option("--build-check", help="Prove support with a real build.")] = False,
+    sku: Annotated[str, typer.Option(help="SKU for --build-check.")] = "rtx-4090",
+    json: JsonOption = False,
+) -> None:
+    """Model summary, TensorRT partitions and unsupported nodes, profile validation."""
+    from compiler.inspection import inspect_exit_failed, inspect_model
+
+    report = inspect_model(model, profiles, backend, sku if build_check else None)
+    if json:
+        emit_json(report)
+    else:
+        _render_inspect(report)
+    if report.profiles is not None and not report.profiles.valid:
+        raise InvalidInput(f"{report.profiles.file}: {report.profiles.errors[0]}"
+                           + (f" (and {len(report.profiles.errors) - 1} more)" if len(report.profiles.errors) > 1
+                              else ""))
+    if inspect_exit_failed(report):
+        raise typer.Exit(ExitCode.CHECK_FAILED)
+
+
+def _render_inspect(report) -> None:
+    m = report.model
+    console.print(f"[bold]{m.path}[/bold]  {m.size_bytes / 2**20:.1f} MiB  sha256 {m.sha256[:12]}")
+    console.print(f"IR {m.ir_version}, opsets {m.opsets}, producer {m.producer or '-'}, {m.node_count} nodes, "
+                  f"{m.parameter_count:,} parameters ({m.parameter_bytes / 2**20:.1f} MiB)")
+    if m.custom_domains:
+        console.print(f"custom domains: {', '.join(m.custom_domains)}")
+    if m.control_flow:
+        console.print(f"control flow: {', '.join(m.control_flow)}")
+    if m.metadata:
+        console.print(f"metadata: {m.metadata}")
+
+    def shape(s):
+        return "unknown rank" if s is None else "[" + ", ".join("?" if d is None else str(d) for d in s) + "]"
+
+    console.print(table("Inputs and outputs", ["kind", "name", "dtype", "shape"],
+                        [["input", t.name, t.dtype, shape(t.shape)] for t in m.inputs]
+                        + [["output", t.name, t.dtype, shape(t.shape)] for t in m.outputs]))
+    console.print(table("Operators", ["op", "count"], [[op, n] for op, n in m.op_counts.items()]))
+    trt = report.tensorrt
+    if trt.status.status != "ok":
+        console.print(f"TensorRT: {status_text(trt.status.status)} {trt.status.detail}")
+    else:
+        verdict = "[green]fully supported[/green]" if trt.supported else "[red]not fully supported[/red]"
+        console.print(f"TensorRT ({trt.backend} {trt.version}): {verdict}, parsed in {trt.parse_seconds:.2f} s")
+        console.print(table("TensorRT partitions", ["nodes", "count", "inputs", "outputs"], [
+            [", ".join(f"{a}-{b}" if a != b else str(a) for a, b in p.nodes), p.node_count,
+             ", ".join(p.inputs), ", ".join(p.outputs)] for p in trt.partitions
+        ]))
+        if trt.unsupported:
+            console.print(table("Unsupported nodes", ["#", "name", "op", "domain", "reason"], [
+                [u.index, u.name, u.op, u.domain, u.reason] for u in trt.unsupported
+            ]))
+    if trt.build_check is not None:
+        console.print(f"build check: {status_text(trt.build_check.status)} {trt.build_check.detail}")
+    if report.profiles is not None:
+        p = report.profiles
+        console.print(f"profiles {', '.join(p.names)} from {p.file}: "
+                      + ("[green]valid[/green]" if p.valid else "[red]invalid[/red]"))
+        for error in p.errors:
+            console.print(f"  - {error}", highlight=False)
+
+
+def main() -> None:
+    """Entry point: run the app and map failures to the contract's exit codes."""
+    try:
+        code = app(standalone_mode=False)
+    except typer.Abort:
+        sys.stderr.write("error: interrupted\n")
+        code = 130
+    except TyperException as exc:
+        sys.stderr.write(f"error: {exc.format_message()} (see compile --help)\n")
+        code = ExitCode.INVALID_INPUT
+    except CompileError as exc:
+        if _state["debug"]:
+            traceback.print_exc()
+        sys.stderr.write(f"error: {exc}\n")
+        code = exc.exit_code
+    except KeyboardInterrupt:
+        sys.stderr.write("error: interrupted\n")
+        code = 130
+    except Exception as exc:
+        if _state["debug"]:
+            traceback.print_exc()
+        sys.stderr.write(f"error: internal error: {type(exc).__name__}: {exc}; rerun with --debug and report it\n")
+        code = ExitCode.CHECK_FAILED
+    sys.exit(int(code or 0))

@@ -1,0 +1,36 @@
+"""GPUs on this machine, through NVML when the driver is present."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Gpu:
+    index: int
+    name: str
+    compute_capability: str
+    memory_gb: float
+
+
+def list_gpus() -> tuple[list[Gpu], str | None]:
+    """Return the GPUs and, when there are none, why (no driver, NVML error)."""
+    try:
+        import pynvml
+    except ImportError:
+        return [], "nvidia-ml-py is not installed"
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as exc:
+        return [], f"no NVIDIA driver ({exc})"
+    try:
+        gpus = []
+        for index in range(pynvml.nvmlDeviceGetCount()):
+            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(handle)
+            name = pynvml.nvmlDeviceGetName(handle)
+            memory = pynvml.nvmlDeviceGetMemoryInfo(handle).total / 2**30
+            gpus.append(Gpu(index, name if isinstance(name, str) else name.decode(), f"{major}.{minor}", memory))
+        return gpus, None if gpus else "the driver reports no GPU"
+    finally:
+        pynvml.nvmlShutdown()

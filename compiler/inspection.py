@@ -1,0 +1,279 @@
+"""`compile inspect`: what a model is and how TensorRT will take it, before any build."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import helper
+from pydantic import BaseModel
+
+from compiler.backends import default_backend, load_backend
+from compiler.backends.base import BuildSpec
+from compiler.errors import CompileError, InvalidInput
+from compiler.model import OnnxModel, load_model
+from compiler.profiles import Dim, ProfileSet, load_profiles, load_sku_catalog, validate_profiles
+
+CONTROL_FLOW_OPS = {"If", "Loop", "Scan"}
+
+
+class TensorInfo(BaseModel):
+    name: str
+    dtype: str
+    shape: list[Dim] | None
+    """None when the rank is unknown; a str entry is a symbolic dim, None an unknown dim."""
+
+
+class ModelSummary(BaseModel):
+    path: str
+    sha256: str
+    size_bytes: int
+    ir_version: int
+    opsets: dict[str, int]
+    producer: str
+    inputs: list[TensorInfo]
+    outputs: list[TensorInfo]
+    node_count: int
+    op_counts: dict[str, int]
+    parameter_count: int
+    parameter_bytes: int
+    custom_domains: list[str]
+    control_flow: list[str]
+    metadata: dict[str, str]
+
+
+class Partition(BaseModel):
+    """A run of nodes TensorRT takes as one engine; inputs/outputs are the tensors crossing its boundary."""
+
+    nodes: list[list[int]]
+    node_count: int
+    inputs: list[str]
+    outputs: list[str]
+
+
+class UnsupportedNode(BaseModel):
+    index: int
+    name: str
+    op: str
+    domain: str
+    reason: str
+
+
+class StepStatus(BaseModel):
+    """A check's outcome, in Model Navigator's spirit: ok, failed, or skipped with the reason."""
+
+    status: str
+    detail: str = ""
+
+
+class TensorRTView(BaseModel):
+    backend: str | None
+    version: str | None
+    status: StepStatus
+    supported: bool | None = None
+    partitions: list[Partition] = []
+    unsupported: list[UnsupportedNode] = []
+    parse_seconds: float | None = None
+    build_check: StepStatus | None = None
+
+
+class ProfileReport(BaseModel):
+    file: str
+    names: list[str]
+    valid: bool
+    errors: list[str]
+
+
+class InspectReport(BaseModel):
+    model: ModelSummary
+    tensorrt: TensorRTView
+    profiles: ProfileReport | None = None
+
+
+def _dtype_name(elem_type: int) -> str:
+    return helper.tensor_dtype_to_np_dtype(elem_type).name if elem_type else "undefined"
+
+
+def _tensor_info(value: onnx.ValueInfoProto) -> TensorInfo:
+    tensor_type = value.type.tensor_type
+    shape: list[Dim] | None = None
+    if tensor_type.HasField("shape"):
+        shape = [
+            d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tensor_type.shape.dim
+        ]
+    dtype = _dtype_name(tensor_type.elem_type) if value.type.HasField("tensor_type") else "non-tensor"
+    return TensorInfo(name=value.name, dtype=dtype, shape=shape)
+
+
+def _all_nodes(graph: onnx.GraphProto):
+    """Every node, including those inside If/Loop/Scan bodies."""
+    for node in graph.node:
+        yield node
+        for attribute in node.attribute:
+            for subgraph in [attribute.g] if attribute.HasField("g") else list(attribute.graphs):
+                yield from _all_nodes(subgraph)
+
+
+def model_inputs(model: OnnxModel) -> list[TensorInfo]:
+    """Graph inputs that are fed at run time (older exporters also list initializers as inputs)."""
+    initializers = {init.name for init in model.proto.graph.initializer}
+    return [_tensor_info(v) for v in model.proto.graph.input if v.name not in initializers]
+
+
+def summarize(model: OnnxModel) -> ModelSummary:
+    graph = model.proto.graph
+    nodes = list(_all_nodes(graph))
+    tensors = list(graph.initializer) + [
+        attr.t for node in nodes for attr in node.attribute if attr.HasField("t")
+    ]
+    parameter_count = sum(int(np.prod(t.dims, dtype=np.int64)) for t in tensors)
+    parameter_bytes = sum(
+        int(np.prod(t.dims, dtype=np.int64)) * helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
+        for t in tensors
+        if t.data_type != onnx.TensorProto.STRING
+    )
+    custom = sorted({n.domain for n in nodes if n.domain not in ("", "ai.onnx", "ai.onnx.ml")})
+    return ModelSummary(
+        path=str(model.path),
+        sha256=model.sha256,
+        size_bytes=model.size_bytes,
+        ir_version=model.proto.ir_version,
+        opsets={(o.domain or "ai.onnx"): o.version for o in model.proto.opset_import},
+        producer=" ".join(filter(None, [model.proto.producer_name, model.proto.producer_version])),
+        inputs=model_inputs(model),
+        outputs=[_tensor_info(v) for v in graph.output],
+        node_count=len(graph.node),
+        op_counts=dict(Counter((f"{n.domain}::" if n.domain else "") + n.op_type for n in nodes).most_common()),
+        parameter_count=parameter_count,
+        parameter_bytes=parameter_bytes,
+        custom_domains=custom,
+        control_flow=[f"{n.op_type} {n.name or '(unnamed)'}" for n in nodes if n.op_type in CONTROL_FLOW_OPS],
+        metadata={p.key: p.value for p in model.proto.metadata_props},
+    )
+
+
+def _ranges(indices: list[int]) -> list[list[int]]:
+    """[0,1,2,5,6] -> [[0,2],[5,6]] (inclusive), for readable partition reports."""
+    ranges: list[list[int]] = []
+    for index in sorted(indices):
+        if ranges and index == ranges[-1][1] + 1:
+            ranges[-1][1] = index
+        else:
+            ranges.append([index, index])
+    return ranges
+
+
+def _partition(graph: onnx.GraphProto, indices: list[int]) -> Partition:
+    inside = set(indices)
+    constants = {init.name for init in graph.initializer}
+    produced = {out for i in inside for out in graph.node[i].output if out}
+    consumed_inside = {name for i in inside for name in graph.node[i].input if name}
+    consumed_outside = {name for i, n in enumerate(graph.node) if i not in inside for name in n.input}
+    graph_outputs = {o.name for o in graph.output}
+    return Partition(
+        nodes=_ranges(indices),
+        node_count=len(indices),
+        inputs=sorted(consumed_inside - produced - constants),
+        outputs=sorted(name for name in produced if name in consumed_outside or name in graph_outputs),
+    )
+
+
+def tensorrt_view(model: OnnxModel, backend_name: str) -> TensorRTView:
+    backend = load_backend(backend_name)
+    started = time.perf_counter()
+    capability = backend.capability(model.path)
+    seconds = time.perf_counter() - started
+    graph = model.proto.graph
+    covered = {i for nodes in capability.subgraphs for i in nodes}
+    reasons = {e.node_index: e for e in capability.errors}
+    unsupported = []
+    for index, node in enumerate(graph.node):
+        if index in covered and index not in reasons:
+            continue
+        error = reasons.get(index)
+        unsupported.append(UnsupportedNode(
+            index=index,
+            name=node.name or (error.node_name if error else ""),
+            op=node.op_type,
+            domain=node.domain or "ai.onnx",
+            reason=error.reason if error else "not in any TensorRT partition",
+        ))
+    supported = capability.supported and not unsupported
+    partitions = [_partition(graph, nodes) for nodes in capability.subgraphs if nodes]
+    return TensorRTView(
+        backend=backend.name,
+        version=backend.version,
+        status=StepStatus(status="ok"),
+        supported=supported,
+        partitions=partitions,
+        unsupported=unsupported,
+        parse_seconds=round(seconds, 3),
+    )
+
+
+def build_check(model: OnnxModel, view: TensorRTView, profiles: ProfileSet | None, sku: str) -> StepStatus:
+    """Prove support with a real build of the first profile: the parser can say yes to a graph that fails."""
+    target = load_sku_catalog().get(sku)
+    dynamic = [i.name for i in model_inputs(model) if i.shape is None or any(not isinstance(d, int) for d in i.shape)]
+    if dynamic and profiles is None:
+        return StepStatus(status="skipped", detail=f"dynamic inputs {', '.join(dynamic)} need --profiles")
+    backend = load_backend(view.backend or target.backend)
+    spec = BuildSpec(
+        model_path=model.path,
+        profiles=tuple(profiles.profiles[:1]) if profiles else (),
+        compute_capabilities=(target.compute_capability,),
+    )
+    outcome = backend.build(spec)
+    if outcome.plan is None:
+        return StepStatus(status="failed", detail="; ".join(outcome.errors[:3]))
+    first = profiles.profiles[0].name if profiles else "static shapes"
+    return StepStatus(
+        status="ok",
+        detail=f"built for {sku} ({first}) in {outcome.seconds:.2f} s, {len(outcome.plan)} bytes",
+    )
+
+
+def inspect_model(
+    model_path: str | Path,
+    profiles_path: str | Path | None = None,
+    backend: str | None = None,
+    build_sku: str | None = None,
+) -> InspectReport:
+    """Summarize the model, ask TensorRT how it partitions it, and validate shape profiles against it."""
+    model = load_model(model_path)
+    summary = summarize(model)
+    profiles = load_profiles(profiles_path) if profiles_path else None
+    profile_report = None
+    if profiles is not None:
+        inputs = {i.name: list(i.shape) for i in summary.inputs if i.shape is not None}
+        errors = validate_profiles(profiles, inputs)
+        profile_report = ProfileReport(
+            file=str(profiles_path), names=[p.name for p in profiles.profiles], valid=not errors, errors=errors
+        )
+    try:
+        view = tensorrt_view(model, backend or default_backend())
+    except CompileError as exc:
+        if isinstance(exc, InvalidInput):
+            raise
+        view = TensorRTView(backend=backend, version=None, status=StepStatus(status="skipped", detail=str(exc)))
+    if build_sku is not None:
+        if view.status.status != "ok":
+            view.build_check = StepStatus(status="skipped", detail="no TensorRT backend")
+        elif profile_report is not None and not profile_report.valid:
+            view.build_check = StepStatus(status="skipped", detail="the shape profiles are invalid")
+        else:
+            view.build_check = build_check(model, view, profiles, build_sku)
+    return InspectReport(model=summary, tensorrt=view, profiles=profile_report)
+
+
+def inspect_exit_failed(report: InspectReport) -> bool:
+    """inspect fails (exit 1) when profiles are invalid or the build check failed."""
+    profiles_bad = report.profiles is not None and not report.profiles.valid
+    build_bad = report.tensorrt.build_check is not None and report.tensorrt.build_check.status == "failed"
+    return profiles_bad or build_bad
+
+
+__all__ = ["InspectReport", "inspect_exit_failed", "inspect_model", "model_inputs", "summarize"]

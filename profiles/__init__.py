@@ -1,0 +1,1 @@
+"""Bundled data: the GPU SKU catalog (skus.yaml) and example shape profiles."""
