@@ -1,0 +1,59 @@
+"""Shared test helpers: the bundled example model and running the real CLI in a subprocess."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLES = REPO / "compiler" / "examples"
+
+
+@dataclass
+class CliResult:
+    exit_code: int
+    stdout: str
+    stderr: str
+
+    @property
+    def error_lines(self) -> list[str]:
+        return [line for line in self.stderr.splitlines() if line.startswith("error:")]
+
+
+def run_cli(*args: str | Path, cwd: Path | None = None, env: dict[str, str] | None = None) -> CliResult:
+    """Run `compile ARGS...` the way a user does: a separate process, real exit code and streams."""
+    done = subprocess.run(
+        [sys.executable, "-m", "compiler", *map(str, args)],
+        capture_output=True, text=True, cwd=cwd, env=env, timeout=900,
+    )
+    return CliResult(done.returncode, done.stdout, done.stderr)
+
+
+def assert_clean_error(result: CliResult, exit_code: int, *fragments: str) -> str:
+    """One `error:` line naming the problem, the documented exit code, and no traceback."""
+    assert result.exit_code == exit_code, (result.exit_code, result.stderr)
+    assert "Traceback" not in result.stderr
+    assert len(result.error_lines) == 1, result.stderr
+    line = result.error_lines[0]
+    for fragment in fragments:
+        assert fragment in line, (fragment, line)
+    return line
+
+
+@pytest.fixture(scope="session")
+def digits_model() -> Path:
+    return EXAMPLES / "digits_cnn.onnx"
+
+
+@pytest.fixture(scope="session")
+def digits_data() -> Path:
+    return EXAMPLES / "digits.npz"
+
+
+@pytest.fixture(scope="session")
+def digits_profiles() -> Path:
+    return REPO / "profiles" / "digits.yaml"
