@@ -14,8 +14,8 @@ from typing import Annotated
 import typer
 from typer.exceptions import TyperException
 
-from compiler.errors import CompileError, ExitCode, InvalidInput
-from compiler.output import console, emit_json, status_text, table
+from compiler.errors import CheckFailed, CompileError, ExitCode, InvalidInput
+from compiler.output import build_progress, console, emit_json, status_text, table
 
 app = typer.Typer(
     name="compile",
@@ -119,6 +119,45 @@ def _render_inspect(report) -> None:
                       + ("[green]valid[/green]" if p.valid else "[red]invalid[/red]"))
         for error in p.errors:
             console.print(f"  - {error}", highlight=False)
+
+
+@app.command()
+def build(
+    model: Annotated[Path, typer.Argument(help="The ONNX model (FP32).")],
+    profiles: Annotated[Path, typer.Option(help="Shape profiles YAML; every profile goes into each engine.")],
+    sku: Annotated[list[str], typer.Option(help="GPU SKU from profiles/skus.yaml; repeat for several.")],
+    precision: Annotated[list[str], typer.Option(help="fp32, fp16, int8 or fp8; repeat for several.")],
+    out: Annotated[Path, typer.Option(help="Output folder: OUT/<sku>/<precision>/engine.plan.")],
+    calibration: Annotated[Path | None, typer.Option(help="Output folder of compile calibrate (int8/fp8).")] = None,
+    jobs: Annotated[int, typer.Option(min=1, help="Parallel builds (processes).")] = 1,
+    cache_dir: Annotated[Path | None, typer.Option(help="Build cache (default $COMPILE_CACHE_DIR or "
+                                                        "~/.cache/compile).")] = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Build everything anew.")] = False,
+    backend: Annotated[str | None, typer.Option(help="Override the SKU's backend (tensorrt-rtx, tensorrt).")] = None,
+    workspace_mb: Annotated[int | None, typer.Option(min=1, help="Builder workspace limit in MiB.")] = None,
+    optimization_level: Annotated[int | None, typer.Option(min=0, max=5, help="Builder optimization level.")] = None,
+    json: JsonOption = False,
+) -> None:
+    """One engine per SKU x precision under OUT/<sku>/<precision>/, with a content-addressed cache."""
+    from compiler.build import build_engines, plan_builds
+
+    options = dict(calibration=calibration, cache_dir=cache_dir, use_cache=not no_cache, backend=backend,
+                   workspace_mb=workspace_mb, optimization_level=optimization_level)
+    if json:
+        report = build_engines(model, profiles, sku, precision, out, jobs=jobs, **options)
+        emit_json(report)
+    else:
+        planned = plan_builds(model, profiles, sku, precision, out, **options)
+        with build_progress(planned) as progress:
+            report = build_engines(model, profiles, sku, precision, out, jobs=jobs, progress=progress, **options)
+        console.print(table("Builds", ["sku", "precision", "status", "cache", "seconds", "folder / error"], [
+            [t.sku, t.precision, status_text(t.status), "hit" if t.cache_hit else "miss", f"{t.seconds:.2f}",
+             t.errors[0] if t.errors else t.path] for t in report.targets
+        ]))
+    if report.failed:
+        first = report.failed[0]
+        raise CheckFailed(f"{len(report.failed)} of {len(report.targets)} builds failed; {first.sku}/{first.precision}:"
+                          f" {first.errors[0] if first.errors else first.status} (log: {first.path}/build.log)")
 
 
 def main() -> None:

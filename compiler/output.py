@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from pydantic import BaseModel
 from rich.console import Console
 from rich.markup import escape
+from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 console = Console(soft_wrap=False, highlight=False)
 err_console = Console(stderr=True)
@@ -26,14 +30,27 @@ def table(title: str, columns: list[str], rows: list[list[Any]]) -> Table:
     for column in columns:
         view.add_column(column, overflow="fold")
     for row in rows:
-        view.add_row(*("" if cell is None else escape(str(cell)) for cell in row))
+        view.add_row(*(cell if isinstance(cell, Text) else escape("" if cell is None else str(cell)) for cell in row))
     return view
 
 
-def status_text(status: str) -> str:
-    colour = {"ok": "green", "failed": "red", "skipped": "yellow"}.get(status, "white")
-    return f"[{colour}]{status}[/{colour}]"
+def status_text(status: str) -> Text:
+    return Text(status, style={"ok": "green", "failed": "red", "skipped": "yellow"}.get(status, "white"))
 
 
 def warn(message: str) -> None:
     err_console.print(f"[yellow]warning:[/yellow] {message}", highlight=False)
+
+
+@contextmanager
+def build_progress(jobs) -> Iterator:
+    """One progress row per build, fed by TensorRT's progress monitor: (job, phase, done, total)."""
+    columns = (TextColumn("{task.description:<22}"), BarColumn(), TaskProgressColumn(),
+               TextColumn("{task.fields[phase]}"), TimeElapsedColumn())
+    with Progress(*columns, console=err_console, transient=False) as bars:
+        tasks = [bars.add_task(f"{job.sku} {job.precision}", total=None, phase="waiting") for job in jobs]
+
+        def update(index: int, phase: str, done: int, total: int) -> None:
+            bars.update(tasks[index], completed=done, total=total or None, phase=phase)
+
+        yield update

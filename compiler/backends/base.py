@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import importlib
 import re
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -69,6 +68,7 @@ class TensorRTBackend:
     name: str = ""
     module_name: str = ""
     install_hint: str = ""
+    plan_magic: str = ""
 
     def __init__(self) -> None:
         try:
@@ -113,11 +113,29 @@ class TensorRTBackend:
     def after_build(self, config: Any, spec: BuildSpec) -> None:
         """Hook for edition-specific state to keep after a build (the datacenter timing cache)."""
 
+    def plan_header(self, plan: bytes) -> dict[str, Any] | None:
+        """What the plan's header says about itself, where this edition's layout is known."""
+        return None
+
+    def plan_mismatch(self, plan: bytes, compute_capabilities: tuple[str, ...]) -> str | None:
+        """Why the plan's header disagrees with what was asked for, or None when it agrees (or is opaque)."""
+        header = self.plan_header(plan)
+        if header is None:
+            return None
+        if header["magic"] != self.plan_magic:
+            return f"plan magic {header['magic']!r} is not {self.plan_magic!r}"
+        if header["version"] != self.version:
+            return f"plan says version {header['version']} but the backend is {self.version}"
+        if sorted(header["compute_capabilities"]) != sorted(compute_capabilities):
+            return (f"plan targets compute capabilities {header['compute_capabilities']} "
+                    f"but {list(compute_capabilities)} were requested")
+        return None
+
     def build(
         self,
         spec: BuildSpec,
         progress: ProgressCallback | None = None,
-        cancel: threading.Event | None = None,
+        cancel: Any | None = None,
     ) -> BuildOutcome:
         """Build one engine with every profile of the spec; never raises for a failed build."""
         trt = self.trt
@@ -190,26 +208,39 @@ class _CapturingLogger:
 
 
 class _ProgressMonitor:
-    """Forwards TensorRT's build phases to a callback; returning False from a step cancels the build."""
+    """Reports (innermost phase, top-level steps done, top-level steps) and cancels when asked.
 
-    def __new__(cls, trt: Any, progress: ProgressCallback | None, cancel: threading.Event | None):
+    TensorRT nests phases; the top-level phase gives a steady bar, the innermost one
+    tells the user what the builder is doing now.
+    """
+
+    def __new__(cls, trt: Any, progress: ProgressCallback | None, cancel: Any | None):
         class Monitor(trt.IProgressMonitor):
             def __init__(self) -> None:
                 super().__init__()
-                self.totals: dict[str, int] = {}
+                self.stack: list[str] = []
+                self.top_total = 0
+                self.top_done = 0
+
+            def _report(self) -> None:
+                if progress and self.stack:
+                    progress(self.stack[-1], self.top_done, self.top_total)
 
             def phase_start(self, phase_name: str, parent_phase: str | None, num_steps: int) -> None:
-                self.totals[phase_name] = num_steps
-                if progress and parent_phase is None:
-                    progress(phase_name, 0, num_steps)
+                if parent_phase is None:
+                    self.top_total, self.top_done = num_steps, 0
+                self.stack.append(phase_name)
+                self._report()
 
             def step_complete(self, phase_name: str, step: int) -> bool:
-                if progress:
-                    progress(phase_name, step + 1, self.totals.get(phase_name, 0))
+                if len(self.stack) == 1:
+                    self.top_done = step + 1
+                self._report()
                 return not (cancel is not None and cancel.is_set())
 
             def phase_finish(self, phase_name: str) -> None:
-                self.totals.pop(phase_name, None)
+                if phase_name in self.stack:
+                    del self.stack[self.stack.index(phase_name):]
 
         return Monitor()
 

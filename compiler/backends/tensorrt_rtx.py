@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import struct
 from typing import Any
 
 from compiler.backends.base import BuildSpec, TensorRTBackend
@@ -12,6 +13,7 @@ class TensorRTRTXBackend(TensorRTBackend):
     name = "tensorrt-rtx"
     module_name = "tensorrt_rtx"
     install_hint = "pip install 'compile[rtx]'"
+    plan_magic = "vtrt"
 
     def check_targets(self, compute_capabilities: tuple[str, ...]) -> None:
         known = {m for m in dir(self.trt.ComputeCapability) if m.startswith("SM")}
@@ -26,6 +28,23 @@ class TensorRTRTXBackend(TensorRTBackend):
         config.num_compute_capabilities = len(spec.compute_capabilities)
         for index, capability in enumerate(spec.compute_capabilities):
             config.set_compute_capability(getattr(self.trt.ComputeCapability, _member(capability)), index)
+
+
+    def plan_header(self, plan: bytes) -> dict[str, Any] | None:
+        """``vtrt`` magic, version bytes at offset 24, compute-capability bitmask (u64) at offset 32."""
+        if len(plan) < 64:
+            return None
+        mask = struct.unpack_from("<Q", plan, 32)[0]
+        return {
+            "magic": plan[:4].decode("latin-1"),
+            "version": ".".join(str(b) for b in plan[24:28]),
+            "compute_capabilities": [cc for bit, cc in enumerate(_MASK_ORDER) if mask >> bit & 1],
+            "compute_capability_mask": mask,
+        }
+
+
+_MASK_ORDER = ["7.5", "8.0", "8.6", "8.9", "12.0", "12.1"]
+"""Bit i of the plan header's mask is compute capability _MASK_ORDER[i]."""
 
 
 def _member(capability: str) -> str:

@@ -1,0 +1,416 @@
+"""`compile build`: one TensorRT engine per SKU x precision, all shape profiles in each.
+
+Inputs are validated before any build (exit 2/3); every target is then built, or taken
+from the content-addressed cache, into ``DIR/<sku>/<precision>/`` through a staging
+folder, so a folder holding ``engine.plan`` is always a finished, verified build.
+A failed target keeps its ``build.log`` and does not stop the others.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from compiler.backends import load_backend
+from compiler.backends.base import BuildSpec
+from compiler.cache import BuildCache, hash_json, link_or_copy
+from compiler.errors import CompileError, InvalidInput
+from compiler.inspection import model_inputs
+from compiler.model import load_model
+from compiler.profiles import ShapeProfile, load_profiles, load_sku_catalog, validate_profiles
+
+FORMAT_VERSION = 1
+PRECISIONS = ("fp32", "fp16", "int8", "fp8")
+QUANTIZED = ("int8", "fp8")
+FP8_MIN_CAPABILITY = (8, 9)
+
+
+class EngineRecord(BaseModel):
+    """engine.json: exactly what one plan file is."""
+
+    format_version: int = FORMAT_VERSION
+    sha256: str
+    size_bytes: int
+    model_sha256: str
+    built_model_sha256: str
+    calibration_sha256: str | None
+    sku: str
+    compute_capabilities: list[str]
+    precision: str
+    backend: dict[str, str]
+    profiles: list[ShapeProfile]
+    builder_options: dict[str, Any]
+    build_seconds: float
+    cache_hit: bool
+    cache_key: str
+    plan_header: dict[str, Any] | None
+
+
+class TargetStatus(BaseModel):
+    sku: str
+    precision: str
+    status: str
+    """ok, failed or cancelled."""
+    path: str
+    cache_hit: bool = False
+    seconds: float = 0.0
+    errors: list[str] = []
+
+
+class BuildReport(BaseModel):
+    """build.json: the status file of one `compile build` run."""
+
+    format_version: int = FORMAT_VERSION
+    model: str
+    model_sha256: str
+    out: str
+    targets: list[TargetStatus]
+
+    @property
+    def failed(self) -> list[TargetStatus]:
+        return [t for t in self.targets if t.status != "ok"]
+
+
+@dataclass(frozen=True)
+class BuildJob:
+    """One target, with everything a worker process needs (picklable)."""
+
+    sku: str
+    precision: str
+    backend: str
+    spec: BuildSpec
+    cache_key: str
+    cache_root: Path
+    use_cache: bool
+    target_dir: Path
+    model_sha256: str
+    built_model_sha256: str
+    calibration_sha256: str | None
+
+
+Progress = Callable[[int, str, int, int], None]
+"""(job index, phase, steps done, steps total)."""
+
+
+def build_engines(
+    model: str | Path,
+    profiles: str | Path,
+    skus: list[str],
+    precisions: list[str],
+    out: str | Path,
+    calibration: str | Path | None = None,
+    jobs: int = 1,
+    cache_dir: str | Path | None = None,
+    use_cache: bool = True,
+    backend: str | None = None,
+    workspace_mb: int | None = None,
+    optimization_level: int | None = None,
+    progress: Progress | None = None,
+) -> BuildReport:
+    """Validate everything, then build (or reuse) every SKU x precision engine."""
+    planned = plan_builds(model, profiles, skus, precisions, out, calibration, cache_dir, use_cache, backend,
+                          workspace_mb, optimization_level)
+    cancel = threading.Event()
+    with _cancel_on_sigint(cancel):
+        statuses = _run(planned, jobs, progress, cancel)
+    report = BuildReport(model=str(model), model_sha256=planned[0].model_sha256 if planned else "",
+                         out=str(out), targets=statuses)
+    Path(out).mkdir(parents=True, exist_ok=True)
+    _write_atomic(Path(out) / "build.json", report.model_dump_json(indent=2).encode())
+    if cancel.is_set():
+        raise KeyboardInterrupt
+    return report
+
+
+def plan_builds(
+    model: str | Path,
+    profiles: str | Path,
+    skus: list[str],
+    precisions: list[str],
+    out: str | Path,
+    calibration: str | Path | None = None,
+    cache_dir: str | Path | None = None,
+    use_cache: bool = True,
+    backend: str | None = None,
+    workspace_mb: int | None = None,
+    optimization_level: int | None = None,
+) -> list[BuildJob]:
+    """Every check that can fail before a build, and the jobs that follow from them."""
+    if not skus:
+        raise InvalidInput("no --sku given; name at least one SKU from profiles/skus.yaml")
+    if not precisions:
+        raise InvalidInput("no --precision given; choose from " + ", ".join(PRECISIONS))
+    for precision in precisions:
+        if precision not in PRECISIONS:
+            raise InvalidInput(f"unknown precision '{precision}'; choose from {', '.join(PRECISIONS)}")
+    source = load_model(model)
+    profile_set = load_profiles(profiles)
+    inputs = {i.name: list(i.shape) for i in model_inputs(source) if i.shape is not None}
+    errors = validate_profiles(profile_set, inputs)
+    if errors:
+        more = f" (and {len(errors) - 1} more; see compile inspect --profiles)" if len(errors) > 1 else ""
+        raise InvalidInput(f"{profiles}: {errors[0]}{more}")
+    catalog = load_sku_catalog()
+    targets = {sku: catalog.get(sku) for sku in dict.fromkeys(skus)}
+    backends = {}
+    for target in targets.values():
+        name = backend or target.backend
+        if name not in backends:
+            backends[name] = load_backend(name)
+        backends[name].check_targets((target.compute_capability,))
+    for precision in precisions:
+        if precision != "fp8":
+            continue
+        for sku, target in targets.items():
+            if tuple(map(int, target.compute_capability.split("."))) < FP8_MIN_CAPABILITY:
+                raise InvalidInput(f"fp8 needs compute capability 8.9 or newer; SKU '{sku}' is "
+                                   f"{target.compute_capability}; drop fp8 or that SKU")
+    cache = BuildCache(Path(cache_dir) if cache_dir else None)
+    model_sha = cache.file_sha256(source.path) if not source.external_files else source.sha256
+    prepared = {p: _prepare(p, source.path, model_sha, calibration, cache) for p in dict.fromkeys(precisions)}
+    jobs = []
+    for sku, target in targets.items():
+        backend_impl = backends[backend or target.backend]
+        for precision in dict.fromkeys(precisions):
+            built_model, built_sha, calibration_sha = prepared[precision]
+            spec = BuildSpec(
+                model_path=built_model,
+                profiles=tuple(profile_set.profiles),
+                compute_capabilities=(target.compute_capability,),
+                workspace_mb=workspace_mb,
+                optimization_level=optimization_level,
+            )
+            key = hash_json({
+                "format": FORMAT_VERSION,
+                "model": built_sha,
+                "calibration": calibration_sha,
+                "profiles": [p.model_dump() for p in spec.profiles],
+                "precision": precision,
+                "compute_capabilities": spec.compute_capabilities,
+                "backend": [backend_impl.name, backend_impl.version],
+                "options": spec.options(),
+            })
+            jobs.append(BuildJob(
+                sku=sku, precision=precision, backend=backend_impl.name, spec=spec, cache_key=key,
+                cache_root=cache.root, use_cache=use_cache, target_dir=Path(out) / sku / precision,
+                model_sha256=model_sha, built_model_sha256=built_sha, calibration_sha256=calibration_sha,
+            ))
+    return jobs
+
+
+def _prepare(precision: str, model: Path, model_sha: str, calibration: str | Path | None,
+             cache: BuildCache) -> tuple[Path, str, str | None]:
+    """The ONNX model this precision builds from: (path, its sha256, calibration artifacts' sha256)."""
+    if precision == "fp32":
+        return model, model_sha, None
+    if precision == "fp16":
+        converted = cache.root / "prepared" / model_sha / "fp16.onnx"
+        if not converted.is_file():
+            from calibration import convert_fp16
+
+            converted.parent.mkdir(parents=True, exist_ok=True)
+            staging = converted.with_name(f".fp16-{os.getpid()}.onnx")
+            convert_fp16(model, staging)
+            os.replace(staging, converted)
+        return converted, cache.file_sha256(converted), None
+    if calibration is None:
+        raise InvalidInput(f"{precision} needs calibration: run compile calibrate --precision {precision} "
+                           f"and pass its output folder with --calibration DIR")
+    folder = Path(calibration)
+    record_path, quantized = folder / "calibration.json", folder / "model.onnx"
+    if not record_path.is_file() or not quantized.is_file():
+        raise InvalidInput(f"{folder}: not a calibration folder (needs calibration.json and model.onnx "
+                           f"from compile calibrate)")
+    try:
+        record = json.loads(record_path.read_text())
+    except (OSError, ValueError) as exc:
+        raise InvalidInput(f"{record_path}: unreadable ({exc}); re-run compile calibrate") from None
+    if record.get("precision") != precision:
+        raise InvalidInput(f"{record_path}: calibrated for precision '{record.get('precision')}', not "
+                           f"'{precision}'; run compile calibrate --precision {precision}")
+    if record.get("model_sha256") != model_sha:
+        raise InvalidInput(f"{record_path}: was calibrated from another model (sha256 "
+                           f"{str(record.get('model_sha256'))[:12]}…, this model is {model_sha[:12]}…); "
+                           f"re-run compile calibrate on this model")
+    return quantized, cache.file_sha256(quantized), cache.file_sha256(record_path)
+
+
+def _run(jobs: list[BuildJob], workers: int, progress: Progress | None, cancel: threading.Event
+         ) -> list[TargetStatus]:
+    if workers <= 1 or len(jobs) <= 1:
+        return [run_job(job, (lambda p, d, t, i=i: progress(i, p, d, t)) if progress else None, cancel)
+                for i, job in enumerate(jobs)]
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    with context.Manager() as manager:
+        events, shared_cancel = manager.Queue(), manager.Event()
+        relay = threading.Thread(target=_relay, args=(events, progress, cancel, shared_cancel), daemon=True)
+        relay.start()
+        statuses: dict[int, TargetStatus] = {}
+        with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=context,
+                                 initializer=_ignore_sigint) as pool:
+            futures = {pool.submit(_worker, i, job, events, shared_cancel): i for i, job in enumerate(jobs)}
+            for future in as_completed(futures):
+                statuses[futures[future]] = future.result()
+        events.put(None)
+        relay.join()
+    return [statuses[i] for i in range(len(jobs))]
+
+
+def _relay(events: Any, progress: Progress | None, cancel: threading.Event, shared_cancel: Any) -> None:
+    """Forward worker progress to the display and the user's Ctrl-C to the workers."""
+    while True:
+        if cancel.is_set():
+            shared_cancel.set()
+        try:
+            event = events.get(timeout=0.2)
+        except Exception:
+            continue
+        if event is None:
+            return
+        if progress:
+            progress(*event)
+
+
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _worker(index: int, job: BuildJob, events: Any, cancel: Any) -> TargetStatus:
+    return run_job(job, lambda phase, done, total: events.put((index, phase, done, total)), cancel)
+
+
+def run_job(job: BuildJob, progress: Callable[[str, int, int], None] | None, cancel: Any) -> TargetStatus:
+    """Build one target (or take it from the cache) and replace its folder atomically.
+
+    A cancelled build leaves the previous folder as it was; a failed one replaces it with
+    just its build.log, so no stale plan looks like the result of this run.
+    """
+    started = time.perf_counter()
+    job.target_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{job.target_dir.name}-", dir=job.target_dir.parent))
+    try:
+        status = _produce(job, staging, progress, cancel, started)
+        if status.status != "cancelled":
+            _replace_dir(job.target_dir, staging)
+        if progress:
+            progress(f"{status.status}{' (cache hit)' if status.cache_hit else ''}", 1, 1)
+        return status
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _produce(job: BuildJob, staging: Path, progress: Callable[[str, int, int], None] | None, cancel: Any,
+             started: float) -> TargetStatus:
+    cache = BuildCache(job.cache_root)
+    hit = cache.lookup(job.cache_key) if job.use_cache else None
+    if hit is not None:
+        for name in ("engine.plan", "layers.json", "build.log"):
+            link_or_copy(hit / name, staging / name)
+        record = EngineRecord.model_validate_json((hit / "engine.json").read_text())
+        record.cache_hit, record.build_seconds = True, round(time.perf_counter() - started, 3)
+        _write_atomic(staging / "engine.json", record.model_dump_json(indent=2).encode())
+        return _status(job, "ok", started, cache_hit=True)
+    backend = load_backend(job.backend)
+    try:
+        outcome = backend.build(job.spec, progress, cancel)
+    except CompileError as exc:
+        return _status(job, "failed", started, errors=[str(exc)])
+    (staging / "build.log").write_text("\n".join(outcome.log) + "\n")
+    if outcome.plan is None:
+        return _status(job, "cancelled" if outcome.cancelled else "failed", started,
+                       errors=outcome.errors or ["build failed"])
+    mismatch = backend.plan_mismatch(outcome.plan, job.spec.compute_capabilities)
+    if mismatch:
+        return _status(job, "failed", started, errors=[f"plan header check failed: {mismatch}"])
+    (staging / "engine.plan").write_bytes(outcome.plan)
+    _write_atomic(staging / "layers.json", json.dumps(_layers_document(outcome.layers), indent=2).encode())
+    record = EngineRecord(
+        sha256=hashlib.sha256(outcome.plan).hexdigest(),
+        size_bytes=len(outcome.plan),
+        model_sha256=job.model_sha256,
+        built_model_sha256=job.built_model_sha256,
+        calibration_sha256=job.calibration_sha256,
+        sku=job.sku,
+        compute_capabilities=list(job.spec.compute_capabilities),
+        precision=job.precision,
+        backend={"name": backend.name, "version": backend.version},
+        profiles=list(job.spec.profiles),
+        builder_options=job.spec.options(),
+        build_seconds=round(outcome.seconds, 3),
+        cache_hit=False,
+        cache_key=job.cache_key,
+        plan_header=backend.plan_header(outcome.plan),
+    )
+    _write_atomic(staging / "engine.json", record.model_dump_json(indent=2).encode())
+    if job.use_cache:
+        cache.store(job.cache_key, staging)
+    return _status(job, "ok", started)
+
+
+def _status(job: BuildJob, status: str, started: float, cache_hit: bool = False,
+            errors: list[str] | None = None) -> TargetStatus:
+    return TargetStatus(sku=job.sku, precision=job.precision, status=status, path=str(job.target_dir),
+                        cache_hit=cache_hit, seconds=round(time.perf_counter() - started, 3), errors=errors or [])
+
+
+def _layers_document(layers: list[dict[str, Any]]) -> dict[str, Any]:
+    precisions: dict[str, int] = {}
+    for layer in layers:
+        for dtype in layer["output_types"]:
+            precisions[dtype] = precisions.get(dtype, 0) + 1
+    return {"format_version": FORMAT_VERSION, "kernels": len(layers), "output_precisions": precisions,
+            "layers": layers}
+
+
+def _replace_dir(target: Path, staging: Path) -> None:
+    """Swap the finished staging folder in for ``target`` with renames (no half-copied folder)."""
+    old = None
+    if target.exists():
+        old = Path(tempfile.mkdtemp(prefix=f".{target.name}-old-", dir=target.parent))
+        os.rename(target, old / target.name)
+    os.rename(staging, target)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temporary.write_bytes(data)
+    os.replace(temporary, path)
+
+
+@contextmanager
+def _cancel_on_sigint(cancel: threading.Event) -> Iterator[None]:
+    """Ctrl-C asks the builders to stop through their progress monitors instead of killing mid-write."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        if cancel.is_set():
+            raise KeyboardInterrupt
+        cancel.set()
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+

@@ -1,0 +1,92 @@
+"""The content-addressed build cache and a stat-keyed digest cache.
+
+An engine entry is keyed by a hash of everything that determines it (never of the
+plan: plans differ byte-wise between identical builds). Entries are written to a
+temporary folder and renamed into place, so concurrent builds of the same key never
+see half an entry: the first rename wins and the others discard their copy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+ENGINE_FILES = ("engine.plan", "engine.json", "layers.json", "build.log")
+
+
+def default_cache_dir() -> Path:
+    return Path(os.environ.get("COMPILE_CACHE_DIR") or Path.home() / ".cache" / "compile")
+
+
+def hash_json(data: Any) -> str:
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _hash_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 22):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+class BuildCache:
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = Path(root) if root else default_cache_dir()
+
+    def file_sha256(self, path: Path) -> str:
+        """sha256 of a file, remembered by (path, size, mtime, inode) so a warm re-run does not re-read GBs."""
+        stat = path.stat()
+        key = hash_json([str(path.resolve()), stat.st_size, stat.st_mtime_ns, stat.st_ino, stat.st_ctime_ns])
+        memo = self.root / "digests" / key
+        try:
+            return memo.read_text().strip()
+        except OSError:
+            pass
+        digest = _hash_file(path)
+        self._write_atomic(memo, digest.encode())
+        return digest
+
+    def entry(self, key: str) -> Path:
+        return self.root / "engines" / key[:2] / key
+
+    def lookup(self, key: str) -> Path | None:
+        entry = self.entry(key)
+        return entry if all((entry / name).is_file() for name in ENGINE_FILES) else None
+
+    def store(self, key: str, source: Path) -> None:
+        """Copy a finished build folder into the cache; a concurrent writer of the same key may win."""
+        entry = self.entry(key)
+        if entry.exists():
+            return
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{key[:12]}-", dir=entry.parent))
+        try:
+            for name in ENGINE_FILES:
+                link_or_copy(source / name, staging / name)
+            os.rename(staging, entry)
+        except OSError:
+            if not entry.exists():
+                raise
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+
+    def _write_atomic(self, path: Path, data: bytes) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(temporary, path)
+
+
+def link_or_copy(source: Path, target: Path) -> None:
+    """Hard-link when possible (plans can be GBs); copy across filesystems."""
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
