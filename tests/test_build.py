@@ -1,0 +1,245 @@
+"""compile build on the trained digits CNN with real TensorRT-RTX builds."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import struct
+import threading
+from pathlib import Path
+
+import pytest
+import yaml
+
+from compiler.build import build_engines, plan_builds, run_job
+from tests.conftest import assert_clean_error, run_cli
+
+CC_BITS = {"7.5": 0x1, "8.0": 0x2, "8.6": 0x4, "8.9": 0x8, "12.0": 0x10, "12.1": 0x20}
+SKUS = {"rtx-4090": "8.9", "rtx-3090": "8.6"}
+PRECISIONS = ("fp32", "fp16", "int8")
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("build")
+
+
+@pytest.fixture(scope="module")
+def int8_calibration(workspace, digits_model, digits_data) -> Path:
+    out = workspace / "calibration-int8"
+    result = run_cli("calibrate", digits_model, "--data", digits_data, "--out", out, "--precision", "int8",
+                     "--json")
+    assert result.exit_code == 0, result.stderr
+    return out
+
+
+def build_args(model, profiles, out, cache, calibration, skus=tuple(SKUS), precisions=PRECISIONS):
+    args = ["build", model, "--profiles", profiles, "--out", out, "--cache-dir", cache, "--json"]
+    for sku in skus:
+        args += ["--sku", sku]
+    for precision in precisions:
+        args += ["--precision", precision]
+    return [*args, "--calibration", calibration]
+
+
+@pytest.fixture(scope="module")
+def matrix(workspace, digits_model, digits_profiles, int8_calibration):
+    """Two SKUs x fp32/fp16/int8 with the two profiles of profiles/digits.yaml, built cold."""
+    out, cache = workspace / "engines", workspace / "cache"
+    result = run_cli(*build_args(digits_model, digits_profiles, out, cache, int8_calibration))
+    assert result.exit_code == 0, result.stderr
+    return out, cache, json.loads(result.stdout)
+
+
+def test_every_target_builds_cold(matrix):
+    out, _, report = matrix
+    targets = {(t["sku"], t["precision"]): t for t in report["targets"]}
+    assert set(targets) == {(s, p) for s in SKUS for p in PRECISIONS}
+    assert all(t["status"] == "ok" and not t["cache_hit"] for t in targets.values())
+    assert json.loads((out / "build.json").read_text())["targets"] == report["targets"]
+
+
+def test_engine_json_agrees_with_plan_header(matrix, digits_model):
+    out, _, _ = matrix
+    model_sha = hashlib.sha256(digits_model.read_bytes()).hexdigest()
+    for sku, capability in SKUS.items():
+        for precision in PRECISIONS:
+            folder = out / sku / precision
+            plan = (folder / "engine.plan").read_bytes()
+            record = json.loads((folder / "engine.json").read_text())
+            assert record["sha256"] == hashlib.sha256(plan).hexdigest()
+            assert record["size_bytes"] == len(plan)
+            assert (record["sku"], record["precision"]) == (sku, precision)
+            assert record["compute_capabilities"] == [capability]
+            assert record["backend"] == {"name": "tensorrt-rtx", "version": "1.7.1.116"}
+            assert record["model_sha256"] == model_sha
+            assert [p["name"] for p in record["profiles"]] == ["online", "batch"]
+            assert record["cache_hit"] is False and record["build_seconds"] > 0
+            # The raw header, read independently of the tool's own parser.
+            assert plan[:4] == b"vtrt"
+            assert list(plan[24:28]) == [1, 7, 1, 116]
+            assert struct.unpack_from("<Q", plan, 32)[0] == CC_BITS[capability]
+            assert {"engine.plan", "engine.json", "layers.json", "build.log"} <= {p.name for p in folder.iterdir()}
+
+
+def _layers(out: Path, sku: str, precision: str) -> list[dict]:
+    return json.loads((out / sku / precision / "layers.json").read_text())["layers"]
+
+
+def test_fp32_fuses_conv_batchnorm_relu(matrix):
+    out, _, _ = matrix
+    chains = [set(layer["onnx_nodes"]) for layer in _layers(out, "rtx-4090", "fp32")]
+    for block in ("0", "3"):
+        conv = f"/features/features.{block}/Conv"
+        bn = f"/features/features.{int(block) + 1}/BatchNormalization"
+        relu = f"/features/features.{int(block) + 2}/Relu"
+        assert any({conv, bn, relu} <= chain for chain in chains), chains
+    assert all("Int8" not in layer["output_types"] for layer in _layers(out, "rtx-4090", "fp32"))
+
+
+def test_int8_build_runs_int8_convolutions(matrix):
+    out, _, _ = matrix
+    int8_convs = [
+        layer for layer in _layers(out, "rtx-3090", "int8")
+        if "Int8" in layer["input_types"] and any("Conv" in node for node in layer["onnx_nodes"])
+    ]
+    assert len(int8_convs) >= 2, _layers(out, "rtx-3090", "int8")
+
+
+def test_fp16_build_runs_half_kernels(matrix):
+    out, _, _ = matrix
+    half = [layer for layer in _layers(out, "rtx-4090", "fp16") if "Half" in layer["output_types"]]
+    assert any(any("Conv" in node for node in layer["onnx_nodes"]) for layer in half)
+
+
+def test_second_run_is_all_cache_hits(matrix, digits_model, digits_profiles, int8_calibration, workspace):
+    out, cache, _ = matrix
+    again = workspace / "engines-again"
+    result = run_cli(*build_args(digits_model, digits_profiles, again, cache, int8_calibration))
+    assert result.exit_code == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert all(t["cache_hit"] for t in report["targets"])
+    for target in report["targets"]:
+        first = json.loads((out / target["sku"] / target["precision"] / "engine.json").read_text())
+        second = json.loads((again / target["sku"] / target["precision"] / "engine.json").read_text())
+        assert second["cache_hit"] is True and second["sha256"] == first["sha256"]
+        plan = (again / target["sku"] / target["precision"] / "engine.plan").read_bytes()
+        assert hashlib.sha256(plan).hexdigest() == first["sha256"]
+
+
+def test_changes_rebuild_only_what_they_must(matrix, digits_model, digits_profiles, int8_calibration, workspace):
+    _, cache, _ = matrix
+    # A new SKU next to cached ones builds only the new SKU's engines.
+    out = workspace / "engines-more"
+    result = run_cli(*build_args(digits_model, digits_profiles, out, cache, int8_calibration,
+                                 skus=("rtx-4090", "rtx-5090"), precisions=("fp32", "fp16")))
+    assert result.exit_code == 0, result.stderr
+    hits = {(t["sku"], t["precision"]): t["cache_hit"] for t in json.loads(result.stdout)["targets"]}
+    assert hits == {("rtx-4090", "fp32"): True, ("rtx-4090", "fp16"): True,
+                    ("rtx-5090", "fp32"): False, ("rtx-5090", "fp16"): False}
+    # One changed profile changes every engine that holds it, and nothing else is redone:
+    # the FP16 model is converted once per source model.
+    changed = yaml.safe_load(digits_profiles.read_text())
+    changed["profiles"][1]["shapes"]["image"]["max"] = [128, 1, 8, 8]
+    profiles = workspace / "changed.yaml"
+    profiles.write_text(yaml.safe_dump(changed))
+    converted = list(cache.glob("prepared/*/fp16.onnx"))
+    assert len(converted) == 1
+    stamp = converted[0].stat().st_mtime_ns
+    result = run_cli(*build_args(digits_model, profiles, workspace / "engines-changed", cache, int8_calibration,
+                                 skus=("rtx-4090",), precisions=("fp32", "fp16")))
+    assert result.exit_code == 0, result.stderr
+    assert [t["cache_hit"] for t in json.loads(result.stdout)["targets"]] == [False, False]
+    assert converted[0].stat().st_mtime_ns == stamp
+    record = json.loads((workspace / "engines-changed/rtx-4090/fp32/engine.json").read_text())
+    assert record["profiles"][1]["shapes"]["image"]["max"] == [128, 1, 8, 8]
+
+
+def test_failed_target_does_not_stop_the_others(digits_model, digits_profiles, tmp_path):
+    # TensorRT-RTX cannot compile an FP32 GEMM for Turing (SM75): a real builder failure.
+    out = tmp_path / "out"
+    result = run_cli("build", digits_model, "--profiles", digits_profiles, "--sku", "rtx-2080-ti",
+                     "--sku", "rtx-4090", "--precision", "fp32", "--out", out, "--cache-dir", tmp_path / "c")
+    line = assert_clean_error(result, 1, "1 of 2 builds failed", "rtx-2080-ti/fp32", "FP32 GEMM is not supported")
+    assert "build.log" in line
+    assert (out / "rtx-4090/fp32/engine.plan").is_file()
+    failed = out / "rtx-2080-ti/fp32"
+    assert not (failed / "engine.plan").exists() and not (failed / "engine.json").exists()
+    assert "FP32 GEMM is not supported" in (failed / "build.log").read_text()
+    statuses = {t["sku"]: t["status"] for t in json.loads((out / "build.json").read_text())["targets"]}
+    assert statuses == {"rtx-2080-ti": "failed", "rtx-4090": "ok"}
+
+
+@pytest.mark.parametrize(("change", "code", "fragments"), [
+    (["--sku", "rtx-9999"], 2, ["unknown SKU 'rtx-9999'", "rtx-4090"]),
+    (["--sku", "h100"], 3, ["backend tensorrt is not installed", "compile[tensorrt]"]),
+    (["--sku", "rtx-4090", "--precision", "int8"], 2, ["int8 needs calibration", "--calibration"]),
+    (["--sku", "rtx-3090", "--precision", "fp8"], 2, ["fp8 needs compute capability 8.9", "rtx-3090"]),
+    (["--sku", "rtx-4090", "--precision", "bf12"], 2, ["unknown precision 'bf12'"]),
+    (["--sku", "rtx-4090", "--backend", "tensorrt-rtx", "--sku", "h100"], 2,
+     ["cannot target compute capability 9.0"]),
+])
+def test_invalid_inputs_fail_before_any_build(change, code, fragments, digits_model, digits_profiles, tmp_path):
+    args = ["build", digits_model, "--profiles", digits_profiles, "--out", tmp_path / "out",
+            "--cache-dir", tmp_path / "cache"]
+    if "--precision" not in change:
+        args += ["--precision", "fp32"]
+    assert_clean_error(run_cli(*args, *change), code, *fragments)
+    assert not (tmp_path / "out").exists()
+
+
+def test_bad_profile_fails_fast(digits_model, tmp_path):
+    profiles = tmp_path / "p.yaml"
+    profiles.write_text("profiles:\n  - name: online\n    shapes:\n"
+                        "      image: {min: [4, 1, 8, 8], opt: [2, 1, 8, 8], max: [8, 1, 8, 8]}\n")
+    result = run_cli("build", digits_model, "--profiles", profiles, "--sku", "rtx-4090", "--precision", "fp32",
+                     "--out", tmp_path / "out")
+    assert_clean_error(result, 2, "profile 'online'", "input 'image' dim 0", "min <= opt <= max")
+    assert not (tmp_path / "out").exists()
+
+
+def test_calibration_of_another_model_is_refused(int8_calibration, digits_profiles, tmp_path):
+    other = tmp_path / "other.onnx"
+    shutil.copy(int8_calibration / "model.onnx", other)  # a different model file than the one calibrated
+    result = run_cli("build", other, "--profiles", digits_profiles, "--sku", "rtx-4090", "--precision", "int8",
+                     "--calibration", int8_calibration, "--out", tmp_path / "out")
+    assert_clean_error(result, 2, "calibration.json", "calibrated from another model")
+
+
+def test_cancel_through_the_progress_monitor_keeps_previous_output(digits_model, digits_profiles, tmp_path):
+    out, cache = tmp_path / "out", tmp_path / "cache"
+    [job] = plan_builds(digits_model, digits_profiles, ["rtx-4090"], ["fp32"], out, cache_dir=cache, use_cache=False)
+    assert run_job(job, None, threading.Event()).status == "ok"
+    previous = (out / "rtx-4090/fp32/engine.json").read_text()
+    cancel, phases = threading.Event(), []
+
+    def progress(phase: str, done: int, total: int) -> None:
+        phases.append(phase)
+        cancel.set()  # the user pressed Ctrl-C as soon as the build started
+
+    status = run_job(job, progress, cancel)
+    assert status.status == "cancelled" and status.errors == ["build cancelled"]
+    assert phases[0] == "Building engine"
+    assert (out / "rtx-4090/fp32/engine.json").read_text() == previous
+    assert sorted(p.name for p in (out / "rtx-4090").iterdir()) == ["fp32"]
+
+
+def test_parallel_jobs_and_concurrent_runs_share_one_cache(digits_model, digits_profiles, tmp_path):
+    cache = tmp_path / "cache"
+    results = []
+
+    def build(out: Path) -> None:
+        results.append(build_engines(digits_model, digits_profiles, list(SKUS), ["fp32"], out, jobs=2,
+                                     cache_dir=cache))
+
+    threads = [threading.Thread(target=build, args=(tmp_path / f"out{i}",)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(results) == 2
+    assert all(t.status == "ok" for report in results for t in report.targets)
+    entries = [p for p in cache.glob("engines/*/*") if not p.name.startswith(".")]
+    assert len(entries) == 2
+    assert not list(cache.glob("engines/*/.*"))
