@@ -157,10 +157,10 @@ def plan_builds(
     for precision in precisions:
         if precision not in PRECISIONS:
             raise InvalidInput(f"unknown precision '{precision}'; choose from {', '.join(PRECISIONS)}")
-    source = load_model(model)
+    cache = BuildCache(Path(cache_dir) if cache_dir else None)
+    source = _model_facts(Path(model), cache)
     profile_set = load_profiles(profiles)
-    inputs = {i.name: list(i.shape) for i in model_inputs(source) if i.shape is not None}
-    errors = validate_profiles(profile_set, inputs)
+    errors = validate_profiles(profile_set, source["inputs"])
     if errors:
         more = f" (and {len(errors) - 1} more; see compile inspect --profiles)" if len(errors) > 1 else ""
         raise InvalidInput(f"{profiles}: {errors[0]}{more}")
@@ -179,9 +179,8 @@ def plan_builds(
             if tuple(map(int, target.compute_capability.split("."))) < FP8_MIN_CAPABILITY:
                 raise InvalidInput(f"fp8 needs compute capability 8.9 or newer; SKU '{sku}' is "
                                    f"{target.compute_capability}; drop fp8 or that SKU")
-    cache = BuildCache(Path(cache_dir) if cache_dir else None)
-    model_sha = cache.file_sha256(source.path) if not source.external_files else source.sha256
-    prepared = {p: _prepare(p, source.path, model_sha, calibration, cache) for p in dict.fromkeys(precisions)}
+    model_sha = source["sha256"]
+    prepared = {p: _prepare(p, Path(model), model_sha, calibration, cache) for p in dict.fromkeys(precisions)}
     jobs = []
     for sku, target in targets.items():
         backend_impl = backends[backend or target.backend]
@@ -210,6 +209,19 @@ def plan_builds(
                 model_sha256=model_sha, built_model_sha256=built_sha, calibration_sha256=calibration_sha,
             ))
     return jobs
+
+
+def _model_facts(path: Path, cache: BuildCache) -> dict[str, Any]:
+    """The model's sha256 and inputs, from a full safe load only when the file changed since last time."""
+    if not path.is_file():
+        load_model(path)  # raises the precise error
+
+    def compute() -> dict[str, Any]:
+        source = load_model(path, infer_shapes=False)
+        inputs = {i.name: list(i.shape) for i in model_inputs(source) if i.shape is not None}
+        return {"sha256": source.sha256, "inputs": inputs, "files": [str(f) for f in source.external_files]}
+
+    return cache.remember("model", [path], compute)
 
 
 def _prepare(precision: str, model: Path, model_sha: str, calibration: str | Path | None,

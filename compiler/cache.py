@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,11 @@ def default_cache_dir() -> Path:
 
 def hash_json(data: Any) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _stat_key(path: Path) -> list[Any]:
+    stat = path.stat()
+    return [str(path.resolve()), stat.st_size, stat.st_mtime_ns, stat.st_ino, stat.st_ctime_ns]
 
 
 def _hash_file(path: Path) -> str:
@@ -40,17 +46,26 @@ class BuildCache:
         self.root = Path(root) if root else default_cache_dir()
 
     def file_sha256(self, path: Path) -> str:
-        """sha256 of a file, remembered by (path, size, mtime, inode) so a warm re-run does not re-read GBs."""
-        stat = path.stat()
-        key = hash_json([str(path.resolve()), stat.st_size, stat.st_mtime_ns, stat.st_ino, stat.st_ctime_ns])
-        memo = self.root / "digests" / key
+        """sha256 of a file, remembered by its stat so a warm re-run does not re-read GBs."""
+        return self.remember("sha256", [path], lambda: {"sha256": _hash_file(path)})["sha256"]
+
+    def remember(self, kind: str, paths: list[Path], compute: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        """A JSON-able fact about files, recomputed only when one of them changes (size, mtime, inode).
+
+        Facts may name more files under ``"files"``; those are checked too on the next lookup.
+        """
+        key = hash_json([kind, *map(_stat_key, paths)])
+        memo = self.root / "facts" / kind / key
         try:
-            return memo.read_text().strip()
-        except OSError:
+            facts = json.loads(memo.read_text())
+            if all(_stat_key(Path(f)) == stat for f, stat in facts.get("files_stat", [])):
+                return facts
+        except (OSError, ValueError):
             pass
-        digest = _hash_file(path)
-        self._write_atomic(memo, digest.encode())
-        return digest
+        facts = compute()
+        facts["files_stat"] = [[str(f), _stat_key(Path(f))] for f in facts.get("files", [])]
+        self._write_atomic(memo, json.dumps(facts).encode())
+        return facts
 
     def entry(self, key: str) -> Path:
         return self.root / "engines" / key[:2] / key
