@@ -59,36 +59,36 @@ def inspect(
     profiles: Annotated[Path | None, typer.Option(help="Shape profiles YAML to validate against the model.")] = None,
     backend: Annotated[str | None, typer.Option(help="tensorrt-rtx or tensorrt (default: installed one).")] = None,
     build_check: Annotated[bool, typer.Option("--build-check", help="Prove support with a real build.")] = False,
-    sku: Annotated[str, typer.Option(help="SKU for --build-check.")] = "rtx-4090",
+    sku: Annotated[str | None, typer.Option(help="SKU for --build-check (default rtx-4090).")] = None,
     json: JsonOption = False,
 ) -> None:
     """Model summary, TensorRT partitions and unsupported nodes, profile validation."""
-    from compiler.inspection import inspect_exit_failed, inspect_model
+    from compiler.inspection import inspect_model
 
-    report = inspect_model(model, profiles, backend, sku if build_check else None)
+    if sku is not None and not build_check:
+        raise InvalidInput(f"--sku {sku} is only used with --build-check; add --build-check or drop --sku")
+    report = inspect_model(model, profiles, backend, (sku or "rtx-4090") if build_check else None)
     if json:
         emit_json(report)
     else:
         _render_inspect(report)
-    if report.profiles is not None and not report.profiles.valid:
-        raise InvalidInput(f"{report.profiles.file}: {report.profiles.errors[0]}"
-                           + (f" (and {len(report.profiles.errors) - 1} more)" if len(report.profiles.errors) > 1
-                              else ""))
-    if inspect_exit_failed(report):
-        raise typer.Exit(ExitCode.CHECK_FAILED)
+    if report.problem is not None:
+        raise report.problem
 
 
 def _render_inspect(report) -> None:
+    from rich.markup import escape
+
     m = report.model
-    console.print(f"[bold]{m.path}[/bold]  {m.size_bytes / 2**20:.1f} MiB  sha256 {m.sha256[:12]}")
-    console.print(f"IR {m.ir_version}, opsets {m.opsets}, producer {m.producer or '-'}, {m.node_count} nodes, "
-                  f"{m.parameter_count:,} parameters ({m.parameter_bytes / 2**20:.1f} MiB)")
+    console.print(f"[bold]{escape(m.path)}[/bold]  {m.size_bytes / 2**20:.1f} MiB  sha256 {m.sha256[:12]}")
+    console.print(escape(f"IR {m.ir_version}, opsets {m.opsets}, producer {m.producer or '-'}, {m.node_count} nodes, "
+                         f"{m.parameter_count:,} parameters ({m.parameter_bytes / 2**20:.1f} MiB)"))
     if m.custom_domains:
-        console.print(f"custom domains: {', '.join(m.custom_domains)}")
+        console.print(escape(f"custom domains: {', '.join(m.custom_domains)}"))
     if m.control_flow:
-        console.print(f"control flow: {', '.join(m.control_flow)}")
+        console.print(escape(f"control flow: {', '.join(m.control_flow)}"))
     if m.metadata:
-        console.print(f"metadata: {m.metadata}")
+        console.print(escape(f"metadata: {m.metadata}"))
 
     def shape(s):
         return "unknown rank" if s is None else "[" + ", ".join("?" if d is None else str(d) for d in s) + "]"
@@ -99,10 +99,11 @@ def _render_inspect(report) -> None:
     console.print(table("Operators", ["op", "count"], [[op, n] for op, n in m.op_counts.items()]))
     trt = report.tensorrt
     if trt.status.status != "ok":
-        console.print(f"TensorRT: {status_text(trt.status.status)} {trt.status.detail}")
+        console.print(f"TensorRT: {status_text(trt.status.status)} {escape(trt.status.detail)}")
     else:
         verdict = "[green]fully supported[/green]" if trt.supported else "[red]not fully supported[/red]"
-        console.print(f"TensorRT ({trt.backend} {trt.version}): {verdict}, parsed in {trt.parse_seconds:.2f} s")
+        console.print(f"TensorRT ({escape(f'{trt.backend} {trt.version}')}): {verdict}, "
+                      f"parsed in {trt.parse_seconds:.2f} s")
         console.print(table("TensorRT partitions", ["nodes", "count", "inputs", "outputs"], [
             [", ".join(f"{a}-{b}" if a != b else str(a) for a, b in p.nodes), p.node_count,
              ", ".join(p.inputs), ", ".join(p.outputs)] for p in trt.partitions
@@ -112,13 +113,13 @@ def _render_inspect(report) -> None:
                 [u.index, u.name, u.op, u.domain, u.reason] for u in trt.unsupported
             ]))
     if trt.build_check is not None:
-        console.print(f"build check: {status_text(trt.build_check.status)} {trt.build_check.detail}")
+        console.print(f"build check: {status_text(trt.build_check.status)} {escape(trt.build_check.detail)}")
     if report.profiles is not None:
         p = report.profiles
-        console.print(f"profiles {', '.join(p.names)} from {p.file}: "
+        console.print(escape(f"profiles {', '.join(p.names)} from {p.file}: ")
                       + ("[green]valid[/green]" if p.valid else "[red]invalid[/red]"))
         for error in p.errors:
-            console.print(f"  - {error}", highlight=False)
+            console.print(escape(f"  - {error}"), highlight=False)
 
 
 @app.command()

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-from onnx import helper
-from pydantic import BaseModel
+from onnx import external_data_helper, helper
+from pydantic import BaseModel, PrivateAttr
 
 from compiler.backends import default_backend, load_backend
 from compiler.backends.base import BuildSpec
-from compiler.errors import CompileError, InvalidInput
+from compiler.errors import CheckFailed, CompileError, InvalidInput
 from compiler.model import OnnxModel, load_model
 from compiler.profiles import Dim, ProfileSet, load_profiles, load_sku_catalog, validate_profiles
 
@@ -28,6 +28,10 @@ class TensorInfo(BaseModel):
 
 
 class ModelSummary(BaseModel):
+    """What the model is. ``node_count`` counts the main graph (partitions index it); ``op_counts`` and
+    ``control_flow`` also include the nodes inside If/Loop/Scan bodies; ``parameter_count`` is the number of
+    elements of every initializer and constant tensor (sparse ones by their stored values)."""
+
     path: str
     sha256: str
     size_bytes: int
@@ -91,6 +95,12 @@ class InspectReport(BaseModel):
     model: ModelSummary
     tensorrt: TensorRTView
     profiles: ProfileReport | None = None
+    _problem: CompileError | None = PrivateAttr(default=None)
+
+    @property
+    def problem(self) -> CompileError | None:
+        """Why the command must fail after printing the report (exit code and one-line message), if it must."""
+        return self._problem
 
 
 def _dtype_name(elem_type: int) -> str:
@@ -123,17 +133,32 @@ def model_inputs(model: OnnxModel) -> list[TensorInfo]:
     return [_tensor_info(v) for v in model.proto.graph.input if v.name not in initializers]
 
 
+def _weight_tensors(proto: onnx.ModelProto) -> list[onnx.TensorProto]:
+    """Initializers and constant tensors of every graph, plus the stored values of sparse ones."""
+    tensors = list(external_data_helper._get_all_tensors(proto))
+
+    def sparse(graph: onnx.GraphProto):
+        for tensor in graph.sparse_initializer:
+            yield tensor.values
+        for node in graph.node:
+            for attribute in node.attribute:
+                if attribute.HasField("sparse_tensor"):
+                    yield attribute.sparse_tensor.values
+                for subgraph in [attribute.g] if attribute.HasField("g") else list(attribute.graphs):
+                    yield from sparse(subgraph)
+
+    return tensors + list(sparse(proto.graph))
+
+
 def summarize(model: OnnxModel) -> ModelSummary:
     graph = model.proto.graph
     nodes = list(_all_nodes(graph))
-    tensors = list(graph.initializer) + [
-        attr.t for node in nodes for attr in node.attribute if attr.HasField("t")
-    ]
+    tensors = _weight_tensors(model.proto)
     parameter_count = sum(int(np.prod(t.dims, dtype=np.int64)) for t in tensors)
     parameter_bytes = sum(
         int(np.prod(t.dims, dtype=np.int64)) * helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
         for t in tensors
-        if t.data_type != onnx.TensorProto.STRING
+        if t.data_type not in (onnx.TensorProto.STRING, onnx.TensorProto.UNDEFINED)
     )
     custom = sorted({n.domain for n in nodes if n.domain not in ("", "ai.onnx", "ai.onnx.ml")})
     return ModelSummary(
@@ -181,6 +206,18 @@ def _partition(graph: onnx.GraphProto, indices: list[int]) -> Partition:
     )
 
 
+def _explain(reason: str, node: onnx.NodeProto) -> str:
+    """The parser's terse code made readable; the original text stays at the end."""
+    op = f"{node.domain}::{node.op_type}" if node.domain not in ("", "ai.onnx") else node.op_type
+    if not reason:
+        return "not in any TensorRT partition"
+    if "Plugin not found" in reason:
+        return f"TensorRT has no layer or registered plugin for {op} ({reason})"
+    if reason.startswith("UNSUPPORTED_NODE"):
+        return f"TensorRT does not support {op} here ({reason})"
+    return reason
+
+
 def tensorrt_view(model: OnnxModel, backend_name: str) -> TensorRTView:
     backend = load_backend(backend_name)
     started = time.perf_counter()
@@ -199,7 +236,7 @@ def tensorrt_view(model: OnnxModel, backend_name: str) -> TensorRTView:
             name=node.name or (error.node_name if error else ""),
             op=node.op_type,
             domain=node.domain or "ai.onnx",
-            reason=error.reason if error else "not in any TensorRT partition",
+            reason=_explain(error.reason if error else "", node),
         ))
     supported = capability.supported and not unsupported
     partitions = [_partition(graph, nodes) for nodes in capability.subgraphs if nodes]
@@ -214,26 +251,35 @@ def tensorrt_view(model: OnnxModel, backend_name: str) -> TensorRTView:
     )
 
 
-def build_check(model: OnnxModel, view: TensorRTView, profiles: ProfileSet | None, sku: str) -> StepStatus:
-    """Prove support with a real build of the first profile: the parser can say yes to a graph that fails."""
+def build_check(
+    model: OnnxModel, view: TensorRTView, profiles: ProfileSet | None, sku: str, backend: str | None = None
+) -> StepStatus:
+    """Prove support with a real build (one engine with every profile): the parser can say yes to a graph that
+    fails. Builds with ``backend`` if given, else the SKU's own backend, as ``compile build`` does."""
     target = load_sku_catalog().get(sku)
     dynamic = [i.name for i in model_inputs(model) if i.shape is None or any(not isinstance(d, int) for d in i.shape)]
     if dynamic and profiles is None:
-        return StepStatus(status="skipped", detail=f"dynamic inputs {', '.join(dynamic)} need --profiles")
-    backend = load_backend(view.backend or target.backend)
+        raise InvalidInput(f"{model.path}: --build-check needs --profiles: dynamic inputs {', '.join(dynamic)} "
+                           "have no shapes to build with")
+    engine = load_backend(backend or target.backend)
     spec = BuildSpec(
         model_path=model.path,
-        profiles=tuple(profiles.profiles[:1]) if profiles else (),
+        profiles=tuple(profiles.profiles) if profiles else (),
         compute_capabilities=(target.compute_capability,),
     )
-    outcome = backend.build(spec)
+    outcome = engine.build(spec)
     if outcome.plan is None:
-        return StepStatus(status="failed", detail="; ".join(outcome.errors[:3]))
-    first = profiles.profiles[0].name if profiles else "static shapes"
+        return StepStatus(status="failed", detail="; ".join(outcome.errors[:3]) or "the builder returned no engine")
+    built = ", ".join(p.name for p in profiles.profiles) if profiles else "static shapes"
     return StepStatus(
         status="ok",
-        detail=f"built for {sku} ({first}) in {outcome.seconds:.2f} s, {len(outcome.plan)} bytes",
+        detail=f"built for {sku} ({engine.name}, compute capability {target.compute_capability}; {built}) "
+               f"in {outcome.seconds:.2f} s, {len(outcome.plan)} bytes",
     )
+
+
+def _input_dims(summary: ModelSummary) -> dict[str, list[Dim] | None]:
+    return {i.name: (list(i.shape) if i.shape is not None else None) for i in summary.inputs}
 
 
 def inspect_model(
@@ -242,38 +288,56 @@ def inspect_model(
     backend: str | None = None,
     build_sku: str | None = None,
 ) -> InspectReport:
-    """Summarize the model, ask TensorRT how it partitions it, and validate shape profiles against it."""
+    """Summarize the model, ask TensorRT how it partitions it, and validate shape profiles against it.
+
+    Bad files raise InvalidInput. Problems found in a readable model (invalid profiles, a failed or impossible
+    build check, an explicitly requested backend that is missing) are in the report and in ``report.problem``.
+    """
     model = load_model(model_path)
     summary = summarize(model)
+    if build_sku is not None:
+        load_sku_catalog().get(build_sku)  # an unknown SKU is a usage error: fail before any work
     profiles = load_profiles(profiles_path) if profiles_path else None
     profile_report = None
+    problem: CompileError | None = None
     if profiles is not None:
-        inputs = {i.name: list(i.shape) for i in summary.inputs if i.shape is not None}
-        errors = validate_profiles(profiles, inputs)
+        errors = validate_profiles(profiles, _input_dims(summary))
         profile_report = ProfileReport(
             file=str(profiles_path), names=[p.name for p in profiles.profiles], valid=not errors, errors=errors
         )
+        if errors:
+            more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+            problem = InvalidInput(f"{profiles_path}: {errors[0]}{more}")
     try:
         view = tensorrt_view(model, backend or default_backend())
+    except InvalidInput:
+        raise
     except CompileError as exc:
-        if isinstance(exc, InvalidInput):
-            raise
         view = TensorRTView(backend=backend, version=None, status=StepStatus(status="skipped", detail=str(exc)))
+        if backend is not None:  # asked for by name: its absence is an environment problem (exit 3)
+            problem = problem or exc
     if build_sku is not None:
-        if view.status.status != "ok":
-            view.build_check = StepStatus(status="skipped", detail="no TensorRT backend")
-        elif profile_report is not None and not profile_report.valid:
+        if profile_report is not None and not profile_report.valid:
             view.build_check = StepStatus(status="skipped", detail="the shape profiles are invalid")
         else:
-            view.build_check = build_check(model, view, profiles, build_sku)
-    return InspectReport(model=summary, tensorrt=view, profiles=profile_report)
+            try:
+                view.build_check = build_check(model, view, profiles, build_sku, backend)
+            except CompileError as exc:
+                view.build_check = StepStatus(status="skipped", detail=str(exc))
+                problem = problem or (exc if str(exc).startswith(str(model.path)) else
+                                      type(exc)(f"--build-check for {build_sku}: {exc}"))
+            if view.build_check.status == "failed":
+                problem = problem or CheckFailed(
+                    f"{model.path}: the build check for {build_sku} failed: {view.build_check.detail}"
+                )
+    report = InspectReport(model=summary, tensorrt=view, profiles=profile_report)
+    report._problem = problem
+    return report
 
 
 def inspect_exit_failed(report: InspectReport) -> bool:
-    """inspect fails (exit 1) when profiles are invalid or the build check failed."""
-    profiles_bad = report.profiles is not None and not report.profiles.valid
-    build_bad = report.tensorrt.build_check is not None and report.tensorrt.build_check.status == "failed"
-    return profiles_bad or build_bad
+    """inspect fails when profiles are invalid, the build check failed or could not run."""
+    return report.problem is not None
 
 
 __all__ = ["InspectReport", "inspect_exit_failed", "inspect_model", "model_inputs", "summarize"]

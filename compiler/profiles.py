@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections import defaultdict
 from importlib import resources
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError, field_validator
 
-from compiler.config import load_yaml
+from compiler.config import describe_validation_error, load_yaml
 from compiler.errors import InvalidInput
 
 Dim = int | str | None
@@ -25,14 +25,16 @@ class _Strict(BaseModel):
 
 
 class ShapeRange(_Strict):
-    min: list[int]
-    opt: list[int]
-    max: list[int]
+    """One input's shapes: every dim an integer (true/false or 4.0 are typos, not sizes)."""
+
+    min: list[StrictInt]
+    opt: list[StrictInt]
+    max: list[StrictInt]
 
 
 class ShapeProfile(_Strict):
-    name: str = Field(min_length=1)
-    shapes: dict[str, ShapeRange] = Field(min_length=1)
+    name: StrictStr = Field(min_length=1)
+    shapes: dict[StrictStr, ShapeRange] = Field(min_length=1)
 
 
 class ProfileSet(_Strict):
@@ -68,7 +70,38 @@ class SkuCatalog(_Strict):
 
 
 def load_profiles(path: str | Path) -> ProfileSet:
-    return load_yaml(path, ProfileSet)
+    """Read a shape-profiles YAML file; schema errors name the profile, input and field at fault."""
+    return load_yaml(path, ProfileSet, describe=_describe_profile_error)
+
+
+def _describe_profile_error(exc: ValidationError, data: Any) -> str:
+    """``profile 'online' input 'image' min[1]: Input should be a valid integer`` rather than pydantic's loc tuple."""
+    error = exc.errors()[0]
+    loc = list(error["loc"])
+    if len(loc) < 2 or loc[0] != "profiles" or not isinstance(loc[1], int):
+        return describe_validation_error(exc)
+    index = loc[1]
+    entries = data.get("profiles") if isinstance(data, dict) else None
+    entry = entries[index] if isinstance(entries, list) and index < len(entries) else None
+    name = entry.get("name") if isinstance(entry, dict) else None
+    where = f"profile '{name}'" if isinstance(name, str) and name else f"profiles[{index}]"
+    rest = loc[2:]
+    if rest[:1] == ["shapes"] and len(rest) >= 2:
+        where += f" input '{rest[1]}'"
+        rest = rest[2:]
+        if rest and isinstance(rest[0], str):
+            where += f" {rest[0]}"
+            if len(rest) > 1 and isinstance(rest[1], int):
+                where += f"[{rest[1]}]"
+            rest = []
+    elif rest:
+        where += f" {rest[0]}"
+    message = error["msg"].removeprefix("Value error, ")
+    if error["type"] == "extra_forbidden":
+        expected = "min, opt, max" if " input '" in where else "name, shapes"
+        message = f"unknown key; expected {expected}"
+    more = len(exc.errors()) - 1
+    return f"{where}: {message}" + (f" (and {more} more)" if more else "")
 
 
 def load_sku_catalog(path: str | Path | None = None) -> SkuCatalog:
@@ -83,22 +116,27 @@ def bundled_profiles_path(name: str) -> Path:
     return Path(str(resources.files("profiles") / name))
 
 
-def validate_profiles(profiles: ProfileSet, inputs: dict[str, list[Dim]]) -> list[str]:
-    """Every problem of every profile against the model's inputs (name -> dims); empty when valid."""
+def validate_profiles(profiles: ProfileSet, inputs: dict[str, list[Dim] | None]) -> list[str]:
+    """Every problem of every profile against the model's inputs (name -> dims, None if the rank is unknown).
+
+    Rules: every dynamic input has a shape in every profile; no unknown input names; min/opt/max have the
+    model's rank and its static dims; 1 <= min <= opt <= max on dynamic dims; a symbolic dim shared by
+    several inputs (or axes) gets the same range everywhere in a profile. Empty when valid.
+    """
     errors: list[str] = []
+    known = ", ".join(inputs) if inputs else "none"
     for profile in profiles.profiles:
         where = f"profile '{profile.name}'"
         for name in profile.shapes:
             if name not in inputs:
-                errors.append(
-                    f"{where}: input '{name}' is not a model input (model inputs: {', '.join(inputs)})"
-                )
+                errors.append(f"{where}: input '{name}' is not a model input (model inputs: {known})")
         symbols: dict[str, list[tuple[str, int, tuple[int, int, int]]]] = defaultdict(list)
         for name, dims in inputs.items():
-            dynamic = [i for i, d in enumerate(dims) if not isinstance(d, int)]
             shape = profile.shapes.get(name)
             if shape is None:
-                if dynamic:
+                if dims is None:
+                    errors.append(f"{where}: input '{name}' has an unknown rank (dynamic); add min/opt/max for it")
+                elif any(not isinstance(d, int) for d in dims):
                     errors.append(
                         f"{where}: dynamic input '{name}' (dims {_fmt(dims)}) has no shape; add min/opt/max"
                     )
@@ -109,19 +147,22 @@ def validate_profiles(profiles: ProfileSet, inputs: dict[str, list[Dim]]) -> lis
             for other_input, other_axis, other_range in uses[1:]:
                 if other_range != first_range:
                     errors.append(
-                        f"{where}: symbolic dim '{symbol}' is shared by {first_input}[{first_axis}] "
-                        f"(min/opt/max {_fmt(first_range)}) and {other_input}[{other_axis}] "
-                        f"({_fmt(other_range)}); give them the same range"
+                        f"{where}: symbolic dim '{symbol}' is shared by input '{first_input}' dim {first_axis} "
+                        f"(min/opt/max {_fmt(first_range)}) and input '{other_input}' dim {other_axis} "
+                        f"(min/opt/max {_fmt(other_range)}); give them the same range"
                     )
     return errors
 
 
-def _check_input(where, name, dims, shape: ShapeRange, symbols) -> list[str]:
+def _check_input(where, name, dims: list[Dim] | None, shape: ShapeRange, symbols) -> list[str]:
     errors = []
-    ranks = {len(shape.min), len(shape.opt), len(shape.max)}
-    if len(ranks) > 1:
-        return [f"{where}: input '{name}': min, opt and max have different ranks ({_fmt(sorted(ranks))})"]
-    rank = ranks.pop()
+    ranks = {"min": len(shape.min), "opt": len(shape.opt), "max": len(shape.max)}
+    if len(set(ranks.values())) > 1:
+        given = ", ".join(f"{key} {rank}" for key, rank in ranks.items())
+        return [f"{where}: input '{name}': min, opt and max have different ranks ({given})"]
+    rank = ranks["min"]
+    if dims is None:
+        dims = [None] * rank  # unknown rank: any rank, every dim dynamic
     if rank != len(dims):
         return [f"{where}: input '{name}': shapes have rank {rank} but the model's input has rank {len(dims)} "
                 f"(dims {_fmt(dims)})"]
@@ -130,10 +171,11 @@ def _check_input(where, name, dims, shape: ShapeRange, symbols) -> list[str]:
         if isinstance(dim, int):
             if any(v != dim for v in values):
                 errors.append(f"{where}: input '{name}' dim {axis} is static {dim} in the model, "
-                              f"but the profile gives min/opt/max {_fmt(values)}")
+                              f"but the profile gives min/opt/max {_fmt(values)}; use {dim} for all three")
             continue
+        label = f"dim {axis} ('{dim}')" if isinstance(dim, str) else f"dim {axis}"
         if not 1 <= values[0] <= values[1] <= values[2]:
-            errors.append(f"{where}: input '{name}' dim {axis}: needs 1 <= min <= opt <= max, "
+            errors.append(f"{where}: input '{name}' {label}: needs 1 <= min <= opt <= max, "
                           f"got min/opt/max {_fmt(values)}")
         if isinstance(dim, str):
             symbols[dim].append((name, axis, values))
