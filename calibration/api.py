@@ -1,0 +1,262 @@
+"""``calibrate``: dataset → ranges → Q/DQ (or FP16) model → TensorRT cache → held-out accuracy report.
+
+Output folder::
+
+    model.onnx          the Q/DQ (int8/fp8) or FP16 model, the original's metadata_props kept
+    calibration.json    precision, method, model/data sha256, sample counts, per-tensor ranges, options
+    calibration.cache   TensorRT <= 10 calibration cache (int8/fp8 runs)
+    report.json         held-out comparison against FP32 per output
+
+``calibration.json`` is written last and holds the run's content key (model, data, options, tool
+versions): a second run with the same key and intact files reuses the folder instead of recomputing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from calibration import calibrators
+from calibration.calibrators import HistogramOptions
+from calibration.convert import convert_fp16
+from calibration.datasets import ImagePreprocess, file_sha256, model_inputs, open_dataset, split
+from calibration.report import AccuracyReport, Gate, compare, gates, session
+from compiler.errors import InvalidInput
+from compiler.model import load_model
+
+PRECISIONS = ("int8", "fp8", "fp16")
+FORMAT = 1
+FILES = ("model.onnx", "calibration.cache", "report.json")
+
+ProgressCallback = Callable[[str, int, int], None]
+"""Called as (phase, samples done, samples total); phases ``calibrate`` and ``held-out``."""
+
+
+class TensorRange(BaseModel):
+    min: float
+    max: float
+    amax: float
+    scale: float
+    """The symmetric scale written in the Q/DQ model for this tensor (amax/127 int8, amax/448 fp8)."""
+
+
+class CalibrationResult(BaseModel):
+    format: int = FORMAT
+    precision: str
+    method: str | None
+    """Range method (minmax, entropy, percentile); None for fp16, which converts without ranges."""
+    model: str
+    model_sha256: str
+    data: str
+    data_kind: str
+    data_sha256: str
+    samples: int
+    """Calibration samples used (after the held-out split and ``samples`` cap)."""
+    holdout_samples: int
+    batch_size: int
+    seed: int
+    options: dict[str, Any]
+    versions: dict[str, str]
+    cache_key: str
+    ranges: dict[str, TensorRange]
+    trt_cache_header: str | None
+    files: dict[str, str]
+    """Output file name -> sha256."""
+    out: str
+    seconds: float
+    report: AccuracyReport
+    gates: list[Gate] = []
+    passed: bool = True
+    reused: bool = False
+
+
+def calibrate(
+    model: str | os.PathLike[str],
+    data: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    precision: str = "int8",
+    method: str = "minmax",
+    samples: int | None = None,
+    batch_size: int = 32,
+    *,
+    holdout: float = 0.2,
+    seed: int = 0,
+    num_bins: int = 2048,
+    percentile: float = 99.999,
+    chunk_mb: int = 256,
+    min_cosine: float | None = None,
+    min_top1: float | None = None,
+    max_abs_error: float | None = None,
+    preprocess: ImagePreprocess | None = None,
+    reuse: bool = True,
+    progress: ProgressCallback | None = None,
+) -> CalibrationResult:
+    """Calibrate (int8/fp8) or convert (fp16) ``model`` with ``data``; write the results into ``out``.
+
+    ``holdout`` is the fraction (< 1) or count of samples kept out of calibration to measure accuracy;
+    ``samples`` caps the calibration set; ``chunk_mb`` bounds the activations held at once. Gates
+    (``min_cosine`` on each output's mean cosine, ``min_top1``, ``max_abs_error``) are evaluated into
+    ``result.gates`` / ``result.passed``; the outputs are written either way.
+    """
+    started = time.perf_counter()
+    precision, method = _check_options(precision, method, batch_size, num_bins, percentile, chunk_mb)
+    out = Path(out)
+    source = load_model(model)
+    dataset = open_dataset(data, source, preprocess)
+    try:
+        fixed = {i.batch for i in model_inputs(source) if i.batch is not None}
+        if len(fixed) > 1:
+            raise InvalidInput(f"{source.path}: inputs have different fixed batch sizes {sorted(fixed)}")
+        fixed_batch = fixed.pop() if fixed else None
+        if fixed_batch is not None:
+            batch_size = fixed_batch
+        chosen = split(dataset.count, holdout, samples, seed, fixed_batch)
+        options = {"holdout": holdout, "requested_samples": samples, "chunk_mb": chunk_mb}
+        if method in ("entropy", "percentile"):
+            options |= {"num_bins": num_bins, "num_quantized_bins": HistogramOptions.num_quantized_bins}
+        if method == "percentile":
+            options["percentile"] = percentile
+        versions = _versions()
+        record = {
+            "format": FORMAT, "precision": precision, "method": method, "model_sha256": source.sha256,
+            "data_sha256": dataset.sha256, "samples": len(chosen.calibration), "batch_size": batch_size,
+            "seed": seed, "options": options, "versions": versions,
+        }
+        key = hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()
+        limits = {"min_cosine": min_cosine, "min_top1": min_top1, "max_abs_error": max_abs_error}
+        if reuse and (previous := _reusable(out, key)) is not None:
+            return _with_gates(previous, limits, reused=True)
+
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "calibration.json").unlink(missing_ok=True)  # the folder is incomplete until we finish
+        session(source.path, "model")  # fail fast on a model onnxruntime cannot run
+        model_out = out / "model.onnx"
+        value_ranges: dict[str, tuple[float, float]] = {}
+        header = None
+        with tempfile.TemporaryDirectory(prefix="calibrate-") as tmp:
+            work = Path(tmp)
+            if precision == "fp16":
+                convert_fp16(source.path, model_out)
+                (out / "calibration.cache").unlink(missing_ok=True)
+            else:
+                prepared = calibrators.prepare(source.path, work)
+                total = len(chosen.calibration)
+                done = [0]
+
+                def advance(n: int) -> None:
+                    done[0] += n
+                    if progress:
+                        progress("calibrate", done[0], total)
+
+                if progress:
+                    progress("calibrate", 0, total)
+                tensors = calibrators.collect_ranges(
+                    prepared, dataset, chosen.calibration, method, batch_size,
+                    HistogramOptions(num_bins=num_bins, percentile=percentile), chunk_mb, work, advance)
+                value_ranges = calibrators.ranges(tensors)
+                calibrators.quantize(prepared, tensors, precision, method, model_out, work)
+                calibrators.keep_metadata(source.proto, model_out)
+                cache = calibrators.trt_cache(value_ranges, calibrators.tensor_names(source.proto), method)
+                header = cache.splitlines()[0]
+                _write(out / "calibration.cache", cache)
+
+        held_total, held_done = len(chosen.holdout), [0]
+
+        def advance_holdout(n: int) -> None:
+            held_done[0] += n
+            if progress:
+                progress("held-out", held_done[0], held_total)
+
+        if progress:
+            progress("held-out", 0, held_total)
+        report = compare(source.path, model_out, precision, dataset, chosen.holdout, batch_size, fixed_batch,
+                         advance_holdout)
+        _write(out / "report.json", report.model_dump_json(indent=2) + "\n")
+        files = {name: file_sha256(out / name) for name in FILES if (out / name).is_file()}
+        result = CalibrationResult(
+            **record, cache_key=key, model=str(source.path), data=str(dataset.path), data_kind=dataset.kind,
+            holdout_samples=len(chosen.holdout), trt_cache_header=header, files=files, out=str(out),
+            ranges={name: TensorRange(min=lo, max=hi, amax=calibrators.amax(lo, hi),
+                                      scale=calibrators.scale(lo, hi, precision))
+                    for name, (lo, hi) in value_ranges.items()},
+            seconds=round(time.perf_counter() - started, 3), report=report,
+        )
+        _write(out / "calibration.json",
+               result.model_dump_json(indent=2, exclude={"report", "gates", "passed", "reused"}) + "\n")
+        return _with_gates(result, limits, reused=False)
+    finally:
+        dataset.close()
+
+
+def _check_options(precision: str, method: str | None, batch_size: int, num_bins: int, percentile: float,
+                   chunk_mb: int) -> tuple[str, str | None]:
+    if precision not in PRECISIONS:
+        raise InvalidInput(f"--precision '{precision}' is not one of {', '.join(PRECISIONS)}")
+    if precision == "fp16":
+        return precision, None
+    if method not in calibrators.METHODS:
+        raise InvalidInput(f"--method '{method}' is not one of {', '.join(calibrators.METHODS)}")
+    if batch_size < 1:
+        raise InvalidInput("--batch-size must be at least 1")
+    if num_bins < 256:
+        raise InvalidInput("num_bins must be at least 256 for a meaningful histogram")
+    if not 50 < percentile <= 100:
+        raise InvalidInput("--percentile must be in (50, 100]")
+    if chunk_mb < 1:
+        raise InvalidInput("chunk_mb must be at least 1")
+    return precision, method
+
+
+def _versions() -> dict[str, str]:
+    import importlib.metadata
+
+    import onnx
+    import onnxruntime
+
+    try:
+        ours = importlib.metadata.version("compile")
+    except importlib.metadata.PackageNotFoundError:
+        ours = "unknown"
+    return {"compile": ours, "onnxruntime": onnxruntime.__version__, "onnx": onnx.__version__}
+
+
+def _write(path: Path, text: str) -> None:
+    staging = path.with_name(f".{path.name}.{os.getpid()}")
+    staging.write_text(text, encoding="utf-8")
+    os.replace(staging, path)
+
+
+def _reusable(out: Path, key: str) -> CalibrationResult | None:
+    """The previous run in ``out`` when it had the same content key and its files are intact."""
+    record_file, report_file = out / "calibration.json", out / "report.json"
+    if not record_file.is_file() or not report_file.is_file():
+        return None
+    try:
+        record = json.loads(record_file.read_text(encoding="utf-8"))
+        if record.get("cache_key") != key:
+            return None
+        report = AccuracyReport.model_validate_json(report_file.read_text(encoding="utf-8"))
+        result = CalibrationResult.model_validate({**record, "report": report})
+    except (OSError, ValueError, ValidationError):
+        return None
+    for name, digest in result.files.items():
+        if not (out / name).is_file() or file_sha256(out / name) != digest:
+            return None
+    return result
+
+
+def _with_gates(result: CalibrationResult, limits: dict[str, float | None], reused: bool) -> CalibrationResult:
+    checked = gates(result.report, **limits)
+    return result.model_copy(update={"gates": checked, "passed": all(g.passed for g in checked),
+                                     "reused": reused, "out": result.out})
+
+
+__all__ = ["CalibrationResult", "TensorRange", "calibrate", "convert_fp16"]

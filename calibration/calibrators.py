@@ -1,0 +1,307 @@
+"""Activation ranges with onnxruntime's calibrators, the Q/DQ model, and TensorRT's calibration cache.
+
+Built on ``onnxruntime.quantization``: ``quant_pre_process`` (folds Constant weights and Conv+BatchNorm),
+``create_calibrator`` fed in chunks (histograms merge across ``collect_data`` calls, so memory is bounded
+by the chunk, not the sample count) and ``quantize_static`` (QDQ, symmetric, per-channel weights,
+``QuantizeBias: False``) reading the ranges we computed instead of calibrating again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import struct
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from calibration.datasets import Dataset, batches
+from compiler.errors import InvalidInput
+from compiler.model import first_line
+
+METHODS = ("minmax", "entropy", "percentile")
+PER_CHANNEL_OPSET = 13
+"""DequantizeLinear's ``axis`` (per-channel weights) needs opset 13."""
+FP8_MAX = 448.0
+"""Largest finite float8 E4M3FN value: an FP8 scale maps a tensor's amax onto it (TensorRT's convention)."""
+INT8_MAX = 127.0
+QUANTIZED_OUTPUTS_EXCLUDED = ["Conv", "ConvTranspose", "Gemm", "MatMul"]
+"""Q/DQ goes on the inputs of these ops, not their outputs (TensorRT fuses the epilogue; logits stay float)."""
+
+Progress = Callable[[int], None]
+
+
+@dataclass(frozen=True)
+class HistogramOptions:
+    num_bins: int = 2048
+    """TensorRT's own histogram size; onnxruntime's entropy default (128, with 128 quantized bins) has one
+    candidate threshold and so equals MinMax."""
+    num_quantized_bins: int = 128
+    percentile: float = 99.999
+
+
+@contextlib.contextmanager
+def quiet() -> Iterator[None]:
+    """onnxruntime's quantization tools print to stdout and log warnings: keep our streams clean."""
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            yield
+    finally:
+        root.setLevel(level)
+
+
+def save_model(proto: onnx.ModelProto, path: Path, data_name: str | None = None) -> None:
+    """Save, with weights as external data next to it (``data_name``) when beyond protobuf's limit."""
+    if proto.ByteSize() > 2**31 - 2**26:
+        onnx.save_model(proto, path, save_as_external_data=True, location=data_name or path.name + ".data",
+                        all_tensors_to_one_file=True)
+    else:
+        onnx.save_model(proto, path)
+
+
+def default_opset(proto: onnx.ModelProto) -> int:
+    return next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), 0)
+
+
+def prepare(model_path: Path, work: Path) -> Path:
+    """Opset upgrade (per-channel weights need 13) and onnxruntime's quantization pre-processing.
+
+    Pre-processing turns Constant-node weights into initializers, folds Conv+BatchNormalization and runs
+    shape inference so every tensor can be calibrated. Symbolic shape inference is skipped (it needs sympy,
+    and ONNX shape inference already ran when the model was loaded).
+    """
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    proto = onnx.load_model(model_path)
+    if default_opset(proto) < PER_CHANNEL_OPSET:
+        try:
+            proto = onnx.version_converter.convert_version(proto, PER_CHANNEL_OPSET)
+        except Exception as exc:
+            raise InvalidInput(f"{model_path}: cannot upgrade opset {default_opset(proto)} to {PER_CHANNEL_OPSET} "
+                               f"for per-channel quantization ({first_line(exc)}); export it with opset >= 13") from None
+    upgraded = work / "upgraded.onnx"
+    save_model(proto, upgraded)
+    del proto
+    prepared = work / "prepared.onnx"
+    try:
+        with quiet():
+            quant_pre_process(str(upgraded), str(prepared), skip_symbolic_shape=True,
+                              save_as_external_data=upgraded.stat().st_size > 2**30)
+    except Exception as exc:
+        raise InvalidInput(f"{model_path}: onnxruntime cannot pre-process the model for quantization "
+                           f"({first_line(exc)})") from None
+    return prepared
+
+
+def quantizable_ops() -> list[str]:
+    from onnxruntime.quantization.registry import QDQRegistry, QLinearOpsRegistry
+
+    return sorted(set(QLinearOpsRegistry) | set(QDQRegistry))
+
+
+def _ort_method(method: str):
+    from onnxruntime.quantization import CalibrationMethod
+
+    return {"minmax": CalibrationMethod.MinMax, "entropy": CalibrationMethod.Entropy,
+            "percentile": CalibrationMethod.Percentile}[method]
+
+
+def create(prepared: Path, method: str, options: HistogramOptions, work: Path):
+    """onnxruntime's calibrator for ``method``: symmetric, with a meaningful histogram for entropy/percentile."""
+    from onnxruntime.quantization import create_calibrator
+
+    extra = {"symmetric": True}
+    if method in ("entropy", "percentile"):
+        extra.update(num_bins=options.num_bins, num_quantized_bins=options.num_quantized_bins,
+                     percentile=options.percentile)
+    try:
+        with quiet():
+            return create_calibrator(prepared, quantizable_ops(), augmented_model_path=str(work / "augmented.onnx"),
+                                     calibrate_method=_ort_method(method), extra_options=extra,
+                                     use_external_data_format=prepared.stat().st_size > 2**30,
+                                     providers=["CPUExecutionProvider"])
+    except Exception as exc:
+        raise InvalidInput(f"onnxruntime cannot run the model for calibration: {first_line(exc)}") from None
+
+
+class _Reader:
+    """A CalibrationDataReader over a list of batches of sample indices."""
+
+    def __init__(self, dataset: Dataset, chunk: list[np.ndarray], progress: Progress | None) -> None:
+        self.dataset, self.batches, self.progress = dataset, iter(chunk), progress
+
+    def get_next(self) -> dict[str, np.ndarray] | None:
+        indices = next(self.batches, None)
+        if indices is None:
+            return None
+        feed = self.dataset.read(indices)
+        if self.progress:
+            self.progress(len(indices))
+        return feed
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        item = self.get_next()
+        if item is None:
+            raise StopIteration
+        return item
+
+
+def chunks(indices: np.ndarray, batch_size: int, samples_per_chunk: int) -> list[list[np.ndarray]]:
+    """Full batches grouped into chunks; a trailing partial batch is a chunk of its own (onnxruntime's
+    histogram collector stacks one call's batches, so they must all have one size)."""
+    full = [b for b in batches(indices, batch_size) if len(b) == batch_size]
+    rest = [b for b in batches(indices[len(full) * batch_size:], batch_size)]
+    per_chunk = max(1, samples_per_chunk // batch_size)
+    grouped = [full[i:i + per_chunk] for i in range(0, len(full), per_chunk)]
+    return grouped + [[b] for b in rest]
+
+
+def bytes_per_sample(calibrator, dataset: Dataset, indices: np.ndarray) -> int:
+    """What one sample's calibrated activations weigh: sets the chunk size for a memory budget."""
+    probe = indices[:max(1, len(indices))]
+    outputs = calibrator.infer_session.run(None, dataset.read(probe))
+    return max(1, sum(o.nbytes for o in outputs) // len(probe))
+
+
+def collect_ranges(prepared: Path, dataset: Dataset, indices: np.ndarray, method: str, batch_size: int,
+                   options: HistogramOptions, chunk_mb: int, work: Path, progress: Progress | None = None):
+    """Run the FP32 model over the calibration samples in chunks; returns onnxruntime's TensorsData."""
+    calibrator = create(prepared, method, options, work)
+    try:
+        probe = indices[:batch_size]
+        per_sample = bytes_per_sample(calibrator, dataset, probe)
+    except Exception as exc:
+        raise InvalidInput(f"onnxruntime cannot run the model on the data: {first_line(exc)}") from None
+    samples_per_chunk = max(batch_size, (chunk_mb << 20) // per_sample)
+    try:
+        for chunk in chunks(indices, batch_size, samples_per_chunk):
+            with quiet():
+                calibrator.collect_data(_Reader(dataset, chunk, progress))
+        with quiet():
+            tensors = calibrator.compute_data()
+    except InvalidInput:
+        raise
+    except Exception as exc:
+        raise InvalidInput(f"onnxruntime failed while calibrating: {first_line(exc)}") from None
+    finally:
+        del calibrator
+    return tensors
+
+
+def ranges(tensors) -> dict[str, tuple[float, float]]:
+    """Per-tensor (min, max) from onnxruntime's TensorsData."""
+    out = {}
+    for name, data in sorted(tensors.data.items()):
+        low, high = data.range_value
+        out[name] = (float(np.min(low)), float(np.max(high)))
+    return out
+
+
+def amax(low: float, high: float) -> float:
+    return max(abs(low), abs(high))
+
+
+def scale(low: float, high: float, precision: str) -> float:
+    """The symmetric scale onnxruntime writes for a range: amax / 127 (int8) or amax / 448 (fp8)."""
+    value = amax(low, high) / (FP8_MAX if precision == "fp8" else INT8_MAX)
+    return value if value > 0 else 1.0
+
+
+def quantize(prepared: Path, tensors, precision: str, method: str, out: Path, work: Path) -> None:
+    """Write the Q/DQ model with ``quantize_static`` from the ranges we computed (no second calibration).
+
+    FP8: onnxruntime only quantizes to float8 from its "distribution" statistics and derives the scale
+    from a standard deviation (scale = std / std_f8). We give it the std that yields TensorRT's amax/448
+    scale for our range, so the activation scale follows the chosen method.
+    """
+    from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
+    from onnxruntime.quantization.calibrate import TensorData, TensorsData, save_tensors_data
+    from onnxruntime.quantization.quant_utils import compute_scale_zp_float8
+
+    calibrate_method = _ort_method(method)
+    quant_type = QuantType.QInt8
+    if precision == "fp8":
+        quant_type, calibrate_method = QuantType.QFLOAT8E4M3FN, CalibrationMethod.Distribution
+        unit = float(compute_scale_zp_float8(onnx.TensorProto.FLOAT8E4M3FN, np.array(1.0, np.float32))[1])
+        data = {}
+        for name, (low, high) in ranges(tensors).items():
+            limit = np.float32(amax(low, high))
+            data[name] = TensorData(lowest=np.array(-limit, np.float32), highest=np.array(limit, np.float32),
+                                    avg=np.array(0.0, np.float32),
+                                    std=np.array(scale(low, high, "fp8") / unit, np.float32))
+        tensors = TensorsData(CalibrationMethod.Distribution, data)
+    ranges_file = work / "ranges.json"
+    save_tensors_data(tensors, ranges_file)
+    try:
+        with quiet():
+            quantize_static(
+                str(prepared), str(out), None, quant_format=QuantFormat.QDQ, op_types_to_quantize=quantizable_ops(),
+                per_channel=True, activation_type=quant_type, weight_type=quant_type,
+                calibrate_method=calibrate_method, calibration_cache_path=ranges_file,
+                use_external_data_format=prepared.stat().st_size > 2**30,
+                extra_options={"ActivationSymmetric": True, "WeightSymmetric": True, "QuantizeBias": False,
+                               "OpTypesToExcludeOutputQuantization": QUANTIZED_OUTPUTS_EXCLUDED},
+            )
+    except Exception as exc:
+        raise InvalidInput(f"onnxruntime could not write the Q/DQ model: {first_line(exc)}") from None
+
+
+def keep_metadata(source: onnx.ModelProto, path: Path) -> None:
+    """Put the original model's metadata_props back on a written model (pre-processing drops them)."""
+    proto = onnx.load_model(path, load_external_data=False)
+    existing = {p.key for p in proto.metadata_props}
+    changed = False
+    for prop in source.metadata_props:
+        if prop.key not in existing:
+            proto.metadata_props.add(key=prop.key, value=prop.value)
+            changed = True
+    if changed:
+        onnx.save_model(proto, path)
+
+
+def tensor_names(proto: onnx.ModelProto) -> set[str]:
+    names = {i.name for i in proto.graph.input}
+    for node in proto.graph.node:
+        names.update(node.output)
+    return names
+
+
+CALIBRATORS = {"minmax": "MinMaxCalibration", "entropy": "EntropyCalibration2", "percentile": "EntropyCalibration2"}
+"""TensorRT's calibrator name for the cache header: TensorRT <= 10 only reads a cache whose algorithm
+matches the IInt8Calibrator it is given (percentile has no TensorRT calibrator; use EntropyCalibrator2)."""
+TRT_CACHE_VERSION = 100800
+"""TensorRT 10.8.0 as TensorRT writes it (major * 10000 + minor * 100 + patch)."""
+
+
+def trt_cache(value_ranges: dict[str, tuple[float, float]], names: set[str], method: str,
+              version: int = TRT_CACHE_VERSION) -> str:
+    """TensorRT's calibration cache text: ``TRT-<version>-<Calibrator>`` then ``tensor: <hex float32 scale>``.
+
+    Only tensors of the original model are listed (TensorRT <= 10 parses the original model); the scale is
+    amax / 127, as TensorRT's implicit INT8 computes it.
+    """
+    lines = [f"TRT-{version}-{CALIBRATORS[method]}"]
+    for name, (low, high) in sorted(value_ranges.items()):
+        if name in names:
+            lines.append(f"{name}: {struct.pack('>f', scale(low, high, 'int8')).hex()}")
+    return "\n".join(lines) + "\n"
+
+
+def read_trt_cache(text: str) -> tuple[str, dict[str, float]]:
+    """Parse a TensorRT calibration cache: (header, tensor -> scale)."""
+    header, *rows = text.splitlines()
+    scales = {}
+    for row in rows:
+        name, _, value = row.rpartition(": ")
+        scales[name] = struct.unpack(">f", bytes.fromhex(value))[0]
+    return header, scales

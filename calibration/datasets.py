@@ -1,0 +1,406 @@
+"""Calibration data: ``.npz`` files and image folders, validated against the model before any work.
+
+A dataset is read lazily, a few samples at a time, so memory stays bounded however many
+samples it holds: uncompressed ``.npz`` members are memory-mapped, compressed ones are
+decompressed as a stream, and images are decoded per batch.
+
+- ``.npz``: one array per model input name, samples on axis 0.
+- Image folder: ``*.png|jpg|jpeg|bmp|gif|tif|tiff|webp`` (sorted by path, sub-folders included) and a
+  ``preprocess.yaml`` declaring how pixels become the model's input (see ``ImagePreprocess``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+from onnx import helper
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from compiler.config import load_yaml
+from compiler.errors import InvalidInput
+from compiler.model import OnnxModel, first_line
+
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp")
+PREPROCESS_FILE = "preprocess.yaml"
+SCAN_BYTES = 64 << 20
+"""How much data the NaN scan reads at a time."""
+
+
+@dataclass(frozen=True)
+class ModelInput:
+    """One model input: name, numpy dtype and dims (int, or None when dynamic)."""
+
+    name: str
+    dtype: np.dtype
+    dims: tuple[int | None, ...]
+
+    @property
+    def batch(self) -> int | None:
+        """The model's fixed batch size, or None when axis 0 is dynamic."""
+        return self.dims[0] if self.dims else None
+
+
+def model_inputs(model: OnnxModel) -> list[ModelInput]:
+    initializers = {init.name for init in model.proto.graph.initializer}
+    inputs = []
+    for value in model.proto.graph.input:
+        if value.name in initializers:
+            continue
+        tensor = value.type.tensor_type
+        if not value.type.HasField("tensor_type") or not tensor.HasField("shape"):
+            raise InvalidInput(f"{model.path}: input '{value.name}' is not a tensor of known rank; "
+                               f"calibration needs tensor inputs")
+        dims = tuple(d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim)
+        inputs.append(ModelInput(value.name, np.dtype(helper.tensor_dtype_to_np_dtype(tensor.elem_type)), dims))
+    return inputs
+
+
+class ImagePreprocess(BaseModel):
+    """How an image folder becomes one model input (the folder's ``preprocess.yaml``).
+
+    Pixels are converted to ``color``, resized to ``size`` (bilinear), divided by ``scale``, then
+    ``(x - mean) / std`` per channel, and laid out as ``layout`` with samples on axis 0.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    input: str | None = Field(None, description="Model input name; optional when the model has one input.")
+    size: tuple[int, int] | None = Field(None, description="[height, width]; default: the model's fixed H and W.")
+    layout: Literal["NCHW", "NHWC"] = "NCHW"
+    color: Literal["RGB", "L"] = "RGB"
+    scale: float = Field(255.0, gt=0)
+    mean: list[float] = Field(default_factory=lambda: [0.0])
+    std: list[float] = Field(default_factory=lambda: [1.0])
+
+    @field_validator("size")
+    @classmethod
+    def _positive(cls, size: tuple[int, int] | None) -> tuple[int, int] | None:
+        if size is not None and min(size) <= 0:
+            raise ValueError("size must be [height, width] with positive values")
+        return size
+
+    @field_validator("std")
+    @classmethod
+    def _nonzero(cls, std: list[float]) -> list[float]:
+        if any(s == 0 for s in std):
+            raise ValueError("std values must be non-zero")
+        return std
+
+    @property
+    def channels(self) -> int:
+        return 3 if self.color == "RGB" else 1
+
+
+class Dataset:
+    """Samples for each model input, read a few at a time. Subclasses implement ``_read``."""
+
+    path: Path
+    kind: str
+    names: tuple[str, ...]
+    count: int
+
+    def read(self, indices: np.ndarray) -> dict[str, np.ndarray]:
+        """The samples at ``indices`` (ascending for streamed data) for every input, as contiguous arrays."""
+        return {name: np.ascontiguousarray(self._read(name, indices)) for name in self.names}
+
+    def _read(self, name: str, indices: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    @property
+    def sha256(self) -> str:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+
+class _NpyMember:
+    """One array of an ``.npz``, readable by sample without loading the whole array."""
+
+    def __init__(self, archive: Path, zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> None:
+        self.archive, self.zf, self.info = archive, zf, info
+        self.stream = zf.open(info)
+        version = np.lib.format.read_magic(self.stream)
+        if version == (1, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_1_0(self.stream)
+        else:
+            shape, fortran, dtype = np.lib.format.read_array_header_2_0(self.stream)
+        if dtype.hasobject:
+            raise InvalidInput(f"{archive}: array '{info.filename[:-4]}' holds Python objects; "
+                               f"save plain numeric arrays")
+        if fortran and len(shape) > 1:
+            raise InvalidInput(f"{archive}: array '{info.filename[:-4]}' is Fortran-ordered; save it with "
+                               f"numpy.ascontiguousarray")
+        self.shape, self.dtype = tuple(shape), dtype
+        self.data_offset = self.stream.tell()
+        self.row_bytes = int(np.prod(shape[1:], dtype=np.int64)) * dtype.itemsize if shape else dtype.itemsize
+        self.memmap: np.ndarray | None = None
+        if info.compress_type == zipfile.ZIP_STORED and self.shape:
+            with open(archive, "rb") as handle:  # the member's data starts after its local header
+                handle.seek(info.header_offset + 26)
+                name_length, extra_length = np.frombuffer(handle.read(4), dtype="<u2")
+            start = info.header_offset + 30 + int(name_length) + int(extra_length) + self.data_offset
+            self.memmap = np.memmap(archive, dtype=dtype, mode="r", offset=start, shape=self.shape)
+
+    def rows(self, indices: np.ndarray) -> np.ndarray:
+        if not self.shape:
+            raise InvalidInput(f"{self.archive}: array '{self.info.filename[:-4]}' is a scalar; "
+                               f"samples must be on axis 0")
+        if self.memmap is not None:
+            return np.asarray(self.memmap[indices])
+        out = np.empty((len(indices), *self.shape[1:]), dtype=self.dtype)
+        for row, index in enumerate(indices):  # seeking forward in a compressed stream only decompresses
+            self.stream.seek(self.data_offset + int(index) * self.row_bytes)
+            out[row] = np.frombuffer(self.stream.read(self.row_bytes), dtype=self.dtype).reshape(self.shape[1:])
+        return out
+
+    def close(self) -> None:
+        self.stream.close()
+        self.memmap = None
+
+
+class NpzDataset(Dataset):
+    kind = "npz"
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            self.zf = zipfile.ZipFile(path)
+            members = [info for info in self.zf.infolist() if info.filename.endswith(".npy")]
+            self.members = {info.filename[:-4]: _NpyMember(path, self.zf, info) for info in members}
+        except InvalidInput:
+            raise
+        except (zipfile.BadZipFile, ValueError, OSError, EOFError) as exc:
+            raise InvalidInput(f"{path}: not a readable .npz file ({first_line(exc)}); "
+                               f"write it with numpy.savez") from None
+        self.names = tuple(self.members)
+        counts = {name: m.shape[0] if m.shape else 0 for name, m in self.members.items()}
+        self.count = min(counts.values()) if counts else 0
+        self._counts = counts
+
+    def _read(self, name: str, indices: np.ndarray) -> np.ndarray:
+        return self.members[name].rows(indices)
+
+    @property
+    def sha256(self) -> str:
+        return file_sha256(self.path)
+
+    def close(self) -> None:
+        for member in self.members.values():
+            member.close()
+        self.zf.close()
+
+
+class ImageFolderDataset(Dataset):
+    kind = "images"
+
+    def __init__(self, path: Path, preprocess: ImagePreprocess, name: str, size: tuple[int, int]) -> None:
+        self.path, self.preprocess, self.size = path, preprocess, size
+        self.files = sorted(p for p in path.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file())
+        self.names = (name,)
+        self.count = len(self.files)
+        channels = preprocess.channels
+        for field, values in (("mean", preprocess.mean), ("std", preprocess.std)):
+            if len(values) not in (1, channels):
+                raise InvalidInput(f"{path / PREPROCESS_FILE}: {field} has {len(values)} values; "
+                                   f"give 1 or {channels} (one per {preprocess.color} channel)")
+        self.mean = np.asarray(preprocess.mean, dtype=np.float32)
+        self.std = np.asarray(preprocess.std, dtype=np.float32)
+
+    def load(self, file: Path) -> np.ndarray:
+        from PIL import Image, UnidentifiedImageError
+
+        try:
+            with Image.open(file) as image:
+                image = image.convert(self.preprocess.color).resize(
+                    (self.size[1], self.size[0]), Image.Resampling.BILINEAR)
+                pixels = np.asarray(image, dtype=np.float32)
+        except (UnidentifiedImageError, OSError) as exc:
+            raise InvalidInput(f"{file}: not a readable image ({first_line(exc)})") from None
+        if pixels.ndim == 2:
+            pixels = pixels[:, :, None]
+        pixels = (pixels / np.float32(self.preprocess.scale) - self.mean) / self.std
+        return pixels.transpose(2, 0, 1) if self.preprocess.layout == "NCHW" else pixels
+
+    def _read(self, name: str, indices: np.ndarray) -> np.ndarray:
+        return np.stack([self.load(self.files[int(i)]) for i in indices]).astype(np.float32, copy=False)
+
+    @property
+    def sha256(self) -> str:
+        digest = hashlib.sha256(self.preprocess.model_dump_json().encode() + b"\0")
+        digest.update(repr(self.size).encode() + b"\0")
+        for file in self.files:
+            digest.update(file.relative_to(self.path).as_posix().encode() + b"\0")
+            digest.update(bytes.fromhex(file_sha256(file)))
+        return digest.hexdigest()
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def open_dataset(data: str | Path, model: OnnxModel, preprocess: ImagePreprocess | None = None) -> Dataset:
+    """Open ``data`` (an ``.npz`` or an image folder) and validate it against the model's inputs.
+
+    Checks names, dtypes, shapes, sample counts and (for float data) NaN/Inf before any work;
+    raises InvalidInput naming the array or file at fault.
+    """
+    path = Path(data)
+    inputs = model_inputs(model)
+    if not path.exists():
+        raise InvalidInput(f"{path}: data not found; pass an .npz file or an image folder")
+    if path.is_dir():
+        dataset: Dataset = _open_images(path, inputs, preprocess)
+    elif path.suffix.lower() == ".npz":
+        dataset = NpzDataset(path)
+    else:
+        raise InvalidInput(f"{path}: unsupported data; pass an .npz file (one array per input name, samples "
+                           f"on axis 0) or an image folder with {PREPROCESS_FILE}")
+    try:
+        _validate(dataset, inputs, model)
+    except BaseException:
+        dataset.close()
+        raise
+    return dataset
+
+
+def _open_images(path: Path, inputs: list[ModelInput], preprocess: ImagePreprocess | None) -> Dataset:
+    spec_file = path / PREPROCESS_FILE
+    if preprocess is None:
+        if not spec_file.is_file():
+            raise InvalidInput(f"{path}: an image folder needs {PREPROCESS_FILE} declaring the preprocessing "
+                               f"(size, layout, color, scale, mean, std)")
+        preprocess = load_yaml(spec_file, ImagePreprocess)
+    names = [i.name for i in inputs]
+    if preprocess.input is None and len(inputs) != 1:
+        raise InvalidInput(f"{spec_file}: the model has inputs {', '.join(names)}; an image folder feeds one: "
+                           f"set input")
+    name = preprocess.input or names[0]
+    if name not in names:
+        raise InvalidInput(f"{spec_file}: input '{name}' is not a model input ({', '.join(names)})")
+    if len(inputs) != 1:
+        raise InvalidInput(f"{spec_file}: the model needs inputs {', '.join(names)}; an image folder feeds only "
+                           f"'{name}': use an .npz with every input")
+    dims = inputs[0].dims
+    if len(dims) != 4:
+        raise InvalidInput(f"{spec_file}: input '{name}' has rank {len(dims)}; images need a rank-4 input")
+    h_axis, w_axis = (2, 3) if preprocess.layout == "NCHW" else (1, 2)
+    size = preprocess.size or (dims[h_axis], dims[w_axis])
+    if size[0] is None or size[1] is None:
+        raise InvalidInput(f"{spec_file}: input '{name}' has dynamic height/width; set size: [height, width]")
+    dataset = ImageFolderDataset(path, preprocess, name, (int(size[0]), int(size[1])))
+    if dataset.count == 0:
+        raise InvalidInput(f"{path}: no images ({', '.join(IMAGE_SUFFIXES)}) in the folder")
+    return dataset
+
+
+def _validate(dataset: Dataset, inputs: list[ModelInput], model: OnnxModel) -> None:
+    where = dataset.path
+    expected = {i.name: i for i in inputs}
+    missing = [name for name in expected if name not in dataset.names]
+    if missing:
+        raise InvalidInput(f"{where}: no array for model input(s) {', '.join(missing)} (has "
+                           f"{', '.join(dataset.names) or 'none'}); save one array per input name")
+    extra = [name for name in dataset.names if name not in expected]
+    if extra:
+        raise InvalidInput(f"{where}: array(s) {', '.join(extra)} are not inputs of {model.path.name} "
+                           f"(inputs: {', '.join(expected)})")
+    if dataset.count == 0:
+        raise InvalidInput(f"{where}: the dataset is empty (0 samples)")
+    if isinstance(dataset, NpzDataset):
+        counts = {name: dataset._counts[name] for name in dataset.names}
+        if len(set(counts.values())) > 1:
+            listed = ", ".join(f"{n}: {c}" for n, c in counts.items())
+            raise InvalidInput(f"{where}: arrays have different sample counts on axis 0 ({listed})")
+        for name in dataset.names:
+            member, spec = dataset.members[name], expected[name]
+            _check_array(where, name, member.dtype, member.shape, spec)
+        _scan_nonfinite(dataset)
+    else:
+        sample = dataset.read(np.array([0]))
+        for name, array in sample.items():
+            _check_array(where, name, array.dtype, (dataset.count, *array.shape[1:]), expected[name])
+
+
+def _check_array(where: Path, name: str, dtype: np.dtype, shape: tuple[int, ...], spec: ModelInput) -> None:
+    if dtype != spec.dtype:
+        raise InvalidInput(f"{where}: array '{name}' is {dtype}, the model's input '{name}' needs {spec.dtype}; "
+                           f"convert it with .astype(numpy.{spec.dtype})")
+    if len(shape) != len(spec.dims):
+        raise InvalidInput(f"{where}: array '{name}' has shape {list(shape)} (rank {len(shape)}); input '{name}' "
+                           f"has rank {len(spec.dims)} {_dims(spec.dims)} with samples on axis 0")
+    for axis, (have, want) in enumerate(zip(shape[1:], spec.dims[1:], strict=True), start=1):
+        if want is not None and have != want:
+            raise InvalidInput(f"{where}: array '{name}' has shape {list(shape)}; input '{name}' needs "
+                               f"{_dims(spec.dims)} (axis {axis} is {have}, expected {want})")
+
+
+def _dims(dims: tuple[int | None, ...]) -> str:
+    return "[" + ", ".join("?" if d is None else str(d) for d in dims) + "]"
+
+
+def _scan_nonfinite(dataset: NpzDataset) -> None:
+    """Refuse NaN/Inf before calibrating: one bad sample poisons every range."""
+    for name in dataset.names:
+        member = dataset.members[name]
+        if member.dtype.kind not in "fc":
+            continue
+        step = max(1, SCAN_BYTES // max(member.row_bytes, 1))
+        for start in range(0, dataset.count, step):
+            rows = member.rows(np.arange(start, min(start + step, dataset.count)))
+            bad = ~np.isfinite(rows.reshape(len(rows), -1)).all(axis=1)
+            if bad.any():
+                index = start + int(np.argmax(bad))
+                kind = "NaN" if np.isnan(rows[index - start]).any() else "Inf"
+                raise InvalidInput(f"{dataset.path}: array '{name}' has {kind} values (first in sample {index}); "
+                                   f"clean the data before calibrating")
+
+
+@dataclass(frozen=True)
+class Split:
+    calibration: np.ndarray
+    holdout: np.ndarray
+
+
+def split(count: int, holdout: float | int, samples: int | None, seed: int, batch: int | None = None) -> Split:
+    """Deterministic seeded split of ``count`` samples into calibration and held-out indices (each ascending).
+
+    ``holdout`` is a fraction (< 1) or a count; ``samples`` caps the calibration set; a model with a fixed
+    batch size gets calibration sets that are a multiple of it.
+    """
+    if count < 2:
+        raise InvalidInput(f"the dataset has {count} sample(s); calibration needs at least 2 (calibration and "
+                           f"held-out)")
+    if holdout <= 0:
+        raise InvalidInput("--holdout must be positive: every run measures accuracy on held-out samples")
+    held = max(1, round(count * holdout)) if holdout < 1 else int(holdout)
+    if held >= count:
+        raise InvalidInput(f"--holdout {holdout} leaves no calibration samples out of {count}")
+    if samples is not None and samples < 1:
+        raise InvalidInput("--samples must be at least 1")
+    order = np.random.default_rng(seed).permutation(count)
+    holdout_idx, calibration_idx = order[:held], order[held:]
+    if samples is not None:
+        calibration_idx = calibration_idx[:samples]
+    if batch is not None and batch > 1:
+        usable = len(calibration_idx) // batch * batch
+        if usable == 0:
+            raise InvalidInput(f"the model has a fixed batch size {batch} but only {len(calibration_idx)} "
+                               f"calibration sample(s) are available")
+        calibration_idx = calibration_idx[:usable]
+    return Split(np.sort(calibration_idx), np.sort(holdout_idx))
+
+
+def batches(indices: np.ndarray, size: int) -> Iterator[np.ndarray]:
+    for start in range(0, len(indices), size):
+        yield indices[start:start + size]
