@@ -85,7 +85,7 @@ def prepare(model_path: Path, work: Path) -> Path:
             proto = onnx.version_converter.convert_version(proto, PER_CHANNEL_OPSET)
         except Exception as exc:
             raise InvalidInput(f"{model_path}: cannot upgrade opset {default_opset(proto)} to {PER_CHANNEL_OPSET} "
-                               f"for per-channel quantization ({first_line(exc)}); export it with opset >= 13") from None
+                               f"for per-channel quantization ({first_line(exc)}); export with opset >= 13") from None
     upgraded = work / "upgraded.onnx"
     save_model(proto, upgraded)
     del proto

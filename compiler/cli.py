@@ -161,6 +161,74 @@ def build(
                           f" {first.errors[0] if first.errors else first.status} (log: {first.path}/build.log)")
 
 
+@app.command()
+def calibrate(
+    model: Annotated[Path, typer.Argument(help="The ONNX model (FP32).")],
+    data: Annotated[Path, typer.Option(help=".npz (one array per input, samples on axis 0) or an image folder "
+                                            "with preprocess.yaml.")],
+    out: Annotated[Path, typer.Option(help="Output folder: model.onnx, calibration.json, calibration.cache, "
+                                           "report.json.")],
+    precision: Annotated[str, typer.Option(help="int8, fp8 (Q/DQ model) or fp16 (converted model).")] = "int8",
+    method: Annotated[str, typer.Option(help="Range method: minmax, entropy or percentile.")] = "minmax",
+    samples: Annotated[int | None, typer.Option(min=1, help="Cap on calibration samples.")] = None,
+    batch_size: Annotated[int, typer.Option(min=1, help="Samples per onnxruntime run.")] = 32,
+    holdout: Annotated[float, typer.Option(help="Held-out samples for the accuracy report: a fraction (< 1) "
+                                                "or a count.")] = 0.2,
+    seed: Annotated[int, typer.Option(help="Seed of the calibration / held-out split.")] = 0,
+    percentile: Annotated[float, typer.Option(help="Percentile kept by --method percentile.")] = 99.999,
+    num_bins: Annotated[int, typer.Option(help="Histogram bins for entropy and percentile.")] = 2048,
+    chunk_mb: Annotated[int, typer.Option(min=1, help="Activation memory per onnxruntime chunk (MiB).")] = 256,
+    min_cosine: Annotated[float | None, typer.Option(help="Gate: mean cosine similarity of every output.")] = None,
+    min_top1: Annotated[float | None, typer.Option(help="Gate: top-1 agreement of class-score outputs.")] = None,
+    max_abs_error: Annotated[float | None, typer.Option(help="Gate: max absolute error of every output.")] = None,
+    no_reuse: Annotated[bool, typer.Option("--no-reuse", help="Recompute even if OUT holds this result.")] = False,
+    json: JsonOption = False,
+) -> None:
+    """Quantized (int8/fp8 Q/DQ) or converted (fp16) model, ranges, TensorRT calibration cache, accuracy report."""
+    from rich.markup import escape
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from calibration import calibrate as run_calibration
+    from compiler.output import err_console
+
+    options = dict(precision=precision, method=method, samples=samples, batch_size=batch_size, holdout=holdout,
+                   seed=seed, percentile=percentile, num_bins=num_bins, chunk_mb=chunk_mb, min_cosine=min_cosine,
+                   min_top1=min_top1, max_abs_error=max_abs_error, reuse=not no_reuse)
+    columns = (TextColumn("{task.description:<10}"), BarColumn(), MofNCompleteColumn(), TextColumn("samples"),
+               TimeElapsedColumn())
+    with Progress(*columns, console=err_console, transient=True) as bars:
+        tasks: dict[str, int] = {}
+
+        def update(phase: str, done: int, total: int) -> None:
+            if phase not in tasks:
+                tasks[phase] = bars.add_task(phase, total=total)
+            bars.update(tasks[phase], completed=done, total=total)
+
+        result = run_calibration(model, data, out, progress=update, **options)
+    if json:
+        emit_json(result)
+    else:
+        what = f"{result.precision} {result.method}" if result.method else result.precision
+        console.print(f"[bold]{escape(str(result.out))}[/bold]  {what}  {result.samples} calibration + "
+                      f"{result.holdout_samples} held-out samples  "
+                      + ("reused (same model, data and options)" if result.reused else f"{result.seconds:.1f} s"))
+        console.print(table("Held-out accuracy against FP32", ["output", "cosine mean", "cosine min",
+                                                               "max abs error", "top-1 agreement"], [
+            [o.name, f"{o.cosine_mean:.5f}", f"{o.cosine_min:.5f}", f"{o.max_abs_error:.4g}",
+             "-" if o.top1_agreement is None else f"{o.top1_agreement:.2%}"] for o in result.report.outputs
+        ]))
+        if result.gates:
+            console.print(table("Gates", ["gate", "output", "value", "threshold", "status"], [
+                [g.name, g.output, f"{g.value:.5g}", f"{g.threshold:.5g}", "ok" if g.passed else "FAILED"]
+                for g in result.gates
+            ]))
+    failed = [g for g in result.gates if not g.passed]
+    if failed:
+        first = failed[0]
+        raise CheckFailed(f"{len(failed)} gate(s) failed; {first.name} on output '{first.output}': {first.value:.5g} "
+                          f"vs threshold {first.threshold:.5g} (report: {Path(result.out) / 'report.json'})")
+
+
 def main() -> None:
     """Entry point: run the app and map failures to the contract's exit codes."""
     try:
