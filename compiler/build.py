@@ -17,7 +17,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -217,7 +217,7 @@ def _model_facts(path: Path, cache: BuildCache) -> dict[str, Any]:
         load_model(path)  # raises the precise error
 
     def compute() -> dict[str, Any]:
-        source = load_model(path, infer_shapes=False)
+        source = load_model(path, infer_shapes=False, check=False)
         inputs = {i.name: list(i.shape) for i in model_inputs(source) if i.shape is not None}
         return {"sha256": source.sha256, "inputs": inputs, "files": [str(f) for f in source.external_files]}
 
@@ -268,7 +268,9 @@ def _run(jobs: list[BuildJob], workers: int, progress: Progress | None, cancel: 
                 for i, job in enumerate(jobs)]
     import multiprocessing
 
-    context = multiprocessing.get_context("spawn")
+    # fork starts a worker in milliseconds with TensorRT already imported (no CUDA context exists
+    # yet in this process); spawn re-imports everything, a second per worker.
+    context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
     with context.Manager() as manager:
         events, shared_cancel = manager.Queue(), manager.Event()
         relay = threading.Thread(target=_relay, args=(events, progress, cancel, shared_cancel), daemon=True)
@@ -350,10 +352,13 @@ def _produce(job: BuildJob, staging: Path, progress: Callable[[str, int, int], N
     mismatch = backend.plan_mismatch(outcome.plan, job.spec.compute_capabilities)
     if mismatch:
         return _status(job, "failed", started, errors=[f"plan header check failed: {mismatch}"])
-    (staging / "engine.plan").write_bytes(outcome.plan)
+    with ThreadPoolExecutor(1) as pool:  # hash on the second core while the plan is written
+        plan_sha = pool.submit(lambda: hashlib.sha256(outcome.plan).hexdigest())
+        (staging / "engine.plan").write_bytes(outcome.plan)
+        plan_sha = plan_sha.result()
     _write_atomic(staging / "layers.json", json.dumps(_layers_document(outcome.layers), indent=2).encode())
     record = EngineRecord(
-        sha256=hashlib.sha256(outcome.plan).hexdigest(),
+        sha256=plan_sha,
         size_bytes=len(outcome.plan),
         model_sha256=job.model_sha256,
         built_model_sha256=job.built_model_sha256,

@@ -8,10 +8,13 @@ shape inference or TensorRT's parser ever open it.
 from __future__ import annotations
 
 import hashlib
+import mmap
 import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 import onnx
 from onnx import external_data_helper
@@ -35,21 +38,26 @@ class OnnxModel:
     path: Path
     proto: onnx.ModelProto = field(repr=False)
     external_files: tuple[Path, ...] = ()
-
-    @cached_property
-    def sha256(self) -> str:
-        """Hash of the model file and its external data, in a stable order."""
-        digest = hashlib.sha256()
-        for file in (self.path, *sorted(self.external_files)):
-            digest.update(file.name.encode() + b"\0")
-            with open(file, "rb") as handle:
-                while chunk := handle.read(1 << 20):
-                    digest.update(chunk)
-        return digest.hexdigest()
+    sha256: str = ""
+    """sha256 of the model file (what sha256sum prints); with external data, of the file followed by
+    each external file's name and bytes in name order."""
 
     @property
     def size_bytes(self) -> int:
         return sum(f.stat().st_size for f in (self.path, *self.external_files))
+
+
+def _hash_mapped(digest: Any, data: memoryview, started: threading.Event) -> None:
+    """One update call: hashlib releases the GIL for all of it, so the parse runs beside it."""
+    started.set()
+    digest.update(data)
+
+
+def _hash_file(digest: Any, path: Path) -> None:
+    digest.update(b"\0" + path.name.encode() + b"\0")
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 22):
+            digest.update(chunk)
 
 
 def _referenced_tensors(model: onnx.ModelProto):
@@ -155,11 +163,12 @@ def _unstub(tensor: onnx.TensorProto, state: tuple[bytes, bool]) -> None:
     tensor.raw_data = data
 
 
-def load_model(path: str | os.PathLike[str], infer_shapes: bool = True) -> OnnxModel:
-    """Parse, validate and (optionally) shape-infer an ONNX model; raise InvalidInput naming the problem.
+def load_model(path: str | os.PathLike[str], infer_shapes: bool = True, check: bool = True) -> OnnxModel:
+    """Parse, validate and (optionally) check and shape-infer an ONNX model; raise InvalidInput naming the problem.
 
-    Shape inference re-serializes every weight, seconds for a BERT-sized model: stages that
-    only need the graph's inputs skip it.
+    The file is mapped once and hashed on a second core while protobuf parses it. The ONNX
+    checker and shape inference cost seconds on BERT-sized models: `compile build` skips
+    both (TensorRT's parser reports a broken graph itself) and keeps only the safety checks.
     """
     path = Path(path)
     if not path.exists():
@@ -174,24 +183,34 @@ def load_model(path: str | os.PathLike[str], infer_shapes: bool = True) -> OnnxM
             f"{path}: {size / 2**30:.1f} GiB exceeds protobuf's 2 GiB limit; save the weights as external data"
         )
     try:
-        with open(path, "rb") as handle:
-            handle.read(1)
+        with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+            view = memoryview(mapped)
+            digest, started = hashlib.sha256(), threading.Event()
+            with ThreadPoolExecutor(1) as pool:
+                hashing = pool.submit(_hash_mapped, digest, view, started)
+                started.wait()
+                try:
+                    proto = onnx.ModelProto.FromString(view)
+                except Exception as exc:
+                    raise InvalidInput(f"{path}: not a valid ONNX model ({first_line(exc)})") from None
+                finally:
+                    hashing.result()
+                    view.release()
     except OSError as exc:
         raise InvalidInput(f"{path}: cannot read the model file ({exc.strerror or exc})") from None
-    try:
-        proto = onnx.load_model(path, load_external_data=False)
-    except Exception as exc:
-        raise InvalidInput(f"{path}: not a valid ONNX model ({first_line(exc)})") from None
     if not proto.HasField("graph") or not proto.opset_import or proto.ir_version <= 0:
         raise InvalidInput(f"{path}: not a valid ONNX model (no graph, opset or IR version)")
     external = _external_files(proto, path)
-    try:
-        onnx.checker.check_model(str(path))
-    except Exception as exc:
-        raise InvalidInput(f"{path}: ONNX checker rejected the model: {first_line(exc)}") from None
+    for file in sorted(external):
+        _hash_file(digest, file)
+    if check:
+        try:
+            onnx.checker.check_model(str(path))
+        except Exception as exc:
+            raise InvalidInput(f"{path}: ONNX checker rejected the model: {first_line(exc)}") from None
     if infer_shapes:
         try:
             proto = _infer_shapes(proto)
         except Exception as exc:
             raise InvalidInput(f"{path}: ONNX shape inference failed: {first_line(exc)}") from None
-    return OnnxModel(path=path, proto=proto, external_files=external)
+    return OnnxModel(path=path, proto=proto, external_files=external, sha256=digest.hexdigest())

@@ -54,7 +54,7 @@ class BuildSpec:
 
 @dataclass
 class BuildOutcome:
-    plan: bytes | None
+    plan: bytes | memoryview | None
     seconds: float
     errors: list[str] = field(default_factory=list)
     log: list[str] = field(default_factory=list)
@@ -113,11 +113,11 @@ class TensorRTBackend:
     def after_build(self, config: Any, spec: BuildSpec) -> None:
         """Hook for edition-specific state to keep after a build (the datacenter timing cache)."""
 
-    def plan_header(self, plan: bytes) -> dict[str, Any] | None:
+    def plan_header(self, plan: bytes | memoryview) -> dict[str, Any] | None:
         """What the plan's header says about itself, where this edition's layout is known."""
         return None
 
-    def plan_mismatch(self, plan: bytes, compute_capabilities: tuple[str, ...]) -> str | None:
+    def plan_mismatch(self, plan: bytes | memoryview, compute_capabilities: tuple[str, ...]) -> str | None:
         """Why the plan's header disagrees with what was asked for, or None when it agrees (or is opaque)."""
         header = self.plan_header(plan)
         if header is None:
@@ -172,7 +172,8 @@ class TensorRTBackend:
             errors = ["build cancelled"] if cancelled else (logger.errors or ["the builder returned no engine"])
             return BuildOutcome(None, seconds, errors, logger.lines, cancelled=cancelled)
         self.after_build(config, spec)
-        return BuildOutcome(bytes(serialized), seconds, [], logger.lines, parse_layers(logger.layers_message))
+        plan = memoryview(serialized).cast("B")  # no copy: plans can be GBs
+        return BuildOutcome(plan, seconds, [], logger.lines, parse_layers(logger.layers_message))
 
 
 def _describe_parser_error(err: Any) -> str:

@@ -30,10 +30,11 @@ class TensorRTRTXBackend(TensorRTBackend):
             config.set_compute_capability(getattr(self.trt.ComputeCapability, _member(capability)), index)
 
 
-    def plan_header(self, plan: bytes) -> dict[str, Any] | None:
+    def plan_header(self, plan: bytes | memoryview) -> dict[str, Any] | None:
         """``vtrt`` magic, version bytes at offset 24, compute-capability bitmask (u64) at offset 32."""
         if len(plan) < 64:
             return None
+        plan = bytes(plan[:64])
         mask = struct.unpack_from("<Q", plan, 32)[0]
         return {
             "magic": plan[:4].decode("latin-1"),
