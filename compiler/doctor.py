@@ -47,9 +47,16 @@ def _version(package: str) -> str | None:
         return None
 
 
-def diagnose() -> DoctorReport:
-    import onnxruntime
+def _onnxruntime() -> tuple[str, list[str]]:
+    try:
+        import onnxruntime
+    except Exception as exc:  # a broken install must not stop the diagnosis
+        return f"missing ({type(exc).__name__}: {exc}; run pip install onnxruntime)", []
+    return onnxruntime.__version__, list(onnxruntime.get_available_providers())
 
+
+def diagnose() -> DoctorReport:
+    """Never raises for a missing or broken component: reporting those is the point."""
     backends = []
     for name in BACKENDS:
         try:
@@ -57,7 +64,16 @@ def diagnose() -> DoctorReport:
             backends.append(BackendStatus(name=name, installed=True, version=backend.version))
         except CompileError as exc:
             backends.append(BackendStatus(name=name, installed=False, detail=str(exc)))
-    gpus, reason = list_gpus()
+        except Exception as exc:  # e.g. a stub package that raises on import, or a missing CUDA library
+            backends.append(BackendStatus(
+                name=name, installed=False,
+                detail=f"backend {name} is installed but fails to load ({type(exc).__name__}: {exc})",
+            ))
+    try:
+        gpus, reason = list_gpus()
+    except Exception as exc:
+        gpus, reason = [], f"NVML failed ({type(exc).__name__}: {exc})"
+    ort_version, providers = _onnxruntime()
     return DoctorReport(
         python=sys.version.split()[0],
         platform=f"{platform.system()} {platform.machine()}",
@@ -66,7 +82,7 @@ def diagnose() -> DoctorReport:
         gpus=[GpuStatus(**vars(g)) for g in gpus],
         gpu_detail=reason or "",
         onnx=_version("onnx") or "missing",
-        onnxruntime=onnxruntime.__version__,
-        onnxruntime_providers=onnxruntime.get_available_providers(),
+        onnxruntime=ort_version,
+        onnxruntime_providers=providers,
         polygraphy=_version("polygraphy"),
     )
