@@ -1,0 +1,115 @@
+"""Build benchmark: `compile build` against the raw TensorRT-RTX builder API, measured in the same run.
+
+On a ResNet-50-sized and a BERT-base-sized model (random weights) it prints, each figure the
+median of --repeat alternating runs:
+- cold:    compile's build_engines() (validation, hashing, build, plan + metadata written, cache
+           stored) / the raw builder API called directly with the same settings, in one process
+           with imports warm                                                        (target <= 1.10)
+- CLI:     `compile build --no-cache` / `python raw_build.py`, each a fresh process  (information)
+- cached:  fully cached re-run / cold build, Python API                             (target <= 0.05)
+           and the same through the CLI (interpreter start-up and imports included)  (information)
+- jobs:    `--jobs 1` / `--jobs 2` wall time on two targets, CLI                     (target >= 1.6)
+Run it on an otherwise idle machine. Needs ~4 GB of RAM and ~3 GB of disk.
+usage: python benchmarks/build.py [--repeat N] [--models resnet50,bert]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parent / "tests")]
+
+import synthetic  # noqa: E402
+from raw_build import raw_build  # noqa: E402
+
+from compiler.build import build_engines  # noqa: E402
+
+PROFILES = {
+    "resnet50": "profiles:\n  - name: p\n    shapes:\n"
+                "      image: {min: [1, 3, 224, 224], opt: [4, 3, 224, 224], max: [8, 3, 224, 224]}\n",
+    "bert": "profiles:\n  - name: p\n    shapes:\n"
+            "      input_ids: {min: [1, 16], opt: [4, 128], max: [8, 128]}\n"
+            "      attention_mask: {min: [1, 16], opt: [4, 128], max: [8, 128]}\n",
+}
+
+
+def seconds(action, *args, **kwargs) -> float:
+    started = time.perf_counter()
+    action(*args, **kwargs)
+    return time.perf_counter() - started
+
+
+def run(command: list[str]) -> None:
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def bench(name: str, work: Path, repeat: int) -> list[tuple[str, str, float, float, float, str]]:
+    model, profiles = work / f"{name}.onnx", work / f"{name}.yaml"
+    if name == "resnet50":
+        synthetic.resnet(model, depth=50)
+    else:
+        synthetic.bert_base(model)
+    profiles.write_text(PROFILES[name])
+    cli = [sys.executable, "-m", "compiler", "build", str(model), "--profiles", str(profiles), "--json"]
+    one = ["--sku", "rtx-4090", "--precision", "fp32"]
+    raw_api, ours_api, cached_api, raw_cli, ours_cli, cached_cli, jobs1, jobs2 = ([] for _ in range(8))
+    two = ["--sku", "rtx-4090", "--sku", "rtx-3090", "--precision", "fp32", "--no-cache"]
+    for i in range(repeat):
+        cache = work / f"cache{i}"
+        raw_api.append(seconds(raw_build, str(model), str(profiles), "8.9", str(work / "raw.plan")))
+        api = (model, profiles, ["rtx-4090"], ["fp32"])
+        ours_api.append(seconds(build_engines, *api, work / "api", cache_dir=cache))
+        cached_api.append(seconds(build_engines, *api, work / "api2", cache_dir=cache))
+        raw_cli.append(seconds(run, [sys.executable, str(HERE / "raw_build.py"), str(model), str(profiles), "8.9",
+                                     str(work / "raw.plan")]))
+        ours_cli.append(seconds(run, [*cli, *one, "--no-cache", "--cache-dir", str(work / f"cold{i}"),
+                                      "--out", str(work / "cli")]))
+        cached_cli.append(seconds(run, [*cli, *one, "--cache-dir", str(cache), "--out", str(work / "cli2")]))
+        jobs1.append(seconds(run, [*cli, *two, "--jobs", "1", "--cache-dir", str(work / f"j1-{i}"),
+                                   "--out", str(work / "j1")]))
+        jobs2.append(seconds(run, [*cli, *two, "--jobs", "2", "--cache-dir", str(work / f"j2-{i}"),
+                                   "--out", str(work / "j2")]))
+    m = statistics.median
+    return [
+        (name, "cold build: compile API / raw builder API", m(ours_api), m(raw_api), m(ours_api) / m(raw_api),
+         "<= 1.10"),
+        (name, "cold build: compile CLI / raw builder script", m(ours_cli), m(raw_cli), m(ours_cli) / m(raw_cli),
+         "info"),
+        (name, "cached re-run / cold build (API)", m(cached_api), m(ours_api), m(cached_api) / m(ours_api),
+         "<= 0.05"),
+        (name, "cached re-run / cold build (CLI)", m(cached_cli), m(ours_cli), m(cached_cli) / m(ours_cli), "info"),
+        (name, "two targets: --jobs 1 / --jobs 2 (speed-up)", m(jobs1), m(jobs2), m(jobs1) / m(jobs2), ">= 1.6"),
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--models", default="resnet50,bert")
+    args = parser.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="compile-bench-") as tmp:
+        for name in args.models.split(","):
+            work = Path(tmp) / name
+            work.mkdir()
+            rows += bench(name, work, args.repeat)
+    table = Table(title=f"compile build benchmark (median of {args.repeat})")
+    for column in ("model", "figure", "ours s", "baseline s", "ratio", "target"):
+        table.add_column(column)
+    for name, figure, ours, base, ratio, target in rows:
+        table.add_row(name, figure, f"{ours:.3f}", f"{base:.3f}", f"{ratio:.3f}", target)
+    Console().print(table)
+
+
+if __name__ == "__main__":
+    main()
