@@ -30,6 +30,7 @@ def convert_fp16(src: Path, dst: Path) -> None:
             converted = convert_float_to_float16(proto, keep_io_types=True)
     except Exception as exc:
         raise InvalidInput(f"{src}: FP16 conversion failed ({first_line(exc)})") from None
+    _sort_topologically(converted.graph)
     del converted.metadata_props[:]
     for key, value in metadata:
         converted.metadata_props.add(key=key, value=value)
@@ -37,3 +38,22 @@ def convert_fp16(src: Path, dst: Path) -> None:
     staging = dst.with_name(f".{dst.name}.{os.getpid()}")
     save_model(converted, staging, data_name=dst.name + ".data")
     os.replace(staging, dst)
+
+
+def _sort_topologically(graph: onnx.GraphProto) -> None:
+    """The converter appends the input Casts at the end; the ONNX checker needs producers first."""
+    available = {i.name for i in graph.input} | {i.name for i in graph.initializer} | {""}
+    pending, ordered = list(graph.node), []
+    while pending:
+        ready = [n for n in pending if all(name in available for name in n.input)]
+        if not ready:  # a cycle or an outer-scope name: keep the remaining order
+            ordered.extend(pending)
+            break
+        for node in ready:
+            ordered.append(node)
+            available.update(node.output)
+        ready_ids = {id(n) for n in ready}
+        pending = [n for n in pending if id(n) not in ready_ids]
+    nodes = [onnx.NodeProto.FromString(n.SerializeToString()) for n in ordered]
+    del graph.node[:]
+    graph.node.extend(nodes)
