@@ -271,16 +271,17 @@ def _run(jobs: list[BuildJob], workers: int, progress: Progress | None, cancel: 
     # fork starts a worker in milliseconds with TensorRT already imported (no CUDA context exists
     # yet in this process); spawn re-imports everything, a second per worker.
     context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
-    with context.Manager() as manager:
-        events, shared_cancel = manager.Queue(), manager.Event()
-        relay = threading.Thread(target=_relay, args=(events, progress, cancel, shared_cancel), daemon=True)
-        relay.start()
-        statuses: dict[int, TargetStatus] = {}
+    events, shared_cancel = context.Queue(), context.Event()
+    relay = threading.Thread(target=_relay, args=(events, progress, cancel, shared_cancel), daemon=True)
+    relay.start()
+    statuses: dict[int, TargetStatus] = {}
+    try:
         with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=context,
-                                 initializer=_ignore_sigint) as pool:
-            futures = {pool.submit(_worker, i, job, events, shared_cancel): i for i, job in enumerate(jobs)}
+                                 initializer=_init_worker, initargs=(events, shared_cancel)) as pool:
+            futures = {pool.submit(_worker, i, job): i for i, job in enumerate(jobs)}
             for future in as_completed(futures):
                 statuses[futures[future]] = future.result()
+    finally:
         events.put(None)
         relay.join()
     return [statuses[i] for i in range(len(jobs))]
@@ -288,12 +289,14 @@ def _run(jobs: list[BuildJob], workers: int, progress: Progress | None, cancel: 
 
 def _relay(events: Any, progress: Progress | None, cancel: threading.Event, shared_cancel: Any) -> None:
     """Forward worker progress to the display and the user's Ctrl-C to the workers."""
+    import queue
+
     while True:
         if cancel.is_set():
             shared_cancel.set()
         try:
-            event = events.get(timeout=0.2)
-        except Exception:
+            event = events.get(timeout=0.1)
+        except queue.Empty:
             continue
         if event is None:
             return
@@ -301,12 +304,24 @@ def _relay(events: Any, progress: Progress | None, cancel: threading.Event, shar
             progress(*event)
 
 
-def _ignore_sigint() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+_worker_channel: dict[str, Any] = {}
 
 
-def _worker(index: int, job: BuildJob, events: Any, cancel: Any) -> TargetStatus:
-    return run_job(job, lambda phase, done, total: events.put((index, phase, done, total)), cancel)
+def _init_worker(events: Any, cancel: Any) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; it cancels through the monitor
+    _worker_channel.update(events=events, cancel=cancel)
+
+
+def _worker(index: int, job: BuildJob) -> TargetStatus:
+    events, last = _worker_channel["events"], [0.0, None]
+
+    def report(phase: str, done: int, total: int) -> None:
+        now = time.monotonic()
+        if (phase, done) != last[1] or now - last[0] > 0.1:  # TensorRT reports ~1,000 steps per build
+            last[:] = [now, (phase, done)]
+            events.put((index, phase, done, total))
+
+    return run_job(job, report, _worker_channel["cancel"])
 
 
 def run_job(job: BuildJob, progress: Callable[[str, int, int], None] | None, cancel: Any) -> TargetStatus:
