@@ -192,6 +192,7 @@ def plan_builds(
                 compute_capabilities=(target.compute_capability,),
                 workspace_mb=workspace_mb,
                 optimization_level=optimization_level,
+                sku=sku,
             )
             key = hash_json({
                 "format": FORMAT_VERSION,

@@ -34,3 +34,18 @@ def list_gpus() -> tuple[list[Gpu], str | None]:
         return gpus, None if gpus else "the driver reports no GPU"
     finally:
         pynvml.nvmlShutdown()
+
+
+def cuda_driver_version() -> str:
+    """The driver's CUDA version (e.g. "12.8"), or "unknown" without a driver."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            version = pynvml.nvmlSystemGetCudaDriverVersion()
+        finally:
+            pynvml.nvmlShutdown()
+        return f"{version // 1000}.{version % 1000 // 10}"
+    except Exception:
+        return "unknown"

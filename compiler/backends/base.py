@@ -47,6 +47,8 @@ class BuildSpec:
     compute_capabilities: tuple[str, ...]
     workspace_mb: int | None = None
     optimization_level: int | None = None
+    sku: str = ""
+    """Names per-SKU state such as the datacenter timing cache; not part of the engine's identity."""
 
     def options(self) -> dict[str, Any]:
         return {"workspace_mb": self.workspace_mb, "optimization_level": self.optimization_level}

@@ -11,12 +11,13 @@ from pathlib import Path
 from typing import Any
 
 from compiler.backends.base import BuildSpec, TensorRTBackend
+from compiler.cache import default_cache_dir
 from compiler.errors import EnvironmentProblem
-from compiler.gpu import list_gpus
+from compiler.gpu import cuda_driver_version, list_gpus
 
 
 def timing_cache_dir() -> Path:
-    return Path(os.environ.get("COMPILE_CACHE_DIR", Path.home() / ".cache" / "compile")) / "timing"
+    return default_cache_dir() / "timing"
 
 
 class DatacenterTensorRTBackend(TensorRTBackend):
@@ -24,9 +25,11 @@ class DatacenterTensorRTBackend(TensorRTBackend):
     module_name = "tensorrt"
     install_hint = "pip install 'compile[tensorrt]' on a host with an NVIDIA GPU"
 
-    def _timing_cache_path(self, capability: str) -> Path:
-        cuda = getattr(self.trt, "cuda_version", None) or os.environ.get("CUDA_VERSION", "unknown")
-        return timing_cache_dir() / f"sm{capability.replace('.', '')}-trt{self.version}-cuda{cuda}.cache"
+    def _timing_cache_path(self, spec: BuildSpec) -> Path:
+        """Timings are only valid for one GPU model, TensorRT version and CUDA version."""
+        capability = spec.compute_capabilities[0].replace(".", "")
+        name = f"{spec.sku or 'sm' + capability}-sm{capability}-trt{self.version}-cuda{cuda_driver_version()}.cache"
+        return timing_cache_dir() / name
 
     def check_targets(self, compute_capabilities: tuple[str, ...]) -> None:
         gpus, reason = list_gpus()
@@ -40,12 +43,12 @@ class DatacenterTensorRTBackend(TensorRTBackend):
             )
 
     def target(self, config: Any, spec: BuildSpec) -> None:
-        path = self._timing_cache_path(spec.compute_capabilities[0])
+        path = self._timing_cache_path(spec)
         cache = config.create_timing_cache(path.read_bytes() if path.is_file() else b"")
         config.set_timing_cache(cache, ignore_mismatch=False)
 
     def after_build(self, config: Any, spec: BuildSpec) -> None:
-        path = self._timing_cache_path(spec.compute_capabilities[0])
+        path = self._timing_cache_path(spec)
         path.parent.mkdir(parents=True, exist_ok=True)
         temporary = path.with_suffix(f".{os.getpid()}.tmp")
         temporary.write_bytes(bytes(config.get_timing_cache().serialize()))
