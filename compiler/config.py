@@ -53,8 +53,8 @@ def read_yaml(path: str | Path) -> Any:
     path = Path(path)
     if not path.exists():
         raise InvalidInput(f"{path}: file not found")
-    if not path.is_file():
-        raise InvalidInput(f"{path}: is not a file")
+    if path.is_dir():
+        raise InvalidInput(f"{path}: is not a file (a directory)")
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
