@@ -113,6 +113,8 @@ def build_engines(
     precisions: list[str],
     out: str | Path,
     calibration: str | Path | None = None,
+    data: str | Path | None = None,
+    method: str = "minmax",
     jobs: int = 1,
     cache_dir: str | Path | None = None,
     use_cache: bool = True,
@@ -122,8 +124,14 @@ def build_engines(
     progress: Progress | None = None,
 ) -> BuildReport:
     """Validate everything, then build (or reuse) every SKU x precision engine."""
-    planned = plan_builds(model, profiles, skus, precisions, out, calibration, cache_dir, use_cache, backend,
-                          workspace_mb, optimization_level)
+    planned = plan_builds(model, profiles, skus, precisions, out, calibration, data, method, cache_dir, use_cache,
+                          backend, workspace_mb, optimization_level)
+    return execute_builds(planned, model, out, jobs, progress)
+
+
+def execute_builds(planned: list[BuildJob], model: str | Path, out: str | Path, jobs: int = 1,
+                   progress: Progress | None = None) -> BuildReport:
+    """Run planned jobs (in ``jobs`` processes when > 1) and write ``OUT/build.json``."""
     cancel = threading.Event()
     with _cancel_on_sigint(cancel):
         statuses = _run(planned, jobs, progress, cancel)
@@ -143,6 +151,8 @@ def plan_builds(
     precisions: list[str],
     out: str | Path,
     calibration: str | Path | None = None,
+    data: str | Path | None = None,
+    method: str = "minmax",
     cache_dir: str | Path | None = None,
     use_cache: bool = True,
     backend: str | None = None,
@@ -180,7 +190,8 @@ def plan_builds(
                 raise InvalidInput(f"fp8 needs compute capability 8.9 or newer; SKU '{sku}' is "
                                    f"{target.compute_capability}; drop fp8 or that SKU")
     model_sha = source["sha256"]
-    prepared = {p: _prepare(p, Path(model), model_sha, calibration, cache) for p in dict.fromkeys(precisions)}
+    prepared = {p: _prepare(p, Path(model), model_sha, calibration, data, method, cache)
+                for p in dict.fromkeys(precisions)}
     jobs = []
     for sku, target in targets.items():
         backend_impl = backends[backend or target.backend]
@@ -226,7 +237,7 @@ def _model_facts(path: Path, cache: BuildCache) -> dict[str, Any]:
 
 
 def _prepare(precision: str, model: Path, model_sha: str, calibration: str | Path | None,
-             cache: BuildCache) -> tuple[Path, str, str | None]:
+             data: str | Path | None, method: str, cache: BuildCache) -> tuple[Path, str, str | None]:
     """The ONNX model this precision builds from: (path, its sha256, calibration artifacts' sha256)."""
     if precision == "fp32":
         return model, model_sha, None
@@ -240,9 +251,14 @@ def _prepare(precision: str, model: Path, model_sha: str, calibration: str | Pat
             convert_fp16(model, staging)
             os.replace(staging, converted)
         return converted, cache.file_sha256(converted), None
+    if calibration is None and data is not None:
+        from calibration import calibrate
+
+        calibration = cache.root / "calibrations" / model_sha / f"{precision}-{method}"
+        calibrate(model, data, calibration, precision=precision, method=method)
     if calibration is None:
-        raise InvalidInput(f"{precision} needs calibration: run compile calibrate --precision {precision} "
-                           f"and pass its output folder with --calibration DIR")
+        raise InvalidInput(f"{precision} needs calibration: pass --data DATA.npz to calibrate now, or run "
+                           f"compile calibrate --precision {precision} and pass its folder with --calibration DIR")
     folder = Path(calibration)
     record_path, quantized = folder / "calibration.json", folder / "model.onnx"
     if not record_path.is_file() or not quantized.is_file():

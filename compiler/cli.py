@@ -130,6 +130,10 @@ def build(
     precision: Annotated[list[str], typer.Option(help="fp32, fp16, int8 or fp8; repeat for several.")],
     out: Annotated[Path, typer.Option(help="Output folder: OUT/<sku>/<precision>/engine.plan.")],
     calibration: Annotated[Path | None, typer.Option(help="Output folder of compile calibrate (int8/fp8).")] = None,
+    data: Annotated[Path | None, typer.Option(help="Calibration data (.npz) to calibrate int8/fp8 now "
+                                                   "(kept in the cache) when --calibration is not given.")] = None,
+    method: Annotated[str, typer.Option(help="Calibration method with --data: minmax, entropy, percentile.")
+                      ] = "minmax",
     jobs: Annotated[int, typer.Option(min=1, help="Parallel builds (processes).")] = 1,
     cache_dir: Annotated[Path | None, typer.Option(help="Build cache (default $COMPILE_CACHE_DIR or "
                                                         "~/.cache/compile).")] = None,
@@ -140,17 +144,17 @@ def build(
     json: JsonOption = False,
 ) -> None:
     """One engine per SKU x precision under OUT/<sku>/<precision>/, with a content-addressed cache."""
-    from compiler.build import build_engines, plan_builds
+    from compiler.build import execute_builds, plan_builds
 
-    options = dict(calibration=calibration, cache_dir=cache_dir, use_cache=not no_cache, backend=backend,
-                   workspace_mb=workspace_mb, optimization_level=optimization_level)
+    planned = plan_builds(model, profiles, sku, precision, out, calibration=calibration, data=data, method=method,
+                          cache_dir=cache_dir, use_cache=not no_cache, backend=backend, workspace_mb=workspace_mb,
+                          optimization_level=optimization_level)
     if json:
-        report = build_engines(model, profiles, sku, precision, out, jobs=jobs, **options)
+        report = execute_builds(planned, model, out, jobs)
         emit_json(report)
     else:
-        planned = plan_builds(model, profiles, sku, precision, out, **options)
         with build_progress(planned) as progress:
-            report = build_engines(model, profiles, sku, precision, out, jobs=jobs, progress=progress, **options)
+            report = execute_builds(planned, model, out, jobs, progress)
         console.print(table("Builds", ["sku", "precision", "status", "cache", "seconds", "folder / error"], [
             [t.sku, t.precision, status_text(t.status), "hit" if t.cache_hit else "miss", f"{t.seconds:.2f}",
              t.errors[0] if t.errors else t.path] for t in report.targets

@@ -174,7 +174,7 @@ def test_failed_target_does_not_stop_the_others(digits_model, digits_profiles, t
 @pytest.mark.parametrize(("change", "code", "fragments"), [
     (["--sku", "rtx-9999"], 2, ["unknown SKU 'rtx-9999'", "rtx-4090"]),
     (["--sku", "h100"], 3, ["backend tensorrt is not installed", "compile[tensorrt]"]),
-    (["--sku", "rtx-4090", "--precision", "int8"], 2, ["int8 needs calibration", "--calibration"]),
+    (["--sku", "rtx-4090", "--precision", "int8"], 2, ["int8 needs calibration", "--data", "--calibration"]),
     (["--sku", "rtx-3090", "--precision", "fp8"], 2, ["fp8 needs compute capability 8.9", "rtx-3090"]),
     (["--sku", "rtx-4090", "--precision", "bf12"], 2, ["unknown precision 'bf12'"]),
     (["--sku", "rtx-4090", "--backend", "tensorrt-rtx", "--sku", "h100"], 2,
@@ -243,3 +243,18 @@ def test_parallel_jobs_and_concurrent_runs_share_one_cache(digits_model, digits_
     entries = [p for p in cache.glob("engines/*/*") if not p.name.startswith(".")]
     assert len(entries) == 2
     assert not list(cache.glob("engines/*/.*"))
+
+
+def test_int8_with_data_calibrates_into_the_cache(digits_model, digits_profiles, digits_data, tmp_path):
+    cache = tmp_path / "cache"
+    args = ["build", digits_model, "--profiles", digits_profiles, "--sku", "rtx-4090", "--precision", "int8",
+            "--data", digits_data, "--cache-dir", cache, "--json"]
+    first = run_cli(*args, "--out", tmp_path / "a")
+    assert first.exit_code == 0, first.stderr
+    [calibrated] = cache.glob("calibrations/*/int8-minmax/calibration.json")
+    assert json.loads(calibrated.read_text())["precision"] == "int8"
+    layers = _layers(tmp_path / "a", "rtx-4090", "int8")
+    assert any("Int8" in layer["input_types"] for layer in layers)
+    second = run_cli(*args, "--out", tmp_path / "b")
+    assert second.exit_code == 0, second.stderr
+    assert [t["cache_hit"] for t in json.loads(second.stdout)["targets"]] == [True]
