@@ -448,3 +448,12 @@ def test_truncation_anywhere_never_crashes(tmp_path, digits_model):
             assert str(exc).startswith(str(path))
             outcomes.add("invalid")
     assert "invalid" in outcomes
+
+
+def test_names_with_brackets_are_printed_literally(tmp_path, digits_model):
+    """Rich markup in a path or tensor name must be shown as text, not interpreted (a closing tag would even crash)."""
+    path = tmp_path / "[red]model[bold].onnx"
+    shutil.copy(digits_model, path)
+    result = run_cli("inspect", path, env={**os.environ, "COLUMNS": "300"})
+    assert result.exit_code == 0, result.stderr
+    assert str(path) in result.stdout
