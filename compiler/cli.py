@@ -233,13 +233,19 @@ def calibrate(
                           f"vs threshold {first.threshold:.5g} (report: {Path(result.out) / 'report.json'})")
 
 
+INTERRUPTED = 130
+"""The shell's exit code for Ctrl-C (128 + SIGINT)."""
+
+
 def main() -> None:
     """Entry point: run the app and map failures to the contract's exit codes."""
     try:
         code = app(standalone_mode=False)
+        if code == INTERRUPTED:  # Typer turns Ctrl-C inside a command into a silent exit 130
+            sys.stderr.write("error: interrupted\n")
     except typer.Abort:
         sys.stderr.write("error: interrupted\n")
-        code = 130
+        code = INTERRUPTED
     except TyperException as exc:
         sys.stderr.write(f"error: {exc.format_message()} (see compile --help)\n")
         code = ExitCode.INVALID_INPUT
@@ -250,7 +256,7 @@ def main() -> None:
         code = exc.exit_code
     except KeyboardInterrupt:
         sys.stderr.write("error: interrupted\n")
-        code = 130
+        code = INTERRUPTED
     except Exception as exc:
         if _state["debug"]:
             traceback.print_exc()

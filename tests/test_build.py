@@ -258,3 +258,39 @@ def test_int8_with_data_calibrates_into_the_cache(digits_model, digits_profiles,
     second = run_cli(*args, "--out", tmp_path / "b")
     assert second.exit_code == 0, second.stderr
     assert [t["cache_hit"] for t in json.loads(second.stdout)["targets"]] == [True]
+
+
+def test_ctrl_c_cancels_the_build_and_leaves_no_plan(tmp_path):
+    """A real SIGINT to `compile build` while TensorRT builds: exit 130, no plan, no staging folder left."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.synthetic import resnet
+
+    model = resnet(tmp_path / "resnet50.onnx", depth=50)
+    profiles = tmp_path / "p.yaml"
+    profiles.write_text("profiles:\n  - name: p\n    shapes:\n"
+                        "      image: {min: [1, 3, 224, 224], opt: [8, 3, 224, 224], max: [32, 3, 224, 224]}\n")
+    out = tmp_path / "out"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "compiler", "build", model, "--profiles", profiles, "--sku", "rtx-4090",
+         "--precision", "fp32", "--out", out, "--no-cache", "--cache-dir", tmp_path / "cache"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    deadline = time.monotonic() + 60
+    while not list((out / "rtx-4090").glob(".fp32-*")):  # the staging folder appears as the build starts
+        assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+        time.sleep(0.005)
+    time.sleep(0.1)
+    os.kill(process.pid, signal.SIGINT)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130, stderr
+    assert [line for line in stderr.splitlines() if line.startswith("error:")] == ["error: interrupted"], stderr
+    assert "Traceback" not in stderr
+    assert not (out / "rtx-4090" / "fp32").exists()
+    assert list((out / "rtx-4090").iterdir()) == []
+    statuses = json.loads((out / "build.json").read_text())["targets"]
+    assert [(t["status"], t["errors"]) for t in statuses] == [("cancelled", ["build cancelled"])]
