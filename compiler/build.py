@@ -29,7 +29,7 @@ from compiler.backends import load_backend
 from compiler.backends.base import BuildSpec
 from compiler.cache import BuildCache, hash_json, link_or_copy
 from compiler.errors import CompileError, InvalidInput
-from compiler.inspection import model_inputs
+from compiler.inspection import input_dims, model_inputs
 from compiler.model import load_model
 from compiler.profiles import ShapeProfile, load_profiles, load_sku_catalog, validate_profiles
 
@@ -230,8 +230,8 @@ def _model_facts(path: Path, cache: BuildCache) -> dict[str, Any]:
 
     def compute() -> dict[str, Any]:
         source = load_model(path, infer_shapes=False, check=False)
-        inputs = {i.name: list(i.shape) for i in model_inputs(source) if i.shape is not None}
-        return {"sha256": source.sha256, "inputs": inputs, "files": [str(f) for f in source.external_files]}
+        return {"sha256": source.sha256, "inputs": input_dims(model_inputs(source)),
+                "files": [str(f) for f in source.external_files]}
 
     return cache.remember("model", [path], compute)
 

@@ -278,8 +278,9 @@ def build_check(
     )
 
 
-def _input_dims(summary: ModelSummary) -> dict[str, list[Dim] | None]:
-    return {i.name: (list(i.shape) if i.shape is not None else None) for i in summary.inputs}
+def input_dims(inputs: list[TensorInfo]) -> dict[str, list[Dim] | None]:
+    """Input name -> dims (None when the rank is unknown), what profile validation checks against."""
+    return {i.name: (list(i.shape) if i.shape is not None else None) for i in inputs}
 
 
 def inspect_model(
@@ -301,7 +302,7 @@ def inspect_model(
     profile_report = None
     problem: CompileError | None = None
     if profiles is not None:
-        errors = validate_profiles(profiles, _input_dims(summary))
+        errors = validate_profiles(profiles, input_dims(summary.inputs))
         profile_report = ProfileReport(
             file=str(profiles_path), names=[p.name for p in profiles.profiles], valid=not errors, errors=errors
         )
