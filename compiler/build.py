@@ -112,20 +112,16 @@ def build_engines(
     skus: list[str],
     precisions: list[str],
     out: str | Path,
-    calibration: str | Path | None = None,
-    data: str | Path | None = None,
-    method: str = "minmax",
     jobs: int = 1,
-    cache_dir: str | Path | None = None,
-    use_cache: bool = True,
-    backend: str | None = None,
-    workspace_mb: int | None = None,
-    optimization_level: int | None = None,
     progress: Progress | None = None,
+    **options: Any,
 ) -> BuildReport:
-    """Validate everything, then build (or reuse) every SKU x precision engine."""
-    planned = plan_builds(model, profiles, skus, precisions, out, calibration, data, method, cache_dir, use_cache,
-                          backend, workspace_mb, optimization_level)
+    """Validate everything, then build (or reuse) every SKU x precision engine.
+
+    ``options`` are those of :func:`plan_builds` (calibration, data, method, cache_dir, use_cache,
+    backend, workspace_mb, optimization_level).
+    """
+    planned = plan_builds(model, profiles, skus, precisions, out, **options)
     return execute_builds(planned, model, out, jobs, progress)
 
 
@@ -150,6 +146,7 @@ def plan_builds(
     skus: list[str],
     precisions: list[str],
     out: str | Path,
+    *,
     calibration: str | Path | None = None,
     data: str | Path | None = None,
     method: str = "minmax",
