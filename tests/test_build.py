@@ -294,3 +294,17 @@ def test_ctrl_c_cancels_the_build_and_leaves_no_plan(tmp_path):
     assert list((out / "rtx-4090").iterdir()) == []
     statuses = json.loads((out / "build.json").read_text())["targets"]
     assert [(t["status"], t["errors"]) for t in statuses] == [("cancelled", ["build cancelled"])]
+
+
+def test_datacenter_tensorrt_refuses_without_a_gpu_of_the_sku():
+    """TensorRT itself cannot be installed here; its GPU check runs against this machine's real NVML state."""
+    from compiler.backends.tensorrt import DatacenterTensorRTBackend
+    from compiler.errors import EnvironmentProblem
+
+    backend = object.__new__(DatacenterTensorRTBackend)  # the check needs no TensorRT module
+    with pytest.raises(EnvironmentProblem) as refused:
+        backend.check_targets(("9.0",))
+    message = str(refused.value)
+    assert "builds only for the local GPU" in message
+    assert "compute capability 9.0" in message and "this host has none" in message
+    assert refused.value.exit_code == 3
