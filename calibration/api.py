@@ -13,7 +13,6 @@ versions): a second run with the same key and intact files reuses the folder ins
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import tempfile
@@ -27,8 +26,9 @@ from pydantic import BaseModel, ValidationError
 from calibration import calibrators
 from calibration.calibrators import HistogramOptions
 from calibration.convert import convert_fp16
-from calibration.datasets import ImagePreprocess, file_sha256, model_inputs, open_dataset, split
+from calibration.datasets import ImagePreprocess, model_inputs, open_dataset, split
 from calibration.report import AccuracyReport, Gate, compare, gates, session
+from compiler.cache import file_sha256, hash_json
 from compiler.errors import InvalidInput
 from compiler.model import load_model
 
@@ -130,7 +130,7 @@ def calibrate(
             "data_sha256": dataset.sha256, "samples": len(chosen.calibration), "batch_size": batch_size,
             "seed": seed, "options": options, "versions": versions,
         }
-        key = hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()
+        key = hash_json(record)
         limits = {"min_cosine": min_cosine, "min_top1": min_top1, "max_abs_error": max_abs_error}
         if reuse and (previous := _reusable(out, key)) is not None:
             return _with_gates(previous, limits, reused=True)

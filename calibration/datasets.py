@@ -19,11 +19,12 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
-from onnx import helper
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from compiler.cache import file_sha256
 from compiler.config import load_yaml
 from compiler.errors import InvalidInput
+from compiler.inspection import model_inputs as graph_inputs
 from compiler.model import OnnxModel, first_line
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp")
@@ -47,17 +48,14 @@ class ModelInput:
 
 
 def model_inputs(model: OnnxModel) -> list[ModelInput]:
-    initializers = {init.name for init in model.proto.graph.initializer}
+    """The model's run-time inputs as calibration needs them: tensors of known rank."""
     inputs = []
-    for value in model.proto.graph.input:
-        if value.name in initializers:
-            continue
-        tensor = value.type.tensor_type
-        if not value.type.HasField("tensor_type") or not tensor.HasField("shape"):
-            raise InvalidInput(f"{model.path}: input '{value.name}' is not a tensor of known rank; "
+    for info in graph_inputs(model):
+        if info.shape is None or info.dtype in ("non-tensor", "undefined"):
+            raise InvalidInput(f"{model.path}: input '{info.name}' is not a tensor of known rank; "
                                f"calibration needs tensor inputs")
-        dims = tuple(d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim)
-        inputs.append(ModelInput(value.name, np.dtype(helper.tensor_dtype_to_np_dtype(tensor.elem_type)), dims))
+        dims = tuple(d if isinstance(d, int) else None for d in info.shape)
+        inputs.append(ModelInput(info.name, np.dtype(info.dtype), dims))
     return inputs
 
 
@@ -239,14 +237,6 @@ class ImageFolderDataset(Dataset):
             digest.update(file.relative_to(self.path).as_posix().encode() + b"\0")
             digest.update(bytes.fromhex(file_sha256(file)))
         return digest.hexdigest()
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def open_dataset(data: str | Path, model: OnnxModel, preprocess: ImagePreprocess | None = None) -> Dataset:

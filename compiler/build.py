@@ -29,8 +29,6 @@ from compiler.backends import load_backend
 from compiler.backends.base import BuildSpec
 from compiler.cache import BuildCache, hash_json, link_or_copy
 from compiler.errors import CompileError, InvalidInput
-from compiler.inspection import input_dims, model_inputs
-from compiler.model import load_model
 from compiler.profiles import ShapeProfile, load_profiles, load_sku_catalog, validate_profiles
 
 FORMAT_VERSION = 1
@@ -222,6 +220,9 @@ def plan_builds(
 
 def _model_facts(path: Path, cache: BuildCache) -> dict[str, Any]:
     """The model's sha256 and inputs, from a full safe load only when the file changed since last time."""
+    from compiler.inspection import input_dims, model_inputs  # onnx is imported only when the file changed
+    from compiler.model import load_model
+
     if not path.is_file():
         load_model(path)  # raises the precise error
 

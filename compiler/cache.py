@@ -33,12 +33,9 @@ def _stat_key(path: Path) -> list[Any]:
     return [str(path.resolve()), stat.st_size, stat.st_mtime_ns, stat.st_ino, stat.st_ctime_ns]
 
 
-def _hash_file(path: Path) -> str:
-    digest = hashlib.sha256()
+def file_sha256(path: Path) -> str:
     with open(path, "rb") as handle:
-        while chunk := handle.read(1 << 22):
-            digest.update(chunk)
-    return digest.hexdigest()
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 class BuildCache:
@@ -47,7 +44,7 @@ class BuildCache:
 
     def file_sha256(self, path: Path) -> str:
         """sha256 of a file, remembered by its stat so a warm re-run does not re-read GBs."""
-        return self.remember("sha256", [path], lambda: {"sha256": _hash_file(path)})["sha256"]
+        return self.remember("sha256", [path], lambda: {"sha256": file_sha256(path)})["sha256"]
 
     def remember(self, kind: str, paths: list[Path], compute: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         """A JSON-able fact about files, recomputed only when one of them changes (size, mtime, inode).
