@@ -363,13 +363,15 @@ def _produce(job: BuildJob, staging: Path, progress: Callable[[str, int, int], N
              started: float) -> TargetStatus:
     cache = BuildCache(job.cache_root)
     hit = cache.lookup(job.cache_key) if job.use_cache else None
-    if hit is not None:
+    record = EngineRecord.model_validate_json((hit / "engine.json").read_text()) if hit else None
+    if hit is not None and (hit / "engine.plan").stat().st_size == record.size_bytes:  # else damaged: rebuild
         for name in ("engine.plan", "layers.json", "build.log"):
             link_or_copy(hit / name, staging / name)
-        record = EngineRecord.model_validate_json((hit / "engine.json").read_text())
         record.cache_hit, record.build_seconds = True, round(time.perf_counter() - started, 3)
         _write_atomic(staging / "engine.json", record.model_dump_json(indent=2).encode())
         return _status(job, "ok", started, cache_hit=True)
+    if hit is not None:
+        cache.evict(job.cache_key)
     backend = load_backend(job.backend)
     try:
         outcome = backend.build(job.spec, progress, cancel)

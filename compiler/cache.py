@@ -71,6 +71,16 @@ class BuildCache:
         entry = self.entry(key)
         return entry if all((entry / name).is_file() for name in ENGINE_FILES) else None
 
+    def evict(self, key: str) -> None:
+        """Drop a damaged entry (renamed away first, so readers never see it half-deleted)."""
+        entry = self.entry(key)
+        doomed = entry.with_name(f".evicted-{entry.name}-{os.getpid()}")
+        try:
+            os.rename(entry, doomed)
+        except OSError:
+            return
+        shutil.rmtree(doomed, ignore_errors=True)
+
     def store(self, key: str, source: Path) -> None:
         """Copy a finished build folder into the cache; a concurrent writer of the same key may win."""
         entry = self.entry(key)

@@ -308,3 +308,19 @@ def test_datacenter_tensorrt_refuses_without_a_gpu_of_the_sku():
     assert "builds only for the local GPU" in message
     assert "compute capability 9.0" in message and "this host has none" in message
     assert refused.value.exit_code == 3
+
+
+def test_damaged_cache_entry_is_rebuilt_not_served(digits_model, digits_profiles, tmp_path):
+    cache = tmp_path / "cache"
+    args = (digits_model, digits_profiles, ["rtx-4090"], ["fp32"])
+    first = build_engines(*args, tmp_path / "a", cache_dir=cache)
+    [entry] = [p for p in cache.glob("engines/*/*") if not p.name.startswith(".")]
+    (entry / "engine.plan").unlink()
+    (entry / "engine.plan").write_bytes(b"vtrt truncated")  # someone overwrote the cached plan
+    second = build_engines(*args, tmp_path / "b", cache_dir=cache)
+    assert [t.cache_hit for t in first.targets + second.targets] == [False, False]
+    plan = (tmp_path / "b/rtx-4090/fp32/engine.plan").read_bytes()
+    record = json.loads((tmp_path / "b/rtx-4090/fp32/engine.json").read_text())
+    assert len(plan) == record["size_bytes"] > 1000
+    third = build_engines(*args, tmp_path / "c", cache_dir=cache)
+    assert [t.cache_hit for t in third.targets] == [True]
