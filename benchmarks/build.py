@@ -18,6 +18,7 @@ usage: python benchmarks/build.py [--repeat N] [--models resnet50,bert]
 from __future__ import annotations
 
 import argparse
+import shutil
 import statistics
 import subprocess
 import sys
@@ -77,6 +78,11 @@ def bench(name: str, work: Path, repeat: int) -> list[tuple[str, str, float, flo
     for i in range(repeat):
         cache = work / f"cache{i}"
         api = (model, profiles, ["rtx-4090"], ["fp32"])
+        # Each round starts from the same disk state: the previous round's outputs are removed, and
+        # both sides then write new plan files (overwriting one would skip the writeback builds pay).
+        for stale in work.iterdir():
+            if stale not in (model, profiles):
+                shutil.rmtree(stale) if stale.is_dir() else stale.unlink()
         cold = [(raw_api, raw_build, (str(model), str(profiles), "8.9", str(work / "raw.plan")), {}),
                 (ours_api, build_engines, (*api, work / "api"), {"cache_dir": cache})]
         for times, action, args, kwargs in cold[:: 1 if i % 2 == 0 else -1]:  # alternate who goes first
