@@ -12,7 +12,11 @@ median of --repeat alternating runs:
 - ceiling: two raw builder processes one after the other / side by side: what this machine's
            cores, memory bandwidth and disk allow two parallel builds at best        (information)
 Run it on an otherwise idle machine. Needs ~4 GB of RAM and ~3 GB of disk.
-usage: python benchmarks/build.py [--repeat N] [--models resnet50,bert]
+
+On a virtual machine the first touch of guest memory is slow (measured here: ~0.5 GB/s), so
+whichever build happens to get never-touched pages looks seconds slower. --warm-gib touches
+that much memory once before measuring, so every run allocates already-backed pages.
+usage: python benchmarks/build.py [--repeat N] [--models resnet50,bert] [--warm-gib G]
 """
 
 from __future__ import annotations
@@ -116,7 +120,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--models", default="resnet50,bert")
+    parser.add_argument("--warm-gib", type=float, default=12.0)
     args = parser.parse_args()
+    if args.warm_gib > 0:
+        import numpy as np
+
+        np.ones(int(args.warm_gib * 2**30) // 8)  # touched, then freed: backed pages for every later run
     rows = []
     with tempfile.TemporaryDirectory(prefix="compile-bench-") as tmp:
         for name in args.models.split(","):
