@@ -78,6 +78,21 @@ class CalibrationResult(BaseModel):
     reused: bool = False
 
 
+def _counter(phase: str, total: int, progress: ProgressCallback | None) -> Callable[[int], None]:
+    """Turns "n more samples done" into (phase, done, total) progress reports, starting at 0."""
+    done = 0
+    if progress:
+        progress(phase, 0, total)
+
+    def advance(n: int) -> None:
+        nonlocal done
+        done += n
+        if progress:
+            progress(phase, done, total)
+
+    return advance
+
+
 def calibrate(
     model: str | os.PathLike[str],
     data: str | os.PathLike[str],
@@ -148,19 +163,10 @@ def calibrate(
                 (out / "calibration.cache").unlink(missing_ok=True)
             else:
                 prepared = calibrators.prepare(source.path, work)
-                total = len(chosen.calibration)
-                done = [0]
-
-                def advance(n: int) -> None:
-                    done[0] += n
-                    if progress:
-                        progress("calibrate", done[0], total)
-
-                if progress:
-                    progress("calibrate", 0, total)
                 tensors = calibrators.collect_ranges(
                     prepared, dataset, chosen.calibration, method, batch_size,
-                    HistogramOptions(num_bins=num_bins, percentile=percentile), chunk_mb, work, advance)
+                    HistogramOptions(num_bins=num_bins, percentile=percentile), chunk_mb, work,
+                    _counter("calibrate", len(chosen.calibration), progress))
                 value_ranges = calibrators.ranges(tensors)
                 calibrators.quantize(prepared, tensors, precision, method, model_out, work)
                 calibrators.keep_metadata(source.proto, model_out)
@@ -168,17 +174,8 @@ def calibrate(
                 header = cache.splitlines()[0]
                 _write(out / "calibration.cache", cache)
 
-        held_total, held_done = len(chosen.holdout), [0]
-
-        def advance_holdout(n: int) -> None:
-            held_done[0] += n
-            if progress:
-                progress("held-out", held_done[0], held_total)
-
-        if progress:
-            progress("held-out", 0, held_total)
         report = compare(source.path, model_out, precision, dataset, chosen.holdout, batch_size, fixed_batch,
-                         advance_holdout)
+                         _counter("held-out", len(chosen.holdout), progress))
         _write(out / "report.json", report.model_dump_json(indent=2) + "\n")
         files = {name: file_sha256(out / name) for name in FILES if (out / name).is_file()}
         result = CalibrationResult(
