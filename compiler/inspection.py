@@ -251,9 +251,7 @@ def tensorrt_view(model: OnnxModel, backend_name: str) -> TensorRTView:
     )
 
 
-def build_check(
-    model: OnnxModel, view: TensorRTView, profiles: ProfileSet | None, sku: str, backend: str | None = None
-) -> StepStatus:
+def build_check(model: OnnxModel, profiles: ProfileSet | None, sku: str, backend: str | None = None) -> StepStatus:
     """Prove support with a real build (one engine with every profile): the parser can say yes to a graph that
     fails. Builds with ``backend`` if given, else the SKU's own backend, as ``compile build`` does."""
     target = load_sku_catalog().get(sku)
@@ -322,7 +320,7 @@ def inspect_model(
             view.build_check = StepStatus(status="skipped", detail="the shape profiles are invalid")
         else:
             try:
-                view.build_check = build_check(model, view, profiles, build_sku, backend)
+                view.build_check = build_check(model, profiles, build_sku, backend)
             except CompileError as exc:
                 view.build_check = StepStatus(status="skipped", detail=str(exc))
                 problem = problem or (exc if str(exc).startswith(str(model.path)) else
@@ -336,9 +334,4 @@ def inspect_model(
     return report
 
 
-def inspect_exit_failed(report: InspectReport) -> bool:
-    """inspect fails when profiles are invalid, the build check failed or could not run."""
-    return report.problem is not None
-
-
-__all__ = ["InspectReport", "inspect_exit_failed", "inspect_model", "model_inputs", "summarize"]
+__all__ = ["InspectReport", "inspect_model", "model_inputs", "summarize"]
