@@ -38,10 +38,6 @@ def status_text(status: str) -> Text:
     return Text(status, style={"ok": "green", "failed": "red", "skipped": "yellow"}.get(status, "white"))
 
 
-def warn(message: str) -> None:
-    err_console.print(f"[yellow]warning:[/yellow] {message}", highlight=False)
-
-
 @contextmanager
 def build_progress(jobs) -> Iterator:
     """One progress row per build, fed by TensorRT's progress monitor: (job, phase, done, total)."""
