@@ -17,9 +17,9 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -85,19 +85,42 @@ class BuildReport(BaseModel):
 
 @dataclass(frozen=True)
 class BuildJob:
-    """One target, with everything a worker process needs (picklable)."""
+    """One target, with everything a worker process needs (picklable once :meth:`resolved`)."""
 
     sku: str
     precision: str
     backend: str
     spec: BuildSpec
-    cache_key: str
+    key_material: dict[str, Any]
+    """Everything that determines the engine except the built model's digest."""
     cache_root: Path
     use_cache: bool
     target_dir: Path
-    model_sha256: str
-    built_model_sha256: str
+    model_digest: str | Future[str]
+    """The source model's sha256; a Future while it is still being computed beside the build."""
+    built_model_sha256: str | None
+    """The digest of the model actually built; None when that is the source model itself (fp32)."""
     calibration_sha256: str | None
+
+    @property
+    def model_sha256(self) -> str:
+        return self.model_digest if isinstance(self.model_digest, str) else self.model_digest.result()
+
+    @property
+    def built_sha256(self) -> str:
+        return self.built_model_sha256 or self.model_sha256
+
+    @property
+    def cache_key(self) -> str:
+        return hash_json({**self.key_material, "model": self.built_sha256})
+
+    @property
+    def digest_pending(self) -> bool:
+        return isinstance(self.model_digest, Future) and not self.model_digest.done()
+
+    def resolved(self) -> BuildJob:
+        """The same job with its digest waited for (a Future cannot cross into a worker process)."""
+        return replace(self, model_digest=self.model_sha256)
 
 
 Progress = Callable[[int, str, int, int], None]
@@ -184,8 +207,8 @@ def plan_builds(
             if tuple(map(int, target.compute_capability.split("."))) < FP8_MIN_CAPABILITY:
                 raise InvalidInput(f"fp8 needs compute capability 8.9 or newer; SKU '{sku}' is "
                                    f"{target.compute_capability}; drop fp8 or that SKU")
-    model_sha = source["sha256"]
-    prepared = {p: _prepare(p, Path(model), model_sha, calibration, data, method, cache)
+    digest = source["sha256"]
+    prepared = {p: _prepare(p, Path(model), digest, calibration, data, method, cache)
                 for p in dict.fromkeys(precisions)}
     jobs = []
     for sku, target in targets.items():
@@ -200,45 +223,60 @@ def plan_builds(
                 optimization_level=optimization_level,
                 sku=sku,
             )
-            key = hash_json({
+            material = {
                 "format": FORMAT_VERSION,
-                "model": built_sha,
                 "calibration": calibration_sha,
                 "profiles": [p.model_dump() for p in spec.profiles],
                 "precision": precision,
                 "compute_capabilities": spec.compute_capabilities,
                 "backend": [backend_impl.name, backend_impl.version],
                 "options": spec.options(),
-            })
+            }
             jobs.append(BuildJob(
-                sku=sku, precision=precision, backend=backend_impl.name, spec=spec, cache_key=key,
+                sku=sku, precision=precision, backend=backend_impl.name, spec=spec, key_material=material,
                 cache_root=cache.root, use_cache=use_cache, target_dir=Path(out) / sku / precision,
-                model_sha256=model_sha, built_model_sha256=built_sha, calibration_sha256=calibration_sha,
+                model_digest=digest, built_model_sha256=built_sha, calibration_sha256=calibration_sha,
             ))
     return jobs
 
 
 def _model_facts(path: Path, cache: BuildCache) -> dict[str, Any]:
-    """The model's sha256 and inputs, from a full safe load only when the file changed since last time."""
+    """The model's inputs and sha256, from a safe load only when the file changed since last time.
+
+    After a change the digest is left computing on another core (``"sha256"`` is then a Future):
+    an fp32 build starts at once and looks the cache up when the digest is known.
+    """
     from compiler.inspection import input_dims, model_inputs  # onnx is imported only when the file changed
-    from compiler.model import load_model
+    from compiler.model import load_model, model_sha256
 
     if not path.is_file():
         load_model(path)  # raises the precise error
+    memo, facts = cache.recall("model", [path])
+    if facts is not None:
+        return facts
+    source = load_model(path, infer_shapes=False, check=False, digest=False)
+    facts = {"inputs": input_dims(model_inputs(source)), "files": [str(f) for f in source.external_files]}
 
-    def compute() -> dict[str, Any]:
-        source = load_model(path, infer_shapes=False, check=False)
-        return {"sha256": source.sha256, "inputs": input_dims(model_inputs(source)),
-                "files": [str(f) for f in source.external_files]}
+    def digest() -> str:
+        sha = model_sha256(path, source.external_files)
+        cache.memorize(memo, {**facts, "sha256": sha})
+        return sha
 
-    return cache.remember("model", [path], compute)
+    return {**facts, "sha256": _DIGESTS.submit(digest)}
 
 
-def _prepare(precision: str, model: Path, model_sha: str, calibration: str | Path | None,
-             data: str | Path | None, method: str, cache: BuildCache) -> tuple[Path, str, str | None]:
-    """The ONNX model this precision builds from: (path, its sha256, calibration artifacts' sha256)."""
+_DIGESTS = ThreadPoolExecutor(1, thread_name_prefix="compile-digest")
+"""Hashes models beside the builds; TensorRT builds on one core, so the second one is free."""
+
+
+def _prepare(precision: str, model: Path, model_sha: str | Future[str], calibration: str | Path | None,
+             data: str | Path | None, method: str, cache: BuildCache) -> tuple[Path, str | None, str | None]:
+    """The ONNX model this precision builds from: (path, its sha256 or None for the model itself,
+    calibration artifacts' sha256)."""
     if precision == "fp32":
-        return model, model_sha, None
+        return model, None, None
+    if isinstance(model_sha, Future):
+        model_sha = model_sha.result()
     if precision == "fp16":
         converted = cache.root / "prepared" / model_sha / "fp16.onnx"
         if not converted.is_file():
@@ -293,7 +331,7 @@ def _run(jobs: list[BuildJob], workers: int, progress: Progress | None, cancel: 
     try:
         with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=context,
                                  initializer=_init_worker, initargs=(events, shared_cancel)) as pool:
-            futures = {pool.submit(_worker, i, job): i for i, job in enumerate(jobs)}
+            futures = {pool.submit(_worker, i, job.resolved()): i for i, job in enumerate(jobs)}
             for future in as_completed(futures):
                 statuses[futures[future]] = future.result()
     finally:
@@ -362,16 +400,60 @@ def run_job(job: BuildJob, progress: Callable[[str, int, int], None] | None, can
 def _produce(job: BuildJob, staging: Path, progress: Callable[[str, int, int], None] | None, cancel: Any,
              started: float) -> TargetStatus:
     cache = BuildCache(job.cache_root)
-    hit = cache.lookup(job.cache_key) if job.use_cache else None
-    record = EngineRecord.model_validate_json((hit / "engine.json").read_text()) if hit else None
-    if hit is not None and (hit / "engine.plan").stat().st_size == record.size_bytes:  # else damaged: rebuild
-        for name in ("engine.plan", "layers.json", "build.log"):
-            link_or_copy(hit / name, staging / name)
-        record.cache_hit, record.build_seconds = True, round(time.perf_counter() - started, 3)
-        _write_atomic(staging / "engine.json", record.model_dump_json(indent=2).encode())
-        return _status(job, "ok", started, cache_hit=True)
-    if hit is not None:
-        cache.evict(job.cache_key)
+    if not job.use_cache:
+        return _build(job, staging, progress, cancel, started, cache)
+    if not job.digest_pending:
+        return _from_cache(job, staging, started, cache) or _build(job, staging, progress, cancel, started, cache)
+    # The model's digest is still being computed: build meanwhile, and stop the build if the digest
+    # then names an engine the cache already has.
+    in_cache = threading.Event()
+    watcher = threading.Thread(target=lambda: _cached_entry(cache, job.cache_key) and in_cache.set(), daemon=True)
+    watcher.start()
+    status = _build(job, staging, progress, _Either(cancel, in_cache), started, cache)
+    watcher.join()
+    if status.status != "cancelled" or not in_cache.is_set() or (cancel is not None and cancel.is_set()):
+        return status
+    for leftover in staging.iterdir():
+        leftover.unlink()
+    return _from_cache(job, staging, started, cache) or _build(job, staging, progress, cancel, started, cache)
+
+
+class _Either:
+    """Set when either event is: the user's Ctrl-C or the cache turning out to have the engine."""
+
+    def __init__(self, first: Any, second: threading.Event) -> None:
+        self.first, self.second = first, second
+
+    def is_set(self) -> bool:
+        return self.second.is_set() or (self.first is not None and self.first.is_set())
+
+
+def _cached_entry(cache: BuildCache, key: str) -> Path | None:
+    """The cache's entry for ``key`` when it is whole; a damaged one (plan size differs) is evicted."""
+    entry = cache.lookup(key)
+    if entry is None:
+        return None
+    record = EngineRecord.model_validate_json((entry / "engine.json").read_text())
+    if (entry / "engine.plan").stat().st_size == record.size_bytes:
+        return entry
+    cache.evict(key)
+    return None
+
+
+def _from_cache(job: BuildJob, staging: Path, started: float, cache: BuildCache) -> TargetStatus | None:
+    entry = _cached_entry(cache, job.cache_key)
+    if entry is None:
+        return None
+    for name in ("engine.plan", "layers.json", "build.log"):
+        link_or_copy(entry / name, staging / name)
+    record = EngineRecord.model_validate_json((entry / "engine.json").read_text())
+    record.cache_hit, record.build_seconds = True, round(time.perf_counter() - started, 3)
+    _write_atomic(staging / "engine.json", record.model_dump_json(indent=2).encode())
+    return _status(job, "ok", started, cache_hit=True)
+
+
+def _build(job: BuildJob, staging: Path, progress: Callable[[str, int, int], None] | None, cancel: Any,
+           started: float, cache: BuildCache) -> TargetStatus:
     backend = load_backend(job.backend)
     try:
         outcome = backend.build(job.spec, progress, cancel)
@@ -393,7 +475,7 @@ def _produce(job: BuildJob, staging: Path, progress: Callable[[str, int, int], N
         sha256=plan_sha,
         size_bytes=len(outcome.plan),
         model_sha256=job.model_sha256,
-        built_model_sha256=job.built_model_sha256,
+        built_model_sha256=job.built_sha256,
         calibration_sha256=job.calibration_sha256,
         sku=job.sku,
         compute_capabilities=list(job.spec.compute_capabilities),

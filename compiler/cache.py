@@ -47,22 +47,32 @@ class BuildCache:
         return self.remember("sha256", [path], lambda: {"sha256": file_sha256(path)})["sha256"]
 
     def remember(self, kind: str, paths: list[Path], compute: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-        """A JSON-able fact about files, recomputed only when one of them changes (size, mtime, inode).
+        """A JSON-able fact about files, recomputed only when one of them changes (size, mtime, inode)."""
+        memo, facts = self.recall(kind, paths)
+        if facts is None:
+            facts = compute()
+            self.memorize(memo, facts)
+        return facts
 
-        Facts may name more files under ``"files"``; those are checked too on the next lookup.
+    def recall(self, kind: str, paths: list[Path]) -> tuple[Path, dict[str, Any] | None]:
+        """Where the facts about these files (as they are now) live, and the facts if they are known.
+
+        Facts may name more files under ``"files"``; those must be unchanged too.
         """
-        key = hash_json([kind, *map(_stat_key, paths)])
-        memo = self.root / "facts" / kind / key
+        memo = self.root / "facts" / kind / hash_json([kind, *map(_stat_key, paths)])
         try:
             facts = json.loads(memo.read_text())
             if all(_stat_key(Path(f)) == stat for f, stat in facts.get("files_stat", [])):
-                return facts
+                return memo, facts
         except (OSError, ValueError):
             pass
-        facts = compute()
-        facts["files_stat"] = [[str(f), _stat_key(Path(f))] for f in facts.get("files", [])]
+        return memo, None
+
+    def memorize(self, memo: Path, facts: dict[str, Any]) -> None:
+        """Keep facts at the place :meth:`recall` named (taken before computing them, so a file
+        that changed meanwhile is simply not found next time)."""
+        facts = {**facts, "files_stat": [[str(f), _stat_key(Path(f))] for f in facts.get("files", [])]}
         self._write_atomic(memo, json.dumps(facts).encode())
-        return facts
 
     def entry(self, key: str) -> Path:
         return self.root / "engines" / key[:2] / key

@@ -53,6 +53,15 @@ def _hash_mapped(digest: Any, data: memoryview, started: threading.Event) -> Non
     digest.update(data)
 
 
+def model_sha256(path: Path, external_files: tuple[Path, ...] = ()) -> str:
+    """The same digest as :attr:`OnnxModel.sha256`, computed from the files alone."""
+    with open(path, "rb") as handle:
+        hasher = hashlib.file_digest(handle, "sha256")
+    for file in sorted(external_files):
+        _hash_file(hasher, file)
+    return hasher.hexdigest()
+
+
 def _hash_file(digest: Any, path: Path) -> None:
     digest.update(b"\0" + path.name.encode() + b"\0")
     with open(path, "rb") as handle:
@@ -163,12 +172,15 @@ def _unstub(tensor: onnx.TensorProto, state: tuple[bytes, bool]) -> None:
     tensor.raw_data = data
 
 
-def load_model(path: str | os.PathLike[str], infer_shapes: bool = True, check: bool = True) -> OnnxModel:
+def load_model(
+    path: str | os.PathLike[str], infer_shapes: bool = True, check: bool = True, digest: bool = True
+) -> OnnxModel:
     """Parse, validate and (optionally) check and shape-infer an ONNX model; raise InvalidInput naming the problem.
 
     The file is mapped once and hashed on a second core while protobuf parses it. The ONNX
     checker and shape inference cost seconds on BERT-sized models: `compile build` skips
     both (TensorRT's parser reports a broken graph itself) and keeps only the safety checks.
+    With ``digest=False`` ``sha256`` is left empty for a caller that hashes later (:func:`model_sha256`).
     """
     path = Path(path)
     if not path.exists():
@@ -185,24 +197,27 @@ def load_model(path: str | os.PathLike[str], infer_shapes: bool = True, check: b
     try:
         with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
             view = memoryview(mapped)
-            digest, started = hashlib.sha256(), threading.Event()
+            hasher, started = hashlib.sha256(), threading.Event()
             with ThreadPoolExecutor(1) as pool:
-                hashing = pool.submit(_hash_mapped, digest, view, started)
-                started.wait()
+                hashing = pool.submit(_hash_mapped, hasher, view, started) if digest else None
+                if hashing:
+                    started.wait()
                 try:
                     proto = onnx.ModelProto.FromString(view)
                 except Exception as exc:
                     raise InvalidInput(f"{path}: not a valid ONNX model ({first_line(exc)})") from None
                 finally:
-                    hashing.result()
+                    if hashing:
+                        hashing.result()
                     view.release()
     except OSError as exc:
         raise InvalidInput(f"{path}: cannot read the model file ({exc.strerror or exc})") from None
     if not proto.HasField("graph") or not proto.opset_import or proto.ir_version <= 0:
         raise InvalidInput(f"{path}: not a valid ONNX model (no graph, opset or IR version)")
     external = _external_files(proto, path)
-    for file in sorted(external):
-        _hash_file(digest, file)
+    if digest:
+        for file in sorted(external):
+            _hash_file(hasher, file)
     if check:
         try:
             onnx.checker.check_model(str(path))
@@ -213,4 +228,4 @@ def load_model(path: str | os.PathLike[str], infer_shapes: bool = True, check: b
             proto = _infer_shapes(proto)
         except Exception as exc:
             raise InvalidInput(f"{path}: ONNX shape inference failed: {first_line(exc)}") from None
-    return OnnxModel(path=path, proto=proto, external_files=external, sha256=digest.hexdigest())
+    return OnnxModel(path=path, proto=proto, external_files=external, sha256=hasher.hexdigest() if digest else "")

@@ -324,3 +324,42 @@ def test_damaged_cache_entry_is_rebuilt_not_served(digits_model, digits_profiles
     assert len(plan) == record["size_bytes"] > 1000
     third = build_engines(*args, tmp_path / "c", cache_dir=cache)
     assert [t.cache_hit for t in third.targets] == [True]
+
+
+def test_a_new_model_file_builds_while_hashed_and_stops_on_a_cache_hit(digits_model, digits_profiles, tmp_path):
+    """A file with no remembered digest starts building at once; when its digest names an engine the cache
+    already has (here: a copy of a cached model), the build is stopped and the cached engine served."""
+    import compiler.build
+
+    cache = tmp_path / "cache"
+    first = build_engines(digits_model, digits_profiles, ["rtx-4090"], ["fp32"], tmp_path / "a", cache_dir=cache)
+    copy = tmp_path / "copy" / "model.onnx"
+    copy.parent.mkdir()
+    shutil.copy(digits_model, copy)
+    digest_may_finish, phases = threading.Event(), []
+    compiler.build._DIGESTS.submit(digest_may_finish.wait)  # the copy's digest queues behind this
+
+    def progress(index: int, phase: str, done: int, total: int) -> None:
+        phases.append(phase)
+        digest_may_finish.set()  # the build is running: now let the digest finish
+
+    second = build_engines(copy, digits_profiles, ["rtx-4090"], ["fp32"], tmp_path / "b", cache_dir=cache,
+                           progress=progress)
+    assert "Building engine" in phases and phases[-1] == "ok (cache hit)"
+    assert [t.cache_hit for t in first.targets + second.targets] == [False, True]
+    a = json.loads((tmp_path / "a/rtx-4090/fp32/engine.json").read_text())
+    b = json.loads((tmp_path / "b/rtx-4090/fp32/engine.json").read_text())
+    assert b["sha256"] == a["sha256"] and b["model_sha256"] == a["model_sha256"] == second.model_sha256
+    assert sorted(p.name for p in (tmp_path / "b/rtx-4090").iterdir()) == ["fp32"]
+    # A model the cache does not have builds to the end while it is hashed, and is then cached.
+    other = tmp_path / "other" / "model.onnx"
+    other.parent.mkdir()
+    shutil.copy(digits_model, other)
+    profiles = tmp_path / "p.yaml"  # new profiles: an engine the cache has never seen
+    profiles.write_text(digits_profiles.read_text().replace("max: [64, 1, 8, 8]", "max: [48, 1, 8, 8]"))
+    digest_may_finish.clear()
+    compiler.build._DIGESTS.submit(digest_may_finish.wait)
+    third = build_engines(other, profiles, ["rtx-4090"], ["fp32"], tmp_path / "c", cache_dir=cache, progress=progress)
+    assert [(t.status, t.cache_hit) for t in third.targets] == [("ok", False)]
+    fourth = build_engines(other, profiles, ["rtx-4090"], ["fp32"], tmp_path / "d", cache_dir=cache)
+    assert [t.cache_hit for t in fourth.targets] == [True]
