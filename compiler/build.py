@@ -247,18 +247,19 @@ def _model_facts(path: Path, cache: BuildCache) -> dict[str, Any]:
     an fp32 build starts at once and looks the cache up when the digest is known.
     """
     from compiler.inspection import input_dims, model_inputs  # onnx is imported only when the file changed
-    from compiler.model import load_model, model_sha256
+    from compiler.model import finish_model_digest, hash_model_file, load_model
 
     if not path.is_file():
         load_model(path)  # raises the precise error
     memo, facts = cache.recall("model", [path])
     if facts is not None:
         return facts
+    model_file = _DIGESTS.submit(hash_model_file, path)  # beside the parse: hashlib releases the GIL
     source = load_model(path, infer_shapes=False, check=False, digest=False)
     facts = {"inputs": input_dims(model_inputs(source)), "files": [str(f) for f in source.external_files]}
 
     def digest() -> str:
-        sha = model_sha256(path, source.external_files)
+        sha = finish_model_digest(model_file.result(), source.external_files)
         cache.memorize(memo, {**facts, "sha256": sha})
         return sha
 

@@ -53,10 +53,14 @@ def _hash_mapped(digest: Any, data: memoryview, started: threading.Event) -> Non
     digest.update(data)
 
 
-def model_sha256(path: Path, external_files: tuple[Path, ...] = ()) -> str:
-    """The same digest as :attr:`OnnxModel.sha256`, computed from the files alone."""
+def hash_model_file(path: Path) -> Any:
+    """The first part of :attr:`OnnxModel.sha256`: the model file itself (can run beside the parse)."""
     with open(path, "rb") as handle:
-        hasher = hashlib.file_digest(handle, "sha256")
+        return hashlib.file_digest(handle, "sha256")
+
+
+def finish_model_digest(hasher: Any, external_files: tuple[Path, ...]) -> str:
+    """The rest of :attr:`OnnxModel.sha256`: each external file's name and bytes, in name order."""
     for file in sorted(external_files):
         _hash_file(hasher, file)
     return hasher.hexdigest()
@@ -180,7 +184,7 @@ def load_model(
     The file is mapped once and hashed on a second core while protobuf parses it. The ONNX
     checker and shape inference cost seconds on BERT-sized models: `compile build` skips
     both (TensorRT's parser reports a broken graph itself) and keeps only the safety checks.
-    With ``digest=False`` ``sha256`` is left empty for a caller that hashes later (:func:`model_sha256`).
+    With ``digest=False`` ``sha256`` is left empty for a caller that hashes on its own (:func:`hash_model_file`).
     """
     path = Path(path)
     if not path.exists():
@@ -215,9 +219,6 @@ def load_model(
     if not proto.HasField("graph") or not proto.opset_import or proto.ir_version <= 0:
         raise InvalidInput(f"{path}: not a valid ONNX model (no graph, opset or IR version)")
     external = _external_files(proto, path)
-    if digest:
-        for file in sorted(external):
-            _hash_file(hasher, file)
     if check:
         try:
             onnx.checker.check_model(str(path))
@@ -228,4 +229,5 @@ def load_model(
             proto = _infer_shapes(proto)
         except Exception as exc:
             raise InvalidInput(f"{path}: ONNX shape inference failed: {first_line(exc)}") from None
-    return OnnxModel(path=path, proto=proto, external_files=external, sha256=hasher.hexdigest() if digest else "")
+    sha256 = finish_model_digest(hasher, external) if digest else ""
+    return OnnxModel(path=path, proto=proto, external_files=external, sha256=sha256)
