@@ -28,7 +28,7 @@ from calibration.calibrators import HistogramOptions
 from calibration.convert import convert_fp16
 from calibration.datasets import ImagePreprocess, model_inputs, open_dataset, split
 from calibration.report import AccuracyReport, Gate, compare, gates, session
-from compiler.cache import file_sha256, hash_json
+from compiler.cache import file_sha256, hash_json, write_atomic
 from compiler.errors import InvalidInput
 from compiler.model import load_model
 
@@ -226,9 +226,7 @@ def _versions() -> dict[str, str]:
 
 
 def _write(path: Path, text: str) -> None:
-    staging = path.with_name(f".{path.name}.{os.getpid()}")
-    staging.write_text(text, encoding="utf-8")
-    os.replace(staging, path)
+    write_atomic(path, text.encode("utf-8"))
 
 
 def _reusable(out: Path, key: str) -> CalibrationResult | None:

@@ -27,13 +27,12 @@ from pydantic import BaseModel
 
 from compiler.backends import load_backend
 from compiler.backends.base import BuildSpec
-from compiler.cache import BuildCache, hash_json, link_or_copy
+from compiler.cache import ENGINE_FILES, BuildCache, hash_json, link_or_copy, write_atomic
 from compiler.errors import CompileError, InvalidInput
 from compiler.profiles import ShapeProfile, load_profiles, load_sku_catalog, validate_profiles
 
 FORMAT_VERSION = 1
 PRECISIONS = ("fp32", "fp16", "int8", "fp8")
-QUANTIZED = ("int8", "fp8")
 FP8_MIN_CAPABILITY = (8, 9)
 
 
@@ -158,7 +157,7 @@ def execute_builds(planned: list[BuildJob], model: str | Path, out: str | Path, 
         digest = ""
     report = BuildReport(model=str(model), model_sha256=digest, out=str(out), targets=statuses)
     Path(out).mkdir(parents=True, exist_ok=True)
-    _write_atomic(Path(out) / "build.json", report.model_dump_json(indent=2).encode())
+    write_atomic(Path(out) / "build.json", report.model_dump_json(indent=2).encode())
     if cancel.is_set():
         raise KeyboardInterrupt
     return report
@@ -250,14 +249,14 @@ def _model_facts(path: Path, cache: BuildCache) -> dict[str, Any]:
     an fp32 build starts at once and looks the cache up when the digest is known.
     """
     from compiler.inspection import input_dims, model_inputs  # onnx is imported only when the file changed
-    from compiler.model import finish_model_digest, hash_model_file, load_model
+    from compiler.model import finish_model_digest, hash_beside, load_model
 
     if not path.is_file():
         load_model(path)  # raises the precise error
     memo, facts = cache.recall("model", [path])
     if facts is not None:
         return facts
-    model_file = _DIGESTS.submit(hash_model_file, path)  # beside the parse: hashlib releases the GIL
+    model_file = hash_beside(_DIGESTS, path)
     source = load_model(path, infer_shapes=False, check=False, digest=False)
     facts = {"inputs": input_dims(model_inputs(source)), "files": [str(f) for f in source.external_files]}
 
@@ -440,27 +439,29 @@ class _Either:
         return self.second.is_set() or (self.first is not None and self.first.is_set())
 
 
-def _cached_entry(cache: BuildCache, key: str) -> Path | None:
-    """The cache's entry for ``key`` when it is whole; a damaged one (plan size differs) is evicted."""
+def _cached_entry(cache: BuildCache, key: str) -> tuple[Path, EngineRecord] | None:
+    """The cache's entry for ``key`` and its record when it is whole; a damaged one (plan size differs) is
+    evicted."""
     entry = cache.lookup(key)
     if entry is None:
         return None
     record = EngineRecord.model_validate_json((entry / "engine.json").read_text())
     if (entry / "engine.plan").stat().st_size == record.size_bytes:
-        return entry
+        return entry, record
     cache.evict(key)
     return None
 
 
 def _from_cache(job: BuildJob, staging: Path, started: float, cache: BuildCache) -> TargetStatus | None:
-    entry = _cached_entry(cache, job.cache_key)
-    if entry is None:
+    hit = _cached_entry(cache, job.cache_key)
+    if hit is None:
         return None
-    for name in ("engine.plan", "layers.json", "build.log"):
-        link_or_copy(entry / name, staging / name)
-    record = EngineRecord.model_validate_json((entry / "engine.json").read_text())
+    entry, record = hit
+    for name in ENGINE_FILES:
+        if name != "engine.json":
+            link_or_copy(entry / name, staging / name)
     record.cache_hit, record.build_seconds = True, round(time.perf_counter() - started, 3)
-    _write_atomic(staging / "engine.json", record.model_dump_json(indent=2).encode())
+    write_atomic(staging / "engine.json", record.model_dump_json(indent=2).encode())
     return _status(job, "ok", started, cache_hit=True)
 
 
@@ -486,7 +487,7 @@ def _build(job: BuildJob, staging: Path, progress: Callable[[str, int, int], Non
         plan_sha = pool.submit(lambda: hashlib.sha256(outcome.plan).hexdigest())
         (staging / "engine.plan").write_bytes(outcome.plan)
         plan_sha = plan_sha.result()
-    _write_atomic(staging / "layers.json", json.dumps(_layers_document(outcome.layers), indent=2).encode())
+    write_atomic(staging / "layers.json", json.dumps(_layers_document(outcome.layers), indent=2).encode())
     record = EngineRecord(
         sha256=plan_sha,
         size_bytes=len(outcome.plan),
@@ -504,7 +505,7 @@ def _build(job: BuildJob, staging: Path, progress: Callable[[str, int, int], Non
         cache_key=cache_key,
         plan_header=backend.plan_header(outcome.plan),
     )
-    _write_atomic(staging / "engine.json", record.model_dump_json(indent=2).encode())
+    write_atomic(staging / "engine.json", record.model_dump_json(indent=2).encode())
     if job.use_cache:
         cache.store(cache_key, staging)
     return _status(job, "ok", started)
@@ -534,12 +535,6 @@ def _replace_dir(target: Path, staging: Path) -> None:
     os.rename(staging, target)
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temporary.write_bytes(data)
-    os.replace(temporary, path)
 
 
 @contextmanager

@@ -72,7 +72,7 @@ class BuildCache:
         """Keep facts at the place :meth:`recall` named (taken before computing them, so a file
         that changed meanwhile is simply not found next time)."""
         facts = {**facts, "files_stat": [[str(f), _stat_key(Path(f))] for f in facts.get("files", [])]}
-        self._write_atomic(memo, json.dumps(facts).encode())
+        write_atomic(memo, json.dumps(facts).encode())
 
     def entry(self, key: str) -> Path:
         return self.root / "engines" / key[:2] / key
@@ -108,12 +108,13 @@ class BuildCache:
         finally:
             shutil.rmtree(staging, ignore_errors=True)
 
-    def _write_atomic(self, path: Path, data: bytes) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(temporary, path)
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write through a temporary sibling and rename: readers see the old file or the whole new one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+    os.replace(temporary, path)
 
 
 def link_or_copy(source: Path, target: Path) -> None:

@@ -11,7 +11,7 @@ import hashlib
 import mmap
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,16 +47,31 @@ class OnnxModel:
         return sum(f.stat().st_size for f in (self.path, *self.external_files))
 
 
-def _hash_mapped(digest: Any, data: memoryview, started: threading.Event) -> None:
-    """One update call: hashlib releases the GIL for all of it, so the parse runs beside it."""
-    started.set()
-    digest.update(data)
+def hash_model_file(path: Path, started: threading.Event | None = None) -> Any:
+    """The first part of :attr:`OnnxModel.sha256`: the model file itself.
 
-
-def hash_model_file(path: Path) -> Any:
-    """The first part of :attr:`OnnxModel.sha256`: the model file itself (can run beside the parse)."""
+    One update over a mapping of the file releases the GIL for all of it, so a protobuf parse (which
+    holds the GIL) runs beside it; ``started`` is set just before.
+    """
+    hasher = hashlib.sha256()
     with open(path, "rb") as handle:
-        return hashlib.file_digest(handle, "sha256")
+        if os.fstat(handle.fileno()).st_size:
+            with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped, memoryview(mapped) as view:
+                if started:
+                    started.set()
+                hasher.update(view)
+    if started:
+        started.set()
+    return hasher
+
+
+def hash_beside(pool: Executor, path: Path) -> Future[Any]:
+    """Start :func:`hash_model_file` on ``pool`` and return once it holds no GIL (not waiting long
+    for a pool that is busy with something else)."""
+    started = threading.Event()
+    future = pool.submit(hash_model_file, path, started)
+    started.wait(timeout=0.1)
+    return future
 
 
 def finish_model_digest(hasher: Any, external_files: tuple[Path, ...]) -> str:
@@ -199,21 +214,15 @@ def load_model(
             f"{path}: {size / 2**30:.1f} GiB exceeds protobuf's 2 GiB limit; save the weights as external data"
         )
     try:
-        with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-            view = memoryview(mapped)
-            hasher, started = hashlib.sha256(), threading.Event()
-            with ThreadPoolExecutor(1) as pool:
-                hashing = pool.submit(_hash_mapped, hasher, view, started) if digest else None
-                if hashing:
-                    started.wait()
+        with ThreadPoolExecutor(1) as pool:
+            hashing = hash_beside(pool, path) if digest else None
+            with (open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped,
+                  memoryview(mapped) as view):
                 try:
                     proto = onnx.ModelProto.FromString(view)
                 except Exception as exc:
                     raise InvalidInput(f"{path}: not a valid ONNX model ({first_line(exc)})") from None
-                finally:
-                    if hashing:
-                        hashing.result()
-                    view.release()
+            hasher = hashing.result() if hashing else None
     except OSError as exc:
         raise InvalidInput(f"{path}: cannot read the model file ({exc.strerror or exc})") from None
     if not proto.HasField("graph") or not proto.opset_import or proto.ir_version <= 0:

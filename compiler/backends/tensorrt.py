@@ -6,12 +6,11 @@ repeated builds on the same kind of GPU skip tactic timing.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 from compiler.backends.base import BuildSpec, TensorRTBackend
-from compiler.cache import default_cache_dir
+from compiler.cache import default_cache_dir, write_atomic
 from compiler.errors import EnvironmentProblem
 from compiler.gpu import cuda_driver_version, list_gpus
 
@@ -48,8 +47,4 @@ class DatacenterTensorRTBackend(TensorRTBackend):
         config.set_timing_cache(cache, ignore_mismatch=False)
 
     def after_build(self, config: Any, spec: BuildSpec) -> None:
-        path = self._timing_cache_path(spec)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_suffix(f".{os.getpid()}.tmp")
-        temporary.write_bytes(bytes(config.get_timing_cache().serialize()))
-        temporary.replace(path)
+        write_atomic(self._timing_cache_path(spec), bytes(config.get_timing_cache().serialize()))
