@@ -15,7 +15,7 @@ import typer
 from typer.exceptions import TyperException
 
 from compiler.errors import CheckFailed, CompileError, ExitCode, InvalidInput
-from compiler.output import build_progress, console, emit_json, status_text, table
+from compiler.output import build_progress, console, emit_json, sample_progress, status_text, table
 
 app = typer.Typer(
     name="compile",
@@ -190,24 +190,13 @@ def calibrate(
 ) -> None:
     """Quantized (int8/fp8 Q/DQ) or converted (fp16) model, ranges, TensorRT calibration cache, accuracy report."""
     from rich.markup import escape
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from calibration import calibrate as run_calibration
-    from compiler.output import err_console
 
     options = dict(precision=precision, method=method, samples=samples, batch_size=batch_size, holdout=holdout,
                    seed=seed, percentile=percentile, num_bins=num_bins, chunk_mb=chunk_mb, min_cosine=min_cosine,
                    min_top1=min_top1, max_abs_error=max_abs_error, reuse=not no_reuse)
-    columns = (TextColumn("{task.description:<10}"), BarColumn(), MofNCompleteColumn(), TextColumn("samples"),
-               TimeElapsedColumn())
-    with Progress(*columns, console=err_console, transient=True) as bars:
-        tasks: dict[str, int] = {}
-
-        def update(phase: str, done: int, total: int) -> None:
-            if phase not in tasks:
-                tasks[phase] = bars.add_task(phase, total=total)
-            bars.update(tasks[phase], completed=done, total=total)
-
+    with sample_progress() as update:
         result = run_calibration(model, data, out, progress=update, **options)
     if json:
         emit_json(result)

@@ -10,7 +10,14 @@ from typing import Any
 from pydantic import BaseModel
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskProgressColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Table
 from rich.text import Text
 
@@ -48,5 +55,21 @@ def build_progress(jobs) -> Iterator:
 
         def update(index: int, phase: str, done: int, total: int) -> None:
             bars.update(tasks[index], completed=done, total=total or None, phase=phase)
+
+        yield update
+
+
+@contextmanager
+def sample_progress() -> Iterator:
+    """One progress row per phase (calibrate, held-out), added when the phase first reports (phase, done, total)."""
+    columns = (TextColumn("{task.description:<10}"), BarColumn(), MofNCompleteColumn(), TextColumn("samples"),
+               TimeElapsedColumn())
+    with Progress(*columns, console=err_console, transient=True) as bars:
+        tasks: dict[str, int] = {}
+
+        def update(phase: str, done: int, total: int) -> None:
+            if phase not in tasks:
+                tasks[phase] = bars.add_task(phase, total=total)
+            bars.update(tasks[phase], completed=done, total=total)
 
         yield update
