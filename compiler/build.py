@@ -17,11 +17,11 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor, as_completed
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel
 
@@ -82,9 +82,17 @@ class BuildReport(BaseModel):
         return [t for t in self.targets if t.status != "ok"]
 
 
+class PendingDigest(Protocol):
+    """A digest still being computed: a Future in this process, a :class:`_DigestRelay` in a worker."""
+
+    def done(self) -> bool: ...
+
+    def result(self) -> str: ...
+
+
 @dataclass(frozen=True)
 class BuildJob:
-    """One target, with everything a worker process needs (picklable once :meth:`resolved`)."""
+    """One target, with everything a worker process needs (a pending digest travels separately)."""
 
     sku: str
     precision: str
@@ -95,8 +103,9 @@ class BuildJob:
     cache_root: Path
     use_cache: bool
     target_dir: Path
-    model_digest: str | Future[str]
-    """The source model's sha256; a Future while it is still being computed beside the build."""
+    model_digest: str | PendingDigest | None
+    """The source model's sha256, or a :class:`PendingDigest` while it is computed beside the build (None
+    only on its way into a worker process, which puts its relay in)."""
     built_model_sha256: str | None
     """The digest of the model actually built; None when that is the source model itself (fp32)."""
     calibration_sha256: str | None
@@ -115,11 +124,7 @@ class BuildJob:
 
     @property
     def digest_pending(self) -> bool:
-        return isinstance(self.model_digest, Future) and not self.model_digest.done()
-
-    def resolved(self) -> BuildJob:
-        """The same job with its digest waited for (a Future cannot cross into a worker process)."""
-        return replace(self, model_digest=self.model_sha256)
+        return not isinstance(self.model_digest, str) and not self.model_digest.done()
 
 
 Progress = Callable[[int, str, int, int], None]
@@ -248,14 +253,16 @@ def _model_facts(path: Path, cache: BuildCache) -> dict[str, Any]:
     After a change the digest is left computing on another core (``"sha256"`` is then a Future):
     an fp32 build starts at once and looks the cache up when the digest is known.
     """
-    from compiler.inspection import input_dims, model_inputs  # onnx is imported only when the file changed
+    if path.is_file():
+        memo, facts = cache.recall("model", [path])
+        if facts is not None:
+            return facts
+    # onnx (and numpy with it) takes ~0.15 s to import: only a changed or new model file needs it
+    from compiler.inspection import input_dims, model_inputs
     from compiler.model import finish_model_digest, hash_beside, load_model
 
     if not path.is_file():
         load_model(path)  # raises the precise error
-    memo, facts = cache.recall("model", [path])
-    if facts is not None:
-        return facts
     model_file = hash_beside(_DIGESTS, path)
     source = load_model(path, infer_shapes=False, check=False, digest=False)
     facts = {"inputs": input_dims(model_inputs(source)), "files": [str(f) for f in source.external_files]}
@@ -272,13 +279,13 @@ _DIGESTS = ThreadPoolExecutor(1, thread_name_prefix="compile-digest")
 """Hashes models beside the builds; TensorRT builds on one core, so the second one is free."""
 
 
-def _prepare(precision: str, model: Path, model_sha: str | Future[str], calibration: str | Path | None,
+def _prepare(precision: str, model: Path, model_sha: str | PendingDigest, calibration: str | Path | None,
              data: str | Path | None, method: str, cache: BuildCache) -> tuple[Path, str | None, str | None]:
     """The ONNX model this precision builds from: (path, its sha256 or None for the model itself,
     calibration artifacts' sha256)."""
     if precision == "fp32":
         return model, None, None
-    if isinstance(model_sha, Future):
+    if not isinstance(model_sha, str):
         model_sha = model_sha.result()
     if precision == "fp16":
         converted = cache.root / "prepared" / model_sha / "fp16.onnx"
@@ -330,11 +337,19 @@ def _run(jobs: list[BuildJob], workers: int, progress: Progress | None, cancel: 
     events, shared_cancel = context.Queue(), context.Event()
     relay = threading.Thread(target=_relay, args=(events, progress, cancel, shared_cancel), daemon=True)
     relay.start()
+    # The workers start building while the model is still hashed; its digest follows them through a relay.
+    pending = {id(job.model_digest): job.model_digest for job in jobs if not isinstance(job.model_digest, str)}
+    if len(pending) > 1:
+        raise ValueError("execute_builds runs the jobs of one plan_builds call (one model digest)")
+    digest = _DigestRelay(context) if pending else None
     statuses: dict[int, TargetStatus] = {}
     try:
-        with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=context,
-                                 initializer=_init_worker, initargs=(events, shared_cancel)) as pool:
-            futures = {pool.submit(_worker, i, job.resolved()): i for i, job in enumerate(jobs)}
+        with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=context, initializer=_init_worker,
+                                 initargs=(events if progress else None, shared_cancel, digest)) as pool:
+            if digest is not None:
+                threading.Thread(target=digest.publish, args=(*pending.values(),), daemon=True).start()
+            futures = {pool.submit(_worker, i, job if digest is None else replace(job, model_digest=None)): i
+                       for i, job in enumerate(jobs)}
             for future in as_completed(futures):
                 statuses[futures[future]] = future.result()
     finally:
@@ -360,24 +375,58 @@ def _relay(events: Any, progress: Progress | None, cancel: threading.Event, shar
             progress(*event)
 
 
+class _DigestRelay:
+    """The model's digest as the parent learns it, for worker processes started before that."""
+
+    def __init__(self, context: Any) -> None:
+        self._ready = context.Event()
+        self._text = context.Array("c", 4096, lock=False)  # "sha256:<hex>" or "error:<why>"
+
+    def publish(self, digest: PendingDigest) -> None:
+        """Parent side: wait for the digest, then hand it (or why it failed) to every worker."""
+        try:
+            text = f"sha256:{digest.result()}"
+        except Exception as exc:  # each worker reports it on its own target
+            text = f"error:{exc}"
+        self._text.value = text.encode()[: len(self._text) - 1]
+        self._ready.set()
+
+    def done(self) -> bool:
+        return self._ready.is_set()
+
+    def result(self) -> str:
+        parent = os.getppid()
+        while not self._ready.wait(1.0):
+            if os.getppid() != parent:
+                raise OSError("the compile process that was hashing the model has exited")
+        kind, _, value = self._text.value.decode().partition(":")
+        if kind != "sha256":
+            raise OSError(value)
+        return value
+
+
 _worker_channel: dict[str, Any] = {}
 
 
-def _init_worker(events: Any, cancel: Any) -> None:
+def _init_worker(events: Any, cancel: Any, digest: _DigestRelay | None) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; it cancels through the monitor
-    _worker_channel.update(events=events, cancel=cancel)
+    _worker_channel.update(events=events, cancel=cancel, digest=digest)
 
 
 def _worker(index: int, job: BuildJob) -> TargetStatus:
-    events, last = _worker_channel["events"], [0.0, None]
+    if job.model_digest is None:
+        job = replace(job, model_digest=_worker_channel["digest"])
+    events, last = _worker_channel["events"], [0.0]
 
     def report(phase: str, done: int, total: int) -> None:
+        # TensorRT reports ~1,000 steps per build and the display redraws 10 times a second: send what it
+        # can show, not every step (each event costs both cores time that the builds want)
         now = time.monotonic()
-        if (phase, done) != last[1] or now - last[0] > 0.1:  # TensorRT reports ~1,000 steps per build
-            last[:] = [now, (phase, done)]
+        if done == total or now - last[0] >= 0.05:
+            last[0] = now
             events.put((index, phase, done, total))
 
-    return run_job(job, report, _worker_channel["cancel"])
+    return run_job(job, report if events is not None else None, _worker_channel["cancel"])
 
 
 def run_job(job: BuildJob, progress: Callable[[str, int, int], None] | None, cancel: Any) -> TargetStatus:

@@ -363,3 +363,48 @@ def test_a_new_model_file_builds_while_hashed_and_stops_on_a_cache_hit(digits_mo
     assert [(t.status, t.cache_hit) for t in third.targets] == [("ok", False)]
     fourth = build_engines(other, profiles, ["rtx-4090"], ["fp32"], tmp_path / "d", cache_dir=cache)
     assert [t.cache_hit for t in fourth.targets] == [True]
+
+
+def test_worker_processes_build_while_the_model_is_hashed(digits_model, digits_profiles, tmp_path):
+    """With --jobs the workers start before the new file's digest is known; it reaches them when it is, so a
+    cache hit still stops their builds, and a digest that fails fails each target with the reason."""
+    import compiler.build
+
+    cache = tmp_path / "cache"
+    build_engines(digits_model, digits_profiles, list(SKUS), ["fp32"], tmp_path / "a", cache_dir=cache)
+    copy = tmp_path / "copy" / "model.onnx"
+    copy.parent.mkdir()
+    shutil.copy(digits_model, copy)
+    digest_may_finish, events = threading.Event(), []
+    compiler.build._DIGESTS.submit(digest_may_finish.wait)  # the copy's digest queues behind this
+
+    def progress(index: int, phase: str, done: int, total: int) -> None:
+        events.append((index, phase))
+        digest_may_finish.set()  # a worker is building: only now may the digest finish
+
+    report = build_engines(copy, digits_profiles, list(SKUS), ["fp32"], tmp_path / "b", cache_dir=cache, jobs=2,
+                           progress=progress)
+    assert [(t.status, t.cache_hit) for t in report.targets] == [("ok", True), ("ok", True)]
+    assert report.model_sha256 == hashlib.sha256(copy.read_bytes()).hexdigest()
+    for index in (0, 1):
+        phases = [phase for i, phase in events if i == index]
+        assert phases[0] != "ok (cache hit)" and phases[-1] == "ok (cache hit)"  # built first, then served
+
+    # The file disappears before its digest is computed: both builds finish, neither is passed off as done.
+    gone = tmp_path / "gone" / "model.onnx"
+    gone.parent.mkdir()
+    shutil.copy(digits_model, gone)
+    digest_may_finish.clear()
+    compiler.build._DIGESTS.submit(digest_may_finish.wait)
+
+    def remove_then_release(index: int, phase: str, done: int, total: int) -> None:
+        if gone.exists():
+            gone.unlink()
+        digest_may_finish.set()
+
+    report = build_engines(gone, digits_profiles, list(SKUS), ["fp32"], tmp_path / "c", cache_dir=cache, jobs=2,
+                           progress=remove_then_release)
+    assert [t.status for t in report.targets] == ["failed", "failed"]
+    assert all("could not read the model to hash it" in t.errors[0] and "model.onnx" in t.errors[0]
+               for t in report.targets)
+    assert not list((tmp_path / "c").glob("*/*/engine.plan"))
