@@ -24,6 +24,7 @@ usage: python benchmarks/build.py [--repeat N] [--models resnet50,bert] [--warm-
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
 import subprocess
@@ -53,6 +54,9 @@ PROFILES = {
 
 
 def seconds(action, *args, **kwargs) -> float:
+    # Every run writes plans of 100-440 MB; flush the previous runs' dirty pages first, so no run pays for
+    # the write-back (or the dirty-page throttling) of the ones before it.
+    os.sync()
     started = time.perf_counter()
     action(*args, **kwargs)
     return time.perf_counter() - started

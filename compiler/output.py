@@ -5,24 +5,35 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
-from rich.console import Console
-from rich.markup import escape
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TaskProgressColumn,
-    TextColumn,
-    TimeElapsedColumn,
-)
-from rich.table import Table
-from rich.text import Text
 
-console = Console(soft_wrap=False, highlight=False)
-err_console = Console(stderr=True)
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+
+class _LazyConsole:
+    """A Rich console created on first use: `--json` runs (CI) never pay Rich's import time."""
+
+    def __init__(self, **options: Any) -> None:
+        self._options, self._console = options, None
+
+    def get(self) -> Console:
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(**self._options)
+        return self._console
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.get(), name)
+
+
+console = _LazyConsole(soft_wrap=False, highlight=False)
+err_console = _LazyConsole(stderr=True)
 
 
 def emit_json(result: BaseModel | dict[str, Any] | list[Any]) -> None:
@@ -33,6 +44,10 @@ def emit_json(result: BaseModel | dict[str, Any] | list[Any]) -> None:
 
 
 def table(title: str, columns: list[str], rows: list[list[Any]]) -> Table:
+    from rich.markup import escape
+    from rich.table import Table
+    from rich.text import Text
+
     view = Table(title=title, title_justify="left", show_lines=False)
     for column in columns:
         view.add_column(column, overflow="fold")
@@ -42,15 +57,19 @@ def table(title: str, columns: list[str], rows: list[list[Any]]) -> Table:
 
 
 def status_text(status: str) -> Text:
+    from rich.text import Text
+
     return Text(status, style={"ok": "green", "failed": "red", "skipped": "yellow"}.get(status, "white"))
 
 
 @contextmanager
 def build_progress(jobs) -> Iterator:
     """One progress row per build, fed by TensorRT's progress monitor: (job, phase, done, total)."""
+    from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
+
     columns = (TextColumn("{task.description:<22}"), BarColumn(), TaskProgressColumn(),
                TextColumn("{task.fields[phase]}"), TimeElapsedColumn())
-    with Progress(*columns, console=err_console, transient=False) as bars:
+    with Progress(*columns, console=err_console.get(), transient=False) as bars:
         tasks = [bars.add_task(f"{job.sku} {job.precision}", total=None, phase="waiting") for job in jobs]
 
         def update(index: int, phase: str, done: int, total: int) -> None:
@@ -62,9 +81,11 @@ def build_progress(jobs) -> Iterator:
 @contextmanager
 def sample_progress() -> Iterator:
     """One progress row per phase (calibrate, held-out), added when the phase first reports (phase, done, total)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     columns = (TextColumn("{task.description:<10}"), BarColumn(), MofNCompleteColumn(), TextColumn("samples"),
                TimeElapsedColumn())
-    with Progress(*columns, console=err_console, transient=True) as bars:
+    with Progress(*columns, console=err_console.get(), transient=True) as bars:
         tasks: dict[str, int] = {}
 
         def update(phase: str, done: int, total: int) -> None:
