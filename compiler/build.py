@@ -144,7 +144,7 @@ def build_engines(
     """Validate everything, then build (or reuse) every SKU x precision engine.
 
     ``options`` are those of :func:`plan_builds` (calibration, data, method, cache_dir, use_cache,
-    backend, workspace_mb, optimization_level).
+    backend, workspace_mb, optimization_level, calibration_progress).
     """
     planned = plan_builds(model, profiles, skus, precisions, out, **options)
     return execute_builds(planned, model, out, jobs, progress)
@@ -183,6 +183,7 @@ def plan_builds(
     backend: str | None = None,
     workspace_mb: int | None = None,
     optimization_level: int | None = None,
+    calibration_progress: Callable[[str, int, int], None] | None = None,
 ) -> list[BuildJob]:
     """Every check that can fail before a build, and the jobs that follow from them."""
     if not skus:
@@ -215,7 +216,7 @@ def plan_builds(
                 raise InvalidInput(f"fp8 needs compute capability 8.9 or newer; SKU '{sku}' is "
                                    f"{target.compute_capability}; drop fp8 or that SKU")
     digest = source["sha256"]
-    prepared = {p: _prepare(p, Path(model), digest, calibration, data, method, cache)
+    prepared = {p: _prepare(p, Path(model), digest, calibration, data, method, cache, calibration_progress)
                 for p in dict.fromkeys(precisions)}
     jobs = []
     for sku, target in targets.items():
@@ -229,6 +230,7 @@ def plan_builds(
                 workspace_mb=workspace_mb,
                 optimization_level=optimization_level,
                 sku=sku,
+                state_dir=cache.root,
             )
             material = {
                 "format": FORMAT_VERSION,
@@ -280,7 +282,9 @@ _DIGESTS = ThreadPoolExecutor(1, thread_name_prefix="compile-digest")
 
 
 def _prepare(precision: str, model: Path, model_sha: str | PendingDigest, calibration: str | Path | None,
-             data: str | Path | None, method: str, cache: BuildCache) -> tuple[Path, str | None, str | None]:
+             data: str | Path | None, method: str, cache: BuildCache,
+             calibration_progress: Callable[[str, int, int], None] | None
+             ) -> tuple[Path, str | None, str | None]:
     """The ONNX model this precision builds from: (path, its sha256 or None for the model itself,
     calibration artifacts' sha256)."""
     if precision == "fp32":
@@ -301,7 +305,7 @@ def _prepare(precision: str, model: Path, model_sha: str | PendingDigest, calibr
         from calibration import calibrate
 
         calibration = cache.root / "calibrations" / model_sha / f"{precision}-{method}"
-        calibrate(model, data, calibration, precision=precision, method=method)
+        calibrate(model, data, calibration, precision=precision, method=method, progress=calibration_progress)
     if calibration is None:
         raise InvalidInput(f"{precision} needs calibration: pass --data DATA.npz to calibrate now, or run "
                            f"compile calibrate --precision {precision} and pass its folder with --calibration DIR")

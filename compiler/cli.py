@@ -146,9 +146,13 @@ def build(
     """One engine per SKU x precision under OUT/<sku>/<precision>/, with a content-addressed cache."""
     from compiler.build import execute_builds, plan_builds
 
-    planned = plan_builds(model, profiles, sku, precision, out, calibration=calibration, data=data, method=method,
-                          cache_dir=cache_dir, use_cache=not no_cache, backend=backend, workspace_mb=workspace_mb,
-                          optimization_level=optimization_level)
+    options = dict(calibration=calibration, data=data, method=method, cache_dir=cache_dir, use_cache=not no_cache,
+                   backend=backend, workspace_mb=workspace_mb, optimization_level=optimization_level)
+    if json or data is None:
+        planned = plan_builds(model, profiles, sku, precision, out, **options)
+    else:  # calibrating int8/fp8 from --data takes a while: show it
+        with sample_progress() as progress:
+            planned = plan_builds(model, profiles, sku, precision, out, calibration_progress=progress, **options)
     if json:
         report = execute_builds(planned, model, out, jobs)
         emit_json(report)

@@ -258,6 +258,12 @@ def test_int8_with_data_calibrates_into_the_cache(digits_model, digits_profiles,
     second = run_cli(*args, "--out", tmp_path / "b")
     assert second.exit_code == 0, second.stderr
     assert [t["cache_hit"] for t in json.loads(second.stdout)["targets"]] == [True]
+    # Calibrating while planning reports its progress (the CLI shows it as rows of samples).
+    reports = []
+    plan_builds(digits_model, digits_profiles, ["rtx-4090"], ["int8"], tmp_path / "d", data=digits_data,
+                cache_dir=tmp_path / "fresh-cache", calibration_progress=lambda *report: reports.append(report))
+    assert reports[-1] == ("held-out", 359, 359)
+    assert ("calibrate", 1438, 1438) in reports and reports[0][1] == 0
 
 
 def test_ctrl_c_cancels_the_build_and_leaves_no_plan(tmp_path):

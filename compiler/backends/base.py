@@ -49,6 +49,8 @@ class BuildSpec:
     optimization_level: int | None = None
     sku: str = ""
     """Names per-SKU state such as the datacenter timing cache; not part of the engine's identity."""
+    state_dir: Path | None = None
+    """Where that state lives (the build cache's folder); None: the default cache folder."""
 
     def options(self) -> dict[str, Any]:
         return {"workspace_mb": self.workspace_mb, "optimization_level": self.optimization_level}

@@ -15,10 +15,6 @@ from compiler.errors import EnvironmentProblem
 from compiler.gpu import cuda_driver_version, list_gpus
 
 
-def timing_cache_dir() -> Path:
-    return default_cache_dir() / "timing"
-
-
 class DatacenterTensorRTBackend(TensorRTBackend):
     name = "tensorrt"
     module_name = "tensorrt"
@@ -28,7 +24,7 @@ class DatacenterTensorRTBackend(TensorRTBackend):
         """Timings are only valid for one GPU model, TensorRT version and CUDA version."""
         capability = spec.compute_capabilities[0].replace(".", "")
         name = f"{spec.sku or 'sm' + capability}-sm{capability}-trt{self.version}-cuda{cuda_driver_version()}.cache"
-        return timing_cache_dir() / name
+        return (spec.state_dir or default_cache_dir()) / "timing" / name
 
     def check_targets(self, compute_capabilities: tuple[str, ...]) -> None:
         gpus, reason = list_gpus()
