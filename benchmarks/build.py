@@ -17,11 +17,13 @@ median of --repeat alternating runs:
            cores, memory bandwidth and disk allow two parallel builds at best        (information)
 Run it on an otherwise idle machine. Needs ~4 GB of RAM and ~3 GB of disk.
 
-This VM hands freed memory back to its host within ~2 s (virtio-balloon free page reporting), and
-touching such memory again runs at ~0.45 GB/s instead of ~8 GB/s (measured here), so a run looked
-seconds slower or faster depending on what the run before it had freed. Before each timed run the
-script flushes dirty pages and touches --warm-gib of memory, so every run starts alike.
-usage: python benchmarks/build.py [--repeat N] [--models resnet50,bert] [--warm-gib G]
+Before each timed run the script flushes dirty pages (every run writes plans of 100-440 MB), so no
+run pays for the write-back of the ones before it. What it cannot even out on the VM it was written
+on: freed memory goes back to the host within ~2 s (virtio-balloon free page reporting) and touching
+such memory again runs at ~0.45 GB/s instead of ~8 GB/s, so a run is faster when the one before it
+freed memory moments earlier. Expect +-10 % between whole runs of this script there; the best-run
+ratio column shows the figure with the least interference.
+usage: python benchmarks/build.py [--repeat N] [--models resnet50,bert]
 """
 
 from __future__ import annotations
@@ -36,7 +38,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
 from rich.console import Console
 from rich.table import Table
 
@@ -57,16 +58,8 @@ PROFILES = {
 }
 
 
-WARM_BYTES = [0]
-
-
 def seconds(action, *args, **kwargs) -> float:
-    # Every run writes plans of 100-440 MB; flush the previous runs' dirty pages first, so no run pays for
-    # the write-back (or the dirty-page throttling) of the ones before it; then touch and free memory, so
-    # the run allocates pages the host still backs (see the module docstring).
-    os.sync()
-    if WARM_BYTES[0]:
-        np.ones(WARM_BYTES[0] // 8)
+    os.sync()  # see the module docstring
     started = time.perf_counter()
     action(*args, **kwargs)
     return time.perf_counter() - started
@@ -143,9 +136,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--models", default="resnet50,bert")
-    parser.add_argument("--warm-gib", type=float, default=2.0)
     args = parser.parse_args()
-    WARM_BYTES[0] = int(args.warm_gib * 2**30)
     rows = []
     with tempfile.TemporaryDirectory(prefix="compile-bench-") as tmp:
         for name in args.models.split(","):

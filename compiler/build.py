@@ -338,14 +338,14 @@ def _run(jobs: list[BuildJob], workers: int, progress: Progress | None, cancel: 
     # fork starts a worker in milliseconds with TensorRT already imported (no CUDA context exists
     # yet in this process); spawn re-imports everything, a second per worker.
     context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
-    events, shared_cancel = context.Queue(), context.Event()
-    relay = threading.Thread(target=_relay, args=(events, progress, cancel, shared_cancel), daemon=True)
-    relay.start()
     # The workers start building while the model is still hashed; its digest follows them through a relay.
     pending = {id(job.model_digest): job.model_digest for job in jobs if not isinstance(job.model_digest, str)}
     if len(pending) > 1:
         raise ValueError("execute_builds runs the jobs of one plan_builds call (one model digest)")
     digest = _DigestRelay(context) if pending else None
+    events, shared_cancel = context.Queue(), context.Event()
+    relay = threading.Thread(target=_relay, args=(events, progress, cancel, shared_cancel), daemon=True)
+    relay.start()
     statuses: dict[int, TargetStatus] = {}
     try:
         with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=context, initializer=_init_worker,
