@@ -332,22 +332,29 @@ def test_damaged_cache_entry_is_rebuilt_not_served(digits_model, digits_profiles
     assert [t.cache_hit for t in third.targets] == [True]
 
 
+def _new_file_with_digest_held(model: Path, folder: Path) -> tuple[Path, threading.Event]:
+    """A copy of ``model`` the cache has never seen, whose digest cannot finish until the event is set."""
+    import compiler.build
+
+    folder.mkdir()
+    copy = folder / "model.onnx"
+    shutil.copy(model, copy)
+    release = threading.Event()
+    compiler.build._DIGESTS.submit(release.wait)  # the copy's digest queues behind this
+    return copy, release
+
+
 def test_a_new_model_file_builds_while_hashed_and_stops_on_a_cache_hit(digits_model, digits_profiles, tmp_path):
     """A file with no remembered digest starts building at once; when its digest names an engine the cache
     already has (here: a copy of a cached model), the build is stopped and the cached engine served."""
-    import compiler.build
-
     cache = tmp_path / "cache"
     first = build_engines(digits_model, digits_profiles, ["rtx-4090"], ["fp32"], tmp_path / "a", cache_dir=cache)
-    copy = tmp_path / "copy" / "model.onnx"
-    copy.parent.mkdir()
-    shutil.copy(digits_model, copy)
-    digest_may_finish, phases = threading.Event(), []
-    compiler.build._DIGESTS.submit(digest_may_finish.wait)  # the copy's digest queues behind this
+    copy, release = _new_file_with_digest_held(digits_model, tmp_path / "copy")
+    phases = []
 
     def progress(index: int, phase: str, done: int, total: int) -> None:
         phases.append(phase)
-        digest_may_finish.set()  # the build is running: now let the digest finish
+        release.set()  # the build is running: now let the digest finish
 
     second = build_engines(copy, digits_profiles, ["rtx-4090"], ["fp32"], tmp_path / "b", cache_dir=cache,
                            progress=progress)
@@ -358,13 +365,9 @@ def test_a_new_model_file_builds_while_hashed_and_stops_on_a_cache_hit(digits_mo
     assert b["sha256"] == a["sha256"] and b["model_sha256"] == a["model_sha256"] == second.model_sha256
     assert sorted(p.name for p in (tmp_path / "b/rtx-4090").iterdir()) == ["fp32"]
     # A model the cache does not have builds to the end while it is hashed, and is then cached.
-    other = tmp_path / "other" / "model.onnx"
-    other.parent.mkdir()
-    shutil.copy(digits_model, other)
+    other, release = _new_file_with_digest_held(digits_model, tmp_path / "other")
     profiles = tmp_path / "p.yaml"  # new profiles: an engine the cache has never seen
     profiles.write_text(digits_profiles.read_text().replace("max: [64, 1, 8, 8]", "max: [48, 1, 8, 8]"))
-    digest_may_finish.clear()
-    compiler.build._DIGESTS.submit(digest_may_finish.wait)
     third = build_engines(other, profiles, ["rtx-4090"], ["fp32"], tmp_path / "c", cache_dir=cache, progress=progress)
     assert [(t.status, t.cache_hit) for t in third.targets] == [("ok", False)]
     fourth = build_engines(other, profiles, ["rtx-4090"], ["fp32"], tmp_path / "d", cache_dir=cache)
@@ -374,19 +377,14 @@ def test_a_new_model_file_builds_while_hashed_and_stops_on_a_cache_hit(digits_mo
 def test_worker_processes_build_while_the_model_is_hashed(digits_model, digits_profiles, tmp_path):
     """With --jobs the workers start before the new file's digest is known; it reaches them when it is, so a
     cache hit still stops their builds, and a digest that fails fails each target with the reason."""
-    import compiler.build
-
     cache = tmp_path / "cache"
     build_engines(digits_model, digits_profiles, list(SKUS), ["fp32"], tmp_path / "a", cache_dir=cache)
-    copy = tmp_path / "copy" / "model.onnx"
-    copy.parent.mkdir()
-    shutil.copy(digits_model, copy)
-    digest_may_finish, events = threading.Event(), []
-    compiler.build._DIGESTS.submit(digest_may_finish.wait)  # the copy's digest queues behind this
+    copy, release = _new_file_with_digest_held(digits_model, tmp_path / "copy")
+    events = []
 
     def progress(index: int, phase: str, done: int, total: int) -> None:
         events.append((index, phase))
-        digest_may_finish.set()  # a worker is building: only now may the digest finish
+        release.set()  # a worker is building: only now may the digest finish
 
     report = build_engines(copy, digits_profiles, list(SKUS), ["fp32"], tmp_path / "b", cache_dir=cache, jobs=2,
                            progress=progress)
@@ -397,16 +395,12 @@ def test_worker_processes_build_while_the_model_is_hashed(digits_model, digits_p
         assert phases[0] != "ok (cache hit)" and phases[-1] == "ok (cache hit)"  # built first, then served
 
     # The file disappears before its digest is computed: both builds finish, neither is passed off as done.
-    gone = tmp_path / "gone" / "model.onnx"
-    gone.parent.mkdir()
-    shutil.copy(digits_model, gone)
-    digest_may_finish.clear()
-    compiler.build._DIGESTS.submit(digest_may_finish.wait)
+    gone, release = _new_file_with_digest_held(digits_model, tmp_path / "gone")
 
     def remove_then_release(index: int, phase: str, done: int, total: int) -> None:
         if gone.exists():
             gone.unlink()
-        digest_may_finish.set()
+        release.set()
 
     report = build_engines(gone, digits_profiles, list(SKUS), ["fp32"], tmp_path / "c", cache_dir=cache, jobs=2,
                            progress=remove_then_release)
