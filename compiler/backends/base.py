@@ -201,11 +201,11 @@ class _CapturingLogger:
                 if message.startswith("Layers:"):
                     self.layers_message = message
                     return
-                label = str(severity).rsplit(".", 1)[-1]
+                if severity == trt.Logger.VERBOSE:  # thousands per build: keep this path short
+                    return
                 if severity in (trt.Logger.ERROR, trt.Logger.INTERNAL_ERROR):
                     self.errors.append(message.strip())
-                if severity != trt.Logger.VERBOSE:
-                    self.lines.append(f"[{label}] {message.strip()}")
+                self.lines.append(f"[{str(severity).rsplit('.', 1)[-1]}] {message.strip()}")
 
         logger = Logger()
         logger.min_severity = trt.Logger.VERBOSE if verbose else trt.Logger.WARNING
