@@ -80,17 +80,26 @@ def build_progress(jobs) -> Iterator:
 
 @contextmanager
 def sample_progress() -> Iterator:
-    """One progress row per phase (calibrate, held-out), added when the phase first reports (phase, done, total)."""
+    """One progress row per phase (calibrate, held-out), added when the phase first reports (phase, done, total).
+
+    The display starts with the first report: a run that fails before (or reuses earlier work) prints nothing.
+    """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     columns = (TextColumn("{task.description:<10}"), BarColumn(), MofNCompleteColumn(), TextColumn("samples"),
                TimeElapsedColumn())
-    with Progress(*columns, console=err_console.get(), transient=True) as bars:
-        tasks: dict[str, int] = {}
+    bars = Progress(*columns, console=err_console.get(), transient=True)
+    tasks: dict[str, int] = {}
 
-        def update(phase: str, done: int, total: int) -> None:
-            if phase not in tasks:
-                tasks[phase] = bars.add_task(phase, total=total)
-            bars.update(tasks[phase], completed=done, total=total)
+    def update(phase: str, done: int, total: int) -> None:
+        if not tasks:
+            bars.start()
+        if phase not in tasks:
+            tasks[phase] = bars.add_task(phase, total=total)
+        bars.update(tasks[phase], completed=done, total=total)
 
+    try:
         yield update
+    finally:
+        if tasks:
+            bars.stop()

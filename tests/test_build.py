@@ -194,14 +194,17 @@ def test_invalid_inputs_fail_before_any_build(change, code, fragments, digits_mo
     assert not (tmp_path / "out").exists()
 
 
-def test_bad_profile_fails_fast(digits_model, tmp_path):
+@pytest.mark.parametrize("calibrating", [False, True])
+def test_bad_profile_fails_fast(digits_model, digits_data, tmp_path, calibrating):
     profiles = tmp_path / "p.yaml"
     profiles.write_text("profiles:\n  - name: online\n    shapes:\n"
                         "      image: {min: [4, 1, 8, 8], opt: [2, 1, 8, 8], max: [8, 1, 8, 8]}\n")
-    result = run_cli("build", digits_model, "--profiles", profiles, "--sku", "rtx-4090", "--precision", "fp32",
-                     "--out", tmp_path / "out")
+    precision = ["--precision", "int8", "--data", digits_data] if calibrating else ["--precision", "fp32"]
+    result = run_cli("build", digits_model, "--profiles", profiles, "--sku", "rtx-4090", *precision,
+                     "--out", tmp_path / "out", "--cache-dir", tmp_path / "cache")
     assert_clean_error(result, 2, "profile 'online'", "input 'image' dim 0", "min <= opt <= max")
-    assert not (tmp_path / "out").exists()
+    assert result.stderr.startswith("error:") and result.stderr.count("\n") == 1  # nothing but the error line
+    assert not (tmp_path / "out").exists() and not (tmp_path / "cache" / "calibrations").exists()
 
 
 def test_calibration_of_another_model_is_refused(int8_calibration, digits_profiles, tmp_path):
