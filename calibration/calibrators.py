@@ -146,15 +146,6 @@ class _Reader:
             self.progress(len(indices))
         return feed
 
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        item = self.get_next()
-        if item is None:
-            raise StopIteration
-        return item
-
 
 def chunks(indices: np.ndarray, batch_size: int, samples_per_chunk: int) -> list[list[np.ndarray]]:
     """Full batches grouped into chunks; a trailing partial batch is a chunk of its own (onnxruntime's
@@ -168,9 +159,8 @@ def chunks(indices: np.ndarray, batch_size: int, samples_per_chunk: int) -> list
 
 def bytes_per_sample(calibrator, dataset: Dataset, indices: np.ndarray) -> int:
     """What one sample's calibrated activations weigh: sets the chunk size for a memory budget."""
-    probe = indices[:max(1, len(indices))]
-    outputs = calibrator.infer_session.run(None, dataset.read(probe))
-    return max(1, sum(o.nbytes for o in outputs) // len(probe))
+    outputs = calibrator.infer_session.run(None, dataset.read(indices))
+    return max(1, sum(o.nbytes for o in outputs) // len(indices))
 
 
 def collect_ranges(prepared: Path, dataset: Dataset, indices: np.ndarray, method: str, batch_size: int,
@@ -283,14 +273,13 @@ TRT_CACHE_VERSION = 100800
 """TensorRT 10.8.0 as TensorRT writes it (major * 10000 + minor * 100 + patch)."""
 
 
-def trt_cache(value_ranges: dict[str, tuple[float, float]], names: set[str], method: str,
-              version: int = TRT_CACHE_VERSION) -> str:
+def trt_cache(value_ranges: dict[str, tuple[float, float]], names: set[str], method: str) -> str:
     """TensorRT's calibration cache text: ``TRT-<version>-<Calibrator>`` then ``tensor: <hex float32 scale>``.
 
     Only tensors of the original model are listed (TensorRT <= 10 parses the original model); the scale is
     amax / 127, as TensorRT's implicit INT8 computes it.
     """
-    lines = [f"TRT-{version}-{CALIBRATORS[method]}"]
+    lines = [f"TRT-{TRT_CACHE_VERSION}-{CALIBRATORS[method]}"]
     for name, (low, high) in sorted(value_ranges.items()):
         if name in names:
             lines.append(f"{name}: {struct.pack('>f', scale(low, high, 'int8')).hex()}")

@@ -22,7 +22,7 @@ def convert_fp16(src: Path, dst: Path) -> None:
     from calibration.calibrators import quiet, save_model
 
     src, dst = Path(src), Path(dst)
-    model = load_model(src)
+    model = load_model(src, digest=False)
     proto = onnx.load_model(model.path)  # external data was validated by load_model
     metadata = [(p.key, p.value) for p in proto.metadata_props]
     try:

@@ -114,6 +114,9 @@ class Dataset:
     def sha256(self) -> str:
         raise NotImplementedError
 
+    def check_values(self) -> None:
+        """Refuse values that would poison calibration (read in full: called only when work follows)."""
+
     def close(self) -> None:
         pass
 
@@ -178,9 +181,15 @@ class NpzDataset(Dataset):
             raise InvalidInput(f"{path}: not a readable .npz file ({first_line(exc)}); "
                                f"write it with numpy.savez") from None
         self.names = tuple(self.members)
-        counts = {name: m.shape[0] if m.shape else 0 for name, m in self.members.items()}
-        self.count = min(counts.values()) if counts else 0
-        self._counts = counts
+        self.count = min(self.counts.values(), default=0)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Samples (axis 0) per array; :attr:`count` is the smallest."""
+        return {name: m.shape[0] if m.shape else 0 for name, m in self.members.items()}
+
+    def check_values(self) -> None:
+        _scan_nonfinite(self)
 
     def _read(self, name: str, indices: np.ndarray) -> np.ndarray:
         return self.members[name].rows(indices)
@@ -242,8 +251,8 @@ class ImageFolderDataset(Dataset):
 def open_dataset(data: str | Path, model: OnnxModel, preprocess: ImagePreprocess | None = None) -> Dataset:
     """Open ``data`` (an ``.npz`` or an image folder) and validate it against the model's inputs.
 
-    Checks names, dtypes, shapes, sample counts and (for float data) NaN/Inf before any work;
-    raises InvalidInput naming the array or file at fault.
+    Checks names, dtypes, shapes and sample counts; :meth:`Dataset.check_values` (NaN/Inf) reads every
+    value, so the caller runs it only when it will calibrate. Raises InvalidInput naming the array or file.
     """
     path = Path(data)
     inputs = model_inputs(model)
@@ -308,14 +317,13 @@ def _validate(dataset: Dataset, inputs: list[ModelInput], model: OnnxModel) -> N
     if dataset.count == 0:
         raise InvalidInput(f"{where}: the dataset is empty (0 samples)")
     if isinstance(dataset, NpzDataset):
-        counts = {name: dataset._counts[name] for name in dataset.names}
+        counts = dataset.counts
         if len(set(counts.values())) > 1:
             listed = ", ".join(f"{n}: {c}" for n, c in counts.items())
             raise InvalidInput(f"{where}: arrays have different sample counts on axis 0 ({listed})")
         for name in dataset.names:
             member, spec = dataset.members[name], expected[name]
             _check_array(where, name, member.dtype, member.shape, spec)
-        _scan_nonfinite(dataset)
     else:
         sample = dataset.read(np.array([0]))
         for name, array in sample.items():

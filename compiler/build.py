@@ -29,7 +29,7 @@ from compiler.backends import load_backend
 from compiler.backends.base import BuildSpec
 from compiler.cache import ENGINE_FILES, BuildCache, hash_json, link_or_copy, write_atomic
 from compiler.errors import CompileError, InvalidInput
-from compiler.profiles import ShapeProfile, load_profiles, load_sku_catalog, validate_profiles
+from compiler.profiles import ShapeProfile, load_profiles, load_sku_catalog, profiles_problem, validate_profiles
 
 FORMAT_VERSION = 1
 PRECISIONS = ("fp32", "fp16", "int8", "fp8")
@@ -198,8 +198,7 @@ def plan_builds(
     profile_set = load_profiles(profiles)
     errors = validate_profiles(profile_set, source["inputs"])
     if errors:
-        more = f" (and {len(errors) - 1} more; see compile inspect --profiles)" if len(errors) > 1 else ""
-        raise InvalidInput(f"{profiles}: {errors[0]}{more}")
+        raise profiles_problem(profiles, errors, hint="see compile inspect --profiles")
     catalog = load_sku_catalog()
     targets = {sku: catalog.get(sku) for sku in dict.fromkeys(skus)}
     backends = {}
@@ -296,10 +295,7 @@ def _prepare(precision: str, model: Path, model_sha: str | PendingDigest, calibr
         if not converted.is_file():
             from calibration import convert_fp16
 
-            converted.parent.mkdir(parents=True, exist_ok=True)
-            staging = converted.with_name(f".fp16-{os.getpid()}.onnx")
-            convert_fp16(model, staging)
-            os.replace(staging, converted)
+            convert_fp16(model, converted)  # writes a staging file and renames it into place
         return converted, cache.file_sha256(converted), None
     if calibration is None and data is not None:
         from calibration import calibrate
@@ -339,7 +335,7 @@ def _run(jobs: list[BuildJob], workers: int, progress: Progress | None, cancel: 
     # yet in this process); spawn re-imports everything, a second per worker.
     context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
     # The workers start building while the model is still hashed; its digest follows them through a relay.
-    pending = {id(job.model_digest): job.model_digest for job in jobs if not isinstance(job.model_digest, str)}
+    pending = {job.model_digest for job in jobs if not isinstance(job.model_digest, str)}
     if len(pending) > 1:
         raise ValueError("execute_builds runs the jobs of one plan_builds call (one model digest)")
     digest = _DigestRelay(context) if pending else None
@@ -351,7 +347,7 @@ def _run(jobs: list[BuildJob], workers: int, progress: Progress | None, cancel: 
         with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=context, initializer=_init_worker,
                                  initargs=(events if progress else None, shared_cancel, digest)) as pool:
             if digest is not None:
-                threading.Thread(target=digest.publish, args=(*pending.values(),), daemon=True).start()
+                threading.Thread(target=digest.publish, args=(*pending,), daemon=True).start()
             futures = {pool.submit(_worker, i, job if digest is None else replace(job, model_digest=None)): i
                        for i, job in enumerate(jobs)}
             for future in as_completed(futures):

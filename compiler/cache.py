@@ -108,6 +108,7 @@ class BuildCache:
         finally:
             shutil.rmtree(staging, ignore_errors=True)
 
+
 def write_atomic(path: Path, data: bytes) -> None:
     """Write through a temporary sibling and rename: readers see the old file or the whole new one."""
     path.parent.mkdir(parents=True, exist_ok=True)

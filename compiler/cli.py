@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 import traceback
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Annotated
 
@@ -148,11 +149,8 @@ def build(
 
     options = dict(calibration=calibration, data=data, method=method, cache_dir=cache_dir, use_cache=not no_cache,
                    backend=backend, workspace_mb=workspace_mb, optimization_level=optimization_level)
-    if json or data is None:
-        planned = plan_builds(model, profiles, sku, precision, out, **options)
-    else:  # calibrating int8/fp8 from --data takes a while: show it
-        with sample_progress() as progress:
-            planned = plan_builds(model, profiles, sku, precision, out, calibration_progress=progress, **options)
+    with nullcontext() if json else sample_progress() as progress:  # shows only if --data calibrates
+        planned = plan_builds(model, profiles, sku, precision, out, calibration_progress=progress, **options)
     if json:
         report = execute_builds(planned, model, out, jobs)
         emit_json(report)

@@ -76,9 +76,12 @@ def describe_validation_error(exc: ValidationError) -> str:
     message = error["msg"].removeprefix("Value error, ")
     if error["type"] == "extra_forbidden":
         message = "unknown key; remove it or check its spelling"
-    more = len(exc.errors()) - 1
-    suffix = f" (and {more} more)" if more else ""
-    return (f"{location}: {message}" if location else message) + suffix
+    return (f"{location}: {message}" if location else message) + and_more(len(exc.errors()) - 1)
+
+
+def and_more(count: int, hint: str = "") -> str:
+    """`` (and 3 more; hint)`` after the first of several problems (our errors are one line), or ``""``."""
+    return f" (and {count} more{'; ' + hint if hint else ''})" if count > 0 else ""
 
 
 Describe = Callable[[ValidationError, Any], str]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 
@@ -36,6 +37,7 @@ def list_gpus() -> tuple[list[Gpu], str | None]:
         pynvml.nvmlShutdown()
 
 
+@functools.cache
 def cuda_driver_version() -> str:
     """The driver's CUDA version (e.g. "12.8"), or "unknown" without a driver."""
     try:

@@ -14,8 +14,8 @@ from pydantic import BaseModel, PrivateAttr
 from compiler.backends import default_backend, load_backend
 from compiler.backends.base import BuildSpec
 from compiler.errors import CheckFailed, CompileError, InvalidInput
-from compiler.model import OnnxModel, load_model
-from compiler.profiles import Dim, ProfileSet, load_profiles, load_sku_catalog, validate_profiles
+from compiler.model import OnnxModel, load_model, sparse_tensors
+from compiler.profiles import Dim, ProfileSet, load_profiles, load_sku_catalog, profiles_problem, validate_profiles
 
 CONTROL_FLOW_OPS = {"If", "Loop", "Scan"}
 
@@ -135,19 +135,7 @@ def model_inputs(model: OnnxModel) -> list[TensorInfo]:
 
 def _weight_tensors(proto: onnx.ModelProto) -> list[onnx.TensorProto]:
     """Initializers and constant tensors of every graph, plus the stored values of sparse ones."""
-    tensors = list(external_data_helper._get_all_tensors(proto))
-
-    def sparse(graph: onnx.GraphProto):
-        for tensor in graph.sparse_initializer:
-            yield tensor.values
-        for node in graph.node:
-            for attribute in node.attribute:
-                if attribute.HasField("sparse_tensor"):
-                    yield attribute.sparse_tensor.values
-                for subgraph in [attribute.g] if attribute.HasField("g") else list(attribute.graphs):
-                    yield from sparse(subgraph)
-
-    return tensors + list(sparse(proto.graph))
+    return [*external_data_helper._get_all_tensors(proto), *(s.values for s in sparse_tensors(proto.graph))]
 
 
 def summarize(model: OnnxModel) -> ModelSummary:
@@ -305,8 +293,7 @@ def inspect_model(
             file=str(profiles_path), names=[p.name for p in profiles.profiles], valid=not errors, errors=errors
         )
         if errors:
-            more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-            problem = InvalidInput(f"{profiles_path}: {errors[0]}{more}")
+            problem = profiles_problem(profiles_path, errors)
     try:
         view = tensorrt_view(model, backend or default_backend())
     except InvalidInput:

@@ -11,6 +11,7 @@ import hashlib
 import mmap
 import os
 import threading
+from collections.abc import Iterator
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -88,23 +89,24 @@ def _hash_file(digest: Any, path: Path) -> None:
             digest.update(chunk)
 
 
-def _referenced_tensors(model: onnx.ModelProto):
+def sparse_tensors(graph: onnx.GraphProto) -> Iterator[onnx.SparseTensorProto]:
+    """Sparse initializers and sparse attribute tensors of a graph and all its subgraphs
+    (onnx's own tensor walk skips them)."""
+    yield from graph.sparse_initializer
+    for node in graph.node:
+        for attribute in node.attribute:
+            if attribute.HasField("sparse_tensor"):
+                yield attribute.sparse_tensor
+            for subgraph in [attribute.g] if attribute.HasField("g") else list(attribute.graphs):
+                yield from sparse_tensors(subgraph)
+
+
+def _referenced_tensors(model: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
     """Every tensor that can hold weights: initializers, attribute tensors and sparse initializers, in all graphs."""
     yield from external_data_helper._get_all_tensors(model)
-
-    def sparse(graph: onnx.GraphProto):
-        for tensor in graph.sparse_initializer:
-            yield tensor.values
-            yield tensor.indices
-        for node in graph.node:
-            for attribute in node.attribute:
-                if attribute.HasField("sparse_tensor"):
-                    yield attribute.sparse_tensor.values
-                    yield attribute.sparse_tensor.indices
-                for subgraph in [attribute.g] if attribute.HasField("g") else list(attribute.graphs):
-                    yield from sparse(subgraph)
-
-    yield from sparse(model.graph)
+    for sparse in sparse_tensors(model.graph):
+        yield sparse.values
+        yield sparse.indices
 
 
 def _external_files(model: onnx.ModelProto, path: Path) -> tuple[Path, ...]:

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError, field_validator
 
-from compiler.config import describe_validation_error, load_yaml
+from compiler.config import and_more, describe_validation_error, load_yaml
 from compiler.errors import InvalidInput
 
 Dim = int | str | None
@@ -100,8 +100,7 @@ def _describe_profile_error(exc: ValidationError, data: Any) -> str:
     if error["type"] == "extra_forbidden":
         expected = "min, opt, max" if " input '" in where else "name, shapes"
         message = f"unknown key; expected {expected}"
-    more = len(exc.errors()) - 1
-    return f"{where}: {message}" + (f" (and {more} more)" if more else "")
+    return f"{where}: {message}" + and_more(len(exc.errors()) - 1)
 
 
 def load_sku_catalog(path: str | Path | None = None) -> SkuCatalog:
@@ -114,6 +113,11 @@ def load_sku_catalog(path: str | Path | None = None) -> SkuCatalog:
 
 def bundled_profiles_path(name: str) -> Path:
     return Path(str(resources.files("profiles") / name))
+
+
+def profiles_problem(path: str | Path, errors: list[str], hint: str = "") -> InvalidInput:
+    """The one-line error for profiles that :func:`validate_profiles` found invalid."""
+    return InvalidInput(f"{path}: {errors[0]}{and_more(len(errors) - 1, hint)}")
 
 
 def validate_profiles(profiles: ProfileSet, inputs: dict[str, list[Dim] | None]) -> list[str]:
