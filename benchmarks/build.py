@@ -75,7 +75,7 @@ def run_side_by_side(commands: list[list[str]]) -> None:
         raise RuntimeError(f"a baseline build failed: {commands}")
 
 
-def bench(name: str, work: Path, repeat: int) -> list[tuple[str, str, float, float, float, str]]:
+def bench(name: str, work: Path, repeat: int) -> list[tuple[str, str, list[float], list[float], str]]:
     model, profiles = work / f"{name}.onnx", work / f"{name}.yaml"
     if name == "resnet50":
         synthetic.resnet(model, depth=50)
@@ -88,38 +88,49 @@ def bench(name: str, work: Path, repeat: int) -> list[tuple[str, str, float, flo
     api_jobs1, api_jobs2, seen_jobs1, seen_jobs2 = [], [], [], []
     seen = work.parent / f"{name}-seen-cache"  # outlives the rounds: remembers the model file's checks
     raw_script = [sys.executable, str(HERE / "raw_build.py"), str(model), str(profiles)]
-    raw_pair = [[*raw_script, "8.9", str(work / "a.plan")], [*raw_script, "8.6", str(work / "b.plan")]]
+
+    def raw_pair(prefix: str) -> list[list[str]]:
+        return [[*raw_script, cc, str(work / f"{prefix}{cc}.plan")] for cc in ("8.9", "8.6")]
+
     two = ["--sku", "rtx-4090", "--sku", "rtx-3090", "--precision", "fp32", "--no-cache"]
-    for i in range(repeat):
+    pair = (model, profiles, ["rtx-4090", "rtx-3090"], ["fp32"])
+
+    def one_round(i: int) -> None:
         cache = work / f"cache{i}"
         api = (model, profiles, ["rtx-4090"], ["fp32"])
+
+        def both(first: tuple, second: tuple) -> None:
+            """Time both sides, alternating who goes first: a run is faster right after one that freed memory."""
+            for times, action in (first, second)[:: 1 if i % 2 == 0 else -1]:
+                times.append(seconds(action))
+
         # Each round starts from the same disk state: the previous round's outputs are removed, and
-        # both sides then write new plan files (overwriting one would skip the writeback builds pay).
+        # every run then writes new plan files (overwriting one would skip the writeback builds pay).
         for stale in work.iterdir():
             if stale not in (model, profiles):
                 shutil.rmtree(stale) if stale.is_dir() else stale.unlink()
-        cold = [(raw_api, raw_build, (str(model), str(profiles), "8.9", str(work / "raw.plan")), {}),
-                (ours_api, build_engines, (*api, work / "api"), {"cache_dir": cache})]
-        for times, action, args, kwargs in cold[:: 1 if i % 2 == 0 else -1]:  # alternate who goes first
-            times.append(seconds(action, *args, **kwargs))
+        both((raw_api, lambda: raw_build(str(model), str(profiles), "8.9", str(work / "raw.plan"))),
+             (ours_api, lambda: build_engines(*api, work / "api", cache_dir=cache)))
         cached_api.append(seconds(build_engines, *api, work / "api2", cache_dir=cache))
-        raw_cli.append(seconds(run, raw_pair[0]))
-        ours_cli.append(seconds(run, [*cli, *one, "--no-cache", "--cache-dir", str(work / f"cold{i}"),
-                                      "--out", str(work / "cli")]))
+        both((raw_cli, lambda: run(raw_pair("cli-")[0])),
+             (ours_cli, lambda: run([*cli, *one, "--no-cache", "--cache-dir", str(work / f"cold{i}"),
+                                     "--out", str(work / "cli")])))
         cached_cli.append(seconds(run, [*cli, *one, "--cache-dir", str(cache), "--out", str(work / "cli2")]))
-        pair = (model, profiles, ["rtx-4090", "rtx-3090"], ["fp32"])
-        api_jobs1.append(seconds(build_engines, *pair, work / "aj1", jobs=1, cache_dir=work / "aj1c", use_cache=False))
-        api_jobs2.append(seconds(build_engines, *pair, work / "aj2", jobs=2, cache_dir=work / "aj2c", use_cache=False))
-        jobs1.append(seconds(run, [*cli, *two, "--jobs", "1", "--cache-dir", str(work / f"j1-{i}"),
-                                   "--out", str(work / "j1")]))
-        jobs2.append(seconds(run, [*cli, *two, "--jobs", "2", "--cache-dir", str(work / f"j2-{i}"),
-                                   "--out", str(work / "j2")]))
+        both((api_jobs1, lambda: build_engines(*pair, work / "aj1", jobs=1, cache_dir=work / "aj1c", use_cache=False)),
+             (api_jobs2, lambda: build_engines(*pair, work / "aj2", jobs=2, cache_dir=work / "aj2c", use_cache=False)))
+        both((jobs1, lambda: run([*cli, *two, "--jobs", "1", "--cache-dir", str(work / f"j1-{i}"),
+                                  "--out", str(work / "j1")])),
+             (jobs2, lambda: run([*cli, *two, "--jobs", "2", "--cache-dir", str(work / f"j2-{i}"),
+                                  "--out", str(work / "j2")])))
         if i == 0:
             run([*cli, *two, "--cache-dir", str(seen), "--out", str(work / "s0")])
-        for times, n in ((seen_jobs1, "1"), (seen_jobs2, "2")):
-            times.append(seconds(run, [*cli, *two, "--jobs", n, "--cache-dir", str(seen), "--out", str(work / n)]))
-        seq.append(seconds(lambda: [run(command) for command in raw_pair]))
-        par.append(seconds(run_side_by_side, raw_pair))
+        both((seen_jobs1, lambda: run([*cli, *two, "--jobs", "1", "--cache-dir", str(seen), "--out", str(work / "1")])),
+             (seen_jobs2, lambda: run([*cli, *two, "--jobs", "2", "--cache-dir", str(seen), "--out", str(work / "2")])))
+        both((seq, lambda: [run(command) for command in raw_pair("seq-")]),
+             (par, lambda: run_side_by_side(raw_pair("par-"))))
+
+    for i in range(repeat):
+        one_round(i)
     return [
         (name, "cold build: compile API / raw builder API", ours_api, raw_api, "<= 1.10"),
         (name, "cold build: compile CLI / raw builder script", ours_cli, raw_cli, "info"),

@@ -37,6 +37,8 @@ def peak_rss_mb() -> float:
 
 
 def child_ours(args: argparse.Namespace) -> dict:
+    import onnxruntime.quantization.shape_inference  # noqa: F401 - imported before the clock, as the baseline does
+
     from calibration import calibrate
 
     started = time.perf_counter()
@@ -49,10 +51,10 @@ def child_ours(args: argparse.Namespace) -> dict:
 def child_onnxruntime(args: argparse.Namespace) -> dict:
     """onnxruntime's own flow on the same samples and options: everything in one collect_data call."""
     import numpy as np
-    from onnxruntime.quantization import CalibrationMethod, create_calibrator
+    from onnxruntime.quantization import create_calibrator
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
-    from calibration.calibrators import HistogramOptions, quantizable_ops, quiet
+    from calibration.calibrators import HistogramOptions, _ort_method, quantizable_ops, quiet
     from calibration.datasets import split
 
     started = time.perf_counter()
@@ -63,8 +65,7 @@ def child_onnxruntime(args: argparse.Namespace) -> dict:
         prepared = Path(tmp) / "prepared.onnx"
         with quiet():
             quant_pre_process(args.model, str(prepared), skip_symbolic_shape=True)
-            method = {"entropy": CalibrationMethod.Entropy, "percentile": CalibrationMethod.Percentile,
-                      "minmax": CalibrationMethod.MinMax}[args.method]
+            method = _ort_method(args.method)
             calibrator = create_calibrator(prepared, quantizable_ops(), augmented_model_path=str(Path(tmp) / "a.onnx"),
                                            calibrate_method=method,
                                            extra_options={"symmetric": True, "num_bins": options.num_bins,
