@@ -24,11 +24,12 @@ class CliResult:
         return [line for line in self.stderr.splitlines() if line.startswith("error:")]
 
 
-def run_cli(*args: str | Path, cwd: Path | None = None, env: dict[str, str] | None = None) -> CliResult:
+def run_cli(*args: str | Path, cwd: Path | None = None, env: dict[str, str] | None = None,
+            timeout: float = 900) -> CliResult:
     """Run `compile ARGS...` the way a user does: a separate process, real exit code and streams."""
     done = subprocess.run(
         [sys.executable, "-m", "compiler", *map(str, args)],
-        capture_output=True, text=True, cwd=cwd, env=env, timeout=900,
+        capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout,
     )
     return CliResult(done.returncode, done.stdout, done.stderr)
 

@@ -51,12 +51,11 @@ class _Graph:
         array *= np.float32(std)
         return self.const(prefix, array)
 
-    def op(self, op_type: str, inputs: list[str], prefix: str | None = None, outputs: int = 1, **attrs) -> str:
-        """Add a node; returns its (first) output name."""
+    def op(self, op_type: str, inputs: list[str], prefix: str | None = None, **attrs) -> str:
+        """Add a node; returns its output name."""
         node_name = self.name(prefix or op_type)
-        names = [f"{node_name}_out{i}" if i else f"{node_name}_out" for i in range(outputs)]
-        self.nodes.append(helper.make_node(op_type, inputs, names, name=node_name, **attrs))
-        return names[0]
+        self.nodes.append(helper.make_node(op_type, inputs, [f"{node_name}_out"], name=node_name, **attrs))
+        return f"{node_name}_out"
 
     def save(
         self,
@@ -64,7 +63,6 @@ class _Graph:
         graph_name: str,
         inputs: list[onnx.ValueInfoProto],
         outputs: list[onnx.ValueInfoProto],
-        external_data: bool,
     ) -> Path:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -76,13 +74,7 @@ class _Graph:
             producer_version="1",
         )
         model.ir_version = IR_VERSION
-        if external_data:
-            onnx.save_model(
-                model, path, save_as_external_data=True, all_tensors_to_one_file=True,
-                location=path.name + ".data", size_threshold=1024,
-            )
-        else:
-            onnx.save_model(model, path)
+        onnx.save_model(model, path)
         return path
 
 
@@ -97,7 +89,6 @@ def bert_base(
     vocab: int = 30522,
     max_positions: int = 512,
     intermediate: int | None = None,
-    external_data: bool = False,
     seed: int = 0,
 ) -> Path:
     """A BERT-base-sized encoder with random weights; returns ``path``.
@@ -179,7 +170,7 @@ def bert_base(
         helper.make_tensor_value_info(name, TensorProto.INT64, [batch, seq]) for name in ("input_ids", "attention_mask")
     ]
     outputs = [helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT, [batch, seq, hidden])]
-    return g.save(path, "bert_base", inputs, outputs, external_data)
+    return g.save(path, "bert_base", inputs, outputs)
 
 
 _RESNET_BLOCKS = {18: ("basic", [2, 2, 2, 2]), 34: ("basic", [3, 4, 6, 3]), 50: ("bottleneck", [3, 4, 6, 3])}
@@ -192,7 +183,6 @@ def resnet(
     *,
     classes: int = 1000,
     image_size: int = 224,
-    external_data: bool = False,
     seed: int = 0,
 ) -> Path:
     """A ResNet-18/34/50 with random (He-initialized) weights; returns ``path``.
@@ -250,7 +240,7 @@ def resnet(
     g.nodes.append(helper.make_node("Gemm", [x, fc_weight, fc_bias], ["logits"], name="fc", transB=1))
     inputs = [helper.make_tensor_value_info("image", TensorProto.FLOAT, [batch, 3, image_size, image_size])]
     outputs = [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [batch, classes])]
-    return g.save(path, f"resnet{depth}", inputs, outputs, external_data)
+    return g.save(path, f"resnet{depth}", inputs, outputs)
 
 
 __all__ = ["bert_base", "resnet"]

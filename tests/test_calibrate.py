@@ -233,8 +233,8 @@ def _npz(path: Path, **arrays) -> Path:
 
 
 @pytest.fixture(scope="module")
-def digits_images() -> np.ndarray:
-    return np.load(Path(__file__).resolve().parents[1] / "compiler" / "examples" / "digits.npz")["image"]
+def digits_images(digits_data) -> np.ndarray:
+    return np.load(digits_data, allow_pickle=False)["image"]
 
 
 def test_dataset_errors_are_clean(tmp_path, digits_model, digits_images):

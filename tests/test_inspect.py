@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -20,7 +18,7 @@ from compiler.errors import InvalidInput
 from compiler.inspection import inspect_model
 from compiler.model import load_model
 from tests import synthetic
-from tests.conftest import REPO, CliResult, assert_clean_error, run_cli
+from tests.conftest import REPO, assert_clean_error, run_cli
 
 ONNX_LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 ORT_DATASETS = Path(onnxruntime.__file__).parent / "datasets"
@@ -366,9 +364,7 @@ def test_external_data_outside_the_folder_is_refused_unread(tmp_path, digits_mod
     os.mkfifo(secret)
     location = str(secret) if location == "ABSOLUTE" else location
     point_external_data(path, location)
-    done = subprocess.run([sys.executable, "-m", "compiler", "inspect", str(path)], capture_output=True, text=True,
-                          timeout=120, cwd=REPO)
-    result = CliResult(done.returncode, done.stdout, done.stderr)
+    result = run_cli("inspect", path, cwd=REPO, timeout=120)
     expected = "must be a path relative" if os.path.isabs(location) else "points outside the model's folder"
     assert_clean_error(result, 2, str(path), location, expected)
 
