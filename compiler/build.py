@@ -27,7 +27,7 @@ from pydantic import BaseModel
 
 from compiler.backends import load_backend
 from compiler.backends.base import BuildSpec
-from compiler.cache import ENGINE_FILES, BuildCache, hash_json, link_or_copy, write_atomic
+from compiler.cache import ENGINE_FILES, BuildCache, hash_json, link_or_copy, write_atomic, write_unbuffered
 from compiler.errors import CompileError, InvalidInput
 from compiler.profiles import ShapeProfile, load_profiles, load_sku_catalog, profiles_problem, validate_profiles
 
@@ -266,10 +266,12 @@ def _model_facts(path: Path, cache: BuildCache) -> dict[str, Any]:
         load_model(path)  # raises the precise error
     model_file = hash_beside(_DIGESTS, path)
     source = load_model(path, infer_shapes=False, check=False, digest=False)
-    facts = {"inputs": input_dims(model_inputs(source)), "files": [str(f) for f in source.external_files]}
+    external_files = source.external_files
+    facts = {"inputs": input_dims(model_inputs(source)), "files": [str(f) for f in external_files]}
+    del source  # the parsed model can be as large as the file: do not hold it through the builds
 
     def digest() -> str:
-        sha = finish_model_digest(model_file.result(), source.external_files)
+        sha = finish_model_digest(model_file.result(), external_files)
         cache.memorize(memo, {**facts, "sha256": sha})
         return sha
 
@@ -534,7 +536,7 @@ def _build(job: BuildJob, staging: Path, progress: Callable[[str, int, int], Non
         return _status(job, "failed", started, errors=[f"could not read the model to hash it: {exc}"])
     with ThreadPoolExecutor(1) as pool:  # hash on the second core while the plan is written
         plan_sha = pool.submit(lambda: hashlib.sha256(outcome.plan).hexdigest())
-        (staging / "engine.plan").write_bytes(outcome.plan)
+        write_unbuffered(staging / "engine.plan", outcome.plan)
         plan_sha = plan_sha.result()
     write_atomic(staging / "layers.json", json.dumps(_layers_document(outcome.layers), indent=2).encode())
     record = EngineRecord(
