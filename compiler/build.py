@@ -28,8 +28,10 @@ from pydantic import BaseModel
 from compiler.backends import load_backend
 from compiler.backends.base import BuildSpec
 from compiler.cache import ENGINE_FILES, BuildCache, hash_json, link_or_copy, write_atomic, write_unbuffered
+from compiler.digest import finish_model_digest, hash_beside
 from compiler.errors import CompileError, InvalidInput
 from compiler.profiles import ShapeProfile, load_profiles, load_sku_catalog, profiles_problem, validate_profiles
+from compiler.skim import skim_inputs
 
 FORMAT_VERSION = 1
 PRECISIONS = ("fp32", "fp16", "int8", "fp8")
@@ -249,26 +251,31 @@ def plan_builds(
 
 
 def _model_facts(path: Path, cache: BuildCache) -> dict[str, Any]:
-    """The model's inputs and sha256, from a safe load only when the file changed since last time.
+    """The model's inputs and sha256, read (by :func:`skim_inputs`, or a full safe load when the skim
+    cannot vouch for the file) only when the file changed since last time.
 
     After a change the digest is left computing on another core (``"sha256"`` is then a Future):
     an fp32 build starts at once and looks the cache up when the digest is known.
     """
-    if path.is_file():
-        memo, facts = cache.recall("model", [path])
-        if facts is not None:
-            return facts
-    # onnx (and numpy with it) takes ~0.15 s to import: only a changed or new model file needs it
-    from compiler.inspection import input_dims, model_inputs
-    from compiler.model import finish_model_digest, hash_beside, load_model
-
     if not path.is_file():
+        from compiler.model import load_model
+
         load_model(path)  # raises the precise error
+    memo, facts = cache.recall("model", [path])
+    if facts is not None:
+        return facts
     model_file = hash_beside(_DIGESTS, path)
-    source = load_model(path, infer_shapes=False, check=False, digest=False)
-    external_files = source.external_files
-    facts = {"inputs": input_dims(model_inputs(source)), "files": [str(f) for f in external_files]}
-    del source  # the parsed model can be as large as the file: do not hold it through the builds
+    inputs, external_files = skim_inputs(path), ()
+    if inputs is None:
+        # what the skim leaves to it (external data, anything unusual): the full safe load, with onnx
+        # and numpy imported (~0.1 s) and every weight parsed into memory
+        from compiler.inspection import input_dims, model_inputs
+        from compiler.model import load_model
+
+        source = load_model(path, infer_shapes=False, check=False, digest=False)
+        inputs, external_files = input_dims(model_inputs(source)), source.external_files
+        del source  # as large as the file: not to be held through the builds
+    facts = {"inputs": inputs, "files": [str(f) for f in external_files]}
 
     def digest() -> str:
         sha = finish_model_digest(model_file.result(), external_files)

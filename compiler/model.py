@@ -7,23 +7,19 @@ shape inference or TensorRT's parser ever open it.
 
 from __future__ import annotations
 
-import hashlib
 import mmap
 import os
-import threading
 from collections.abc import Iterator
-from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import onnx
 from onnx import external_data_helper
 
+from compiler.digest import finish_model_digest, hash_beside
 from compiler.errors import InvalidInput
-
-PROTOBUF_LIMIT = 2**31 - 1
-"""Protobuf cannot parse more than 2 GiB; bigger models keep weights as external data."""
+from compiler.skim import PROTOBUF_LIMIT
 
 
 def first_line(message: object) -> str:
@@ -46,47 +42,6 @@ class OnnxModel:
     @property
     def size_bytes(self) -> int:
         return sum(f.stat().st_size for f in (self.path, *self.external_files))
-
-
-def hash_model_file(path: Path, started: threading.Event | None = None) -> Any:
-    """The first part of :attr:`OnnxModel.sha256`: the model file itself.
-
-    One update over a mapping of the file releases the GIL for all of it, so a protobuf parse (which
-    holds the GIL) runs beside it; ``started`` is set just before.
-    """
-    hasher = hashlib.sha256()
-    with open(path, "rb") as handle:
-        if os.fstat(handle.fileno()).st_size:
-            with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped, memoryview(mapped) as view:
-                if started:
-                    started.set()
-                hasher.update(view)
-    if started:
-        started.set()
-    return hasher
-
-
-def hash_beside(pool: Executor, path: Path) -> Future[Any]:
-    """Start :func:`hash_model_file` on ``pool`` and return once it holds no GIL (not waiting long
-    for a pool that is busy with something else)."""
-    started = threading.Event()
-    future = pool.submit(hash_model_file, path, started)
-    started.wait(timeout=0.1)
-    return future
-
-
-def finish_model_digest(hasher: Any, external_files: tuple[Path, ...]) -> str:
-    """The rest of :attr:`OnnxModel.sha256`: each external file's name and bytes, in name order."""
-    for file in sorted(external_files):
-        _hash_file(hasher, file)
-    return hasher.hexdigest()
-
-
-def _hash_file(digest: Any, path: Path) -> None:
-    digest.update(b"\0" + path.name.encode() + b"\0")
-    with open(path, "rb") as handle:
-        while chunk := handle.read(1 << 22):
-            digest.update(chunk)
 
 
 def sparse_tensors(graph: onnx.GraphProto) -> Iterator[onnx.SparseTensorProto]:
@@ -201,7 +156,8 @@ def load_model(
     The file is mapped once and hashed on a second core while protobuf parses it. The ONNX
     checker and shape inference cost seconds on BERT-sized models: `compile build` skips
     both (TensorRT's parser reports a broken graph itself) and keeps only the safety checks.
-    With ``digest=False`` ``sha256`` is left empty for a caller that hashes on its own (:func:`hash_model_file`).
+    With ``digest=False`` ``sha256`` is left empty for a caller that hashes on its own
+    (:func:`compiler.digest.hash_model_file`).
     """
     path = Path(path)
     if not path.exists():
