@@ -131,7 +131,8 @@ def write_unbuffered(path: Path, data: bytes | memoryview) -> None:
     Plans run to GBs and this run never reads them back. Through the page cache, each write first
     needs as much fresh memory as the plan; measured on a 2-core VM that takes 0.9-1.3 s for a
     440 MB plan (more with two builds writing at once), against 0.2-0.3 s straight to disk.
-    Where O_DIRECT is missing or refused (tmpfs, some network filesystems, macOS) it writes normally.
+    Where O_DIRECT is missing or refused (tmpfs on older kernels, some network filesystems, macOS) it
+    writes normally.
     """
     view = memoryview(data).cast("B")
     if not (hasattr(os, "O_DIRECT") and _write_direct(path, view)):
