@@ -8,6 +8,7 @@ A failed target keeps its ``build.log`` and does not stop the others.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import os
@@ -352,6 +353,10 @@ def _run(jobs: list[BuildJob], workers: int, progress: Progress | None, cancel: 
     relay = threading.Thread(target=_relay, args=(events, progress, cancel, shared_cancel), daemon=True)
     relay.start()
     statuses: dict[int, TargetStatus] = {}
+    # Python's advice for fork without exec: objects made so far leave the collector's reach, so a collection
+    # in either process does not write to (and so copy) every page they share. Measured: --jobs 2 on two
+    # ResNet-50 targets ~0.05 s faster (of ~1.3 s).
+    gc.freeze()
     try:
         with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=context, initializer=_init_worker,
                                  initargs=(events if progress else None, shared_cancel, digest)) as pool:
@@ -362,6 +367,7 @@ def _run(jobs: list[BuildJob], workers: int, progress: Progress | None, cancel: 
             for future in as_completed(futures):
                 statuses[futures[future]] = future.result()
     finally:
+        gc.unfreeze()
         events.put(None)
         relay.join()
     return [statuses[i] for i in range(len(jobs))]
