@@ -454,7 +454,14 @@ def run_job(job: BuildJob, progress: Callable[[str, int, int], None] | None, can
     job.target_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{job.target_dir.name}-", dir=job.target_dir.parent))
     try:
-        status = _produce(job, staging, progress, cancel, started)
+        try:
+            status = _produce(job, staging, progress, cancel, started)
+        except OSError as exc:  # a full disk or a quota: this target fails, the others go on
+            for partial in staging.iterdir():
+                if partial.name != "build.log":
+                    partial.unlink()
+            status = _status(job, "failed", started, errors=[f"could not write the engine files: {exc}; free space "
+                                                             f"under {job.target_dir.parent} and the build cache"])
         if status.status != "cancelled":
             _replace_dir(job.target_dir, staging)
         if progress:

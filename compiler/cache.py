@@ -149,22 +149,27 @@ def _write_direct(path: Path, view: memoryview) -> bool:
         raise
     # a page-aligned (mmap) bounce buffer, reused: copying into it touches no fresh memory
     bounce = mmap.mmap(-1, _DIRECT_CHUNK)
+    window = memoryview(bounce)
     try:
         for start in range(0, len(view), _DIRECT_CHUNK):
             part = view[start:start + _DIRECT_CHUNK]
             bounce[: len(part)] = part
             padded = -(-len(part) // _DIRECT_ALIGN) * _DIRECT_ALIGN  # ftruncate cuts the padding off
-            try:
-                written = os.write(fd, memoryview(bounce)[:padded])
-            except OSError as exc:
-                if exc.errno == errno.EINVAL and start == 0:
-                    return False  # opened, but its writes are refused
-                raise
-            if written != padded:
-                raise OSError(errno.EIO, f"short write to {path} ({written} of {padded} bytes)")
+            done = 0
+            while done < padded:  # a short write (at a quota) is followed by one that raises the reason
+                try:
+                    written = os.write(fd, window[done:padded])
+                except OSError as exc:
+                    if exc.errno == errno.EINVAL and start == done == 0:
+                        return False  # opened, but its writes are refused
+                    raise OSError(exc.errno, exc.strerror, str(path)) from None
+                if written == 0:
+                    raise OSError(errno.EIO, "the write made no progress", str(path))
+                done += written
         os.ftruncate(fd, len(view))
         return True
     finally:
+        window.release()
         bounce.close()
         os.close(fd)
 

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import resource
 import shutil
+import signal
 import struct
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -174,6 +178,29 @@ def test_failed_target_does_not_stop_the_others(digits_model, digits_profiles, t
     assert "FP32 GEMM is not supported" in (failed / "build.log").read_text()
     statuses = {t["sku"]: t["status"] for t in json.loads((out / "build.json").read_text())["targets"]}
     assert statuses == {"rtx-2080-ti": "failed", "rtx-4090": "ok"}
+
+
+def _files_of_at_most_64_kib() -> None:
+    """A real write failure in the child (EFBIG past RLIMIT_FSIZE), as a full disk would give."""
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (64 << 10, 64 << 10))
+
+
+def test_a_write_failure_fails_each_target_without_a_partial_plan(digits_model, digits_profiles, tmp_path):
+    out, cache = tmp_path / "out", tmp_path / "cache"
+    done = subprocess.run(
+        [sys.executable, "-m", "compiler", "build", str(digits_model), "--profiles", str(digits_profiles),
+         "--sku", "rtx-4090", "--sku", "rtx-3090", "--precision", "fp32", "--out", str(out), "--cache-dir", str(cache)],
+        capture_output=True, text=True, timeout=600, preexec_fn=_files_of_at_most_64_kib)
+    line = assert_clean_error(CliResult(done.returncode, done.stdout, done.stderr), 1, "2 of 2 builds failed",
+                              "could not write the engine files", "File too large")
+    assert "rtx-4090/fp32" in line
+    for sku in ("rtx-4090", "rtx-3090"):
+        assert sorted(p.name for p in (out / sku / "fp32").iterdir()) == ["build.log"]
+    assert not list(cache.glob("engines/*/*/engine.plan"))
+    targets = json.loads((out / "build.json").read_text())["targets"]
+    assert [t["status"] for t in targets] == ["failed", "failed"]
+    assert all("File too large" in t["errors"][0] for t in targets)
 
 
 @pytest.mark.parametrize(("change", "code", "fragments"), [
