@@ -18,10 +18,12 @@ import os
 from pathlib import Path
 from typing import Any
 
+from compiler.profiles import Dim
+
 PROTOBUF_LIMIT = 2**31 - 1
 """Protobuf cannot parse more than 2 GiB; bigger models keep weights as external data."""
 
-Dims = list[int | str | None] | None
+Dims = list[Dim] | None
 _Fields = dict[int, list[Any]]
 """Field number -> values in file order: an int (varint) or a (start, end) span of a length-delimited field."""
 
@@ -96,7 +98,7 @@ def _dims(data: mmap.mmap | bytes, value_info: _Fields) -> Dims:
     tensor_type = _fields(data, *_single(type_proto, _TYPE_TENSOR))
     if _TENSOR_TYPE_SHAPE not in tensor_type:
         return None
-    dims: list[int | str | None] = []
+    dims: list[Dim] = []
     for span in _fields(data, *_single(tensor_type, _TENSOR_TYPE_SHAPE)).get(_SHAPE_DIM, []):
         dim = _fields(data, *_span(span))
         if _DIM_VALUE in dim and _DIM_PARAM in dim:

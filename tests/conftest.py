@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,11 +26,12 @@ class CliResult:
 
 
 def run_cli(*args: str | Path, cwd: Path | None = None, env: dict[str, str] | None = None,
-            timeout: float = 900) -> CliResult:
-    """Run `compile ARGS...` the way a user does: a separate process, real exit code and streams."""
+            timeout: float = 900, preexec_fn: Callable[[], None] | None = None) -> CliResult:
+    """Run `compile ARGS...` the way a user does: a separate process, real exit code and streams
+    (``preexec_fn`` sets limits in that process)."""
     done = subprocess.run(
         [sys.executable, "-m", "compiler", *map(str, args)],
-        capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout,
+        capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout, preexec_fn=preexec_fn,
     )
     return CliResult(done.returncode, done.stdout, done.stderr)
 

@@ -8,8 +8,6 @@ import resource
 import shutil
 import signal
 import struct
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
@@ -188,12 +186,9 @@ def _files_of_at_most_64_kib() -> None:
 
 def test_a_write_failure_fails_each_target_without_a_partial_plan(digits_model, digits_profiles, tmp_path):
     out, cache = tmp_path / "out", tmp_path / "cache"
-    done = subprocess.run(
-        [sys.executable, "-m", "compiler", "build", str(digits_model), "--profiles", str(digits_profiles),
-         "--sku", "rtx-4090", "--sku", "rtx-3090", "--precision", "fp32", "--out", str(out), "--cache-dir", str(cache)],
-        capture_output=True, text=True, timeout=600, preexec_fn=_files_of_at_most_64_kib)
-    line = assert_clean_error(CliResult(done.returncode, done.stdout, done.stderr), 1, "2 of 2 builds failed",
-                              "could not write the engine files", "File too large")
+    result = run_cli("build", digits_model, "--profiles", digits_profiles, "--sku", "rtx-4090", "--sku", "rtx-3090",
+                     "--precision", "fp32", "--out", out, "--cache-dir", cache, preexec_fn=_files_of_at_most_64_kib)
+    line = assert_clean_error(result, 1, "2 of 2 builds failed", "could not write the engine files", "File too large")
     assert "rtx-4090/fp32" in line
     for sku in ("rtx-4090", "rtx-3090"):
         assert sorted(p.name for p in (out / sku / "fp32").iterdir()) == ["build.log"]

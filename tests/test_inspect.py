@@ -12,15 +12,15 @@ import numpy as np
 import onnx
 import onnxruntime
 import pytest
-from onnx import TensorProto, external_data_helper, helper, numpy_helper
+from onnx import TensorProto, helper, numpy_helper
 
 from compiler.errors import InvalidInput
 from compiler.inspection import inspect_model
 from compiler.model import load_model
 from tests import synthetic
 from tests.conftest import REPO, assert_clean_error, run_cli
+from tests.onnx_files import ONNX_LIGHT, external_model, point_external_data, save_model
 
-ONNX_LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 ORT_DATASETS = Path(onnxruntime.__file__).parent / "datasets"
 
 
@@ -28,15 +28,6 @@ def inspect_json(*args) -> dict:
     result = run_cli("inspect", *args, "--json")
     assert result.exit_code == 0, result.stderr
     return json.loads(result.stdout)
-
-
-def save_model(path: Path, nodes, inputs, outputs, initializers=(), opsets=(("", 17),)) -> Path:
-    graph = helper.make_graph(nodes, path.stem, inputs, outputs, list(initializers))
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid(d, v) for d, v in opsets])
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    onnx.save(model, path)
-    return path
 
 
 def value(name, dtype, shape):
@@ -319,26 +310,6 @@ def test_bert_base_sized_model(tmp_path):
 
 
 # --- weights kept as external data ----------------------------------------------------------------------------
-
-
-def external_model(folder: Path, source: Path, location: str = "weights.bin") -> Path:
-    """A copy of ``source`` whose initializers live in ``folder/location``."""
-    (folder / location).parent.mkdir(parents=True, exist_ok=True)
-    model = onnx.load(source)
-    target = folder / "model.onnx"
-    onnx.save(model, target, save_as_external_data=True, all_tensors_to_one_file=True, location=location,
-              size_threshold=0)
-    return target
-
-
-def point_external_data(path: Path, location: str) -> None:
-    """Rewrite every external-data location of the model (the checker is not run: that is the point)."""
-    model = onnx.load(path, load_external_data=False)
-    for tensor in external_data_helper._get_all_tensors(model):
-        for entry in tensor.external_data:
-            if entry.key == "location":
-                entry.value = location
-    onnx.save(model, path)
 
 
 def test_external_data_inside_the_folder_works(tmp_path, digits_model):

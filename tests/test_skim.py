@@ -18,7 +18,7 @@ from compiler.model import load_model
 from compiler.skim import skim_inputs
 from tests import synthetic
 from tests.conftest import assert_clean_error, run_cli
-from tests.test_inspect import ONNX_LIGHT, external_model, point_external_data
+from tests.onnx_files import ONNX_LIGHT, external_model, point_external_data, save_model
 
 SHIPPED_MODELS = sorted([*(Path(onnx.__file__).parent / "backend" / "test" / "data").rglob("*.onnx"),
                          *(Path(onnxruntime.__file__).parent / "datasets").glob("*.onnx")])
@@ -27,16 +27,6 @@ SHIPPED_MODELS = sorted([*(Path(onnx.__file__).parent / "backend" / "test" / "da
 
 def full_load_inputs(path: Path):
     return input_dims(model_inputs(load_model(path, infer_shapes=False, check=False, digest=False)))
-
-
-def save(path: Path, inputs, initializers=(), nodes=None, outputs=None, **model_fields) -> Path:
-    outputs = outputs or [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]
-    nodes = nodes or [helper.make_node("Identity", [inputs[0].name], ["y"])]
-    graph = helper.make_graph(nodes, "g", inputs, outputs, list(initializers))
-    model_fields.setdefault("opset_imports", [helper.make_opsetid("", 17)])
-    model = helper.make_model(graph, **model_fields)
-    onnx.save(model, path)
-    return path
 
 
 def test_real_models_agree_with_the_full_load(tmp_path, digits_model):
@@ -72,7 +62,8 @@ def test_every_kind_of_input_shape(tmp_path):
         helper.make_tensor_sequence_value_info("sequence", TensorProto.FLOAT, [3]),
         helper.make_tensor_value_info("w", TensorProto.FLOAT, [2, 2]),  # an initializer listed as an input
     ]
-    path = save(tmp_path / "shapes.onnx", inputs, [weight])
+    path = save_model(tmp_path / "shapes.onnx", [helper.make_node("Identity", ["fixed"], ["y"])], inputs, [Y], [weight],
+                      check=False)
     assert skim_inputs(path) == full_load_inputs(path) == {
         "fixed": [1, 3, 224, 224], "named": ["batch", 128], "unknown_dim": [None, 4], "unknown_rank": None,
         "scalar": [], "huge": [2**40, -1], "sequence": None,
@@ -96,11 +87,13 @@ Y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 2])
 
 
 def _initializer(tmp_path):
-    return save(tmp_path / "m.onnx", [X], [_external(_weights())], [helper.make_node("Add", ["x", "w"], ["y"])])
+    return save_model(tmp_path / "m.onnx", [helper.make_node("Add", ["x", "w"], ["y"])], [X], [Y],
+                      [_external(_weights())], check=False)
 
 
 def _constant_node(tmp_path):
-    return save(tmp_path / "m.onnx", [X], nodes=[helper.make_node("Constant", [], ["y"], value=_external(_weights()))])
+    return save_model(tmp_path / "m.onnx", [helper.make_node("Constant", [], ["y"], value=_external(_weights()))],
+                      [X], [Y], check=False)
 
 
 def _subgraph_initializer(tmp_path):
@@ -108,7 +101,7 @@ def _subgraph_initializer(tmp_path):
     branch.output[0].name = "z"
     cond = helper.make_tensor_value_info("c", TensorProto.BOOL, [])
     node = helper.make_node("If", ["c"], ["y"], then_branch=branch, else_branch=branch)
-    return save(tmp_path / "m.onnx", [cond], nodes=[node])
+    return save_model(tmp_path / "m.onnx", [node], [cond], [Y], check=False)
 
 
 def _sparse_initializer(tmp_path):
@@ -126,15 +119,16 @@ def _function_constant(tmp_path):
             helper.make_node("Add", ["a", "k"], ["b"])]
     function = helper.make_function("local", "add_k", ["a"], ["b"], body, [helper.make_opsetid("", 17)])
     node = helper.make_node("add_k", ["x"], ["y"], domain="local")
-    return save(tmp_path / "m.onnx", [X], nodes=[node], functions=[function],
-                opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("local", 1)])
+    return save_model(tmp_path / "m.onnx", [node], [X], [Y], opsets=(("", 17), ("local", 1)), check=False,
+                      functions=[function])
 
 
 def _location_key_missing(tmp_path):
     tensor = _weights()
     tensor.ClearField("raw_data")
     tensor.data_location = TensorProto.EXTERNAL
-    return save(tmp_path / "m.onnx", [X], [tensor], [helper.make_node("Add", ["x", "w"], ["y"])])
+    return save_model(tmp_path / "m.onnx", [helper.make_node("Add", ["x", "w"], ["y"])], [X], [Y], [tensor],
+                      check=False)
 
 
 @pytest.mark.parametrize("make", [_initializer, _constant_node, _subgraph_initializer, _sparse_initializer,
@@ -148,7 +142,7 @@ def test_external_data_anywhere_is_left_to_the_full_load(tmp_path, make):
 
 def test_the_word_location_anywhere_else_only_costs_the_fast_path(tmp_path):
     node = helper.make_node("Identity", ["x"], ["y"], doc_string="moved to a new location in v2")
-    path = save(tmp_path / "m.onnx", [X], nodes=[node])
+    path = save_model(tmp_path / "m.onnx", [node], [X], [Y], check=False)
     assert skim_inputs(path) is None
     assert full_load_inputs(path) == {"x": [2, 2]}
 
