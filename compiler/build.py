@@ -265,7 +265,18 @@ def _model_facts(path: Path, cache: BuildCache) -> dict[str, Any]:
     memo, facts = cache.recall("model", [path])
     if facts is not None:
         return facts
-    model_file = hash_beside(_DIGESTS, path)
+    # A thread of its own that ends with the digest: the CLI's exit waits for working threads, not idle ones.
+    pool = ThreadPoolExecutor(1, thread_name_prefix="compile-digest")
+    try:
+        return _read_model(path, cache, memo, pool)
+    finally:
+        pool.shutdown(wait=False)  # queued work still runs
+
+
+def _read_model(path: Path, cache: BuildCache, memo: Path, pool: ThreadPoolExecutor) -> dict[str, Any]:
+    """:func:`_model_facts` for a file read anew: the hash on ``pool`` (a second core; TensorRT builds on
+    one), the inputs here."""
+    model_file = hash_beside(pool, path)
     inputs, external_files = skim_inputs(path), ()
     if inputs is None:
         # what the skim leaves to it (external data, anything unusual): the full safe load, with onnx
@@ -283,11 +294,7 @@ def _model_facts(path: Path, cache: BuildCache) -> dict[str, Any]:
         cache.memorize(memo, {**facts, "sha256": sha})
         return sha
 
-    return {**facts, "sha256": _DIGESTS.submit(digest)}
-
-
-_DIGESTS = ThreadPoolExecutor(1, thread_name_prefix="compile-digest")
-"""Hashes models beside the builds; TensorRT builds on one core, so the second one is free."""
+    return {**facts, "sha256": pool.submit(digest)}
 
 
 def _prepare(precision: str, model: Path, model_sha: str | PendingDigest, calibration: str | Path | None,

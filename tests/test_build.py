@@ -360,24 +360,30 @@ def test_damaged_cache_entry_is_rebuilt_not_served(digits_model, digits_profiles
     assert [t.cache_hit for t in third.targets] == [True]
 
 
-def _new_file_with_digest_held(model: Path, folder: Path) -> tuple[Path, threading.Event]:
+def _new_file_with_digest_held(model: Path, folder: Path, monkeypatch) -> tuple[Path, threading.Event]:
     """A copy of ``model`` the cache has never seen, whose digest cannot finish until the event is set."""
-    import compiler.build
+    import compiler.digest
 
     folder.mkdir()
     copy = folder / "model.onnx"
     shutil.copy(model, copy)
-    release = threading.Event()
-    compiler.build._DIGESTS.submit(release.wait)  # the copy's digest queues behind this
+    release, hash_model_file = threading.Event(), compiler.digest.hash_model_file
+
+    def held(path: Path, started: threading.Event | None = None):
+        release.wait()
+        return hash_model_file(path, started)
+
+    monkeypatch.setattr(compiler.digest, "hash_model_file", held)
     return copy, release
 
 
-def test_a_new_model_file_builds_while_hashed_and_stops_on_a_cache_hit(digits_model, digits_profiles, tmp_path):
+def test_a_new_model_file_builds_while_hashed_and_stops_on_a_cache_hit(digits_model, digits_profiles, tmp_path,
+                                                                       monkeypatch):
     """A file with no remembered digest starts building at once; when its digest names an engine the cache
     already has (here: a copy of a cached model), the build is stopped and the cached engine served."""
     cache = tmp_path / "cache"
     first = build_engines(digits_model, digits_profiles, ["rtx-4090"], ["fp32"], tmp_path / "a", cache_dir=cache)
-    copy, release = _new_file_with_digest_held(digits_model, tmp_path / "copy")
+    copy, release = _new_file_with_digest_held(digits_model, tmp_path / "copy", monkeypatch)
     phases = []
 
     def progress(index: int, phase: str, done: int, total: int) -> None:
@@ -393,7 +399,7 @@ def test_a_new_model_file_builds_while_hashed_and_stops_on_a_cache_hit(digits_mo
     assert b["sha256"] == a["sha256"] and b["model_sha256"] == a["model_sha256"] == second.model_sha256
     assert sorted(p.name for p in (tmp_path / "b/rtx-4090").iterdir()) == ["fp32"]
     # A model the cache does not have builds to the end while it is hashed, and is then cached.
-    other, release = _new_file_with_digest_held(digits_model, tmp_path / "other")
+    other, release = _new_file_with_digest_held(digits_model, tmp_path / "other", monkeypatch)
     profiles = tmp_path / "p.yaml"  # new profiles: an engine the cache has never seen
     profiles.write_text(digits_profiles.read_text().replace("max: [64, 1, 8, 8]", "max: [48, 1, 8, 8]"))
     third = build_engines(other, profiles, ["rtx-4090"], ["fp32"], tmp_path / "c", cache_dir=cache, progress=progress)
@@ -402,12 +408,12 @@ def test_a_new_model_file_builds_while_hashed_and_stops_on_a_cache_hit(digits_mo
     assert [t.cache_hit for t in fourth.targets] == [True]
 
 
-def test_worker_processes_build_while_the_model_is_hashed(digits_model, digits_profiles, tmp_path):
+def test_worker_processes_build_while_the_model_is_hashed(digits_model, digits_profiles, tmp_path, monkeypatch):
     """With --jobs the workers start before the new file's digest is known; it reaches them when it is, so a
     cache hit still stops their builds, and a digest that fails fails each target with the reason."""
     cache = tmp_path / "cache"
     build_engines(digits_model, digits_profiles, list(SKUS), ["fp32"], tmp_path / "a", cache_dir=cache)
-    copy, release = _new_file_with_digest_held(digits_model, tmp_path / "copy")
+    copy, release = _new_file_with_digest_held(digits_model, tmp_path / "copy", monkeypatch)
     events = []
 
     def progress(index: int, phase: str, done: int, total: int) -> None:
@@ -423,7 +429,7 @@ def test_worker_processes_build_while_the_model_is_hashed(digits_model, digits_p
         assert phases[0] != "ok (cache hit)" and phases[-1] == "ok (cache hit)"  # built first, then served
 
     # The file disappears before its digest is computed: both builds finish, neither is passed off as done.
-    gone, release = _new_file_with_digest_held(digits_model, tmp_path / "gone")
+    gone, release = _new_file_with_digest_held(digits_model, tmp_path / "gone", monkeypatch)
 
     def remove_then_release(index: int, phase: str, done: int, total: int) -> None:
         if gone.exists():
