@@ -29,7 +29,7 @@ from pydantic import BaseModel
 from compiler.backends import load_backend
 from compiler.backends.base import BuildSpec
 from compiler.cache import ENGINE_FILES, BuildCache, hash_json, link_or_copy, write_atomic, write_unbuffered
-from compiler.digest import finish_model_digest, hash_beside
+from compiler.digest import finish_model_digest, hash_model_file
 from compiler.errors import CompileError, InvalidInput
 from compiler.profiles import ShapeProfile, load_profiles, load_sku_catalog, profiles_problem, validate_profiles
 from compiler.skim import skim_inputs
@@ -276,7 +276,7 @@ def _model_facts(path: Path, cache: BuildCache) -> dict[str, Any]:
 def _read_model(path: Path, cache: BuildCache, memo: Path, pool: ThreadPoolExecutor) -> dict[str, Any]:
     """:func:`_model_facts` for a file read anew: the hash on ``pool`` (a second core; TensorRT builds on
     one), the inputs here."""
-    model_file = hash_beside(pool, path)
+    model_file = pool.submit(hash_model_file, path)
     inputs, external_files = skim_inputs(path), ()
     if inputs is None:
         # what the skim leaves to it (external data, anything unusual): the full safe load, with onnx

@@ -14,12 +14,22 @@ from pathlib import Path
 from typing import Any
 
 
-def hash_model_file(path: Path, started: threading.Event | None = None) -> Any:
-    """The first part of :attr:`compiler.model.OnnxModel.sha256`: the model file itself.
+def hash_model_file(path: Path) -> Any:
+    """The first part of :attr:`compiler.model.OnnxModel.sha256`: the model file itself, read through one
+    reused buffer.
 
-    One update over a mapping of the file releases the GIL for all of it, so a protobuf parse (which
-    holds the GIL) runs beside it; ``started`` is set just before.
+    For hashing beside a build: each chunk releases the GIL, and nothing new is mapped or allocated in
+    the process while TensorRT faults in its own memory (hashing a mapping of ResNet-50's file beside
+    its build made the build ~0.04 s slower, reading it ~0.01 s).
     """
+    hasher = hashlib.sha256()
+    _update(hasher, path)
+    return hasher
+
+
+def hash_model_file_mapped(path: Path, started: threading.Event | None = None) -> Any:
+    """:func:`hash_model_file` in one update over a mapping of the file: it holds no GIL from start to end,
+    so a protobuf parse (which holds the GIL throughout) runs beside it; ``started`` is set just before."""
     hasher = hashlib.sha256()
     with open(path, "rb") as handle:
         if os.fstat(handle.fileno()).st_size:
@@ -33,10 +43,10 @@ def hash_model_file(path: Path, started: threading.Event | None = None) -> Any:
 
 
 def hash_beside(pool: Executor, path: Path) -> Future[Any]:
-    """Start :func:`hash_model_file` on ``pool`` and return once it holds no GIL (not waiting long
+    """Start :func:`hash_model_file_mapped` on ``pool`` and return once it holds no GIL (not waiting long
     for a pool that is busy with something else)."""
     started = threading.Event()
-    future = pool.submit(hash_model_file, path, started)
+    future = pool.submit(hash_model_file_mapped, path, started)
     started.wait(timeout=0.1)
     return future
 
@@ -44,12 +54,16 @@ def hash_beside(pool: Executor, path: Path) -> Future[Any]:
 def finish_model_digest(hasher: Any, external_files: tuple[Path, ...]) -> str:
     """The rest of :attr:`compiler.model.OnnxModel.sha256`: each external file's name and bytes, in name order."""
     for file in sorted(external_files):
-        _hash_file(hasher, file)
+        hasher.update(b"\0" + file.name.encode() + b"\0")
+        _update(hasher, file)
     return hasher.hexdigest()
 
 
-def _hash_file(digest: Any, path: Path) -> None:
-    digest.update(b"\0" + path.name.encode() + b"\0")
-    with open(path, "rb") as handle:
-        while chunk := handle.read(1 << 22):
-            digest.update(chunk)
+_CHUNK = 8 << 20
+
+
+def _update(hasher: Any, path: Path) -> None:
+    buffer = bytearray(_CHUNK)
+    with open(path, "rb", buffering=0) as handle, memoryview(buffer) as view:
+        while size := handle.readinto(buffer):
+            hasher.update(view[:size])

@@ -362,18 +362,18 @@ def test_damaged_cache_entry_is_rebuilt_not_served(digits_model, digits_profiles
 
 def _new_file_with_digest_held(model: Path, folder: Path, monkeypatch) -> tuple[Path, threading.Event]:
     """A copy of ``model`` the cache has never seen, whose digest cannot finish until the event is set."""
-    import compiler.digest
+    import compiler.build
 
     folder.mkdir()
     copy = folder / "model.onnx"
     shutil.copy(model, copy)
-    release, hash_model_file = threading.Event(), compiler.digest.hash_model_file
+    release, hash_model_file = threading.Event(), compiler.build.hash_model_file
 
-    def held(path: Path, started: threading.Event | None = None):
+    def held(path: Path):
         release.wait()
-        return hash_model_file(path, started)
+        return hash_model_file(path)
 
-    monkeypatch.setattr(compiler.digest, "hash_model_file", held)
+    monkeypatch.setattr(compiler.build, "hash_model_file", held)
     return copy, release
 
 
