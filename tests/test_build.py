@@ -229,6 +229,28 @@ def test_bad_profile_fails_fast(digits_model, digits_data, tmp_path, calibrating
     assert not (tmp_path / "out").exists() and not (tmp_path / "cache" / "calibrations").exists()
 
 
+def test_a_run_refused_for_its_profiles_still_remembers_the_new_model_digest(tmp_path):
+    """The CLI leaves without the interpreter's teardown; a digest still being computed when the run stops (a
+    64 MB model refused for its profiles within milliseconds) is finished and remembered first, whole."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    from tests.onnx_files import save_model
+
+    width = 1 << 22
+    model = save_model(tmp_path / "wide.onnx", [helper.make_node("MatMul", ["x", "w"], ["y"])],
+                       [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])],
+                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", width])],
+                       [numpy_helper.from_array(np.ones((4, width), dtype=np.float32), "w")])
+    profiles = tmp_path / "p.yaml"
+    profiles.write_text("profiles:\n  - name: p\n    shapes:\n      x: {min: [4, 4], opt: [2, 4], max: [8, 4]}\n")
+    result = run_cli("build", model, "--profiles", profiles, "--sku", "rtx-4090", "--precision", "fp32",
+                     "--out", tmp_path / "out", "--cache-dir", tmp_path / "cache")
+    assert_clean_error(result, 2, "profile 'p'", "min <= opt <= max")
+    [memo] = (tmp_path / "cache" / "facts" / "model").iterdir()
+    assert json.loads(memo.read_text())["sha256"] == hashlib.sha256(model.read_bytes()).hexdigest()
+
+
 def test_calibration_of_another_model_is_refused(int8_calibration, digits_profiles, tmp_path):
     other = tmp_path / "other.onnx"
     shutil.copy(int8_calibration / "model.onnx", other)  # a different model file than the one calibrated
