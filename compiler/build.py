@@ -470,7 +470,11 @@ def run_job(job: BuildJob, progress: Callable[[str, int, int], None] | None, can
             status = _status(job, "failed", started, errors=[f"could not write the engine files: {exc}; free space "
                                                              f"under {job.target_dir.parent} and the build cache"])
         if status.status != "cancelled":
-            _replace_dir(job.target_dir, staging)
+            try:
+                _replace_dir(job.target_dir, staging)
+            except OSError as exc:  # the previous folder is back in place; this target fails, the others go on
+                status = _status(job, "failed", started, errors=[f"could not put the engine files in place at "
+                                                                 f"{job.target_dir}: {exc}"])
         if progress:
             progress(f"{status.status}{' (cache hit)' if status.cache_hit else ''}", 1, 1)
         return status
@@ -605,12 +609,19 @@ def _layers_document(layers: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _replace_dir(target: Path, staging: Path) -> None:
-    """Swap the finished staging folder in for ``target`` with renames (no half-copied folder)."""
+    """Swap the finished staging folder in for ``target`` with renames (no half-copied folder); when it
+    cannot be put in place, the previous folder is put back before the error is raised."""
     old = None
     if target.exists():
         old = Path(tempfile.mkdtemp(prefix=f".{target.name}-old-", dir=target.parent))
         os.rename(target, old / target.name)
-    os.rename(staging, target)
+    try:
+        os.rename(staging, target)
+    except OSError:
+        if old is not None:
+            os.rename(old / target.name, target)
+            old.rmdir()
+        raise
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
 

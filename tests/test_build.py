@@ -382,6 +382,33 @@ def test_damaged_cache_entry_is_rebuilt_not_served(digits_model, digits_profiles
     assert [t.cache_hit for t in third.targets] == [True]
 
 
+def test_a_folder_that_cannot_be_put_in_place_leaves_the_previous_one(digits_model, digits_profiles, tmp_path,
+                                                                       monkeypatch):
+    """The finished folder is renamed into place; when the filesystem refuses that rename, the previous build's
+    folder is put back untouched and the target fails with the reason."""
+    import errno
+    import os
+
+    args = (digits_model, digits_profiles, ["rtx-4090"], ["fp32"], tmp_path / "out")
+    build_engines(*args, cache_dir=tmp_path / "cache")
+    target = tmp_path / "out/rtx-4090/fp32"
+    before = {p.name: p.read_bytes() for p in target.iterdir()}
+    rename = os.rename
+
+    def refusing(source, destination):
+        if Path(destination) == target and "-old-" not in str(source):  # the new folder, not the old one back
+            raise OSError(errno.EIO, "Input/output error")
+        return rename(source, destination)
+
+    monkeypatch.setattr(os, "rename", refusing)
+    report = build_engines(*args, cache_dir=tmp_path / "cache")
+    [status] = report.targets
+    assert status.status == "failed" and "could not put the engine files in place" in status.errors[0]
+    assert "Input/output error" in status.errors[0]
+    assert {p.name: p.read_bytes() for p in target.iterdir()} == before
+    assert [p.name for p in target.parent.iterdir()] == ["fp32"]  # no staging or old folder left behind
+
+
 def _new_file_with_digest_held(model: Path, folder: Path, monkeypatch) -> tuple[Path, threading.Event]:
     """A copy of ``model`` the cache has never seen, whose digest cannot finish until the event is set."""
     import compiler.build
