@@ -59,11 +59,7 @@ def finish_model_digest(hasher: Any, external_files: tuple[Path, ...]) -> str:
     return hasher.hexdigest()
 
 
-_CHUNK = 8 << 20
-
-
 def _update(hasher: Any, path: Path) -> None:
-    buffer = bytearray(_CHUNK)
-    with open(path, "rb", buffering=0) as handle, memoryview(buffer) as view:
-        while size := handle.readinto(buffer):
-            hasher.update(view[:size])
+    """Feed the file to ``hasher`` through one reused buffer (hashlib's own reader, GIL released per chunk)."""
+    with open(path, "rb") as handle:
+        hashlib.file_digest(handle, lambda: hasher)

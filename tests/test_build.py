@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
+import os
 import resource
 import shutil
 import signal
@@ -11,11 +13,14 @@ import struct
 import threading
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
+from onnx import TensorProto, helper, numpy_helper
 
 from compiler.build import build_engines, plan_builds, run_job
 from tests.conftest import CliResult, assert_clean_error, run_cli
+from tests.onnx_files import save_model
 
 CC_BITS = {"7.5": 0x1, "8.0": 0x2, "8.6": 0x4, "8.9": 0x8, "12.0": 0x10, "12.1": 0x20}
 SKUS = {"rtx-4090": "8.9", "rtx-3090": "8.6"}
@@ -232,11 +237,6 @@ def test_bad_profile_fails_fast(digits_model, digits_data, tmp_path, calibrating
 def test_a_run_refused_for_its_profiles_still_remembers_the_new_model_digest(tmp_path):
     """The CLI leaves without the interpreter's teardown; a digest still being computed when the run stops (a
     64 MB model refused for its profiles within milliseconds) is finished and remembered first, whole."""
-    import numpy as np
-    from onnx import TensorProto, helper, numpy_helper
-
-    from tests.onnx_files import save_model
-
     width = 1 << 22
     model = save_model(tmp_path / "wide.onnx", [helper.make_node("MatMul", ["x", "w"], ["y"])],
                        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])],
@@ -386,9 +386,6 @@ def test_a_folder_that_cannot_be_put_in_place_leaves_the_previous_one(digits_mod
                                                                        monkeypatch):
     """The finished folder is renamed into place; when the filesystem refuses that rename, the previous build's
     folder is put back untouched and the target fails with the reason."""
-    import errno
-    import os
-
     args = (digits_model, digits_profiles, ["rtx-4090"], ["fp32"], tmp_path / "out")
     build_engines(*args, cache_dir=tmp_path / "cache")
     target = tmp_path / "out/rtx-4090/fp32"
