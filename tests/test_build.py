@@ -318,8 +318,10 @@ def test_int8_with_data_calibrates_into_the_cache(digits_model, digits_profiles,
     assert ("calibrate", 1438, 1438) in reports and reports[0][1] == 0
 
 
-def test_ctrl_c_cancels_the_build_and_leaves_no_plan(tmp_path):
-    """A real SIGINT to `compile build` while TensorRT builds: exit 130, no plan, no staging folder left."""
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_ctrl_c_cancels_the_build_and_leaves_no_plan(tmp_path, jobs):
+    """A real Ctrl-C (SIGINT to the whole process group, as a terminal sends it) while TensorRT builds: exit 130,
+    no plan, no staging folder left; with --jobs 2 the worker processes stop through the parent too."""
     import os
     import signal
     import subprocess
@@ -332,24 +334,27 @@ def test_ctrl_c_cancels_the_build_and_leaves_no_plan(tmp_path):
     profiles = tmp_path / "p.yaml"
     profiles.write_text("profiles:\n  - name: p\n    shapes:\n"
                         "      image: {min: [1, 3, 224, 224], opt: [8, 3, 224, 224], max: [32, 3, 224, 224]}\n")
-    out = tmp_path / "out"
+    out, skus = tmp_path / "out", list(SKUS)[:jobs]
     process = subprocess.Popen(
-        [sys.executable, "-m", "compiler", "build", model, "--profiles", profiles, "--sku", "rtx-4090",
-         "--precision", "fp32", "--out", out, "--no-cache", "--cache-dir", tmp_path / "cache"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [sys.executable, "-m", "compiler", "build", model, "--profiles", profiles,
+         *[a for sku in skus for a in ("--sku", sku)], "--precision", "fp32", "--out", out, "--no-cache",
+         "--cache-dir", tmp_path / "cache", "--jobs", str(jobs)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
     )
     deadline = time.monotonic() + 60
-    while not list((out / "rtx-4090").glob(".fp32-*")):  # the staging folder appears as the build starts
+    # a staging folder appears as each build starts
+    while not all(list((out / sku).glob(".fp32-*")) for sku in skus):
         assert process.poll() is None and time.monotonic() < deadline, process.communicate()
         time.sleep(0.005)
     time.sleep(0.1)
-    os.kill(process.pid, signal.SIGINT)
+    os.killpg(process.pid, signal.SIGINT)
     stdout, stderr = process.communicate(timeout=120)
     assert assert_clean_error(CliResult(process.returncode, stdout, stderr), 130) == "error: interrupted"
-    assert not (out / "rtx-4090" / "fp32").exists()
-    assert list((out / "rtx-4090").iterdir()) == []
+    for sku in skus:
+        assert list((out / sku).iterdir()) == []
     statuses = json.loads((out / "build.json").read_text())["targets"]
-    assert [(t["status"], t["errors"]) for t in statuses] == [("cancelled", ["build cancelled"])]
+    assert [(t["sku"], t["status"], t["errors"]) for t in statuses] == [
+        (sku, "cancelled", ["build cancelled"]) for sku in skus]
 
 
 def test_datacenter_tensorrt_refuses_without_a_gpu_of_the_sku():
