@@ -10,7 +10,10 @@ import resource
 import shutil
 import signal
 import struct
+import subprocess
+import sys
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -18,9 +21,13 @@ import pytest
 import yaml
 from onnx import TensorProto, helper, numpy_helper
 
+import compiler.build
+from compiler.backends.tensorrt import DatacenterTensorRTBackend
 from compiler.build import build_engines, plan_builds, run_job
+from compiler.errors import EnvironmentProblem
 from tests.conftest import CliResult, assert_clean_error, run_cli
 from tests.onnx_files import save_model
+from tests.synthetic import resnet
 
 CC_BITS = {"7.5": 0x1, "8.0": 0x2, "8.6": 0x4, "8.9": 0x8, "12.0": 0x10, "12.1": 0x20}
 SKUS = {"rtx-4090": "8.9", "rtx-3090": "8.6"}
@@ -322,14 +329,6 @@ def test_int8_with_data_calibrates_into_the_cache(digits_model, digits_profiles,
 def test_ctrl_c_cancels_the_build_and_leaves_no_plan(tmp_path, jobs):
     """A real Ctrl-C (SIGINT to the whole process group, as a terminal sends it) while TensorRT builds: exit 130,
     no plan, no staging folder left; with --jobs 2 the worker processes stop through the parent too."""
-    import os
-    import signal
-    import subprocess
-    import sys
-    import time
-
-    from tests.synthetic import resnet
-
     model = resnet(tmp_path / "resnet50.onnx", depth=50)
     profiles = tmp_path / "p.yaml"
     profiles.write_text("profiles:\n  - name: p\n    shapes:\n"
@@ -343,7 +342,7 @@ def test_ctrl_c_cancels_the_build_and_leaves_no_plan(tmp_path, jobs):
     )
     deadline = time.monotonic() + 60
     # a staging folder appears as each build starts
-    while not all(list((out / sku).glob(".fp32-*")) for sku in skus):
+    while not all(any((out / sku).glob(".fp32-*")) for sku in skus):
         assert process.poll() is None and time.monotonic() < deadline, process.communicate()
         time.sleep(0.005)
     time.sleep(0.1)
@@ -359,9 +358,6 @@ def test_ctrl_c_cancels_the_build_and_leaves_no_plan(tmp_path, jobs):
 
 def test_datacenter_tensorrt_refuses_without_a_gpu_of_the_sku():
     """TensorRT itself cannot be installed here; its GPU check runs against this machine's real NVML state."""
-    from compiler.backends.tensorrt import DatacenterTensorRTBackend
-    from compiler.errors import EnvironmentProblem
-
     backend = object.__new__(DatacenterTensorRTBackend)  # the check needs no TensorRT module
     with pytest.raises(EnvironmentProblem) as refused:
         backend.check_targets(("9.0",))
@@ -413,8 +409,6 @@ def test_a_folder_that_cannot_be_put_in_place_leaves_the_previous_one(digits_mod
 
 def _new_file_with_digest_held(model: Path, folder: Path, monkeypatch) -> tuple[Path, threading.Event]:
     """A copy of ``model`` the cache has never seen, whose digest cannot finish until the event is set."""
-    import compiler.build
-
     folder.mkdir()
     copy = folder / "model.onnx"
     shutil.copy(model, copy)
