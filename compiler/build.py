@@ -28,7 +28,7 @@ from pydantic import BaseModel
 
 from compiler.backends import load_backend
 from compiler.backends.base import BuildSpec
-from compiler.cache import ENGINE_FILES, BuildCache, hash_json, link_or_copy, write_atomic, write_unbuffered
+from compiler.cache import ENGINE_FILES, BuildCache, hash_json, link_or_copy, write_atomic
 from compiler.digest import finish_model_digest, hash_model_file
 from compiler.errors import CompileError, InvalidInput
 from compiler.profiles import ShapeProfile, load_profiles, load_sku_catalog, profiles_problem, validate_profiles
@@ -567,7 +567,7 @@ def _build(job: BuildJob, staging: Path, progress: Callable[[str, int, int], Non
         return _status(job, "failed", started, errors=[f"could not read the model to hash it: {exc}"])
     with ThreadPoolExecutor(1) as pool:  # hash on the second core while the plan is written
         plan_sha = pool.submit(lambda: hashlib.sha256(outcome.plan).hexdigest())
-        write_unbuffered(staging / "engine.plan", outcome.plan)
+        (staging / "engine.plan").write_bytes(outcome.plan)
         plan_sha = plan_sha.result()
     write_atomic(staging / "layers.json", json.dumps(_layers_document(outcome.layers), indent=2).encode())
     record = EngineRecord(

@@ -8,10 +8,8 @@ see half an entry: the first rename wins and the others discard their copy.
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import json
-import mmap
 import os
 import shutil
 import tempfile
@@ -118,60 +116,6 @@ def write_atomic(path: Path, data: bytes) -> None:
     with os.fdopen(fd, "wb") as handle:
         handle.write(data)
     os.replace(temporary, path)
-
-
-_DIRECT_CHUNK = 8 << 20
-_DIRECT_ALIGN = 4096
-"""O_DIRECT wants block-aligned buffers, offsets and lengths; 4 KiB covers 512-byte and 4K-sector disks."""
-
-
-def write_unbuffered(path: Path, data: bytes | memoryview) -> None:
-    """Write a large new file past the page cache (O_DIRECT) where the filesystem allows it.
-
-    Plans run to GBs and this run never reads them back. Through the page cache, each write first
-    needs as much fresh memory as the plan; measured on a 2-core VM that takes 0.9-1.3 s for a
-    440 MB plan (more with two builds writing at once), against 0.2-0.3 s straight to disk.
-    Where O_DIRECT is missing or refused (tmpfs on older kernels, some network filesystems, macOS) it
-    writes normally.
-    """
-    view = memoryview(data).cast("B")
-    if not (hasattr(os, "O_DIRECT") and _write_direct(path, view)):
-        path.write_bytes(view)
-
-
-def _write_direct(path: Path, view: memoryview) -> bool:
-    """False when the filesystem refuses O_DIRECT before anything is written."""
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_DIRECT, 0o644)
-    except OSError as exc:
-        if exc.errno == errno.EINVAL:
-            return False
-        raise
-    # a page-aligned (mmap) bounce buffer, reused: copying into it touches no fresh memory
-    bounce = mmap.mmap(-1, _DIRECT_CHUNK)
-    window = memoryview(bounce)
-    try:
-        for start in range(0, len(view), _DIRECT_CHUNK):
-            part = view[start:start + _DIRECT_CHUNK]
-            bounce[: len(part)] = part
-            padded = -(-len(part) // _DIRECT_ALIGN) * _DIRECT_ALIGN  # ftruncate cuts the padding off
-            done = 0
-            while done < padded:  # a short write (at a quota) is followed by one that raises the reason
-                try:
-                    written = os.write(fd, window[done:padded])
-                except OSError as exc:
-                    if exc.errno == errno.EINVAL and start == done == 0:
-                        return False  # opened, but its writes are refused
-                    raise OSError(exc.errno, exc.strerror, str(path)) from None
-                if written == 0:
-                    raise OSError(errno.EIO, "the write made no progress", str(path))
-                done += written
-        os.ftruncate(fd, len(view))
-        return True
-    finally:
-        window.release()
-        bounce.close()
-        os.close(fd)
 
 
 def link_or_copy(source: Path, target: Path) -> None:
