@@ -28,7 +28,7 @@ from calibration.calibrators import HistogramOptions
 from calibration.convert import convert_fp16
 from calibration.datasets import ImagePreprocess, model_inputs, open_dataset, split
 from calibration.report import AccuracyReport, Gate, compare, gates, session
-from compiler.cache import file_sha256, hash_json, write_atomic
+from compiler.cache import file_sha256, hash_json, writable_folder, write_atomic
 from compiler.errors import InvalidInput
 from compiler.model import load_model
 
@@ -151,7 +151,7 @@ def calibrate(
             return _with_gates(previous, limits, reused=True)
 
         dataset.check_values()
-        out.mkdir(parents=True, exist_ok=True)
+        writable_folder(out, "--out")
         (out / "calibration.json").unlink(missing_ok=True)  # the folder is incomplete until we finish
         reference = session(source.path, "model")  # fail fast on a model onnxruntime cannot run
         model_out = out / "model.onnx"

@@ -28,7 +28,7 @@ from pydantic import BaseModel
 
 from compiler.backends import load_backend
 from compiler.backends.base import BuildSpec
-from compiler.cache import ENGINE_FILES, BuildCache, hash_json, link_or_copy, write_atomic
+from compiler.cache import ENGINE_FILES, BuildCache, hash_json, link_or_copy, writable_folder, write_atomic
 from compiler.digest import finish_model_digest, hash_model_file
 from compiler.errors import CompileError, InvalidInput
 from compiler.profiles import ShapeProfile, load_profiles, load_sku_catalog, profiles_problem, validate_profiles
@@ -197,6 +197,7 @@ def plan_builds(
         if precision not in PRECISIONS:
             raise InvalidInput(f"unknown precision '{precision}'; choose from {', '.join(PRECISIONS)}")
     cache = BuildCache(Path(cache_dir) if cache_dir else None)
+    writable_folder(cache.root, "--cache-dir" if cache_dir else "build cache (set --cache-dir or COMPILE_CACHE_DIR)")
     source = _model_facts(Path(model), cache)
     profile_set = load_profiles(profiles)
     errors = validate_profiles(profile_set, source["inputs"])
@@ -248,6 +249,7 @@ def plan_builds(
                 cache_root=cache.root, use_cache=use_cache, target_dir=Path(out) / sku / precision,
                 model_digest=digest, built_model_sha256=built_sha, calibration_sha256=calibration_sha,
             ))
+    writable_folder(Path(out), "--out")
     return jobs
 
 

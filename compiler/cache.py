@@ -14,8 +14,11 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
+
+from compiler.errors import InvalidInput
 
 ENGINE_FILES = ("engine.plan", "engine.json", "layers.json", "build.log")
 
@@ -70,9 +73,11 @@ class BuildCache:
 
     def memorize(self, memo: Path, facts: dict[str, Any]) -> None:
         """Keep facts at the place :meth:`recall` named (taken before computing them, so a file
-        that changed meanwhile is simply not found next time)."""
+        that changed meanwhile is simply not found next time). Best effort: facts that cannot be
+        kept (a full disk) are computed again next time, and the run that computed them goes on."""
         facts = {**facts, "files_stat": [[str(f), _stat_key(Path(f))] for f in facts.get("files", [])]}
-        write_atomic(memo, json.dumps(facts).encode())
+        with suppress(OSError):
+            write_atomic(memo, json.dumps(facts).encode())
 
     def entry(self, key: str) -> Path:
         return self.root / "engines" / key[:2] / key
@@ -109,13 +114,29 @@ class BuildCache:
             shutil.rmtree(staging, ignore_errors=True)
 
 
+def writable_folder(path: Path, role: str) -> Path:
+    """Create ``path`` (and its parents) and prove a file can be made in it, before any work is spent
+    on what would be written there; InvalidInput names ``role`` (the option that chose the folder)."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=path).close()
+    except OSError as exc:
+        reason = "a file is in the way" if isinstance(exc, FileExistsError) else exc.strerror or exc
+        raise InvalidInput(f"{role} {path}: cannot write there ({reason}); choose another folder") from None
+    return path
+
+
 def write_atomic(path: Path, data: bytes) -> None:
     """Write through a temporary sibling and rename: readers see the old file or the whole new one."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(data)
-    os.replace(temporary, path)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
 
 
 def link_or_copy(source: Path, target: Path) -> None:

@@ -250,6 +250,13 @@ def main() -> None:
     except KeyboardInterrupt:
         sys.stderr.write("error: interrupted\n")
         code = INTERRUPTED
+    except OSError as exc:  # the machine's doing (a full disk, a lost mount), not a bug to report
+        if _state["debug"]:
+            traceback.print_exc()
+        where = f"{exc.filename}: " if exc.filename else ""
+        sys.stderr.write(f"error: {where}{exc.strerror or exc}; check the free space and permissions of the "
+                         f"files and folders this command reads and writes (--debug shows which)\n")
+        code = ExitCode.ENVIRONMENT
     except Exception as exc:
         if _state["debug"]:
             traceback.print_exc()

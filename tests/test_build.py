@@ -210,6 +210,18 @@ def test_a_write_failure_fails_each_target_without_a_partial_plan(digits_model, 
     assert all("File too large" in t["errors"][0] for t in targets)
 
 
+def test_a_failed_atomic_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path):
+    target = tmp_path / "engine.json"
+    target.write_text("previous\n")
+    write = "import sys; from pathlib import Path; from compiler.cache import write_atomic; " \
+            "write_atomic(Path(sys.argv[1]), bytes(1 << 20))"
+    done = subprocess.run([sys.executable, "-c", write, str(target)], capture_output=True, text=True,
+                          preexec_fn=_files_of_at_most_64_kib)
+    assert done.returncode == 1 and "File too large" in done.stderr
+    assert [p.name for p in tmp_path.iterdir()] == ["engine.json"]
+    assert target.read_text() == "previous\n"
+
+
 @pytest.mark.parametrize(("change", "code", "fragments"), [
     (["--sku", "rtx-9999"], 2, ["unknown SKU 'rtx-9999'", "rtx-4090"]),
     (["--sku", "h100"], 3, ["backend tensorrt is not installed", "compile[tensorrt]"]),
@@ -226,6 +238,38 @@ def test_invalid_inputs_fail_before_any_build(change, code, fragments, digits_mo
         args += ["--precision", "fp32"]
     assert_clean_error(run_cli(*args, *change), code, *fragments)
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(("option", "path", "fragments"), [
+    ("--out", "a-file/out", ["--out", "a-file/out", "cannot write there", "Not a directory"]),
+    ("--out", "a-file", ["--out", "a-file", "a file is in the way"]),
+    ("--cache-dir", "a-file/cache", ["--cache-dir", "a-file/cache", "Not a directory"]),
+    ("--cache-dir", "a-file", ["--cache-dir", "a-file", "a file is in the way"]),
+])
+def test_unusable_output_or_cache_folder_fails_before_any_build(option, path, fragments, digits_model,
+                                                                digits_profiles, tmp_path):
+    (tmp_path / "a-file").write_text("not a folder\n")
+    folders = {"--out": tmp_path / "out", "--cache-dir": tmp_path / "cache", option: tmp_path / path}
+    result = run_cli("build", digits_model, "--profiles", digits_profiles, "--sku", "rtx-4090", "--precision", "fp32",
+                     "--json", *(str(a) for pair in folders.items() for a in pair), cwd=tmp_path)
+    assert_clean_error(result, 2, *fragments, "choose another folder")
+    assert result.stdout == ""
+    assert (tmp_path / "a-file").read_text() == "not a folder\n"
+    assert not (tmp_path / "out").exists()
+    assert not list(tmp_path.glob("**/engine.plan"))
+
+
+def test_facts_that_cannot_be_remembered_do_not_fail_the_build(digits_model, digits_profiles, tmp_path):
+    """The memo of the model's digest is an optimization: where it cannot be written the build still succeeds."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "facts").write_text("in the way\n")
+    result = run_cli("build", digits_model, "--profiles", digits_profiles, "--sku", "rtx-4090", "--precision", "fp32",
+                     "--out", tmp_path / "out", "--cache-dir", cache, "--json")
+    assert result.exit_code == 0, result.stderr
+    record = json.loads((tmp_path / "out" / "rtx-4090" / "fp32" / "engine.json").read_text())
+    assert record["model_sha256"] == hashlib.sha256(digits_model.read_bytes()).hexdigest()
+    assert (cache / "engines" / record["cache_key"][:2] / record["cache_key"] / "engine.plan").is_file()
 
 
 @pytest.mark.parametrize("calibrating", [False, True])

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import resource
+import signal
 import struct
 import time
 from pathlib import Path
@@ -274,6 +276,29 @@ def test_bad_options_are_clean_errors(tmp_path, digits_model, digits_data):
     assert_clean_error(bad, 2, "--method", "minmax, entropy, percentile")
     bad = run_cli("calibrate", digits_model, "--data", digits_data, "--out", tmp_path / "o", "--precision", "int4")
     assert_clean_error(bad, 2, "--precision")
+
+
+def test_unusable_out_folder_is_a_clean_error(tmp_path, digits_model, digits_data):
+    (tmp_path / "a-file").write_text("not a folder\n")
+    done = run_cli("calibrate", digits_model, "--data", digits_data, "--out", tmp_path / "a-file" / "o")
+    assert_clean_error(done, 2, "--out", "a-file/o", "cannot write there", "Not a directory")
+    assert (tmp_path / "a-file").read_text() == "not a folder\n"
+
+
+def _files_of_at_most_16_kib() -> None:
+    """A real write failure in the child (EFBIG past RLIMIT_FSIZE), as a full disk would give."""
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (16 << 10, 16 << 10))
+
+
+def test_a_failed_write_is_a_clean_environment_error_and_leaves_no_complete_looking_folder(
+        tmp_path, digits_model, digits_data):
+    out = tmp_path / "o"
+    done = run_cli("calibrate", digits_model, "--data", digits_data, "--out", out, "--json",
+                   preexec_fn=_files_of_at_most_16_kib)
+    assert_clean_error(done, 3, "File too large", "free space and permissions")
+    assert done.stdout == ""
+    assert not (out / "calibration.json").exists()
 
 
 def test_seeded_split_and_sample_cap():
