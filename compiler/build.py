@@ -30,7 +30,7 @@ from compiler.backends import load_backend
 from compiler.backends.base import BuildSpec
 from compiler.cache import ENGINE_FILES, BuildCache, hash_json, link_or_copy, writable_folder, write_atomic
 from compiler.digest import finish_model_digest, hash_model_file
-from compiler.errors import CompileError, InvalidInput
+from compiler.errors import CompileError, Interrupted, InvalidInput
 from compiler.profiles import ShapeProfile, load_profiles, load_sku_catalog, profiles_problem, validate_profiles
 from compiler.skim import skim_inputs
 
@@ -156,8 +156,8 @@ def build_engines(
 def execute_builds(planned: list[BuildJob], model: str | Path, out: str | Path, jobs: int = 1,
                    progress: Progress | None = None) -> BuildReport:
     """Run planned jobs (in ``jobs`` processes when > 1) and write ``OUT/build.json``."""
-    cancel = threading.Event()
-    with _cancel_on_sigint(cancel):
+    cancel, received = threading.Event(), []
+    with _cancel_on_signals(cancel, received):
         statuses = _run(planned, jobs, progress, cancel)
     try:
         digest = planned[0].model_sha256 if planned else ""
@@ -166,8 +166,8 @@ def execute_builds(planned: list[BuildJob], model: str | Path, out: str | Path, 
     report = BuildReport(model=str(model), model_sha256=digest, out=str(out), targets=statuses)
     Path(out).mkdir(parents=True, exist_ok=True)
     write_atomic(Path(out) / "build.json", report.model_dump_json(indent=2).encode())
-    if cancel.is_set():
-        raise KeyboardInterrupt
+    if received:
+        raise Interrupted(received[0])
     return report
 
 
@@ -433,11 +433,30 @@ _worker_channel: dict[str, Any] = {}
 
 
 def _init_worker(events: Any, cancel: Any, digest: _DigestRelay | None) -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; it cancels through the monitor
-    _worker_channel.update(events=events, cancel=cancel, digest=digest)
+    for signum in STOP_SIGNALS:  # the parent decides; it cancels through the monitor
+        signal.signal(signum, signal.SIG_IGN)
+    orphaned, busy = threading.Event(), threading.Lock()
+    threading.Thread(target=_exit_when_orphaned, args=(os.getppid(), orphaned, busy), daemon=True).start()
+    _worker_channel.update(events=events, cancel=_Either(cancel, orphaned), digest=digest, busy=busy)
+
+
+def _exit_when_orphaned(parent: int, orphaned: threading.Event, busy: threading.Lock) -> None:
+    """A parent killed outright (SIGKILL, the OOM killer) can neither cancel its workers nor take their results:
+    they stop the build at hand through its monitor, clean up and exit, rather than build on, put folders in
+    place after the command has ended, or wait for work forever."""
+    while os.getppid() == parent:
+        time.sleep(0.2)
+    orphaned.set()
+    with busy:
+        os._exit(1)
 
 
 def _worker(index: int, job: BuildJob) -> TargetStatus:
+    with _worker_channel["busy"]:
+        return _work(index, job)
+
+
+def _work(index: int, job: BuildJob) -> TargetStatus:
     if job.model_digest is None:
         job = replace(job, model_digest=_worker_channel["digest"])
     events, last = _worker_channel["events"], [0.0]
@@ -514,7 +533,8 @@ def _produce(job: BuildJob, staging: Path, progress: Callable[[str, int, int], N
 
 
 class _Either:
-    """Set when either event is: the user's Ctrl-C or the cache turning out to have the engine."""
+    """Set when either event is: the user's stop signal and the cache turning out to have the engine, or in a
+    worker the parent's cancel and the parent being gone."""
 
     def __init__(self, first: Any, second: threading.Event) -> None:
         self.first, self.second = first, second
@@ -628,9 +648,14 @@ def _replace_dir(target: Path, staging: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+"""Ctrl-C, and what a cancelled CI job or a stopping container sends."""
+
+
 @contextmanager
-def _cancel_on_sigint(cancel: threading.Event) -> Iterator[None]:
-    """Ctrl-C asks the builders to stop through their progress monitors instead of killing mid-write."""
+def _cancel_on_signals(cancel: threading.Event, received: list[int]) -> Iterator[None]:
+    """A stop signal asks the builders to stop through their progress monitors instead of killing mid-write
+    (``received`` gets its number); a second one stops at once."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -638,12 +663,14 @@ def _cancel_on_sigint(cancel: threading.Event) -> Iterator[None]:
     def handler(signum: int, frame: Any) -> None:
         if cancel.is_set():
             raise KeyboardInterrupt
+        received.append(signum)
         cancel.set()
 
-    previous = signal.signal(signal.SIGINT, handler)
+    previous = {signum: signal.signal(signum, handler) for signum in STOP_SIGNALS}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for signum, action in previous.items():
+            signal.signal(signum, action)
 
 

@@ -6,6 +6,7 @@ single ``error:`` line and the matching exit code. Anything else is a bug.
 
 from __future__ import annotations
 
+import signal
 from enum import IntEnum
 
 
@@ -45,3 +46,12 @@ class Conflict(CompileError):
     """A published version already exists with other content (exit 4)."""
 
     exit_code = ExitCode.CONFLICT
+
+
+class Interrupted(CompileError):
+    """Stopped by a signal: Ctrl-C (SIGINT) or SIGTERM (a cancelled CI job, a stopping container). The exit
+    code is the shell's 128 + signal number, as if the signal had ended the process."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__("interrupted" if signum == signal.SIGINT else "terminated")
+        self.exit_code = 128 + signum

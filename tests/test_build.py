@@ -369,10 +369,9 @@ def test_int8_with_data_calibrates_into_the_cache(digits_model, digits_profiles,
     assert ("calibrate", 1438, 1438) in reports and reports[0][1] == 0
 
 
-@pytest.mark.parametrize("jobs", [1, 2])
-def test_ctrl_c_cancels_the_build_and_leaves_no_plan(tmp_path, jobs):
-    """A real Ctrl-C (SIGINT to the whole process group, as a terminal sends it) while TensorRT builds: exit 130,
-    no plan, no staging folder left; with --jobs 2 the worker processes stop through the parent too."""
+def _start_slow_build(tmp_path: Path, jobs: int) -> tuple[subprocess.Popen, Path, list[str]]:
+    """`compile build` of ResNet-50 (batch up to 32) for ``jobs`` SKUs in its own session, returned once every
+    target's build has started (its staging folder exists)."""
     model = resnet(tmp_path / "resnet50.onnx", depth=50)
     profiles = tmp_path / "p.yaml"
     profiles.write_text("profiles:\n  - name: p\n    shapes:\n"
@@ -385,19 +384,61 @@ def test_ctrl_c_cancels_the_build_and_leaves_no_plan(tmp_path, jobs):
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
     )
     deadline = time.monotonic() + 60
-    # a staging folder appears as each build starts
     while not all(any((out / sku).glob(".fp32-*")) for sku in skus):
         assert process.poll() is None and time.monotonic() < deadline, process.communicate()
         time.sleep(0.005)
     time.sleep(0.1)
-    os.killpg(process.pid, signal.SIGINT)
+    return process, out, skus
+
+
+def _processes_building_into(out: Path) -> list[str]:
+    """Command lines of live (not zombie) processes whose arguments name ``out``: the CLI and its workers."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if (proc / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                continue
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except (OSError, IndexError):
+            continue
+        if str(out).encode() in argv:
+            found.append(b" ".join(argv).decode(errors="replace"))
+    return found
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+@pytest.mark.parametrize(("send", "code", "line"), [
+    (lambda process: os.killpg(process.pid, signal.SIGINT), 130, "error: interrupted"),  # a terminal's Ctrl-C
+    (lambda process: process.send_signal(signal.SIGTERM), 143, "error: terminated"),  # a CI job cancelled
+], ids=["ctrl-c", "sigterm"])
+def test_a_stop_signal_cancels_the_build_and_leaves_no_plan(tmp_path, jobs, send, code, line):
+    """A real signal while TensorRT builds: the builders stop through their progress monitors, no plan and no
+    staging folder stays, build.json says cancelled, and with --jobs 2 no worker outlives the command."""
+    process, out, skus = _start_slow_build(tmp_path, jobs)
+    send(process)
     stdout, stderr = process.communicate(timeout=120)
-    assert assert_clean_error(CliResult(process.returncode, stdout, stderr), 130) == "error: interrupted"
+    assert assert_clean_error(CliResult(process.returncode, stdout, stderr), code) == line
     for sku in skus:
         assert list((out / sku).iterdir()) == []
     statuses = json.loads((out / "build.json").read_text())["targets"]
     assert [(t["sku"], t["status"], t["errors"]) for t in statuses] == [
         (sku, "cancelled", ["build cancelled"]) for sku in skus]
+    assert _processes_building_into(out) == []
+
+
+def test_workers_of_a_killed_command_stop_instead_of_building_on(tmp_path):
+    """SIGKILL cannot be handled: the parent dies at once, and its worker processes notice through their
+    progress monitors and stop, leaving no plan put in place after the command has ended."""
+    process, out, skus = _start_slow_build(tmp_path, 2)
+    process.kill()
+    process.wait(timeout=10)
+    deadline = time.monotonic() + 30
+    while _processes_building_into(out):
+        assert time.monotonic() < deadline, _processes_building_into(out)
+        time.sleep(0.05)
+    for sku in skus:
+        assert not (out / sku / "fp32").exists()
+        assert list((out / sku).iterdir()) == []
 
 
 def test_datacenter_tensorrt_refuses_without_a_gpu_of_the_sku():
