@@ -28,7 +28,7 @@ from pydantic import BaseModel
 
 from compiler.backends import load_backend
 from compiler.backends.base import BuildSpec
-from compiler.cache import ENGINE_FILES, BuildCache, hash_json, link_or_copy, writable_folder, write_atomic
+from compiler.cache import ENGINE_FILES, BuildCache, hash_json, link_or_copy, new_folder, writable_folder, write_atomic
 from compiler.digest import finish_model_digest, hash_model_file
 from compiler.errors import CompileError, Interrupted, InvalidInput
 from compiler.profiles import ShapeProfile, load_profiles, load_sku_catalog, profiles_problem, validate_profiles
@@ -480,7 +480,7 @@ def run_job(job: BuildJob, progress: Callable[[str, int, int], None] | None, can
     """
     started = time.perf_counter()
     job.target_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{job.target_dir.name}-", dir=job.target_dir.parent))
+    staging = new_folder(job.target_dir.parent, f".{job.target_dir.name}-")
     try:
         try:
             status = _produce(job, staging, progress, cancel, started)

@@ -102,7 +102,7 @@ class BuildCache:
         if entry.exists():
             return
         entry.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{key[:12]}-", dir=entry.parent))
+        staging = new_folder(entry.parent, f".{key[:12]}-")
         try:
             for name in ENGINE_FILES:
                 link_or_copy(source / name, staging / name)
@@ -126,10 +126,21 @@ def writable_folder(path: Path, role: str) -> Path:
     return path
 
 
+def new_folder(parent: Path, prefix: str) -> Path:
+    """A new, uniquely named folder in ``parent``, made like any other folder (the umask decides who may read
+    it, where tempfile.mkdtemp makes it owner-only): staging folders are renamed into place as results that
+    serving fleets, CI steps and teammates sharing a cache read."""
+    folder = parent / f"{prefix}{os.urandom(6).hex()}"
+    folder.mkdir()
+    return folder
+
+
 def write_atomic(path: Path, data: bytes) -> None:
-    """Write through a temporary sibling and rename: readers see the old file or the whole new one."""
+    """Write through a temporary sibling and rename: readers see the old file or the whole new one, with the
+    permissions any new file gets here (see :func:`new_folder`)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    temporary = path.with_name(f".{path.name}.{os.urandom(6).hex()}")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)

@@ -210,6 +210,22 @@ def test_a_write_failure_fails_each_target_without_a_partial_plan(digits_model, 
     assert all("File too large" in t["errors"][0] for t in targets)
 
 
+@pytest.mark.parametrize("umask", [0o022, 0o077], ids=["umask-022", "umask-077"])
+def test_outputs_and_cache_entries_get_the_permissions_the_umask_gives(digits_model, digits_profiles, tmp_path, umask):
+    """Results are read by others (serving fleets, later CI steps, teammates sharing a cache): no owner-only
+    staging permissions may leak into them."""
+    out, cache = tmp_path / "out", tmp_path / "cache"
+    result = run_cli("build", digits_model, "--profiles", digits_profiles, "--sku", "rtx-4090", "--precision", "fp32",
+                     "--out", out, "--cache-dir", cache, "--json", preexec_fn=lambda: os.umask(umask))
+    assert result.exit_code == 0, result.stderr
+    [entry] = cache.glob("engines/*/*")
+    folders = [out, out / "rtx-4090", out / "rtx-4090" / "fp32", entry]
+    files = [out / "build.json", *(out / "rtx-4090" / "fp32").iterdir(), *entry.iterdir()]
+    assert len(files) == 9
+    assert {oct(p.stat().st_mode & 0o777) for p in folders} == {oct(0o777 & ~umask)}
+    assert {oct(p.stat().st_mode & 0o777) for p in files} == {oct(0o666 & ~umask)}
+
+
 def test_a_failed_atomic_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path):
     target = tmp_path / "engine.json"
     target.write_text("previous\n")
