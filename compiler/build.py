@@ -28,7 +28,17 @@ from pydantic import BaseModel
 
 from compiler.backends import load_backend
 from compiler.backends.base import BuildSpec
-from compiler.cache import ENGINE_FILES, BuildCache, hash_json, link_or_copy, new_folder, writable_folder, write_atomic
+from compiler.cache import (
+    ENGINE_FILES,
+    BuildCache,
+    changed_since,
+    hash_json,
+    link_or_copy,
+    new_folder,
+    stat_key,
+    writable_folder,
+    write_atomic,
+)
 from compiler.digest import finish_model_digest, hash_model_file
 from compiler.errors import CompileError, Interrupted, InvalidInput
 from compiler.profiles import ShapeProfile, load_profiles, load_sku_catalog, profiles_problem, validate_profiles
@@ -112,6 +122,10 @@ class BuildJob:
     built_model_sha256: str | None
     """The digest of the model actually built; None when that is the source model itself (fp32)."""
     calibration_sha256: str | None
+    source_stat: list[tuple[str, list[Any]]]
+    """(path, stat key) of the source model and its external data files, taken before they were hashed."""
+    built_stat: tuple[str, list[Any]] | None
+    """The same for the model actually built when that is another file (fp16, int8/fp8)."""
 
     @property
     def model_sha256(self) -> str:
@@ -198,6 +212,7 @@ def plan_builds(
             raise InvalidInput(f"unknown precision '{precision}'; choose from {', '.join(PRECISIONS)}")
     cache = BuildCache(Path(cache_dir) if cache_dir else None)
     writable_folder(cache.root, "--cache-dir" if cache_dir else "build cache (set --cache-dir or COMPILE_CACHE_DIR)")
+    model_stat = _stat_or_none(Path(model))  # before anything reads the model
     source = _model_facts(Path(model), cache)
     profile_set = load_profiles(profiles)
     errors = validate_profiles(profile_set, source["inputs"])
@@ -221,6 +236,7 @@ def plan_builds(
     digest = source["sha256"]
     prepared = {p: _prepare(p, Path(model), digest, calibration, data, method, cache, calibration_progress)
                 for p in dict.fromkeys(precisions)}
+    source_stat = [(str(model), model_stat), *((f, stat_key(Path(f))) for f in source["files"])]
     jobs = []
     for sku, target in targets.items():
         backend_impl = backends[backend or target.backend]
@@ -248,9 +264,18 @@ def plan_builds(
                 sku=sku, precision=precision, backend=backend_impl.name, spec=spec, key_material=material,
                 cache_root=cache.root, use_cache=use_cache, target_dir=Path(out) / sku / precision,
                 model_digest=digest, built_model_sha256=built_sha, calibration_sha256=calibration_sha,
+                source_stat=source_stat,
+                built_stat=None if built_model == Path(model) else (str(built_model), stat_key(built_model)),
             ))
     writable_folder(Path(out), "--out")
     return jobs
+
+
+def _stat_or_none(path: Path) -> list[Any] | None:
+    try:
+        return stat_key(path)
+    except OSError:
+        return None  # not a readable file: reading it raises the precise error
 
 
 def _model_facts(path: Path, cache: BuildCache) -> dict[str, Any]:
@@ -585,8 +610,12 @@ def _build(job: BuildJob, staging: Path, progress: Callable[[str, int, int], Non
         return _status(job, "failed", started, errors=[f"plan header check failed: {mismatch}"])
     try:
         cache_key = job.cache_key  # waits for the model's digest if it is still being computed
+        changed = _changed_input(job, cache)
     except OSError as exc:
         return _status(job, "failed", started, errors=[f"could not read the model to hash it: {exc}"])
+    if changed:
+        return _status(job, "failed", started, errors=[f"{changed} changed while its engine was built, so the plan "
+                                                       f"may not be of the model recorded; run compile build again"])
     with ThreadPoolExecutor(1) as pool:  # hash on the second core while the plan is written
         plan_sha = pool.submit(lambda: hashlib.sha256(outcome.plan).hexdigest())
         (staging / "engine.plan").write_bytes(outcome.plan)
@@ -613,6 +642,22 @@ def _build(job: BuildJob, staging: Path, progress: Callable[[str, int, int], Non
     if job.use_cache:
         cache.store(cache_key, staging)
     return _status(job, "ok", started)
+
+
+def _changed_input(job: BuildJob, cache: BuildCache) -> str | None:
+    """A model file whose bytes changed since they were hashed, which would leave a plan its recorded digest and
+    cache key do not describe. Files are re-read only when their stat moved, and a rewrite with the same bytes
+    (concurrent runs preparing the same fp16 model) is no change."""
+    moved = changed_since(job.source_stat)
+    if moved:
+        model, *external = (Path(path) for path, _ in job.source_stat)
+        if finish_model_digest(hash_model_file(model), tuple(external)) != job.model_sha256:
+            return moved[0]
+    if job.built_stat and changed_since([job.built_stat]):
+        built = Path(job.built_stat[0])
+        if cache.file_sha256(built) != job.built_model_sha256:
+            return str(built)
+    return None
 
 
 def _status(job: BuildJob, status: str, started: float, cache_hit: bool = False,

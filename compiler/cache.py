@@ -31,9 +31,22 @@ def hash_json(data: Any) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def _stat_key(path: Path) -> list[Any]:
+def stat_key(path: Path) -> list[Any]:
+    """What changes whenever a file's content may have (a write always moves ctime)."""
     stat = path.stat()
     return [str(path.resolve()), stat.st_size, stat.st_mtime_ns, stat.st_ino, stat.st_ctime_ns]
+
+
+def changed_since(stats: list[tuple[str, list[Any]]]) -> list[str]:
+    """The files among (path, :func:`stat_key`) pairs that changed or vanished since."""
+    changed = []
+    for path, before in stats:
+        try:
+            if stat_key(Path(path)) != before:
+                changed.append(path)
+        except OSError:
+            changed.append(path)
+    return changed
 
 
 def file_sha256(path: Path) -> str:
@@ -62,10 +75,10 @@ class BuildCache:
 
         Facts may name more files under ``"files"``; those must be unchanged too.
         """
-        memo = self.root / "facts" / kind / hash_json([kind, *map(_stat_key, paths)])
+        memo = self.root / "facts" / kind / hash_json([kind, *map(stat_key, paths)])
         try:
             facts = json.loads(memo.read_text())
-            if all(_stat_key(Path(f)) == stat for f, stat in facts.get("files_stat", [])):
+            if all(stat_key(Path(f)) == stat for f, stat in facts.get("files_stat", [])):
                 return memo, facts
         except (OSError, ValueError):
             pass
@@ -75,7 +88,7 @@ class BuildCache:
         """Keep facts at the place :meth:`recall` named (taken before computing them, so a file
         that changed meanwhile is simply not found next time). Best effort: facts that cannot be
         kept (a full disk) are computed again next time, and the run that computed them goes on."""
-        facts = {**facts, "files_stat": [[str(f), _stat_key(Path(f))] for f in facts.get("files", [])]}
+        facts = {**facts, "files_stat": [[str(f), stat_key(Path(f))] for f in facts.get("files", [])]}
         with suppress(OSError):
             write_atomic(memo, json.dumps(facts).encode())
 

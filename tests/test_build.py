@@ -385,7 +385,7 @@ def test_int8_with_data_calibrates_into_the_cache(digits_model, digits_profiles,
     assert ("calibrate", 1438, 1438) in reports and reports[0][1] == 0
 
 
-def _start_slow_build(tmp_path: Path, jobs: int) -> tuple[subprocess.Popen, Path, list[str]]:
+def _start_slow_build(tmp_path: Path, jobs: int, cache: bool = False) -> tuple[subprocess.Popen, Path, list[str]]:
     """`compile build` of ResNet-50 (batch up to 32) for ``jobs`` SKUs in its own session, returned once every
     target's build has started (its staging folder exists)."""
     model = resnet(tmp_path / "resnet50.onnx", depth=50)
@@ -395,8 +395,8 @@ def _start_slow_build(tmp_path: Path, jobs: int) -> tuple[subprocess.Popen, Path
     out, skus = tmp_path / "out", list(SKUS)[:jobs]
     process = subprocess.Popen(
         [sys.executable, "-m", "compiler", "build", model, "--profiles", profiles,
-         *[a for sku in skus for a in ("--sku", sku)], "--precision", "fp32", "--out", out, "--no-cache",
-         "--cache-dir", tmp_path / "cache", "--jobs", str(jobs)],
+         *[a for sku in skus for a in ("--sku", sku)], "--precision", "fp32", "--out", out,
+         *([] if cache else ["--no-cache"]), "--cache-dir", tmp_path / "cache", "--jobs", str(jobs)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
     )
     deadline = time.monotonic() + 60
@@ -455,6 +455,31 @@ def test_workers_of_a_killed_command_stop_instead_of_building_on(tmp_path):
     for sku in skus:
         assert not (out / sku / "fp32").exists()
         assert list((out / sku).iterdir()) == []
+
+
+@pytest.mark.parametrize("same_bytes", [True, False], ids=["rewritten-same-bytes", "changed-bytes"])
+def test_a_model_changed_during_its_build_fails_the_target_instead_of_caching_a_mislabelled_plan(tmp_path,
+                                                                                               same_bytes):
+    """The model file is replaced (new inode) while TensorRT builds: with other bytes the plan may be of a model
+    other than the digest recorded, so the target fails and nothing is cached; the same bytes are no change."""
+    process, out, [sku] = _start_slow_build(tmp_path, 1, cache=True)
+    model = tmp_path / "resnet50.onnx"
+    data = bytearray(model.read_bytes())
+    if not same_bytes:
+        data[len(data) // 2:len(data) // 2 + 8] = bytes(8)  # inside the weights: still a valid model
+    (tmp_path / "next.onnx").write_bytes(data)
+    os.replace(tmp_path / "next.onnx", model)
+    stdout, stderr = process.communicate(timeout=300)
+    engines = list((tmp_path / "cache").glob("engines/*/*/engine.plan"))
+    if same_bytes:
+        assert process.returncode == 0, stderr
+        [plan] = engines
+        assert plan.read_bytes() == (out / sku / "fp32" / "engine.plan").read_bytes()
+    else:
+        assert_clean_error(CliResult(process.returncode, stdout, stderr), 1, "1 of 1 builds failed",
+                           f"{model} changed while its engine was built", "run compile build again")
+        assert sorted(p.name for p in (out / sku / "fp32").iterdir()) == ["build.log"]
+        assert engines == []
 
 
 def test_datacenter_tensorrt_refuses_without_a_gpu_of_the_sku():
