@@ -79,6 +79,8 @@ class TargetStatus(BaseModel):
     cache_hit: bool = False
     seconds: float = 0.0
     errors: list[str] = []
+    warnings: list[str] = []
+    """What went wrong without costing the result (an engine the build cache could not keep)."""
 
 
 class BuildReport(BaseModel):
@@ -640,7 +642,12 @@ def _build(job: BuildJob, staging: Path, progress: Callable[[str, int, int], Non
     )
     write_atomic(staging / "engine.json", record.model_dump_json(indent=2).encode())
     if job.use_cache:
-        cache.store(cache_key, staging)
+        try:
+            cache.store(cache_key, staging)
+        except OSError as exc:  # a full cache volume: the engine itself is whole, only the next run rebuilds it
+            status = _status(job, "ok", started)
+            status.warnings.append(f"not kept in the build cache {cache.root}: {exc}")
+            return status
     return _status(job, "ok", started)
 
 

@@ -163,6 +163,9 @@ def build(
             [t.sku, t.precision, status_text(t.status), "hit" if t.cache_hit else "miss", f"{t.seconds:.2f}",
              t.errors[0] if t.errors else t.path] for t in report.targets
         ]))
+    for target in report.targets:
+        for warning in target.warnings:
+            sys.stderr.write(f"warning: {target.sku}/{target.precision}: {warning}\n")
     if report.failed:
         first = report.failed[0]
         raise CheckFailed(f"{len(report.failed)} of {len(report.targets)} builds failed; {first.sku}/{first.precision}:"

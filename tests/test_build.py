@@ -226,6 +226,24 @@ def test_outputs_and_cache_entries_get_the_permissions_the_umask_gives(digits_mo
     assert {oct(p.stat().st_mode & 0o777) for p in files} == {oct(0o666 & ~umask)}
 
 
+def test_an_engine_the_cache_cannot_keep_is_delivered_with_a_warning(digits_model, digits_profiles, tmp_path):
+    """The cache is an optimization: where it cannot take the entry (a full cache volume; here a file where its
+    engines folder belongs) the built engine still lands in --out, and the run says it was not kept."""
+    out, cache = tmp_path / "out", tmp_path / "cache"
+    cache.mkdir()
+    (cache / "engines").write_text("in the way\n")
+    result = run_cli("build", digits_model, "--profiles", digits_profiles, "--sku", "rtx-4090", "--precision", "fp32",
+                     "--out", out, "--cache-dir", cache, "--json")
+    assert result.exit_code == 0, result.stderr
+    [target] = json.loads(result.stdout)["targets"]
+    assert target["status"] == "ok" and target["errors"] == []
+    [warning] = target["warnings"]
+    assert warning.startswith(f"not kept in the build cache {cache}: ") and "engines" in warning
+    assert result.stderr == f"warning: rtx-4090/fp32: {warning}\n"
+    record = json.loads((out / "rtx-4090" / "fp32" / "engine.json").read_text())
+    assert hashlib.sha256((out / "rtx-4090" / "fp32" / "engine.plan").read_bytes()).hexdigest() == record["sha256"]
+
+
 def test_a_failed_atomic_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path):
     target = tmp_path / "engine.json"
     target.write_text("previous\n")
