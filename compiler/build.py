@@ -204,7 +204,8 @@ def plan_builds(
     optimization_level: int | None = None,
     calibration_progress: Callable[[str, int, int], None] | None = None,
 ) -> list[BuildJob]:
-    """Every check that can fail before a build, and the jobs that follow from them."""
+    """Every check that can fail before a build, and the jobs that follow from them (the output folder is made,
+    proven writable, last)."""
     if not skus:
         raise InvalidInput("no --sku given; name at least one SKU from profiles/skus.yaml")
     if not precisions:
@@ -641,14 +642,13 @@ def _build(job: BuildJob, staging: Path, progress: Callable[[str, int, int], Non
         plan_header=backend.plan_header(outcome.plan),
     )
     write_atomic(staging / "engine.json", record.model_dump_json(indent=2).encode())
+    warnings = []
     if job.use_cache:
         try:
             cache.store(cache_key, staging)
         except OSError as exc:  # a full cache volume: the engine itself is whole, only the next run rebuilds it
-            status = _status(job, "ok", started)
-            status.warnings.append(f"not kept in the build cache {cache.root}: {exc}")
-            return status
-    return _status(job, "ok", started)
+            warnings.append(f"not kept in the build cache {cache.root}: {exc}")
+    return _status(job, "ok", started, warnings=warnings)
 
 
 def _changed_input(job: BuildJob, cache: BuildCache) -> str | None:
@@ -668,9 +668,10 @@ def _changed_input(job: BuildJob, cache: BuildCache) -> str | None:
 
 
 def _status(job: BuildJob, status: str, started: float, cache_hit: bool = False,
-            errors: list[str] | None = None) -> TargetStatus:
+            errors: list[str] | None = None, warnings: list[str] | None = None) -> TargetStatus:
     return TargetStatus(sku=job.sku, precision=job.precision, status=status, path=str(job.target_dir),
-                        cache_hit=cache_hit, seconds=round(time.perf_counter() - started, 3), errors=errors or [])
+                        cache_hit=cache_hit, seconds=round(time.perf_counter() - started, 3), errors=errors or [],
+                        warnings=warnings or [])
 
 
 def _layers_document(layers: list[dict[str, Any]]) -> dict[str, Any]:
