@@ -48,6 +48,11 @@ def _yaml_problem(exc: yaml.YAMLError) -> str:
     return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
+MAX_YAML_BYTES = 16 << 20
+"""Our YAML files (profiles, SKU catalogs, preprocessing) are a few KB; reading stops past this, so a wrong path
+such as a device that never ends (/dev/zero) is an error, not a hang, while a pipe (``<(…)``) still works."""
+
+
 def read_yaml(path: str | Path) -> Any:
     """Parse a YAML file with the safe loader (no Python tags) and no duplicate keys; InvalidInput otherwise."""
     path = Path(path)
@@ -56,7 +61,12 @@ def read_yaml(path: str | Path) -> Any:
     if path.is_dir():
         raise InvalidInput(f"{path}: is not a file (a directory)")
     try:
-        text = path.read_text(encoding="utf-8")
+        with open(path, "rb") as handle:
+            raw = handle.read(MAX_YAML_BYTES + 1)
+        if len(raw) > MAX_YAML_BYTES:
+            raise InvalidInput(f"{path}: larger than {MAX_YAML_BYTES >> 20} MiB, which no YAML file of ours is; "
+                               f"check the path")
+        text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise InvalidInput(f"{path}: not valid YAML (not UTF-8 text)") from None
     except OSError as exc:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -214,6 +216,29 @@ def test_unreadable_profile_files(tmp_path):
     binary.write_bytes(b"\xff\xfe\x00profiles")
     with pytest.raises(InvalidInput, match="not UTF-8"):
         load_profiles(binary)
+
+
+def test_a_device_that_never_ends_is_an_error_not_a_hang(digits_model, tmp_path):
+    with pytest.raises(InvalidInput, match="larger than 16 MiB"):
+        load_profiles("/dev/zero")
+    result = run_cli("build", digits_model, "--profiles", "/dev/zero", "--sku", "rtx-4090", "--precision", "fp32",
+                     "--out", tmp_path / "out", "--cache-dir", tmp_path / "cache", timeout=60)
+    assert_clean_error(result, 2, "/dev/zero", "larger than 16 MiB", "check the path")
+    assert not (tmp_path / "out").exists()
+
+
+def test_profiles_from_a_pipe_as_process_substitution_gives_them(digits_model, digits_profiles, tmp_path):
+    """`--profiles <(generate-profiles)` hands the CLI a pipe: read once, to its end."""
+    fifo = tmp_path / "profiles.pipe"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=fifo.write_bytes, args=(digits_profiles.read_bytes(),))
+    writer.start()
+    result = run_cli("build", digits_model, "--profiles", fifo, "--sku", "rtx-4090", "--precision", "fp32",
+                     "--out", tmp_path / "out", "--cache-dir", tmp_path / "cache", "--json", timeout=300)
+    writer.join()
+    assert result.exit_code == 0, result.stderr
+    record = json.loads((tmp_path / "out" / "rtx-4090" / "fp32" / "engine.json").read_text())
+    assert [p["name"] for p in record["profiles"]] == [p.name for p in load_profiles(digits_profiles).profiles]
 
 
 def test_bundled_profiles_and_sku_catalog():
