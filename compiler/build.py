@@ -240,6 +240,8 @@ def plan_builds(
     prepared = {p: _prepare(p, Path(model), digest, calibration, data, method, cache, calibration_progress)
                 for p in dict.fromkeys(precisions)}
     source_stat = [(str(model), model_stat), *((f, stat_key(Path(f))) for f in source["files"])]
+    built_stat = {precision: None if path == Path(model) else (str(path), stat_key(path))
+                  for precision, (path, _, _) in prepared.items()}
     jobs = []
     for sku, target in targets.items():
         backend_impl = backends[backend or target.backend]
@@ -268,7 +270,7 @@ def plan_builds(
                 cache_root=cache.root, use_cache=use_cache, target_dir=Path(out) / sku / precision,
                 model_digest=digest, built_model_sha256=built_sha, calibration_sha256=calibration_sha,
                 source_stat=source_stat,
-                built_stat=None if built_model == Path(model) else (str(built_model), stat_key(built_model)),
+                built_stat=built_stat[precision],
             ))
     writable_folder(Path(out), "--out")
     return jobs

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import resource
+import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -34,6 +36,16 @@ def run_cli(*args: str | Path, cwd: Path | None = None, env: dict[str, str] | No
         capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout, preexec_fn=preexec_fn,
     )
     return CliResult(done.returncode, done.stdout, done.stderr)
+
+
+def files_of_at_most(kib: int) -> Callable[[], None]:
+    """A ``preexec_fn`` giving the child a real write failure (EFBIG past RLIMIT_FSIZE), as a full disk would."""
+
+    def limit() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (kib << 10, kib << 10))
+
+    return limit
 
 
 def assert_clean_error(result: CliResult, exit_code: int, *fragments: str) -> str:

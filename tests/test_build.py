@@ -6,7 +6,6 @@ import errno
 import hashlib
 import json
 import os
-import resource
 import shutil
 import signal
 import struct
@@ -25,7 +24,7 @@ import compiler.build
 from compiler.backends.tensorrt import DatacenterTensorRTBackend
 from compiler.build import build_engines, plan_builds, run_job
 from compiler.errors import EnvironmentProblem
-from tests.conftest import CliResult, assert_clean_error, run_cli
+from tests.conftest import CliResult, assert_clean_error, files_of_at_most, run_cli
 from tests.onnx_files import save_model
 from tests.synthetic import resnet
 
@@ -190,16 +189,10 @@ def test_failed_target_does_not_stop_the_others(digits_model, digits_profiles, t
     assert statuses == {"rtx-2080-ti": "failed", "rtx-4090": "ok"}
 
 
-def _files_of_at_most_64_kib() -> None:
-    """A real write failure in the child (EFBIG past RLIMIT_FSIZE), as a full disk would give."""
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    resource.setrlimit(resource.RLIMIT_FSIZE, (64 << 10, 64 << 10))
-
-
 def test_a_write_failure_fails_each_target_without_a_partial_plan(digits_model, digits_profiles, tmp_path):
     out, cache = tmp_path / "out", tmp_path / "cache"
     result = run_cli("build", digits_model, "--profiles", digits_profiles, "--sku", "rtx-4090", "--sku", "rtx-3090",
-                     "--precision", "fp32", "--out", out, "--cache-dir", cache, preexec_fn=_files_of_at_most_64_kib)
+                     "--precision", "fp32", "--out", out, "--cache-dir", cache, preexec_fn=files_of_at_most(64))
     line = assert_clean_error(result, 1, "2 of 2 builds failed", "could not write the engine files", "File too large")
     assert "rtx-4090/fp32" in line
     for sku in ("rtx-4090", "rtx-3090"):
@@ -250,7 +243,7 @@ def test_a_failed_atomic_write_keeps_the_old_file_and_leaves_no_temporary(tmp_pa
     write = "import sys; from pathlib import Path; from compiler.cache import write_atomic; " \
             "write_atomic(Path(sys.argv[1]), bytes(1 << 20))"
     done = subprocess.run([sys.executable, "-c", write, str(target)], capture_output=True, text=True,
-                          preexec_fn=_files_of_at_most_64_kib)
+                          preexec_fn=files_of_at_most(64))
     assert done.returncode == 1 and "File too large" in done.stderr
     assert [p.name for p in tmp_path.iterdir()] == ["engine.json"]
     assert target.read_text() == "previous\n"

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import resource
-import signal
 import struct
 import time
 from pathlib import Path
@@ -23,7 +21,7 @@ from compiler.backends.tensorrt_rtx import TensorRTRTXBackend
 from compiler.errors import InvalidInput
 from compiler.model import load_model
 from compiler.profiles import ShapeProfile
-from tests.conftest import assert_clean_error, run_cli
+from tests.conftest import assert_clean_error, files_of_at_most, run_cli
 
 RUNS = {
     "int8-minmax": ("int8", "minmax"),
@@ -285,17 +283,11 @@ def test_unusable_out_folder_is_a_clean_error(tmp_path, digits_model, digits_dat
     assert (tmp_path / "a-file").read_text() == "not a folder\n"
 
 
-def _files_of_at_most_16_kib() -> None:
-    """A real write failure in the child (EFBIG past RLIMIT_FSIZE), as a full disk would give."""
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    resource.setrlimit(resource.RLIMIT_FSIZE, (16 << 10, 16 << 10))
-
-
 def test_a_failed_write_is_a_clean_environment_error_and_leaves_no_complete_looking_folder(
         tmp_path, digits_model, digits_data):
     out = tmp_path / "o"
     done = run_cli("calibrate", digits_model, "--data", digits_data, "--out", out, "--json",
-                   preexec_fn=_files_of_at_most_16_kib)
+                   preexec_fn=files_of_at_most(16))
     assert_clean_error(done, 3, "File too large", "free space and permissions")
     assert done.stdout == ""
     assert not (out / "calibration.json").exists()
