@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 import time
 from collections.abc import Callable
@@ -28,7 +29,7 @@ from calibration.calibrators import HistogramOptions
 from calibration.convert import convert_fp16
 from calibration.datasets import ImagePreprocess, model_inputs, open_dataset, split
 from calibration.report import AccuracyReport, Gate, compare, gates, session
-from compiler.cache import file_sha256, hash_json, writable_folder, write_atomic
+from compiler.cache import file_sha256, hash_json, new_folder, replace_dir, writable_folder, write_atomic
 from compiler.errors import InvalidInput
 from compiler.model import load_model
 
@@ -112,6 +113,7 @@ def calibrate(
     max_abs_error: float | None = None,
     preprocess: ImagePreprocess | None = None,
     reuse: bool = True,
+    staged: bool = False,
     progress: ProgressCallback | None = None,
 ) -> CalibrationResult:
     """Calibrate (int8/fp8) or convert (fp16) ``model`` with ``data``; write the results into ``out``.
@@ -120,6 +122,11 @@ def calibrate(
     ``samples`` caps the calibration set; ``chunk_mb`` bounds the activations held at once. Gates
     (``min_cosine`` on each output's mean cosine, ``min_top1``, ``max_abs_error``) are evaluated into
     ``result.gates`` / ``result.passed``; the outputs are written either way.
+
+    ``staged`` is for folders that concurrent runs share (the build cache): the results are written
+    into a new sibling folder that is renamed to ``out`` only when complete, so a reader of ``out``
+    never sees another run's half-written ``model.onnx``; by default ``out`` is written in place,
+    ``calibration.json`` last.
     """
     started = time.perf_counter()
     precision, method = _check_options(precision, method, batch_size, num_bins, percentile, chunk_mb)
@@ -150,46 +157,61 @@ def calibrate(
         if reuse and (previous := _reusable(out, key)) is not None:  # same data bytes: already checked
             return _with_gates(previous, limits, reused=True)
 
-        dataset.check_values()
-        writable_folder(out, "--out")
-        (out / "calibration.json").unlink(missing_ok=True)  # the folder is incomplete until we finish
-        reference = session(source.path, "model")  # fail fast on a model onnxruntime cannot run
-        model_out = out / "model.onnx"
-        value_ranges: dict[str, tuple[float, float]] = {}
-        header = None
-        with tempfile.TemporaryDirectory(prefix="calibrate-") as tmp:
-            work = Path(tmp)
-            if precision == "fp16":
-                convert_fp16(source.path, model_out)
-                (out / "calibration.cache").unlink(missing_ok=True)
-            else:
-                prepared = calibrators.prepare(source.path, work)
-                tensors = calibrators.collect_ranges(
-                    prepared, dataset, chosen.calibration, method, batch_size,
-                    HistogramOptions(num_bins=num_bins, percentile=percentile), chunk_mb, work,
-                    _counter("calibrate", len(chosen.calibration), progress))
-                value_ranges = calibrators.ranges(tensors)
-                calibrators.quantize(prepared, tensors, precision, method, model_out, work)
-                calibrators.keep_metadata(source.proto, model_out)
-                cache = calibrators.trt_cache(value_ranges, calibrators.tensor_names(source.proto), method)
-                header = cache.splitlines()[0]
-                _write(out / "calibration.cache", cache)
+        def produce(folder: Path) -> CalibrationResult:
+            """Calibrate into ``folder`` (``out``, or the staging folder that becomes it), ``calibration.json`` last."""
+            reference = session(source.path, "model")  # fail fast on a model onnxruntime cannot run
+            model_out = folder / "model.onnx"
+            value_ranges: dict[str, tuple[float, float]] = {}
+            header = None
+            with tempfile.TemporaryDirectory(prefix="calibrate-") as tmp:
+                work = Path(tmp)
+                if precision == "fp16":
+                    convert_fp16(source.path, model_out)
+                    (folder / "calibration.cache").unlink(missing_ok=True)
+                else:
+                    prepared = calibrators.prepare(source.path, work)
+                    tensors = calibrators.collect_ranges(
+                        prepared, dataset, chosen.calibration, method, batch_size,
+                        HistogramOptions(num_bins=num_bins, percentile=percentile), chunk_mb, work,
+                        _counter("calibrate", len(chosen.calibration), progress))
+                    value_ranges = calibrators.ranges(tensors)
+                    calibrators.quantize(prepared, tensors, precision, method, model_out, work)
+                    calibrators.keep_metadata(source.proto, model_out)
+                    cache = calibrators.trt_cache(value_ranges, calibrators.tensor_names(source.proto), method)
+                    header = cache.splitlines()[0]
+                    _write(folder / "calibration.cache", cache)
 
-        report = compare(reference, model_out, precision, dataset, chosen.holdout, batch_size, fixed_batch,
-                         _counter("held-out", len(chosen.holdout), progress))
-        _write(out / "report.json", report.model_dump_json(indent=2) + "\n")
-        files = {name: file_sha256(out / name) for name in FILES if (out / name).is_file()}
-        result = CalibrationResult(
-            **record, cache_key=key, model=str(source.path), data=str(dataset.path), data_kind=dataset.kind,
-            holdout_samples=len(chosen.holdout), trt_cache_header=header, files=files, out=str(out),
-            ranges={name: TensorRange(min=lo, max=hi, amax=calibrators.amax(lo, hi),
-                                      scale=calibrators.scale(lo, hi, precision))
-                    for name, (lo, hi) in value_ranges.items()},
-            seconds=round(time.perf_counter() - started, 3), report=report,
-        )
-        _write(out / "calibration.json",
-               result.model_dump_json(indent=2, exclude={"report", "gates", "passed", "reused"}) + "\n")
-        return _with_gates(result, limits, reused=False)
+            report = compare(reference, model_out, precision, dataset, chosen.holdout, batch_size, fixed_batch,
+                             _counter("held-out", len(chosen.holdout), progress))
+            _write(folder / "report.json", report.model_dump_json(indent=2) + "\n")
+            files = {name: file_sha256(folder / name) for name in FILES if (folder / name).is_file()}
+            result = CalibrationResult(
+                **record, cache_key=key, model=str(source.path), data=str(dataset.path), data_kind=dataset.kind,
+                holdout_samples=len(chosen.holdout), trt_cache_header=header, files=files, out=str(out),
+                ranges={name: TensorRange(min=lo, max=hi, amax=calibrators.amax(lo, hi),
+                                          scale=calibrators.scale(lo, hi, precision))
+                        for name, (lo, hi) in value_ranges.items()},
+                seconds=round(time.perf_counter() - started, 3), report=report,
+            )
+            _write(folder / "calibration.json",
+                   result.model_dump_json(indent=2, exclude={"report", "gates", "passed", "reused"}) + "\n")
+            return result
+
+        dataset.check_values()
+        if not staged:
+            writable_folder(out, "--out")
+            (out / "calibration.json").unlink(missing_ok=True)  # the folder is incomplete until we finish
+            return _with_gates(produce(out), limits, reused=False)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        staging = new_folder(out.parent, f".{out.name}-")
+        try:
+            result = produce(staging)
+            if (previous := _reusable(out, key)) is not None:  # a concurrent run with the same inputs came first
+                return _with_gates(previous, limits, reused=True)
+            replace_dir(out, staging)
+            return _with_gates(result, limits, reused=False)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
     finally:
         dataset.close()
 

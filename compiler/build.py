@@ -14,7 +14,6 @@ import json
 import os
 import shutil
 import signal
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -35,6 +34,7 @@ from compiler.cache import (
     hash_json,
     link_or_copy,
     new_folder,
+    replace_dir,
     stat_key,
     writable_folder,
     write_atomic,
@@ -350,7 +350,8 @@ def _prepare(precision: str, model: Path, model_sha: str | PendingDigest, calibr
         from calibration import calibrate
 
         calibration = cache.root / "calibrations" / model_sha / f"{precision}-{method}"
-        calibrate(model, data, calibration, precision=precision, method=method, progress=calibration_progress)
+        calibrate(model, data, calibration, precision=precision, method=method, staged=True,
+                  progress=calibration_progress)
     if calibration is None:
         raise InvalidInput(f"{precision} needs calibration: pass --data DATA.npz to calibrate now, or run "
                            f"compile calibrate --precision {precision} and pass its folder with --calibration DIR")
@@ -522,7 +523,7 @@ def run_job(job: BuildJob, progress: Callable[[str, int, int], None] | None, can
                                                              f"under {job.target_dir.parent} and the build cache"])
         if status.status != "cancelled":
             try:
-                _replace_dir(job.target_dir, staging)
+                replace_dir(job.target_dir, staging)
             except OSError as exc:  # the previous folder is back in place; this target fails, the others go on
                 status = _status(job, "failed", started, errors=[f"could not put the engine files in place at "
                                                                  f"{job.target_dir}: {exc}"])
@@ -683,24 +684,6 @@ def _layers_document(layers: list[dict[str, Any]]) -> dict[str, Any]:
             precisions[dtype] = precisions.get(dtype, 0) + 1
     return {"format_version": FORMAT_VERSION, "kernels": len(layers), "output_precisions": precisions,
             "layers": layers}
-
-
-def _replace_dir(target: Path, staging: Path) -> None:
-    """Swap the finished staging folder in for ``target`` with renames (no half-copied folder); when it
-    cannot be put in place, the previous folder is put back before the error is raised."""
-    old = None
-    if target.exists():
-        old = Path(tempfile.mkdtemp(prefix=f".{target.name}-old-", dir=target.parent))
-        os.rename(target, old / target.name)
-    try:
-        os.rename(staging, target)
-    except OSError:
-        if old is not None:
-            os.rename(old / target.name, target)
-            old.rmdir()
-        raise
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
 
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)

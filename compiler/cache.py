@@ -148,6 +148,24 @@ def new_folder(parent: Path, prefix: str) -> Path:
     return folder
 
 
+def replace_dir(target: Path, staging: Path) -> None:
+    """Swap the finished staging folder in for ``target`` with renames (no half-copied folder); when it
+    cannot be put in place, the previous folder is put back before the error is raised."""
+    old = None
+    if target.exists():
+        old = Path(tempfile.mkdtemp(prefix=f".{target.name}-old-", dir=target.parent))
+        os.rename(target, old / target.name)
+    try:
+        os.rename(staging, target)
+    except OSError:
+        if old is not None:
+            os.rename(old / target.name, target)
+            old.rmdir()
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
 def write_atomic(path: Path, data: bytes) -> None:
     """Write through a temporary sibling and rename: readers see the old file or the whole new one, with the
     permissions any new file gets here (see :func:`new_folder`)."""

@@ -388,12 +388,19 @@ def test_int8_with_data_calibrates_into_the_cache(digits_model, digits_profiles,
     second = run_cli(*args, "--out", tmp_path / "b")
     assert second.exit_code == 0, second.stderr
     assert [t["cache_hit"] for t in json.loads(second.stdout)["targets"]] == [True]
-    # Calibrating while planning reports its progress (the CLI shows it as rows of samples).
-    reports = []
+    # Calibrating while planning reports its progress (the CLI shows it as rows of samples), and the
+    # calibration appears in the cache only when complete: concurrent runs may read it.
+    reports, fresh = [], tmp_path / "fresh-cache"
+
+    def report(*progress) -> None:
+        reports.append(progress)
+        assert not list(fresh.glob("calibrations/*/int8-minmax"))
+
     plan_builds(digits_model, digits_profiles, ["rtx-4090"], ["int8"], tmp_path / "d", data=digits_data,
-                cache_dir=tmp_path / "fresh-cache", calibration_progress=lambda *report: reports.append(report))
+                cache_dir=fresh, calibration_progress=report)
     assert reports[-1] == ("held-out", 359, 359)
     assert ("calibrate", 1438, 1438) in reports and reports[0][1] == 0
+    assert [p.name for p in fresh.glob("calibrations/*/*")] == ["int8-minmax"]
 
 
 def _start_slow_build(tmp_path: Path, jobs: int, cache: bool = False) -> tuple[subprocess.Popen, Path, list[str]]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import struct
 import time
 from pathlib import Path
@@ -204,6 +205,62 @@ def test_rerun_reuses_result_and_option_change_recomputes(tmp_path, digits_model
     assert calibrate(digits_model, digits_data, out, method="entropy").reused is False
     other = calibrate(digits_model, digits_data, out, method="entropy", samples=200)
     assert other.reused is False and other.samples == 200 and other.cache_key != doc["cache_key"]
+
+
+
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in folder.iterdir()}
+
+
+def test_staged_calibration_replaces_the_folder_only_when_complete(tmp_path, digits_model, digits_data):
+    """The build cache's mode: concurrent runs share the folder, so nobody may see it half-written."""
+    out = tmp_path / "calibrations" / "int8-minmax"
+    calibrate(digits_model, digits_data, out, samples=200)  # an earlier calibration with another key
+    before = _snapshot(out)
+    seen = []
+
+    def look(phase: str, done: int, total: int) -> None:
+        seen.append(phase)
+        assert _snapshot(out) == before  # still the earlier, whole folder
+
+    result = calibrate(digits_model, digits_data, out, samples=300, staged=True, progress=look)
+    assert {"calibrate", "held-out"} <= set(seen)
+    assert result.reused is False and result.samples == 300 and result.out == str(out)
+    record = json.loads((out / "calibration.json").read_text())
+    assert record["cache_key"] == result.cache_key != json.loads(before["calibration.json"])["cache_key"]
+    assert record["out"] == str(out)  # the final folder, not the staging one it was written in
+    assert [p.name for p in out.parent.iterdir()] == ["int8-minmax"]  # no staging folder left
+    assert calibrate(digits_model, digits_data, out, samples=300, staged=True).reused is True
+
+
+def test_staged_calibration_keeps_what_a_concurrent_run_put_in_place_first(tmp_path, digits_model, digits_data):
+    first = calibrate(digits_model, digits_data, tmp_path / "first", samples=300)
+    out = tmp_path / "shared" / "int8-minmax"
+
+    def finish_first(phase: str, done: int, total: int) -> None:
+        if phase == "held-out" and done == 0:  # the other run renames its folder into place now
+            shutil.copytree(tmp_path / "first", out)
+
+    result = calibrate(digits_model, digits_data, out, samples=300, staged=True, progress=finish_first)
+    assert result.reused is True and result.cache_key == first.cache_key
+    assert _snapshot(out) == _snapshot(tmp_path / "first")
+    assert [p.name for p in out.parent.iterdir()] == ["int8-minmax"]
+
+
+def test_interrupted_staged_calibration_leaves_the_previous_folder_whole(tmp_path, digits_model, digits_data):
+    out = tmp_path / "calibrations" / "int8-minmax"
+    calibrate(digits_model, digits_data, out, samples=200)
+    before = _snapshot(out)
+
+    def interrupt(phase: str, done: int, total: int) -> None:
+        if phase == "held-out":
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        calibrate(digits_model, digits_data, out, samples=300, staged=True, progress=interrupt)
+    assert _snapshot(out) == before
+    assert [p.name for p in out.parent.iterdir()] == ["int8-minmax"]
+    assert calibrate(digits_model, digits_data, out, samples=200, staged=True).reused is True
 
 
 def test_cli_gates_fail_with_exit_1_and_pass_otherwise(tmp_path, digits_model, digits_data):
