@@ -7,6 +7,7 @@ stderr and the contract's exit code (tracebacks only with ``--debug``).
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import threading
 import traceback
@@ -17,7 +18,7 @@ from typing import Annotated
 import typer
 from typer.exceptions import TyperException
 
-from compiler.errors import CheckFailed, CompileError, ExitCode, InvalidInput
+from compiler.errors import CheckFailed, CompileError, ExitCode, Interrupted, InvalidInput
 from compiler.output import build_progress, console, emit_json, sample_progress, status_text, table
 
 app = typer.Typer(
@@ -233,8 +234,15 @@ INTERRUPTED = 130
 """The shell's exit code for Ctrl-C (128 + SIGINT)."""
 
 
+def _terminated(signum: int, frame: object) -> None:
+    raise Interrupted(signum)
+
+
 def main() -> None:
     """Entry point: run the app and map failures to the contract's exit codes."""
+    # SIGTERM (a cancelled CI job, a stopping container) stops like Ctrl-C: cleanup runs, then exit 143.
+    # `compile build` lets its builders stop through their progress monitors instead (build.py).
+    signal.signal(signal.SIGTERM, _terminated)
     try:
         code = app(standalone_mode=False)
         if code == INTERRUPTED:  # Typer turns Ctrl-C inside a command into a silent exit 130

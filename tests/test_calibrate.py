@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import signal
 import struct
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -22,7 +26,7 @@ from compiler.backends.tensorrt_rtx import TensorRTRTXBackend
 from compiler.errors import InvalidInput
 from compiler.model import load_model
 from compiler.profiles import ShapeProfile
-from tests.conftest import assert_clean_error, files_of_at_most, run_cli
+from tests.conftest import CliResult, assert_clean_error, files_of_at_most, run_cli
 
 RUNS = {
     "int8-minmax": ("int8", "minmax"),
@@ -261,6 +265,32 @@ def test_interrupted_staged_calibration_leaves_the_previous_folder_whole(tmp_pat
     assert _snapshot(out) == before
     assert [p.name for p in out.parent.iterdir()] == ["int8-minmax"]
     assert calibrate(digits_model, digits_data, out, samples=200, staged=True).reused is True
+
+
+
+@pytest.mark.parametrize("command", ["calibrate", "build"])
+def test_sigterm_while_calibrating_cleans_up_and_exits_143(tmp_path, command, digits_model, digits_data,
+                                                            digits_profiles):
+    """What a cancelled CI job sends: the run stops like Ctrl-C, its temporary and staging folders go, and
+    nothing is left that looks like a finished calibration."""
+    work, out, cache = tmp_path / "tmp", tmp_path / "out", tmp_path / "cache"
+    work.mkdir()
+    args = (["calibrate", digits_model, "--data", digits_data, "--out", out, "--method", "entropy"]
+            if command == "calibrate" else
+            ["build", digits_model, "--profiles", digits_profiles, "--sku", "rtx-4090", "--precision", "int8",
+             "--data", digits_data, "--method", "entropy", "--out", out, "--cache-dir", cache])
+    process = subprocess.Popen([sys.executable, "-m", "compiler", *map(str, args)], env={**os.environ,
+                               "TMPDIR": str(work)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not list(work.glob("calibrate-*")):  # calibrating now
+        assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+        time.sleep(0.005)
+    process.send_signal(signal.SIGTERM)
+    stdout, stderr = process.communicate(timeout=60)
+    assert_clean_error(CliResult(process.returncode, stdout, stderr), 143, "error: terminated")
+    assert not list(work.glob("calibrate-*"))  # (a session id file of a library stays)
+    assert not list(tmp_path.rglob("calibration.json")) and not list(tmp_path.rglob("model.onnx"))
+    assert not list(cache.glob("calibrations/*/*"))
 
 
 def test_cli_gates_fail_with_exit_1_and_pass_otherwise(tmp_path, digits_model, digits_data):
