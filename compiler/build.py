@@ -575,13 +575,14 @@ class _Either:
 
 
 def _cached_entry(cache: BuildCache, key: str) -> tuple[Path, EngineRecord] | None:
-    """The cache's entry for ``key`` and its record when it is whole; a damaged one (plan size differs) is
-    evicted."""
+    """The cache's entry for ``key`` and its record when it is whole; a damaged one (a plan of another size,
+    or rewritten in place through a hard link in some OUT folder) is evicted."""
     entry = cache.lookup(key)
     if entry is None:
         return None
     record = EngineRecord.model_validate_json((entry / "engine.json").read_text())
-    if (entry / "engine.plan").stat().st_size == record.size_bytes:
+    plan = entry / "engine.plan"
+    if plan.stat().st_size == record.size_bytes and cache.plan_intact(plan, record.sha256):
         return entry, record
     cache.evict(key)
     return None
@@ -648,7 +649,7 @@ def _build(job: BuildJob, staging: Path, progress: Callable[[str, int, int], Non
     warnings = []
     if job.use_cache:
         try:
-            cache.store(cache_key, staging)
+            cache.store(cache_key, staging, plan_sha)
         except OSError as exc:  # a full cache volume: the engine itself is whole, only the next run rebuilds it
             warnings.append(f"not kept in the build cache {cache.root}: {exc}")
     return _status(job, "ok", started, warnings=warnings)

@@ -37,6 +37,13 @@ def stat_key(path: Path) -> list[Any]:
     return [str(path.resolve()), stat.st_size, stat.st_mtime_ns, stat.st_ino, stat.st_ctime_ns]
 
 
+def content_stat(path: Path) -> list[Any]:
+    """What a write to a file moves, without ctime: every hard link made to the file or removed from it
+    moves ctime too, and cached plans gain and lose hard links on every hit."""
+    stat = path.stat()
+    return [str(path.resolve()), stat.st_size, stat.st_mtime_ns, stat.st_ino]
+
+
 def changed_since(stats: list[tuple[str, list[Any]]]) -> list[str]:
     """The files among (path, :func:`stat_key`) pairs that changed or vanished since."""
     changed = []
@@ -62,20 +69,29 @@ class BuildCache:
         """sha256 of a file, remembered by its stat so a warm re-run does not re-read GBs."""
         return self.remember("sha256", [path], lambda: {"sha256": file_sha256(path)})["sha256"]
 
-    def remember(self, kind: str, paths: list[Path], compute: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    def plan_intact(self, plan: Path, sha256: str) -> bool:
+        """Whether a cached plan still has the bytes it was stored with. Hits hard-link it into OUT folders,
+        where it can be rewritten in place (``cp`` onto ``engine.plan``); it is hashed again only when its
+        size, mtime or inode moved, so a hit stays a stat and a small read."""
+        facts = self.remember("plan-sha256", [plan], lambda: {"sha256": file_sha256(plan)}, stat=content_stat)
+        return facts["sha256"] == sha256
+
+    def remember(self, kind: str, paths: list[Path], compute: Callable[[], dict[str, Any]],
+                 stat: Callable[[Path], list[Any]] = stat_key) -> dict[str, Any]:
         """A JSON-able fact about files, recomputed only when one of them changes (size, mtime, inode)."""
-        memo, facts = self.recall(kind, paths)
+        memo, facts = self.recall(kind, paths, stat)
         if facts is None:
             facts = compute()
             self.memorize(memo, facts)
         return facts
 
-    def recall(self, kind: str, paths: list[Path]) -> tuple[Path, dict[str, Any] | None]:
+    def recall(self, kind: str, paths: list[Path], stat: Callable[[Path], list[Any]] = stat_key
+               ) -> tuple[Path, dict[str, Any] | None]:
         """Where the facts about these files (as they are now) live, and the facts if they are known.
 
         Facts may name more files under ``"files"``; those must be unchanged too.
         """
-        memo = self.root / "facts" / kind / hash_json([kind, *map(stat_key, paths)])
+        memo = self.root / "facts" / kind / hash_json([kind, *map(stat, paths)])
         try:
             facts = json.loads(memo.read_text())
             if all(stat_key(Path(f)) == stat for f, stat in facts.get("files_stat", [])):
@@ -109,7 +125,7 @@ class BuildCache:
             return
         shutil.rmtree(doomed, ignore_errors=True)
 
-    def store(self, key: str, source: Path) -> None:
+    def store(self, key: str, source: Path, plan_sha256: str) -> None:
         """Copy a finished build folder into the cache; a concurrent writer of the same key may win."""
         entry = self.entry(key)
         if entry.exists():
@@ -123,8 +139,11 @@ class BuildCache:
         except OSError:
             if not entry.exists():
                 raise
+            return
         finally:
             shutil.rmtree(staging, ignore_errors=True)
+        memo, _ = self.recall("plan-sha256", [entry / "engine.plan"], content_stat)
+        self.memorize(memo, {"sha256": plan_sha256})  # the first hit need not hash the plan again
 
 
 def writable_folder(path: Path, role: str) -> Path:

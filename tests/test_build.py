@@ -527,6 +527,28 @@ def test_damaged_cache_entry_is_rebuilt_not_served(digits_model, digits_profiles
     assert [t.cache_hit for t in third.targets] == [True]
 
 
+
+def test_plan_rewritten_in_place_through_out_is_not_served_from_the_cache(digits_model, digits_profiles, tmp_path):
+    """OUT's plan is a hard link to the cache entry's: `cp other.plan OUT/.../engine.plan` writes into the cached
+    plan too. Same size, other bytes: the next run must rebuild, not hand out a plan engine.json does not name."""
+    cache, args = tmp_path / "cache", (digits_model, digits_profiles, ["rtx-4090"], ["fp32"])
+    build_engines(*args, tmp_path / "a", cache_dir=cache)
+    second = build_engines(*args, tmp_path / "b", cache_dir=cache)  # a hit: links the plan once more
+    assert [t.cache_hit for t in second.targets] == [True]
+    delivered = tmp_path / "b/rtx-4090/fp32/engine.plan"
+    recorded = json.loads(delivered.with_name("engine.json").read_text())["sha256"]
+    with open(delivered, "r+b") as plan:  # in place, as cp onto an existing file does
+        plan.seek(4096)
+        plan.write(bytes(64))
+    third = build_engines(*args, tmp_path / "c", cache_dir=cache)
+    assert [t.cache_hit for t in third.targets] == [False]
+    plan = (tmp_path / "c/rtx-4090/fp32/engine.plan").read_bytes()
+    assert hashlib.sha256(plan).hexdigest() == json.loads((tmp_path / "c/rtx-4090/fp32/engine.json").read_text())[
+        "sha256"]
+    assert hashlib.sha256(delivered.read_bytes()).hexdigest() != recorded  # b's copy was the one damaged
+    assert [t.cache_hit for t in build_engines(*args, tmp_path / "d", cache_dir=cache).targets] == [True]
+
+
 def test_a_folder_that_cannot_be_put_in_place_leaves_the_previous_one(digits_model, digits_profiles, tmp_path,
                                                                        monkeypatch):
     """The finished folder is renamed into place; when the filesystem refuses that rename, the previous build's
