@@ -206,7 +206,7 @@ def calibrate(
         staging = new_folder(out.parent, f".{out.name}-")
         try:
             result = produce(staging)
-            if (previous := _reusable(out, key)) is not None:  # a concurrent run with the same inputs came first
+            if reuse and (previous := _reusable(out, key)) is not None:  # a concurrent run came first
                 return _with_gates(previous, limits, reused=True)
             replace_dir(out, staging)
             return _with_gates(result, limits, reused=False)

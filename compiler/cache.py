@@ -94,7 +94,7 @@ class BuildCache:
         memo = self.root / "facts" / kind / hash_json([kind, *map(stat, paths)])
         try:
             facts = json.loads(memo.read_text())
-            if all(stat_key(Path(f)) == stat for f, stat in facts.get("files_stat", [])):
+            if all(stat_key(Path(f)) == before for f, before in facts.get("files_stat", [])):
                 return memo, facts
         except (OSError, ValueError):
             pass

@@ -280,6 +280,7 @@ def _exit(code: int) -> None:
     """Leave without the interpreter's teardown, as mypy does: collecting every module and unloading
     TensorRT's libraries takes ~0.05 s of each run. Threads still working (a model digest being
     remembered for the next run) finish first, and the output is flushed."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # from here on, a SIGTERM just ends the process
     for thread in threading.enumerate():
         if thread is not threading.current_thread() and not thread.daemon:
             thread.join()
