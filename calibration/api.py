@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import tempfile
 import time
 from collections.abc import Callable
@@ -29,7 +28,7 @@ from calibration.calibrators import HistogramOptions
 from calibration.convert import convert_fp16
 from calibration.datasets import ImagePreprocess, model_inputs, open_dataset, split
 from calibration.report import AccuracyReport, Gate, compare, gates, session
-from compiler.cache import file_sha256, hash_json, new_folder, replace_dir, writable_folder, write_atomic
+from compiler.cache import file_sha256, hash_json, replace_dir, staging_folder, writable_folder, write_atomic
 from compiler.errors import InvalidInput
 from compiler.model import load_model
 
@@ -202,16 +201,12 @@ def calibrate(
             writable_folder(out, "--out")
             (out / "calibration.json").unlink(missing_ok=True)  # the folder is incomplete until we finish
             return _with_gates(produce(out), limits, reused=False)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        staging = new_folder(out.parent, f".{out.name}-")
-        try:
+        with staging_folder(out.parent, out.name) as staging:
             result = produce(staging)
             if reuse and (previous := _reusable(out, key)) is not None:  # a concurrent run came first
                 return _with_gates(previous, limits, reused=True)
             replace_dir(out, staging)
             return _with_gates(result, limits, reused=False)
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
     finally:
         dataset.close()
 

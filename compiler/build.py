@@ -12,7 +12,6 @@ import gc
 import hashlib
 import json
 import os
-import shutil
 import signal
 import threading
 import time
@@ -33,8 +32,8 @@ from compiler.cache import (
     changed_since,
     hash_json,
     link_or_copy,
-    new_folder,
     replace_dir,
+    staging_folder,
     stat_key,
     writable_folder,
     write_atomic,
@@ -510,9 +509,7 @@ def run_job(job: BuildJob, progress: Callable[[str, int, int], None] | None, can
     just its build.log, so no stale plan looks like the result of this run.
     """
     started = time.perf_counter()
-    job.target_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = new_folder(job.target_dir.parent, f".{job.target_dir.name}-")
-    try:
+    with staging_folder(job.target_dir.parent, job.target_dir.name) as staging:
         try:
             status = _produce(job, staging, progress, cancel, started)
         except OSError as exc:  # a full disk or a quota: this target fails, the others go on
@@ -530,8 +527,6 @@ def run_job(job: BuildJob, progress: Callable[[str, int, int], None] | None, can
         if progress:
             progress(f"{status.status}{' (cache hit)' if status.cache_hit else ''}", 1, 1)
         return status
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
 
 
 def _produce(job: BuildJob, staging: Path, progress: Callable[[str, int, int], None] | None, cancel: Any,

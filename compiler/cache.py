@@ -8,13 +8,16 @@ see half an entry: the first rename wins and the others discard their copy.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import tempfile
-from collections.abc import Callable
-from contextlib import suppress
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -130,18 +133,15 @@ class BuildCache:
         entry = self.entry(key)
         if entry.exists():
             return
-        entry.parent.mkdir(parents=True, exist_ok=True)
-        staging = new_folder(entry.parent, f".{key[:12]}-")
-        try:
-            for name in ENGINE_FILES:
-                link_or_copy(source / name, staging / name)
-            os.rename(staging, entry)
-        except OSError:
-            if not entry.exists():
-                raise
-            return
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
+        with staging_folder(entry.parent, key[:12]) as staging:
+            try:
+                for name in ENGINE_FILES:
+                    link_or_copy(source / name, staging / name)
+                os.rename(staging, entry)
+            except OSError:
+                if not entry.exists():
+                    raise
+                return
         memo, _ = self.recall("plan-sha256", [entry / "engine.plan"], content_stat)
         self.memorize(memo, {"sha256": plan_sha256})  # the first hit need not hash the plan again
 
@@ -165,6 +165,53 @@ def new_folder(parent: Path, prefix: str) -> Path:
     folder = parent / f"{prefix}{os.urandom(6).hex()}"
     folder.mkdir()
     return folder
+
+
+ABANDONED_AFTER_SECONDS = 60
+"""A staging folder nobody holds is swept only once this old: the run that made it locks it a moment later."""
+
+
+@contextmanager
+def staging_folder(parent: Path, name: str) -> Iterator[Path]:
+    """A new folder ``.NAME-<12 hex>`` in ``parent`` in which to make ``NAME``, removed on the way out unless it
+    was renamed into place meanwhile.
+
+    It is flock-ed while in use, so a later run tells the staging folders of runs that died (SIGKILL, the OOM
+    killer: the kernel drops their locks) from those of runs still working, and sweeps the former first; a
+    killed build would otherwise leave its half-written plan (GBs for large models) there for good.
+    """
+    parent.mkdir(parents=True, exist_ok=True)
+    _sweep_abandoned(parent, name)
+    folder = new_folder(parent, f".{name}-")
+    handle = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        with suppress(OSError):  # a filesystem without locks: it is simply never swept
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+        os.close(handle)
+
+
+def _sweep_abandoned(parent: Path, name: str) -> None:
+    staging_name = re.compile(rf"\.{re.escape(name)}-[0-9a-f]{{12}}")
+    try:
+        candidates = [p for p in parent.iterdir() if staging_name.fullmatch(p.name)]
+    except OSError:
+        return
+    for candidate in candidates:
+        try:
+            handle = os.open(candidate, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            if time.time() - os.fstat(handle).st_mtime >= ABANDONED_AFTER_SECONDS:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises while its run is alive
+                shutil.rmtree(candidate, ignore_errors=True)
+        except OSError:
+            pass
+        finally:
+            os.close(handle)
 
 
 def replace_dir(target: Path, staging: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import fcntl
 import hashlib
 import json
 import os
@@ -473,6 +474,31 @@ def test_workers_of_a_killed_command_stop_instead_of_building_on(tmp_path):
     for sku in skus:
         assert not (out / sku / "fp32").exists()
         assert list((out / sku).iterdir()) == []
+
+
+
+def test_the_staging_folder_of_a_killed_run_is_swept_by_the_next_one(tmp_path, digits_model, digits_profiles):
+    """A run killed outright (the OOM killer) leaves its staging folder behind; the next build of that target
+    removes it, but not one that a live run holds, nor one made too recently for its run to have locked it."""
+    process, out, [sku] = _start_slow_build(tmp_path, 1)
+    process.kill()
+    process.wait(timeout=10)
+    [killed] = (out / sku).glob(".fp32-*")
+    held, young = out / sku / f".fp32-{'a' * 12}", out / sku / f".fp32-{'b' * 12}"
+    held.mkdir()
+    young.mkdir()
+    long_ago = time.time() - 120
+    for folder in (killed, held):
+        os.utime(folder, (long_ago, long_ago))
+    handle = os.open(held, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)  # as a run still building there holds it
+        result = run_cli("build", digits_model, "--profiles", digits_profiles, "--sku", sku, "--precision", "fp32",
+                         "--out", out, "--cache-dir", tmp_path / "cache", "--json")
+    finally:
+        os.close(handle)
+    assert result.exit_code == 0, result.stderr
+    assert sorted(p.name for p in (out / sku).iterdir()) == sorted(["fp32", held.name, young.name])
 
 
 @pytest.mark.parametrize("same_bytes", [True, False], ids=["rewritten-same-bytes", "changed-bytes"])

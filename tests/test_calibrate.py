@@ -221,6 +221,9 @@ def test_staged_calibration_replaces_the_folder_only_when_complete(tmp_path, dig
     out = tmp_path / "calibrations" / "int8-minmax"
     calibrate(digits_model, digits_data, out, samples=200)  # an earlier calibration with another key
     before = _snapshot(out)
+    abandoned = out.with_name(f".int8-minmax-{'c' * 12}")  # a killed run's staging folder, unlocked
+    abandoned.mkdir()
+    os.utime(abandoned, (time.time() - 120,) * 2)
     seen = []
 
     def look(phase: str, done: int, total: int) -> None:
