@@ -43,8 +43,7 @@ def stat_key(path: Path) -> list[Any]:
 def content_stat(path: Path) -> list[Any]:
     """What a write to a file moves, without ctime: every hard link made to the file or removed from it
     moves ctime too, and cached plans gain and lose hard links on every hit."""
-    stat = path.stat()
-    return [str(path.resolve()), stat.st_size, stat.st_mtime_ns, stat.st_ino]
+    return stat_key(path)[:-1]
 
 
 def changed_since(stats: list[tuple[str, list[Any]]]) -> list[str]:
