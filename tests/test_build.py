@@ -476,7 +476,6 @@ def test_workers_of_a_killed_command_stop_instead_of_building_on(tmp_path):
         assert list((out / sku).iterdir()) == []
 
 
-
 def test_the_staging_folder_of_a_killed_run_is_swept_by_the_next_one(tmp_path, digits_model, digits_profiles):
     """A run killed outright (the OOM killer) leaves its staging folder behind; the next build of that target
     removes it, but not one that a live run holds, nor one made too recently for its run to have locked it."""
@@ -551,7 +550,6 @@ def test_damaged_cache_entry_is_rebuilt_not_served(digits_model, digits_profiles
     assert len(plan) == record["size_bytes"] > 1000
     third = build_engines(*args, tmp_path / "c", cache_dir=cache)
     assert [t.cache_hit for t in third.targets] == [True]
-
 
 
 def test_plan_rewritten_in_place_through_out_is_not_served_from_the_cache(digits_model, digits_profiles, tmp_path):

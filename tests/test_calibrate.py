@@ -211,7 +211,6 @@ def test_rerun_reuses_result_and_option_change_recomputes(tmp_path, digits_model
     assert other.reused is False and other.samples == 200 and other.cache_key != doc["cache_key"]
 
 
-
 def _snapshot(folder: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in folder.iterdir()}
 
@@ -268,7 +267,6 @@ def test_interrupted_staged_calibration_leaves_the_previous_folder_whole(tmp_pat
     assert _snapshot(out) == before
     assert [p.name for p in out.parent.iterdir()] == ["int8-minmax"]
     assert calibrate(digits_model, digits_data, out, samples=200, staged=True).reused is True
-
 
 
 @pytest.mark.parametrize("command", ["calibrate", "build"])
