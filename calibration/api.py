@@ -18,6 +18,7 @@ import os
 import tempfile
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ from calibration.convert import convert_fp16
 from calibration.datasets import ImagePreprocess, model_inputs, open_dataset, split
 from calibration.report import AccuracyReport, Gate, compare, gates, session
 from compiler.cache import file_sha256, hash_json, replace_dir, staging_folder, writable_folder, write_atomic
-from compiler.errors import InvalidInput
+from compiler.errors import InvalidInput, stop_signals_held
 from compiler.model import load_model
 
 PRECISIONS = ("int8", "fp8", "fp16")
@@ -162,8 +163,9 @@ def calibrate(
             model_out = folder / "model.onnx"
             value_ranges: dict[str, tuple[float, float]] = {}
             header = None
-            with tempfile.TemporaryDirectory(prefix="calibrate-") as tmp:
-                work = Path(tmp)
+            with ExitStack() as cleanup:
+                with stop_signals_held():  # a stop right after its mkdir would leave it behind
+                    work = Path(cleanup.enter_context(tempfile.TemporaryDirectory(prefix="calibrate-")))
                 if precision == "fp16":
                     convert_fp16(source.path, model_out)
                     (folder / "calibration.cache").unlink(missing_ok=True)

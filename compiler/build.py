@@ -39,7 +39,7 @@ from compiler.cache import (
     write_atomic,
 )
 from compiler.digest import finish_model_digest, hash_model_file
-from compiler.errors import CompileError, Interrupted, InvalidInput
+from compiler.errors import STOP_SIGNALS, CompileError, Interrupted, InvalidInput
 from compiler.profiles import ShapeProfile, load_profiles, load_sku_catalog, profiles_problem, validate_profiles
 from compiler.skim import skim_inputs
 
@@ -680,10 +680,6 @@ def _layers_document(layers: list[dict[str, Any]]) -> dict[str, Any]:
             precisions[dtype] = precisions.get(dtype, 0) + 1
     return {"format_version": FORMAT_VERSION, "kernels": len(layers), "output_precisions": precisions,
             "layers": layers}
-
-
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-"""Ctrl-C, and what a cancelled CI job or a stopping container sends."""
 
 
 @contextmanager

@@ -17,11 +17,11 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
-from compiler.errors import InvalidInput
+from compiler.errors import InvalidInput, stop_signals_held
 
 ENGINE_FILES = ("engine.plan", "engine.json", "layers.json", "build.log")
 
@@ -181,15 +181,15 @@ def staging_folder(parent: Path, name: str) -> Iterator[Path]:
     """
     parent.mkdir(parents=True, exist_ok=True)
     _sweep_abandoned(parent, name)
-    folder = new_folder(parent, f".{name}-")
-    handle = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
+    with ExitStack() as cleanup:
+        with stop_signals_held():
+            folder = new_folder(parent, f".{name}-")
+            cleanup.callback(shutil.rmtree, folder, ignore_errors=True)
+            handle = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            cleanup.callback(os.close, handle)
         with suppress(OSError):  # a filesystem without locks: it is simply never swept
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         yield folder
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
-        os.close(handle)
 
 
 def _sweep_abandoned(parent: Path, name: str) -> None:

@@ -7,6 +7,9 @@ single ``error:`` line and the matching exit code. Anything else is a bug.
 from __future__ import annotations
 
 import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from enum import IntEnum
 
 
@@ -55,3 +58,29 @@ class Interrupted(CompileError):
     def __init__(self, signum: int) -> None:
         super().__init__("interrupted" if signum == signal.SIGINT else "terminated")
         self.exit_code = 128 + signum
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+"""Ctrl-C, and what a cancelled CI job or a stopping container sends."""
+
+
+@contextmanager
+def stop_signals_held() -> Iterator[None]:
+    """Hold Ctrl-C and SIGTERM back while something is made and its cleanup set up: a stop raised between the two
+    (right after ``mkdir``, before the ``try`` that removes the folder) would leave it behind. One that arrives
+    meanwhile is raised again when the block ends, into code that now cleans up. (Python runs handlers in the
+    main thread only, so that is the only thread to guard; blocking the signal there would not do, as the
+    kernel then hands it to another thread.)"""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received: list[int] = []
+    previous = {signum: signal.signal(signum, lambda number, frame: received.append(number))
+                for signum in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, signal.SIG_DFL if handler is None else handler)  # None: set outside Python
+        if received:
+            signal.raise_signal(received[0])
