@@ -15,9 +15,8 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
-from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -39,7 +38,7 @@ from compiler.cache import (
     write_atomic,
 )
 from compiler.digest import finish_model_digest, hash_model_file
-from compiler.errors import STOP_SIGNALS, CompileError, Interrupted, InvalidInput
+from compiler.errors import STOP_SIGNALS, CompileError, Interrupted, InvalidInput, on_stop_signals
 from compiler.profiles import ShapeProfile, load_profiles, load_sku_catalog, profiles_problem, validate_profiles
 from compiler.skim import skim_inputs
 
@@ -172,7 +171,7 @@ def execute_builds(planned: list[BuildJob], model: str | Path, out: str | Path, 
                    progress: Progress | None = None) -> BuildReport:
     """Run planned jobs (in ``jobs`` processes when > 1) and write ``OUT/build.json``."""
     cancel, received = threading.Event(), []
-    with _cancel_on_signals(cancel, received):
+    with on_stop_signals(_cancel_on_stop(cancel, received)):
         statuses = _run(planned, jobs, progress, cancel)
     try:
         digest = planned[0].model_sha256 if planned else ""
@@ -682,13 +681,9 @@ def _layers_document(layers: list[dict[str, Any]]) -> dict[str, Any]:
             "layers": layers}
 
 
-@contextmanager
-def _cancel_on_signals(cancel: threading.Event, received: list[int]) -> Iterator[None]:
+def _cancel_on_stop(cancel: threading.Event, received: list[int]) -> Callable[[int, Any], None]:
     """A stop signal asks the builders to stop through their progress monitors instead of killing mid-write
     (``received`` gets its number); a second one stops at once."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
 
     def handler(signum: int, frame: Any) -> None:
         if cancel.is_set():
@@ -696,11 +691,6 @@ def _cancel_on_signals(cancel: threading.Event, received: list[int]) -> Iterator
         received.append(signum)
         cancel.set()
 
-    previous = {signum: signal.signal(signum, handler) for signum in STOP_SIGNALS}
-    try:
-        yield
-    finally:
-        for signum, action in previous.items():
-            signal.signal(signum, action)
+    return handler
 
 

@@ -24,6 +24,8 @@ from typing import Any
 from compiler.errors import InvalidInput, stop_signals_held
 
 ENGINE_FILES = ("engine.plan", "engine.json", "layers.json", "build.log")
+PLAN_SHA256 = "plan-sha256"
+"""The facts kind for cached plans' sha256, remembered by :func:`content_stat`."""
 
 
 def default_cache_dir() -> Path:
@@ -75,7 +77,7 @@ class BuildCache:
         """Whether a cached plan still has the bytes it was stored with. Hits hard-link it into OUT folders,
         where it can be rewritten in place (``cp`` onto ``engine.plan``); it is hashed again only when its
         size, mtime or inode moved, so a hit stays a stat and a small read."""
-        facts = self.remember("plan-sha256", [plan], lambda: {"sha256": file_sha256(plan)}, stat=content_stat)
+        facts = self.remember(PLAN_SHA256, [plan], lambda: {"sha256": file_sha256(plan)}, stat=content_stat)
         return facts["sha256"] == sha256
 
     def remember(self, kind: str, paths: list[Path], compute: Callable[[], dict[str, Any]],
@@ -141,7 +143,7 @@ class BuildCache:
                 if not entry.exists():
                     raise
                 return
-        memo, _ = self.recall("plan-sha256", [entry / "engine.plan"], content_stat)
+        memo, _ = self.recall(PLAN_SHA256, [entry / "engine.plan"], content_stat)
         self.memorize(memo, {"sha256": plan_sha256})  # the first hit need not hash the plan again
 
 

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from enum import IntEnum
+from typing import Any
 
 
 class ExitCode(IntEnum):
@@ -65,22 +66,30 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 @contextmanager
-def stop_signals_held() -> Iterator[None]:
-    """Hold Ctrl-C and SIGTERM back while something is made and its cleanup set up: a stop raised between the two
-    (right after ``mkdir``, before the ``try`` that removes the folder) would leave it behind. One that arrives
-    meanwhile is raised again when the block ends, into code that now cleans up. (Python runs handlers in the
-    main thread only, so that is the only thread to guard; blocking the signal there would not do, as the
-    kernel then hands it to another thread.)"""
+def on_stop_signals(handler: Callable[[int, Any], None]) -> Iterator[None]:
+    """Ctrl-C and SIGTERM go to ``handler`` for the duration of the block, then to what handled them before.
+    Python runs signal handlers in the main thread only, so elsewhere this changes nothing."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    received: list[int] = []
-    previous = {signum: signal.signal(signum, lambda number, frame: received.append(number))
-                for signum in STOP_SIGNALS}
+    previous = {signum: signal.signal(signum, handler) for signum in STOP_SIGNALS}
     try:
         yield
     finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, signal.SIG_DFL if handler is None else handler)  # None: set outside Python
+        for signum, action in previous.items():
+            signal.signal(signum, signal.SIG_DFL if action is None else action)  # None: set outside Python
+
+
+@contextmanager
+def stop_signals_held() -> Iterator[None]:
+    """Hold Ctrl-C and SIGTERM back while something is made and its cleanup set up: a stop raised between the two
+    (right after ``mkdir``, before the ``try`` that removes the folder) would leave it behind. One that arrives
+    meanwhile is raised again when the block ends, into code that now cleans up. (Blocking the signal with
+    ``pthread_sigmask`` would not do: the kernel then hands it to another thread.)"""
+    received: list[int] = []
+    try:
+        with on_stop_signals(lambda number, frame: received.append(number)):
+            yield
+    finally:
         if received:
             signal.raise_signal(received[0])
