@@ -238,14 +238,15 @@ def write_atomic(path: Path, data: bytes) -> None:
     permissions any new file gets here (see :func:`new_folder`)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.{os.urandom(6).hex()}")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    # Small files: a stop signal waits the milliseconds until the file is whole or gone (see stop_signals_held)
+    with stop_signals_held():
+        try:
+            with open(temporary, "xb") as handle:  # O_EXCL; mode 0o666 less the umask
+                handle.write(data)
+            os.replace(temporary, path)
+        except BaseException:
+            temporary.unlink(missing_ok=True)
+            raise
 
 
 def link_or_copy(source: Path, target: Path) -> None:

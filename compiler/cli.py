@@ -232,6 +232,8 @@ def calibrate(
 
 INTERRUPTED = 130
 """The shell's exit code for Ctrl-C (128 + SIGINT)."""
+READER_GONE = 128 + signal.SIGPIPE
+"""What `yes | head -1` gives: output whose reader went away ends the run quietly, as SIGPIPE would."""
 
 
 def _terminated(signum: int, frame: object) -> None:
@@ -250,6 +252,9 @@ def main() -> None:
     except typer.Abort:
         sys.stderr.write("error: interrupted\n")
         code = INTERRUPTED
+    except SystemExit as exc:  # Typer ends a run whose stdout reader went away (| head) with a bare exit 1
+        reader_gone = isinstance(exc.__context__, BrokenPipeError)
+        code = READER_GONE if reader_gone else exc.code if isinstance(exc.code, int) else ExitCode.CHECK_FAILED
     except TyperException as exc:
         sys.stderr.write(f"error: {exc.format_message()} (see compile --help)\n")
         code = ExitCode.INVALID_INPUT

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -37,10 +38,25 @@ err_console = _LazyConsole(stderr=True)
 
 
 def emit_json(result: BaseModel | dict[str, Any] | list[Any]) -> None:
+    """Write the document straight to stdout's file until every byte is out: Python's buffered stdout drops
+    the rest of a short write without a word (a disk filling up under `> report.json`), which would leave a
+    cut-short document behind a successful exit."""
     import json
 
     data = result.model_dump(mode="json") if isinstance(result, BaseModel) else result
-    sys.stdout.write(json.dumps(data, indent=2) + "\n")
+    text = json.dumps(data, indent=2) + "\n"
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # an in-memory stdout (main() called from Python)
+        sys.stdout.write(text)
+        return
+    sys.stdout.flush()
+    unwritten = memoryview(text.encode())
+    try:
+        while unwritten:
+            unwritten = unwritten[os.write(fd, unwritten):]
+    except OSError as exc:  # named, for the error line
+        raise OSError(exc.errno, exc.strerror, "standard output") from None
 
 
 def table(title: str, columns: list[str], rows: list[list[Any]]) -> Table:

@@ -22,6 +22,7 @@ import yaml
 from onnx import TensorProto, helper, numpy_helper
 
 import compiler.build
+import compiler.cache
 from compiler.backends.tensorrt import DatacenterTensorRTBackend
 from compiler.build import build_engines, plan_builds, run_job
 from compiler.errors import EnvironmentProblem, Interrupted, stop_signals_held
@@ -480,6 +481,28 @@ def test_a_stop_signal_during_a_held_block_arrives_when_it_ends():
     finally:
         signal.signal(signal.SIGTERM, previous)
     assert steps == ["the held block ran to its end"]
+
+
+def test_a_stop_signal_while_a_file_is_written_atomically_waits_until_it_is_in_place(tmp_path, monkeypatch):
+    """A stop raised right after write_atomic creates its hidden temporary file (before the ``try`` that would
+    remove it) would leave that file behind: the write finishes, then the stop arrives."""
+    def stop(signum, frame):
+        raise Interrupted(signum)
+
+    def open_then_stop(*args, **kwargs):
+        handle = open(*args, **kwargs)  # noqa: SIM115 - write_atomic closes it
+        os.kill(os.getpid(), signal.SIGTERM)
+        return handle
+
+    monkeypatch.setattr(compiler.cache, "open", open_then_stop, raising=False)
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        with pytest.raises(Interrupted):
+            compiler.cache.write_atomic(tmp_path / "engine.json", b'{"whole": true}')
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert [p.name for p in tmp_path.iterdir()] == ["engine.json"]
+    assert (tmp_path / "engine.json").read_bytes() == b'{"whole": true}'
 
 
 def test_workers_of_a_killed_command_stop_instead_of_building_on(tmp_path):

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
 
 import onnxruntime
+import pytest
 
 from compiler.doctor import diagnose
-from tests.conftest import run_cli
+from tests.conftest import files_of_at_most, run_cli
 
 
 def test_doctor_json():
@@ -51,3 +55,29 @@ def test_doctor_works_from_any_directory(tmp_path):
     result = run_cli("doctor", "--json", cwd=tmp_path)
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout)["backends"][0]["version"] == "1.7.1.116"
+
+
+@pytest.mark.parametrize("json_flag", [[], ["--json"]])
+def test_output_whose_reader_went_away_ends_quietly_as_sigpipe_would(json_flag):
+    """`compile doctor | head -1`: 141 (128 + SIGPIPE), as `yes | head -1` gives, not the contract's 1 (a failed
+    check) and no error line; the reader here is gone before anything is written."""
+    process = subprocess.Popen([sys.executable, "-m", "compiler", "doctor", *json_flag], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE)
+    process.stdout.close()
+    stderr = process.stderr.read()
+    assert process.wait() == 128 + signal.SIGPIPE
+    assert stderr == b""
+
+
+@pytest.mark.parametrize("json_flag", [[], ["--json"]])
+def test_output_cut_short_by_a_full_disk_fails_with_one_error_line(tmp_path, digits_model, json_flag):
+    """`compile inspect --json > report.json` on a full disk must not exit 0 with the report cut short. The
+    report (1.5-2 KiB) is still in Python's buffer when the command ends, so the failure comes at the last flush."""
+    with open(tmp_path / "report", "wb") as report:
+        done = subprocess.run([sys.executable, "-m", "compiler", "inspect", str(digits_model), *json_flag],
+                              stdout=report, stderr=subprocess.PIPE, text=True, preexec_fn=files_of_at_most(1))
+    assert done.returncode == 3
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "File too large" in lines[0], done.stderr
+    if json_flag:
+        assert lines[0].startswith("error: standard output: ")
