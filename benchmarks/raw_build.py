@@ -14,7 +14,7 @@ import yaml
 def raw_build(model: str, profiles: str, capability: str, out: str) -> None:
     logger = trt.Logger(trt.Logger.WARNING)
     builder = trt.Builder(logger)
-    network = builder.create_network(0)
+    network = builder.create_network(1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED))
     parser = trt.OnnxParser(network, logger)
     if not parser.parse_from_file(model):
         raise SystemExit(str(parser.get_error(0)))

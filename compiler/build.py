@@ -29,6 +29,7 @@ from compiler.cache import (
     ENGINE_FILES,
     BuildCache,
     changed_since,
+    check_writable_folder,
     hash_json,
     link_or_copy,
     replace_dir,
@@ -124,8 +125,8 @@ class BuildJob:
     calibration_sha256: str | None
     source_stat: list[tuple[str, list[Any]]]
     """(path, stat key) of the source model and its external data files, taken before they were hashed."""
-    built_stat: tuple[str, list[Any]] | None
-    """The same for the model actually built when that is another file (fp16, int8/fp8)."""
+    built_stat: list[tuple[str, list[Any]]]
+    """The same for the model actually built when that is another file (fp16, int8/fp8); empty otherwise."""
 
     @property
     def model_sha256(self) -> str:
@@ -234,17 +235,20 @@ def plan_builds(
             if tuple(map(int, target.compute_capability.split("."))) < FP8_MIN_CAPABILITY:
                 raise InvalidInput(f"fp8 needs compute capability 8.9 or newer; SKU '{sku}' is "
                                    f"{target.compute_capability}; drop fp8 or that SKU")
+    # before the costly part (calibration, FP16 conversion); the folders are made only once it has passed
+    check_writable_folder(Path(out), "--out")
+    for sku in targets:
+        for precision in precisions:
+            check_writable_folder(Path(out) / sku / precision, "--out")
     digest = source["sha256"]
     prepared = {p: _prepare(p, Path(model), digest, calibration, data, method, cache, calibration_progress)
                 for p in dict.fromkeys(precisions)}
     source_stat = [(str(model), model_stat), *((f, stat_key(Path(f))) for f in source["files"])]
-    built_stat = {precision: None if path == Path(model) else (str(path), stat_key(path))
-                  for precision, (path, _, _) in prepared.items()}
     jobs = []
     for sku, target in targets.items():
         backend_impl = backends[backend or target.backend]
         for precision in dict.fromkeys(precisions):
-            built_model, built_sha, calibration_sha = prepared[precision]
+            built_model, built_sha, built_stat, calibration_sha = prepared[precision]
             spec = BuildSpec(
                 model_path=built_model,
                 profiles=tuple(profile_set.profiles),
@@ -256,7 +260,6 @@ def plan_builds(
             )
             material = {
                 "format": FORMAT_VERSION,
-                "calibration": calibration_sha,
                 "profiles": [p.model_dump() for p in spec.profiles],
                 "precision": precision,
                 "compute_capabilities": spec.compute_capabilities,
@@ -268,7 +271,7 @@ def plan_builds(
                 cache_root=cache.root, use_cache=use_cache, target_dir=Path(out) / sku / precision,
                 model_digest=digest, built_model_sha256=built_sha, calibration_sha256=calibration_sha,
                 source_stat=source_stat,
-                built_stat=built_stat[precision],
+                built_stat=built_stat,
             ))
     writable_folder(Path(out), "--out")
     return jobs
@@ -330,11 +333,11 @@ def _read_model(path: Path, cache: BuildCache, memo: Path, pool: ThreadPoolExecu
 def _prepare(precision: str, model: Path, model_sha: str | PendingDigest, calibration: str | Path | None,
              data: str | Path | None, method: str, cache: BuildCache,
              calibration_progress: Callable[[str, int, int], None] | None
-             ) -> tuple[Path, str | None, str | None]:
-    """The ONNX model this precision builds from: (path, its sha256 or None for the model itself,
-    calibration artifacts' sha256)."""
+             ) -> tuple[Path, str | None, list[tuple[str, list[Any]]], str | None]:
+    """The ONNX model this precision builds from: (path, its digest or None for the model itself, the stat of its
+    files, the calibration record's sha256)."""
     if precision == "fp32":
-        return model, None, None
+        return model, None, [], None
     if not isinstance(model_sha, str):
         model_sha = model_sha.result()
     if precision == "fp16":
@@ -343,7 +346,7 @@ def _prepare(precision: str, model: Path, model_sha: str | PendingDigest, calibr
             from calibration import convert_fp16
 
             convert_fp16(model, converted)  # writes a staging file and renames it into place
-        return converted, cache.file_sha256(converted), None
+        return converted, *_prepared_digest(converted, cache), None
     if calibration is None and data is not None:
         from calibration import calibrate
 
@@ -358,18 +361,36 @@ def _prepare(precision: str, model: Path, model_sha: str | PendingDigest, calibr
     if not record_path.is_file() or not quantized.is_file():
         raise InvalidInput(f"{folder}: not a calibration folder (needs calibration.json and model.onnx "
                            f"from compile calibrate)")
+    rerun = "re-run compile calibrate"
     try:
         record = json.loads(record_path.read_text())
     except (OSError, ValueError) as exc:
-        raise InvalidInput(f"{record_path}: unreadable ({exc}); re-run compile calibrate") from None
+        raise InvalidInput(f"{record_path}: unreadable ({exc}); {rerun}") from None
+    if not isinstance(record, dict) or not isinstance(record.get("files", {}), dict):
+        raise InvalidInput(f"{record_path}: not a record written by compile calibrate; {rerun}")
     if record.get("precision") != precision:
         raise InvalidInput(f"{record_path}: calibrated for precision '{record.get('precision')}', not "
                            f"'{precision}'; run compile calibrate --precision {precision}")
     if record.get("model_sha256") != model_sha:
         raise InvalidInput(f"{record_path}: was calibrated from another model (sha256 "
                            f"{str(record.get('model_sha256'))[:12]}…, this model is {model_sha[:12]}…); "
-                           f"re-run compile calibrate on this model")
-    return quantized, cache.file_sha256(quantized), cache.file_sha256(record_path)
+                           f"{rerun} on this model")
+    digest, built_stat = _prepared_digest(quantized, cache)  # refuses external data outside the folder
+    for path, _ in built_stat:
+        recorded = record.get("files", {}).get(Path(path).name)
+        if recorded is not None and cache.file_sha256(Path(path)) != recorded:
+            raise InvalidInput(f"{path}: changed since compile calibrate wrote it (its sha256 is not the one "
+                               f"{record_path.name} records); {rerun}")
+    return quantized, digest, built_stat, cache.file_sha256(record_path)
+
+
+def _prepared_digest(path: Path, cache: BuildCache) -> tuple[str, list[tuple[str, list[Any]]]]:
+    """The digest of a model the build reads instead of the source (FP16, Q/DQ), external data included, and the
+    stat of its files; read like the source model, so its external data may not leave its folder either."""
+    path_stat = stat_key(path)  # before anything reads it
+    facts = _model_facts(path, cache)
+    digest = facts["sha256"] if isinstance(facts["sha256"], str) else facts["sha256"].result()
+    return digest, [(str(path), path_stat), *((f, stat_key(Path(f))) for f in facts["files"])]
 
 
 def _run(jobs: list[BuildJob], workers: int, progress: Progress | None, cancel: threading.Event
@@ -508,24 +529,35 @@ def run_job(job: BuildJob, progress: Callable[[str, int, int], None] | None, can
     just its build.log, so no stale plan looks like the result of this run.
     """
     started = time.perf_counter()
-    with staging_folder(job.target_dir.parent, job.target_dir.name) as staging:
+    try:
+        with staging_folder(job.target_dir.parent, job.target_dir.name) as staging:
+            status = _produce_in_place(job, staging, progress, cancel, started)
+    except OSError as exc:  # no folder could be made next to the target's: this target fails, the others go on
+        status = _status(job, "failed", started, errors=[f"could not make a folder in {job.target_dir.parent}: "
+                                                         f"{exc.strerror or exc}; check that it is a writable folder"])
+    if progress:
+        progress(f"{status.status}{' (cache hit)' if status.cache_hit else ''}", 1, 1)
+    return status
+
+
+def _produce_in_place(job: BuildJob, staging: Path, progress: Callable[[str, int, int], None] | None, cancel: Any,
+                      started: float) -> TargetStatus:
+    """Make the target's files in ``staging``, then put that folder in the target's place."""
+    try:
+        status = _produce(job, staging, progress, cancel, started)
+    except OSError as exc:  # a full disk or a quota: this target fails, the others go on
+        for partial in staging.iterdir():
+            if partial.name != "build.log":
+                partial.unlink()
+        status = _status(job, "failed", started, errors=[f"could not write the engine files: {exc}; free space "
+                                                         f"under {job.target_dir.parent} and the build cache"])
+    if status.status != "cancelled":
         try:
-            status = _produce(job, staging, progress, cancel, started)
-        except OSError as exc:  # a full disk or a quota: this target fails, the others go on
-            for partial in staging.iterdir():
-                if partial.name != "build.log":
-                    partial.unlink()
-            status = _status(job, "failed", started, errors=[f"could not write the engine files: {exc}; free space "
-                                                             f"under {job.target_dir.parent} and the build cache"])
-        if status.status != "cancelled":
-            try:
-                replace_dir(job.target_dir, staging)
-            except OSError as exc:  # the previous folder is back in place; this target fails, the others go on
-                status = _status(job, "failed", started, errors=[f"could not put the engine files in place at "
-                                                                 f"{job.target_dir}: {exc}"])
-        if progress:
-            progress(f"{status.status}{' (cache hit)' if status.cache_hit else ''}", 1, 1)
-        return status
+            replace_dir(job.target_dir, staging)
+        except OSError as exc:  # the previous folder is back in place; this target fails, the others go on
+            status = _status(job, "failed", started, errors=[f"could not put the engine files in place at "
+                                                             f"{job.target_dir}: {exc}"])
+    return status
 
 
 def _produce(job: BuildJob, staging: Path, progress: Callable[[str, int, int], None] | None, cancel: Any,
@@ -574,9 +606,12 @@ def _cached_entry(cache: BuildCache, key: str) -> tuple[Path, EngineRecord] | No
     entry = cache.lookup(key)
     if entry is None:
         return None
-    record = EngineRecord.model_validate_json((entry / "engine.json").read_text())
+    try:
+        record = EngineRecord.model_validate_json((entry / "engine.json").read_text())
+    except ValueError:  # an engine.json damaged or cut short (ValidationError is a ValueError)
+        record = None
     plan = entry / "engine.plan"
-    if plan.stat().st_size == record.size_bytes and cache.plan_intact(plan, record.sha256):
+    if record and plan.stat().st_size == record.size_bytes and cache.plan_intact(plan, record.sha256):
         return entry, record
     cache.evict(key)
     return None
@@ -590,7 +625,11 @@ def _from_cache(job: BuildJob, staging: Path, started: float, cache: BuildCache)
     for name in ENGINE_FILES:
         if name != "engine.json":
             link_or_copy(entry / name, staging / name)
-    record.cache_hit, record.build_seconds = True, round(time.perf_counter() - started, 3)
+    # The entry may have been built for another SKU of the same compute capability, or from another model
+    # file or calibration run with the same bytes: the record says what this target was asked for.
+    record = record.model_copy(update={
+        "sku": job.sku, "model_sha256": job.model_sha256, "calibration_sha256": job.calibration_sha256,
+        "cache_hit": True, "build_seconds": round(time.perf_counter() - started, 3)})
     write_atomic(staging / "engine.json", record.model_dump_json(indent=2).encode())
     return _status(job, "ok", started, cache_hit=True)
 
@@ -611,7 +650,7 @@ def _build(job: BuildJob, staging: Path, progress: Callable[[str, int, int], Non
         return _status(job, "failed", started, errors=[f"plan header check failed: {mismatch}"])
     try:
         cache_key = job.cache_key  # waits for the model's digest if it is still being computed
-        changed = _changed_input(job, cache)
+        changed = _changed_input(job)
     except OSError as exc:
         return _status(job, "failed", started, errors=[f"could not read the model to hash it: {exc}"])
     if changed:
@@ -649,19 +688,16 @@ def _build(job: BuildJob, staging: Path, progress: Callable[[str, int, int], Non
     return _status(job, "ok", started, warnings=warnings)
 
 
-def _changed_input(job: BuildJob, cache: BuildCache) -> str | None:
+def _changed_input(job: BuildJob) -> str | None:
     """A model file whose bytes changed since they were hashed, which would leave a plan its recorded digest and
     cache key do not describe. Files are re-read only when their stat moved, and a rewrite with the same bytes
     (concurrent runs preparing the same fp16 model) is no change."""
-    moved = changed_since(job.source_stat)
-    if moved:
-        model, *external = (Path(path) for path, _ in job.source_stat)
-        if finish_model_digest(hash_model_file(model), tuple(external)) != job.model_sha256:
-            return moved[0]
-    if job.built_stat and changed_since([job.built_stat]):
-        built = Path(job.built_stat[0])
-        if cache.file_sha256(built) != job.built_model_sha256:
-            return str(built)
+    for stats, digest in ((job.source_stat, job.model_sha256), (job.built_stat, job.built_model_sha256)):
+        moved = changed_since(stats)
+        if moved:
+            model, *external = (Path(path) for path, _ in stats)
+            if finish_model_digest(hash_model_file(model), tuple(external)) != digest:
+                return moved[0]
     return None
 
 

@@ -8,6 +8,7 @@ see half an entry: the first rename wins and the others discard their copy.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import json
@@ -116,8 +117,14 @@ class BuildCache:
         return self.root / "engines" / key[:2] / key
 
     def lookup(self, key: str) -> Path | None:
+        """The entry for ``key`` when it has every file. Entries are renamed into place whole, so one that lacks a
+        file was damaged (a file deleted by hand or by a cleaner): it is evicted, for the next store to replace."""
         entry = self.entry(key)
-        return entry if all((entry / name).is_file() for name in ENGINE_FILES) else None
+        if all((entry / name).is_file() for name in ENGINE_FILES):
+            return entry
+        if entry.exists():
+            self.evict(key)
+        return None
 
     def evict(self, key: str) -> None:
         """Drop a damaged entry (renamed away first, so readers never see it half-deleted)."""
@@ -157,6 +164,21 @@ def writable_folder(path: Path, role: str) -> Path:
         reason = "a file is in the way" if isinstance(exc, FileExistsError) else exc.strerror or exc
         raise InvalidInput(f"{role} {path}: cannot write there ({reason}); choose another folder") from None
     return path
+
+
+def check_writable_folder(path: Path, role: str) -> None:
+    """What :func:`writable_folder` would refuse, found without making anything: for checks before costly work
+    (a calibration) in a run that makes its folders only once every other check has passed."""
+    existing = path
+    while not existing.exists() and existing.parent != existing:  # exists() is False under a file, too
+        existing = existing.parent
+    if existing.is_dir() and os.access(existing, os.W_OK | os.X_OK):
+        return
+    if not existing.is_dir():
+        reason = "a file is in the way" if existing == path else f"{os.strerror(errno.ENOTDIR)}: {existing}"
+    else:
+        reason = f"{os.strerror(errno.EACCES)}: {existing}"
+    raise InvalidInput(f"{role} {path}: cannot write there ({reason}); choose another folder")
 
 
 def new_folder(parent: Path, prefix: str) -> Path:

@@ -23,8 +23,9 @@ from onnx import TensorProto, helper, numpy_helper
 
 import compiler.build
 import compiler.cache
+from compiler.backends import load_backend
 from compiler.backends.tensorrt import DatacenterTensorRTBackend
-from compiler.build import build_engines, plan_builds, run_job
+from compiler.build import build_engines, execute_builds, plan_builds, run_job
 from compiler.errors import EnvironmentProblem, Interrupted, stop_signals_held
 from tests.conftest import CliResult, assert_clean_error, files_of_at_most, run_cli
 from tests.onnx_files import save_model
@@ -95,6 +96,8 @@ def test_engine_json_agrees_with_plan_header(matrix, digits_model):
             assert plan[:4] == b"vtrt"
             assert list(plan[24:28]) == [1, 7, 1, 116]
             assert struct.unpack_from("<Q", plan, 32)[0] == CC_BITS[capability]
+            assert record["plan_header"] == {"magic": "vtrt", "version": "1.7.1.116", "compute_capabilities": [
+                capability], "compute_capability_mask": CC_BITS[capability]}
             assert {"engine.plan", "engine.json", "layers.json", "build.log"} <= {p.name for p in folder.iterdir()}
 
 
@@ -580,13 +583,22 @@ def test_datacenter_tensorrt_refuses_without_a_gpu_of_the_sku():
     assert refused.value.exit_code == 3
 
 
-def test_damaged_cache_entry_is_rebuilt_not_served(digits_model, digits_profiles, tmp_path):
+def _overwrite(path: Path, data: bytes) -> None:
+    path.unlink()  # a new file, not a write through the hard links to it
+    path.write_bytes(data)
+
+
+@pytest.mark.parametrize("damage", [
+    lambda entry: _overwrite(entry / "engine.plan", b"vtrt truncated"),  # someone overwrote the cached plan
+    lambda entry: _overwrite(entry / "engine.json", b'{"trunc'),  # a record cut short
+    lambda entry: (entry / "layers.json").unlink(),  # a file deleted by hand or by a cleaner
+], ids=["plan", "record", "missing file"])
+def test_damaged_cache_entry_is_rebuilt_not_served(damage, digits_model, digits_profiles, tmp_path):
     cache = tmp_path / "cache"
     args = (digits_model, digits_profiles, ["rtx-4090"], ["fp32"])
     first = build_engines(*args, tmp_path / "a", cache_dir=cache)
     [entry] = [p for p in cache.glob("engines/*/*") if not p.name.startswith(".")]
-    (entry / "engine.plan").unlink()
-    (entry / "engine.plan").write_bytes(b"vtrt truncated")  # someone overwrote the cached plan
+    damage(entry)
     second = build_engines(*args, tmp_path / "b", cache_dir=cache)
     assert [t.cache_hit for t in first.targets + second.targets] == [False, False]
     plan = (tmp_path / "b/rtx-4090/fp32/engine.plan").read_bytes()
@@ -721,3 +733,147 @@ def test_worker_processes_build_while_the_model_is_hashed(digits_model, digits_p
     assert all("could not read the model to hash it" in t.errors[0] and "model.onnx" in t.errors[0]
                for t in report.targets)
     assert not list((tmp_path / "c").glob("*/*/engine.plan"))
+
+
+def test_a_cache_hit_records_the_sku_it_was_built_for(digits_model, digits_profiles, tmp_path):
+    """rtx-3090 and rtx-a6000 are both compute capability 8.6: one engine serves both, and each target's
+    engine.json names its own SKU."""
+    result = run_cli("build", digits_model, "--profiles", digits_profiles, "--sku", "rtx-3090", "--sku", "rtx-a6000",
+                     "--precision", "fp32", "--out", tmp_path / "out", "--cache-dir", tmp_path / "cache", "--json")
+    assert result.exit_code == 0, result.stderr
+    assert [(t["sku"], t["cache_hit"]) for t in json.loads(result.stdout)["targets"]] == [
+        ("rtx-3090", False), ("rtx-a6000", True)]
+    records = {sku: json.loads((tmp_path / "out" / sku / "fp32" / "engine.json").read_text())
+               for sku in ("rtx-3090", "rtx-a6000")}
+    assert {sku: r["sku"] for sku, r in records.items()} == {"rtx-3090": "rtx-3090", "rtx-a6000": "rtx-a6000"}
+    assert records["rtx-3090"]["sha256"] == records["rtx-a6000"]["sha256"]
+
+
+def _calibration_copy(source: Path, target: Path, external: bool = False, **record_changes) -> Path:
+    """A copy of a calibration folder; ``external`` re-saves its Q/DQ model with the weights beside it in
+    model.onnx.data and records both files, as compile calibrate does for a model beyond protobuf's limit."""
+    import onnx
+
+    shutil.copytree(source, target)
+    record = json.loads((target / "calibration.json").read_text())
+    if external:
+        onnx.save_model(onnx.load(target / "model.onnx"), target / "model.onnx", save_as_external_data=True,
+                        all_tensors_to_one_file=True, location="model.onnx.data", size_threshold=0)
+        record["files"].update({name: hashlib.sha256((target / name).read_bytes()).hexdigest()
+                                for name in ("model.onnx", "model.onnx.data")})
+    (target / "calibration.json").write_text(json.dumps({**record, **record_changes}))
+    return target
+
+
+def _build_int8(model, profiles, calibration, out, cache) -> CliResult:
+    return run_cli("build", model, "--profiles", profiles, "--sku", "rtx-4090", "--precision", "int8",
+                   "--calibration", calibration, "--out", out, "--cache-dir", cache, "--json")
+
+
+def test_calibration_artifacts_key_the_cache_by_content(int8_calibration, digits_model, digits_profiles, tmp_path):
+    """The Q/DQ model (with its external data) keys the engine; the record's run facts (folder, seconds) do not."""
+    cache = tmp_path / "cache"
+    first = _build_int8(digits_model, digits_profiles, int8_calibration, tmp_path / "a", cache)
+    assert first.exit_code == 0, first.stderr
+    # The same calibration, recorded by another run in another folder: the same engine, this run's provenance.
+    again = _calibration_copy(int8_calibration, tmp_path / "again", out=str(tmp_path / "again"), seconds=99.0)
+    second = _build_int8(digits_model, digits_profiles, again, tmp_path / "b", cache)
+    assert second.exit_code == 0, second.stderr
+    assert [t["cache_hit"] for t in json.loads(second.stdout)["targets"]] == [True]
+    record = json.loads((tmp_path / "b/rtx-4090/int8/engine.json").read_text())
+    assert record["calibration_sha256"] == hashlib.sha256((again / "calibration.json").read_bytes()).hexdigest()
+    # Weights in external data are part of the key: new weights bytes, a new engine.
+    external = _calibration_copy(int8_calibration, tmp_path / "external", external=True)
+    third = _build_int8(digits_model, digits_profiles, external, tmp_path / "c", cache)
+    assert third.exit_code == 0, third.stderr
+    weights = bytearray((external / "model.onnx.data").read_bytes())
+    weights[:4] = bytes(4) if weights[:4] != bytes(4) else b"\1\1\1\1"
+    (external / "model.onnx.data").write_bytes(weights)
+    # ...changed behind compile calibrate's back, it is refused before any build
+    assert_clean_error(_build_int8(digits_model, digits_profiles, external, tmp_path / "d", cache), 2,
+                       "model.onnx.data", "changed since compile calibrate wrote it", "re-run compile calibrate")
+    assert not (tmp_path / "d").exists()
+    # ...and recorded (as a new calibration run would), it builds anew
+    record = json.loads((external / "calibration.json").read_text())
+    record["files"]["model.onnx.data"] = hashlib.sha256(bytes(weights)).hexdigest()
+    (external / "calibration.json").write_text(json.dumps(record))
+    fourth = _build_int8(digits_model, digits_profiles, external, tmp_path / "e", cache)
+    assert fourth.exit_code == 0, fourth.stderr
+    assert [t["cache_hit"] for t in json.loads(fourth.stdout)["targets"]] == [False]
+
+
+@pytest.mark.parametrize(("damage", "fragments"), [
+    ("garbage", ["model.onnx", "not a valid ONNX model"]),
+    ("another model", ["model.onnx", "changed since compile calibrate wrote it"]),
+    ("record not an object", ["calibration.json", "not a record written by compile calibrate"]),
+    ("weights outside", ["model.onnx.data", "points outside the model's folder"]),
+])
+def test_a_damaged_calibration_folder_is_refused_before_any_build(damage, fragments, int8_calibration, digits_model,
+                                                                   digits_profiles, tmp_path):
+    folder = _calibration_copy(int8_calibration, tmp_path / "calibration", external=damage == "weights outside")
+    if damage == "garbage":
+        (folder / "model.onnx").write_bytes(b"\x08\x07garbage" * 100)
+    elif damage == "another model":
+        shutil.copy(digits_model, folder / "model.onnx")
+    elif damage == "record not an object":
+        (folder / "calibration.json").write_text("[]")
+    else:  # the weights are a symlink to a file elsewhere: TensorRT would read it
+        outside = tmp_path / "elsewhere.data"
+        (folder / "model.onnx.data").rename(outside)
+        (folder / "model.onnx.data").symlink_to(outside)
+    result = _build_int8(digits_model, digits_profiles, folder, tmp_path / "out", tmp_path / "cache")
+    assert_clean_error(result, 2, *fragments)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_file_in_the_way_of_an_engine_folder_fails_before_any_calibration(digits_model, digits_profiles,
+                                                                           digits_data, tmp_path):
+    out, cache = tmp_path / "out", tmp_path / "cache"
+    (out / "rtx-4090").mkdir(parents=True)
+    (out / "rtx-4090" / "int8").write_text("not a folder\n")
+    result = run_cli("build", digits_model, "--profiles", digits_profiles, "--sku", "rtx-3090", "--sku", "rtx-4090",
+                     "--precision", "int8", "--data", digits_data, "--out", out, "--cache-dir", cache)
+    assert_clean_error(result, 2, "--out", str(out / "rtx-4090" / "int8"), "a file is in the way")
+    assert not (cache / "calibrations").exists() and not (out / "rtx-3090").exists()
+    assert (out / "rtx-4090" / "int8").read_text() == "not a folder\n"
+
+
+def test_a_target_whose_folder_cannot_be_made_fails_alone(digits_model, digits_profiles, tmp_path):
+    """A file put in the way after the checks (another process): that target fails, the other is built and
+    build.json says which."""
+    out = tmp_path / "out"
+    planned = plan_builds(digits_model, digits_profiles, ["rtx-3090", "rtx-4090"], ["fp32"], out,
+                          cache_dir=tmp_path / "cache")
+    (out / "rtx-3090").write_text("in the way\n")
+    report = execute_builds(planned, digits_model, out)
+    statuses = {t.sku: t for t in report.targets}
+    assert statuses["rtx-4090"].status == "ok" and (out / "rtx-4090" / "fp32" / "engine.plan").is_file()
+    assert statuses["rtx-3090"].status == "failed"
+    assert f"could not make a folder in {out / 'rtx-3090'}" in statuses["rtx-3090"].errors[0]
+    assert json.loads((out / "build.json").read_text())["targets"][0]["status"] == "failed"
+    assert (out / "rtx-3090").read_text() == "in the way\n"
+
+
+@pytest.mark.parametrize(("offset", "value", "fragment"), [
+    (0, b"xtrt", "plan magic 'xtrt' is not 'vtrt'"),
+    (24, bytes([1, 7, 2, 0]), "plan says version 1.7.2.0 but the backend is 1.7.1.116"),
+    (32, struct.pack("<Q", CC_BITS["8.6"]), "plan targets compute capabilities ['8.6'] but ['8.9'] were requested"),
+])
+def test_the_plan_header_check_catches_a_plan_that_is_not_what_was_asked_for(matrix, offset, value, fragment):
+    """The check every build runs on its plan before writing engine.json, on a real plan with one field changed."""
+    out, _, _ = matrix
+    backend = load_backend("tensorrt-rtx")
+    plan = (out / "rtx-4090" / "fp32" / "engine.plan").read_bytes()
+    assert backend.plan_mismatch(plan, ("8.9",)) is None
+    changed = plan[:offset] + value + plan[offset + len(value):]
+    assert backend.plan_mismatch(changed, ("8.9",)) == fragment
+
+
+def test_builder_options_key_the_cache(digits_model, digits_profiles, tmp_path):
+    args, cache = (digits_model, digits_profiles, ["rtx-4090"], ["fp32"]), tmp_path / "cache"
+    hits = [build_engines(*args, tmp_path / str(i), cache_dir=cache, **options).targets[0].cache_hit
+            for i, options in enumerate([{}, {"optimization_level": 1}, {"workspace_mb": 64},
+                                         {"optimization_level": 1}, {}])]
+    assert hits == [False, False, False, True, True]
+    record = json.loads((tmp_path / "1" / "rtx-4090" / "fp32" / "engine.json").read_text())
+    assert record["builder_options"] == {"network": "strongly typed", "workspace_mb": None, "optimization_level": 1}

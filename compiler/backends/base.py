@@ -53,7 +53,8 @@ class BuildSpec:
     """Where that state lives (the build cache's folder); None: the default cache folder."""
 
     def options(self) -> dict[str, Any]:
-        return {"workspace_mb": self.workspace_mb, "optimization_level": self.optimization_level}
+        return {"network": "strongly typed", "workspace_mb": self.workspace_mb,
+                "optimization_level": self.optimization_level}
 
 
 @dataclass
@@ -86,11 +87,16 @@ class TensorRTBackend:
     def version(self) -> str:
         return self.trt.__version__
 
+    def _network(self, builder: Any) -> Any:
+        """A strongly typed network: precision comes from the model (FP16 conversion, Q/DQ). TensorRT-RTX is
+        strongly typed anyway; datacenter TensorRT 10 would otherwise choose layer precisions itself."""
+        return builder.create_network(1 << int(self.trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED))
+
     def capability(self, model_path: Path) -> ParserCapability:
         """Partition the model the way TensorRT would (the same partitions ONNX Runtime's TensorRT EP takes)."""
         logger = _CapturingLogger(self.trt)
         builder = self.trt.Builder(logger)
-        network = builder.create_network(0)
+        network = self._network(builder)
         parser = self.trt.OnnxParser(network, logger)
         data = model_path.read_bytes()
         if hasattr(parser, "supports_model_v2"):
@@ -146,7 +152,7 @@ class TensorRTBackend:
         started = time.perf_counter()
         logger = _CapturingLogger(trt, verbose=True)
         builder = trt.Builder(logger)
-        network = builder.create_network(0)
+        network = self._network(builder)
         parser = trt.OnnxParser(network, logger)
         if not parser.parse_from_file(str(spec.model_path)):
             errors = [_describe_parser_error(parser.get_error(i)) for i in range(parser.num_errors)]
