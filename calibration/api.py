@@ -3,6 +3,7 @@
 Output folder::
 
     model.onnx          the Q/DQ (int8/fp8) or FP16 model, the original's metadata_props kept
+    model.onnx.data     its weights, when beyond protobuf's 2 GiB limit
     calibration.json    precision, method, model/data sha256, sample counts, per-tensor ranges, options
     calibration.cache   TensorRT <= 10 calibration cache (int8/fp8 runs)
     report.json         held-out comparison against FP32 per output
@@ -35,7 +36,8 @@ from compiler.model import load_model
 
 PRECISIONS = ("int8", "fp8", "fp16")
 FORMAT = 1
-FILES = ("model.onnx", "calibration.cache", "report.json")
+FILES = ("model.onnx", "model.onnx.data", "calibration.cache", "report.json")
+"""What calibration.json records the sha256 of (model.onnx.data: the weights of a model beyond protobuf's limit)."""
 
 ProgressCallback = Callable[[str, int, int], None]
 """Called as (phase, samples done, samples total); phases ``calibrate`` and ``held-out``."""
