@@ -195,7 +195,7 @@ def plan_builds(
     *,
     calibration: str | Path | None = None,
     data: str | Path | None = None,
-    method: str = "minmax",
+    method: str | None = None,
     cache_dir: str | Path | None = None,
     use_cache: bool = True,
     backend: str | None = None,
@@ -212,6 +212,11 @@ def plan_builds(
     for precision in precisions:
         if precision not in PRECISIONS:
             raise InvalidInput(f"unknown precision '{precision}'; choose from {', '.join(PRECISIONS)}")
+    if calibration is not None and data is not None:
+        raise InvalidInput("--calibration and --data both given: pass --calibration DIR to build from a finished "
+                           "calibration, or --data DATA.npz to calibrate now")
+    if method is not None and data is None:
+        raise InvalidInput(f"--method {method} chooses how --data is calibrated; pass --data DATA.npz or drop --method")
     cache = BuildCache(Path(cache_dir) if cache_dir else None)
     writable_folder(cache.root, "--cache-dir" if cache_dir else "build cache (set --cache-dir or COMPILE_CACHE_DIR)")
     model_stat = _stat_or_none(Path(model))  # before anything reads the model
@@ -241,7 +246,7 @@ def plan_builds(
         for precision in precisions:
             check_writable_folder(Path(out) / sku / precision, "--out")
     digest = source["sha256"]
-    prepared = {p: _prepare(p, Path(model), digest, calibration, data, method, cache, calibration_progress)
+    prepared = {p: _prepare(p, Path(model), digest, calibration, data, method or "minmax", cache, calibration_progress)
                 for p in dict.fromkeys(precisions)}
     source_stat = [(str(model), model_stat), *((f, stat_key(Path(f))) for f in source["files"])]
     jobs = []

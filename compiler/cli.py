@@ -136,8 +136,8 @@ def build(
     calibration: Annotated[Path | None, typer.Option(help="Output folder of compile calibrate (int8/fp8).")] = None,
     data: Annotated[Path | None, typer.Option(help="Calibration data (.npz) to calibrate int8/fp8 now "
                                                    "(kept in the cache) when --calibration is not given.")] = None,
-    method: Annotated[str, typer.Option(help="Calibration method with --data: minmax, entropy, percentile.")
-                      ] = "minmax",
+    method: Annotated[str | None, typer.Option(help="Calibration method with --data: minmax (the default), "
+                                                    "entropy, percentile.")] = None,
     jobs: Annotated[int, typer.Option(min=1, help="Parallel builds (processes).")] = 1,
     cache_dir: Annotated[Path | None, typer.Option(help="Build cache (default $COMPILE_CACHE_DIR or "
                                                         "~/.cache/compile).")] = None,

@@ -27,7 +27,7 @@ from compiler.backends import load_backend
 from compiler.backends.tensorrt import DatacenterTensorRTBackend
 from compiler.build import build_engines, execute_builds, plan_builds, run_job
 from compiler.errors import EnvironmentProblem, Interrupted, stop_signals_held
-from tests.conftest import CliResult, assert_clean_error, files_of_at_most, run_cli
+from tests.conftest import EXAMPLES, CliResult, assert_clean_error, files_of_at_most, run_cli
 from tests.onnx_files import save_model
 from tests.synthetic import resnet
 
@@ -262,6 +262,11 @@ def test_a_failed_atomic_write_keeps_the_old_file_and_leaves_no_temporary(tmp_pa
     (["--sku", "rtx-4090", "--precision", "bf12"], 2, ["unknown precision 'bf12'"]),
     (["--sku", "rtx-4090", "--backend", "tensorrt-rtx", "--sku", "h100"], 2,
      ["cannot target compute capability 9.0"]),
+    (["--sku", "rtx-4090", "--method", "bogus"], 2, ["--method bogus chooses how --data is calibrated"]),
+    (["--sku", "rtx-4090", "--precision", "int8", "--data", EXAMPLES / "digits.npz", "--method", "bogus"], 2,
+     ["--method 'bogus' is not one of minmax, entropy, percentile"]),
+    (["--sku", "rtx-4090", "--precision", "int8", "--data", EXAMPLES / "digits.npz", "--calibration", EXAMPLES], 2,
+     ["--calibration and --data both given"]),
 ])
 def test_invalid_inputs_fail_before_any_build(change, code, fragments, digits_model, digits_profiles, tmp_path):
     args = ["build", digits_model, "--profiles", digits_profiles, "--out", tmp_path / "out",
