@@ -67,6 +67,8 @@ class EngineRecord(BaseModel):
     cache_hit: bool
     cache_key: str
     plan_header: dict[str, Any] | None
+    builder_warnings: list[str] = []
+    """The builder's warnings (also in build.log); kept here so a cache hit reports them too."""
 
 
 class TargetStatus(BaseModel):
@@ -636,7 +638,7 @@ def _from_cache(job: BuildJob, staging: Path, started: float, cache: BuildCache)
         "sku": job.sku, "model_sha256": job.model_sha256, "calibration_sha256": job.calibration_sha256,
         "cache_hit": True, "build_seconds": round(time.perf_counter() - started, 3)})
     write_atomic(staging / "engine.json", record.model_dump_json(indent=2).encode())
-    return _status(job, "ok", started, cache_hit=True)
+    return _status(job, "ok", started, cache_hit=True, warnings=_builder_warnings(record.builder_warnings))
 
 
 def _build(job: BuildJob, staging: Path, progress: Callable[[str, int, int], None] | None, cancel: Any,
@@ -682,9 +684,10 @@ def _build(job: BuildJob, staging: Path, progress: Callable[[str, int, int], Non
         cache_hit=False,
         cache_key=cache_key,
         plan_header=backend.plan_header(outcome.plan),
+        builder_warnings=outcome.warnings,
     )
     write_atomic(staging / "engine.json", record.model_dump_json(indent=2).encode())
-    warnings = []
+    warnings = _builder_warnings(outcome.warnings)
     if job.use_cache:
         try:
             cache.store(cache_key, staging, plan_sha)
@@ -711,6 +714,10 @@ def _status(job: BuildJob, status: str, started: float, cache_hit: bool = False,
     return TargetStatus(sku=job.sku, precision=job.precision, status=status, path=str(job.target_dir),
                         cache_hit=cache_hit, seconds=round(time.perf_counter() - started, 3), errors=errors or [],
                         warnings=warnings or [])
+
+
+def _builder_warnings(warnings: list[str]) -> list[str]:
+    return [f"builder: {warning}" for warning in warnings]
 
 
 def _layers_document(layers: list[dict[str, Any]]) -> dict[str, Any]:

@@ -72,7 +72,7 @@ def test_every_target_builds_cold(matrix):
     out, _, report = matrix
     targets = {(t["sku"], t["precision"]): t for t in report["targets"]}
     assert set(targets) == {(s, p) for s in SKUS for p in PRECISIONS}
-    assert all(t["status"] == "ok" and not t["cache_hit"] for t in targets.values())
+    assert all(t["status"] == "ok" and not t["cache_hit"] and t["warnings"] == [] for t in targets.values())
     assert json.loads((out / "build.json").read_text())["targets"] == report["targets"]
 
 
@@ -882,3 +882,21 @@ def test_builder_options_key_the_cache(digits_model, digits_profiles, tmp_path):
     assert hits == [False, False, False, True, True]
     record = json.loads((tmp_path / "1" / "rtx-4090" / "fp32" / "engine.json").read_text())
     assert record["builder_options"] == {"network": "strongly typed", "workspace_mb": None, "optimization_level": 1}
+
+
+def test_builder_warnings_reach_the_user_and_survive_the_cache(digits_model, tmp_path):
+    """A profile whose largest batch overflows a tensor's volume builds, but TensorRT warns; that must not hide in
+    build.log, and a cache hit must say it again."""
+    profiles = tmp_path / "huge.yaml"
+    profiles.write_text("profiles:\n  - name: huge\n    shapes:\n"
+                        "      image: {min: [1, 1, 8, 8], opt: [1, 1, 8, 8], max: [1099511627776, 1, 8, 8]}\n")
+    for run, hit in (("a", False), ("b", True)):
+        result = run_cli("build", digits_model, "--profiles", profiles, "--sku", "rtx-4090", "--precision", "fp32",
+                         "--out", tmp_path / run, "--cache-dir", tmp_path / "cache", "--json")
+        assert result.exit_code == 0, result.stderr
+        [target] = json.loads(result.stdout)["targets"]
+        assert (target["status"], target["cache_hit"]) == ("ok", hit)
+        assert [w.split(".")[0] for w in target["warnings"]] == ["builder: Profile kMAX values are not self-consistent"]
+        assert result.stderr.startswith("warning: rtx-4090/fp32: builder: Profile kMAX values are not self-consistent")
+        record = json.loads((tmp_path / run / "rtx-4090" / "fp32" / "engine.json").read_text())
+        assert record["builder_warnings"] == [target["warnings"][0].removeprefix("builder: ")]

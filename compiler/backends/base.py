@@ -65,6 +65,8 @@ class BuildOutcome:
     log: list[str] = field(default_factory=list)
     layers: list[dict[str, Any]] = field(default_factory=list)
     cancelled: bool = False
+    warnings: list[str] = field(default_factory=list)
+    """The builder's warnings: none in a clean build (a profile TensorRT finds inconsistent, say)."""
 
 
 class TensorRTBackend:
@@ -183,7 +185,8 @@ class TensorRTBackend:
             return BuildOutcome(None, seconds, errors, logger.lines, cancelled=cancelled)
         self.after_build(config, spec)
         plan = memoryview(serialized).cast("B")  # no copy: plans can be GBs
-        return BuildOutcome(plan, seconds, [], logger.lines, parse_layers(logger.layers_message))
+        return BuildOutcome(plan, seconds, [], logger.lines, parse_layers(logger.layers_message),
+                            warnings=logger.warnings)
 
 
 def _describe_parser_error(err: Any) -> str:
@@ -201,6 +204,7 @@ class _CapturingLogger:
                 super().__init__()
                 self.lines: list[str] = []
                 self.errors: list[str] = []
+                self.warnings: list[str] = []
                 self.layers_message = ""
 
             def log(self, severity: Any, message: str) -> None:
@@ -211,6 +215,8 @@ class _CapturingLogger:
                     return
                 if severity in (trt.Logger.ERROR, trt.Logger.INTERNAL_ERROR):
                     self.errors.append(message.strip())
+                elif severity == trt.Logger.WARNING:
+                    self.warnings.append(message.strip())
                 self.lines.append(f"[{str(severity).rsplit('.', 1)[-1]}] {message.strip()}")
 
         logger = Logger()
