@@ -872,6 +872,7 @@ def test_the_plan_header_check_catches_a_plan_that_is_not_what_was_asked_for(mat
     assert backend.plan_mismatch(plan, ("8.9",)) is None
     changed = plan[:offset] + value + plan[offset + len(value):]
     assert backend.plan_mismatch(changed, ("8.9",)) == fragment
+    assert backend.plan_mismatch(plan[:40], ("8.9",)) == "plan has 40 bytes, fewer than its 64-byte header"
 
 
 def test_builder_options_key_the_cache(digits_model, digits_profiles, tmp_path):

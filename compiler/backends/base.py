@@ -76,6 +76,8 @@ class TensorRTBackend:
     module_name: str = ""
     install_hint: str = ""
     plan_magic: str = ""
+    plan_header_bytes: int = 0
+    """The length of the plan header :meth:`plan_header` reads; 0 where its layout is not known."""
 
     def __init__(self) -> None:
         try:
@@ -131,6 +133,8 @@ class TensorRTBackend:
 
     def plan_mismatch(self, plan: bytes | memoryview, compute_capabilities: tuple[str, ...]) -> str | None:
         """Why the plan's header disagrees with what was asked for, or None when it agrees (or is opaque)."""
+        if len(plan) < self.plan_header_bytes:
+            return f"plan has {len(plan)} bytes, fewer than its {self.plan_header_bytes}-byte header"
         header = self.plan_header(plan)
         if header is None:
             return None

@@ -14,6 +14,7 @@ class TensorRTRTXBackend(TensorRTBackend):
     module_name = "tensorrt_rtx"
     install_hint = "pip install 'compile[rtx]'"
     plan_magic = "vtrt"
+    plan_header_bytes = 64
 
     def check_targets(self, compute_capabilities: tuple[str, ...]) -> None:
         known = {m for m in dir(self.trt.ComputeCapability) if m.startswith("SM")}
@@ -29,12 +30,11 @@ class TensorRTRTXBackend(TensorRTBackend):
         for index, capability in enumerate(spec.compute_capabilities):
             config.set_compute_capability(getattr(self.trt.ComputeCapability, _member(capability)), index)
 
-
     def plan_header(self, plan: bytes | memoryview) -> dict[str, Any] | None:
         """``vtrt`` magic, version bytes at offset 24, compute-capability bitmask (u64) at offset 32."""
-        if len(plan) < 64:
+        if len(plan) < self.plan_header_bytes:
             return None
-        plan = bytes(plan[:64])
+        plan = bytes(plan[:self.plan_header_bytes])
         mask = struct.unpack_from("<Q", plan, 32)[0]
         return {
             "magic": plan[:4].decode("latin-1"),
