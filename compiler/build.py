@@ -625,13 +625,18 @@ def _cached_entry(cache: BuildCache, key: str) -> tuple[Path, EngineRecord] | No
 
 
 def _from_cache(job: BuildJob, staging: Path, started: float, cache: BuildCache) -> TargetStatus | None:
-    hit = _cached_entry(cache, job.cache_key)
-    if hit is None:
+    try:
+        hit = _cached_entry(cache, job.cache_key)
+        if hit is None:
+            return None
+        entry, record = hit
+        for name in ENGINE_FILES:
+            if name != "engine.json":
+                link_or_copy(entry / name, staging / name)
+    except FileNotFoundError:  # the entry went away meanwhile (a cache cleaner, a concurrent eviction): a miss
+        for partial in staging.iterdir():
+            partial.unlink()
         return None
-    entry, record = hit
-    for name in ENGINE_FILES:
-        if name != "engine.json":
-            link_or_copy(entry / name, staging / name)
     # The entry may have been built for another SKU of the same compute capability, or from another model
     # file or calibration run with the same bytes: the record says what this target was asked for.
     record = record.model_copy(update={

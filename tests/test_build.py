@@ -901,3 +901,24 @@ def test_builder_warnings_reach_the_user_and_survive_the_cache(digits_model, tmp
         assert result.stderr.startswith("warning: rtx-4090/fp32: builder: Profile kMAX values are not self-consistent")
         record = json.loads((tmp_path / run / "rtx-4090" / "fp32" / "engine.json").read_text())
         assert record["builder_warnings"] == [target["warnings"][0].removeprefix("builder: ")]
+
+
+def test_a_cache_entry_removed_while_it_is_taken_is_a_miss(digits_model, digits_profiles, tmp_path, monkeypatch):
+    """A cache cleaner (`find ~/.cache/compile -mtime +30 -delete`) or a concurrent eviction can remove an entry
+    between its lookup and its hard links: the target is then built, not failed."""
+    args, cache = (digits_model, digits_profiles, ["rtx-4090"], ["fp32"]), tmp_path / "cache"
+    build_engines(*args, tmp_path / "a", cache_dir=cache)
+    link = compiler.build.link_or_copy
+
+    def cleaner_strikes(source: Path, target: Path) -> None:
+        shutil.rmtree(source.parent)
+        link(source, target)
+
+    monkeypatch.setattr(compiler.build, "link_or_copy", cleaner_strikes)
+    [target] = build_engines(*args, tmp_path / "b", cache_dir=cache).targets
+    assert (target.status, target.cache_hit) == ("ok", False)
+    plan = (tmp_path / "b/rtx-4090/fp32/engine.plan").read_bytes()
+    assert json.loads((tmp_path / "b/rtx-4090/fp32/engine.json").read_text())["sha256"] == hashlib.sha256(
+        plan).hexdigest()
+    monkeypatch.setattr(compiler.build, "link_or_copy", link)
+    assert build_engines(*args, tmp_path / "c", cache_dir=cache).targets[0].cache_hit  # stored again
