@@ -39,7 +39,7 @@ from compiler.cache import (
     write_atomic,
 )
 from compiler.digest import finish_model_digest, hash_model_file
-from compiler.errors import STOP_SIGNALS, CompileError, Interrupted, InvalidInput, on_stop_signals
+from compiler.errors import STOP_SIGNALS, CompileError, Interrupted, InvalidInput, note_stop, on_stop_signals
 from compiler.profiles import ShapeProfile, load_profiles, load_sku_catalog, profiles_problem, validate_profiles
 from compiler.skim import skim_inputs
 
@@ -736,11 +736,12 @@ def _layers_document(layers: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _cancel_on_stop(cancel: threading.Event, received: list[int]) -> Callable[[int, Any], None]:
     """A stop signal asks the builders to stop through their progress monitors instead of killing mid-write
-    (``received`` gets its number); a second one stops at once."""
+    (``received`` gets its number); a second one stops at once (the first one names the exit code)."""
 
     def handler(signum: int, frame: Any) -> None:
         if cancel.is_set():
             raise KeyboardInterrupt
+        note_stop(signum)
         received.append(signum)
         cancel.set()
 

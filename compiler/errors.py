@@ -64,6 +64,19 @@ class Interrupted(CompileError):
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 """Ctrl-C, and what a cancelled CI job or a stopping container sends."""
 
+_stops_received: list[int] = []
+
+
+def note_stop(signum: int) -> None:
+    """Remember that the user asked this process to stop, whatever the stop then breaks on its way out."""
+    _stops_received.append(signum)
+
+
+def stop_received() -> int | None:
+    """The first stop signal this process received, if any: an error that a stop caused (an import it cut short,
+    a library that wrapped the KeyboardInterrupt into its own error) is reported as the stop it was."""
+    return _stops_received[0] if _stops_received else None
+
 
 @contextmanager
 def on_stop_signals(handler: Callable[[int, Any], None]) -> Iterator[None]:

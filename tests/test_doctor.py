@@ -81,3 +81,32 @@ def test_output_cut_short_by_a_full_disk_fails_with_one_error_line(tmp_path, dig
     assert len(lines) == 1 and lines[0].startswith("error: ") and "File too large" in lines[0], done.stderr
     if json_flag:
         assert lines[0].startswith("error: standard output: ")
+
+
+@pytest.mark.parametrize(("signum", "code", "line"), [(signal.SIGTERM, 143, "error: terminated"),
+                                                      (signal.SIGINT, 130, "error: interrupted")])
+def test_a_stop_that_a_library_turns_into_its_own_error_still_ends_as_the_stop(signum, code, line):
+    """onnx's and onnxruntime's wrappers, or an extension module's import cut short, turn the stop into an error of
+    their own (seen: exit 2 'ONNX checker rejected the model: terminated', exit 3 'backend … not installed
+    (initialization failed)'); the run still ends as the stop the user asked for."""
+    script = f"""
+import os, time
+from compiler import cli
+from compiler.errors import InvalidInput
+
+@cli.app.command()
+def wrapped():
+    try:
+        os.kill(os.getpid(), {int(signum)})
+        time.sleep(10)
+    except BaseException as exc:
+        raise InvalidInput(f"onnxruntime failed while calibrating: {{exc!r}}") from None
+
+@cli.app.command()
+def other():
+    pass
+
+cli.main()
+"""
+    done = subprocess.run([sys.executable, "-c", script, "wrapped"], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stderr, done.stdout) == (code, line + "\n", "")
