@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -431,7 +432,14 @@ def _run(jobs: list[BuildJob], workers: int, progress: Progress | None, cancel: 
             futures = {pool.submit(_worker, i, job if digest is None else replace(job, model_digest=None)): i
                        for i, job in enumerate(jobs)}
             for future in as_completed(futures):
-                statuses[futures[future]] = future.result()
+                index = futures[future]
+                try:
+                    statuses[index] = future.result()
+                except BrokenProcessPool:  # a worker was killed (the OOM killer, a signal): the pool is done
+                    shared_cancel.set()  # the surviving workers stop their builds through the monitor
+                    statuses[index] = _status(jobs[index], "failed", time.perf_counter(), errors=[
+                        "a build worker process died (killed by the out-of-memory killer or a signal) or was "
+                        "stopped with it; run again, with fewer --jobs if memory is short"])
     finally:
         gc.unfreeze()
         events.put(None)

@@ -471,6 +471,32 @@ def test_a_stop_signal_cancels_the_build_and_leaves_no_plan(tmp_path, jobs, send
 
 
 
+def test_a_worker_killed_outright_fails_its_targets_and_the_run_still_reports(tmp_path):
+    """What the OOM killer does to one --jobs worker: the run ends with exit 1 and a build.json naming the failed
+    targets instead of an internal error and no report; no process building into OUT outlives the command."""
+    process, out, skus = _start_slow_build(tmp_path, 2)
+    workers = [int(p) for p in os.listdir("/proc") if p.isdigit() and _is_worker_of(int(p), process.pid)]
+    assert len(workers) == 2
+    os.kill(workers[0], signal.SIGKILL)
+    stdout, stderr = process.communicate(timeout=120)
+    assert_clean_error(CliResult(process.returncode, stdout, stderr), 1, "builds failed",
+                       "a build worker process died")
+    statuses = json.loads((out / "build.json").read_text())["targets"]
+    assert [t["sku"] for t in statuses] == skus
+    assert any(t["status"] == "failed" and "worker process died" in t["errors"][0] for t in statuses)
+    for target in statuses:  # a target is either failed (no plan) or whole
+        plan = out / target["sku"] / "fp32" / "engine.plan"
+        assert plan.is_file() == (target["status"] == "ok")
+    assert _processes_building_into(out) == []
+
+
+def _is_worker_of(pid: int, parent: int) -> bool:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]) == parent
+    except (OSError, IndexError, ValueError):
+        return False
+
+
 def test_a_stop_signal_during_a_held_block_arrives_when_it_ends():
     """Where a folder is made and its removal set up, Ctrl-C and SIGTERM wait: raised between the two they would
     leave the folder behind (seen once in CI as an empty calibrate-* folder in $TMPDIR)."""
