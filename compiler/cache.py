@@ -238,21 +238,55 @@ def _sweep_abandoned(parent: Path, name: str) -> None:
 
 
 def replace_dir(target: Path, staging: Path) -> None:
-    """Swap the finished staging folder in for ``target`` with renames (no half-copied folder); when it
-    cannot be put in place, the previous folder is put back before the error is raised."""
-    old = None
-    if target.exists():
-        old = Path(tempfile.mkdtemp(prefix=f".{target.name}-old-", dir=target.parent))
-        os.rename(target, old / target.name)
+    """Put the finished staging folder in ``target``'s place: readers see the previous folder or the new one,
+    whole, never none. Where the filesystem can swap two paths atomically (Linux's RENAME_EXCHANGE), concurrent
+    runs finishing the same target each swap theirs in and the last one stays; elsewhere the previous folder is
+    renamed aside first and put back when the new one cannot go in place."""
+    while True:
+        try:
+            os.rename(staging, target)  # no folder there yet
+            return
+        except OSError as exc:
+            if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                raise
+        try:
+            _exchange(staging, target)
+        except FileNotFoundError:  # a concurrent run moved the target away meanwhile: start over
+            continue
+        except OSError as exc:
+            if exc.errno not in (errno.EINVAL, errno.ENOSYS):  # not merely a filesystem without the swap
+                raise
+            _replace_aside(target, staging)
+            return
+        shutil.rmtree(staging, ignore_errors=True)  # the previous folder, swapped out
+        return
+
+
+def _exchange(first: Path, second: Path) -> None:
+    """Swap two paths in one step (renameat2 with RENAME_EXCHANGE); ENOSYS where the C library lacks it."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if not hasattr(libc, "renameat2"):
+        raise OSError(errno.ENOSYS, "renameat2 is not available")
+    at_cwd, rename_exchange = -100, 2
+    if libc.renameat2(at_cwd, os.fsencode(first), at_cwd, os.fsencode(second), rename_exchange) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code), str(second))
+
+
+def _replace_aside(target: Path, staging: Path) -> None:
+    """Two renames, for filesystems that cannot swap: the previous folder goes aside (named like a staging
+    folder, so a run that dies meanwhile leaves something the next run sweeps) and comes back on failure."""
+    aside = new_folder(target.parent, f".{target.name}-")
+    os.rename(target, aside / target.name)
     try:
         os.rename(staging, target)
     except OSError:
-        if old is not None:
-            os.rename(old / target.name, target)
-            old.rmdir()
+        os.rename(aside / target.name, target)
+        aside.rmdir()
         raise
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+    shutil.rmtree(aside, ignore_errors=True)
 
 
 def write_atomic(path: Path, data: bytes) -> None:

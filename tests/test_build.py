@@ -948,3 +948,63 @@ def test_a_cache_entry_removed_while_it_is_taken_is_a_miss(digits_model, digits_
         plan).hexdigest()
     monkeypatch.setattr(compiler.build, "link_or_copy", link)
     assert build_engines(*args, tmp_path / "c", cache_dir=cache).targets[0].cache_hit  # stored again
+
+
+def _put_in_place_repeatedly(target: Path, rounds: int) -> int:
+    """One of several processes finishing the same target over and over; returns how many attempts failed."""
+    failures = 0
+    for i in range(rounds):
+        with compiler.cache.staging_folder(target.parent, target.name) as staging:
+            (staging / "engine.plan").write_bytes(os.urandom(64))
+            (staging / "engine.json").write_text(json.dumps({"writer": os.getpid(), "round": i}))
+            try:
+                compiler.cache.replace_dir(target, staging)
+            except OSError:
+                failures += 1
+    return failures
+
+
+def test_runs_finishing_the_same_target_at_once_each_put_a_whole_folder_in_place(tmp_path):
+    """Two CI jobs building into one shared OUT: every put-in-place succeeds, the target is always one whole
+    folder, and nothing is left beside it (seen before: ENOTEMPTY failures and leftover `.fp32-old-*` folders)."""
+    import multiprocessing
+
+    target = tmp_path / "rtx-4090" / "fp32"
+    target.parent.mkdir()
+    with multiprocessing.get_context("fork").Pool(3) as pool:
+        failures = pool.starmap(_put_in_place_repeatedly, [(target, 150)] * 3)
+    assert failures == [0, 0, 0]
+    assert sorted(p.name for p in target.iterdir()) == ["engine.json", "engine.plan"]
+    assert [p.name for p in target.parent.iterdir()] == ["fp32"]
+
+
+@pytest.mark.parametrize("refused", [False, True], ids=["put in place", "refused"])
+def test_without_an_atomic_swap_the_previous_folder_goes_aside_and_comes_back_on_failure(tmp_path, monkeypatch,
+                                                                                         refused):
+    """Filesystems without RENAME_EXCHANGE (NFS): two renames, and a refused one puts the previous folder back."""
+    def no_swap(first, second):
+        raise OSError(errno.EINVAL, "Invalid argument")
+
+    monkeypatch.setattr(compiler.cache, "_exchange", no_swap)
+    target, staging = tmp_path / "fp32", tmp_path / ".fp32-0123456789ab"
+    for folder, text in ((target, "previous"), (staging, "new")):
+        folder.mkdir()
+        (folder / "engine.json").write_text(text)
+    if not refused:
+        compiler.cache.replace_dir(target, staging)
+        assert (target / "engine.json").read_text() == "new"
+        assert [p.name for p in tmp_path.iterdir()] == ["fp32"]
+        return
+    rename, calls = os.rename, []
+
+    def refusing(source, destination):
+        calls.append(source)
+        if Path(source) == staging and len(calls) > 1:  # the first try meets the previous folder (ENOTEMPTY)
+            raise OSError(errno.EIO, "Input/output error")
+        return rename(source, destination)
+
+    monkeypatch.setattr(os, "rename", refusing)
+    with pytest.raises(OSError, match="Input/output error"):
+        compiler.cache.replace_dir(target, staging)
+    assert (target / "engine.json").read_text() == "previous"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [staging.name, "fp32"]  # the staging folder is its caller's
