@@ -16,7 +16,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -429,22 +429,51 @@ def _run(jobs: list[BuildJob], workers: int, progress: Progress | None, cancel: 
                                  initargs=(events if progress else None, shared_cancel, digest)) as pool:
             if digest is not None:
                 threading.Thread(target=digest.publish, args=(*pending,), daemon=True).start()
-            futures = {pool.submit(_worker, i, job if digest is None else replace(job, model_digest=None)): i
-                       for i, job in enumerate(jobs)}
-            for future in as_completed(futures):
-                index = futures[future]
-                try:
-                    statuses[index] = future.result()
-                except BrokenProcessPool:  # a worker was killed (the OOM killer, a signal): the pool is done
-                    shared_cancel.set()  # the surviving workers stop their builds through the monitor
-                    statuses[index] = _status(jobs[index], "failed", time.perf_counter(), errors=[
-                        "a build worker process died (killed by the out-of-memory killer or a signal) or was "
-                        "stopped with it; run again, with fewer --jobs if memory is short"])
+            def submit(index: int) -> Any:
+                job = jobs[index]
+                return pool.submit(_worker, index, job if digest is None else replace(job, model_digest=None))
+
+            first, repeats = _engine_groups(jobs)
+            running = {submit(i): i for i in first}
+            while running:
+                done, _ = wait(running, return_when=FIRST_COMPLETED)
+                for future in done:
+                    index = running.pop(future)
+                    try:
+                        statuses[index] = future.result()
+                    except BrokenProcessPool:  # a worker was killed (the OOM killer, a signal): the pool is done
+                        shared_cancel.set()  # the surviving workers stop their builds through the monitor
+                        statuses[index] = _worker_died(jobs[index])
+                    for repeat in repeats.pop(index, []):  # now a cache hit
+                        try:
+                            running[submit(repeat)] = repeat
+                        except BrokenProcessPool:
+                            statuses[repeat] = _worker_died(jobs[repeat])
     finally:
         gc.unfreeze()
         events.put(None)
         relay.join()
     return [statuses[i] for i in range(len(jobs))]
+
+
+def _engine_groups(jobs: list[BuildJob]) -> tuple[list[int], dict[int, list[int]]]:
+    """Targets that share one engine (SKUs of one compute capability, with the cache on): the first of each builds
+    it, the others start when it is done and take it from the cache, rather than build it again beside it."""
+    first: dict[str, int] = {}
+    repeats: dict[int, list[int]] = {}
+    for index, job in enumerate(jobs):
+        engine = hash_json([job.key_material, job.built_model_sha256]) if job.use_cache else str(index)
+        if engine in first:
+            repeats.setdefault(first[engine], []).append(index)
+        else:
+            first[engine] = index
+    return list(first.values()), repeats
+
+
+def _worker_died(job: BuildJob) -> TargetStatus:
+    return _status(job, "failed", time.perf_counter(), errors=[
+        "a build worker process died (killed by the out-of-memory killer or a signal) or was stopped with it; "
+        "run again, with fewer --jobs if memory is short"])
 
 
 def _relay(events: Any, progress: Progress | None, cancel: threading.Event, shared_cancel: Any) -> None:

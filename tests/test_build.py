@@ -766,11 +766,13 @@ def test_worker_processes_build_while_the_model_is_hashed(digits_model, digits_p
     assert not list((tmp_path / "c").glob("*/*/engine.plan"))
 
 
-def test_a_cache_hit_records_the_sku_it_was_built_for(digits_model, digits_profiles, tmp_path):
-    """rtx-3090 and rtx-a6000 are both compute capability 8.6: one engine serves both, and each target's
-    engine.json names its own SKU."""
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_cache_hit_records_the_sku_it_was_built_for(digits_model, digits_profiles, tmp_path, jobs):
+    """rtx-3090 and rtx-a6000 are both compute capability 8.6: one engine serves both, built once (with --jobs 2
+    the second target waits for it rather than build it again beside it), and each engine.json names its SKU."""
     result = run_cli("build", digits_model, "--profiles", digits_profiles, "--sku", "rtx-3090", "--sku", "rtx-a6000",
-                     "--precision", "fp32", "--out", tmp_path / "out", "--cache-dir", tmp_path / "cache", "--json")
+                     "--precision", "fp32", "--out", tmp_path / "out", "--cache-dir", tmp_path / "cache", "--json",
+                     "--jobs", jobs)
     assert result.exit_code == 0, result.stderr
     assert [(t["sku"], t["cache_hit"]) for t in json.loads(result.stdout)["targets"]] == [
         ("rtx-3090", False), ("rtx-a6000", True)]
