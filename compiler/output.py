@@ -27,6 +27,8 @@ class _LazyConsole:
             from rich.console import Console
 
             self._console = Console(**self._options)
+            if not self._console.is_terminal and "COLUMNS" not in os.environ:
+                self._console.width = 512  # a CI log: Rich's 80 columns would fold paths and errors mid-word
         return self._console
 
     def __getattr__(self, name: str) -> Any:
@@ -85,11 +87,16 @@ def build_progress(jobs) -> Iterator:
 
     columns = (TextColumn("{task.description:<22}"), BarColumn(), TaskProgressColumn(),
                TextColumn("{task.fields[phase]}"), TimeElapsedColumn())
-    with Progress(*columns, console=err_console.get(), transient=False) as bars:
+    console = err_console.get()
+    # Not a terminal (a CI log): no bars, which would show only at the end, but a line as each target ends,
+    # so a long matrix shows signs of life
+    with Progress(*columns, console=console, transient=False, disable=not console.is_terminal) as bars:
         tasks = [bars.add_task(f"{job.sku} {job.precision}", total=None, phase="waiting") for job in jobs]
 
         def update(index: int, phase: str, done: int, total: int) -> None:
             bars.update(tasks[index], completed=done, total=total or None, phase=phase)
+            if not console.is_terminal and phase.split(" ")[0] in ("ok", "failed", "cancelled"):
+                console.print(f"{jobs[index].sku} {jobs[index].precision}: {phase}", highlight=False)
 
         yield update
 
@@ -104,7 +111,8 @@ def sample_progress() -> Iterator:
 
     columns = (TextColumn("{task.description:<10}"), BarColumn(), MofNCompleteColumn(), TextColumn("samples"),
                TimeElapsedColumn())
-    bars = Progress(*columns, console=err_console.get(), transient=True)
+    console = err_console.get()
+    bars = Progress(*columns, console=console, transient=True, disable=not console.is_terminal)
     tasks: dict[str, int] = {}
 
     def update(phase: str, done: int, total: int) -> None:

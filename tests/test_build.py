@@ -1010,3 +1010,16 @@ def test_without_an_atomic_swap_the_previous_folder_goes_aside_and_comes_back_on
         compiler.cache.replace_dir(target, staging)
     assert (target / "engine.json").read_text() == "previous"
     assert sorted(p.name for p in tmp_path.iterdir()) == [staging.name, "fp32"]  # the staging folder is its caller's
+
+
+def test_a_ci_log_gets_a_line_per_finished_target_and_unfolded_paths(digits_model, digits_profiles, tmp_path):
+    """Not a terminal: no progress bars (which would show only at the end) but a line as each target ends, no
+    escape codes, and a table wide enough that paths are not folded mid-word."""
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "FORCE_COLOR", "TERM")}
+    out = tmp_path / "a-rather-long-folder-name-as-ci-runners-make-them" / "build"
+    result = run_cli("build", digits_model, "--profiles", digits_profiles, "--sku", "rtx-4090", "--sku", "rtx-3090",
+                     "--precision", "fp32", "--out", out, "--cache-dir", tmp_path / "cache", env=env)
+    assert result.exit_code == 0, result.stderr
+    assert result.stderr.splitlines() == ["rtx-4090 fp32: ok", "rtx-3090 fp32: ok"]
+    assert "\x1b" not in result.stdout + result.stderr
+    assert str(out / "rtx-4090" / "fp32") in result.stdout
