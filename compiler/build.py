@@ -155,8 +155,8 @@ Progress = Callable[[int, str, int, int], None]
 def build_engines(
     model: str | Path,
     profiles: str | Path,
-    skus: list[str],
-    precisions: list[str],
+    skus: str | list[str],
+    precisions: str | list[str],
     out: str | Path,
     jobs: int = 1,
     progress: Progress | None = None,
@@ -192,8 +192,8 @@ def execute_builds(planned: list[BuildJob], model: str | Path, out: str | Path, 
 def plan_builds(
     model: str | Path,
     profiles: str | Path,
-    skus: list[str],
-    precisions: list[str],
+    skus: str | list[str],
+    precisions: str | list[str],
     out: str | Path,
     *,
     calibration: str | Path | None = None,
@@ -208,6 +208,7 @@ def plan_builds(
 ) -> list[BuildJob]:
     """Every check that can fail before a build, and the jobs that follow from them (the output folder is made,
     proven writable, last)."""
+    skus, precisions = ([names] if isinstance(names, str) else list(names) for names in (skus, precisions))
     if not skus:
         raise InvalidInput("no --sku given; name at least one SKU from profiles/skus.yaml")
     if not precisions:
@@ -215,6 +216,10 @@ def plan_builds(
     for precision in precisions:
         if precision not in PRECISIONS:
             raise InvalidInput(f"unknown precision '{precision}'; choose from {', '.join(PRECISIONS)}")
+    if workspace_mb is not None and workspace_mb < 1:
+        raise InvalidInput(f"--workspace-mb {workspace_mb}: give at least 1 (MiB)")
+    if optimization_level is not None and not 0 <= optimization_level <= 5:
+        raise InvalidInput(f"--optimization-level {optimization_level}: give 0 to 5")
     if calibration is not None and data is not None:
         raise InvalidInput("--calibration and --data both given: pass --calibration DIR to build from a finished "
                            "calibration, or --data DATA.npz to calibrate now")

@@ -26,7 +26,7 @@ import compiler.cache
 from compiler.backends import load_backend
 from compiler.backends.tensorrt import DatacenterTensorRTBackend
 from compiler.build import build_engines, execute_builds, plan_builds, run_job
-from compiler.errors import EnvironmentProblem, Interrupted, stop_signals_held
+from compiler.errors import EnvironmentProblem, Interrupted, InvalidInput, stop_signals_held
 from tests.conftest import EXAMPLES, CliResult, assert_clean_error, files_of_at_most, run_cli
 from tests.onnx_files import save_model
 from tests.synthetic import resnet
@@ -1023,3 +1023,15 @@ def test_a_ci_log_gets_a_line_per_finished_target_and_unfolded_paths(digits_mode
     assert result.stderr.splitlines() == ["rtx-4090 fp32: ok", "rtx-3090 fp32: ok"]
     assert "\x1b" not in result.stdout + result.stderr
     assert str(out / "rtx-4090" / "fp32") in result.stdout
+
+
+def test_the_python_api_checks_what_the_cli_checks(digits_model, digits_profiles, tmp_path):
+    """A library caller gets the same InvalidInput as the CLI's options would, not a TensorRT error or a build of
+    something else; a single SKU or precision may be given as a plain string."""
+    args = (digits_model, digits_profiles)
+    for options, fragment in (({"optimization_level": 9}, "--optimization-level 9: give 0 to 5"),
+                              ({"workspace_mb": -1}, "--workspace-mb -1: give at least 1")):
+        with pytest.raises(InvalidInput, match=fragment):
+            plan_builds(*args, ["rtx-4090"], ["fp32"], tmp_path / "out", cache_dir=tmp_path / "cache", **options)
+    [target] = build_engines(*args, "rtx-4090", "fp32", tmp_path / "out", cache_dir=tmp_path / "cache").targets
+    assert (target.sku, target.precision, target.status) == ("rtx-4090", "fp32", "ok")
