@@ -36,8 +36,12 @@ def convert_fp16(src: Path, dst: Path) -> None:
         converted.metadata_props.add(key=key, value=value)
     dst.parent.mkdir(parents=True, exist_ok=True)
     staging = dst.with_name(f".{dst.name}.{os.getpid()}")
-    save_model(converted, staging, data_name=dst.name + ".data")
-    os.replace(staging, dst)
+    try:
+        save_model(converted, staging, data_name=dst.name + ".data")
+        os.replace(staging, dst)
+    except BaseException:  # a stop or a full disk mid-save: no half-written model stays in the cache
+        staging.unlink(missing_ok=True)
+        raise
 
 
 def _sort_topologically(graph: onnx.GraphProto) -> None:

@@ -513,6 +513,24 @@ def test_convert_fp16_api(tmp_path, digits_model):
     load_model(dst)  # passes the checker
 
 
+def test_an_fp16_conversion_stopped_while_saving_leaves_no_partial_model(tmp_path, digits_model, monkeypatch):
+    """`compile build --precision fp16` converts into the build cache: a stop while the model is being written must
+    not leave a half-written staging file there."""
+    import calibration.calibrators
+
+    save_model = calibration.calibrators.save_model
+
+    def stopped_midway(proto, path, data_name=None):
+        save_model(proto, path, data_name)
+        Path(path).write_bytes(Path(path).read_bytes()[:100])  # as far as the write got
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(calibration.calibrators, "save_model", stopped_midway)
+    with pytest.raises(KeyboardInterrupt):
+        convert_fp16(digits_model, tmp_path / "prepared" / "fp16.onnx")
+    assert list((tmp_path / "prepared").iterdir()) == []
+
+
 def test_old_opset_model_is_upgraded_for_per_channel(tmp_path, digits_model, digits_data):
     proto = onnx.load(digits_model)  # the ops it uses have the same signature at opset 12
     next(o for o in proto.opset_import if o.domain == "").version = 12
