@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import functools
 import hashlib
 import json
 import os
@@ -266,13 +267,20 @@ def _exchange(first: Path, second: Path) -> None:
     """Swap two paths in one step (renameat2 with RENAME_EXCHANGE); ENOSYS where the C library lacks it."""
     import ctypes
 
-    libc = ctypes.CDLL(None, use_errno=True)
-    if not hasattr(libc, "renameat2"):
+    renameat2 = getattr(_libc(), "renameat2", None)
+    if renameat2 is None:
         raise OSError(errno.ENOSYS, "renameat2 is not available")
     at_cwd, rename_exchange = -100, 2
-    if libc.renameat2(at_cwd, os.fsencode(first), at_cwd, os.fsencode(second), rename_exchange) != 0:
+    if renameat2(at_cwd, os.fsencode(first), at_cwd, os.fsencode(second), rename_exchange) != 0:
         code = ctypes.get_errno()
         raise OSError(code, os.strerror(code), str(second))
+
+
+@functools.cache
+def _libc() -> Any:
+    import ctypes
+
+    return ctypes.CDLL(None, use_errno=True)
 
 
 def _replace_aside(target: Path, staging: Path) -> None:
