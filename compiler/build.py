@@ -680,10 +680,11 @@ def _from_cache(job: BuildJob, staging: Path, started: float, cache: BuildCache)
             partial.unlink()
         return None
     # The entry may have been built for another SKU of the same compute capability, or from another model
-    # file or calibration run with the same bytes: the record says what this target was asked for.
+    # file or calibration run with the same bytes: the record says what this target was asked for. Its
+    # build_seconds stay what the engine took to build (build.json has this run's seconds).
     record = record.model_copy(update={
         "sku": job.sku, "model_sha256": job.model_sha256, "calibration_sha256": job.calibration_sha256,
-        "cache_hit": True, "build_seconds": round(time.perf_counter() - started, 3)})
+        "cache_hit": True})
     write_atomic(staging / "engine.json", record.model_dump_json(indent=2).encode())
     return _status(job, "ok", started, cache_hit=True, warnings=_builder_warnings(record.builder_warnings))
 

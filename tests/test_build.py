@@ -118,11 +118,15 @@ def test_fp32_fuses_conv_batchnorm_relu(matrix):
 
 def test_int8_build_runs_int8_convolutions(matrix):
     out, _, _ = matrix
+    # INT8 activations in, INT8 weights among the constants: not merely dequantized weights in a float kernel
     int8_convs = [
         layer for layer in _layers(out, "rtx-3090", "int8")
-        if "Int8" in layer["input_types"] and any("Conv" in node for node in layer["onnx_nodes"])
+        if layer["input_types"] == ["Int8"] and "Int8" in layer["constant_types"]
+        and any("Conv" in node for node in layer["onnx_nodes"])
     ]
     assert len(int8_convs) >= 2, _layers(out, "rtx-3090", "int8")
+    maxpools = [layer for layer in _layers(out, "rtx-3090", "fp32") if layer["type"] == "maxpool"]
+    assert maxpools and all(layer["constant_types"] == [] for layer in maxpools)
 
 
 def test_fp16_build_runs_half_kernels(matrix):
@@ -142,6 +146,7 @@ def test_second_run_is_all_cache_hits(matrix, digits_model, digits_profiles, int
         first = json.loads((out / target["sku"] / target["precision"] / "engine.json").read_text())
         second = json.loads((again / target["sku"] / target["precision"] / "engine.json").read_text())
         assert second["cache_hit"] is True and second["sha256"] == first["sha256"]
+        assert second["build_seconds"] == first["build_seconds"] > 0  # what the engine took, not the copy
         plan = (again / target["sku"] / target["precision"] / "engine.plan").read_bytes()
         assert hashlib.sha256(plan).hexdigest() == first["sha256"]
 
@@ -910,7 +915,8 @@ def test_builder_options_key_the_cache(digits_model, digits_profiles, tmp_path):
                                          {"optimization_level": 1}, {}])]
     assert hits == [False, False, False, True, True]
     record = json.loads((tmp_path / "1" / "rtx-4090" / "fp32" / "engine.json").read_text())
-    assert record["builder_options"] == {"network": "strongly typed", "workspace_mb": None, "optimization_level": 1}
+    assert record["builder_options"] == {"network": "strongly typed", "profiling_verbosity": "detailed",
+                                         "workspace_mb": None, "optimization_level": 1}
 
 
 def test_builder_warnings_reach_the_user_and_survive_the_cache(digits_model, tmp_path):
@@ -1035,3 +1041,25 @@ def test_the_python_api_checks_what_the_cli_checks(digits_model, digits_profiles
             plan_builds(*args, ["rtx-4090"], ["fp32"], tmp_path / "out", cache_dir=tmp_path / "cache", **options)
     [target] = build_engines(*args, "rtx-4090", "fp32", tmp_path / "out", cache_dir=tmp_path / "cache").targets
     assert (target.sku, target.precision, target.status) == ("rtx-4090", "fp32", "ok")
+
+
+def test_layers_json_keeps_node_names_with_commas_brackets_and_spaces(tmp_path):
+    """Exporters name nodes freely: the ONNX nodes a kernel covers come back whole, and constants (weights) are not
+    counted among a kernel's inputs."""
+    weights = numpy_helper.from_array(np.random.default_rng(0).normal(size=(4, 1, 3, 3)).astype(np.float32), "w")
+    names = ["conv, first [0]", "relu]x[y"]
+    model = save_model(tmp_path / "odd.onnx", [
+        helper.make_node("Conv", ["image", "w"], ["c"], name=names[0], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["out"], name=names[1]),
+    ], [helper.make_tensor_value_info("image", TensorProto.FLOAT, ["n", 1, 8, 8])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["n", 4, 8, 8])], [weights])
+    profiles = tmp_path / "p.yaml"
+    profiles.write_text("profiles:\n  - name: p\n    shapes:\n      image: {min: [1, 1, 8, 8], opt: [2, 1, 8, 8], "
+                        "max: [4, 1, 8, 8]}\n")
+    [target] = build_engines(model, profiles, ["rtx-4090"], ["fp32"], tmp_path / "out",
+                             cache_dir=tmp_path / "cache").targets
+    assert target.status == "ok", target.errors
+    layers = _layers(tmp_path / "out", "rtx-4090", "fp32")
+    assert set(names) <= {node for layer in layers for node in layer["onnx_nodes"]}, layers
+    [conv] = [layer for layer in layers if names[0] in layer["onnx_nodes"]]
+    assert conv["input_types"] == ["Float"] and conv["constant_types"] == ["Float"]

@@ -53,7 +53,7 @@ class BuildSpec:
     """Where that state lives (the build cache's folder); None: the default cache folder."""
 
     def options(self) -> dict[str, Any]:
-        return {"network": "strongly typed", "workspace_mb": self.workspace_mb,
+        return {"network": "strongly typed", "profiling_verbosity": "detailed", "workspace_mb": self.workspace_mb,
                 "optimization_level": self.optimization_level}
 
 
@@ -267,27 +267,41 @@ class _ProgressMonitor:
 
 
 _LAYER_LINE = re.compile(r"^Name: (?P<name>.*?), LayerType: (?P<type>[^,]*),")
-_ONNX_LAYER = re.compile(r"\[ONNX Layer: ([^\]]+)\]")
 _DATATYPE = re.compile(r"Datatype: (\w+)")
+_ONNX_LAYER = "[ONNX Layer: "
 
 
 def parse_layers(message: str) -> list[dict[str, Any]]:
     """The final kernels from the builder's DETAILED ``Layers:`` message.
 
-    Each kernel: its name, type, output data types (its precision) and the ONNX nodes it covers.
+    Each kernel: its name, type, the data types of its inputs (activations), constants (weights) and outputs,
+    and the ONNX nodes it covers. A line reads ``Name: …, LayerType: …, Inputs: […], Constants: […],
+    Outputs: […], TacticName: …, StreamId: …, Metadata: [ONNX Layer: a][ONNX Layer: b]``.
     """
     layers = []
     for line in message.splitlines()[1:]:
         match = _LAYER_LINE.match(line.strip())
         if not match:
             continue
-        outputs = line.split("Outputs: [", 1)[1] if "Outputs: [" in line else ""
-        inputs = line.split("Inputs: [", 1)[1].split("Outputs: [", 1)[0] if "Inputs: [" in line else ""
+        # "[ONNX Layer: a]" entries, separated by nothing or by a \x1f; a name may itself hold brackets
+        metadata = line.rpartition(", Metadata: ")[2]
+        nodes = [entry.rstrip("\x1f \t").removesuffix("]") for entry in metadata.split(_ONNX_LAYER)[1:]]
         layers.append({
             "name": match["name"],
             "type": match["type"],
-            "input_types": sorted(set(_DATATYPE.findall(inputs))),
-            "output_types": sorted(set(_DATATYPE.findall(outputs.split("TacticName:", 1)[0]))),
-            "onnx_nodes": _ONNX_LAYER.findall(line),
+            "input_types": _types(line, "Inputs: [", ("], Constants: [", "], Outputs: [")),
+            "constant_types": _types(line, "], Constants: [", ("], Outputs: [",)),
+            "output_types": _types(line, "], Outputs: [", ("], TacticName: ",)),
+            "onnx_nodes": nodes,
         })
     return layers
+
+
+def _types(line: str, start: str, ends: tuple[str, ...]) -> list[str]:
+    """The data types named in one field of a Layers line, from ``start`` to the first of ``ends`` after it."""
+    _, found, rest = line.partition(start)
+    for end in ends:
+        if end in rest:
+            rest = rest.partition(end)[0]
+            break
+    return sorted(set(_DATATYPE.findall(rest))) if found else []
