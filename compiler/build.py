@@ -141,11 +141,15 @@ class BuildJob:
 
     @property
     def cache_key(self) -> str:
-        return hash_json({**self.key_material, "model": self.built_sha256})
+        return _engine_key(self.key_material, self.built_sha256)
 
     @property
     def digest_pending(self) -> bool:
         return not isinstance(self.model_digest, str) and not self.model_digest.done()
+
+
+def _engine_key(material: dict[str, Any], model_digest: str | None) -> str:
+    return hash_json({**material, "model": model_digest})
 
 
 Progress = Callable[[int, str, int, int], None]
@@ -256,7 +260,7 @@ def plan_builds(
     digest = source["sha256"]
     prepared = {p: _prepare(p, Path(model), digest, calibration, data, method or "minmax", cache, calibration_progress)
                 for p in dict.fromkeys(precisions)}
-    source_stat = [(str(model), model_stat), *((f, stat_key(Path(f))) for f in source["files"])]
+    source_stat = _files_stat(Path(model), model_stat, source["files"])
     jobs = []
     for sku, target in targets.items():
         backend_impl = backends[backend or target.backend]
@@ -403,7 +407,13 @@ def _prepared_digest(path: Path, cache: BuildCache) -> tuple[str, list[tuple[str
     path_stat = stat_key(path)  # before anything reads it
     facts = _model_facts(path, cache)
     digest = facts["sha256"] if isinstance(facts["sha256"], str) else facts["sha256"].result()
-    return digest, [(str(path), path_stat), *((f, stat_key(Path(f))) for f in facts["files"])]
+    return digest, _files_stat(path, path_stat, facts["files"])
+
+
+def _files_stat(model: Path, model_stat: list[Any] | None, external: list[str]) -> list[tuple[str, list[Any]]]:
+    """(path, stat key) of a model, taken before it was read, and of its external data files: what
+    :func:`_changed_input` compares after the build."""
+    return [(str(model), model_stat), *((f, stat_key(Path(f))) for f in external)]
 
 
 def _run(jobs: list[BuildJob], workers: int, progress: Progress | None, cancel: threading.Event
@@ -467,7 +477,8 @@ def _engine_groups(jobs: list[BuildJob]) -> tuple[list[int], dict[int, list[int]
     first: dict[str, int] = {}
     repeats: dict[int, list[int]] = {}
     for index, job in enumerate(jobs):
-        engine = hash_json([job.key_material, job.built_model_sha256]) if job.use_cache else str(index)
+        # the cache key without waiting for the source model's digest: None stands for it in every job of a plan
+        engine = _engine_key(job.key_material, job.built_model_sha256) if job.use_cache else str(index)
         if engine in first:
             repeats.setdefault(first[engine], []).append(index)
         else:
@@ -595,9 +606,7 @@ def _produce_in_place(job: BuildJob, staging: Path, progress: Callable[[str, int
     try:
         status = _produce(job, staging, progress, cancel, started)
     except OSError as exc:  # a full disk or a quota: this target fails, the others go on
-        for partial in staging.iterdir():
-            if partial.name != "build.log":
-                partial.unlink()
+        _clear(staging, keep="build.log")
         status = _status(job, "failed", started, errors=[f"could not write the engine files: {exc}; free space "
                                                          f"under {job.target_dir.parent} and the build cache"])
     if status.status != "cancelled":
@@ -633,8 +642,7 @@ def _produce(job: BuildJob, staging: Path, progress: Callable[[str, int, int], N
     watcher.join()
     if status.status != "cancelled" or not in_cache.is_set() or (cancel is not None and cancel.is_set()):
         return status
-    for leftover in staging.iterdir():
-        leftover.unlink()
+    _clear(staging)
     return _from_cache(job, staging, started, cache) or _build(job, staging, progress, cancel, started, cache)
 
 
@@ -676,8 +684,7 @@ def _from_cache(job: BuildJob, staging: Path, started: float, cache: BuildCache)
             if name != "engine.json":
                 link_or_copy(entry / name, staging / name)
     except FileNotFoundError:  # the entry went away meanwhile (a cache cleaner, a concurrent eviction): a miss
-        for partial in staging.iterdir():
-            partial.unlink()
+        _clear(staging)
         return None
     # The entry may have been built for another SKU of the same compute capability, or from another model
     # file or calibration run with the same bytes: the record says what this target was asked for. Its
@@ -762,6 +769,13 @@ def _status(job: BuildJob, status: str, started: float, cache_hit: bool = False,
     return TargetStatus(sku=job.sku, precision=job.precision, status=status, path=str(job.target_dir),
                         cache_hit=cache_hit, seconds=round(time.perf_counter() - started, 3), errors=errors or [],
                         warnings=warnings or [])
+
+
+def _clear(staging: Path, keep: str | None = None) -> None:
+    """Remove what a staging folder holds so far (but ``keep``): the files of a result that is not to be."""
+    for partial in staging.iterdir():
+        if partial.name != keep:
+            partial.unlink()
 
 
 def _builder_warnings(warnings: list[str]) -> list[str]:
