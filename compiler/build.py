@@ -39,7 +39,7 @@ from compiler.cache import (
     writable_folder,
     write_atomic,
 )
-from compiler.digest import finish_model_digest, hash_model_file
+from compiler.digest import finish_model_digest, hash_model_file, hash_model_file_mapped
 from compiler.errors import STOP_SIGNALS, CompileError, Interrupted, InvalidInput, note_stop, on_stop_signals
 from compiler.profiles import ShapeProfile, load_profiles, load_sku_catalog, profiles_problem, validate_profiles
 from compiler.skim import skim_inputs
@@ -325,8 +325,13 @@ def _model_facts(path: Path, cache: BuildCache) -> dict[str, Any]:
 
 def _read_model(path: Path, cache: BuildCache, memo: Path, pool: ThreadPoolExecutor) -> dict[str, Any]:
     """:func:`_model_facts` for a file read anew: the hash on ``pool`` (a second core; TensorRT builds on
-    one), the inputs here."""
-    model_file = pool.submit(hash_model_file, path)
+    one), the inputs here.
+
+    The hash reads a mapping of the file in one GIL-free update: read in chunks, it would need the GIL
+    between chunks and wait for it behind the Python work that follows here (imports, validation), so
+    it ran mostly after the --jobs workers had started, on a core they wanted.
+    """
+    model_file = pool.submit(hash_model_file_mapped, path)
     inputs, external_files = skim_inputs(path), ()
     if inputs is None:
         # what the skim leaves to it (external data, anything unusual): the full safe load, with onnx

@@ -694,13 +694,13 @@ def _new_file_with_digest_held(model: Path, folder: Path, monkeypatch) -> tuple[
     folder.mkdir()
     copy = folder / "model.onnx"
     shutil.copy(model, copy)
-    release, hash_model_file = threading.Event(), compiler.build.hash_model_file
+    release, hash_model_file = threading.Event(), compiler.build.hash_model_file_mapped
 
     def held(path: Path):
         release.wait()
         return hash_model_file(path)
 
-    monkeypatch.setattr(compiler.build, "hash_model_file", held)
+    monkeypatch.setattr(compiler.build, "hash_model_file_mapped", held)
     return copy, release
 
 
