@@ -39,7 +39,7 @@ from compiler.cache import (
     writable_folder,
     write_atomic,
 )
-from compiler.digest import finish_model_digest, hash_model_file, hash_model_file_mapped
+from compiler.digest import MODEL_FACTS, claim_hash, finish_model_digest, hash_model_file, hash_model_file_mapped
 from compiler.errors import STOP_SIGNALS, CompileError, Interrupted, InvalidInput, note_stop, on_stop_signals
 from compiler.profiles import ShapeProfile, load_profiles, load_sku_catalog, profiles_problem, validate_profiles
 from compiler.skim import skim_inputs
@@ -312,7 +312,7 @@ def _model_facts(path: Path, cache: BuildCache) -> dict[str, Any]:
         from compiler.model import load_model
 
         load_model(path)  # raises the precise error
-    memo, facts = cache.recall("model", [path])
+    memo, facts = cache.recall(MODEL_FACTS, [path])
     if facts is not None:
         return facts
     # A thread of its own that ends with the digest: the CLI's exit waits for working threads, not idle ones.
@@ -329,9 +329,10 @@ def _read_model(path: Path, cache: BuildCache, memo: Path, pool: ThreadPoolExecu
 
     The hash reads a mapping of the file in one GIL-free update: read in chunks, it would need the GIL
     between chunks and wait for it behind the Python work that follows here (imports, validation), so
-    it ran mostly after the --jobs workers had started, on a core they wanted.
+    it ran mostly after the --jobs workers had started, on a core they wanted. The CLI starts it earlier
+    still (:func:`compiler.digest.hash_ahead`).
     """
-    model_file = pool.submit(hash_model_file_mapped, path)
+    model_file = claim_hash(path, _stat_or_none(path)) or pool.submit(hash_model_file_mapped, path)
     inputs, external_files = skim_inputs(path), ()
     if inputs is None:
         # what the skim leaves to it (external data, anything unusual): the full safe load, with onnx

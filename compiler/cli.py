@@ -156,6 +156,9 @@ def build(
     json: JsonOption = False,
 ) -> None:
     """One engine per SKU x precision under OUT/<sku>/<precision>/, with a content-addressed cache."""
+    from compiler.digest import hash_ahead
+
+    hash_ahead(model, cache_dir)  # on the second core while the build's modules import
     from compiler.build import execute_builds, plan_builds
 
     options = dict(calibration=calibration, data=data, method=method, cache_dir=cache_dir, use_cache=not no_cache,

@@ -17,12 +17,14 @@ import time
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
 import yaml
 from onnx import TensorProto, helper, numpy_helper
 
 import compiler.build
 import compiler.cache
+import compiler.digest
 from compiler.backends import load_backend
 from compiler.backends.tensorrt import DatacenterTensorRTBackend
 from compiler.build import build_engines, execute_builds, plan_builds, run_job
@@ -769,6 +771,42 @@ def test_worker_processes_build_while_the_model_is_hashed(digits_model, digits_p
     assert all("could not read the model to hash it" in t.errors[0] and "model.onnx" in t.errors[0]
                for t in report.targets)
     assert not list((tmp_path / "c").glob("*/*/engine.plan"))
+
+
+def test_the_cli_head_start_on_the_digest_is_taken_up_and_never_outlives_a_change(digits_model, digits_profiles,
+                                                                                   tmp_path, monkeypatch):
+    """compile build starts hashing a model the cache has not seen before its modules are imported; the build
+    takes that hash up instead of reading the file again, but not once the file has changed since."""
+    started, hash_mapped = [], compiler.digest.hash_model_file_mapped
+
+    def counted(path: Path, *args):
+        started.append(path)
+        return hash_mapped(path, *args)
+
+    monkeypatch.setattr(compiler.digest, "hash_model_file_mapped", counted)
+    monkeypatch.setattr(compiler.build, "hash_model_file_mapped", counted)
+    cache, copy = tmp_path / "cache", tmp_path / "model.onnx"
+    shutil.copy(digits_model, copy)
+    compiler.digest.hash_ahead(copy, cache)
+    report = build_engines(copy, digits_profiles, ["rtx-4090"], ["fp32"], tmp_path / "a", cache_dir=cache)
+    assert report.model_sha256 == hashlib.sha256(copy.read_bytes()).hexdigest()
+    assert started == [copy]  # hashed once: ahead, and taken up by the build
+
+    # a file the cache has seen is not hashed ahead
+    compiler.digest.hash_ahead(copy, cache)
+    build_engines(copy, digits_profiles, ["rtx-4090"], ["fp32"], tmp_path / "b", cache_dir=cache)
+    assert started == [copy]
+
+    # a file rewritten after the head start is hashed again: its digest is of the new bytes
+    other = tmp_path / "other.onnx"
+    shutil.copy(digits_model, other)
+    compiler.digest.hash_ahead(other, cache)
+    model = onnx.load(other)
+    model.doc_string = "rewritten after the head start"
+    onnx.save(model, other)
+    report = build_engines(other, digits_profiles, ["rtx-4090"], ["fp32"], tmp_path / "c", cache_dir=cache)
+    assert report.model_sha256 == hashlib.sha256(other.read_bytes()).hexdigest()
+    assert started == [copy, other, other]
 
 
 @pytest.mark.parametrize("jobs", ["1", "2"])
