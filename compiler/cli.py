@@ -4,7 +4,6 @@ Every command has ``--json``; every expected failure becomes one ``error:`` line
 stderr and the contract's exit code (tracebacks only with ``--debug``).
 """
 
-
 import os
 import signal
 import sys
