@@ -232,7 +232,7 @@ def plan_builds(
     cache = BuildCache(Path(cache_dir) if cache_dir else None)
     writable_folder(cache.root, "--cache-dir" if cache_dir else "build cache (set --cache-dir or COMPILE_CACHE_DIR)")
     model_stat = _stat_or_none(Path(model))  # before anything reads the model
-    source = _model_facts(Path(model), cache)
+    source = _model_facts(Path(model), model_stat, cache)
     profile_set = load_profiles(profiles)
     errors = validate_profiles(profile_set, source["inputs"])
     if errors:
@@ -301,12 +301,13 @@ def _stat_or_none(path: Path) -> list[Any] | None:
         return None  # not a readable file: reading it raises the precise error
 
 
-def _model_facts(path: Path, cache: BuildCache) -> dict[str, Any]:
+def _model_facts(path: Path, stat: list[Any] | None, cache: BuildCache) -> dict[str, Any]:
     """The model's inputs and sha256, read (by :func:`skim_inputs`, or a full safe load when the skim
     cannot vouch for the file) only when the file changed since last time.
 
     After a change the digest is left computing on another core (``"sha256"`` is then a Future):
-    an fp32 build starts at once and looks the cache up when the digest is known.
+    an fp32 build starts at once and looks the cache up when the digest is known. ``stat`` is the file's,
+    taken before anything read it: a hash the CLI started ahead is taken up only if it started from it.
     """
     if not path.is_file():
         from compiler.model import load_model
@@ -318,12 +319,13 @@ def _model_facts(path: Path, cache: BuildCache) -> dict[str, Any]:
     # A thread of its own that ends with the digest: the CLI's exit waits for working threads, not idle ones.
     pool = ThreadPoolExecutor(1, thread_name_prefix="compile-digest")
     try:
-        return _read_model(path, cache, memo, pool)
+        return _read_model(path, stat, cache, memo, pool)
     finally:
         pool.shutdown(wait=False)  # queued work still runs
 
 
-def _read_model(path: Path, cache: BuildCache, memo: Path, pool: ThreadPoolExecutor) -> dict[str, Any]:
+def _read_model(path: Path, stat: list[Any] | None, cache: BuildCache, memo: Path, pool: ThreadPoolExecutor
+                ) -> dict[str, Any]:
     """:func:`_model_facts` for a file read anew: the hash on ``pool`` (a second core; TensorRT builds on
     one), the inputs here.
 
@@ -332,7 +334,7 @@ def _read_model(path: Path, cache: BuildCache, memo: Path, pool: ThreadPoolExecu
     it ran mostly after the --jobs workers had started, on a core they wanted. The CLI starts it earlier
     still (:func:`compiler.digest.hash_ahead`).
     """
-    model_file = claim_hash(path, _stat_or_none(path)) or pool.submit(hash_model_file_mapped, path)
+    model_file = claim_hash(path, stat) or pool.submit(hash_model_file_mapped, path)
     inputs, external_files = skim_inputs(path), ()
     if inputs is None:
         # what the skim leaves to it (external data, anything unusual): the full safe load, with onnx
@@ -411,7 +413,7 @@ def _prepared_digest(path: Path, cache: BuildCache) -> tuple[str, list[tuple[str
     """The digest of a model the build reads instead of the source (FP16, Q/DQ), external data included, and the
     stat of its files; read like the source model, so its external data may not leave its folder either."""
     path_stat = stat_key(path)  # before anything reads it
-    facts = _model_facts(path, cache)
+    facts = _model_facts(path, path_stat, cache)
     digest = facts["sha256"] if isinstance(facts["sha256"], str) else facts["sha256"].result()
     return digest, _files_stat(path, path_stat, facts["files"])
 

@@ -797,13 +797,14 @@ def test_the_cli_head_start_on_the_digest_is_taken_up_and_never_outlives_a_chang
     build_engines(copy, digits_profiles, ["rtx-4090"], ["fp32"], tmp_path / "b", cache_dir=cache)
     assert started == [copy]
 
-    # a file rewritten after the head start is hashed again: its digest is of the new bytes
+    # a file replaced after the head start is hashed again: its digest is of the new bytes
     other = tmp_path / "other.onnx"
     shutil.copy(digits_model, other)
     compiler.digest.hash_ahead(other, cache)
     model = onnx.load(other)
-    model.doc_string = "rewritten after the head start"
-    onnx.save(model, other)
+    model.doc_string = "replaced after the head start"
+    onnx.save(model, tmp_path / "new.onnx")
+    os.replace(tmp_path / "new.onnx", other)
     report = build_engines(other, digits_profiles, ["rtx-4090"], ["fp32"], tmp_path / "c", cache_dir=cache)
     assert report.model_sha256 == hashlib.sha256(other.read_bytes()).hexdigest()
     assert started == [copy, other, other]
