@@ -15,6 +15,7 @@ import os
 import signal
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -44,7 +45,8 @@ from compiler.errors import STOP_SIGNALS, CompileError, Interrupted, InvalidInpu
 from compiler.profiles import ShapeProfile, load_profiles, load_sku_catalog, profiles_problem, validate_profiles
 from compiler.skim import skim_inputs
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+"""Of engine.json, layers.json and build.json, and part of every cache key: 2 added each kernel's precision."""
 PRECISIONS = ("fp32", "fp16", "int8", "fp8")
 FP8_MIN_CAPABILITY = (8, 9)
 
@@ -791,11 +793,10 @@ def _builder_warnings(warnings: list[str]) -> list[str]:
 
 
 def _layers_document(layers: list[dict[str, Any]]) -> dict[str, Any]:
-    precisions: dict[str, int] = {}
-    for layer in layers:
-        for dtype in layer["output_types"]:
-            precisions[dtype] = precisions.get(dtype, 0) + 1
-    return {"format_version": FORMAT_VERSION, "kernels": len(layers), "output_precisions": precisions,
+    """layers.json: the kernels, with how many compute in each precision and how many write each output type."""
+    return {"format_version": FORMAT_VERSION, "kernels": len(layers),
+            "kernel_precisions": dict(Counter(layer["precision"] for layer in layers if layer["precision"])),
+            "output_precisions": dict(Counter(dtype for layer in layers for dtype in layer["output_types"])),
             "layers": layers}
 
 

@@ -116,6 +116,7 @@ def test_fp32_fuses_conv_batchnorm_relu(matrix):
         relu = f"/features/features.{int(block) + 2}/Relu"
         assert any({conv, bn, relu} <= chain for chain in chains), chains
     assert all("Int8" not in layer["output_types"] for layer in _layers(out, "rtx-4090", "fp32"))
+    assert {layer["precision"] for layer in _layers(out, "rtx-4090", "fp32")} == {"Float", None}
 
 
 def test_int8_build_runs_int8_convolutions(matrix):
@@ -127,6 +128,14 @@ def test_int8_build_runs_int8_convolutions(matrix):
         and any("Conv" in node for node in layer["onnx_nodes"])
     ]
     assert len(int8_convs) >= 2, _layers(out, "rtx-3090", "int8")
+    assert all(layer["precision"] == "Int8" for layer in int8_convs)
+    # the kernels that quantize (Float in, Int8 out) compute in Float; the summary counts both kinds
+    quantizing = [layer for layer in _layers(out, "rtx-3090", "int8")
+                  if layer["input_types"] == ["Float"] and layer["output_types"] == ["Int8"]]
+    assert quantizing and all(layer["precision"] == "Float" for layer in quantizing)
+    document = json.loads((out / "rtx-3090" / "int8" / "layers.json").read_text())
+    assert document["kernel_precisions"]["Int8"] >= len(int8_convs)
+    assert sum(document["kernel_precisions"].values()) == sum(1 for layer in document["layers"] if layer["precision"])
     maxpools = [layer for layer in _layers(out, "rtx-3090", "fp32") if layer["type"] == "maxpool"]
     assert maxpools and all(layer["constant_types"] == [] for layer in maxpools)
 
@@ -135,6 +144,8 @@ def test_fp16_build_runs_half_kernels(matrix):
     out, _, _ = matrix
     half = [layer for layer in _layers(out, "rtx-4090", "fp16") if "Half" in layer["output_types"]]
     assert any(any("Conv" in node for node in layer["onnx_nodes"]) for layer in half)
+    convs = [layer for layer in _layers(out, "rtx-4090", "fp16") if "/features/features.3/Conv" in layer["onnx_nodes"]]
+    assert convs and all(layer["precision"] == "Half" for layer in convs), convs
 
 
 def test_second_run_is_all_cache_hits(matrix, digits_model, digits_profiles, int8_calibration, workspace):
@@ -1101,4 +1112,4 @@ def test_layers_json_keeps_node_names_with_commas_brackets_and_spaces(tmp_path):
     layers = _layers(tmp_path / "out", "rtx-4090", "fp32")
     assert set(names) <= {node for layer in layers for node in layer["onnx_nodes"]}, layers
     [conv] = [layer for layer in layers if names[0] in layer["onnx_nodes"]]
-    assert conv["input_types"] == ["Float"] and conv["constant_types"] == ["Float"]
+    assert conv["input_types"] == ["Float"] and conv["constant_types"] == ["Float"] and conv["precision"] == "Float"

@@ -274,9 +274,10 @@ _ONNX_LAYER = "[ONNX Layer: "
 def parse_layers(message: str) -> list[dict[str, Any]]:
     """The final kernels from the builder's DETAILED ``Layers:`` message.
 
-    Each kernel: its name, type, the data types of its inputs (activations), constants (weights) and outputs,
-    and the ONNX nodes it covers. A line reads ``Name: …, LayerType: …, Inputs: […], Constants: […],
-    Outputs: […], TacticName: …, StreamId: …, Metadata: [ONNX Layer: a][ONNX Layer: b]``.
+    Each kernel: its name, type, precision (:func:`kernel_precision`), the data types of its inputs
+    (activations), constants (weights) and outputs, and the ONNX nodes it covers. A line reads ``Name: …,
+    LayerType: …, Inputs: […], Constants: […], Outputs: […], TacticName: …, StreamId: …,
+    Metadata: [ONNX Layer: a][ONNX Layer: b]``.
     """
     layers = []
     for line in message.splitlines()[1:]:
@@ -286,15 +287,30 @@ def parse_layers(message: str) -> list[dict[str, Any]]:
         # "[ONNX Layer: a]" entries, separated by nothing or by a \x1f; a name may itself hold brackets
         metadata = line.rpartition(", Metadata: ")[2]
         nodes = [entry.rstrip("\x1f \t").removesuffix("]") for entry in metadata.split(_ONNX_LAYER)[1:]]
-        layers.append({
-            "name": match["name"],
-            "type": match["type"],
+        types = {
             "input_types": _types(line, "Inputs: [", ("], Constants: [", "], Outputs: [")),
             "constant_types": _types(line, "], Constants: [", ("], Outputs: [",)),
             "output_types": _types(line, "], Outputs: [", ("], TacticName: ",)),
-            "onnx_nodes": nodes,
-        })
+        }
+        layers.append({"name": match["name"], "type": match["type"], "precision": kernel_precision(**types), **types,
+                       "onnx_nodes": nodes})
     return layers
+
+
+_NARROWEST_FIRST = ("FP4", "Int4", "FP8", "Int8", "Half", "BFloat16", "Float")
+"""The data types a kernel computes in, narrowest first; index and boolean types (Int32, Int64, Bool) are not."""
+
+
+def kernel_precision(input_types: list[str], constant_types: list[str], output_types: list[str]) -> str | None:
+    """The precision a kernel computes in: the narrowest type among its activations and weights, so an INT8
+    convolution (Int8 activations and weights, Float scales) is Int8 and a quantizing kernel (Float in, Int8 out)
+    is Float; a kernel that reads neither takes its outputs' type, and one with no typed tensors (shape
+    arithmetic) has none."""
+    for types in (input_types + constant_types, output_types):
+        ranked = [t for t in _NARROWEST_FIRST if t in types]
+        if ranked or types:
+            return ranked[0] if ranked else sorted(types)[0]
+    return None
 
 
 def _types(line: str, start: str, ends: tuple[str, ...]) -> list[str]:
