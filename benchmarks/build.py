@@ -199,7 +199,7 @@ def main() -> None:
         paired = median(o / b for o, b in zip(ours, base, strict=True))
         table.add_row(name, figure, f"{median(ours):.3f}", f"{median(base):.3f}", f"{median(ours) / median(base):.3f}",
                       f"{min(ours) / min(base):.3f}", f"{paired:.3f}", target)
-    console = Console(width=150)
+    console = Console(width=170)
     console.print(table)
     ratios = {(name, figure): median(ours) / median(base) for name, figure, ours, base, _ in rows}
     for name in args.models.split(","):
