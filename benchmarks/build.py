@@ -64,6 +64,9 @@ from raw_build import raw_build  # noqa: E402
 
 from compiler.build import build_engines  # noqa: E402
 
+JOBS_FIGURE = "two targets: --jobs 1 / --jobs 2, CLI, new model file (speed-up)"
+JOBS_CEILING = "ceiling of the jobs figure: raw API, one start-up, in sequence / forked"
+
 PROFILES = {
     "resnet50": "profiles:\n  - name: p\n    shapes:\n"
                 "      image: {min: [1, 3, 224, 224], opt: [4, 3, 224, 224], max: [8, 3, 224, 224]}\n",
@@ -151,8 +154,6 @@ def bench(name: str, work: Path, repeat: int) -> list[tuple[str, str, list[float
             run([*cli, *two, "--cache-dir", str(seen), "--out", str(work / "s0")])
         both((seen_jobs1, lambda: run([*cli, *two, "--jobs", "1", "--cache-dir", str(seen), "--out", str(work / "1")])),
              (seen_jobs2, lambda: run([*cli, *two, "--jobs", "2", "--cache-dir", str(seen), "--out", str(work / "2")])))
-        for mode in ("seq", "par"):
-            (work / f"pair-{mode}").mkdir()
         pair_script = [sys.executable, str(HERE / "raw_pair.py")]
         both((one_seq, lambda: run([*pair_script, "seq", str(model), str(profiles), str(work / "pair-seq")])),
              (one_par, lambda: run([*pair_script, "par", str(model), str(profiles), str(work / "pair-par")])))
@@ -168,9 +169,9 @@ def bench(name: str, work: Path, repeat: int) -> list[tuple[str, str, list[float
         (name, "cached re-run / cold build (API, fresh processes)", cached_api, ours_fresh, "<= 0.05"),
         (name, "cached re-run / cold build (CLI)", cached_cli, ours_cli, "info"),
         (name, "two targets: jobs=1 / jobs=2, API (speed-up)", api_jobs1, api_jobs2, "info"),
-        (name, "two targets: --jobs 1 / --jobs 2, CLI, new model file (speed-up)", jobs1, jobs2, ">= 1.6"),
+        (name, JOBS_FIGURE, jobs1, jobs2, ">= 1.6"),
         (name, "two targets: --jobs 1 / --jobs 2, CLI, model file seen before", seen_jobs1, seen_jobs2, "info"),
-        (name, "ceiling of the jobs figure: raw API, one start-up, in sequence / forked", one_seq, one_par, "info"),
+        (name, JOBS_CEILING, one_seq, one_par, "info"),
         (name, "two raw builder processes in sequence / side by side", seq, par, "info"),
     ]
 
@@ -193,18 +194,18 @@ def main() -> None:
     for column in ("model", "figure", "ours s", "baseline s", "ratio", "best-run ratio", "paired ratio", "target"):
         table.add_column(column)
     median = statistics.median
+    ratios = {}
     for name, figure, ours, base, target in rows:
+        ratios[name, figure] = median(ours) / median(base)
         # both sides of a figure are measured once per round, back to back: the paired ratio compares each
         # with the other under the same machine state, which drifts between rounds on a shared VM
         paired = median(o / b for o, b in zip(ours, base, strict=True))
-        table.add_row(name, figure, f"{median(ours):.3f}", f"{median(base):.3f}", f"{median(ours) / median(base):.3f}",
+        table.add_row(name, figure, f"{median(ours):.3f}", f"{median(base):.3f}", f"{ratios[name, figure]:.3f}",
                       f"{min(ours) / min(base):.3f}", f"{paired:.3f}", target)
     console = Console(width=170)
     console.print(table)
-    ratios = {(name, figure): median(ours) / median(base) for name, figure, ours, base, _ in rows}
     for name in args.models.split(","):
-        jobs = ratios[name, "two targets: --jobs 1 / --jobs 2, CLI, new model file (speed-up)"]
-        ceiling = ratios[name, "ceiling of the jobs figure: raw API, one start-up, in sequence / forked"]
+        jobs, ceiling = ratios[name, JOBS_FIGURE], ratios[name, JOBS_CEILING]
         console.print(f"{name}: the --jobs figure {jobs:.3f} is {jobs / ceiling:.1%} of its ceiling {ceiling:.3f} "
                       f"on this machine in this run")
 

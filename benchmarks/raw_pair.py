@@ -16,6 +16,7 @@ from raw_build import raw_build
 
 
 def main(mode: str, model: str, profiles: str, out: str) -> None:
+    Path(out).mkdir(parents=True, exist_ok=True)
     targets = [(capability, str(Path(out) / f"{capability}.plan")) for capability in ("8.9", "8.6")]
     if mode == "seq":
         for capability, plan in targets:

@@ -307,9 +307,8 @@ def kernel_precision(input_types: list[str], constant_types: list[str], output_t
     is Float; a kernel that reads neither takes its outputs' type, and one with no typed tensors (shape
     arithmetic) has none."""
     for types in (input_types + constant_types, output_types):
-        ranked = [t for t in _NARROWEST_FIRST if t in types]
-        if ranked or types:
-            return ranked[0] if ranked else sorted(types)[0]
+        if types:
+            return next((t for t in _NARROWEST_FIRST if t in types), min(types))
     return None
 
 
