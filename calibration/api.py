@@ -235,16 +235,12 @@ def _check_options(precision: str, method: str | None, batch_size: int, num_bins
 
 
 def _versions() -> dict[str, str]:
-    import importlib.metadata
-
     import onnx
     import onnxruntime
 
-    try:
-        ours = importlib.metadata.version("compile")
-    except importlib.metadata.PackageNotFoundError:
-        ours = "unknown"
-    return {"compile": ours, "onnxruntime": onnxruntime.__version__, "onnx": onnx.__version__}
+    from compiler import version
+
+    return {"compile": version(), "onnxruntime": onnxruntime.__version__, "onnx": onnx.__version__}
 
 
 def _write(path: Path, text: str) -> None:

@@ -1,5 +1,18 @@
 """compile: turn ONNX models into TensorRT engines and release them.
 
-The stages are plain functions: ``compiler.inspection.inspect_model``, and the
-others as they land. The CLI (``compiler.cli``) only calls them.
+The stages are plain functions (``compiler.inspection.inspect_model``, ``compiler.build.build_engines``,
+``calibration.calibrate``); the CLI (``compiler.cli``) only calls them.
 """
+
+DISTRIBUTION = "trt-compile"
+"""The name on PyPI (``compile`` there is another project's); the command and the import packages stay."""
+
+
+def version() -> str:
+    """This tool's installed version, or ``unknown`` when run from a source tree that was never installed."""
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version(DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"

@@ -8,6 +8,7 @@ import sys
 
 from pydantic import BaseModel
 
+from compiler import version
 from compiler.backends import BACKENDS, load_backend
 from compiler.errors import CompileError
 from compiler.gpu import list_gpus
@@ -77,7 +78,7 @@ def diagnose() -> DoctorReport:
     return DoctorReport(
         python=sys.version.split()[0],
         platform=f"{platform.system()} {platform.machine()}",
-        compile_version=_version("compile") or "unknown",
+        compile_version=version(),
         backends=backends,
         gpus=[GpuStatus(**vars(g)) for g in gpus],
         gpu_detail=reason or "",

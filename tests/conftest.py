@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import resource
 import signal
 import subprocess
@@ -57,6 +58,15 @@ def assert_clean_error(result: CliResult, exit_code: int, *fragments: str) -> st
     for fragment in fragments:
         assert fragment in line, (fragment, line)
     return line
+
+
+@pytest.fixture(scope="session", autouse=True)
+def private_build_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Every test (and every CLI it runs) uses a build cache of the session's own, never the user's
+    ~/.cache/compile; a test that needs an empty cache passes --cache-dir of its own."""
+    cache = tmp_path_factory.mktemp("build-cache")
+    os.environ["COMPILE_CACHE_DIR"] = str(cache)
+    return cache
 
 
 @pytest.fixture(scope="session")

@@ -274,7 +274,7 @@ def test_a_failed_atomic_write_keeps_the_old_file_and_leaves_no_temporary(tmp_pa
 
 @pytest.mark.parametrize(("change", "code", "fragments"), [
     (["--sku", "rtx-9999"], 2, ["unknown SKU 'rtx-9999'", "rtx-4090"]),
-    (["--sku", "h100"], 3, ["backend tensorrt is not installed", "compile[tensorrt]"]),
+    (["--sku", "h100"], 3, ["backend tensorrt is not installed", "trt-compile[tensorrt]"]),
     (["--sku", "rtx-4090", "--precision", "int8"], 2, ["int8 needs calibration", "--data", "--calibration"]),
     (["--sku", "rtx-3090", "--precision", "fp8"], 2, ["fp8 needs compute capability 8.9", "rtx-3090"]),
     (["--sku", "rtx-4090", "--precision", "bf12"], 2, ["unknown precision 'bf12'"]),

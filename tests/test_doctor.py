@@ -22,7 +22,7 @@ def test_doctor_json():
     datacenter = backends["tensorrt"]
     assert datacenter["installed"] is False and datacenter["version"] is None
     assert "not installed" in datacenter["detail"]
-    assert "pip install 'compile[tensorrt]'" in datacenter["detail"]
+    assert "pip install 'trt-compile[tensorrt]'" in datacenter["detail"]
     # No GPU here, and doctor says why instead of listing nothing silently.
     assert report["gpus"] == []
     assert report["gpu_detail"]
@@ -41,7 +41,7 @@ def test_doctor_table_mentions_the_same_facts():
     rtx = next(line for line in out.splitlines() if "tensorrt-rtx" in line)
     assert "yes" in rtx and "1.7.1.116" in rtx
     datacenter = next(line for line in out.splitlines() if "tensorrt " in line and "tensorrt-rtx" not in line)
-    assert " no " in datacenter and "pip install 'compile[tensorrt]'" in datacenter
+    assert " no " in datacenter and "pip install 'trt-compile[tensorrt]'" in datacenter
     assert "GPUs" in out and "none (" in out and diagnose().gpu_detail in out
     assert "CPUExecutionProvider" in out
     assert f"onnxruntime {onnxruntime.__version__}" in out

@@ -41,5 +41,6 @@ def default_backend() -> str:
         if is_installed(name):
             return name
     raise EnvironmentProblem(
-        "no TensorRT backend is installed; run pip install 'compile[rtx]' (or 'compile[tensorrt]' on a GPU host)"
+        "no TensorRT backend is installed; run pip install 'trt-compile[rtx]' "
+        "(or 'trt-compile[tensorrt]' on a GPU host)"
     )

@@ -18,7 +18,7 @@ from compiler.gpu import cuda_driver_version, list_gpus
 class DatacenterTensorRTBackend(TensorRTBackend):
     name = "tensorrt"
     module_name = "tensorrt"
-    install_hint = "pip install 'compile[tensorrt]' on a host with an NVIDIA GPU"
+    install_hint = "pip install 'trt-compile[tensorrt]' on a host with an NVIDIA GPU"
 
     def _timing_cache_path(self, spec: BuildSpec) -> Path:
         """Timings are only valid for one GPU model, TensorRT version and CUDA version."""

@@ -12,7 +12,7 @@ from compiler.errors import InvalidInput
 class TensorRTRTXBackend(TensorRTBackend):
     name = "tensorrt-rtx"
     module_name = "tensorrt_rtx"
-    install_hint = "pip install 'compile[rtx]'"
+    install_hint = "pip install 'trt-compile[rtx]'"
     plan_magic = "vtrt"
     plan_header_bytes = 64
 
