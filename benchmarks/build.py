@@ -62,7 +62,7 @@ sys.path[:0] = [str(HERE), str(HERE.parent / "tests")]
 import synthetic  # noqa: E402
 from raw_build import raw_build  # noqa: E402
 
-from compiler.build import build_engines  # noqa: E402
+from compiler.build import BuildOptions, build_engines  # noqa: E402
 
 JOBS_FIGURE = "two targets: --jobs 1 / --jobs 2, CLI, new model file (speed-up)"
 JOBS_CEILING = "ceiling of the jobs figure: raw API, one start-up, in sequence / forked"
@@ -139,13 +139,15 @@ def bench(name: str, work: Path, repeat: int) -> list[tuple[str, str, list[float
              (ours_fresh, lambda: timed_build("compile", model, profiles, work / "fresh", cache)), timer=lambda f: f())
         cached_api.append(timed_build("compile", model, profiles, work / "fresh2", cache))
         both((raw_api, lambda: raw_build(str(model), str(profiles), "8.9", str(work / "raw.plan"))),
-             (ours_api, lambda: build_engines(*api, work / "api", cache_dir=work / f"api-cache{i}")))
+             (ours_api, lambda: build_engines(*api, work / "api", BuildOptions(cache_dir=work / f"api-cache{i}"))))
         both((raw_cli, lambda: run(raw_pair("cli-")[0])),
              (ours_cli, lambda: run([*cli, *one, "--no-cache", "--cache-dir", str(work / f"cold{i}"),
                                      "--out", str(work / "cli")])))
         cached_cli.append(seconds(run, [*cli, *one, "--cache-dir", str(cache), "--out", str(work / "cli2")]))
-        both((api_jobs1, lambda: build_engines(*pair, work / "aj1", jobs=1, cache_dir=work / "aj1c", use_cache=False)),
-             (api_jobs2, lambda: build_engines(*pair, work / "aj2", jobs=2, cache_dir=work / "aj2c", use_cache=False)))
+        both((api_jobs1, lambda: build_engines(*pair, work / "aj1",
+                                               BuildOptions(jobs=1, cache_dir=work / "aj1c", use_cache=False))),
+             (api_jobs2, lambda: build_engines(*pair, work / "aj2",
+                                               BuildOptions(jobs=2, cache_dir=work / "aj2c", use_cache=False))))
         both((jobs1, lambda: run([*cli, *two, "--jobs", "1", "--cache-dir", str(work / f"j1-{i}"),
                                   "--out", str(work / "j1")])),
              (jobs2, lambda: run([*cli, *two, "--jobs", "2", "--cache-dir", str(work / f"j2-{i}"),

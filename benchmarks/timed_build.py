@@ -22,12 +22,12 @@ def main(side: str, model: str, profiles: str, out: str, cache: str = "") -> Non
             raw_build(model, profiles, "8.9", out)
     else:
         from compiler.backends import load_backend
-        from compiler.build import build_engines
+        from compiler.build import BuildOptions, build_engines
 
         load_backend("tensorrt-rtx")  # imports TensorRT, as raw_build's module does
 
         def build() -> None:
-            if build_engines(model, profiles, ["rtx-4090"], ["fp32"], out, cache_dir=cache).failed:
+            if build_engines(model, profiles, ["rtx-4090"], ["fp32"], out, BuildOptions(cache_dir=cache)).failed:
                 raise SystemExit(f"the build failed: see {out}/build.json")
     os.sync()  # no write-back of earlier runs' files during this one
     started = time.perf_counter()

@@ -8,10 +8,10 @@ Modules, one per stage: ``datasets`` (npz and image folders, validation, seeded 
 ``api`` (the ``calibrate`` pipeline and its result).
 """
 
-from calibration.api import CalibrationResult, TensorRange, calibrate
+from calibration.api import calibrate
 from calibration.convert import convert_fp16
 from calibration.datasets import ImagePreprocess
-from calibration.report import AccuracyReport, Gate, OutputReport
+from compiler.records import AccuracyReport, CalibrationResult, Gate, OutputReport, TensorRange
 
 __all__ = ["AccuracyReport", "CalibrationResult", "Gate", "ImagePreprocess", "OutputReport", "TensorRange",
            "calibrate", "convert_fp16"]

@@ -14,74 +14,35 @@ versions): a second run with the same key and intact files reuses the folder ins
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
-
-from pydantic import BaseModel, ValidationError
 
 from calibration import calibrators
 from calibration.calibrators import HistogramOptions
 from calibration.convert import convert_fp16
 from calibration.datasets import ImagePreprocess, model_inputs, open_dataset, split
-from calibration.report import AccuracyReport, Gate, compare, gates, session
-from compiler.cache import file_sha256, hash_json, replace_dir, staging_folder, writable_folder, write_atomic
+from calibration.folder import RERUN, read_calibration
+from calibration.report import compare, gates, session
 from compiler.errors import InvalidInput, stop_signals_held
+from compiler.files import file_sha256, hash_json, replace_dir, staging_folder, writable_folder, write_atomic
 from compiler.model import load_model
-
-PRECISIONS = ("int8", "fp8", "fp16")
-FORMAT = 1
-FILES = ("model.onnx", "model.onnx.data", "calibration.cache", "report.json")
-"""What calibration.json records the sha256 of (model.onnx.data: the weights of a model beyond protobuf's limit)."""
-
-ProgressCallback = Callable[[str, int, int], None]
-"""Called as (phase, samples done, samples total); phases ``calibrate`` and ``held-out``."""
-
-
-class TensorRange(BaseModel):
-    min: float
-    max: float
-    amax: float
-    scale: float
-    """The symmetric scale written in the Q/DQ model for this tensor (amax/127 int8, amax/448 fp8)."""
+from compiler.records import (
+    CALIBRATE_PRECISIONS,
+    CALIBRATION_FILES,
+    CALIBRATION_FORMAT,
+    AccuracyReport,
+    CalibrationResult,
+    Progress,
+    TensorRange,
+    read_record,
+)
 
 
-class CalibrationResult(BaseModel):
-    format: int = FORMAT
-    precision: str
-    method: str | None
-    """Range method (minmax, entropy, percentile); None for fp16, which converts without ranges."""
-    model: str
-    model_sha256: str
-    data: str
-    data_kind: str
-    data_sha256: str
-    samples: int
-    """Calibration samples used (after the held-out split and ``samples`` cap)."""
-    holdout_samples: int
-    batch_size: int
-    seed: int
-    options: dict[str, Any]
-    versions: dict[str, str]
-    cache_key: str
-    ranges: dict[str, TensorRange]
-    trt_cache_header: str | None
-    files: dict[str, str]
-    """Output file name -> sha256."""
-    out: str
-    seconds: float
-    report: AccuracyReport
-    gates: list[Gate] = []
-    passed: bool = True
-    reused: bool = False
-
-
-def _counter(phase: str, total: int, progress: ProgressCallback | None) -> Callable[[int], None]:
+def _counter(phase: str, total: int, progress: Progress | None) -> Callable[[int], None]:
     """Turns "n more samples done" into (phase, done, total) progress reports, starting at 0."""
     done = 0
     if progress:
@@ -116,7 +77,7 @@ def calibrate(
     preprocess: ImagePreprocess | None = None,
     reuse: bool = True,
     staged: bool = False,
-    progress: ProgressCallback | None = None,
+    progress: Progress | None = None,
 ) -> CalibrationResult:
     """Calibrate (int8/fp8) or convert (fp16) ``model`` with ``data``; write the results into ``out``.
 
@@ -150,9 +111,9 @@ def calibrate(
             options["percentile"] = percentile
         versions = _versions()
         record = {
-            "format": FORMAT, "precision": precision, "method": method, "model_sha256": source.sha256,
-            "data_sha256": dataset.sha256, "samples": len(chosen.calibration), "batch_size": batch_size,
-            "seed": seed, "options": options, "versions": versions,
+            "format_version": CALIBRATION_FORMAT, "precision": precision, "method": method,
+            "model_sha256": source.sha256, "data_sha256": dataset.sha256, "samples": len(chosen.calibration),
+            "batch_size": batch_size, "seed": seed, "options": options, "versions": versions,
         }
         key = hash_json(record)
         limits = {"min_cosine": min_cosine, "min_top1": min_top1, "max_abs_error": max_abs_error}
@@ -187,7 +148,7 @@ def calibrate(
             report = compare(reference, model_out, precision, dataset, chosen.holdout, batch_size, fixed_batch,
                              _counter("held-out", len(chosen.holdout), progress))
             _write(folder / "report.json", report.model_dump_json(indent=2) + "\n")
-            files = {name: file_sha256(folder / name) for name in FILES if (folder / name).is_file()}
+            files = {name: file_sha256(folder / name) for name in CALIBRATION_FILES if (folder / name).is_file()}
             result = CalibrationResult(
                 **record, cache_key=key, model=str(source.path), data=str(dataset.path), data_kind=dataset.kind,
                 holdout_samples=len(chosen.holdout), trt_cache_header=header, files=files, out=str(out),
@@ -196,8 +157,7 @@ def calibrate(
                         for name, (lo, hi) in value_ranges.items()},
                 seconds=round(time.perf_counter() - started, 3), report=report,
             )
-            _write(folder / "calibration.json",
-                   result.model_dump_json(indent=2, exclude={"report", "gates", "passed", "reused"}) + "\n")
+            _write(folder / "calibration.json", result.record().model_dump_json(indent=2) + "\n")
             return result
 
         dataset.check_values()
@@ -217,8 +177,8 @@ def calibrate(
 
 def _check_options(precision: str, method: str | None, batch_size: int, num_bins: int, percentile: float,
                    chunk_mb: int) -> tuple[str, str | None]:
-    if precision not in PRECISIONS:
-        raise InvalidInput(f"--precision '{precision}' is not one of {', '.join(PRECISIONS)}")
+    if precision not in CALIBRATE_PRECISIONS:
+        raise InvalidInput(f"--precision '{precision}' is not one of {', '.join(CALIBRATE_PRECISIONS)}")
     if precision == "fp16":
         return precision, None
     if method not in calibrators.METHODS:
@@ -249,21 +209,15 @@ def _write(path: Path, text: str) -> None:
 
 def _reusable(out: Path, key: str) -> CalibrationResult | None:
     """The previous run in ``out`` when it had the same content key and its files are intact."""
-    record_file, report_file = out / "calibration.json", out / "report.json"
-    if not record_file.is_file() or not report_file.is_file():
-        return None
     try:
-        record = json.loads(record_file.read_text(encoding="utf-8"))
-        if record.get("cache_key") != key:
+        previous = read_calibration(out)
+        if previous.record.cache_key != key:
             return None
-        report = AccuracyReport.model_validate_json(report_file.read_text(encoding="utf-8"))
-        result = CalibrationResult.model_validate({**record, "report": report})
-    except (OSError, ValueError, ValidationError):
+        previous.verify(out / name for name in previous.record.files)
+        report = read_record(out / "report.json", AccuracyReport, RERUN)
+    except (InvalidInput, OSError):
         return None
-    for name, digest in result.files.items():
-        if not (out / name).is_file() or file_sha256(out / name) != digest:
-            return None
-    return result
+    return CalibrationResult(**previous.record.model_dump(), report=report)
 
 
 def _with_gates(result: CalibrationResult, limits: dict[str, float | None], reused: bool) -> CalibrationResult:

@@ -21,10 +21,9 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from compiler.cache import file_sha256
 from compiler.config import load_yaml
 from compiler.errors import InvalidInput
-from compiler.inspection import model_inputs as graph_inputs
+from compiler.files import file_sha256
 from compiler.model import OnnxModel, first_line
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp")
@@ -50,7 +49,7 @@ class ModelInput:
 def model_inputs(model: OnnxModel) -> list[ModelInput]:
     """The model's run-time inputs as calibration needs them: tensors of known rank."""
     inputs = []
-    for info in graph_inputs(model):
+    for info in model.inputs():
         if info.shape is None or info.dtype in ("non-tensor", "undefined"):
             raise InvalidInput(f"{model.path}: input '{info.name}' is not a tensor of known rank; "
                                f"calibration needs tensor inputs")

@@ -13,39 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel
 
 from calibration.datasets import Dataset, batches
 from compiler.errors import CheckFailed, InvalidInput
 from compiler.model import first_line
-
-
-class OutputReport(BaseModel):
-    name: str
-    kind: str
-    """``class-scores`` ([batch, classes] float output: top-1 agreement is measured) or ``tensor``."""
-    samples: int
-    cosine_mean: float
-    cosine_min: float
-    max_abs_error: float
-    mean_abs_error: float
-    top1_agreement: float | None = None
-
-
-class AccuracyReport(BaseModel):
-    reference: str = "fp32"
-    candidate: str
-    holdout_samples: int
-    outputs: list[OutputReport]
-    seconds: float
-
-
-class Gate(BaseModel):
-    name: str
-    output: str
-    value: float
-    threshold: float
-    passed: bool
+from compiler.records import AccuracyReport, Gate, OutputReport
 
 
 def session(path: Path, what: str):

@@ -5,15 +5,17 @@ stderr and the contract's exit code (tracebacks only with ``--debug``).
 """
 
 import os
+import re
 import signal
 import sys
 import threading
 import traceback
 from contextlib import nullcontext, suppress
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+from typer.core import TyperCommand, TyperGroup
 from typer.exceptions import TyperException
 
 from compiler.errors import (
@@ -28,24 +30,79 @@ from compiler.errors import (
 )
 from compiler.output import build_progress, console, emit_json, sample_progress, status_text, table
 
+FLAG = ""
+"""The metavar of an on/off flag: nothing, where Typer would print ``<bool>`` as if it took a value."""
+
+
+class _PlainHelp:
+    """Help that reads like a CLI's: ``compile build [OPTIONS] MODEL``, not Typer's ``{MODEL}``, and ``--help``
+    without a ``<bool>`` as if it took a value."""
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        return [re.sub(r"^\{(.*)\}(\.\.\.)?$", r"\1\2", piece) for piece in super().collect_usage_pieces(ctx)]
+
+    def get_help_option(self, ctx: Any) -> Any:
+        option = super().get_help_option(ctx)
+        if option is not None:
+            option.metavar = FLAG
+        return option
+
+
+class _Command(_PlainHelp, TyperCommand):
+    pass
+
+
+class _Group(_PlainHelp, TyperGroup):
+    pass
+
+
 app = typer.Typer(
     name="compile",
+    cls=_Group,
     help="Turn ONNX models into TensorRT engines: inspect, calibrate, build, check and release them.",
-    no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 _state = {"debug": False}
 
-JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout and nothing else.")]
+INPUTS, TARGETS, CALIBRATION, GATES, CACHE, OUTPUT = "Inputs", "Targets", "Calibration", "Gates", "Cache", "Output"
+"""Help panels, in the order a command's options are read."""
+
+JsonOption = Annotated[bool, typer.Option("--json", metavar=FLAG, rich_help_panel=OUTPUT,
+                                          help="Print one JSON document on stdout and nothing else.")]
+ModelArgument = Annotated[Path, typer.Argument(metavar="MODEL", help="The ONNX model (FP32).", show_default=False)]
 
 
-@app.callback()
-def _global(debug: Annotated[bool, typer.Option("--debug", help="Show Python tracebacks on errors.")] = False):
+def _print_version(value: bool) -> None:
+    if value:
+        from compiler import version
+        from compiler.backends import installed_versions
+
+        editions = ", ".join(f"{name} {found or 'not installed'}" for name, found in installed_versions().items())
+        console.print(f"compile {version()} ({editions})")
+        raise typer.Exit()
+
+
+@app.callback(invoke_without_command=True)
+def _global(
+    ctx: typer.Context,
+    debug: Annotated[bool, typer.Option("--debug", metavar=FLAG, help="Show Python tracebacks on errors.")] = False,
+    version: Annotated[bool, typer.Option("--version", metavar=FLAG, is_eager=True, callback=_print_version,
+                                          help="Print compile's version and the TensorRT editions found.")] = False,
+) -> None:
     _state["debug"] = debug
+    if ctx.invoked_subcommand is None:  # `compile` alone: the help, and success
+        console.print(ctx.get_help())
+        raise typer.Exit()
 
 
-@app.command()
+def _example(*commands: str) -> str:
+    """A command's help epilog: how it is typically run."""
+    return "Examples:\n\n" + "\n\n".join(f"  {command}" for command in commands)
+
+
+@app.command(cls=_Command, epilog=_example("compile doctor", "compile doctor --json"))
 def doctor(json: JsonOption = False) -> None:
     """Backends and versions, GPUs and compute capabilities, onnxruntime providers."""
     from compiler.doctor import diagnose
@@ -64,13 +121,18 @@ def doctor(json: JsonOption = False) -> None:
                   f"(providers: {', '.join(report.onnxruntime_providers)}), polygraphy {report.polygraphy}")
 
 
-@app.command()
+@app.command(cls=_Command, epilog=_example("compile inspect model.onnx --profiles profiles.yaml",
+                             "compile inspect model.onnx --profiles profiles.yaml --build-check --sku rtx-4090"))
 def inspect(
-    model: Annotated[Path, typer.Argument(help="The ONNX model.")],
-    profiles: Annotated[Path | None, typer.Option(help="Shape profiles YAML to validate against the model.")] = None,
-    backend: Annotated[str | None, typer.Option(help="tensorrt-rtx or tensorrt (default: installed one).")] = None,
-    build_check: Annotated[bool, typer.Option("--build-check", help="Prove support with a real build.")] = False,
-    sku: Annotated[str | None, typer.Option(help="SKU for --build-check (default rtx-4090).")] = None,
+    model: ModelArgument,
+    profiles: Annotated[Path | None, typer.Option(metavar="FILE", rich_help_panel=INPUTS,
+                                                  help="Shape profiles YAML to validate against the model.")] = None,
+    backend: Annotated[str | None, typer.Option(metavar="NAME", rich_help_panel=TARGETS,
+                                                help="tensorrt-rtx or tensorrt (default: the one installed).")] = None,
+    build_check: Annotated[bool, typer.Option("--build-check", metavar=FLAG, rich_help_panel=TARGETS,
+                                              help="Prove support with a real build.")] = False,
+    sku: Annotated[str | None, typer.Option(metavar="SKU", rich_help_panel=TARGETS,
+                                            help="SKU for --build-check (default rtx-4090).")] = None,
     json: JsonOption = False,
 ) -> None:
     """Model summary, TensorRT partitions and unsupported nodes, profile validation."""
@@ -133,43 +195,58 @@ def _render_inspect(report) -> None:
             console.print(escape(f"  - {error}"), highlight=False)
 
 
-@app.command()
+@app.command(cls=_Command, epilog=_example(
+    "compile build model.onnx --profiles profiles.yaml --sku rtx-4090 --precision fp16 --out engines",
+    "compile build model.onnx --profiles profiles.yaml --sku rtx-4090 --sku rtx-3090 --precision int8 "
+    "--data data.npz --out engines --jobs 2"))
 def build(
-    model: Annotated[Path, typer.Argument(help="The ONNX model (FP32).")],
-    profiles: Annotated[Path, typer.Option(help="Shape profiles YAML; every profile goes into each engine.")],
-    sku: Annotated[list[str], typer.Option(help="GPU SKU from profiles/skus.yaml; repeat for several.")],
-    precision: Annotated[list[str], typer.Option(help="fp32, fp16, int8 or fp8; repeat for several.")],
-    out: Annotated[Path, typer.Option(help="Output folder: OUT/<sku>/<precision>/engine.plan.")],
-    calibration: Annotated[Path | None, typer.Option(help="Output folder of compile calibrate (int8/fp8).")] = None,
-    data: Annotated[Path | None, typer.Option(help="Calibration data (.npz) to calibrate int8/fp8 now "
-                                                   "(kept in the cache) when --calibration is not given.")] = None,
-    method: Annotated[str | None, typer.Option(help="Calibration method with --data: minmax (the default), "
+    model: ModelArgument,
+    *,
+    profiles: Annotated[Path, typer.Option(metavar="FILE", rich_help_panel=INPUTS, show_default=False,
+                                           help="Shape profiles YAML; every profile goes into each engine.")],
+    sku: Annotated[list[str], typer.Option(metavar="SKU", rich_help_panel=TARGETS, show_default=False,
+                                           help="GPU SKU from profiles/skus.yaml; repeat for several.")],
+    precision: Annotated[list[str], typer.Option(metavar="P", rich_help_panel=TARGETS, show_default=False,
+                                                 help="fp32, fp16, int8 or fp8; repeat for several.")],
+    calibration: Annotated[Path | None, typer.Option(metavar="DIR", rich_help_panel=CALIBRATION,
+                                                     help="Output folder of compile calibrate (int8/fp8).")] = None,
+    data: Annotated[Path | None, typer.Option(metavar="DATA", rich_help_panel=CALIBRATION,
+                                              help="Calibration data (.npz or image folder) to calibrate int8/fp8 "
+                                                   "now (kept in the cache) when --calibration is not given.")] = None,
+    method: Annotated[str | None, typer.Option(metavar="METHOD", rich_help_panel=CALIBRATION,
+                                               help="Calibration method with --data: minmax (the default), "
                                                     "entropy, percentile.")] = None,
-    jobs: Annotated[int, typer.Option(min=1, help="Parallel builds (processes).")] = 1,
-    cache_dir: Annotated[Path | None, typer.Option(help="Build cache (default $COMPILE_CACHE_DIR or "
+    jobs: Annotated[int, typer.Option(metavar="N", rich_help_panel=TARGETS,
+                                      help="Builds at once, each in a process of its own (1-64).")] = 1,
+    backend: Annotated[str | None, typer.Option(metavar="NAME", rich_help_panel=TARGETS,
+                                                help="Override the SKU's backend (tensorrt-rtx, tensorrt).")] = None,
+    workspace_mb: Annotated[int | None, typer.Option(metavar="MIB", rich_help_panel=TARGETS,
+                                                     help="Builder workspace limit in MiB (1 to 1048576).")] = None,
+    optimization_level: Annotated[int | None, typer.Option(metavar="N", rich_help_panel=TARGETS,
+                                                           help="Builder optimization level (0-5).")] = None,
+    cache_dir: Annotated[Path | None, typer.Option(metavar="DIR", rich_help_panel=CACHE,
+                                                   help="Build cache (default $COMPILE_CACHE_DIR or "
                                                         "~/.cache/compile).")] = None,
-    no_cache: Annotated[bool, typer.Option("--no-cache", help="Build everything anew.")] = False,
-    backend: Annotated[str | None, typer.Option(help="Override the SKU's backend (tensorrt-rtx, tensorrt).")] = None,
-    workspace_mb: Annotated[int | None, typer.Option(min=1, help="Builder workspace limit in MiB.")] = None,
-    optimization_level: Annotated[int | None, typer.Option(min=0, max=5, help="Builder optimization level.")] = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache", metavar=FLAG, rich_help_panel=CACHE,
+                                           help="Build everything anew.")] = False,
+    out: Annotated[Path, typer.Option(metavar="DIR", rich_help_panel=OUTPUT, show_default=False,
+                                      help="Output folder: DIR/<sku>/<precision>/engine.plan.")],
     json: JsonOption = False,
 ) -> None:
-    """One engine per SKU x precision under OUT/<sku>/<precision>/, with a content-addressed cache."""
-    from compiler.digest import hash_ahead
+    """One engine per SKU x precision under DIR/<sku>/<precision>/, with a content-addressed cache."""
+    from compiler.build import BuildOptions, execute_builds, plan_builds
 
-    hash_ahead(model, cache_dir)  # on the second core while the build's modules import
-    from compiler.build import execute_builds, plan_builds
-
-    options = dict(calibration=calibration, data=data, method=method, cache_dir=cache_dir, use_cache=not no_cache,
-                   backend=backend, workspace_mb=workspace_mb, optimization_level=optimization_level)
+    options = BuildOptions(calibration=calibration, data=data, method=method, cache_dir=cache_dir,
+                           use_cache=not no_cache, backend=backend, workspace_mb=workspace_mb,
+                           optimization_level=optimization_level, jobs=jobs)
     with nullcontext() if json else sample_progress() as progress:  # shows only if --data calibrates
-        planned = plan_builds(model, profiles, sku, precision, out, calibration_progress=progress, **options)
+        planned = plan_builds(model, profiles, sku, precision, out, options, calibration_progress=progress)
     if json:
-        report = execute_builds(planned, model, out, jobs)
+        report = execute_builds(planned, model, out, options.jobs)
         emit_json(report)
     else:
         with build_progress(planned) as progress:
-            report = execute_builds(planned, model, out, jobs, progress)
+            report = execute_builds(planned, model, out, options.jobs, progress)
         console.print(table("Builds", ["sku", "precision", "status", "cache", "seconds", "folder / error"], [
             [t.sku, t.precision, status_text(t.status), "hit" if t.cache_hit else "miss", f"{t.seconds:.2f}",
              t.errors[0] if t.errors else t.path] for t in report.targets
@@ -183,27 +260,47 @@ def build(
                           f" {first.errors[0] if first.errors else first.status} (log: {first.path}/build.log)")
 
 
-@app.command()
+@app.command(cls=_Command, epilog=_example(
+    "compile calibrate model.onnx --data data.npz --precision int8 --out calibrated",
+    "compile calibrate model.onnx --data images/ --method entropy --min-cosine 0.99 "
+                             "--out calibrated"))
 def calibrate(
-    model: Annotated[Path, typer.Argument(help="The ONNX model (FP32).")],
-    data: Annotated[Path, typer.Option(help=".npz (one array per input, samples on axis 0) or an image folder "
+    model: ModelArgument,
+    *,
+    data: Annotated[Path, typer.Option(metavar="DATA", rich_help_panel=INPUTS, show_default=False,
+                                       help=".npz (one array per input, samples on axis 0) or an image folder "
                                             "with preprocess.yaml.")],
-    out: Annotated[Path, typer.Option(help="Output folder: model.onnx, calibration.json, calibration.cache, "
-                                           "report.json.")],
-    precision: Annotated[str, typer.Option(help="int8, fp8 (Q/DQ model) or fp16 (converted model).")] = "int8",
-    method: Annotated[str, typer.Option(help="Range method: minmax, entropy or percentile.")] = "minmax",
-    samples: Annotated[int | None, typer.Option(min=1, help="Cap on calibration samples.")] = None,
-    batch_size: Annotated[int, typer.Option(min=1, help="Samples per onnxruntime run.")] = 32,
-    holdout: Annotated[float, typer.Option(help="Held-out samples for the accuracy report: a fraction (< 1) "
+    precision: Annotated[str, typer.Option(metavar="P", rich_help_panel=CALIBRATION,
+                                           help="int8, fp8 (Q/DQ model) or fp16 (converted model).")] = "int8",
+    method: Annotated[str, typer.Option(metavar="METHOD", rich_help_panel=CALIBRATION,
+                                        help="Range method: minmax, entropy or percentile.")] = "minmax",
+    samples: Annotated[int | None, typer.Option(metavar="N", rich_help_panel=CALIBRATION,
+                                                help="Cap on calibration samples.")] = None,
+    batch_size: Annotated[int, typer.Option(metavar="N", rich_help_panel=CALIBRATION,
+                                            help="Samples per onnxruntime run.")] = 32,
+    holdout: Annotated[float, typer.Option(metavar="X", rich_help_panel=CALIBRATION,
+                                           help="Held-out samples for the accuracy report: a fraction (< 1) "
                                                 "or a count.")] = 0.2,
-    seed: Annotated[int, typer.Option(help="Seed of the calibration / held-out split.")] = 0,
-    percentile: Annotated[float, typer.Option(help="Percentile kept by --method percentile.")] = 99.999,
-    num_bins: Annotated[int, typer.Option(help="Histogram bins for entropy and percentile.")] = 2048,
-    chunk_mb: Annotated[int, typer.Option(min=1, help="Activation memory per onnxruntime chunk (MiB).")] = 256,
-    min_cosine: Annotated[float | None, typer.Option(help="Gate: mean cosine similarity of every output.")] = None,
-    min_top1: Annotated[float | None, typer.Option(help="Gate: top-1 agreement of class-score outputs.")] = None,
-    max_abs_error: Annotated[float | None, typer.Option(help="Gate: max absolute error of every output.")] = None,
-    no_reuse: Annotated[bool, typer.Option("--no-reuse", help="Recompute even if OUT holds this result.")] = False,
+    seed: Annotated[int, typer.Option(metavar="N", rich_help_panel=CALIBRATION,
+                                      help="Seed of the calibration / held-out split.")] = 0,
+    percentile: Annotated[float, typer.Option(metavar="X", rich_help_panel=CALIBRATION,
+                                              help="Percentile kept by --method percentile.")] = 99.999,
+    num_bins: Annotated[int, typer.Option(metavar="N", rich_help_panel=CALIBRATION,
+                                          help="Histogram bins for entropy and percentile.")] = 2048,
+    chunk_mb: Annotated[int, typer.Option(metavar="MIB", rich_help_panel=CALIBRATION,
+                                          help="Activation memory per onnxruntime chunk (MiB).")] = 256,
+    min_cosine: Annotated[float | None, typer.Option(metavar="X", rich_help_panel=GATES,
+                                                     help="Gate: mean cosine similarity of every output.")] = None,
+    min_top1: Annotated[float | None, typer.Option(metavar="X", rich_help_panel=GATES,
+                                                   help="Gate: top-1 agreement of class-score outputs (a "
+                                                        "fraction, 0.98 for 98 %).")] = None,
+    max_abs_error: Annotated[float | None, typer.Option(metavar="X", rich_help_panel=GATES,
+                                                        help="Gate: max absolute error of every output.")] = None,
+    out: Annotated[Path, typer.Option(metavar="DIR", rich_help_panel=OUTPUT, show_default=False,
+                                      help="Output folder: model.onnx, calibration.json, calibration.cache, "
+                                           "report.json.")],
+    no_reuse: Annotated[bool, typer.Option("--no-reuse", metavar=FLAG, rich_help_panel=OUTPUT,
+                                           help="Recompute even if DIR holds this result.")] = False,
     json: JsonOption = False,
 ) -> None:
     """Quantized (int8/fp8 Q/DQ) or converted (fp16) model, ranges, TensorRT calibration cache, accuracy report."""

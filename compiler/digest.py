@@ -13,13 +13,6 @@ from concurrent.futures import Executor, Future
 from pathlib import Path
 from typing import Any
 
-from compiler.cache import BuildCache, stat_key
-
-MODEL_FACTS = "model"
-"""The build cache's facts kind for a model file: its inputs, external files and sha256."""
-
-_ahead: dict[str, tuple[list[Any], Future[Any]]] = {}
-
 
 def hash_model_file(path: Path) -> Any:
     """The first part of :attr:`compiler.model.OnnxModel.sha256`: the model file itself, read through one
@@ -58,37 +51,6 @@ def hash_beside(pool: Executor, path: Path) -> Future[Any]:
     future = pool.submit(hash_model_file_mapped, path, started)
     started.wait(timeout=0.1)
     return future
-
-
-def hash_ahead(path: Path, cache_dir: Path | None = None) -> None:
-    """Start hashing a model file the build cache has not seen, now, for :func:`claim_hash` to take up.
-
-    `compile build` calls it the moment it knows the model: the hash then runs on the second core while
-    the rest of the command imports (~0.1 s of Python on one core), instead of beside its first builds.
-    A daemon thread: a command that fails before claiming it does not wait for it to end.
-    """
-    try:
-        stat = stat_key(path)
-        if not path.is_file() or BuildCache(cache_dir).recall(MODEL_FACTS, [path])[1] is not None:
-            return
-    except OSError:
-        return  # the build reports the model's problem
-    future: Future[Any] = Future()
-
-    def run() -> None:
-        try:
-            future.set_result(hash_model_file_mapped(path))
-        except BaseException as exc:  # the claimant raises it
-            future.set_exception(exc)
-
-    _ahead[str(path)] = (stat, future)
-    threading.Thread(target=run, name="compile-hash-ahead", daemon=True).start()
-
-
-def claim_hash(path: Path, stat: list[Any] | None) -> Future[Any] | None:
-    """The hash :func:`hash_ahead` started for this file, if the file's stat is still the one it started from."""
-    stat_then, future = _ahead.pop(str(path), (None, None))
-    return future if stat is not None and stat_then == stat else None
 
 
 def finish_model_digest(hasher: Any, external_files: tuple[Path, ...]) -> str:

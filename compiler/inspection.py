@@ -14,17 +14,10 @@ from pydantic import BaseModel, PrivateAttr
 from compiler.backends import default_backend, load_backend
 from compiler.backends.base import BuildSpec
 from compiler.errors import CheckFailed, CompileError, InvalidInput
-from compiler.model import OnnxModel, load_model, sparse_tensors
-from compiler.profiles import Dim, ProfileSet, load_profiles, load_sku_catalog, profiles_problem, validate_profiles
+from compiler.model import OnnxModel, TensorInfo, load_model, sparse_tensors, tensor_info
+from compiler.profiles import ProfileSet, load_profiles, load_sku_catalog, profiles_problem, validate_profiles
 
 CONTROL_FLOW_OPS = {"If", "Loop", "Scan"}
-
-
-class TensorInfo(BaseModel):
-    name: str
-    dtype: str
-    shape: list[Dim] | None
-    """None when the rank is unknown; a str entry is a symbolic dim, None an unknown dim."""
 
 
 class ModelSummary(BaseModel):
@@ -103,21 +96,6 @@ class InspectReport(BaseModel):
         return self._problem
 
 
-def _dtype_name(elem_type: int) -> str:
-    return helper.tensor_dtype_to_np_dtype(elem_type).name if elem_type else "undefined"
-
-
-def _tensor_info(value: onnx.ValueInfoProto) -> TensorInfo:
-    tensor_type = value.type.tensor_type
-    shape: list[Dim] | None = None
-    if tensor_type.HasField("shape"):
-        shape = [
-            d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tensor_type.shape.dim
-        ]
-    dtype = _dtype_name(tensor_type.elem_type) if value.type.HasField("tensor_type") else "non-tensor"
-    return TensorInfo(name=value.name, dtype=dtype, shape=shape)
-
-
 def _all_nodes(graph: onnx.GraphProto):
     """Every node, including those inside If/Loop/Scan bodies."""
     for node in graph.node:
@@ -125,12 +103,6 @@ def _all_nodes(graph: onnx.GraphProto):
         for attribute in node.attribute:
             for subgraph in [attribute.g] if attribute.HasField("g") else list(attribute.graphs):
                 yield from _all_nodes(subgraph)
-
-
-def model_inputs(model: OnnxModel) -> list[TensorInfo]:
-    """Graph inputs that are fed at run time (older exporters also list initializers as inputs)."""
-    initializers = {init.name for init in model.proto.graph.initializer}
-    return [_tensor_info(v) for v in model.proto.graph.input if v.name not in initializers]
 
 
 def _weight_tensors(proto: onnx.ModelProto) -> list[onnx.TensorProto]:
@@ -156,8 +128,8 @@ def summarize(model: OnnxModel) -> ModelSummary:
         ir_version=model.proto.ir_version,
         opsets={(o.domain or "ai.onnx"): o.version for o in model.proto.opset_import},
         producer=" ".join(filter(None, [model.proto.producer_name, model.proto.producer_version])),
-        inputs=model_inputs(model),
-        outputs=[_tensor_info(v) for v in graph.output],
+        inputs=model.inputs(),
+        outputs=[tensor_info(v) for v in graph.output],
         node_count=len(graph.node),
         op_counts=dict(Counter((f"{n.domain}::" if n.domain else "") + n.op_type for n in nodes).most_common()),
         parameter_count=parameter_count,
@@ -243,7 +215,7 @@ def build_check(model: OnnxModel, profiles: ProfileSet | None, sku: str, backend
     """Prove support with a real build (one engine with every profile): the parser can say yes to a graph that
     fails. Builds with ``backend`` if given, else the SKU's own backend, as ``compile build`` does."""
     target = load_sku_catalog().get(sku)
-    dynamic = [i.name for i in model_inputs(model) if i.shape is None or any(not isinstance(d, int) for d in i.shape)]
+    dynamic = [i.name for i in model.inputs() if i.shape is None or any(not isinstance(d, int) for d in i.shape)]
     if dynamic and profiles is None:
         raise InvalidInput(f"{model.path}: --build-check needs --profiles: dynamic inputs {', '.join(dynamic)} "
                            "have no shapes to build with")
@@ -262,11 +234,6 @@ def build_check(model: OnnxModel, profiles: ProfileSet | None, sku: str, backend
         detail=f"built for {sku} ({engine.name}, compute capability {target.compute_capability}; {built}) "
                f"in {outcome.seconds:.2f} s, {len(outcome.plan)} bytes",
     )
-
-
-def input_dims(inputs: list[TensorInfo]) -> dict[str, list[Dim] | None]:
-    """Input name -> dims (None when the rank is unknown), what profile validation checks against."""
-    return {i.name: (list(i.shape) if i.shape is not None else None) for i in inputs}
 
 
 def inspect_model(
@@ -288,7 +255,7 @@ def inspect_model(
     profile_report = None
     problem: CompileError | None = None
     if profiles is not None:
-        errors = validate_profiles(profiles, input_dims(summary.inputs))
+        errors = validate_profiles(profiles, {i.name: i.shape for i in summary.inputs})
         profile_report = ProfileReport(
             file=str(profiles_path), names=[p.name for p in profiles.profiles], valid=not errors, errors=errors
         )
@@ -321,4 +288,4 @@ def inspect_model(
     return report
 
 
-__all__ = ["InspectReport", "inspect_model", "model_inputs", "summarize"]
+__all__ = ["InspectReport", "inspect_model", "summarize"]

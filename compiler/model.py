@@ -15,10 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import onnx
-from onnx import external_data_helper
+from onnx import external_data_helper, helper
+from pydantic import BaseModel
 
 from compiler.digest import finish_model_digest, hash_beside
 from compiler.errors import InvalidInput
+from compiler.profiles import Dim
 from compiler.skim import PROTOBUF_LIMIT
 
 
@@ -26,6 +28,28 @@ def first_line(message: object) -> str:
     """Library errors are often multi-line dumps; our contract is one line."""
     lines = [line.strip() for line in str(message).strip().splitlines() if line.strip()]
     return lines[0] if lines else type(message).__name__
+
+
+class TensorInfo(BaseModel):
+    name: str
+    dtype: str
+    shape: list[Dim] | None
+    """None when the rank is unknown; a str entry is a symbolic dim, None an unknown dim."""
+
+
+def _dtype_name(elem_type: int) -> str:
+    return helper.tensor_dtype_to_np_dtype(elem_type).name if elem_type else "undefined"
+
+
+def tensor_info(value: onnx.ValueInfoProto) -> TensorInfo:
+    tensor_type = value.type.tensor_type
+    shape: list[Dim] | None = None
+    if tensor_type.HasField("shape"):
+        shape = [
+            d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tensor_type.shape.dim
+        ]
+    dtype = _dtype_name(tensor_type.elem_type) if value.type.HasField("tensor_type") else "non-tensor"
+    return TensorInfo(name=value.name, dtype=dtype, shape=shape)
 
 
 @dataclass(frozen=True)
@@ -42,6 +66,16 @@ class OnnxModel:
     @property
     def size_bytes(self) -> int:
         return sum(f.stat().st_size for f in (self.path, *self.external_files))
+
+    def inputs(self) -> list[TensorInfo]:
+        """Graph inputs that are fed at run time (older exporters also list initializers as inputs)."""
+        initializers = {init.name for init in self.proto.graph.initializer}
+        return [tensor_info(v) for v in self.proto.graph.input if v.name not in initializers]
+
+    def input_dims(self) -> dict[str, list[Dim] | None]:
+        """Input name -> dims (None when the rank is unknown), what profile validation checks against: the
+        same mapping :func:`compiler.skim.skim_inputs` reads without parsing the model."""
+        return {i.name: (list(i.shape) if i.shape is not None else None) for i in self.inputs()}
 
 
 def sparse_tensors(graph: onnx.GraphProto) -> Iterator[onnx.SparseTensorProto]:

@@ -47,7 +47,7 @@ class _Unexpected(Exception):
 
 
 def skim_inputs(path: Path) -> dict[str, Dims] | None:
-    """Input name -> dims (None: unknown rank), as :func:`compiler.inspection.input_dims` gives them
+    """Input name -> dims (None: unknown rank), as :meth:`compiler.model.OnnxModel.input_dims` gives them
     after a full load; None when the full load must decide (possible external data, anything
     malformed or unusual).
 

@@ -23,11 +23,10 @@ import yaml
 from onnx import TensorProto, helper, numpy_helper
 
 import compiler.build
-import compiler.cache
-import compiler.digest
+import compiler.files
 from compiler.backends import load_backend
 from compiler.backends.tensorrt import DatacenterTensorRTBackend
-from compiler.build import build_engines, execute_builds, plan_builds, run_job
+from compiler.build import BuildOptions, build_engines, execute_builds, plan_builds, run_job
 from compiler.errors import EnvironmentProblem, Interrupted, InvalidInput, stop_signals_held
 from tests.conftest import EXAMPLES, CliResult, assert_clean_error, files_of_at_most, run_cli
 from tests.onnx_files import save_model
@@ -135,7 +134,14 @@ def test_int8_build_runs_int8_convolutions(matrix):
     assert quantizing and all(layer["precision"] == "Float" for layer in quantizing)
     document = json.loads((out / "rtx-3090" / "int8" / "layers.json").read_text())
     assert document["kernel_precisions"]["Int8"] >= len(int8_convs)
-    assert sum(document["kernel_precisions"].values()) == sum(1 for layer in document["layers"] if layer["precision"])
+    # the counts add up: kernels with no typed tensors (shape arithmetic) are counted as "none"
+    assert sum(document["kernel_precisions"].values()) == document["kernels"] == len(document["layers"])
+    assert document["kernel_precisions"].get("none", 0) == sum(1 for layer in document["layers"]
+                                                               if layer["precision"] is None)
+    # each kernel says which of the engine's two shape profiles it belongs to, and each profile has the convs
+    assert {layer["profile"] for layer in document["layers"]} == {0, 1}
+    for profile in (0, 1):
+        assert sum(1 for layer in int8_convs if layer["profile"] == profile) == len(int8_convs) // 2
     maxpools = [layer for layer in _layers(out, "rtx-3090", "fp32") if layer["type"] == "maxpool"]
     assert maxpools and all(layer["constant_types"] == [] for layer in maxpools)
 
@@ -263,7 +269,7 @@ def test_an_engine_the_cache_cannot_keep_is_delivered_with_a_warning(digits_mode
 def test_a_failed_atomic_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path):
     target = tmp_path / "engine.json"
     target.write_text("previous\n")
-    write = "import sys; from pathlib import Path; from compiler.cache import write_atomic; " \
+    write = "import sys; from pathlib import Path; from compiler.files import write_atomic; " \
             "write_atomic(Path(sys.argv[1]), bytes(1 << 20))"
     done = subprocess.run([sys.executable, "-c", write, str(target)], capture_output=True, text=True,
                           preexec_fn=files_of_at_most(64))
@@ -282,7 +288,7 @@ def test_a_failed_atomic_write_keeps_the_old_file_and_leaves_no_temporary(tmp_pa
      ["cannot target compute capability 9.0"]),
     (["--sku", "rtx-4090", "--method", "bogus"], 2, ["--method bogus chooses how --data is calibrated"]),
     (["--sku", "rtx-4090", "--precision", "int8", "--data", EXAMPLES / "digits.npz", "--method", "bogus"], 2,
-     ["--method 'bogus' is not one of minmax, entropy, percentile"]),
+     ["--method bogus: choose from minmax, entropy, percentile"]),
     (["--sku", "rtx-4090", "--precision", "int8", "--data", EXAMPLES / "digits.npz", "--calibration", EXAMPLES], 2,
      ["--calibration and --data both given"]),
 ])
@@ -367,7 +373,8 @@ def test_calibration_of_another_model_is_refused(int8_calibration, digits_profil
 
 def test_cancel_through_the_progress_monitor_keeps_previous_output(digits_model, digits_profiles, tmp_path):
     out, cache = tmp_path / "out", tmp_path / "cache"
-    [job] = plan_builds(digits_model, digits_profiles, ["rtx-4090"], ["fp32"], out, cache_dir=cache, use_cache=False)
+    [job] = plan_builds(digits_model, digits_profiles, ["rtx-4090"], ["fp32"], out,
+                        options=BuildOptions(cache_dir=cache, use_cache=False))
     assert run_job(job, None, threading.Event()).status == "ok"
     previous = (out / "rtx-4090/fp32/engine.json").read_text()
     cancel, phases = threading.Event(), []
@@ -388,8 +395,8 @@ def test_parallel_jobs_and_concurrent_runs_share_one_cache(digits_model, digits_
     results = []
 
     def build(out: Path) -> None:
-        results.append(build_engines(digits_model, digits_profiles, list(SKUS), ["fp32"], out, jobs=2,
-                                     cache_dir=cache))
+        results.append(build_engines(digits_model, digits_profiles, list(SKUS), ["fp32"], out,
+                                     options=BuildOptions(jobs=2, cache_dir=cache)))
 
     threads = [threading.Thread(target=build, args=(tmp_path / f"out{i}",)) for i in range(2)]
     for thread in threads:
@@ -424,8 +431,8 @@ def test_int8_with_data_calibrates_into_the_cache(digits_model, digits_profiles,
         reports.append(progress)
         assert not list(fresh.glob("calibrations/*/int8-minmax"))
 
-    plan_builds(digits_model, digits_profiles, ["rtx-4090"], ["int8"], tmp_path / "d", data=digits_data,
-                cache_dir=fresh, calibration_progress=report)
+    plan_builds(digits_model, digits_profiles, ["rtx-4090"], ["int8"], tmp_path / "d",
+                options=BuildOptions(data=digits_data, cache_dir=fresh), calibration_progress=report)
     assert reports[-1] == ("held-out", 359, 359)
     assert ("calibrate", 1438, 1438) in reports and reports[0][1] == 0
     assert [p.name for p in fresh.glob("calibrations/*/*")] == ["int8-minmax"]
@@ -498,14 +505,32 @@ def test_a_worker_killed_outright_fails_its_targets_and_the_run_still_reports(tm
     os.kill(workers[0], signal.SIGKILL)
     stdout, stderr = process.communicate(timeout=120)
     assert_clean_error(CliResult(process.returncode, stdout, stderr), 1, "builds failed",
-                       "a build worker process died")
+                       "the TensorRT builder process died of SIGKILL")
     statuses = json.loads((out / "build.json").read_text())["targets"]
     assert [t["sku"] for t in statuses] == skus
-    assert any(t["status"] == "failed" and "worker process died" in t["errors"][0] for t in statuses)
+    assert any(t["status"] == "failed" and "builder process died of SIGKILL" in t["errors"][0] for t in statuses)
     for target in statuses:  # a target is either failed (no plan) or whole
         plan = out / target["sku"] / "fp32" / "engine.plan"
         assert plan.is_file() == (target["status"] == "ok")
     assert _processes_building_into(out) == []
+
+
+@pytest.mark.parametrize("crash", [signal.SIGSEGV, signal.SIGABRT], ids=["SIGSEGV", "SIGABRT"])
+def test_a_builder_that_crashes_fails_its_target_with_jobs_1_too(tmp_path, crash):
+    """TensorRT-RTX's builder dies of SIGSEGV on some graphs. Every build runs in a child process, --jobs 1
+    included, so the crash is one failed target naming the signal: the run goes on, writes build.json and exits 1,
+    and leaves no staging folder (it used to die with 139, print nothing and leave the staging folder)."""
+    process, out, [sku] = _start_slow_build(tmp_path, 1)
+    [builder] = [int(p) for p in os.listdir("/proc") if p.isdigit() and _is_worker_of(int(p), process.pid)]
+    os.kill(builder, crash)
+    stdout, stderr = process.communicate(timeout=120)
+    line = assert_clean_error(CliResult(process.returncode, stdout, stderr), 1, "1 of 1 builds failed",
+                              f"the TensorRT builder process died of {crash.name}")
+    [status] = json.loads((out / "build.json").read_text())["targets"]
+    assert status["status"] == "failed" and crash.name in status["errors"][0] and status["errors"][0] in line
+    assert sorted(p.name for p in (out / sku).iterdir()) == ["fp32"]  # no staging folder left
+    assert sorted(p.name for p in (out / sku / "fp32").iterdir()) == ["build.log"]
+    assert crash.name in (out / sku / "fp32" / "build.log").read_text()
 
 
 def _is_worker_of(pid: int, parent: int) -> bool:
@@ -546,11 +571,11 @@ def test_a_stop_signal_while_a_file_is_written_atomically_waits_until_it_is_in_p
         os.kill(os.getpid(), signal.SIGTERM)
         return handle
 
-    monkeypatch.setattr(compiler.cache, "open", open_then_stop, raising=False)
+    monkeypatch.setattr(compiler.files, "open", open_then_stop, raising=False)
     previous = signal.signal(signal.SIGTERM, stop)
     try:
         with pytest.raises(Interrupted):
-            compiler.cache.write_atomic(tmp_path / "engine.json", b'{"whole": true}')
+            compiler.files.write_atomic(tmp_path / "engine.json", b'{"whole": true}')
     finally:
         signal.signal(signal.SIGTERM, previous)
     assert [p.name for p in tmp_path.iterdir()] == ["engine.json"]
@@ -645,15 +670,15 @@ def _overwrite(path: Path, data: bytes) -> None:
 def test_damaged_cache_entry_is_rebuilt_not_served(damage, digits_model, digits_profiles, tmp_path):
     cache = tmp_path / "cache"
     args = (digits_model, digits_profiles, ["rtx-4090"], ["fp32"])
-    first = build_engines(*args, tmp_path / "a", cache_dir=cache)
+    first = build_engines(*args, tmp_path / "a", options=BuildOptions(cache_dir=cache))
     [entry] = [p for p in cache.glob("engines/*/*") if not p.name.startswith(".")]
     damage(entry)
-    second = build_engines(*args, tmp_path / "b", cache_dir=cache)
+    second = build_engines(*args, tmp_path / "b", options=BuildOptions(cache_dir=cache))
     assert [t.cache_hit for t in first.targets + second.targets] == [False, False]
     plan = (tmp_path / "b/rtx-4090/fp32/engine.plan").read_bytes()
     record = json.loads((tmp_path / "b/rtx-4090/fp32/engine.json").read_text())
     assert len(plan) == record["size_bytes"] > 1000
-    third = build_engines(*args, tmp_path / "c", cache_dir=cache)
+    third = build_engines(*args, tmp_path / "c", options=BuildOptions(cache_dir=cache))
     assert [t.cache_hit for t in third.targets] == [True]
 
 
@@ -661,21 +686,23 @@ def test_plan_rewritten_in_place_through_out_is_not_served_from_the_cache(digits
     """OUT's plan is a hard link to the cache entry's: `cp other.plan OUT/.../engine.plan` writes into the cached
     plan too. Same size, other bytes: the next run must rebuild, not hand out a plan engine.json does not name."""
     cache, args = tmp_path / "cache", (digits_model, digits_profiles, ["rtx-4090"], ["fp32"])
-    build_engines(*args, tmp_path / "a", cache_dir=cache)
-    second = build_engines(*args, tmp_path / "b", cache_dir=cache)  # a hit: links the plan once more
+    build_engines(*args, tmp_path / "a", options=BuildOptions(cache_dir=cache))
+    second = build_engines(*args, tmp_path / "b",
+                           options=BuildOptions(cache_dir=cache))  # a hit: links the plan once more
     assert [t.cache_hit for t in second.targets] == [True]
     delivered = tmp_path / "b/rtx-4090/fp32/engine.plan"
     recorded = json.loads(delivered.with_name("engine.json").read_text())["sha256"]
     with open(delivered, "r+b") as plan:  # in place, as cp onto an existing file does
         plan.seek(4096)
         plan.write(bytes(64))
-    third = build_engines(*args, tmp_path / "c", cache_dir=cache)
+    third = build_engines(*args, tmp_path / "c", options=BuildOptions(cache_dir=cache))
     assert [t.cache_hit for t in third.targets] == [False]
     plan = (tmp_path / "c/rtx-4090/fp32/engine.plan").read_bytes()
     assert hashlib.sha256(plan).hexdigest() == json.loads((tmp_path / "c/rtx-4090/fp32/engine.json").read_text())[
         "sha256"]
     assert hashlib.sha256(delivered.read_bytes()).hexdigest() != recorded  # b's copy was the one damaged
-    assert [t.cache_hit for t in build_engines(*args, tmp_path / "d", cache_dir=cache).targets] == [True]
+    assert [t.cache_hit for t in build_engines(*args, tmp_path / "d",
+                                               options=BuildOptions(cache_dir=cache)).targets] == [True]
 
 
 def test_a_folder_that_cannot_be_put_in_place_leaves_the_previous_one(digits_model, digits_profiles, tmp_path,
@@ -683,7 +710,7 @@ def test_a_folder_that_cannot_be_put_in_place_leaves_the_previous_one(digits_mod
     """The finished folder is renamed into place; when the filesystem refuses that rename, the previous build's
     folder is put back untouched and the target fails with the reason."""
     args = (digits_model, digits_profiles, ["rtx-4090"], ["fp32"], tmp_path / "out")
-    build_engines(*args, cache_dir=tmp_path / "cache")
+    build_engines(*args, options=BuildOptions(cache_dir=tmp_path / "cache"))
     target = tmp_path / "out/rtx-4090/fp32"
     before = {p.name: p.read_bytes() for p in target.iterdir()}
     rename = os.rename
@@ -694,7 +721,7 @@ def test_a_folder_that_cannot_be_put_in_place_leaves_the_previous_one(digits_mod
         return rename(source, destination)
 
     monkeypatch.setattr(os, "rename", refusing)
-    report = build_engines(*args, cache_dir=tmp_path / "cache")
+    report = build_engines(*args, options=BuildOptions(cache_dir=tmp_path / "cache"))
     [status] = report.targets
     assert status.status == "failed" and "could not put the engine files in place" in status.errors[0]
     assert "Input/output error" in status.errors[0]
@@ -707,13 +734,13 @@ def _new_file_with_digest_held(model: Path, folder: Path, monkeypatch) -> tuple[
     folder.mkdir()
     copy = folder / "model.onnx"
     shutil.copy(model, copy)
-    release, hash_model_file = threading.Event(), compiler.build.hash_model_file_mapped
+    release, hash_model_file = threading.Event(), compiler.build.plan.hash_model_file_mapped
 
     def held(path: Path):
         release.wait()
         return hash_model_file(path)
 
-    monkeypatch.setattr(compiler.build, "hash_model_file_mapped", held)
+    monkeypatch.setattr(compiler.build.plan, "hash_model_file_mapped", held)
     return copy, release
 
 
@@ -722,7 +749,8 @@ def test_a_new_model_file_builds_while_hashed_and_stops_on_a_cache_hit(digits_mo
     """A file with no remembered digest starts building at once; when its digest names an engine the cache
     already has (here: a copy of a cached model), the build is stopped and the cached engine served."""
     cache = tmp_path / "cache"
-    first = build_engines(digits_model, digits_profiles, ["rtx-4090"], ["fp32"], tmp_path / "a", cache_dir=cache)
+    first = build_engines(digits_model, digits_profiles, ["rtx-4090"], ["fp32"], tmp_path / "a",
+                          options=BuildOptions(cache_dir=cache))
     copy, release = _new_file_with_digest_held(digits_model, tmp_path / "copy", monkeypatch)
     phases = []
 
@@ -730,8 +758,8 @@ def test_a_new_model_file_builds_while_hashed_and_stops_on_a_cache_hit(digits_mo
         phases.append(phase)
         release.set()  # the build is running: now let the digest finish
 
-    second = build_engines(copy, digits_profiles, ["rtx-4090"], ["fp32"], tmp_path / "b", cache_dir=cache,
-                           progress=progress)
+    second = build_engines(copy, digits_profiles, ["rtx-4090"], ["fp32"], tmp_path / "b",
+                           options=BuildOptions(cache_dir=cache), progress=progress)
     assert "Building engine" in phases and phases[-1] == "ok (cache hit)"
     assert [t.cache_hit for t in first.targets + second.targets] == [False, True]
     a = json.loads((tmp_path / "a/rtx-4090/fp32/engine.json").read_text())
@@ -742,17 +770,20 @@ def test_a_new_model_file_builds_while_hashed_and_stops_on_a_cache_hit(digits_mo
     other, release = _new_file_with_digest_held(digits_model, tmp_path / "other", monkeypatch)
     profiles = tmp_path / "p.yaml"  # new profiles: an engine the cache has never seen
     profiles.write_text(digits_profiles.read_text().replace("max: [64, 1, 8, 8]", "max: [48, 1, 8, 8]"))
-    third = build_engines(other, profiles, ["rtx-4090"], ["fp32"], tmp_path / "c", cache_dir=cache, progress=progress)
+    third = build_engines(other, profiles, ["rtx-4090"], ["fp32"], tmp_path / "c",
+                          options=BuildOptions(cache_dir=cache), progress=progress)
     assert [(t.status, t.cache_hit) for t in third.targets] == [("ok", False)]
-    fourth = build_engines(other, profiles, ["rtx-4090"], ["fp32"], tmp_path / "d", cache_dir=cache)
+    fourth = build_engines(other, profiles, ["rtx-4090"], ["fp32"], tmp_path / "d",
+                           options=BuildOptions(cache_dir=cache))
     assert [t.cache_hit for t in fourth.targets] == [True]
 
 
-def test_worker_processes_build_while_the_model_is_hashed(digits_model, digits_profiles, tmp_path, monkeypatch):
-    """With --jobs the workers start before the new file's digest is known; it reaches them when it is, so a
-    cache hit still stops their builds, and a digest that fails fails each target with the reason."""
+def test_parallel_builds_run_while_the_model_is_hashed(digits_model, digits_profiles, tmp_path, monkeypatch):
+    """With --jobs the builds start before the new file's digest is known; when it is, a cache hit still stops
+    them, and a digest that fails fails each target with the reason."""
     cache = tmp_path / "cache"
-    build_engines(digits_model, digits_profiles, list(SKUS), ["fp32"], tmp_path / "a", cache_dir=cache)
+    build_engines(digits_model, digits_profiles, list(SKUS), ["fp32"], tmp_path / "a",
+                  options=BuildOptions(cache_dir=cache))
     copy, release = _new_file_with_digest_held(digits_model, tmp_path / "copy", monkeypatch)
     events = []
 
@@ -760,8 +791,8 @@ def test_worker_processes_build_while_the_model_is_hashed(digits_model, digits_p
         events.append((index, phase))
         release.set()  # a worker is building: only now may the digest finish
 
-    report = build_engines(copy, digits_profiles, list(SKUS), ["fp32"], tmp_path / "b", cache_dir=cache, jobs=2,
-                           progress=progress)
+    report = build_engines(copy, digits_profiles, list(SKUS), ["fp32"], tmp_path / "b",
+                           options=BuildOptions(cache_dir=cache, jobs=2), progress=progress)
     assert [(t.status, t.cache_hit) for t in report.targets] == [("ok", True), ("ok", True)]
     assert report.model_sha256 == hashlib.sha256(copy.read_bytes()).hexdigest()
     for index in (0, 1):
@@ -776,49 +807,12 @@ def test_worker_processes_build_while_the_model_is_hashed(digits_model, digits_p
             gone.unlink()
         release.set()
 
-    report = build_engines(gone, digits_profiles, list(SKUS), ["fp32"], tmp_path / "c", cache_dir=cache, jobs=2,
-                           progress=remove_then_release)
+    report = build_engines(gone, digits_profiles, list(SKUS), ["fp32"], tmp_path / "c",
+                           options=BuildOptions(cache_dir=cache, jobs=2), progress=remove_then_release)
     assert [t.status for t in report.targets] == ["failed", "failed"]
     assert all("could not read the model to hash it" in t.errors[0] and "model.onnx" in t.errors[0]
                for t in report.targets)
     assert not list((tmp_path / "c").glob("*/*/engine.plan"))
-
-
-def test_the_cli_head_start_on_the_digest_is_taken_up_and_never_outlives_a_change(digits_model, digits_profiles,
-                                                                                   tmp_path, monkeypatch):
-    """compile build starts hashing a model the cache has not seen before its modules are imported; the build
-    takes that hash up instead of reading the file again, but not once the file has changed since."""
-    started, hash_mapped = [], compiler.digest.hash_model_file_mapped
-
-    def counted(path: Path, *args):
-        started.append(path)
-        return hash_mapped(path, *args)
-
-    monkeypatch.setattr(compiler.digest, "hash_model_file_mapped", counted)
-    monkeypatch.setattr(compiler.build, "hash_model_file_mapped", counted)
-    cache, copy = tmp_path / "cache", tmp_path / "model.onnx"
-    shutil.copy(digits_model, copy)
-    compiler.digest.hash_ahead(copy, cache)
-    report = build_engines(copy, digits_profiles, ["rtx-4090"], ["fp32"], tmp_path / "a", cache_dir=cache)
-    assert report.model_sha256 == hashlib.sha256(copy.read_bytes()).hexdigest()
-    assert started == [copy]  # hashed once: ahead, and taken up by the build
-
-    # a file the cache has seen is not hashed ahead
-    compiler.digest.hash_ahead(copy, cache)
-    build_engines(copy, digits_profiles, ["rtx-4090"], ["fp32"], tmp_path / "b", cache_dir=cache)
-    assert started == [copy]
-
-    # a file replaced after the head start is hashed again: its digest is of the new bytes
-    other = tmp_path / "other.onnx"
-    shutil.copy(digits_model, other)
-    compiler.digest.hash_ahead(other, cache)
-    model = onnx.load(other)
-    model.doc_string = "replaced after the head start"
-    onnx.save(model, tmp_path / "new.onnx")
-    os.replace(tmp_path / "new.onnx", other)
-    report = build_engines(other, digits_profiles, ["rtx-4090"], ["fp32"], tmp_path / "c", cache_dir=cache)
-    assert report.model_sha256 == hashlib.sha256(other.read_bytes()).hexdigest()
-    assert started == [copy, other, other]
 
 
 @pytest.mark.parametrize("jobs", ["1", "2"])
@@ -840,7 +834,6 @@ def test_a_cache_hit_records_the_sku_it_was_built_for(digits_model, digits_profi
 def _calibration_copy(source: Path, target: Path, external: bool = False, **record_changes) -> Path:
     """A copy of a calibration folder; ``external`` re-saves its Q/DQ model with the weights beside it in
     model.onnx.data and records both files, as compile calibrate does for a model beyond protobuf's limit."""
-    import onnx
 
     shutil.copytree(source, target)
     record = json.loads((target / "calibration.json").read_text())
@@ -891,9 +884,9 @@ def test_calibration_artifacts_key_the_cache_by_content(int8_calibration, digits
 
 
 @pytest.mark.parametrize(("damage", "fragments"), [
-    ("garbage", ["model.onnx", "not a valid ONNX model"]),
+    ("garbage", ["model.onnx", "changed since compile calibrate wrote it"]),
     ("another model", ["model.onnx", "changed since compile calibrate wrote it"]),
-    ("record not an object", ["calibration.json", "not a record written by compile calibrate"]),
+    ("record not an object", ["calibration.json", "not a calibration.json this version writes"]),
     ("weights outside", ["model.onnx.data", "points outside the model's folder"]),
 ])
 def test_a_damaged_calibration_folder_is_refused_before_any_build(damage, fragments, int8_calibration, digits_model,
@@ -931,7 +924,7 @@ def test_a_target_whose_folder_cannot_be_made_fails_alone(digits_model, digits_p
     build.json says which."""
     out = tmp_path / "out"
     planned = plan_builds(digits_model, digits_profiles, ["rtx-3090", "rtx-4090"], ["fp32"], out,
-                          cache_dir=tmp_path / "cache")
+                          options=BuildOptions(cache_dir=tmp_path / "cache"))
     (out / "rtx-3090").write_text("in the way\n")
     report = execute_builds(planned, digits_model, out)
     statuses = {t.sku: t for t in report.targets}
@@ -960,7 +953,8 @@ def test_the_plan_header_check_catches_a_plan_that_is_not_what_was_asked_for(mat
 
 def test_builder_options_key_the_cache(digits_model, digits_profiles, tmp_path):
     args, cache = (digits_model, digits_profiles, ["rtx-4090"], ["fp32"]), tmp_path / "cache"
-    hits = [build_engines(*args, tmp_path / str(i), cache_dir=cache, **options).targets[0].cache_hit
+    hits = [build_engines(*args, tmp_path / str(i),
+                          options=BuildOptions(cache_dir=cache, **options)).targets[0].cache_hit
             for i, options in enumerate([{}, {"optimization_level": 1}, {"workspace_mb": 64},
                                          {"optimization_level": 1}, {}])]
     assert hits == [False, False, False, True, True]
@@ -991,32 +985,33 @@ def test_a_cache_entry_removed_while_it_is_taken_is_a_miss(digits_model, digits_
     """A cache cleaner (`find ~/.cache/compile -mtime +30 -delete`) or a concurrent eviction can remove an entry
     between its lookup and its hard links: the target is then built, not failed."""
     args, cache = (digits_model, digits_profiles, ["rtx-4090"], ["fp32"]), tmp_path / "cache"
-    build_engines(*args, tmp_path / "a", cache_dir=cache)
-    link = compiler.build.link_or_copy
+    build_engines(*args, tmp_path / "a", options=BuildOptions(cache_dir=cache))
+    link = compiler.build.target.link_or_copy
 
     def cleaner_strikes(source: Path, target: Path) -> None:
         shutil.rmtree(source.parent)
         link(source, target)
 
-    monkeypatch.setattr(compiler.build, "link_or_copy", cleaner_strikes)
-    [target] = build_engines(*args, tmp_path / "b", cache_dir=cache).targets
+    monkeypatch.setattr(compiler.build.target, "link_or_copy", cleaner_strikes)
+    [target] = build_engines(*args, tmp_path / "b", options=BuildOptions(cache_dir=cache)).targets
     assert (target.status, target.cache_hit) == ("ok", False)
     plan = (tmp_path / "b/rtx-4090/fp32/engine.plan").read_bytes()
     assert json.loads((tmp_path / "b/rtx-4090/fp32/engine.json").read_text())["sha256"] == hashlib.sha256(
         plan).hexdigest()
-    monkeypatch.setattr(compiler.build, "link_or_copy", link)
-    assert build_engines(*args, tmp_path / "c", cache_dir=cache).targets[0].cache_hit  # stored again
+    monkeypatch.setattr(compiler.build.target, "link_or_copy", link)
+    assert build_engines(*args, tmp_path / "c",
+                         options=BuildOptions(cache_dir=cache)).targets[0].cache_hit  # stored again
 
 
 def _put_in_place_repeatedly(target: Path, rounds: int) -> int:
     """One of several processes finishing the same target over and over; returns how many attempts failed."""
     failures = 0
     for i in range(rounds):
-        with compiler.cache.staging_folder(target.parent, target.name) as staging:
+        with compiler.files.staging_folder(target.parent, target.name) as staging:
             (staging / "engine.plan").write_bytes(os.urandom(64))
             (staging / "engine.json").write_text(json.dumps({"writer": os.getpid(), "round": i}))
             try:
-                compiler.cache.replace_dir(target, staging)
+                compiler.files.replace_dir(target, staging)
             except OSError:
                 failures += 1
     return failures
@@ -1043,13 +1038,13 @@ def test_without_an_atomic_swap_the_previous_folder_goes_aside_and_comes_back_on
     def no_swap(first, second):
         raise OSError(errno.EINVAL, "Invalid argument")
 
-    monkeypatch.setattr(compiler.cache, "_exchange", no_swap)
+    monkeypatch.setattr(compiler.files, "_exchange", no_swap)
     target, staging = tmp_path / "fp32", tmp_path / ".fp32-0123456789ab"
     for folder, text in ((target, "previous"), (staging, "new")):
         folder.mkdir()
         (folder / "engine.json").write_text(text)
     if not refused:
-        compiler.cache.replace_dir(target, staging)
+        compiler.files.replace_dir(target, staging)
         assert (target / "engine.json").read_text() == "new"
         assert [p.name for p in tmp_path.iterdir()] == ["fp32"]
         return
@@ -1063,7 +1058,7 @@ def test_without_an_atomic_swap_the_previous_folder_goes_aside_and_comes_back_on
 
     monkeypatch.setattr(os, "rename", refusing)
     with pytest.raises(OSError, match="Input/output error"):
-        compiler.cache.replace_dir(target, staging)
+        compiler.files.replace_dir(target, staging)
     assert (target / "engine.json").read_text() == "previous"
     assert sorted(p.name for p in tmp_path.iterdir()) == [staging.name, "fp32"]  # the staging folder is its caller's
 
@@ -1086,10 +1081,12 @@ def test_the_python_api_checks_what_the_cli_checks(digits_model, digits_profiles
     something else; a single SKU or precision may be given as a plain string."""
     args = (digits_model, digits_profiles)
     for options, fragment in (({"optimization_level": 9}, "--optimization-level 9: give 0 to 5"),
-                              ({"workspace_mb": -1}, "--workspace-mb -1: give at least 1")):
+                              ({"workspace_mb": -1}, "--workspace-mb -1: give 1 to 1048576")):
         with pytest.raises(InvalidInput, match=fragment):
-            plan_builds(*args, ["rtx-4090"], ["fp32"], tmp_path / "out", cache_dir=tmp_path / "cache", **options)
-    [target] = build_engines(*args, "rtx-4090", "fp32", tmp_path / "out", cache_dir=tmp_path / "cache").targets
+            plan_builds(*args, ["rtx-4090"], ["fp32"], tmp_path / "out",
+                        options=BuildOptions(cache_dir=tmp_path / "cache", **options))
+    [target] = build_engines(*args, "rtx-4090", "fp32", tmp_path / "out",
+                             options=BuildOptions(cache_dir=tmp_path / "cache")).targets
     assert (target.sku, target.precision, target.status) == ("rtx-4090", "fp32", "ok")
 
 
@@ -1107,7 +1104,7 @@ def test_layers_json_keeps_node_names_with_commas_brackets_and_spaces(tmp_path):
     profiles.write_text("profiles:\n  - name: p\n    shapes:\n      image: {min: [1, 1, 8, 8], opt: [2, 1, 8, 8], "
                         "max: [4, 1, 8, 8]}\n")
     [target] = build_engines(model, profiles, ["rtx-4090"], ["fp32"], tmp_path / "out",
-                             cache_dir=tmp_path / "cache").targets
+                             options=BuildOptions(cache_dir=tmp_path / "cache")).targets
     assert target.status == "ok", target.errors
     layers = _layers(tmp_path / "out", "rtx-4090", "fp32")
     assert set(names) <= {node for layer in layers for node in layer["onnx_nodes"]}, layers

@@ -11,7 +11,6 @@ import pytest
 import yaml
 
 from compiler.errors import InvalidInput
-from compiler.inspection import input_dims, model_inputs
 from compiler.model import load_model
 from compiler.profiles import ProfileSet, bundled_profiles_path, load_profiles, load_sku_catalog, validate_profiles
 from tests import synthetic
@@ -49,7 +48,7 @@ def write(tmp_path: Path, data, name="profiles.yaml") -> Path:
 
 
 def test_valid_profiles_have_no_errors(text_model):
-    inputs = input_dims(model_inputs(load_model(text_model)))
+    inputs = load_model(text_model).input_dims()
     assert inputs == TEXT
     assert validate_profiles(profiles({"name": "short", "shapes": text_shapes()},
                                       {"name": "long", "shapes": text_shapes(seq=(128, 256, 256))}), inputs) == []

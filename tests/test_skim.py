@@ -13,7 +13,6 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from compiler.errors import InvalidInput
-from compiler.inspection import input_dims, model_inputs
 from compiler.model import load_model
 from compiler.skim import skim_inputs
 from tests import synthetic
@@ -26,7 +25,7 @@ SHIPPED_MODELS = sorted([*(Path(onnx.__file__).parent / "backend" / "test" / "da
 
 
 def full_load_inputs(path: Path):
-    return input_dims(model_inputs(load_model(path, infer_shapes=False, check=False, digest=False)))
+    return load_model(path, infer_shapes=False, check=False, digest=False).input_dims()
 
 
 def test_real_models_agree_with_the_full_load(tmp_path, digits_model):

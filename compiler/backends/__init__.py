@@ -35,6 +35,21 @@ def is_installed(name: str) -> bool:
     return importlib.util.find_spec(getattr(importlib.import_module(module), cls).module_name) is not None
 
 
+def installed_versions() -> dict[str, str | None]:
+    """Backend name -> the installed TensorRT edition's version (None: not installed), without importing it."""
+    import importlib.metadata
+
+    versions: dict[str, str | None] = {}
+    for name in BACKENDS:
+        module, cls = BACKENDS[name]
+        package = getattr(importlib.import_module(module), cls).module_name
+        try:
+            versions[name] = importlib.metadata.version(package.replace("_", "-"))
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
 def default_backend() -> str:
     """The datacenter edition where it is installed, TensorRT-RTX otherwise."""
     for name in ("tensorrt", "tensorrt-rtx"):

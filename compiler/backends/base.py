@@ -189,7 +189,7 @@ class TensorRTBackend:
             return BuildOutcome(None, seconds, errors, logger.lines, cancelled=cancelled)
         self.after_build(config, spec)
         plan = memoryview(serialized).cast("B")  # no copy: plans can be GBs
-        return BuildOutcome(plan, seconds, [], logger.lines, parse_layers(logger.layers_message),
+        return BuildOutcome(plan, seconds, [], logger.lines, parse_layers(logger.layers_message, len(spec.profiles)),
                             warnings=logger.warnings)
 
 
@@ -271,13 +271,13 @@ _DATATYPE = re.compile(r"Datatype: (\w+)")
 _ONNX_LAYER = "[ONNX Layer: "
 
 
-def parse_layers(message: str) -> list[dict[str, Any]]:
+def parse_layers(message: str, profiles: int = 1) -> list[dict[str, Any]]:
     """The final kernels from the builder's DETAILED ``Layers:`` message.
 
     Each kernel: its name, type, precision (:func:`kernel_precision`), the data types of its inputs
-    (activations), constants (weights) and outputs, and the ONNX nodes it covers. A line reads ``Name: …,
-    LayerType: …, Inputs: […], Constants: […], Outputs: […], TacticName: …, StreamId: …,
-    Metadata: [ONNX Layer: a][ONNX Layer: b]``.
+    (activations), constants (weights) and outputs, the ONNX nodes it covers, and the shape profile
+    (:func:`kernel_profile`) it belongs to. A line reads ``Name: …, LayerType: …, Inputs: […], Constants: […],
+    Outputs: […], TacticName: …, StreamId: …, Metadata: [ONNX Layer: a][ONNX Layer: b]``.
     """
     layers = []
     for line in message.splitlines()[1:]:
@@ -294,7 +294,27 @@ def parse_layers(message: str) -> list[dict[str, Any]]:
         }
         layers.append({"name": match["name"], "type": match["type"], "precision": kernel_precision(**types), **types,
                        "onnx_nodes": nodes})
+    graphs = {m[1] for m in map(_MYELIN_GRAPH.search, (layer["name"] for layer in layers)) if m}
+    for layer in layers:
+        layer["profile"] = kernel_profile(layer["name"], profiles, len(graphs))
     return layers
+
+
+_PROFILE_MARK = re.compile(r" \[profile (\d+)\]")
+_MYELIN_GRAPH = re.compile(r"_myl(\d+)_\d+$")
+
+
+def kernel_profile(name: str, profiles: int, graphs: int) -> int | None:
+    """The shape profile a kernel belongs to. TensorRT builds every profile's kernels apart: profile N > 0 marks
+    some names ``[profile N]``, and a Myelin-compiled engine suffixes each kernel ``_myl<N>_<i>`` with one graph
+    N per profile. Where neither says (a graph count that is not the profile count), None."""
+    if profiles == 1:
+        return 0
+    mark = _PROFILE_MARK.search(name)
+    if mark:
+        return int(mark[1])
+    graph = _MYELIN_GRAPH.search(name)
+    return int(graph[1]) if graph and graphs == profiles else None
 
 
 _NARROWEST_FIRST = ("FP4", "Int4", "FP8", "Int8", "Half", "BFloat16", "Float")

@@ -1,0 +1,74 @@
+"""Reading a calibration folder (``compile calibrate``'s output) as a later stage does: trusted only as far as
+its ``calibration.json`` vouches for it.
+
+A folder may come from elsewhere (a store, a teammate, a cache on a shared volume): every file a reader uses
+must be recorded there with its sha256 and still match, and none may be a link leading out of the folder.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from compiler.errors import InvalidInput
+from compiler.files import file_sha256
+from compiler.records import CalibrationRecord, read_record
+
+RECORD = "calibration.json"
+RERUN = "re-run compile calibrate"
+
+
+@dataclass(frozen=True)
+class Calibration:
+    folder: Path
+    record: CalibrationRecord
+    record_sha256: str
+
+    @property
+    def model(self) -> Path:
+        return self.folder / "model.onnx"
+
+    def verify(self, files: Iterable[Path], sha256: Callable[[Path], str] = file_sha256) -> None:
+        """Refuse any of ``files`` (what the reader is about to use) that the record does not list by name or
+        whose bytes changed since it was written, and any that resolves outside the folder."""
+        inside = self.folder.resolve()
+        for file in map(Path, files):
+            if not file.resolve().is_relative_to(inside):
+                raise InvalidInput(f"{file}: leads out of the calibration folder {self.folder} (a link to "
+                                   f"{file.resolve()}); {RERUN} or copy the folder without links")
+            name = file.resolve().relative_to(inside).as_posix()
+            recorded = self.record.files.get(name)
+            if recorded is None:
+                raise InvalidInput(f"{file}: not recorded in {self.folder / RECORD}, so nothing vouches for it; "
+                                   f"{RERUN}")
+            if sha256(file) != recorded:
+                raise InvalidInput(f"{file}: changed since compile calibrate wrote it (its sha256 is not the one "
+                                   f"{RECORD} records); {RERUN}")
+
+
+def read_calibration(folder: Path) -> Calibration:
+    """The folder's record, validated; InvalidInput when it is missing, damaged or of another format."""
+    record_path = folder / RECORD
+    if not record_path.is_file():
+        raise InvalidInput(f"{folder}: not a calibration folder (no {RECORD}; make one with compile calibrate)")
+    if record_path.is_symlink():
+        raise InvalidInput(f"{record_path}: is a link; {RERUN} or copy the folder without links")
+    record = read_record(record_path, CalibrationRecord, RERUN)
+    if "model.onnx" not in record.files:
+        raise InvalidInput(f"{record_path}: records no model.onnx (its file list is damaged); {RERUN}")
+    return Calibration(folder, record, file_sha256(record_path))
+
+
+def open_calibration(folder: Path, precision: str, model_sha256: str) -> Calibration:
+    """The calibration of this model for this precision in ``folder``: the record checked against what the build
+    asks for. The caller verifies the files it reads with :meth:`Calibration.verify`."""
+    calibration = read_calibration(folder)
+    record, record_path = calibration.record, folder / RECORD
+    if record.precision != precision:
+        raise InvalidInput(f"{record_path}: calibrated for precision '{record.precision}', not '{precision}'; "
+                           f"run compile calibrate --precision {precision}")
+    if record.model_sha256 != model_sha256:
+        raise InvalidInput(f"{record_path}: was calibrated from another model (sha256 {record.model_sha256[:12]}…, "
+                           f"this model is {model_sha256[:12]}…); {RERUN} on this model")
+    return calibration

@@ -1,0 +1,267 @@
+"""The typed files stages hand each other, each with its format version.
+
+One stage writes a record, a later one reads it, and neither imports the other: ``compile build`` writes
+engine.json, layers.json and build.json; ``compile calibrate`` writes calibration.json and report.json.
+A reader validates what it reads (:func:`read_record`), so a damaged or foreign file is one ``error:``
+line, never a crash in the stage that trusted it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from compiler.errors import InvalidInput
+from compiler.profiles import ShapeProfile
+
+Progress = Callable[[str, int, int], None]
+"""How a long stage reports: (phase, steps done, steps total). Builds report TensorRT's phases, calibration
+its samples."""
+
+
+class Precision(StrEnum):
+    """What an engine computes in. Strongly typed TensorRT takes it from the model: fp16 from a converted
+    model, int8/fp8 from a calibrated Q/DQ model."""
+
+    FP32 = "fp32"
+    FP16 = "fp16"
+    INT8 = "int8"
+    FP8 = "fp8"
+
+    @property
+    def calibrated(self) -> bool:
+        return self in (Precision.INT8, Precision.FP8)
+
+
+PRECISIONS = tuple(p.value for p in Precision)
+CALIBRATE_PRECISIONS = ("int8", "fp8", "fp16")
+"""What ``compile calibrate`` makes: a Q/DQ model (int8, fp8) or a converted one (fp16)."""
+
+
+class Status(StrEnum):
+    """The outcome of one target or step, in Triton Model Navigator's spirit."""
+
+    OK = "ok"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    """Not run, with the reason (no backend, no compatible GPU, invalid profiles)."""
+    CANCELLED = "cancelled"
+    """Stopped by the user (Ctrl-C, SIGTERM) before it finished."""
+
+
+class StepStatus(BaseModel):
+    """A step's outcome and, unless ok, why."""
+
+    status: Status
+    detail: str = ""
+
+
+# --- compile build ---------------------------------------------------------------------------------------
+
+BUILD_FORMAT = 3
+"""Of engine.json, layers.json and build.json, and part of every build cache key: 2 added each kernel's
+precision, 3 each kernel's shape profile and the untyped-kernel count."""
+
+
+class EngineRecord(BaseModel):
+    """engine.json: exactly what one plan file is."""
+
+    format_version: int = BUILD_FORMAT
+    sha256: str
+    size_bytes: int
+    model_sha256: str
+    built_model_sha256: str
+    calibration_sha256: str | None
+    sku: str
+    compute_capabilities: list[str]
+    precision: Precision
+    backend: dict[str, str]
+    profiles: list[ShapeProfile]
+    builder_options: dict[str, Any]
+    build_seconds: float
+    cache_hit: bool
+    cache_key: str
+    plan_header: dict[str, Any] | None
+    builder_warnings: list[str] = []
+    """The builder's warnings (also in build.log); kept here so a cache hit reports them too."""
+
+
+class Kernel(BaseModel):
+    """One final kernel of an engine, from the builder's DETAILED ``Layers:`` log."""
+
+    name: str
+    type: str
+    precision: str | None
+    """The narrowest type among its activations and weights (Int8 for an INT8 convolution); None for kernels
+    with no typed tensors (shape arithmetic)."""
+    input_types: list[str]
+    constant_types: list[str]
+    output_types: list[str]
+    onnx_nodes: list[str]
+    profile: int | None = None
+    """The shape profile (index into engine.json's ``profiles``) the kernel belongs to; TensorRT builds each
+    profile's kernels apart and tells them by a ``[profile N]`` suffix in the name, absent for profile 0."""
+
+
+class LayersRecord(BaseModel):
+    """layers.json: every final kernel, with how many compute in each precision (kernels without one are
+    counted as ``none``, so the counts add up to ``kernels``) and how many write each output type."""
+
+    format_version: int = BUILD_FORMAT
+    kernels: int
+    kernel_precisions: dict[str, int]
+    output_precisions: dict[str, int]
+    layers: list[Kernel]
+
+
+class TargetStatus(BaseModel):
+    """One SKU x precision of a build run."""
+
+    sku: str
+    precision: Precision
+    status: Status
+    path: str
+    cache_hit: bool = False
+    seconds: float = 0.0
+    errors: list[str] = []
+    warnings: list[str] = []
+    """What went wrong without costing the result (an engine the build cache could not keep)."""
+
+
+class BuildReport(BaseModel):
+    """build.json: the status file of one `compile build` run."""
+
+    format_version: int = BUILD_FORMAT
+    model: str
+    model_sha256: str
+    out: str
+    targets: list[TargetStatus]
+
+    @property
+    def failed(self) -> list[TargetStatus]:
+        return [t for t in self.targets if t.status != Status.OK]
+
+
+# --- compile calibrate -----------------------------------------------------------------------------------
+
+CALIBRATION_FORMAT = 2
+"""Of calibration.json and report.json: 2 records every file of the folder with its sha256, always."""
+
+CALIBRATION_FILES = ("model.onnx", "model.onnx.data", "calibration.cache", "report.json")
+"""The files of a calibration folder besides calibration.json, which records each one present by sha256
+(model.onnx.data: the weights of a model beyond protobuf's 2 GiB limit)."""
+
+
+class TensorRange(BaseModel):
+    min: float
+    max: float
+    amax: float
+    scale: float
+    """The symmetric scale written in the Q/DQ model for this tensor (amax/127 int8, amax/448 fp8)."""
+
+
+class OutputReport(BaseModel):
+    name: str
+    kind: str
+    """``class-scores`` ([batch, classes] float output: top-1 agreement is measured) or ``tensor``."""
+    samples: int
+    cosine_mean: float
+    cosine_min: float
+    max_abs_error: float
+    mean_abs_error: float
+    top1_agreement: float | None = None
+    """A fraction (0.97 is 97 %), like every other figure here."""
+
+
+class AccuracyReport(BaseModel):
+    """report.json: how far the calibrated or converted model drifts from FP32 on held-out samples."""
+
+    format_version: int = CALIBRATION_FORMAT
+    reference: str = "fp32"
+    candidate: str
+    holdout_samples: int
+    outputs: list[OutputReport]
+    seconds: float
+
+
+class Gate(BaseModel):
+    name: str
+    output: str
+    value: float
+    threshold: float
+    passed: bool
+
+
+class CalibrationRecord(BaseModel):
+    """calibration.json: what a calibration folder holds and how it was made; written last, so a folder
+    without it is unfinished."""
+
+    format_version: int = CALIBRATION_FORMAT
+    precision: str
+    method: str | None
+    """Range method (minmax, entropy, percentile); None for fp16, which converts without ranges."""
+    model: str
+    model_sha256: str
+    data: str
+    data_kind: str
+    data_sha256: str
+    samples: int
+    """Calibration samples used (after the held-out split and ``samples`` cap)."""
+    holdout_samples: int
+    batch_size: int
+    seed: int
+    options: dict[str, Any]
+    versions: dict[str, str]
+    cache_key: str
+    ranges: dict[str, TensorRange]
+    trt_cache_header: str | None
+    files: dict[str, str]
+    """File name -> sha256 of every file of the folder but this one; model.onnx is always among them."""
+    out: str
+    seconds: float
+
+
+class CalibrationResult(CalibrationRecord):
+    """What ``calibrate()`` returns: the record, its accuracy report and the gates evaluated on it."""
+
+    report: AccuracyReport
+    gates: list[Gate] = []
+    passed: bool = True
+    reused: bool = False
+
+    def record(self) -> CalibrationRecord:
+        return CalibrationRecord.model_validate(self.model_dump(exclude={"report", "gates", "passed", "reused"}))
+
+
+# --- reading --------------------------------------------------------------------------------------------
+
+Record = TypeVar("Record", bound=BaseModel)
+MAX_RECORD_BYTES = 64 << 20
+"""Records are KBs (a BERT layers.json ~1 MB); a file far beyond that is not one of ours."""
+
+
+def read_record(path: Path, kind: type[Record], hint: str) -> Record:
+    """A record read and validated; InvalidInput naming the file and ``hint`` (what to do) otherwise."""
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read(MAX_RECORD_BYTES + 1)
+    except OSError as exc:
+        raise InvalidInput(f"{path}: cannot read it ({exc.strerror or exc}); {hint}") from None
+    if len(raw) > MAX_RECORD_BYTES:
+        raise InvalidInput(f"{path}: larger than any {path.name} we write; {hint}")
+    try:
+        record = kind.model_validate_json(raw)
+    except ValidationError as exc:
+        from compiler.config import describe_validation_error
+
+        raise InvalidInput(f"{path}: not a {path.name} this version writes ({describe_validation_error(exc)}); "
+                           f"{hint}") from None
+    version = getattr(record, "format_version", None)
+    expected = kind.model_fields["format_version"].default if "format_version" in kind.model_fields else None
+    if version != expected:
+        raise InvalidInput(f"{path}: format_version {version}, this version reads {expected}; {hint}")
+    return record
