@@ -170,14 +170,28 @@ def test_gitignore_covers_every_folder_the_readme_and_the_docs_write():
 
 def relative_links(page: Path) -> list[str]:
     return [link for link in _LINK.findall(page.read_text(encoding="utf-8"))
-            if not re.match(r"^[a-z][a-z0-9+.-]*:|^#", link)]
+            if not re.match(r"^[a-z][a-z0-9+.-]*:", link)]
+
+
+def anchors(page: Path) -> set[str]:
+    """The fragments GitHub gives the page's headings: lower case, punctuation but ``-`` dropped, spaces to ``-``."""
+    headings = re.findall(r"^#+\s+(.*?)\s*$", page.read_text(encoding="utf-8"), flags=re.M)
+    return {re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-") for heading in headings}
+
+
+def assert_resolves(page: Path, link: str) -> None:
+    path, _, fragment = link.partition("#")
+    target = page.parent / path if path else page
+    assert target.is_file(), (page.name, link)
+    if fragment and target.suffix == ".md":
+        assert fragment in anchors(target), (page.name, link, sorted(anchors(target)))
 
 
 def test_every_relative_link_of_the_readme_points_to_a_file():
     links = relative_links(README)
     assert any(link.startswith("docs/") for link in links)
     for link in links:
-        assert (REPO / link.partition("#")[0]).is_file(), link
+        assert_resolves(README, link)
 
 
 def test_every_docs_page_is_linked_from_the_readme_and_its_links_resolve():
@@ -185,4 +199,4 @@ def test_every_docs_page_is_linked_from_the_readme_and_its_links_resolve():
     for page in sorted(DOCS.glob("*.md")):
         assert page.resolve() in linked, f"README.md does not link {page.relative_to(REPO)}"
         for link in relative_links(page):
-            assert (page.parent / link.partition("#")[0]).exists(), (page.name, link)
+            assert_resolves(page, link)
