@@ -12,6 +12,7 @@ import json
 import re
 import shlex
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -20,9 +21,6 @@ from tests.conftest import REPO, CliResult, run_cli
 
 README = REPO / "README.md"
 DOCS = REPO / "docs"
-COPIED = ("compiler/examples", "profiles")
-"""What the walkthrough reads, copied into its working directory (data files only: the packages stay the
-installed ones)."""
 
 _FENCE = re.compile(r"^```(\w*)\s*$")
 _LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
@@ -99,10 +97,13 @@ def promised_files() -> set[str]:
 
 @pytest.fixture(scope="module")
 def walkthrough(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[tuple[list[str], int, CliResult]]]:
-    """Run the walkthrough once in a fresh copy of what it reads: (its working directory, each run)."""
+    """Run the walkthrough once in a fresh copy of the repository's tracked files, as a fresh clone has them:
+(its working directory, each run)."""
     work = tmp_path_factory.mktemp("walkthrough")
-    for relative in COPIED:
-        shutil.copytree(REPO / relative, work / relative, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True).stdout
+    for relative in filter(None, tracked.decode().split("\0")):
+        (work / relative).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / relative, work / relative)
     runs = []
     for args, expected in walkthrough_commands():
         result = run_cli(*args, cwd=work)
