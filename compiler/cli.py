@@ -28,7 +28,17 @@ from compiler.errors import (
     note_stop,
     stop_received,
 )
-from compiler.output import build_progress, console, emit_json, sample_progress, status_text, table
+from compiler.output import (
+    build_progress,
+    console,
+    emit_json,
+    gate_figure,
+    human_size,
+    sample_progress,
+    status_text,
+    table,
+)
+from compiler.profiles import format_dims
 
 FLAG = ""
 """The metavar of an on/off flag: nothing, where Typer would print ``<bool>`` as if it took a value."""
@@ -153,22 +163,20 @@ def _render_inspect(report) -> None:
     from rich.markup import escape
 
     m = report.model
-    console.print(f"[bold]{escape(m.path)}[/bold]  {m.size_bytes / 2**20:.1f} MiB  sha256 {m.sha256[:12]}")
-    console.print(escape(f"IR {m.ir_version}, opsets {m.opsets}, producer {m.producer or '-'}, {m.node_count} nodes, "
-                         f"{m.parameter_count:,} parameters ({m.parameter_bytes / 2**20:.1f} MiB)"))
+    opsets = ", ".join(f"{domain} {version}" for domain, version in m.opsets.items())
+    console.print(f"[bold]{escape(m.path)}[/bold]  {human_size(m.size_bytes)}  sha256 {m.sha256[:12]}")
+    console.print(escape(f"IR {m.ir_version}, opsets {opsets}, producer {m.producer or '-'}, {m.node_count} nodes, "
+                         f"{m.parameter_count:,} parameters ({human_size(m.parameter_bytes)})"))
     if m.custom_domains:
         console.print(escape(f"custom domains: {', '.join(m.custom_domains)}"))
     if m.control_flow:
         console.print(escape(f"control flow: {', '.join(m.control_flow)}"))
     if m.metadata:
-        console.print(escape(f"metadata: {m.metadata}"))
-
-    def shape(s):
-        return "unknown rank" if s is None else "[" + ", ".join("?" if d is None else str(d) for d in s) + "]"
+        console.print(escape("metadata: " + ", ".join(f"{key}={value}" for key, value in m.metadata.items())))
 
     console.print(table("Inputs and outputs", ["kind", "name", "dtype", "shape"],
-                        [["input", t.name, t.dtype, shape(t.shape)] for t in m.inputs]
-                        + [["output", t.name, t.dtype, shape(t.shape)] for t in m.outputs]))
+                        [["input", t.name, t.dtype, format_dims(t.shape)] for t in m.inputs]
+                        + [["output", t.name, t.dtype, format_dims(t.shape)] for t in m.outputs]))
     console.print(table("Operators", ["op", "count"], [[op, n] for op, n in m.op_counts.items()]))
     trt = report.tensorrt
     if trt.status.status != "ok":
@@ -327,14 +335,15 @@ def calibrate(
         ]))
         if result.gates:
             console.print(table("Gates", ["gate", "output", "value", "threshold", "status"], [
-                [g.name, g.output, f"{g.value:.5g}", f"{g.threshold:.5g}", "ok" if g.passed else "FAILED"]
-                for g in result.gates
+                [g.name, g.output, gate_figure(g.name, g.value), gate_figure(g.name, g.threshold),
+                 "ok" if g.passed else "FAILED"] for g in result.gates
             ]))
     failed = [g for g in result.gates if not g.passed]
     if failed:
         first = failed[0]
-        raise CheckFailed(f"{len(failed)} gate(s) failed; {first.name} on output '{first.output}': {first.value:.5g} "
-                          f"vs threshold {first.threshold:.5g} (report: {Path(result.out) / 'report.json'})")
+        raise CheckFailed(f"{len(failed)} gate(s) failed; {first.name} on output '{first.output}': "
+                          f"{gate_figure(first.name, first.value)} vs threshold "
+                          f"{gate_figure(first.name, first.threshold)} (report: {Path(result.out) / 'report.json'})")
 
 
 INTERRUPTED = 130

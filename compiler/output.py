@@ -74,6 +74,19 @@ def table(title: str, columns: list[str], rows: list[list[Any]]) -> Table:
     return view
 
 
+def human_size(size: int) -> str:
+    """``1.2 MiB``, ``39.5 KiB``, ``512 B``: sizes as a person reads them (never ``0.0 MiB``)."""
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if size >= 1 << shift:
+            return f"{size / (1 << shift):.1f} {unit}"
+    return f"{size} B"
+
+
+def gate_figure(gate: str, value: float) -> str:
+    """A gate's value or threshold in the unit the accuracy table shows it: top-1 agreement as a percentage."""
+    return f"{value:.2%}" if gate == "min-top1" else f"{value:.5g}"
+
+
 def status_text(status: str) -> Text:
     from rich.text import Text
 

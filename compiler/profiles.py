@@ -142,7 +142,7 @@ def validate_profiles(profiles: ProfileSet, inputs: dict[str, list[Dim] | None])
                     errors.append(f"{where}: input '{name}' has an unknown rank (dynamic); add min/opt/max for it")
                 elif any(not isinstance(d, int) for d in dims):
                     errors.append(
-                        f"{where}: dynamic input '{name}' (dims {_fmt(dims)}) has no shape; add min/opt/max"
+                        f"{where}: dynamic input '{name}' (dims {format_dims(dims)}) has no shape; add min/opt/max"
                     )
                 continue
             errors.extend(_check_input(where, name, dims, shape, symbols))
@@ -152,8 +152,8 @@ def validate_profiles(profiles: ProfileSet, inputs: dict[str, list[Dim] | None])
                 if other_range != first_range:
                     errors.append(
                         f"{where}: symbolic dim '{symbol}' is shared by input '{first_input}' dim {first_axis} "
-                        f"(min/opt/max {_fmt(first_range)}) and input '{other_input}' dim {other_axis} "
-                        f"(min/opt/max {_fmt(other_range)}); give them the same range"
+                        f"(min/opt/max {format_dims(first_range)}) and input '{other_input}' dim {other_axis} "
+                        f"(min/opt/max {format_dims(other_range)}); give them the same range"
                     )
     return errors
 
@@ -169,22 +169,25 @@ def _check_input(where, name, dims: list[Dim] | None, shape: ShapeRange, symbols
         dims = [None] * rank  # unknown rank: any rank, every dim dynamic
     if rank != len(dims):
         return [f"{where}: input '{name}': shapes have rank {rank} but the model's input has rank {len(dims)} "
-                f"(dims {_fmt(dims)})"]
+                f"(dims {format_dims(dims)})"]
     for axis, dim in enumerate(dims):
         values = (shape.min[axis], shape.opt[axis], shape.max[axis])
         if isinstance(dim, int):
             if any(v != dim for v in values):
                 errors.append(f"{where}: input '{name}' dim {axis} is static {dim} in the model, "
-                              f"but the profile gives min/opt/max {_fmt(values)}; use {dim} for all three")
+                              f"but the profile gives min/opt/max {format_dims(values)}; use {dim} for all three")
             continue
         label = f"dim {axis} ('{dim}')" if isinstance(dim, str) else f"dim {axis}"
         if not 1 <= values[0] <= values[1] <= values[2]:
             errors.append(f"{where}: input '{name}' {label}: needs 1 <= min <= opt <= max, "
-                          f"got min/opt/max {_fmt(values)}")
+                          f"got min/opt/max {format_dims(values)}")
         if isinstance(dim, str):
             symbols[dim].append((name, axis, values))
     return errors
 
 
-def _fmt(values) -> str:
-    return "[" + ", ".join("?" if v is None else str(v) for v in values) + "]"
+def format_dims(dims: list[Dim] | tuple[Dim, ...] | None) -> str:
+    """``[B, 1, 8, 8]``: a shape as errors and tables show it (``?`` an unknown dim, None an unknown rank)."""
+    if dims is None:
+        return "unknown rank"
+    return "[" + ", ".join("?" if d is None else str(d) for d in dims) + "]"

@@ -9,16 +9,13 @@ from __future__ import annotations
 import importlib
 import re
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from compiler.errors import EnvironmentProblem, InvalidInput
 from compiler.profiles import ShapeProfile
-
-ProgressCallback = Callable[[str, int, int], None]
-"""Called as (phase name, steps done, steps total) while a build runs."""
+from compiler.records import Progress
 
 
 @dataclass(frozen=True)
@@ -150,7 +147,7 @@ class TensorRTBackend:
     def build(
         self,
         spec: BuildSpec,
-        progress: ProgressCallback | None = None,
+        progress: Progress | None = None,
         cancel: Any | None = None,
     ) -> BuildOutcome:
         """Build one engine with every profile of the spec; never raises for a failed build."""
@@ -235,7 +232,7 @@ class _ProgressMonitor:
     tells the user what the builder is doing now.
     """
 
-    def __new__(cls, trt: Any, progress: ProgressCallback | None, cancel: Any | None):
+    def __new__(cls, trt: Any, progress: Progress | None, cancel: Any | None):
         class Monitor(trt.IProgressMonitor):
             def __init__(self) -> None:
                 super().__init__()
