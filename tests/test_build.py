@@ -888,16 +888,39 @@ def test_calibration_artifacts_key_the_cache_by_content(int8_calibration, digits
     ("another model", ["model.onnx", "changed since compile calibrate wrote it"]),
     ("record not an object", ["calibration.json", "not a calibration.json this version writes"]),
     ("weights outside", ["model.onnx.data", "points outside the model's folder"]),
+    # a folder whose record lost its file list and whose model.onnx is the FP32 model built an "int8" engine
+    # with no Int8 kernel (exit 0)
+    ("file list lost, fp32 model", ["calibration.json", "records no model.onnx"]),
+    ("model a link out", ["model.onnx", "leads out of the calibration folder"]),
+    ("weights not recorded", ["model.onnx.data", "not recorded in", "calibration.json"]),
+    ("older format", ["calibration.json", "format_version 1, this version reads 2"]),
 ])
 def test_a_damaged_calibration_folder_is_refused_before_any_build(damage, fragments, int8_calibration, digits_model,
                                                                    digits_profiles, tmp_path):
-    folder = _calibration_copy(int8_calibration, tmp_path / "calibration", external=damage == "weights outside")
+    folder = _calibration_copy(int8_calibration, tmp_path / "calibration",
+                               external=damage in ("weights outside", "weights not recorded"))
     if damage == "garbage":
         (folder / "model.onnx").write_bytes(b"\x08\x07garbage" * 100)
     elif damage == "another model":
         shutil.copy(digits_model, folder / "model.onnx")
     elif damage == "record not an object":
         (folder / "calibration.json").write_text("[]")
+    elif damage == "file list lost, fp32 model":
+        shutil.copy(digits_model, folder / "model.onnx")
+        record = json.loads((folder / "calibration.json").read_text())
+        del record["files"]
+        (folder / "calibration.json").write_text(json.dumps({**record, "files": {}}))
+    elif damage == "model a link out":
+        outside = tmp_path / "elsewhere.onnx"
+        (folder / "model.onnx").rename(outside)
+        (folder / "model.onnx").symlink_to(outside)
+    elif damage == "weights not recorded":
+        record = json.loads((folder / "calibration.json").read_text())
+        del record["files"]["model.onnx.data"]
+        (folder / "calibration.json").write_text(json.dumps(record))
+    elif damage == "older format":
+        record = json.loads((folder / "calibration.json").read_text())
+        (folder / "calibration.json").write_text(json.dumps({**record, "format_version": 1}))
     else:  # the weights are a symlink to a file elsewhere: TensorRT would read it
         outside = tmp_path / "elsewhere.data"
         (folder / "model.onnx.data").rename(outside)
