@@ -1,0 +1,322 @@
+"""Hostile inputs through the real CLI: generated malformed models, profiles, data, image folders, calibration
+folders and option values, each one `compile` run held to the command-line contract.
+
+Run it (from the repository root, ~3 minutes on 2 cores)::
+
+    PYTHONPATH=. python -m pytest -q tests/hostile
+
+and soak it, with N generated cases per test instead of the counts in ``harness.EXAMPLES`` (random, not
+derandomized, so every soak explores new cases)::
+
+    HOSTILE_EXAMPLES=500 PYTHONPATH=. python -m pytest -q tests/hostile
+
+Each test is one family of inputs (models, profiles, npz, images, calibration folders, options) x one kind of
+damage; hypothesis draws the cases (``generators.py``). Every case runs ``compile`` in a subprocess in a sandbox of
+its own (``harness.py``) and must keep every clause of the contract (docs/errors-and-signals.md):
+
+- the documented exit code: 2 for input the rules refuse; 1 only where a build, check or gate legitimately fails
+  (each test says where and why); 0 where the input is valid; 3 for a missing backend or GPU;
+- a failure is exactly one ``error:`` line on stderr, printable (no control characters or bidi overrides from the
+  input), naming the file, folder or option at fault; nothing else on stderr when the input is refused; no
+  traceback; never ``internal error`` (a bug, by the contract's own words);
+- with ``--json``, stdout is empty or exactly one JSON object (a document only where the command reports: exit 0,
+  exit 1, and inspect's report); without it, no control characters reach stdout either;
+- bounded: 60 s per case (its whole process session killed past that), RLIMIT_AS of 4 GiB, a peak RSS of at most
+  1.5 GiB, and no process left running;
+- confined: the inputs (bytes, mtimes, the file list) and the ``outside`` folder unchanged (targets of links and
+  paths that lead out are FIFOs where a read would block: a read shows up as a timeout), nothing new in the
+  working directory, TMPDIR or HOME; writes only into --out and the build cache.
+
+A test does not stop at its first break: it runs all its cases and fails listing every break (the case, the
+command, the exit code, the stderr tail, each clause broken). The session summary ("hostile inputs") gives the
+number of cases per test and in total.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from hypothesis import strategies as st
+
+from tests.conftest import REPO
+from tests.hostile import generators as g
+from tests.hostile.harness import PEAK_RSS, Case, Expect, Sandbox, run_cases, snapshot, snapshot_changes
+
+SKU = "rtx-4090"
+
+
+def _codes(*codes: int) -> frozenset[int]:
+    return frozenset(codes)
+
+
+def _copy_model(box: Sandbox) -> Path:
+    target = box.inputs / "model.onnx"
+    if not target.exists():
+        shutil.copyfile(g.DIGITS_MODEL, target)
+    return target
+
+
+def _copy_profiles(box: Sandbox) -> Path:
+    target = box.inputs / "digits.yaml"
+    shutil.copyfile(g.DIGITS_PROFILES, target)
+    return target
+
+
+def _build_args(model: Path, profiles: Path, box: Sandbox, *extra: str, precision: str = "fp32") -> list[str]:
+    return ["build", str(model), "--profiles", str(profiles), "--sku", SKU, "--precision", precision, "--out",
+            str(box.out), *extra]
+
+
+def _json(flag: bool) -> list[str]:
+    return ["--json"] if flag else []
+
+
+def test_limits_allow_a_normal_build(normal_build_peak):
+    """The bounds are the suite's, not a cause of failures: a normal fp32 + fp16 build passes under them."""
+    assert normal_build_peak is None or normal_build_peak < PEAK_RSS // 2, normal_build_peak
+
+
+# --- models ----------------------------------------------------------------------------------------------------
+
+MODEL_CODES = {
+    "inspect": {g.UNREADABLE: _codes(2), g.CHECKER_REJECTS: _codes(2), g.LOADS: _codes(0, 2), g.VALID: _codes(0),
+                g.AMBIGUOUS: _codes(0, 2)},
+    "build": {g.UNREADABLE: _codes(2), g.CHECKER_REJECTS: _codes(1, 2), g.LOADS: _codes(0, 1, 2),
+              g.VALID: _codes(0), g.AMBIGUOUS: _codes(0, 2)},
+}
+"""docs/inspect.md: corrupt, empty, truncated or non-ONNX files, directories and missing files exit 2, and so does
+external data that leaves the folder, is missing or too short. A model that passes the checker may still fail
+the tool's shape inference (2). `compile build` skips the ONNX checker for fp32 targets and leaves graph errors
+to TensorRT's parser, which fails the target (docs/build.md, "Validation first"): 1 is allowed there, and only
+there: for a model the checker refuses or one that loads. A model that loads may also meet the profiles with
+other dims (2)."""
+
+
+@pytest.mark.parametrize("kind", g.MODEL_KINDS)
+def test_models(kind, request, hostile_base):
+    def setup(drawn, box: Sandbox) -> Case:
+        recipe, command, json_output = drawn
+        made = recipe.write(box)
+        if command == "inspect":
+            args = ["inspect", str(made.path), *_json(json_output)]
+        else:
+            args = _build_args(made.path, _copy_profiles(box), box, *_json(json_output))
+        return Case(args, Expect(MODEL_CODES[command][made.verdict], f"{made.verdict} model, {command}",
+                                 made.names), json_output, prints_report_on_error=command == "inspect")
+
+    strategy = st.tuples(g.model_recipes(kind), st.sampled_from(["inspect", "build"]), st.booleans())
+    run_cases(request.node.name, "models", strategy, setup, hostile_base)
+
+
+# --- shape profiles --------------------------------------------------------------------------------------------
+
+PROFILE_CODES = {
+    "build": {g.INVALID: _codes(2), g.VALID: _codes(0, 1), g.AMBIGUOUS: _codes(0, 1, 2)},
+    "inspect": {g.INVALID: _codes(2), g.VALID: _codes(0), g.AMBIGUOUS: _codes(0, 2)},
+}
+"""docs/profiles.md: every rule broken exits 2, before any build. A valid profile builds; 1 is allowed for the build
+because the builder may still reject a profile the rules allow ("a profile the builder rejects", docs/build.md,
+"Failures"). The rules include TensorRT's bounds (each dim <= 2**31-1, each shape <= 2**40 elements): a profile
+beyond them cannot be built as written, so it is invalid input, not a build to attempt."""
+
+
+@pytest.mark.parametrize("kind", g.PROFILE_KINDS)
+def test_profiles(kind, request, hostile_base):
+    def setup(drawn, box: Sandbox) -> Case:
+        recipe, command, json_output = drawn
+        made = recipe.write(box)
+        model = _copy_model(box)
+        if command == "inspect":
+            args = ["inspect", str(model), "--profiles", str(made.path), *_json(json_output)]
+        else:
+            args = _build_args(model, made.path, box, *_json(json_output))
+        return Case(args, Expect(PROFILE_CODES[command][made.verdict], f"{made.verdict} profiles, {command}",
+                                 made.names), json_output, prints_report_on_error=command == "inspect")
+
+    strategy = st.tuples(g.profile_recipes(kind), st.sampled_from(["build", "build", "inspect"]), st.booleans())
+    run_cases(request.node.name, "profiles", strategy, setup, hostile_base)
+
+
+# --- calibration data: npz files and image folders -------------------------------------------------------------
+
+DATA_CODES = {g.INVALID: _codes(2), g.VALID: _codes(0), g.AMBIGUOUS: _codes(0, 2)}
+"""docs/calibrate.md: names, dtypes, shapes and sample counts are checked against the model, float data is scanned
+for NaN/Inf, and a mismatch, an empty dataset or a damaged file is one error line, exit 2; valid data calibrates
+(exit 0: no gates are given, so nothing can fail). `compile build --data` calibrates the same data first, with the
+same checks, and then builds the digits model's int8 engine, which builds."""
+
+
+def _data_case(made: g.Made, box: Sandbox, command: str, json_output: bool) -> Case:
+    model = _copy_model(box)
+    if command == "calibrate":
+        args = ["calibrate", str(model), "--data", str(made.path), "--out", str(box.out), *_json(json_output)]
+    else:
+        args = _build_args(model, _copy_profiles(box), box, "--data", str(made.path), *_json(json_output),
+                           precision="int8")
+    return Case(args, Expect(DATA_CODES[made.verdict], f"{made.verdict} data, {command}", made.names), json_output)
+
+
+@pytest.mark.parametrize("kind", g.NPZ_KINDS)
+def test_npz_data(kind, request, hostile_base):
+    def setup(drawn, box: Sandbox) -> Case:
+        recipe, command, json_output = drawn
+        return _data_case(recipe.write(box), box, command, json_output)
+
+    strategy = st.tuples(g.npz_recipes(kind), st.sampled_from(["calibrate", "calibrate", "build"]), st.booleans())
+    run_cases(request.node.name, "npz", strategy, setup, hostile_base)
+
+
+@pytest.mark.parametrize("kind", g.IMAGE_KINDS)
+def test_image_folders(kind, request, hostile_base):
+    def setup(drawn, box: Sandbox) -> Case:
+        recipe, command, json_output = drawn
+        return _data_case(recipe.write(box), box, command, json_output)
+
+    strategy = st.tuples(g.image_recipes(kind), st.sampled_from(["calibrate", "calibrate", "build"]), st.booleans())
+    run_cases(request.node.name, "images", strategy, setup, hostile_base)
+
+
+# --- calibration folders for build --calibration ---------------------------------------------------------------
+
+CALIBRATION_CODES = {g.INVALID: _codes(2), g.VALID: _codes(0), g.AMBIGUOUS: _codes(0, 2),
+                     g.RESIGNED: _codes(0, 1, 2)}
+"""docs/build.md, "Validation first": the folder must come from this model and this precision, its calibration.json
+must be a record this version writes (docs/formats.md: damaged, foreign or older is exit 2), and the Q/DQ model
+it records must still match its sha256 and stay inside the folder. A damaged model.onnx whose recorded sha256 was
+updated to match passes those checks: the build reads it without the ONNX checker, so TensorRT's parser fails the
+target (1), the safe load refuses it (2), or a flipped weight still builds (0)."""
+
+
+@pytest.mark.parametrize("kind", g.CALIBRATION_KINDS)
+def test_calibration_folders(kind, request, hostile_base, calibration_folder):
+    def setup(drawn, box: Sandbox) -> Case:
+        recipe, json_output = drawn
+        made = recipe.write(box, calibration_folder)
+        args = _build_args(_copy_model(box), _copy_profiles(box), box, "--calibration", str(made.path),
+                           *_json(json_output), precision="int8")
+        if made.args:  # e.g. the folder asked for another precision
+            index = args.index("--precision")
+            args[index + 1] = made.args[1]
+        return Case(args, Expect(CALIBRATION_CODES[made.verdict], f"{made.verdict} calibration folder",
+                                 made.names), json_output)
+
+    run_cases(request.node.name, "calibration", st.tuples(g.calibration_recipes(kind), st.booleans()), setup,
+              hostile_base)
+
+
+# --- option values ---------------------------------------------------------------------------------------------
+
+OPTION_CODES = {g.INVALID: _codes(2), g.VALID: _codes(0), g.ENVIRONMENT: _codes(3), g.GATE: _codes(0, 1),
+                g.AMBIGUOUS: _codes(0, 2)}
+"""docs/errors-and-signals.md: a bad value is a usage error, exit 2, before any work. A backend or GPU the machine
+lacks is 3. A valid gate threshold may be missed (1). Builder options inside their documented ranges build; a
+tiny workspace or optimization level 0 may make the builder fail the target (1)."""
+
+BUILDER_TUNING = ("--workspace-mb", "--optimization-level")
+
+
+def _placeholder(value: str, box: Sandbox, fresh: Path) -> str:
+    """Paths of the option tables: a file in the way, a path under a file, a fresh folder, the model's folder."""
+    blocker = box.inputs / "a-file"
+    if value in ("@file", "@under-file") and not blocker.exists():
+        blocker.write_text("in the way\n")
+    return {"@file": str(blocker), "@under-file": str(blocker / "sub"), "@fresh": str(fresh),
+            "@model-folder": str(box.inputs), "@model-file": str(box.inputs / "model.onnx"),
+            "@data-file": str(box.inputs / "data.npz")}.get(value, value)
+
+
+def _set_option(args: list[str], option: str, value: str) -> list[str]:
+    if option in args:
+        index = args.index(option)
+        return [*args[: index + 1], value, *args[index + 2:]]
+    return [*args, option, value]
+
+
+@pytest.mark.parametrize("option", sorted(g.BUILD_OPTIONS))
+def test_build_options(option, request, hostile_base):
+    def setup(drawn, box: Sandbox) -> Case:
+        chosen, json_output = drawn
+        args = _build_args(_copy_model(box), _copy_profiles(box), box, *_json(json_output))
+        fresh = box.cache if option == "--cache-dir" else box.out
+        args = _set_option(args, option, _placeholder(chosen.value, box, fresh))
+        codes = OPTION_CODES[chosen.verdict]
+        if chosen.verdict == g.VALID and option in BUILDER_TUNING:
+            codes = _codes(0, 1)
+        names = tuple(n for n in (option, chosen.value.strip()) if n)
+        return Case(args, Expect(codes, f"{chosen.verdict} value", names), json_output)
+
+    strategy = st.tuples(g.option_recipes(g.BUILD_OPTIONS, option), st.booleans())
+    run_cases(request.node.name, "build-options", strategy, setup, hostile_base)
+
+
+@pytest.mark.parametrize("option", sorted(g.CALIBRATE_OPTIONS))
+def test_calibrate_options(option, request, hostile_base):
+    def setup(drawn, box: Sandbox) -> Case:
+        chosen, precision, json_output = drawn
+        chosen = g.with_precision(chosen, precision)
+        model = _copy_model(box)
+        data = box.inputs / "data.npz"
+        data.write_bytes(g.npz_bytes({g.MODEL_INPUT: g.digits_samples()}, compressed=False))
+        args = ["calibrate", str(model), "--data", str(data), "--out", str(box.out), "--precision", precision,
+                *chosen.extra, *_json(json_output)]
+        args = _set_option(args, option, _placeholder(chosen.value, box, box.out))
+        names = (option, option[2:].replace("-", "_"))  # the flag, or the field it sets
+        return Case(args, Expect(OPTION_CODES[chosen.verdict], f"{chosen.verdict} value with {precision}", names),
+                    json_output)
+
+    strategy = g.option_recipes(g.CALIBRATE_OPTIONS, option).flatmap(
+        lambda chosen: st.tuples(st.just(chosen), g.calibrate_precisions(chosen), st.booleans()))
+    run_cases(request.node.name, "calibrate-options", strategy, setup, hostile_base)
+
+
+INSPECT_OPTIONS = [
+    (("--sku", SKU), g.INVALID), (("--backend", "tensorrt"), g.ENVIRONMENT), (("--backend", "bogus"), g.INVALID),
+    (("--backend", ""), g.INVALID), (("--build-check", "--sku", "h100"), g.ENVIRONMENT),
+    (("--build-check", "--sku", "nope\x1b[2J"), g.INVALID), (("--build-check",), g.INVALID),
+    (("--profiles", "@model-file"), g.INVALID),
+]
+"""docs/inspect.md: --sku without --build-check is 2; an edition asked for with --backend that is not installed is
+3, as is a --build-check SKU whose backend cannot build here; --build-check on a dynamic model without --profiles
+is 2 (with the report printed)."""
+
+
+def test_inspect_options(request, hostile_base):
+    def setup(drawn, box: Sandbox) -> Case:
+        (extra, verdict), json_output = drawn
+        model = _copy_model(box)
+        extra = tuple(_placeholder(v, box, box.out) for v in extra)
+        return Case(["inspect", str(model), *extra, *_json(json_output)],
+                    Expect(OPTION_CODES[verdict], f"{verdict} options"), json_output, prints_report_on_error=True)
+
+    run_cases(request.node.name, "inspect-options", st.tuples(st.sampled_from(INSPECT_OPTIONS), st.booleans()),
+              setup, hostile_base)
+
+
+def test_a_calibration_writes_nothing_into_home(hostile_base):
+    """A valid calibration writes its folder and nothing else: not into HOME either (onnxruntime keeps a telemetry
+    device id in ~/.cache/Microsoft/DeveloperTools unless it is told not to)."""
+    from tests.hostile.harness import run
+
+    root = Path(hostile_base) / "home-check"
+    root.mkdir()
+    box = Sandbox(root)
+    data = box.inputs / "data.npz"
+    data.write_bytes(g.npz_bytes({g.MODEL_INPUT: g.digits_samples()}, compressed=False))
+    done = run(box, ["calibrate", str(_copy_model(box)), "--data", str(data), "--out", str(box.out)])
+    assert done.result is not None and done.result.exit_code == 0, done.result
+    assert sorted(str(p.relative_to(box.home)) for p in box.home.rglob("*")) == []
+
+
+# --- the repository itself -------------------------------------------------------------------------------------
+
+REPOSITORY = snapshot(REPO, [REPO / ".git", REPO / "tests" / "hostile"])
+
+
+def test_the_repository_is_untouched():
+    """Last: no case wrote into the source tree (the bundled model, data and profiles the generators read)."""
+    ignored = ("__pycache__", ".pytest_cache", ".ruff_cache", ".hypothesis")
+    changes = [c for c in snapshot_changes(REPOSITORY, snapshot(REPO, [REPO / ".git", REPO / "tests" / "hostile"]))
+               if not any(part in c for part in ignored)]
+    assert not changes, changes
