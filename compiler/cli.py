@@ -263,7 +263,8 @@ def main() -> None:
     if stopped is not None and code not in (ExitCode.OK, READER_GONE):  # whatever error the stop became
         code, problem = 128 + stopped, Interrupted(stopped).args[0]
     if problem:
-        sys.stderr.write(f"error: {problem}\n")
+        from compiler.output import printable  # one line, whatever names from input files the message quotes
+        sys.stderr.write(f"error: {printable(problem)}\n")
     _exit(int(code))
 
 
