@@ -15,6 +15,7 @@ versions): a second run with the same key and intact files reuses the folder ins
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 import time
@@ -131,7 +132,9 @@ def calibrate(
     ``calibration.json`` last.
     """
     started = time.perf_counter()
-    precision, method = _check_options(precision, method, batch_size, num_bins, percentile, chunk_mb)
+    precision, method = _check_options(precision, method, batch_size, num_bins, percentile, chunk_mb,
+                                       holdout=holdout, samples=samples, seed=seed, min_cosine=min_cosine,
+                                       min_top1=min_top1, max_abs_error=max_abs_error)
     out = Path(out)
     source = load_model(model)
     dataset = open_dataset(data, source, preprocess)
@@ -215,23 +218,51 @@ def calibrate(
         dataset.close()
 
 
+MAX_NUM_BINS = 1 << 14
+"""Entropy's threshold search grows with the bins (digits CNN: 2048 bins ~3 s, 16384 ~110 s, 65536 ~400 s) and
+numpy allocates them per tensor: 8x TensorRT's own 2048 is plenty."""
+
+
 def _check_options(precision: str, method: str | None, batch_size: int, num_bins: int, percentile: float,
-                   chunk_mb: int) -> tuple[str, str | None]:
+                   chunk_mb: int, *, holdout: float | int = 0.2, samples: int | None = None, seed: int = 0,
+                   min_cosine: float | None = None, min_top1: float | None = None,
+                   max_abs_error: float | None = None) -> tuple[str, str | None]:
+    """Every option in the range its consumer takes (numpy, onnxruntime, the gates), before any work: NaN and
+    infinity compare False with everything, so each bound is written to fail for them."""
     if precision not in PRECISIONS:
         raise InvalidInput(f"--precision '{precision}' is not one of {', '.join(PRECISIONS)}")
+    if not _is_int(batch_size) or batch_size < 1:
+        raise InvalidInput(f"--batch-size {batch_size}: must be a whole number of at least 1")
+    if not isinstance(holdout, int | float) or isinstance(holdout, bool) or not 0 < holdout < math.inf:
+        raise InvalidInput(f"--holdout {holdout}: must be a positive fraction (< 1) or count: every run measures "
+                           f"accuracy on held-out samples")
+    if holdout >= 1 and holdout != int(holdout):
+        raise InvalidInput(f"--holdout {holdout}: give a fraction below 1 (0.2) or a whole count of samples (300)")
+    if samples is not None and (not _is_int(samples) or samples < 1):
+        raise InvalidInput(f"--samples {samples}: must be a whole number of at least 1")
+    if not _is_int(seed) or seed < 0:
+        raise InvalidInput(f"--seed {seed}: must be a whole number of at least 0")
+    if not _is_int(chunk_mb) or chunk_mb < 1:
+        raise InvalidInput(f"--chunk-mb {chunk_mb}: must be a whole number of at least 1")
+    for option, value, low, high in (("--min-cosine", min_cosine, -1.0, 1.0), ("--min-top1", min_top1, 0.0, 1.0),
+                                     ("--max-abs-error", max_abs_error, 0.0, math.inf)):
+        if value is not None and not (low <= value <= high and math.isfinite(value)):
+            bounds = f"at least {low:g}" if high == math.inf else f"in [{low:g}, {high:g}]"
+            raise InvalidInput(f"{option} {value}: must be a finite number {bounds}")
     if precision == "fp16":
         return precision, None
     if method not in calibrators.METHODS:
         raise InvalidInput(f"--method '{method}' is not one of {', '.join(calibrators.METHODS)}")
-    if batch_size < 1:
-        raise InvalidInput("--batch-size must be at least 1")
-    if num_bins < 256:
-        raise InvalidInput("num_bins must be at least 256 for a meaningful histogram")
+    if not _is_int(num_bins) or not 256 <= num_bins <= MAX_NUM_BINS:
+        raise InvalidInput(f"--num-bins {num_bins}: must be in [256, {MAX_NUM_BINS}] (256 for a meaningful "
+                           f"histogram; TensorRT uses 2048)")
     if not 50 < percentile <= 100:
-        raise InvalidInput("--percentile must be in (50, 100]")
-    if chunk_mb < 1:
-        raise InvalidInput("chunk_mb must be at least 1")
+        raise InvalidInput(f"--percentile {percentile}: must be in (50, 100]")
     return precision, method
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _versions() -> dict[str, str]:

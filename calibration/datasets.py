@@ -379,8 +379,9 @@ def split(count: int, holdout: float | int, samples: int | None, seed: int, batc
     if count < 2:
         raise InvalidInput(f"the dataset has {count} sample(s); calibration needs at least 2 (calibration and "
                            f"held-out)")
-    if holdout <= 0:
-        raise InvalidInput("--holdout must be positive: every run measures accuracy on held-out samples")
+    if not 0 < holdout < float("inf"):  # written so that NaN fails too
+        raise InvalidInput(f"--holdout {holdout}: must be a positive fraction (< 1) or count: every run measures "
+                           f"accuracy on held-out samples")
     held = max(1, round(count * holdout)) if holdout < 1 else int(holdout)
     if held >= count:
         raise InvalidInput(f"--holdout {holdout} leaves no calibration samples out of {count}")
