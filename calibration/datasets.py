@@ -12,6 +12,7 @@ decompressed as a stream, and images are decoded per batch.
 from __future__ import annotations
 
 import hashlib
+import struct
 import zipfile
 import zlib
 from collections.abc import Iterator
@@ -31,6 +32,12 @@ from compiler.model import OnnxModel, first_line
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp")
 PREPROCESS_FILE = "preprocess.yaml"
+MAX_IMAGE_SIDE = 4096
+"""The largest height or width an image folder is resized to (the model's, or ``size:`` for dynamic dims): one
+4096x4096 RGB sample is 192 MiB of float32, a batch of 32 six GiB. Vision models take far less (224 to 1024)."""
+MAX_SOURCE_PIXELS = 89_478_485
+"""The largest image decoded: Pillow's own decompression-bomb limit (``Image.MAX_IMAGE_PIXELS``, ~9459x9459,
+256 MiB as RGB), checked from the file's header before decoding, whatever a caller set Pillow's to."""
 SCAN_BYTES = 64 << 20
 """How much data the NaN scan reads at a time."""
 
@@ -320,6 +327,12 @@ class NpzDataset(Dataset):
         self.zf.close()
 
 
+IMAGE_ERRORS = (OSError, ValueError, SyntaxError, EOFError, struct.error, zlib.error, IndexError, TypeError,
+                KeyError)
+"""What Pillow raises on a damaged file besides UnidentifiedImageError (an OSError): "broken PNG file" is a
+SyntaxError, a text chunk past its limit a ValueError, truncated headers struct.error or EOFError."""
+
+
 class ImageFolderDataset(Dataset):
     kind = "images"
 
@@ -337,14 +350,24 @@ class ImageFolderDataset(Dataset):
         self.std = np.asarray(preprocess.std, dtype=np.float32)
 
     def load(self, file: Path) -> np.ndarray:
-        from PIL import Image, UnidentifiedImageError
+        import warnings
+
+        from PIL import Image
 
         try:
-            with Image.open(file) as image:
-                image = image.convert(self.preprocess.color).resize(
-                    (self.size[1], self.size[0]), Image.Resampling.BILINEAR)
-                pixels = np.asarray(image, dtype=np.float32)
-        except (UnidentifiedImageError, OSError) as exc:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", Image.DecompressionBombWarning)  # our own limit decides, below
+                with Image.open(file) as image:  # reads the header only
+                    width, height = image.size
+                    if width * height > MAX_SOURCE_PIXELS:
+                        raise InvalidInput(f"{file}: {width}x{height} pixels is more than {MAX_SOURCE_PIXELS} (a "
+                                           f"decompression bomb, or a photo to downscale before calibrating)")
+                    image = image.convert(self.preprocess.color).resize(
+                        (self.size[1], self.size[0]), Image.Resampling.BILINEAR)
+                    pixels = np.asarray(image, dtype=np.float32)
+        except Image.DecompressionBombError as exc:
+            raise InvalidInput(f"{file}: {first_line(exc)}") from None
+        except IMAGE_ERRORS as exc:
             raise InvalidInput(f"{file}: not a readable image ({first_line(exc)})") from None
         if pixels.ndim == 2:
             pixels = pixels[:, :, None]
@@ -413,6 +436,16 @@ def _open_images(path: Path, inputs: list[ModelInput], preprocess: ImagePreproce
     size = preprocess.size or (dims[h_axis], dims[w_axis])
     if size[0] is None or size[1] is None:
         raise InvalidInput(f"{spec_file}: input '{name}' has dynamic height/width; set size: [height, width]")
+    # Before any image is decoded: a size the model cannot take would be found only after resizing to it
+    for axis, declared in zip((h_axis, w_axis), size, strict=True):
+        if dims[axis] is not None and declared != dims[axis]:
+            raise InvalidInput(f"{spec_file}: size {list(size)} does not fit input '{name}' {_dims(dims)} "
+                               f"({preprocess.layout}: axis {axis} is {declared}, expected {dims[axis]}); set size: "
+                               f"[{dims[h_axis] or 'height'}, {dims[w_axis] or 'width'}] or leave size out")
+    if max(size) > MAX_IMAGE_SIDE:
+        given = f"size {list(size)}" if preprocess.size else f"input '{name}' {_dims(dims)}"
+        raise InvalidInput(f"{spec_file}: {given} is beyond {MAX_IMAGE_SIDE} pixels a side, the most an image "
+                           f"folder is resized to; use an .npz for larger inputs")
     dataset = ImageFolderDataset(path, preprocess, name, (int(size[0]), int(size[1])))
     if dataset.count == 0:
         raise InvalidInput(f"{path}: no images ({', '.join(IMAGE_SUFFIXES)}) in the folder")
