@@ -34,6 +34,7 @@ from calibration.report import AccuracyReport, Gate, compare, gates, session
 from compiler.cache import file_sha256, hash_json, replace_dir, staging_folder, writable_folder, write_atomic
 from compiler.errors import InvalidInput, stop_signals_held
 from compiler.model import load_model
+from compiler.paths import check_not_overwriting
 
 PRECISIONS = ("int8", "fp8", "fp16")
 FORMAT = 1
@@ -139,6 +140,9 @@ def calibrate(
     source = load_model(model)
     dataset = open_dataset(data, source, preprocess)
     try:
+        check_not_overwriting([out / name for name in (*FILES, "calibration.json")],
+                              [source.path, *source.external_files, *dataset.inputs()], "--out",
+                              replaced=out if staged else None)
         fixed = {i.batch for i in model_inputs(source) if i.batch is not None}
         if len(fixed) > 1:
             raise InvalidInput(f"{source.path}: inputs have different fixed batch sizes {sorted(fixed)}")

@@ -123,6 +123,10 @@ class Dataset:
     def sha256(self) -> str:
         raise NotImplementedError
 
+    def inputs(self) -> tuple[Path, ...]:
+        """The files the samples are read from (what no output may overwrite)."""
+        return (self.path,)
+
     def check_values(self) -> None:
         """Refuse values that would poison calibration (read in full: called only when work follows)."""
 
@@ -373,6 +377,9 @@ class ImageFolderDataset(Dataset):
             pixels = pixels[:, :, None]
         pixels = (pixels / np.float32(self.preprocess.scale) - self.mean) / self.std
         return pixels.transpose(2, 0, 1) if self.preprocess.layout == "NCHW" else pixels
+
+    def inputs(self) -> tuple[Path, ...]:
+        return (*self.files, self.path / PREPROCESS_FILE)
 
     def _read(self, name: str, indices: np.ndarray) -> np.ndarray:
         return np.stack([self.load(self.files[int(i)]) for i in indices]).astype(np.float32, copy=False)
