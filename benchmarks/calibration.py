@@ -42,10 +42,12 @@ def child_ours(args: argparse.Namespace) -> dict:
     import onnxruntime.quantization.shape_inference  # noqa: F401 - imported before the clock, as the baseline does
 
     from calibration import calibrate
+    from compiler.options import CalibrationOptions
 
     started = time.perf_counter()
-    result = calibrate(args.model, args.data, args.out, precision="int8", method=args.method, samples=args.samples,
-                       batch_size=args.batch_size, holdout=args.holdout, reuse=False)
+    options = CalibrationOptions(precision="int8", method=args.method, samples=args.samples,
+                                 batch_size=args.batch_size, holdout=args.holdout, reuse=False)
+    result = calibrate(args.model, args.data, args.out, options)
     return {"seconds": time.perf_counter() - started, "samples": result.samples,
             "cosine": result.report.outputs[0].cosine_mean, "tensors": len(result.ranges)}
 

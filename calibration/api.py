@@ -30,8 +30,9 @@ from calibration.report import compare, gates, session
 from compiler.errors import InvalidInput, stop_signals_held
 from compiler.files import file_sha256, hash_json, replace_dir, staging_folder, writable_folder, write_atomic
 from compiler.model import load_model
+from compiler.options import CalibrationOptions
+from compiler.paths import check_not_overwriting
 from compiler.records import (
-    CALIBRATE_PRECISIONS,
     CALIBRATION_FILES,
     CALIBRATION_FORMAT,
     AccuracyReport,
@@ -61,27 +62,15 @@ def calibrate(
     model: str | os.PathLike[str],
     data: str | os.PathLike[str],
     out: str | os.PathLike[str],
-    precision: str = "int8",
-    method: str = "minmax",
-    samples: int | None = None,
-    batch_size: int = 32,
+    options: CalibrationOptions | None = None,
     *,
-    holdout: float = 0.2,
-    seed: int = 0,
-    num_bins: int = 2048,
-    percentile: float = 99.999,
-    chunk_mb: int = 256,
-    min_cosine: float | None = None,
-    min_top1: float | None = None,
-    max_abs_error: float | None = None,
     preprocess: ImagePreprocess | None = None,
-    reuse: bool = True,
     staged: bool = False,
     progress: Progress | None = None,
 ) -> CalibrationResult:
     """Calibrate (int8/fp8) or convert (fp16) ``model`` with ``data``; write the results into ``out``.
 
-    ``holdout`` is the fraction (< 1) or count of samples kept out of calibration to measure accuracy;
+    ``options.holdout`` is the fraction (< 1) or count of samples kept out of calibration to measure accuracy;
     ``samples`` caps the calibration set; ``chunk_mb`` bounds the activations held at once. Gates
     (``min_cosine`` on each output's mean cosine, ``min_top1``, ``max_abs_error``) are evaluated into
     ``result.gates`` / ``result.passed``; the outputs are written either way.
@@ -91,32 +80,37 @@ def calibrate(
     never sees another run's half-written ``model.onnx``; by default ``out`` is written in place,
     ``calibration.json`` last.
     """
+    options = options or CalibrationOptions()
+    precision, method = options.precision, None if options.precision == "fp16" else options.method
+    batch_size = options.batch_size
     started = time.perf_counter()
-    precision, method = _check_options(precision, method, batch_size, num_bins, percentile, chunk_mb)
     out = Path(out)
     source = load_model(model)
     dataset = open_dataset(data, source, preprocess)
     try:
+        check_not_overwriting([out / name for name in (*CALIBRATION_FILES, "calibration.json")],
+                              [source.path, *source.external_files, *dataset.inputs()], "--out",
+                              replaced=out if staged else None)
         fixed = {i.batch for i in model_inputs(source) if i.batch is not None}
         if len(fixed) > 1:
             raise InvalidInput(f"{source.path}: inputs have different fixed batch sizes {sorted(fixed)}")
         fixed_batch = fixed.pop() if fixed else None
         if fixed_batch is not None:
             batch_size = fixed_batch
-        chosen = split(dataset.count, holdout, samples, seed, fixed_batch)
-        options = {"holdout": holdout, "requested_samples": samples, "chunk_mb": chunk_mb}
+        chosen = split(dataset.count, options.holdout, options.samples, options.seed, fixed_batch)
+        recorded = {"holdout": options.holdout, "requested_samples": options.samples, "chunk_mb": options.chunk_mb}
         if method in ("entropy", "percentile"):
-            options |= {"num_bins": num_bins, "num_quantized_bins": HistogramOptions.num_quantized_bins}
+            recorded |= {"num_bins": options.num_bins, "num_quantized_bins": HistogramOptions.num_quantized_bins}
         if method == "percentile":
-            options["percentile"] = percentile
-        versions = _versions()
+            recorded["percentile"] = options.percentile
         record = {
             "format_version": CALIBRATION_FORMAT, "precision": precision, "method": method,
             "model_sha256": source.sha256, "data_sha256": dataset.sha256, "samples": len(chosen.calibration),
-            "batch_size": batch_size, "seed": seed, "options": options, "versions": versions,
+            "batch_size": batch_size, "seed": options.seed, "options": recorded, "versions": _versions(),
         }
         key = hash_json(record)
-        limits = {"min_cosine": min_cosine, "min_top1": min_top1, "max_abs_error": max_abs_error}
+        limits = options.gates
+        reuse = options.reuse
         if reuse and (previous := _reusable(out, key)) is not None:  # same data bytes: already checked
             return _with_gates(previous, limits, reused=True)
 
@@ -136,7 +130,8 @@ def calibrate(
                     prepared = calibrators.prepare(source.path, work)
                     tensors = calibrators.collect_ranges(
                         prepared, dataset, chosen.calibration, method, batch_size,
-                        HistogramOptions(num_bins=num_bins, percentile=percentile), chunk_mb, work,
+                        HistogramOptions(num_bins=options.num_bins, percentile=options.percentile),
+                        options.chunk_mb, work,
                         _counter("calibrate", len(chosen.calibration), progress))
                     value_ranges = calibrators.ranges(tensors)
                     calibrators.quantize(prepared, tensors, precision, method, model_out, work)
@@ -173,25 +168,6 @@ def calibrate(
             return _with_gates(result, limits, reused=False)
     finally:
         dataset.close()
-
-
-def _check_options(precision: str, method: str | None, batch_size: int, num_bins: int, percentile: float,
-                   chunk_mb: int) -> tuple[str, str | None]:
-    if precision not in CALIBRATE_PRECISIONS:
-        raise InvalidInput(f"--precision '{precision}' is not one of {', '.join(CALIBRATE_PRECISIONS)}")
-    if precision == "fp16":
-        return precision, None
-    if method not in calibrators.METHODS:
-        raise InvalidInput(f"--method '{method}' is not one of {', '.join(calibrators.METHODS)}")
-    if batch_size < 1:
-        raise InvalidInput("--batch-size must be at least 1")
-    if num_bins < 256:
-        raise InvalidInput("num_bins must be at least 256 for a meaningful histogram")
-    if not 50 < percentile <= 100:
-        raise InvalidInput("--percentile must be in (50, 100]")
-    if chunk_mb < 1:
-        raise InvalidInput("chunk_mb must be at least 1")
-    return precision, method
 
 
 def _versions() -> dict[str, str]:

@@ -170,6 +170,8 @@ def collect_ranges(prepared: Path, dataset: Dataset, indices: np.ndarray, method
     try:
         probe = indices[:batch_size]
         per_sample = bytes_per_sample(calibrator, dataset, probe)
+    except InvalidInput:  # the data's own problem (a damaged file), already named
+        raise
     except Exception as exc:
         raise InvalidInput(f"onnxruntime cannot run the model on the data: {first_line(exc)}") from None
     samples_per_chunk = max(batch_size, (chunk_mb << 20) // per_sample)

@@ -12,9 +12,12 @@ decompressed as a stream, and images are decoded per batch.
 from __future__ import annotations
 
 import hashlib
+import struct
 import zipfile
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
+from math import prod
 from pathlib import Path
 from typing import Literal
 
@@ -25,9 +28,16 @@ from compiler.config import load_yaml
 from compiler.errors import InvalidInput
 from compiler.files import file_sha256
 from compiler.model import OnnxModel, first_line
+from compiler.profiles import format_dims
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp")
 PREPROCESS_FILE = "preprocess.yaml"
+MAX_IMAGE_SIDE = 4096
+"""The largest height or width an image folder is resized to (the model's, or ``size:`` for dynamic dims): one
+4096x4096 RGB sample is 192 MiB of float32, a batch of 32 six GiB. Vision models take far less (224 to 1024)."""
+MAX_SOURCE_PIXELS = 89_478_485
+"""The largest image decoded: Pillow's own decompression-bomb limit (``Image.MAX_IMAGE_PIXELS``, ~9459x9459,
+256 MiB as RGB), checked from the file's header before decoding, whatever a caller set Pillow's to."""
 SCAN_BYTES = 64 << 20
 """How much data the NaN scan reads at a time."""
 
@@ -113,6 +123,10 @@ class Dataset:
     def sha256(self) -> str:
         raise NotImplementedError
 
+    def inputs(self) -> tuple[Path, ...]:
+        """The files the samples are read from (what no output may overwrite)."""
+        return (self.path,)
+
     def check_values(self) -> None:
         """Refuse values that would poison calibration (read in full: called only when work follows)."""
 
@@ -120,48 +134,151 @@ class Dataset:
         pass
 
 
-class _NpyMember:
-    """One array of an ``.npz``, readable by sample without loading the whole array."""
+DEFLATE_MAX_RATIO = 1032
+"""Deflate cannot expand data more than ~1032:1 (zlib's technical details): a member that claims more
+uncompressed bytes than that lies about its size."""
 
-    def __init__(self, archive: Path, zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> None:
+
+def _damage_errors() -> tuple[type[BaseException], ...]:
+    """What reading a damaged archive raises: zipfile's CRC and header checks, zlib/lzma on a corrupt stream, a
+    stream that ends early, numpy's header parser."""
+    errors: list[type[BaseException]] = [zipfile.BadZipFile, zlib.error, EOFError, ValueError, NotImplementedError]
+    try:
+        import lzma
+
+        errors.append(lzma.LZMAError)
+    except ImportError:  # a Python built without lzma: zipfile cannot read such members either
+        pass
+    return tuple(errors)
+
+
+DAMAGED = _damage_errors()
+
+
+class _NpyMember:
+    """One array of an ``.npz``, readable by sample without loading the whole array.
+
+    Its ``.npy`` header is checked against the member before anything is allocated: the bytes the header's
+    shape and dtype need must be the bytes the zip entry holds (and, stored, the archive holds; deflated, at
+    most what deflate can expand to), so a header declaring a billion samples is refused at once rather than
+    driving a split and a scan sized by the lie. Memory is then bounded by what the file really holds.
+    """
+
+    def __init__(self, archive: Path, zf: zipfile.ZipFile, info: zipfile.ZipInfo, archive_size: int) -> None:
         self.archive, self.zf, self.info = archive, zf, info
-        self.stream = zf.open(info)
-        version = np.lib.format.read_magic(self.stream)
-        if version == (1, 0):
-            shape, fortran, dtype = np.lib.format.read_array_header_1_0(self.stream)
-        else:
-            shape, fortran, dtype = np.lib.format.read_array_header_2_0(self.stream)
-        if dtype.hasobject:
-            raise InvalidInput(f"{archive}: array '{info.filename[:-4]}' holds Python objects; "
-                               f"save plain numeric arrays")
-        if fortran and len(shape) > 1:
-            raise InvalidInput(f"{archive}: array '{info.filename[:-4]}' is Fortran-ordered; save it with "
-                               f"numpy.ascontiguousarray")
-        self.shape, self.dtype = tuple(shape), dtype
-        self.data_offset = self.stream.tell()
-        self.row_bytes = int(np.prod(shape[1:], dtype=np.int64)) * dtype.itemsize if shape else dtype.itemsize
+        self.name = info.filename[:-4]
         self.memmap: np.ndarray | None = None
+        self.stream = None
+        if info.header_offset + info.compress_size > archive_size:
+            raise self.damaged(f"its {info.compress_size} bytes run past the end of the file ({archive_size} "
+                               f"bytes): the file is truncated")
+        if info.compress_type == zipfile.ZIP_STORED and info.file_size != info.compress_size:
+            raise self.damaged(f"stored uncompressed, it claims {info.file_size} bytes but holds {info.compress_size}")
+        if (info.compress_type == zipfile.ZIP_DEFLATED
+                and info.file_size > info.compress_size * DEFLATE_MAX_RATIO + (1 << 10)):
+            raise self.damaged(f"it claims {info.file_size} bytes uncompressed from {info.compress_size} deflated, "
+                               f"more than deflate can expand to")
+        try:
+            self.stream = zf.open(info)
+            version = np.lib.format.read_magic(self.stream)
+            if version == (1, 0):
+                shape, fortran, dtype = np.lib.format.read_array_header_1_0(self.stream)
+            else:
+                shape, fortran, dtype = np.lib.format.read_array_header_2_0(self.stream)
+            self.data_offset = self.stream.tell()
+        except RuntimeError as exc:  # zipfile: an encrypted member
+            raise self.damaged(first_line(exc)) from None
+        except DAMAGED as exc:
+            raise self.damaged(first_line(exc)) from None
+        if dtype.hasobject:
+            raise InvalidInput(f"{archive}: array '{self.name}' holds Python objects; save plain numeric arrays")
+        if fortran and len(shape) > 1:
+            raise InvalidInput(f"{archive}: array '{self.name}' is Fortran-ordered; save it with "
+                               f"numpy.ascontiguousarray")
+        if any(d < 0 for d in shape):
+            raise self.damaged(f"its header declares the negative shape {list(shape)}")
+        self.shape, self.dtype = tuple(shape), dtype
+        self.row_bytes = prod(shape[1:]) * dtype.itemsize if shape else dtype.itemsize
+        declared = shape[0] * self.row_bytes if shape else dtype.itemsize
+        held = info.file_size - self.data_offset
+        if declared != held:
+            raise self.damaged(f"its header declares shape {list(shape)} {dtype} ({declared} bytes) but the member "
+                               f"holds {max(held, 0)} bytes of data")
+        if shape and shape[0] and self.row_bytes == 0:
+            raise InvalidInput(f"{archive}: array '{self.name}' has shape {list(shape)}: its samples hold no values")
         if info.compress_type == zipfile.ZIP_STORED and self.shape:
-            with open(archive, "rb") as handle:  # the member's data starts after its local header
-                handle.seek(info.header_offset + 26)
-                name_length, extra_length = np.frombuffer(handle.read(4), dtype="<u2")
-            start = info.header_offset + 30 + int(name_length) + int(extra_length) + self.data_offset
-            self.memmap = np.memmap(archive, dtype=dtype, mode="r", offset=start, shape=self.shape)
+            try:
+                with open(archive, "rb") as handle:  # the member's data starts after its local header
+                    handle.seek(info.header_offset + 26)
+                    name_length, extra_length = np.frombuffer(handle.read(4), dtype="<u2")
+                start = info.header_offset + 30 + int(name_length) + int(extra_length) + self.data_offset
+                if start + declared > archive_size:
+                    raise self.damaged("its data runs past the end of the file: the file is truncated")
+                self.memmap = np.memmap(archive, dtype=dtype, mode="r", offset=start, shape=self.shape)
+            except DAMAGED as exc:
+                raise self.damaged(first_line(exc)) from None
+
+    def damaged(self, problem: object) -> InvalidInput:
+        return InvalidInput(f"{self.archive}: array '{self.name}' ({self.info.filename}) is damaged: {problem}; "
+                            f"write the file again (numpy.savez)")
 
     def rows(self, indices: np.ndarray) -> np.ndarray:
         if not self.shape:
-            raise InvalidInput(f"{self.archive}: array '{self.info.filename[:-4]}' is a scalar; "
-                               f"samples must be on axis 0")
+            raise InvalidInput(f"{self.archive}: array '{self.name}' is a scalar; samples must be on axis 0")
         if self.memmap is not None:
             return np.asarray(self.memmap[indices])
         out = np.empty((len(indices), *self.shape[1:]), dtype=self.dtype)
-        for row, index in enumerate(indices):  # seeking forward in a compressed stream only decompresses
-            self.stream.seek(self.data_offset + int(index) * self.row_bytes)
-            out[row] = np.frombuffer(self.stream.read(self.row_bytes), dtype=self.dtype).reshape(self.shape[1:])
+        try:
+            for row, index in enumerate(indices):  # seeking forward in a compressed stream only decompresses
+                self.stream.seek(self.data_offset + int(index) * self.row_bytes)
+                out[row] = self._frombuffer(self.stream.read(self.row_bytes), 1, int(index)).reshape(self.shape[1:])
+        except DAMAGED as exc:
+            raise self.damaged(first_line(exc)) from None
+        except OSError as exc:
+            if exc.errno is not None:  # the disk's doing (EIO): an environment problem, not the file's
+                raise
+            raise self.damaged(first_line(exc)) from None  # bz2: "Invalid data stream"
         return out
 
+    def _frombuffer(self, data: bytes, count: int, first: int) -> np.ndarray:
+        if len(data) != count * self.row_bytes:
+            raise self.damaged(f"its data ends in sample {first + len(data) // max(self.row_bytes, 1)} of "
+                               f"{self.shape[0]} (the member is shorter than its size says)")
+        return np.frombuffer(data, dtype=self.dtype)
+
+    def verify(self) -> None:
+        """Read the member once, start to end: the zip's CRC-32 is checked at its end (memory-mapped reads of a
+        stored member never check it), and float arrays are checked for NaN/Inf, a bounded chunk at a time."""
+        count = self.shape[0] if self.shape else 1
+        step = max(1, SCAN_BYTES // max(self.row_bytes, 1))
+        try:
+            with self.zf.open(self.info) as stream:
+                stream.read(self.data_offset)
+                for start in range(0, count, step):
+                    n = min(step, count - start)
+                    rows = self._frombuffer(stream.read(n * self.row_bytes), n, start)
+                    if self.dtype.kind in "fc" and self.shape:
+                        self._check_finite(rows.reshape(n, -1), start)
+                if stream.read(1):
+                    raise self.damaged("it holds more data than its header declares")
+        except DAMAGED as exc:
+            raise self.damaged(first_line(exc)) from None
+        except OSError as exc:
+            if exc.errno is not None:
+                raise
+            raise self.damaged(first_line(exc)) from None
+
+    def _check_finite(self, rows: np.ndarray, start: int) -> None:
+        bad = ~np.isfinite(rows).all(axis=1)
+        if bad.any():
+            index = int(np.argmax(bad))
+            kind = "NaN" if np.isnan(rows[index]).any() else "Inf"
+            raise InvalidInput(f"{self.archive}: array '{self.name}' has {kind} values (first in sample "
+                               f"{start + index}); clean the data before calibrating")
+
     def close(self) -> None:
-        self.stream.close()
+        if self.stream is not None:
+            self.stream.close()
         self.memmap = None
 
 
@@ -170,15 +287,24 @@ class NpzDataset(Dataset):
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self.members: dict[str, _NpyMember] = {}
         try:
             self.zf = zipfile.ZipFile(path)
-            members = [info for info in self.zf.infolist() if info.filename.endswith(".npy")]
-            self.members = {info.filename[:-4]: _NpyMember(path, self.zf, info) for info in members}
-        except InvalidInput:
-            raise
         except (zipfile.BadZipFile, ValueError, OSError, EOFError) as exc:
             raise InvalidInput(f"{path}: not a readable .npz file ({first_line(exc)}); "
                                f"write it with numpy.savez") from None
+        try:
+            size = path.stat().st_size
+            for info in self.zf.infolist():
+                if not info.filename.endswith(".npy"):
+                    continue
+                if info.filename[:-4] in self.members:
+                    raise InvalidInput(f"{path}: array '{info.filename[:-4]}' is in the file twice; "
+                                       f"write it again with numpy.savez")
+                self.members[info.filename[:-4]] = _NpyMember(path, self.zf, info, size)
+        except BaseException:
+            self.close()
+            raise
         self.names = tuple(self.members)
         self.count = min(self.counts.values(), default=0)
 
@@ -188,7 +314,9 @@ class NpzDataset(Dataset):
         return {name: m.shape[0] if m.shape else 0 for name, m in self.members.items()}
 
     def check_values(self) -> None:
-        _scan_nonfinite(self)
+        """Every member read once in full: damage (CRC) and NaN/Inf found before calibrating, not midway."""
+        for member in self.members.values():
+            member.verify()
 
     def _read(self, name: str, indices: np.ndarray) -> np.ndarray:
         return self.members[name].rows(indices)
@@ -201,6 +329,12 @@ class NpzDataset(Dataset):
         for member in self.members.values():
             member.close()
         self.zf.close()
+
+
+IMAGE_ERRORS = (OSError, ValueError, SyntaxError, EOFError, struct.error, zlib.error, IndexError, TypeError,
+                KeyError)
+"""What Pillow raises on a damaged file besides UnidentifiedImageError (an OSError): "broken PNG file" is a
+SyntaxError, a text chunk past its limit a ValueError, truncated headers struct.error or EOFError."""
 
 
 class ImageFolderDataset(Dataset):
@@ -220,19 +354,32 @@ class ImageFolderDataset(Dataset):
         self.std = np.asarray(preprocess.std, dtype=np.float32)
 
     def load(self, file: Path) -> np.ndarray:
-        from PIL import Image, UnidentifiedImageError
+        import warnings
+
+        from PIL import Image
 
         try:
-            with Image.open(file) as image:
-                image = image.convert(self.preprocess.color).resize(
-                    (self.size[1], self.size[0]), Image.Resampling.BILINEAR)
-                pixels = np.asarray(image, dtype=np.float32)
-        except (UnidentifiedImageError, OSError) as exc:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", Image.DecompressionBombWarning)  # our own limit decides, below
+                with Image.open(file) as image:  # reads the header only
+                    width, height = image.size
+                    if width * height > MAX_SOURCE_PIXELS:
+                        raise InvalidInput(f"{file}: {width}x{height} pixels is more than {MAX_SOURCE_PIXELS} (a "
+                                           f"decompression bomb, or a photo to downscale before calibrating)")
+                    image = image.convert(self.preprocess.color).resize(
+                        (self.size[1], self.size[0]), Image.Resampling.BILINEAR)
+                    pixels = np.asarray(image, dtype=np.float32)
+        except Image.DecompressionBombError as exc:
+            raise InvalidInput(f"{file}: {first_line(exc)}") from None
+        except IMAGE_ERRORS as exc:
             raise InvalidInput(f"{file}: not a readable image ({first_line(exc)})") from None
         if pixels.ndim == 2:
             pixels = pixels[:, :, None]
         pixels = (pixels / np.float32(self.preprocess.scale) - self.mean) / self.std
         return pixels.transpose(2, 0, 1) if self.preprocess.layout == "NCHW" else pixels
+
+    def inputs(self) -> tuple[Path, ...]:
+        return (*self.files, self.path / PREPROCESS_FILE)
 
     def _read(self, name: str, indices: np.ndarray) -> np.ndarray:
         return np.stack([self.load(self.files[int(i)]) for i in indices]).astype(np.float32, copy=False)
@@ -296,6 +443,16 @@ def _open_images(path: Path, inputs: list[ModelInput], preprocess: ImagePreproce
     size = preprocess.size or (dims[h_axis], dims[w_axis])
     if size[0] is None or size[1] is None:
         raise InvalidInput(f"{spec_file}: input '{name}' has dynamic height/width; set size: [height, width]")
+    # Before any image is decoded: a size the model cannot take would be found only after resizing to it
+    for axis, declared in zip((h_axis, w_axis), size, strict=True):
+        if dims[axis] is not None and declared != dims[axis]:
+            raise InvalidInput(f"{spec_file}: size {list(size)} does not fit input '{name}' {format_dims(dims)} "
+                               f"({preprocess.layout}: axis {axis} is {declared}, expected {dims[axis]}); set size: "
+                               f"[{dims[h_axis] or 'height'}, {dims[w_axis] or 'width'}] or leave size out")
+    if max(size) > MAX_IMAGE_SIDE:
+        given = f"size {list(size)}" if preprocess.size else f"input '{name}' {format_dims(dims)}"
+        raise InvalidInput(f"{spec_file}: {given} is beyond {MAX_IMAGE_SIDE} pixels a side, the most an image "
+                           f"folder is resized to; use an .npz for larger inputs")
     dataset = ImageFolderDataset(path, preprocess, name, (int(size[0]), int(size[1])))
     if dataset.count == 0:
         raise InvalidInput(f"{path}: no images ({', '.join(IMAGE_SUFFIXES)}) in the folder")
@@ -335,32 +492,11 @@ def _check_array(where: Path, name: str, dtype: np.dtype, shape: tuple[int, ...]
                            f"convert it with .astype(numpy.{spec.dtype})")
     if len(shape) != len(spec.dims):
         raise InvalidInput(f"{where}: array '{name}' has shape {list(shape)} (rank {len(shape)}); input '{name}' "
-                           f"has rank {len(spec.dims)} {_dims(spec.dims)} with samples on axis 0")
+                           f"has rank {len(spec.dims)} {format_dims(spec.dims)} with samples on axis 0")
     for axis, (have, want) in enumerate(zip(shape[1:], spec.dims[1:], strict=True), start=1):
         if want is not None and have != want:
             raise InvalidInput(f"{where}: array '{name}' has shape {list(shape)}; input '{name}' needs "
-                               f"{_dims(spec.dims)} (axis {axis} is {have}, expected {want})")
-
-
-def _dims(dims: tuple[int | None, ...]) -> str:
-    return "[" + ", ".join("?" if d is None else str(d) for d in dims) + "]"
-
-
-def _scan_nonfinite(dataset: NpzDataset) -> None:
-    """Refuse NaN/Inf before calibrating: one bad sample poisons every range."""
-    for name in dataset.names:
-        member = dataset.members[name]
-        if member.dtype.kind not in "fc":
-            continue
-        step = max(1, SCAN_BYTES // max(member.row_bytes, 1))
-        for start in range(0, dataset.count, step):
-            rows = member.rows(np.arange(start, min(start + step, dataset.count)))
-            bad = ~np.isfinite(rows.reshape(len(rows), -1)).all(axis=1)
-            if bad.any():
-                index = start + int(np.argmax(bad))
-                kind = "NaN" if np.isnan(rows[index - start]).any() else "Inf"
-                raise InvalidInput(f"{dataset.path}: array '{name}' has {kind} values (first in sample {index}); "
-                                   f"clean the data before calibrating")
+                               f"{format_dims(spec.dims)} (axis {axis} is {have}, expected {want})")
 
 
 @dataclass(frozen=True)
@@ -378,8 +514,9 @@ def split(count: int, holdout: float | int, samples: int | None, seed: int, batc
     if count < 2:
         raise InvalidInput(f"the dataset has {count} sample(s); calibration needs at least 2 (calibration and "
                            f"held-out)")
-    if holdout <= 0:
-        raise InvalidInput("--holdout must be positive: every run measures accuracy on held-out samples")
+    if not 0 < holdout < float("inf"):  # written so that NaN fails too
+        raise InvalidInput(f"--holdout {holdout}: must be a positive fraction (< 1) or count: every run measures "
+                           f"accuracy on held-out samples")
     held = max(1, round(count * holdout)) if holdout < 1 else int(holdout)
     if held >= count:
         raise InvalidInput(f"--holdout {holdout} leaves no calibration samples out of {count}")

@@ -315,12 +315,14 @@ def calibrate(
     from rich.markup import escape
 
     from calibration import calibrate as run_calibration
+    from compiler.options import CalibrationOptions
 
-    options = dict(precision=precision, method=method, samples=samples, batch_size=batch_size, holdout=holdout,
-                   seed=seed, percentile=percentile, num_bins=num_bins, chunk_mb=chunk_mb, min_cosine=min_cosine,
-                   min_top1=min_top1, max_abs_error=max_abs_error, reuse=not no_reuse)
+    options = CalibrationOptions(precision=precision, method=method, samples=samples, batch_size=batch_size,
+                                 holdout=holdout, seed=seed, percentile=percentile, num_bins=num_bins,
+                                 chunk_mb=chunk_mb, min_cosine=min_cosine, min_top1=min_top1,
+                                 max_abs_error=max_abs_error, reuse=not no_reuse)
     with sample_progress() as update:
-        result = run_calibration(model, data, out, progress=update, **options)
+        result = run_calibration(model, data, out, options, progress=update)
     if json:
         emit_json(result)
     else:
@@ -369,7 +371,8 @@ def main() -> None:
     if stopped is not None and code not in (ExitCode.OK, READER_GONE):  # whatever error the stop became
         code, problem = 128 + stopped, Interrupted(stopped).args[0]
     if problem:
-        sys.stderr.write(f"error: {problem}\n")
+        from compiler.output import printable  # one line, whatever names from input files the message quotes
+        sys.stderr.write(f"error: {printable(problem)}\n")
     _exit(int(code))
 
 

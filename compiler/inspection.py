@@ -16,6 +16,7 @@ from compiler.backends.base import BuildSpec
 from compiler.errors import CheckFailed, CompileError, InvalidInput
 from compiler.model import OnnxModel, TensorInfo, load_model, sparse_tensors, tensor_info
 from compiler.profiles import ProfileSet, load_profiles, load_sku_catalog, profiles_problem, validate_profiles
+from compiler.records import Status, StepStatus
 
 CONTROL_FLOW_OPS = {"If", "Loop", "Scan"}
 
@@ -57,13 +58,6 @@ class UnsupportedNode(BaseModel):
     op: str
     domain: str
     reason: str
-
-
-class StepStatus(BaseModel):
-    """A check's outcome, in Model Navigator's spirit: ok, failed, or skipped with the reason."""
-
-    status: str
-    detail: str = ""
 
 
 class TensorRTView(BaseModel):
@@ -203,7 +197,7 @@ def tensorrt_view(model: OnnxModel, backend_name: str) -> TensorRTView:
     return TensorRTView(
         backend=backend.name,
         version=backend.version,
-        status=StepStatus(status="ok"),
+        status=StepStatus(status=Status.OK),
         supported=supported,
         partitions=partitions,
         unsupported=unsupported,
@@ -227,10 +221,11 @@ def build_check(model: OnnxModel, profiles: ProfileSet | None, sku: str, backend
     )
     outcome = engine.build(spec)
     if outcome.plan is None:
-        return StepStatus(status="failed", detail="; ".join(outcome.errors[:3]) or "the builder returned no engine")
+        return StepStatus(status=Status.FAILED,
+                          detail="; ".join(outcome.errors[:3]) or "the builder returned no engine")
     built = ", ".join(p.name for p in profiles.profiles) if profiles else "static shapes"
     return StepStatus(
-        status="ok",
+        status=Status.OK,
         detail=f"built for {sku} ({engine.name}, compute capability {target.compute_capability}; {built}) "
                f"in {outcome.seconds:.2f} s, {len(outcome.plan)} bytes",
     )
@@ -266,20 +261,20 @@ def inspect_model(
     except InvalidInput:
         raise
     except CompileError as exc:
-        view = TensorRTView(backend=backend, version=None, status=StepStatus(status="skipped", detail=str(exc)))
+        view = TensorRTView(backend=backend, version=None, status=StepStatus(status=Status.SKIPPED, detail=str(exc)))
         if backend is not None:  # asked for by name: its absence is an environment problem (exit 3)
             problem = problem or exc
     if build_sku is not None:
         if profile_report is not None and not profile_report.valid:
-            view.build_check = StepStatus(status="skipped", detail="the shape profiles are invalid")
+            view.build_check = StepStatus(status=Status.SKIPPED, detail="the shape profiles are invalid")
         else:
             try:
                 view.build_check = build_check(model, profiles, build_sku, backend)
             except CompileError as exc:
-                view.build_check = StepStatus(status="skipped", detail=str(exc))
+                view.build_check = StepStatus(status=Status.SKIPPED, detail=str(exc))
                 problem = problem or (exc if str(exc).startswith(str(model.path)) else
                                       type(exc)(f"--build-check for {build_sku}: {exc}"))
-            if view.build_check.status == "failed":
+            if view.build_check.status == Status.FAILED:
                 problem = problem or CheckFailed(
                     f"{model.path}: the build check for {build_sku} failed: {view.build_check.detail}"
                 )

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator
 
 from compiler.errors import InvalidInput
 
@@ -73,3 +73,57 @@ class BuildOptions(OptionGroup):
                                f"drop --method")
         if self.method is not None and self.method not in METHODS:
             raise InvalidInput(f"--method {self.method}: choose from {', '.join(METHODS)}")
+
+
+MAX_NUM_BINS = 1 << 14
+"""Entropy's threshold search grows with the bins (digits CNN: 2048 bins ~3 s, 16384 ~110 s, 65536 ~400 s) and
+numpy allocates them per tensor: 8x TensorRT's own 2048 is plenty."""
+MAX_CHUNK_MB = 1 << 20
+
+
+class CalibrationOptions(OptionGroup):
+    """How ``compile calibrate`` turns data into ranges (int8/fp8) or converts (fp16), and the gates on the held-out
+    accuracy. NaN and infinity are refused everywhere; whole numbers must be whole."""
+
+    precision: str = "int8"
+    """int8 or fp8 (a Q/DQ model) or fp16 (a converted model)."""
+    method: str = "minmax"
+    samples: StrictInt | None = Field(None, ge=1)
+    """A cap on calibration samples."""
+    batch_size: StrictInt = Field(32, ge=1)
+    """Samples per onnxruntime run; beyond the data it is capped by it."""
+    holdout: float = Field(0.2, gt=0)
+    """Held-out samples for the accuracy report: a fraction (< 1) or a whole count."""
+    seed: StrictInt = Field(0, ge=0)
+    percentile: float = Field(99.999, gt=50, le=100)
+    num_bins: StrictInt = Field(2048, ge=256, le=MAX_NUM_BINS)
+    """Histogram bins of entropy and percentile (256 for a meaningful histogram; TensorRT uses 2048)."""
+    chunk_mb: StrictInt = Field(256, ge=1, le=MAX_CHUNK_MB)
+    """Activation memory per onnxruntime chunk."""
+    min_cosine: float | None = Field(None, ge=-1, le=1)
+    min_top1: float | None = Field(None, ge=0, le=1)
+    max_abs_error: float | None = Field(None, ge=0)
+    reuse: bool = True
+    """Reuse a folder that holds this very result (same model, data, options and tool versions)."""
+
+    @field_validator("holdout", "percentile", "min_cosine", "min_top1", "max_abs_error", mode="before")
+    @classmethod
+    def _not_a_flag(cls, value: Any) -> Any:
+        if isinstance(value, bool):  # True is 1 to Python, not a number anyone meant
+            raise ValueError("give a number, not true/false")
+        return value
+
+    def model_post_init(self, context: Any) -> None:
+        from compiler.records import CALIBRATE_PRECISIONS
+
+        if self.precision not in CALIBRATE_PRECISIONS:
+            raise InvalidInput(f"--precision {self.precision}: choose from {', '.join(CALIBRATE_PRECISIONS)}")
+        if self.method not in METHODS:
+            raise InvalidInput(f"--method {self.method}: choose from {', '.join(METHODS)}")
+        if self.holdout >= 1 and self.holdout != int(self.holdout):
+            raise InvalidInput(f"--holdout {self.holdout}: give a fraction below 1 (0.2) or a whole count of "
+                               f"samples (300)")
+
+    @property
+    def gates(self) -> dict[str, float | None]:
+        return {"min_cosine": self.min_cosine, "min_top1": self.min_top1, "max_abs_error": self.max_abs_error}

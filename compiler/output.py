@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -31,8 +32,39 @@ class _LazyConsole:
                 self._console.width = 512  # a CI log: Rich's 80 columns would fold paths and errors mid-word
         return self._console
 
+    def print(self, *objects: Any, **options: Any) -> None:
+        """Rich's print, each string made :func:`printable` first: what we print is one line per string, and a name
+        from an input file (a model's input, a profile, a path) cannot add lines or reach the terminal as escape
+        codes. Tables escape their cells themselves (:func:`table`)."""
+        self.get().print(*(printable(o) if isinstance(o, str) else o for o in objects), **options)
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self.get(), name)
+
+
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape(match: re.Match[str]) -> str:
+    char = match.group()
+    if char in _NAMED:
+        return _NAMED[char]
+    code = ord(char)
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+def printable(text: object) -> str:
+    """``text`` (from an input file: a name, a path, a library's message) made safe to print on one line.
+
+    Line breaks and every other control character are written as escapes (``\\n``, ``\\r``, ``\\t``,
+    ``\\x1b``, ``\\x7f``, ``\\x85``...): C0, DEL and C1 controls, Unicode's line and paragraph separators
+    (``str.splitlines`` breaks there), bidirectional overrides (they reorder what a terminal shows) and lone
+    surrogates (undecodable bytes of a file name; a strict stream cannot encode them). So a name holding
+    ``\\nerror: ...`` cannot forge a second error line and an ESC cannot drive the terminal. Other text,
+    backslashes included, is left as it is.
+    """
+    return _UNPRINTABLE.sub(_escape, str(text))
 
 
 console = _LazyConsole(soft_wrap=False, highlight=False)
@@ -70,7 +102,8 @@ def table(title: str, columns: list[str], rows: list[list[Any]]) -> Table:
     for column in columns:
         view.add_column(column, overflow="fold")
     for row in rows:
-        view.add_row(*(cell if isinstance(cell, Text) else escape("" if cell is None else str(cell)) for cell in row))
+        view.add_row(*(cell if isinstance(cell, Text) else escape(printable("" if cell is None else cell))
+                       for cell in row))
     return view
 
 

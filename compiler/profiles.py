@@ -8,10 +8,21 @@ from __future__ import annotations
 
 from collections import defaultdict
 from importlib import resources
+from math import prod
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from compiler.config import and_more, describe_validation_error, load_yaml
 from compiler.errors import InvalidInput
@@ -24,12 +35,42 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class ShapeRange(_Strict):
-    """One input's shapes: every dim an integer (true/false or 4.0 are typos, not sizes)."""
+MAX_DIM = 2**31 - 1
+"""The largest dim TensorRT takes in a profile. ``Dims`` holds int64, but ``IOptimizationProfile.set_shape``
+(TensorRT-RTX 1.7, measured) refuses 2**31 ("inconsistent with other shapes"), accepts 2**32 yet not 2**63-1,
+and a value past int64 is a TypeError of the bindings: dims are int32 in practice, as TensorRT documents for
+shape tensors. A bound of our own keeps a typo from reaching the builder."""
+MAX_VOLUME = 2**40
+"""The most elements one shape may hold: TensorRT-RTX's builder reports "Profile kMAX values are not
+self-consistent ... tensor volume exceeds 1099511627776" (2**40) past it and builds an engine that cannot run
+at that shape."""
 
-    min: list[StrictInt]
-    opt: list[StrictInt]
-    max: list[StrictInt]
+
+def _within_tensorrt(dim: int) -> int:
+    if dim > MAX_DIM:
+        raise ValueError(f"{dim} is beyond the largest dim TensorRT takes ({MAX_DIM} = 2**31-1)")
+    return dim
+
+
+Size = Annotated[StrictInt, AfterValidator(_within_tensorrt)]
+
+
+class ShapeRange(_Strict):
+    """One input's shapes: every dim an integer (true/false or 4.0 are typos, not sizes) that TensorRT can hold
+    (at most :data:`MAX_DIM`), and no shape of more than :data:`MAX_VOLUME` elements."""
+
+    min: list[Size]
+    opt: list[Size]
+    max: list[Size]
+
+    @model_validator(mode="after")
+    def _volume(self) -> ShapeRange:
+        for key in ("min", "opt", "max"):
+            dims = getattr(self, key)
+            if all(d >= 0 for d in dims) and prod(dims) > MAX_VOLUME:
+                raise ValueError(f"{key} {list(dims)} holds {prod(dims)} elements, more than TensorRT's limit of "
+                                 f"{MAX_VOLUME} (2**40) per tensor")
+        return self
 
 
 class ShapeProfile(_Strict):

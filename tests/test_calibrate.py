@@ -25,6 +25,7 @@ from compiler.backends.base import BuildSpec
 from compiler.backends.tensorrt_rtx import TensorRTRTXBackend
 from compiler.errors import InvalidInput
 from compiler.model import load_model
+from compiler.options import CalibrationOptions
 from compiler.profiles import ShapeProfile
 from tests.conftest import CliResult, assert_clean_error, files_of_at_most, run_cli
 
@@ -43,7 +44,7 @@ HOLDOUT = round(DIGITS_SAMPLES * 0.2)
 def runs(tmp_path_factory, digits_model, digits_data) -> dict[str, CalibrationResult]:
     """Every precision/method once on the full digits set (1438 calibration + 359 held-out samples)."""
     root = tmp_path_factory.mktemp("calibrate")
-    return {name: calibrate(digits_model, digits_data, root / name, precision=p, method=m)
+    return {name: calibrate(digits_model, digits_data, root / name, CalibrationOptions(precision=p, method=m))
             for name, (p, m) in RUNS.items()}
 
 
@@ -206,8 +207,8 @@ def test_rerun_reuses_result_and_option_change_recomputes(tmp_path, digits_model
     assert time.perf_counter() - started < first_doc["seconds"] + 15
     # a tampered output is not trusted; another option is another result
     (out / "model.onnx").write_bytes(b"broken")
-    assert calibrate(digits_model, digits_data, out, method="entropy").reused is False
-    other = calibrate(digits_model, digits_data, out, method="entropy", samples=200)
+    assert calibrate(digits_model, digits_data, out, CalibrationOptions(method="entropy")).reused is False
+    other = calibrate(digits_model, digits_data, out, CalibrationOptions(method="entropy", samples=200))
     assert other.reused is False and other.samples == 200 and other.cache_key != doc["cache_key"]
 
 
@@ -218,7 +219,8 @@ def _snapshot(folder: Path) -> dict[str, bytes]:
 def test_staged_calibration_replaces_the_folder_only_when_complete(tmp_path, digits_model, digits_data):
     """The build cache's mode: concurrent runs share the folder, so nobody may see it half-written."""
     out = tmp_path / "calibrations" / "int8-minmax"
-    calibrate(digits_model, digits_data, out, samples=200)  # an earlier calibration with another key
+    calibrate(digits_model, digits_data, out,
+              CalibrationOptions(samples=200))  # an earlier calibration with another key
     before = _snapshot(out)
     abandoned = out.with_name(f".int8-minmax-{'c' * 12}")  # a killed run's staging folder, unlocked
     abandoned.mkdir()
@@ -229,25 +231,26 @@ def test_staged_calibration_replaces_the_folder_only_when_complete(tmp_path, dig
         seen.append(phase)
         assert _snapshot(out) == before  # still the earlier, whole folder
 
-    result = calibrate(digits_model, digits_data, out, samples=300, staged=True, progress=look)
+    result = calibrate(digits_model, digits_data, out, CalibrationOptions(samples=300), staged=True, progress=look)
     assert {"calibrate", "held-out"} <= set(seen)
     assert result.reused is False and result.samples == 300 and result.out == str(out)
     record = json.loads((out / "calibration.json").read_text())
     assert record["cache_key"] == result.cache_key != json.loads(before["calibration.json"])["cache_key"]
     assert record["out"] == str(out)  # the final folder, not the staging one it was written in
     assert [p.name for p in out.parent.iterdir()] == ["int8-minmax"]  # no staging folder left
-    assert calibrate(digits_model, digits_data, out, samples=300, staged=True).reused is True
+    assert calibrate(digits_model, digits_data, out, CalibrationOptions(samples=300), staged=True).reused is True
 
 
 def test_staged_calibration_keeps_what_a_concurrent_run_put_in_place_first(tmp_path, digits_model, digits_data):
-    first = calibrate(digits_model, digits_data, tmp_path / "first", samples=300)
+    first = calibrate(digits_model, digits_data, tmp_path / "first", CalibrationOptions(samples=300))
     out = tmp_path / "shared" / "int8-minmax"
 
     def finish_first(phase: str, done: int, total: int) -> None:
         if phase == "held-out" and done == 0:  # the other run renames its folder into place now
             shutil.copytree(tmp_path / "first", out)
 
-    result = calibrate(digits_model, digits_data, out, samples=300, staged=True, progress=finish_first)
+    result = calibrate(digits_model, digits_data, out,
+                       CalibrationOptions(samples=300), staged=True, progress=finish_first)
     assert result.reused is True and result.cache_key == first.cache_key
     assert _snapshot(out) == _snapshot(tmp_path / "first")
     assert [p.name for p in out.parent.iterdir()] == ["int8-minmax"]
@@ -255,7 +258,7 @@ def test_staged_calibration_keeps_what_a_concurrent_run_put_in_place_first(tmp_p
 
 def test_interrupted_staged_calibration_leaves_the_previous_folder_whole(tmp_path, digits_model, digits_data):
     out = tmp_path / "calibrations" / "int8-minmax"
-    calibrate(digits_model, digits_data, out, samples=200)
+    calibrate(digits_model, digits_data, out, CalibrationOptions(samples=200))
     before = _snapshot(out)
 
     def interrupt(phase: str, done: int, total: int) -> None:
@@ -263,10 +266,10 @@ def test_interrupted_staged_calibration_leaves_the_previous_folder_whole(tmp_pat
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        calibrate(digits_model, digits_data, out, samples=300, staged=True, progress=interrupt)
+        calibrate(digits_model, digits_data, out, CalibrationOptions(samples=300), staged=True, progress=interrupt)
     assert _snapshot(out) == before
     assert [p.name for p in out.parent.iterdir()] == ["int8-minmax"]
-    assert calibrate(digits_model, digits_data, out, samples=200, staged=True).reused is True
+    assert calibrate(digits_model, digits_data, out, CalibrationOptions(samples=200), staged=True).reused is True
 
 
 @pytest.mark.parametrize("command", ["calibrate", "build"])
@@ -407,10 +410,11 @@ def test_chunks_keep_one_batch_size_per_collect_call():
 
 def test_histograms_merge_across_chunks(tmp_path, digits_model, digits_data, runs):
     """A 1 MiB chunk budget splits 1438 samples into ~30 onnxruntime calls: MinMax is identical, entropy close."""
-    small = calibrate(digits_model, digits_data, tmp_path / "minmax", method="minmax", chunk_mb=1)
+    small = calibrate(digits_model, digits_data, tmp_path / "minmax", CalibrationOptions(method="minmax", chunk_mb=1))
     assert {k: (v.min, v.max) for k, v in small.ranges.items()} == \
         {k: (v.min, v.max) for k, v in runs["int8-minmax"].ranges.items()}
-    entropy = calibrate(digits_model, digits_data, tmp_path / "entropy", method="percentile", chunk_mb=1)
+    entropy = calibrate(digits_model, digits_data, tmp_path / "entropy",
+                        CalibrationOptions(method="percentile", chunk_mb=1))
     for tensor, r in entropy.ranges.items():
         assert r.amax == pytest.approx(runs["int8-percentile"].ranges[tensor].amax, rel=0.1)
     assert entropy.report.outputs[0].top1_agreement >= 0.99
@@ -442,7 +446,7 @@ def test_image_folder_of_digits_matches_npz(tmp_path, digits_model, digits_image
     read = dataset.read(np.arange(10))["image"]
     assert read.shape == (10, 1, 8, 8) and read.dtype == np.float32
     assert np.abs(read - digits_images[:10]).max() <= 0.5 / 255 + 1e-6
-    result = calibrate(digits_model, folder, tmp_path / "out", method="percentile", batch_size=16)
+    result = calibrate(digits_model, folder, tmp_path / "out", CalibrationOptions(method="percentile", batch_size=16))
     assert result.data_kind == "images" and result.samples == 320
     assert result.report.outputs[0].cosine_mean >= 0.99 and result.report.outputs[0].top1_agreement >= 0.99
 
@@ -469,7 +473,7 @@ def test_image_folder_of_photos_with_mean_std(tmp_path, digits_model):
         expected = np.asarray(image.convert("L").resize((8, 8), Image.Resampling.BILINEAR), np.float32)
     expected = (expected / 255 - 0.5) / 0.25
     assert np.allclose(dataset.read(np.array([0]))["image"][0, 0], expected, atol=1e-5)
-    result = calibrate(digits_model, folder, tmp_path / "out", preprocess=spec, holdout=8)
+    result = calibrate(digits_model, folder, tmp_path / "out", CalibrationOptions(holdout=8), preprocess=spec)
     assert result.samples == 24 and result.holdout_samples == 8
     assert result.report.outputs[0].cosine_mean > 0.9
 
@@ -540,7 +544,7 @@ def test_old_opset_model_is_upgraded_for_per_channel(tmp_path, digits_model, dig
         node.attribute.extend(kept)
     onnx.save(proto, tmp_path / "opset12.onnx")
     load_model(tmp_path / "opset12.onnx")
-    result = calibrate(tmp_path / "opset12.onnx", digits_data, tmp_path / "out", samples=256)
+    result = calibrate(tmp_path / "opset12.onnx", digits_data, tmp_path / "out", CalibrationOptions(samples=256))
     quantized = onnx.load(Path(result.out) / "model.onnx")
     assert next(o.version for o in quantized.opset_import if o.domain in ("", "ai.onnx")) >= 13
     assert any(n.op_type == "DequantizeLinear" and any(a.name == "axis" for a in n.attribute)
@@ -557,7 +561,7 @@ def test_constant_node_weights_are_preprocessed(tmp_path, digits_data, digits_mo
     del proto.graph.node[:]
     proto.graph.node.extend(nodes)
     onnx.save(proto, tmp_path / "constants.onnx")
-    result = calibrate(tmp_path / "constants.onnx", digits_data, tmp_path / "out", samples=256)
+    result = calibrate(tmp_path / "constants.onnx", digits_data, tmp_path / "out", CalibrationOptions(samples=256))
     quantized = onnx.load(Path(result.out) / "model.onnx")
     weights = [i for i in quantized.graph.initializer if i.data_type == TensorProto.INT8 and len(i.dims) >= 2]
     assert len(weights) == 3
