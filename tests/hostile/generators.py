@@ -223,7 +223,7 @@ def _foreign_bytes(kind: str, noise: bytes) -> bytes:
     raise AssertionError(kind)
 
 
-FOREIGN_KINDS = ("empty", "random", "text", "json", "png", "npz", "gzip-model", "nul", "text-proto", "huge-length")
+FOREIGN_KINDS = ("text-proto", "random", "text", "json", "png", "npz", "gzip-model", "nul", "empty", "huge-length")
 
 
 @dataclass(frozen=True)
@@ -238,7 +238,7 @@ class ForeignModel:
         return Made(_model_file(box.inputs, data), model_verdict(data), ("model.onnx",))
 
 
-NOT_A_FILE = ("directory", "missing", "fifo", "dangling-link", "dev-zero", "link-loop")
+NOT_A_FILE = ("dev-zero", "missing", "fifo", "dangling-link", "directory", "link-loop")
 
 
 @dataclass(frozen=True)
@@ -262,8 +262,8 @@ class NotAModelFile:
         return Made(path, UNREADABLE, ("model.onnx",))
 
 
-EXTERNAL_KINDS = ("absolute", "dotdot", "symlink-out", "missing", "too-short", "directory", "nul-in-name",
-                  "empty-name", "negative-offset", "huge-length", "text-offset", "link-loop", "dotdot-inside",
+EXTERNAL_KINDS = ("link-loop", "dotdot", "symlink-out", "missing", "too-short", "directory", "nul-in-name",
+                  "empty-name", "negative-offset", "huge-length", "text-offset", "absolute", "dotdot-inside",
                   "nested-inside", "link-inside")
 """How a model's external-data reference goes wrong; the last three stay inside the model's folder (controls)."""
 
@@ -348,8 +348,8 @@ class ExternalDataModel:
         return Made(folder / "model.onnx", verdict, ("model.onnx", "weights.bin"))
 
 
-HUGE_DIMS = (0, -1, -(2**63), 2**31 - 1, 2**31, 2**40, 2**62, 2**63 - 1)
-DIM_PLACES = ("input", "output", "initializer", "value-info", "reshape-shape")
+HUGE_DIMS = (2**63 - 1, -1, -(2**63), 2**31 - 1, 2**31, 2**40, 2**62, 0)
+DIM_PLACES = ("reshape-shape", "output", "initializer", "value-info", "input")
 
 
 @dataclass(frozen=True)
@@ -470,7 +470,7 @@ def profiles_verdict(data: Any) -> str:
     return VALID if len(set(names)) == len(names) else INVALID
 
 
-HOSTILE_DIMS = (0, -1, -(2**31), 1, 2, 7, 8, 9, 64, 2**31 - 1, 2**31, 2**32 + 1, 2**40, 2**63 - 1, 2**63, 2**64,
+HOSTILE_DIMS = (2**31, -1, -(2**31), 1, 2, 7, 8, 9, 64, 2**31 - 1, 0, 2**32 + 1, 2**40, 2**63 - 1, 2**63, 2**64,
                 10**30, 4.0, 1.5, float("nan"), float("inf"), -0.0, True, False, None, "8", "B", [8], {"v": 8}, 1e400)
 
 
@@ -739,8 +739,8 @@ def _npz_file(box, data: bytes, name: str = "data.npz") -> Path:
     return path
 
 
-DTYPES = ("float64", "float16", "int32", "int64", "uint8", "bool", "complex64", "<U3", "datetime64[s]", "object",
-          "structured", ">f4", "float32")
+DTYPES = (">f4", "float16", "int32", "int64", "uint8", "bool", "complex64", "<U3", "datetime64[s]", "object",
+          "structured", "float64", "float32")
 """``>f4`` is big-endian float32 (its dtype is not the model's float32 for numpy equality: a documented mismatch);
 ``float32`` is the valid control."""
 
@@ -844,7 +844,7 @@ class NpzHeader:
         return Made(_npz_file(box, data), verdict, ("data.npz",))
 
 
-HEADER_LIES = ("more-rows", "far-more-rows", "fewer-rows", "wider-dtype", "negative-dim", "huge-inner-dims",
+HEADER_LIES = ("wider-dtype", "far-more-rows", "fewer-rows", "more-rows", "negative-dim", "huge-inner-dims",
                "bad-descr", "pickle-descr", "not-a-dict", "code-in-header", "bad-magic", "version-9",
                "header-length-huge")
 
@@ -899,7 +899,7 @@ def _central_offset(data: bytes) -> int:
     return data.rindex(b"PK\x01\x02")
 
 
-NPZ_DAMAGE = ("data-bytes", "crc-field", "deflate-stream", "truncated", "size-field", "central-directory-cut",
+NPZ_DAMAGE = ("crc-field", "data-bytes", "deflate-stream", "truncated", "size-field", "central-directory-cut",
               "eocd-offset", "prefix-garbage", "suffix-garbage")
 
 
@@ -978,12 +978,12 @@ def _duplicate(data: bytes, other: bytes, compressed: bool) -> bytes:
     return buffer.getvalue()
 
 
-ODD_MEMBERS = ("pickled-object-array", "raw-pickle-member", "scalar", "no-members", "only-other-files", "plain-npy",
-               "nested-member", "traversal-member", "duplicate-member", "directory", "fifo", "no-suffix",
+ODD_MEMBERS = ("traversal-member", "raw-pickle-member", "scalar", "no-members", "only-other-files", "plain-npy",
+               "nested-member", "pickled-object-array", "duplicate-member", "directory", "fifo", "no-suffix",
                "upper-suffix", "extra-array", "zero-samples")
 
-ARRAY_SHAPES = ((SAMPLES, 1, 8), (SAMPLES, 1, 8, 8, 1), (SAMPLES, 3, 8, 8), (SAMPLES, 1, 8, 9), (SAMPLES, 64),
-                (SAMPLES,), (SAMPLES, 1, 0, 8), (SAMPLES, 8, 8, 1), (3, 1, 8, 8))
+ARRAY_SHAPES = ((SAMPLES, 8, 8, 1), (SAMPLES, 1, 8, 8, 1), (SAMPLES, 3, 8, 8), (SAMPLES, 1, 8, 9), (SAMPLES, 64),
+                (SAMPLES,), (SAMPLES, 1, 0, 8), (SAMPLES, 1, 8), (3, 1, 8, 8))
 
 
 def npz_recipes(kind: str) -> st.SearchStrategy[Any]:
@@ -991,10 +991,10 @@ def npz_recipes(kind: str) -> st.SearchStrategy[Any]:
     return {
         "dtype": st.builds(NpzArrays, dtype=st.sampled_from(DTYPES), compressed=compressed),
         "shape": st.builds(NpzArrays, shape=st.sampled_from(ARRAY_SHAPES), compressed=compressed),
-        "count": st.builds(NpzArrays, count=st.sampled_from([0, 1, 2, 3, SAMPLES]), compressed=compressed),
+        "count": st.builds(NpzArrays, count=st.sampled_from([1, 0, 2, 3, SAMPLES]), compressed=compressed),
         "values": st.builds(NpzArrays, poison=st.lists(st.tuples(st.integers(0, 2**20), st.sampled_from(
             ["nan", "inf", "-inf", "huge", "tiny"])), min_size=1, max_size=3).map(tuple), compressed=compressed),
-        "names": st.builds(NpzArrays, names=st.sampled_from([("img",), ("",), (MODEL_INPUT, "extra"), ("IMAGE",),
+        "names": st.builds(NpzArrays, names=st.sampled_from([("",), ("img",), (MODEL_INPUT, "extra"), ("IMAGE",),
                                                              (MODEL_INPUT + " ",), ("imagé",), ("a/b",)]),
                            compressed=compressed),
         "fortran": st.builds(NpzArrays, fortran=st.just(True), compressed=compressed),
@@ -1086,14 +1086,14 @@ def preprocess_verdict(data: Any) -> str:
 
 
 PREPROCESS_VALUES: dict[str, tuple[Any, ...]] = {
-    "size": ([8, 8], [100000, 100000], [2**31, 2**31], [10**12, 1], [1, 10**12], [0, 8], [-8, 8], [8],
+    "size": ([1, 10**12], [100000, 100000], [2**31, 2**31], [10**12, 1], [8, 8], [0, 8], [-8, 8], [8],
              [8, 8, 8], [16, 16], [1, 1], "8x8", None, [8.5, 8], [[8], [8]], {"h": 8}),
-    "layout": ("NCHW", "NHWC", "CHW", "nchw", "", None, 4),
-    "color": ("L", "RGB", "CMYK", "l", "", None, ["L"]),
-    "scale": (255.0, 16, 1e-30, 0, -1, float("nan"), float("inf"), "x", None, [255]),
-    "mean": ([0.0], [0.5], [0.0, 0.0], [], [float("nan")], [float("inf")], 0.5, ["x"], None, [[0.0]]),
-    "std": ([1.0], [-1.0], [0], [0.0, 1.0], [float("nan")], [float("inf")], [1e-30], 1.0, None),
-    "input": (MODEL_INPUT, "nope", "", 5, None, "image\nerror: forged", "\x1b[2J"),
+    "layout": ("NHWC", "NCHW", "CHW", "nchw", "", None, 4),
+    "color": ("RGB", "L", "CMYK", "l", "", None, ["L"]),
+    "scale": (float("nan"), 16, 1e-30, 0, -1, 255.0, float("inf"), "x", None, [255]),
+    "mean": ([float("inf")], [0.5], [0.0, 0.0], [], [float("nan")], [0.0], 0.5, ["x"], None, [[0.0]]),
+    "std": ([0], [-1.0], [1.0], [0.0, 1.0], [float("nan")], [float("inf")], [1e-30], 1.0, None),
+    "input": ("image\nerror: forged", "nope", "", 5, None, MODEL_INPUT, "\x1b[2J"),
 }
 
 
@@ -1209,11 +1209,11 @@ def _decodes(path: Path, verdict: str) -> str:
     return verdict
 
 
-IMAGE_DAMAGE = ("zero-bytes", "random-bytes", "text", "truncated", "bit-flipped", "png-bad-crc", "wrong-suffix",
+IMAGE_DAMAGE = ("truncated", "random-bytes", "text", "zero-bytes", "bit-flipped", "png-bad-crc", "wrong-suffix",
                 "bomb-png-100000x100000", "bomb-png-30000x30000", "bomb-png-12000x12000", "bomb-png-65535x1",
                 "bomb-png-1x2147483647", "bomb-bmp-100000x100000", "bomb-bmp-12000x12000", "bomb-gif-65535x65535")
-IMAGE_MODES = ("L", "RGB", "RGBA", "P", "1", "I;16", "I", "F", "CMYK", "LA")
-SPEC_KINDS = ("missing", "directory", "fifo", "not-a-mapping", "broken", "python-tag", "empty", "unknown-key",
+IMAGE_MODES = ("CMYK", "RGB", "RGBA", "P", "1", "I;16", "I", "F", "L", "LA")
+SPEC_KINDS = ("fifo", "directory", "missing", "not-a-mapping", "broken", "python-tag", "empty", "unknown-key",
               "not-utf8")
 
 
@@ -1229,7 +1229,7 @@ def image_recipes(kind: str) -> st.SearchStrategy[Any]:
         "preprocess-fields": st.builds(ImageFolder, preprocess=fields(tuple(k for k in PREPROCESS_VALUES
                                                                             if k != "size"))),
         "preprocess-file": st.builds(ImageFolder, spec=st.sampled_from(SPEC_KINDS)),
-        "counts-and-modes": st.builds(ImageFolder, count=st.sampled_from([0, 1, 2, 5]),
+        "counts-and-modes": st.builds(ImageFolder, count=st.sampled_from([5, 1, 0, 2]),
                                       modes=st.lists(st.sampled_from(IMAGE_MODES), min_size=1, max_size=3).map(tuple)),
     }[kind]
 
@@ -1456,26 +1456,26 @@ def calibration_recipes(kind: str) -> st.SearchStrategy[CalibrationFolder]:
     build = functools.partial(st.builds, CalibrationFolder, st.just(kind))
     return {
         "intact": build(),
-        "record-bytes": build(st.sampled_from(["missing", "empty", "random", "truncated", "array", "null", "string",
-                                               "deep", "deep-object", "nan-literal", "utf16", "huge-number",
+        "record-bytes": build(st.sampled_from(["deep-object", "empty", "random", "truncated", "array", "null", "string",
+                                               "deep", "missing", "nan-literal", "utf16", "huge-number",
                                                "giant"]), st.integers(0, 2**16)),
         "field-type": build(_field_type_cases()),
         "field-missing": build(st.sampled_from(sorted(RECORD_FIELD_TYPES))),
         "field-unknown": build(st.sampled_from(["extra", "__class__", "report", ""])),
-        "format-version": build(st.sampled_from([0, 1, 3, -1, 2**64, 2.5, "2", None])),
-        "precision": build(st.sampled_from(["fp8", "fp16", "fp32", "INT8", "int4", "", "int8\n"])),
+        "format-version": build(st.sampled_from([2**64, 1, 3, -1, 0, 2.5, "2", None])),
+        "precision": build(st.sampled_from(["int8\n", "fp16", "fp32", "INT8", "int4", "", "fp8"])),
         "asked-precision": build(st.sampled_from(["fp8"])),
         "model-sha256": build(st.sampled_from(["0" * 64, "", "z" * 64, "57c4" * 16])),
         "files-sha256": build(st.sampled_from(["0" * 64, "", "../../etc/passwd", "A" * 64])),
         "files-list": build(st.sampled_from(["nothing", "no-model", "traversal"])),
-        "model-file": build(st.sampled_from(["missing", "directory", "fifo", "symlink-out", "symlink-out-fifo",
+        "model-file": build(st.sampled_from(["symlink-out-fifo", "directory", "fifo", "symlink-out", "missing",
                                              "dangling", "hardlink-out"])),
         "record-link": build(st.sampled_from(["out", "inside"])),
-        "not-a-folder": build(st.sampled_from(["missing", "file", "fifo", "link-out"])),
-        "extra-files": build(st.sampled_from(["notes", "subfolder", "stray-external-data", "link-out"])),
-        "damaged-model": build(st.tuples(st.sampled_from(["truncated", "bit-flipped", "fp32-source"]),
+        "not-a-folder": build(st.sampled_from(["fifo", "file", "missing", "link-out"])),
+        "extra-files": build(st.sampled_from(["stray-external-data", "subfolder", "notes", "link-out"])),
+        "damaged-model": build(st.tuples(st.sampled_from(["bit-flipped", "truncated", "fp32-source"]),
                                          st.integers(0, 2**20))),
-        "damaged-model-resigned": build(st.tuples(st.sampled_from(["truncated", "bit-flipped", "fp32-source"]),
+        "damaged-model-resigned": build(st.tuples(st.sampled_from(["bit-flipped", "truncated", "fp32-source"]),
                                                   st.integers(0, 2**20))),
         "damaged-other-file": build(st.sampled_from(["report.json", "calibration.cache"])),
     }[kind]
@@ -1596,14 +1596,14 @@ CALIBRATE_OPTIONS: dict[str, list[tuple[str, str]]] = {
                  ("", INVALID), ("minmax\x1b[2J", INVALID)],
     "--precision": [("int8", VALID), ("fp8", VALID), ("fp16", VALID), ("int4", INVALID), ("FP16", INVALID),
                     ("", INVALID), ("fp32", INVALID)],
-    "--out": [("@model-folder", INVALID), ("@model-file", INVALID), ("@data-file", INVALID), ("/dev/null", INVALID),
-              ("@under-file", INVALID), ("@fresh", VALID)],
+    "--out": [("@model-folder", INVALID), ("@model-folder-link", INVALID), ("@model-file", INVALID),
+              ("@data-file", INVALID), ("/dev/null", INVALID), ("@under-file", INVALID), ("@fresh", VALID)],
 }
 """``compile calibrate``'s options (docs/calibrate.md). Gates take a threshold in their measure's range: a
 cosine in [-1, 1], a top-1 fraction in [0, 1], a non-negative error; NaN is never a threshold. --seed: a
 negative or a beyond-64-bit seed is not documented either way. --num-bins 10**6 asks for an entropy search of
 hours: refused, or done within the time bound. ``@model-folder`` is the folder of the model, which is
-named model.onnx, so writing there would overwrite the input."""
+named model.onnx, so writing there would overwrite the input (``@model-folder-link``: a symlink to it)."""
 
 
 CALIBRATE_OPTION_EXTRA = {"--percentile": ("--method", "percentile"), "--num-bins": ("--method", "entropy")}
@@ -1614,6 +1614,13 @@ histogram methods."""
 def option_recipes(table: dict[str, list[tuple[str, str]]], option: str) -> st.SearchStrategy[OptionValue]:
     extra = CALIBRATE_OPTION_EXTRA.get(option, ()) if table is CALIBRATE_OPTIONS else ()
     return st.sampled_from(table[option]).map(lambda pair: OptionValue(option, pair[0], pair[1], extra))
+
+
+def option_value(table: dict[str, list[tuple[str, str]]], option: str, value: str) -> OptionValue:
+    """The table's entry for one value (for the cases a run always includes)."""
+    verdict = dict(table[option])[value]
+    extra = CALIBRATE_OPTION_EXTRA.get(option, ()) if table is CALIBRATE_OPTIONS else ()
+    return OptionValue(option, value, verdict, extra)
 
 
 UNUSED_BY_FP16 = ("--method", "--num-bins", "--percentile", "--chunk-mb")

@@ -31,12 +31,12 @@ import stat
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import REPO, CliResult, run_cli
@@ -46,18 +46,19 @@ ADDRESS_SPACE = 4 << 30
 PEAK_RSS = 1536 << 20
 
 EXAMPLES = {
-    "models": 3,
-    "profiles": 4,
-    "npz": 2,
-    "images": 3,
+    "models": 2,
+    "profiles": 2,
+    "npz": 1,
+    "images": 1,
     "calibration": 1,
-    "build-options": 2,
-    "calibrate-options": 2,
-    "inspect-options": 3,
+    "build-options": 1,
+    "calibrate-options": 1,
+    "inspect-options": 2,
 }
-"""Generated cases per test (each test is one family x kind, so the totals are these times the kinds). A CLI run
-costs ~0.3 s (a build refusing its options) to ~3 s (a calibration that runs); these keep the suite near 3
-minutes on 2 cores. ``HOSTILE_EXAMPLES=N`` gives every test N cases instead (a soak)."""
+"""Generated cases per test (each test is one family x kind, so the totals are these times the kinds), besides
+the explicit cases each test always runs (test_hostile.py's MUST tables). A CLI run costs ~0.3 s (a build refusing
+its options) to ~2 s (a calibration that runs); these keep the suite near 3 minutes on 2 cores.
+``HOSTILE_EXAMPLES=N`` gives every test N generated cases instead (a soak)."""
 
 SOAK = os.environ.get("HOSTILE_EXAMPLES")
 LOG = os.environ.get("HOSTILE_LOG")
@@ -341,14 +342,16 @@ class Case:
     prints_report_on_error: bool = False
 
 
-def run_cases(test: str, family: str, strategy: st.SearchStrategy, setup: Setup, base: Path) -> None:
-    """Run every generated case of one test, then fail with every contract break found (not only the first)."""
+def run_cases(test: str, family: str, strategy: st.SearchStrategy, setup: Setup, base: Path,
+              must: Sequence[object] = ()) -> None:
+    """Run every generated case of one test, then fail with every contract break found (not only the first).
+
+    ``must`` are cases that run every time (hypothesis explicit examples) besides the generated ones: the hostile
+    inputs a short default run must not leave to chance."""
     found: list[Break] = []
     count = 0
     started = time.monotonic()
 
-    @hostile_settings(family)
-    @given(strategy)
     def one(recipe: object) -> None:
         nonlocal count
         box = Sandbox(Path(tempfile.mkdtemp(prefix="case-", dir=base)))
@@ -374,8 +377,11 @@ def run_cases(test: str, family: str, strategy: st.SearchStrategy, setup: Setup,
         else:
             shutil.rmtree(box.root, ignore_errors=True)
 
+    run_all = given(strategy)(one)
+    for recipe in reversed(must):
+        run_all = example(recipe)(run_all)
     try:
-        one()
+        hostile_settings(family)(run_all)()
     finally:
         TALLY.cases[test] = count
         TALLY.seconds[test] = time.monotonic() - started

@@ -94,20 +94,39 @@ there: for a model the checker refuses or one that loads. A model that loads may
 other dims (2)."""
 
 
+MODELS_MUST = {
+    "truncated": [(g.TruncatedModel(len(g.model_bytes()) // 2), "build", True)],
+    "foreign-bytes": [(g.ForeignModel("huge-length", b""), "build", False)],
+    "not-a-file": [(g.NotAModelFile("fifo"), "build", False)],
+    "external-data": [(g.ExternalDataModel("symlink-out", "fifo", 0), "inspect", False),
+                      (g.ExternalDataModel("absolute", "fifo", 0), "build", True),
+                      (g.ExternalDataModel("dotdot", "file", 0), "build", False),
+                      (g.ExternalDataModel("nested-inside", "file", 0), "build", False)],
+    "huge-dims": [(g.HugeDimsModel("initializer", 0, 2**40), "inspect", False),
+                  (g.HugeDimsModel("input", 0, 2**31), "build", True)],
+    "hostile-names": [(g.HostileNamesModel("input", "esc\x1b[31mred\x1b[0m"), "build", False),
+                      (g.HostileNamesModel("input", "\nerror: forged line"), "inspect", False)],
+}
+"""Cases every run includes: links and paths out of the folder to FIFOs (a read would hang), a FIFO as the model,
+a length field of 2**62, weights declared far beyond the file, control sequences in names."""
+
+
 @pytest.mark.parametrize("kind", g.MODEL_KINDS)
 def test_models(kind, request, hostile_base):
     def setup(drawn, box: Sandbox) -> Case:
         recipe, command, json_output = drawn
         made = recipe.write(box)
+        names = made.names
         if command == "inspect":
             args = ["inspect", str(made.path), *_json(json_output)]
-        else:
+        else:  # a model that loads may meet the profiles with other dims: the profiles file is at fault then
             args = _build_args(made.path, _copy_profiles(box), box, *_json(json_output))
-        return Case(args, Expect(MODEL_CODES[command][made.verdict], f"{made.verdict} model, {command}",
-                                 made.names), json_output, prints_report_on_error=command == "inspect")
+            names = (*names, "digits.yaml") if names else ()
+        return Case(args, Expect(MODEL_CODES[command][made.verdict], f"{made.verdict} model, {command}", names),
+                    json_output, prints_report_on_error=command == "inspect")
 
     strategy = st.tuples(g.model_recipes(kind), st.sampled_from(["inspect", "build"]), st.booleans())
-    run_cases(request.node.name, "models", strategy, setup, hostile_base)
+    run_cases(request.node.name, "models", strategy, setup, hostile_base, MODELS_MUST.get(kind, ()))
 
 
 # --- shape profiles --------------------------------------------------------------------------------------------
@@ -120,6 +139,24 @@ PROFILE_CODES = {
 because the builder may still reject a profile the rules allow ("a profile the builder rejects", docs/build.md,
 "Failures"). The rules include TensorRT's bounds (each dim <= 2**31-1, each shape <= 2**40 elements): a profile
 beyond them cannot be built as written, so it is invalid input, not a build to attempt."""
+
+
+PROFILES_MUST = {
+    "dims": [(g.ProfilesDocument(None, (("batch", (1, 1, 2**31)),)), "build", True),
+             (g.ProfilesDocument(None, (("dim:0:max:0", 10**30),)), "build", False),
+             (g.ProfilesDocument(None, (("dim:1:opt:0", 4.0),)), "inspect", True)],
+    "names": [(g.ProfilesDocument(None, (("name:0", "esc\x1b[31mred"), ("dim:0:min:0", 0))), "build", False),
+              (g.ProfilesDocument(None, (("name:0", "line\nerror: forged"), ("dim:0:min:0", 0))), "inspect", False),
+              (g.ProfilesDocument(None, (("rename-input", "bidi\u202eevil"),)), "build", True)],
+    "text": [(g.ProfilesText("python-tag", 0), "build", False),
+             (g.ProfilesText("huge-int-literal", 5000), "build", True),
+             (g.ProfilesText("block-nesting", 99_500), "build", False),
+             (g.ProfilesText("alias-bomb", 0), "inspect", False),
+             (g.ProfilesText("merge-bomb", 0), "build", False)],
+}
+"""Cases every run includes: dims past TensorRT's int32 (2**31, 10**30), a float dim, control sequences and a
+forged error line in names of invalid profiles, Python tags, a 5000-digit number, 100,000 nested sequences, alias
+and merge-key bombs."""
 
 
 @pytest.mark.parametrize("kind", g.PROFILE_KINDS)
@@ -136,7 +173,7 @@ def test_profiles(kind, request, hostile_base):
                                  made.names), json_output, prints_report_on_error=command == "inspect")
 
     strategy = st.tuples(g.profile_recipes(kind), st.sampled_from(["build", "build", "inspect"]), st.booleans())
-    run_cases(request.node.name, "profiles", strategy, setup, hostile_base)
+    run_cases(request.node.name, "profiles", strategy, setup, hostile_base, PROFILES_MUST.get(kind, ()))
 
 
 # --- calibration data: npz files and image folders -------------------------------------------------------------
@@ -158,6 +195,33 @@ def _data_case(made: g.Made, box: Sandbox, command: str, json_output: bool) -> C
     return Case(args, Expect(DATA_CODES[made.verdict], f"{made.verdict} data, {command}", made.names), json_output)
 
 
+NPZ_MUST = {
+    "dtype": [(g.NpzArrays(dtype="object"), "calibrate", False)],
+    "values": [(g.NpzArrays(poison=((5, "inf"),)), "build", False)],
+    "header-lies": [(g.NpzHeader("far-more-rows", 0, True), "calibrate", False),
+                    (g.NpzHeader("more-rows", 5, False), "build", True),
+                    (g.NpzHeader("code-in-header", 0, False), "calibrate", False)],
+    "zip-damage": [(g.NpzDamage("data-bytes", 7, False), "calibrate", True),
+                   (g.NpzDamage("deflate-stream", 11, True), "calibrate", False),
+                   (g.NpzDamage("truncated", 3000, True), "build", False)],
+    "odd-members": [(g.NpzOddMembers("pickled-object-array", True), "calibrate", False),
+                    (g.NpzOddMembers("raw-pickle-member", False), "calibrate", False)],
+}
+"""Cases every run includes: a header claiming 10**12 rows of a compressed member, a CRC mismatch in a
+memory-mapped (stored) member, a corrupt deflate stream, pickles that would run a command if loaded."""
+
+IMAGES_MUST = {
+    "damaged-image": [(g.ImageFolder(damage="bomb-png-100000x100000"), "calibrate", False),
+                      (g.ImageFolder(damage="bomb-png-12000x12000"), "calibrate", True),
+                      (g.ImageFolder(damage="png-bad-crc"), "build", False)],
+    "resize": [(g.ImageFolder(preprocess=(("size", [100000, 100000]),)), "calibrate", False)],
+    "preprocess-fields": [(g.ImageFolder(preprocess=(("mean", [float("nan")]),)), "calibrate", False),
+                          (g.ImageFolder(preprocess=(("scale", float("inf")),)), "calibrate", True)],
+}
+"""Cases every run includes: PNG headers declaring 100000 x 100000 and 12000 x 12000 pixels (past and below
+Pillow's bomb limit), a bad chunk CRC, a 100000 x 100000 resize, NaN and infinite preprocessing constants."""
+
+
 @pytest.mark.parametrize("kind", g.NPZ_KINDS)
 def test_npz_data(kind, request, hostile_base):
     def setup(drawn, box: Sandbox) -> Case:
@@ -165,7 +229,7 @@ def test_npz_data(kind, request, hostile_base):
         return _data_case(recipe.write(box), box, command, json_output)
 
     strategy = st.tuples(g.npz_recipes(kind), st.sampled_from(["calibrate", "calibrate", "build"]), st.booleans())
-    run_cases(request.node.name, "npz", strategy, setup, hostile_base)
+    run_cases(request.node.name, "npz", strategy, setup, hostile_base, NPZ_MUST.get(kind, ()))
 
 
 @pytest.mark.parametrize("kind", g.IMAGE_KINDS)
@@ -175,7 +239,7 @@ def test_image_folders(kind, request, hostile_base):
         return _data_case(recipe.write(box), box, command, json_output)
 
     strategy = st.tuples(g.image_recipes(kind), st.sampled_from(["calibrate", "calibrate", "build"]), st.booleans())
-    run_cases(request.node.name, "images", strategy, setup, hostile_base)
+    run_cases(request.node.name, "images", strategy, setup, hostile_base, IMAGES_MUST.get(kind, ()))
 
 
 # --- calibration folders for build --calibration ---------------------------------------------------------------
@@ -222,6 +286,10 @@ def _placeholder(value: str, box: Sandbox, fresh: Path) -> str:
     blocker = box.inputs / "a-file"
     if value in ("@file", "@under-file") and not blocker.exists():
         blocker.write_text("in the way\n")
+    if value == "@model-folder-link":
+        link = box.root / "model-folder-link"
+        link.symlink_to(box.inputs)
+        return str(link)
     return {"@file": str(blocker), "@under-file": str(blocker / "sub"), "@fresh": str(fresh),
             "@model-folder": str(box.inputs), "@model-file": str(box.inputs / "model.onnx"),
             "@data-file": str(box.inputs / "data.npz")}.get(value, value)
@@ -232,6 +300,11 @@ def _set_option(args: list[str], option: str, value: str) -> list[str]:
         index = args.index(option)
         return [*args[: index + 1], value, *args[index + 2:]]
     return [*args, option, value]
+
+
+BUILD_MUST = {"--jobs": ["0", str(2**63)], "--workspace-mb": ["0", str(2**64)], "--optimization-level": ["9"],
+              "--sku": ["rtx\x1b[2J"], "--precision": ["fp8"]}
+"""Values every run includes (the tables in generators.py give their verdicts)."""
 
 
 @pytest.mark.parametrize("option", sorted(g.BUILD_OPTIONS))
@@ -248,7 +321,18 @@ def test_build_options(option, request, hostile_base):
         return Case(args, Expect(codes, f"{chosen.verdict} value", names), json_output)
 
     strategy = st.tuples(g.option_recipes(g.BUILD_OPTIONS, option), st.booleans())
-    run_cases(request.node.name, "build-options", strategy, setup, hostile_base)
+    must = [(g.option_value(g.BUILD_OPTIONS, option, value), False) for value in BUILD_MUST.get(option, ())]
+    run_cases(request.node.name, "build-options", strategy, setup, hostile_base, must)
+
+
+CALIBRATE_MUST = {
+    "--holdout": [("nan", "int8"), ("24", "int8")], "--percentile": [("nan", "int8")], "--samples": [("0", "int8")],
+    "--batch-size": [("0", "fp16")], "--num-bins": [(str(10**6), "int8")], "--chunk-mb": [("0", "int8")],
+    "--seed": [("-1", "int8")], "--min-cosine": [("nan", "int8")], "--min-top1": [("98", "int8")],
+    "--max-abs-error": [("-1", "fp16")], "--out": [("@model-folder", "int8"), ("@model-folder-link", "fp16")],
+}
+"""(value, precision) pairs every run includes: NaN everywhere it can go, zero counts, a negative seed, 10**6
+histogram bins, a top-1 gate given as a percentage, an --out that would overwrite the model."""
 
 
 @pytest.mark.parametrize("option", sorted(g.CALIBRATE_OPTIONS))
@@ -268,7 +352,9 @@ def test_calibrate_options(option, request, hostile_base):
 
     strategy = g.option_recipes(g.CALIBRATE_OPTIONS, option).flatmap(
         lambda chosen: st.tuples(st.just(chosen), g.calibrate_precisions(chosen), st.booleans()))
-    run_cases(request.node.name, "calibrate-options", strategy, setup, hostile_base)
+    must = [(g.option_value(g.CALIBRATE_OPTIONS, option, value), precision, False)
+            for value, precision in CALIBRATE_MUST.get(option, ())]
+    run_cases(request.node.name, "calibrate-options", strategy, setup, hostile_base, must)
 
 
 INSPECT_OPTIONS = [
