@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import struct
+import tokenize
 import zipfile
 import zlib
 from collections.abc import Iterator
@@ -141,8 +142,11 @@ uncompressed bytes than that lies about its size."""
 
 def _damage_errors() -> tuple[type[BaseException], ...]:
     """What reading a damaged archive raises: zipfile's CRC and header checks, zlib/lzma on a corrupt stream, a
-    stream that ends early, numpy's header parser."""
-    errors: list[type[BaseException]] = [zipfile.BadZipFile, zlib.error, EOFError, ValueError, NotImplementedError]
+    stream that ends early, numpy's header parser (a Python literal: SyntaxError, TokenError, an unknown dtype's
+    TypeError)."""
+    errors: list[type[BaseException]] = [zipfile.BadZipFile, zlib.error, EOFError, ValueError, NotImplementedError,
+                                         SyntaxError, tokenize.TokenError, TypeError, KeyError, IndexError,
+                                         struct.error, OverflowError]
     try:
         import lzma
 
@@ -360,7 +364,9 @@ class ImageFolderDataset(Dataset):
 
         try:
             with warnings.catch_warnings():
-                warnings.simplefilter("ignore", Image.DecompressionBombWarning)  # our own limit decides, below
+                # Pillow warns (a Python warning: two lines of its source on stderr) on damaged metadata such as
+                # EXIF, and on sizes our own limit below decides about: the pixels are what we read
+                warnings.simplefilter("ignore")
                 with Image.open(file) as image:  # reads the header only
                     width, height = image.size
                     if width * height > MAX_SOURCE_PIXELS:
