@@ -91,7 +91,7 @@ def calibrate(
     try:
         check_not_overwriting([out / name for name in (*CALIBRATION_FILES, "calibration.json")],
                               [source.path, *source.external_files, *dataset.inputs()], "--out",
-                              replaced=out if staged else None)
+                              replaced=[out] if staged else [])
         fixed = {i.batch for i in model_inputs(source) if i.batch is not None}
         if len(fixed) > 1:
             raise InvalidInput(f"{source.path}: inputs have different fixed batch sizes {sorted(fixed)}")
