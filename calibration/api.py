@@ -15,6 +15,7 @@ versions): a second run with the same key and intact files reuses the folder ins
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 import time
 from collections.abc import Callable
@@ -90,7 +91,7 @@ def calibrate(
     try:
         check_not_overwriting([out / name for name in (*CALIBRATION_FILES, "calibration.json")],
                               [source.path, *source.external_files, *dataset.inputs()], "--out",
-                              replaced=out if staged else None)
+                              replaced=[out] if staged else [])
         fixed = {i.batch for i in model_inputs(source) if i.batch is not None}
         if len(fixed) > 1:
             raise InvalidInput(f"{source.path}: inputs have different fixed batch sizes {sorted(fixed)}")
@@ -115,17 +116,19 @@ def calibrate(
             return _with_gates(previous, limits, reused=True)
 
         def produce(folder: Path) -> CalibrationResult:
-            """Calibrate into ``folder`` (``out``, or the staging folder that becomes it), ``calibration.json`` last."""
+            """Calibrate into ``folder`` (``out``, or the staging folder that becomes it), ``calibration.json`` last.
+
+            The model is written in a hidden folder inside ``folder`` and moved into place only once the held-out
+            report is done, so a run stopped midway leaves no model of its own there, whole or cut short."""
             reference = session(source.path, "model")  # fail fast on a model onnxruntime cannot run
-            model_out = folder / "model.onnx"
             value_ranges: dict[str, tuple[float, float]] = {}
-            header = None
+            header = cache = None
             with ExitStack() as cleanup:
-                with stop_signals_held():  # a stop right after its mkdir would leave it behind
-                    work = Path(cleanup.enter_context(tempfile.TemporaryDirectory(prefix="calibrate-")))
+                work = _temporary_folder(cleanup, None, "calibrate-")
+                pending = _temporary_folder(cleanup, folder, ".calibrate-")
+                model_out = pending / "model.onnx"
                 if precision == "fp16":
                     convert_fp16(source.path, model_out)
-                    (folder / "calibration.cache").unlink(missing_ok=True)
                 else:
                     prepared = calibrators.prepare(source.path, work)
                     tensors = calibrators.collect_ranges(
@@ -138,10 +141,18 @@ def calibrate(
                     calibrators.keep_metadata(source.proto, model_out)
                     cache = calibrators.trt_cache(value_ranges, calibrators.tensor_names(source.proto), method)
                     header = cache.splitlines()[0]
-                    _write(folder / "calibration.cache", cache)
-
-            report = compare(reference, model_out, precision, dataset, chosen.holdout, batch_size, fixed_batch,
-                             _counter("held-out", len(chosen.holdout), progress))
+                report = compare(reference, model_out, precision, dataset, chosen.holdout, batch_size, fixed_batch,
+                                 _counter("held-out", len(chosen.holdout), progress))
+                with stop_signals_held():  # the model and the weights it names go in together
+                    for name in ("model.onnx.data", "model.onnx"):
+                        if (pending / name).is_file():
+                            os.replace(pending / name, folder / name)
+                        else:
+                            (folder / name).unlink(missing_ok=True)  # an earlier run's
+            if cache is None:
+                (folder / "calibration.cache").unlink(missing_ok=True)
+            else:
+                _write(folder / "calibration.cache", cache)
             _write(folder / "report.json", report.model_dump_json(indent=2) + "\n")
             files = {name: file_sha256(folder / name) for name in CALIBRATION_FILES if (folder / name).is_file()}
             result = CalibrationResult(
@@ -168,6 +179,20 @@ def calibrate(
             return _with_gates(result, limits, reused=False)
     finally:
         dataset.close()
+
+
+def _temporary_folder(cleanup: ExitStack, parent: Path | None, prefix: str) -> Path:
+    """A new folder removed when ``cleanup`` ends, with stop signals held while it is made and while it is removed:
+    a stop right after its mkdir, or one that cut its removal short, would leave it behind."""
+    with stop_signals_held():
+        folder = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+        cleanup.callback(_remove_held, folder)
+    return folder
+
+
+def _remove_held(folder: Path) -> None:
+    with stop_signals_held():
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _versions() -> dict[str, str]:

@@ -23,7 +23,6 @@ from calibration.datasets import Dataset, batches
 from compiler.errors import InvalidInput
 from compiler.model import first_line
 
-METHODS = ("minmax", "entropy", "percentile")
 PER_CHANNEL_OPSET = 13
 """DequantizeLinear's ``axis`` (per-channel weights) needs opset 13."""
 FP8_MAX = 448.0

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import hashlib
 import struct
+import tokenize
 import zipfile
 import zlib
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from math import prod
 from pathlib import Path
@@ -141,8 +143,11 @@ uncompressed bytes than that lies about its size."""
 
 def _damage_errors() -> tuple[type[BaseException], ...]:
     """What reading a damaged archive raises: zipfile's CRC and header checks, zlib/lzma on a corrupt stream, a
-    stream that ends early, numpy's header parser."""
-    errors: list[type[BaseException]] = [zipfile.BadZipFile, zlib.error, EOFError, ValueError, NotImplementedError]
+    stream that ends early, numpy's header parser (a Python literal: SyntaxError, TokenError, an unknown dtype's
+    TypeError)."""
+    errors: list[type[BaseException]] = [zipfile.BadZipFile, zlib.error, EOFError, ValueError, NotImplementedError,
+                                         SyntaxError, tokenize.TokenError, TypeError, KeyError, IndexError,
+                                         struct.error, OverflowError]
     try:
         import lzma
 
@@ -178,18 +183,17 @@ class _NpyMember:
                 and info.file_size > info.compress_size * DEFLATE_MAX_RATIO + (1 << 10)):
             raise self.damaged(f"it claims {info.file_size} bytes uncompressed from {info.compress_size} deflated, "
                                f"more than deflate can expand to")
-        try:
-            self.stream = zf.open(info)
+        with self.reading():
+            try:
+                self.stream = zf.open(info)
+            except RuntimeError as exc:  # zipfile: an encrypted member
+                raise self.damaged(first_line(exc)) from None
             version = np.lib.format.read_magic(self.stream)
             if version == (1, 0):
                 shape, fortran, dtype = np.lib.format.read_array_header_1_0(self.stream)
             else:
                 shape, fortran, dtype = np.lib.format.read_array_header_2_0(self.stream)
             self.data_offset = self.stream.tell()
-        except RuntimeError as exc:  # zipfile: an encrypted member
-            raise self.damaged(first_line(exc)) from None
-        except DAMAGED as exc:
-            raise self.damaged(first_line(exc)) from None
         if dtype.hasobject:
             raise InvalidInput(f"{archive}: array '{self.name}' holds Python objects; save plain numeric arrays")
         if fortran and len(shape) > 1:
@@ -207,7 +211,7 @@ class _NpyMember:
         if shape and shape[0] and self.row_bytes == 0:
             raise InvalidInput(f"{archive}: array '{self.name}' has shape {list(shape)}: its samples hold no values")
         if info.compress_type == zipfile.ZIP_STORED and self.shape:
-            try:
+            with self.reading():
                 with open(archive, "rb") as handle:  # the member's data starts after its local header
                     handle.seek(info.header_offset + 26)
                     name_length, extra_length = np.frombuffer(handle.read(4), dtype="<u2")
@@ -215,12 +219,23 @@ class _NpyMember:
                 if start + declared > archive_size:
                     raise self.damaged("its data runs past the end of the file: the file is truncated")
                 self.memmap = np.memmap(archive, dtype=dtype, mode="r", offset=start, shape=self.shape)
-            except DAMAGED as exc:
-                raise self.damaged(first_line(exc)) from None
 
     def damaged(self, problem: object) -> InvalidInput:
         return InvalidInput(f"{self.archive}: array '{self.name}' ({self.info.filename}) is damaged: {problem}; "
                             f"write the file again (numpy.savez)")
+
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        """What a damaged member makes the readers raise, as InvalidInput naming the file and the array. An OSError
+        with an errno is the disk's doing (EIO), left to be reported as such; bz2's "Invalid data stream" has none."""
+        try:
+            yield
+        except DAMAGED as exc:
+            raise self.damaged(first_line(exc)) from None
+        except OSError as exc:
+            if exc.errno is not None:
+                raise
+            raise self.damaged(first_line(exc)) from None
 
     def rows(self, indices: np.ndarray) -> np.ndarray:
         if not self.shape:
@@ -228,16 +243,10 @@ class _NpyMember:
         if self.memmap is not None:
             return np.asarray(self.memmap[indices])
         out = np.empty((len(indices), *self.shape[1:]), dtype=self.dtype)
-        try:
+        with self.reading():
             for row, index in enumerate(indices):  # seeking forward in a compressed stream only decompresses
                 self.stream.seek(self.data_offset + int(index) * self.row_bytes)
                 out[row] = self._frombuffer(self.stream.read(self.row_bytes), 1, int(index)).reshape(self.shape[1:])
-        except DAMAGED as exc:
-            raise self.damaged(first_line(exc)) from None
-        except OSError as exc:
-            if exc.errno is not None:  # the disk's doing (EIO): an environment problem, not the file's
-                raise
-            raise self.damaged(first_line(exc)) from None  # bz2: "Invalid data stream"
         return out
 
     def _frombuffer(self, data: bytes, count: int, first: int) -> np.ndarray:
@@ -251,22 +260,15 @@ class _NpyMember:
         stored member never check it), and float arrays are checked for NaN/Inf, a bounded chunk at a time."""
         count = self.shape[0] if self.shape else 1
         step = max(1, SCAN_BYTES // max(self.row_bytes, 1))
-        try:
-            with self.zf.open(self.info) as stream:
-                stream.read(self.data_offset)
-                for start in range(0, count, step):
-                    n = min(step, count - start)
-                    rows = self._frombuffer(stream.read(n * self.row_bytes), n, start)
-                    if self.dtype.kind in "fc" and self.shape:
-                        self._check_finite(rows.reshape(n, -1), start)
-                if stream.read(1):
-                    raise self.damaged("it holds more data than its header declares")
-        except DAMAGED as exc:
-            raise self.damaged(first_line(exc)) from None
-        except OSError as exc:
-            if exc.errno is not None:
-                raise
-            raise self.damaged(first_line(exc)) from None
+        with self.reading(), self.zf.open(self.info) as stream:
+            stream.read(self.data_offset)
+            for start in range(0, count, step):
+                n = min(step, count - start)
+                rows = self._frombuffer(stream.read(n * self.row_bytes), n, start)
+                if self.dtype.kind in "fc" and self.shape:
+                    self._check_finite(rows.reshape(n, -1), start)
+            if stream.read(1):
+                raise self.damaged("it holds more data than its header declares")
 
     def _check_finite(self, rows: np.ndarray, start: int) -> None:
         bad = ~np.isfinite(rows).all(axis=1)
@@ -360,7 +362,9 @@ class ImageFolderDataset(Dataset):
 
         try:
             with warnings.catch_warnings():
-                warnings.simplefilter("ignore", Image.DecompressionBombWarning)  # our own limit decides, below
+                # Pillow warns (a Python warning: two lines of its source on stderr) on damaged metadata such as
+                # EXIF, and on sizes our own limit below decides about: the pixels are what we read
+                warnings.simplefilter("ignore")
                 with Image.open(file) as image:  # reads the header only
                     width, height = image.size
                     if width * height > MAX_SOURCE_PIXELS:

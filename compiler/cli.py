@@ -34,6 +34,7 @@ from compiler.output import (
     emit_json,
     gate_figure,
     human_size,
+    printable,
     sample_progress,
     status_text,
     table,
@@ -261,7 +262,7 @@ def build(
         ]))
     for target in report.targets:
         for warning in target.warnings:
-            sys.stderr.write(f"warning: {target.sku}/{target.precision}: {warning}\n")
+            sys.stderr.write(f"warning: {target.sku}/{target.precision}: {printable(warning)}\n")
     if report.failed:
         first = report.failed[0]
         raise CheckFailed(f"{len(report.failed)} of {len(report.targets)} builds failed; {first.sku}/{first.precision}:"
@@ -371,7 +372,6 @@ def main() -> None:
     if stopped is not None and code not in (ExitCode.OK, READER_GONE):  # whatever error the stop became
         code, problem = 128 + stopped, Interrupted(stopped).args[0]
     if problem:
-        from compiler.output import printable  # one line, whatever names from input files the message quotes
         sys.stderr.write(f"error: {printable(problem)}\n")
     _exit(int(code))
 

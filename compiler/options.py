@@ -65,6 +65,7 @@ class BuildOptions(OptionGroup):
     """Builds at once, each in a process of its own."""
 
     def model_post_init(self, context: Any) -> None:
+        """The rules that join options (the field bounds are in the fields)."""
         if self.calibration is not None and self.data is not None:
             raise InvalidInput("--calibration and --data both given: pass --calibration DIR to build from a "
                                "finished calibration, or --data DATA.npz to calibrate now")

@@ -19,13 +19,13 @@ def _identity(path: Path) -> tuple[int, int] | None:
 
 
 def check_not_overwriting(outputs: Iterable[Path], inputs: Iterable[Path], role: str,
-                          replaced: Path | None = None) -> None:
+                          replaced: Iterable[Path] = ()) -> None:
     """Refuse (InvalidInput naming ``role``, the option that chose where to write) when writing ``outputs`` would
     overwrite one of ``inputs``: the same path, or another name for the same file (a symlink, a hard link, a
     folder reached two ways), compared by device and inode rather than by spelling.
 
-    ``replaced`` is a folder that is replaced whole when the work is done (a staged output): every input inside
-    it would go too.
+    ``replaced`` are folders that are replaced whole when the work is done (staged outputs): every input inside
+    one (or that is one) would go too.
     """
     sources: dict[tuple[int, int], Path] = {}
     for path in inputs:
@@ -40,12 +40,12 @@ def check_not_overwriting(outputs: Iterable[Path], inputs: Iterable[Path], role:
                 " (the same file under another name: a symlink or hard link)"
             raise InvalidInput(f"{role} {Path(output).parent}: writing {Path(output).name} there would overwrite "
                                f"the input {source}{how}; choose another {role} folder")
-    if replaced is not None:
-        folder = _identity(replaced)
-        if folder is None:
-            return
+    for folder in replaced:
+        identity = _identity(folder)
+        if identity is None:
+            continue
         for source in sources.values():
-            for parent in Path(os.path.realpath(source)).parents:
-                if _identity(parent) == folder:
-                    raise InvalidInput(f"{role} {replaced}: the folder is replaced when the run ends, and the input "
-                                       f"{source} is inside it; choose another {role} folder")
+            real = Path(os.path.realpath(source))
+            if any(_identity(place) == identity for place in (real, *real.parents)):
+                raise InvalidInput(f"{role} {folder}: the folder is replaced when the run ends, and the input "
+                                   f"{source} is inside it; choose another {role} folder")

@@ -987,11 +987,11 @@ def test_builder_options_key_the_cache(digits_model, digits_profiles, tmp_path):
 
 
 def test_builder_warnings_reach_the_user_and_survive_the_cache(digits_model, tmp_path):
-    """A profile whose largest batch overflows a tensor's volume builds, but TensorRT warns; that must not hide in
-    build.log, and a cache hit must say it again."""
+    """A profile whose largest batch (the largest dim TensorRT takes) overflows an inner tensor's volume builds,
+    but TensorRT warns; that must not hide in build.log, and a cache hit must say it again."""
     profiles = tmp_path / "huge.yaml"
     profiles.write_text("profiles:\n  - name: huge\n    shapes:\n"
-                        "      image: {min: [1, 1, 8, 8], opt: [1, 1, 8, 8], max: [1099511627776, 1, 8, 8]}\n")
+                        "      image: {min: [1, 1, 8, 8], opt: [1, 1, 8, 8], max: [2147483647, 1, 8, 8]}\n")
     for run, hit in (("a", False), ("b", True)):
         result = run_cli("build", digits_model, "--profiles", profiles, "--sku", "rtx-4090", "--precision", "fp32",
                          "--out", tmp_path / run, "--cache-dir", tmp_path / "cache", "--json")

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from compiler.errors import InvalidInput
 from compiler.model import load_model
@@ -187,3 +189,49 @@ def test_intact_files_still_calibrate_under_the_same_limits(tmp_path, digits_mod
     for data in (digits_data, stored):
         done = _calibrate(digits_model, data, tmp_path / data.stem)
         assert done.exit_code == 0, done.stderr
+
+
+_SMALL: dict[str, bytes] = {}
+_MODEL: dict = {}
+
+
+def _small_archives(data: Path) -> dict[str, bytes]:
+    """60 digits, deflated and stored (module-level, so Hypothesis does not print them with a failing case)."""
+    if not _SMALL:
+        images = np.load(data, allow_pickle=False)["image"][:60]
+        for kind, compress in (("deflated", True), ("stored", False)):
+            buffer = io.BytesIO()
+            with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED) as archive:
+                archive.writestr("image.npy", _npy(images.shape, images.tobytes()))
+            _SMALL[kind] = buffer.getvalue()
+    return _SMALL
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_any_damage_is_invalid_input_naming_the_file(tmp_path, digits_model, digits_data, data):
+    """Flipped bytes anywhere (headers, sizes, data) and truncation: every read either gives the samples or an
+    InvalidInput naming the file; never another exception."""
+    from calibration.datasets import open_dataset
+
+    archives = _small_archives(digits_data)
+    kind = data.draw(st.sampled_from(sorted(archives)))
+    raw = bytearray(archives[kind])
+    for offset, mask in data.draw(st.lists(st.tuples(st.integers(0, len(raw) - 1), st.integers(1, 255)),
+                                           min_size=1, max_size=3)):
+        raw[offset] ^= mask
+    if data.draw(st.booleans()):
+        raw = raw[:data.draw(st.integers(0, len(raw)))]
+    path = tmp_path / "damaged.npz"
+    path.write_bytes(bytes(raw))
+    model = _MODEL.setdefault("digits", load_model(digits_model))
+    try:
+        dataset = open_dataset(path, model)
+        try:
+            dataset.check_values()
+            read = dataset.read(np.arange(dataset.count))["image"]
+            assert read.shape == (dataset.count, 1, 8, 8)
+        finally:
+            dataset.close()
+    except InvalidInput as exc:
+        assert str(exc).startswith(str(path)), exc

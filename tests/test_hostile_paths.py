@@ -137,3 +137,43 @@ def test_check_not_overwriting(tmp_path):
     check_not_overwriting([tmp_path / "dangling", tmp_path / "a.onnx" / "under-a-file"], [source], "--out")
     with pytest.raises(InvalidInput, match=r"^--out .*: writing a\.onnx there would overwrite the input"):
         check_not_overwriting([source], [source], "--out")
+
+
+def _build(model: Path, out: Path, *extra: str | Path, profiles: Path | None = None, precision: str = "fp32"):
+    profiles = profiles or Path(__file__).resolve().parents[1] / "profiles" / "digits.yaml"
+    return run_cli("build", model, "--profiles", profiles, "--sku", "rtx-4090", "--precision", precision,
+                   "--out", out, *extra, timeout=120)
+
+
+@pytest.mark.parametrize("how", ["inside", "symlink"])
+def test_build_out_never_replaces_the_folder_holding_its_model(tmp_path, digits_model, how):
+    """OUT/<sku>/<precision>/ is replaced whole when its target is done: a model in there (or reached through a
+    link into there) would be deleted by its own build."""
+    out = tmp_path / "engines"
+    target = out / "rtx-4090" / "fp32"
+    target.mkdir(parents=True)
+    shutil.copy(digits_model, target / "model.onnx")
+    model = target / "model.onnx"
+    if how == "symlink":
+        model = tmp_path / "model.onnx"
+        model.symlink_to(target / "model.onnx")
+    before = _snapshot(out)
+    line = assert_clean_error(_build(model, out), 2, "--out", "replaced when the run ends", "choose another")
+    assert "internal error" not in line
+    assert _snapshot(out) == before
+
+
+def test_build_out_never_overwrites_its_profiles_or_calibration(tmp_path, digits_model, digits_data):
+    out = tmp_path / "engines"
+    out.mkdir()
+    profiles = out / "build.json"  # a profiles file where the run writes its status file
+    shutil.copy(Path(__file__).resolve().parents[1] / "profiles" / "digits.yaml", profiles)
+    assert_clean_error(_build(digits_model, out, profiles=profiles), 2, "--out", "build.json",
+                       "would overwrite the input")
+    assert profiles.read_text().startswith("# Shape profiles")
+    calibration = out / "rtx-4090" / "int8"  # the calibration folder is the int8 target's own folder
+    assert run_cli("calibrate", digits_model, "--data", digits_data, "--out", calibration).exit_code == 0
+    before = _snapshot(calibration)
+    assert_clean_error(_build(digits_model, out, "--calibration", calibration, precision="int8"), 2, "--out",
+                       "replaced when the run ends")
+    assert _snapshot(calibration) == before
