@@ -86,9 +86,7 @@ class Made:
     names: tuple[str, ...] = ()
     """An error line must contain one of these (the file, folder, field or option at fault); empty: not checked."""
     args: tuple[str, ...] = ()
-    """Extra command-line arguments this input comes with (an option under test, ``--precision`` of a record)."""
-    writes: tuple[Path, ...] = ()
-    """Paths besides the sandbox's out/ and cache/ that the command may legitimately write into."""
+    """Extra command-line arguments this input comes with (``--precision fp8`` asked of an int8 folder)."""
 
 
 # --- the shipped files -----------------------------------------------------------------------------------------
@@ -1386,10 +1384,10 @@ class CalibrationFolder:
             elif self.detail == "dangling":
                 model.unlink()
                 model.symlink_to(folder / "gone.onnx")
-            elif self.detail == "hardlink-out":  # the same inode as a file outside: bytes match, so accepted
+            elif self.detail == "hardlink-out":  # the same inode as a file outside: its bytes still match
                 model.rename(outside)
                 os.link(outside, model)
-                verdict = VALID
+                verdict = AMBIGUOUS
             names = ("model.onnx", "calibration")
         elif self.kind == "record-link":
             record = folder / "calibration.json"
@@ -1557,7 +1555,7 @@ def _holdout(text: str) -> str:
     if number < 1:
         return VALID
     if number != int(number):
-        return AMBIGUOUS  # neither a fraction below 1 nor a count
+        return INVALID  # neither a fraction below 1 nor a whole count
     return VALID if number < SAMPLES else INVALID
 
 
@@ -1585,9 +1583,9 @@ CALIBRATE_OPTIONS: dict[str, list[tuple[str, str]]] = {
     "--percentile": _float_values(_in(50, 100, low_open=True), extra=("50", "50.0001", "99.9", "100", "100.0001")),
     "--samples": _int_values(1, None, extra_valid=(5, 10**6)),
     "--batch-size": _int_values(1, None, extra_valid=(3, 10**6)),
-    "--num-bins": [*_int_values(256, None, extra_valid=(512,)), ("255", INVALID), (str(10**6), AMBIGUOUS)],
+    "--num-bins": [*_int_values(256, 1 << 14, extra_valid=(512,)), ("255", INVALID), (str(10**6), INVALID)],
     "--chunk-mb": _int_values(1, None, extra_valid=(2, 10**6)),
-    "--seed": [("-1", AMBIGUOUS), ("0", VALID), ("7", VALID), (str(2**32), VALID), (str(2**64), AMBIGUOUS),
+    "--seed": [("-1", INVALID), ("0", VALID), ("7", VALID), (str(2**32), VALID), (str(2**64), AMBIGUOUS),
                (str(2**128), AMBIGUOUS), ("x", INVALID), ("1.5", INVALID)],
     "--min-cosine": _float_values(_gate(-1, 1)),
     "--min-top1": _float_values(_gate(0, 1)),
@@ -1600,9 +1598,9 @@ CALIBRATE_OPTIONS: dict[str, list[tuple[str, str]]] = {
               ("@data-file", INVALID), ("/dev/null", INVALID), ("@under-file", INVALID), ("@fresh", VALID)],
 }
 """``compile calibrate``'s options (docs/calibrate.md). Gates take a threshold in their measure's range: a
-cosine in [-1, 1], a top-1 fraction in [0, 1], a non-negative error; NaN is never a threshold. --seed: a
-negative or a beyond-64-bit seed is not documented either way. --num-bins 10**6 asks for an entropy search of
-hours: refused, or done within the time bound. ``@model-folder`` is the folder of the model, which is
+cosine in [-1, 1], a top-1 fraction in [0, 1], a non-negative error; NaN is never a threshold. --seed is at
+least 0 (a seed beyond 64 bits: either way). --num-bins is 256 to 16384 (10**6 would be an entropy search of
+hours). ``@model-folder`` is the folder of the model, which is
 named model.onnx, so writing there would overwrite the input (``@model-folder-link``: a symlink to it)."""
 
 

@@ -224,9 +224,14 @@ def _left_running(pid_file: Path, grace: float = 2.0) -> bool:
         time.sleep(0.05)
 
 
-UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
-"""Characters that must not reach a terminal from untrusted text: C0 controls but tab and newline, DEL, C1
-controls, bidirectional overrides and isolates, lone surrogates."""
+UNSAFE = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+"""Characters that must not reach a terminal from untrusted text (docs/errors-and-signals.md: printed escaped):
+C0 controls but newline (tab included), DEL, C1 controls, bidirectional overrides and isolates, lone
+surrogates. Within one error or warning line a newline cannot be seen: it already made two lines."""
+
+
+PYTHON_WARNING = re.compile(r"^\S+\.py:\d+: \w*Warning: .*$", re.MULTILINE)
+"""What ``warnings.warn`` prints: a library's warning that reached the user's terminal unworded."""
 
 
 def check(run_: Run, expect: Expect, *, json_output: bool, prints_report_on_error: bool = False) -> list[str]:
@@ -253,9 +258,12 @@ def check(run_: Run, expect: Expect, *, json_output: bool, prints_report_on_erro
         problems.append(f"exit 0 with {len(errors)} error: line(s)")
     if code > 0 and len(errors) != 1:
         problems.append(f"{len(errors)} error: lines, not exactly one")
-    for line in errors:
-        if UNSAFE.search(line):
-            problems.append(f"control characters in the error line: {line!r}")
+    for line in result.stderr.splitlines():
+        if line.startswith(("error:", "warning:")) and UNSAFE.search(line):
+            problems.append(f"control characters in an error or warning line: {line!r}")
+    python_warnings = PYTHON_WARNING.findall(result.stderr)
+    if python_warnings:
+        problems.append(f"Python warnings on stderr, not warning: lines: {python_warnings[:2]!r}")
     if code >= 2:
         stray = [line for line in result.stderr.splitlines() if line and not line.startswith(("error:", "warning:"))]
         if stray:
