@@ -1548,15 +1548,14 @@ def _gate(low: float, high: float):
 
 
 def _holdout(text: str) -> str:
-    """A fraction in (0, 1) or a whole count below the sample count (docs/calibrate.md)."""
+    """A fraction in (0, 1) or a whole count, leaving calibration samples out of the data's (docs/calibrate.md)."""
     number = _as_float(text)
     if number is None or not math.isfinite(number) or number <= 0:
         return INVALID
-    if number < 1:
-        return VALID
-    if number != int(number):
+    if number >= 1 and number != int(number):
         return INVALID  # neither a fraction below 1 nor a whole count
-    return VALID if number < SAMPLES else INVALID
+    held = max(1, round(SAMPLES * number)) if number < 1 else int(number)
+    return VALID if held < SAMPLES else INVALID
 
 
 BUILD_OPTIONS: dict[str, list[tuple[str, str]]] = {
