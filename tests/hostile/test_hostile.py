@@ -258,6 +258,10 @@ updated to match passes those checks: the build reads it without the ONNX checke
 target (1), the safe load refuses it (2), or a flipped weight still builds (0)."""
 
 
+CALIBRATION_MUST = {"model-file": [(g.CalibrationFolder("model-file", "missing"), False)]}
+"""Cases every run includes besides each kind's first: a folder that lost its model.onnx."""
+
+
 @pytest.mark.parametrize("kind", g.CALIBRATION_KINDS)
 def test_calibration_folders(kind, request, hostile_base, calibration_folder):
     def setup(drawn, box: Sandbox) -> Case:
@@ -272,7 +276,7 @@ def test_calibration_folders(kind, request, hostile_base, calibration_folder):
                                  made.names), json_output)
 
     run_cases(request.node.name, "calibration", st.tuples(g.calibration_recipes(kind), st.booleans()), setup,
-              hostile_base)
+              hostile_base, CALIBRATION_MUST.get(kind, ()))
 
 
 # --- option values ---------------------------------------------------------------------------------------------
