@@ -10,6 +10,8 @@ derandomized, so every soak explores new cases)::
 
     HOSTILE_EXAMPLES=500 PYTHONPATH=. python -m pytest -q tests/hostile
 
+``HOSTILE_LOG=FILE`` appends one line per case (test, exit code, seconds, ok/BROKE, the case) to FILE.
+
 Each test is one family of inputs (models, profiles, npz, images, calibration folders, options) x one kind of
 damage; hypothesis draws the cases (``generators.py``). Every case runs ``compile`` in a subprocess in a sandbox of
 its own (``harness.py``) and must keep every clause of the contract (docs/errors-and-signals.md):
@@ -21,7 +23,7 @@ its own (``harness.py``) and must keep every clause of the contract (docs/errors
   traceback; never ``internal error`` (a bug, by the contract's own words);
 - with ``--json``, stdout is empty or exactly one JSON object (a document only where the command reports: exit 0,
   exit 1, and inspect's report); without it, no control characters reach stdout either;
-- bounded: 60 s per case (its whole process session killed past that), RLIMIT_AS of 4 GiB, a peak RSS of at most
+- bounded: 30 s per case (its whole process session killed past that), RLIMIT_AS of 4 GiB, a peak RSS of at most
   1.5 GiB, and no process left running;
 - confined: the inputs (bytes, mtimes, the file list) and the ``outside`` folder unchanged (targets of links and
   paths that lead out are FIFOs where a read would block: a read shows up as a timeout), nothing new in the
@@ -53,7 +55,7 @@ def _codes(*codes: int) -> frozenset[int]:
 
 def _copy_model(box: Sandbox) -> Path:
     target = box.inputs / "model.onnx"
-    if not target.exists():
+    if not (target.exists() or target.is_symlink()):
         shutil.copyfile(g.DIGITS_MODEL, target)
     return target
 
@@ -71,6 +73,42 @@ def _build_args(model: Path, profiles: Path, box: Sandbox, *extra: str, precisio
 
 def _json(flag: bool) -> list[str]:
     return ["--json"] if flag else []
+
+
+def test_the_checks_catch_what_they_look_for(tmp_path):
+    """The oracle itself: each clause flags a run that breaks it, and passes one that keeps it."""
+    from tests.conftest import CliResult
+    from tests.hostile.harness import Run, check
+
+    def problems(code, stdout="", stderr="", expect=(2,), json_output=False, **run):
+        done = Run(["x"], CliResult(code, stdout, stderr), 0.1, run.get("timed_out", False), run.get("peak"))
+        return check(done, Expect(frozenset(expect), "test", ("data.npz",)), json_output=json_output)
+
+    assert problems(2, stderr="error: data.npz: bad\n") == []
+    assert problems(0, stdout='{"a": 1}\n', expect=(0,), json_output=True) == []
+    assert problems(1, stderr="error: x\n")  # the wrong code
+    assert problems(2, stderr="Traceback (most recent call last):\nerror: data.npz\n")
+    assert problems(2, stderr="error: internal error: KeyError; data.npz\n")
+    assert problems(2, stderr="error: data.npz: a\nerror: data.npz: b\n")  # two error lines
+    assert problems(2, stderr="error: data.npz: \x1b[2J\n")  # a terminal escape
+    assert problems(2, stderr="error: data.npz: a\nforged\n")  # a line break from the input
+    assert problems(2, stderr="error: something else\n")  # names nothing at fault
+    assert problems(2, stderr="x.py:3: RuntimeWarning: y\nerror: data.npz\n")
+    assert problems(0, stdout='{"a": 1}{"b": 2}', expect=(0,), json_output=True)  # two documents
+    assert problems(0, stdout="", expect=(0,), json_output=True)  # none
+    assert problems(2, stdout='{"a": 1}', stderr="error: data.npz\n", json_output=True)  # a report on exit 2
+    assert problems(0, stdout="\x1b[31mred", expect=(0,))
+    assert problems(-9, expect=(0,), timed_out=True)
+    assert problems(0, expect=(0,), peak=PEAK_RSS + 1)
+    before = {"a": ("file", 1, 1, "x"), "b": ("dir",)}
+    assert snapshot_changes(before, before) == []
+    assert snapshot_changes(before, {"a": ("file", 1, 2, "x"), "c": ("dir",)}) == ["a changed", "b removed",
+                                                                                     "c appeared"]
+    (tmp_path / "f").write_text("1")
+    (tmp_path / "l").symlink_to(tmp_path / "f")
+    first = snapshot(tmp_path, [])
+    (tmp_path / "f").write_text("2")
+    assert snapshot_changes(first, snapshot(tmp_path, [])) == ["f changed"]
 
 
 def test_limits_allow_a_normal_build(normal_build_peak):
