@@ -799,13 +799,16 @@ def test_parallel_builds_run_while_the_model_is_hashed(digits_model, digits_prof
         phases = [phase for i, phase in events if i == index]
         assert phases[0] != "ok (cache hit)" and phases[-1] == "ok (cache hit)"  # built first, then served
 
-    # The file disappears before its digest is computed: both builds finish, neither is passed off as done.
+    # The file disappears before its digest is computed (once both builders have parsed it): both builds
+    # finish, neither is passed off as done.
     gone, release = _new_file_with_digest_held(digits_model, tmp_path / "gone", monkeypatch)
+    building: set[int] = set()
 
     def remove_then_release(index: int, phase: str, done: int, total: int) -> None:
-        if gone.exists():
+        building.add(index)
+        if building == {0, 1} and gone.exists():
             gone.unlink()
-        release.set()
+            release.set()
 
     report = build_engines(gone, digits_profiles, list(SKUS), ["fp32"], tmp_path / "c",
                            options=BuildOptions(cache_dir=cache, jobs=2), progress=remove_then_release)
