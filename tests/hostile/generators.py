@@ -1532,9 +1532,11 @@ def _as_float(text: str) -> float | None:
 
 
 def _in(low: float, high: float, *, low_open: bool = False):
+    """In [low, high] (or (low, high]), and finite: "NaN and infinity are refused everywhere" (docs/calibrate.md)."""
+
     def verdict(text: str) -> str:
         number = _as_float(text)
-        if number is None or math.isnan(number):
+        if number is None or not math.isfinite(number):
             return INVALID
         ok = (low < number if low_open else low <= number) and number <= high
         return VALID if ok else INVALID

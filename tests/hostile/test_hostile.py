@@ -366,7 +366,7 @@ def test_build_options(option, request, hostile_base):
         codes = OPTION_CODES[chosen.verdict]
         if chosen.verdict == g.VALID and option in BUILDER_TUNING:
             codes = _codes(0, 1)
-        names = tuple(n for n in (option, chosen.value.strip()) if n)
+        names = (option, chosen.value.strip() or repr(chosen.value))  # the flag, or the value it was given
         return Case(args, Expect(codes, f"{chosen.verdict} value", names), json_output)
 
     strategy = st.tuples(g.option_recipes(g.BUILD_OPTIONS, option), st.booleans())
