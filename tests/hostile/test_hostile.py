@@ -352,7 +352,7 @@ def _set_option(args: list[str], option: str, value: str) -> list[str]:
 
 
 BUILD_MUST = {"--jobs": ["0", str(2**63)], "--workspace-mb": ["0", str(2**64)], "--optimization-level": ["9"],
-              "--sku": ["rtx\x1b[2J"], "--precision": ["fp8"]}
+              "--sku": ["rtx\x1b[2J"], "--precision": ["fp8"], "--backend": [""]}
 """Values every run includes (the tables in generators.py give their verdicts)."""
 
 
