@@ -3,7 +3,7 @@
 For each round, in alternating order, each checkout builds ResNet-50 (random weights, tests/synthetic.py) from a
 model file new to its build cache (a fresh copy and a fresh --cache-dir, so it is parsed and hashed as after a
 checkout), for:
-- one:    one target (rtx-4090 fp32), --no-cache
+- one:    one target (rtx-4090 fp32), into an empty build cache
 - jobs 1: two targets (rtx-4090, rtx-3090 fp32), --jobs 1, --no-cache
 - jobs 2: the same two targets, --jobs 2
 - cached: the one target again into a new folder from a warm cache (the model seen before)
@@ -32,7 +32,7 @@ import synthetic  # noqa: E402
 PROFILES = ("profiles:\n  - name: p\n    shapes:\n"
             "      image: {min: [1, 3, 224, 224], opt: [4, 3, 224, 224], max: [8, 3, 224, 224]}\n")
 CASES = {
-    "one": ["--sku", "rtx-4090", "--precision", "fp32", "--no-cache"],
+    "one": ["--sku", "rtx-4090", "--precision", "fp32"],
     "jobs 1": ["--sku", "rtx-4090", "--sku", "rtx-3090", "--precision", "fp32", "--no-cache", "--jobs", "1"],
     "jobs 2": ["--sku", "rtx-4090", "--sku", "rtx-3090", "--precision", "fp32", "--no-cache", "--jobs", "2"],
 }
@@ -75,7 +75,7 @@ def main() -> None:
             for side, checkout in order:  # warm: the "one" run's cache has the engine and the model's facts
                 run = work / f"{side}-{round_}-one"
                 times.setdefault((side, "cached"), []).append(build(
-                    checkout, run / "model.onnx", profiles, run / "out2", run / "cache", CASES["one"][:-1]))
+                    checkout, run / "model.onnx", profiles, run / "out2", run / "cache", CASES["one"]))
             for stale in work.glob(f"*-{round_}-*"):
                 shutil.rmtree(stale)
     print(f"{options.rounds} alternating rounds; A = {sides['A']}, B = {sides['B']}")

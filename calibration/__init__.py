@@ -1,17 +1,28 @@
 """Calibration for strongly typed TensorRT: Q/DQ models (int8/fp8) from activation ranges, FP16 conversion.
 
     from calibration import calibrate, convert_fp16
-    result = calibrate("model.onnx", "data.npz", "out/", precision="int8", method="entropy")
+    from compiler.options import CalibrationOptions
+    result = calibrate("model.onnx", "data.npz", "out/", CalibrationOptions(precision="int8", method="entropy"))
 
 Modules, one per stage: ``datasets`` (npz and image folders, validation, seeded split), ``calibrators``
 (onnxruntime calibration, Q/DQ writing, TensorRT cache), ``convert`` (fp16), ``report`` (held-out accuracy),
-``api`` (the ``calibrate`` pipeline and its result).
+``folder`` (reading a finished calibration folder), ``api`` (the ``calibrate`` pipeline). The names below are
+imported on first use: a reader of a calibration folder (``compile build --calibration``) never pays for onnx,
+numpy and onnxruntime.
 """
 
-from calibration.api import calibrate
-from calibration.convert import convert_fp16
-from calibration.datasets import ImagePreprocess
-from compiler.records import AccuracyReport, CalibrationResult, Gate, OutputReport, TensorRange
+from importlib import import_module
+from typing import Any
 
-__all__ = ["AccuracyReport", "CalibrationResult", "Gate", "ImagePreprocess", "OutputReport", "TensorRange",
-           "calibrate", "convert_fp16"]
+_LAZY = {"calibrate": "calibration.api", "convert_fp16": "calibration.convert",
+         "ImagePreprocess": "calibration.datasets", "AccuracyReport": "compiler.records",
+         "CalibrationResult": "compiler.records", "Gate": "compiler.records", "OutputReport": "compiler.records",
+         "TensorRange": "compiler.records"}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'calibration' has no attribute {name!r}")
+    return getattr(import_module(_LAZY[name]), name)

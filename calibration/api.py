@@ -36,6 +36,7 @@ from compiler.paths import check_not_overwriting
 from compiler.records import (
     CALIBRATION_FILES,
     CALIBRATION_FORMAT,
+    CALIBRATION_RECORD,
     AccuracyReport,
     CalibrationResult,
     Progress,
@@ -89,7 +90,7 @@ def calibrate(
     source = load_model(model)
     dataset = open_dataset(data, source, preprocess)
     try:
-        check_not_overwriting([out / name for name in (*CALIBRATION_FILES, "calibration.json")],
+        check_not_overwriting([out / name for name in (*CALIBRATION_FILES, CALIBRATION_RECORD)],
                               [source.path, *source.external_files, *dataset.inputs()], "--out",
                               replaced=[out] if staged else [])
         fixed = {i.batch for i in model_inputs(source) if i.batch is not None}
@@ -163,13 +164,13 @@ def calibrate(
                         for name, (lo, hi) in value_ranges.items()},
                 seconds=round(time.perf_counter() - started, 3), report=report,
             )
-            _write(folder / "calibration.json", result.record().model_dump_json(indent=2) + "\n")
+            _write(folder / CALIBRATION_RECORD, result.record().model_dump_json(indent=2) + "\n")
             return result
 
         dataset.check_values()
         if not staged:
             writable_folder(out, "--out")
-            (out / "calibration.json").unlink(missing_ok=True)  # the folder is incomplete until we finish
+            (out / CALIBRATION_RECORD).unlink(missing_ok=True)  # the folder is incomplete until we finish
             return _with_gates(produce(out), limits, reused=False)
         with staging_folder(out.parent, out.name) as staging:
             result = produce(staging)

@@ -7,15 +7,16 @@ must be recorded there with its sha256 and still match, and none may be a link l
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from compiler.errors import InvalidInput
 from compiler.files import file_sha256
-from compiler.records import CalibrationRecord, read_record
+from compiler.records import CALIBRATION_RECORD, CalibrationRecord, parse_record, read_record_bytes
 
-RECORD = "calibration.json"
+RECORD = CALIBRATION_RECORD
 RERUN = "re-run compile calibrate"
 
 
@@ -54,10 +55,11 @@ def read_calibration(folder: Path) -> Calibration:
         raise InvalidInput(f"{folder}: not a calibration folder (no {RECORD}; make one with compile calibrate)")
     if record_path.is_symlink():
         raise InvalidInput(f"{record_path}: is a link; {RERUN} or copy the folder without links")
-    record = read_record(record_path, CalibrationRecord, RERUN)
+    raw = read_record_bytes(record_path, RERUN)
+    record = parse_record(raw, record_path, CalibrationRecord, RERUN)
     if "model.onnx" not in record.files:
         raise InvalidInput(f"{record_path}: records no model.onnx (its file list is damaged); {RERUN}")
-    return Calibration(folder, record, file_sha256(record_path))
+    return Calibration(folder, record, hashlib.sha256(raw).hexdigest())
 
 
 def open_calibration(folder: Path, precision: str, model_sha256: str) -> Calibration:

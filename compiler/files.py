@@ -21,6 +21,11 @@ from typing import Any
 from compiler.errors import InvalidInput, stop_signals_held
 
 
+def default_cache_dir() -> Path:
+    """Where compile keeps what it can make again (engines, prepared models, timing caches)."""
+    return Path(os.environ.get("COMPILE_CACHE_DIR") or Path.home() / ".cache" / "compile")
+
+
 def hash_json(data: Any) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -13,6 +14,7 @@ from pydantic import BaseModel, PrivateAttr
 
 from compiler.backends import default_backend, load_backend
 from compiler.backends.base import BuildSpec
+from compiler.backends.isolated import Builders
 from compiler.errors import CheckFailed, CompileError, InvalidInput
 from compiler.model import OnnxModel, TensorInfo, load_model, sparse_tensors, tensor_info
 from compiler.profiles import ProfileSet, load_profiles, load_sku_catalog, profiles_problem, validate_profiles
@@ -219,15 +221,16 @@ def build_check(model: OnnxModel, profiles: ProfileSet | None, sku: str, backend
         profiles=tuple(profiles.profiles) if profiles else (),
         compute_capabilities=(target.compute_capability,),
     )
-    outcome = engine.build(spec)
-    if outcome.plan is None:
-        return StepStatus(status=Status.FAILED,
-                          detail="; ".join(outcome.errors[:3]) or "the builder returned no engine")
-    built = ", ".join(p.name for p in profiles.profiles) if profiles else "static shapes"
+    engine.check_targets(spec.compute_capabilities)
+    with tempfile.TemporaryDirectory(prefix="compile-build-check-") as folder:  # in a child: a crash is a verdict
+        built = Builders().build(engine.name, spec, Path(folder), None, None)
+    if built.status != Status.OK:
+        return StepStatus(status=Status.FAILED, detail="; ".join(built.errors[:3]) or "the builder returned no engine")
+    shapes = ", ".join(p.name for p in profiles.profiles) if profiles else "static shapes"
     return StepStatus(
         status=Status.OK,
-        detail=f"built for {sku} ({engine.name}, compute capability {target.compute_capability}; {built}) "
-               f"in {outcome.seconds:.2f} s, {len(outcome.plan)} bytes",
+        detail=f"built for {sku} ({engine.name}, compute capability {target.compute_capability}; {shapes}) "
+               f"in {built.seconds:.2f} s, {built.size_bytes} bytes",
     )
 
 

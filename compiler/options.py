@@ -59,9 +59,9 @@ class BuildOptions(OptionGroup):
     use_cache: bool = True
     backend: str | None = None
     """Overrides the SKU's backend."""
-    workspace_mb: int | None = Field(None, ge=1, le=MAX_WORKSPACE_MB)
-    optimization_level: int | None = Field(None, ge=0, le=5)
-    jobs: int = Field(1, ge=1, le=MAX_JOBS)
+    workspace_mb: StrictInt | None = Field(None, ge=1, le=MAX_WORKSPACE_MB)
+    optimization_level: StrictInt | None = Field(None, ge=0, le=5)
+    jobs: StrictInt = Field(1, ge=1, le=MAX_JOBS)
     """Builds at once, each in a process of its own."""
 
     def model_post_init(self, context: Any) -> None:

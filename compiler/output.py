@@ -123,7 +123,8 @@ def gate_figure(gate: str, value: float) -> str:
 def status_text(status: str) -> Text:
     from rich.text import Text
 
-    return Text(status, style={"ok": "green", "failed": "red", "skipped": "yellow"}.get(status, "white"))
+    styles = {"ok": "green", "failed": "red", "skipped": "yellow", "cancelled": "magenta"}
+    return Text(status, style=styles.get(status, "white"))
 
 
 @contextmanager

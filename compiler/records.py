@@ -103,8 +103,9 @@ class Kernel(BaseModel):
     output_types: list[str]
     onnx_nodes: list[str]
     profile: int | None = None
-    """The shape profile (index into engine.json's ``profiles``) the kernel belongs to; TensorRT builds each
-    profile's kernels apart and tells them by a ``[profile N]`` suffix in the name, absent for profile 0."""
+    """The shape profile (index into engine.json's ``profiles``) the kernel belongs to: TensorRT builds each
+    profile's kernels apart and marks a later profile's names ``[profile N]`` or, in a Myelin-compiled engine,
+    ``_myl<N>_<i>`` with one graph N per profile; None where neither tells."""
 
 
 class LayersRecord(BaseModel):
@@ -151,6 +152,8 @@ class BuildReport(BaseModel):
 CALIBRATION_FORMAT = 2
 """Of calibration.json and report.json: 2 records every file of the folder with its sha256, always."""
 
+CALIBRATION_RECORD = "calibration.json"
+"""The record of a calibration folder, written last: a folder without it is unfinished."""
 CALIBRATION_FILES = ("model.onnx", "model.onnx.data", "calibration.cache", "report.json")
 """The files of a calibration folder besides calibration.json, which records each one present by sha256
 (model.onnx.data: the weights of a model beyond protobuf's 2 GiB limit)."""
@@ -246,6 +249,11 @@ MAX_RECORD_BYTES = 64 << 20
 
 def read_record(path: Path, kind: type[Record], hint: str) -> Record:
     """A record read and validated; InvalidInput naming the file and ``hint`` (what to do) otherwise."""
+    return parse_record(read_record_bytes(path, hint), path, kind, hint)
+
+
+def read_record_bytes(path: Path, hint: str) -> bytes:
+    """A record file's bytes (for a caller that also hashes exactly what it validates)."""
     try:
         with open(path, "rb") as handle:
             raw = handle.read(MAX_RECORD_BYTES + 1)
@@ -253,15 +261,26 @@ def read_record(path: Path, kind: type[Record], hint: str) -> Record:
         raise InvalidInput(f"{path}: cannot read it ({exc.strerror or exc}); {hint}") from None
     if len(raw) > MAX_RECORD_BYTES:
         raise InvalidInput(f"{path}: larger than any {path.name} we write; {hint}")
+    return raw
+
+
+def parse_record(raw: bytes, path: Path, kind: type[Record], hint: str) -> Record:
+    """``raw`` validated as a ``kind`` of this version's format. The file must say its ``format_version`` itself:
+    the model's default would pass a file of an older format (calibration.json 1 said ``format``) as current."""
+    import json
+
+    expected = kind.model_fields["format_version"].default
     try:
-        record = kind.model_validate_json(raw)
+        data = json.loads(raw)
+    except ValueError as exc:
+        raise InvalidInput(f"{path}: not JSON ({exc}); {hint}") from None
+    version = data.get("format_version") if isinstance(data, dict) else None
+    if isinstance(data, dict) and version != expected:
+        raise InvalidInput(f"{path}: format_version {version}, this version reads {expected}; {hint}")
+    try:
+        return kind.model_validate(data)
     except ValidationError as exc:
         from compiler.config import describe_validation_error
 
         raise InvalidInput(f"{path}: not a {path.name} this version writes ({describe_validation_error(exc)}); "
                            f"{hint}") from None
-    version = getattr(record, "format_version", None)
-    expected = kind.model_fields["format_version"].default if "format_version" in kind.model_fields else None
-    if version != expected:
-        raise InvalidInput(f"{path}: format_version {version}, this version reads {expected}; {hint}")
-    return record

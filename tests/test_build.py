@@ -496,6 +496,28 @@ def test_a_stop_signal_cancels_the_build_and_leaves_no_plan(tmp_path, jobs, send
 
 
 
+@pytest.mark.parametrize("signals", [1, 2], ids=["one signal, the grace runs out", "a second signal"])
+def test_a_builder_that_does_not_stop_is_killed_and_its_target_cancelled(tmp_path, signals):
+    """A builder that ignores its monitor (here: frozen with SIGSTOP) is killed 10 s after the stop, or at once on a
+    second signal; its target is cancelled (not failed), build.json is written and nothing is left behind."""
+    process, out, [sku] = _start_slow_build(tmp_path, 1)
+    [builder] = [int(p) for p in os.listdir("/proc") if p.isdigit() and _is_worker_of(int(p), process.pid)]
+    os.kill(builder, signal.SIGSTOP)
+    started = time.monotonic()
+    process.send_signal(signal.SIGINT)
+    if signals == 2:
+        time.sleep(0.5)
+        process.send_signal(signal.SIGINT)
+    stdout, stderr = process.communicate(timeout=60)
+    took = time.monotonic() - started
+    assert assert_clean_error(CliResult(process.returncode, stdout, stderr), 130) == "error: interrupted"
+    assert (took < 5) if signals == 2 else (9 < took < 20), took
+    [status] = json.loads((out / "build.json").read_text())["targets"]
+    assert (status["status"], status["errors"]) == ("cancelled", ["build cancelled"])
+    assert list((out / sku).iterdir()) == []
+    assert _processes_building_into(out) == []
+
+
 def test_a_worker_killed_outright_fails_its_targets_and_the_run_still_reports(tmp_path):
     """What the OOM killer does to one --jobs worker: the run ends with exit 1 and a build.json naming the failed
     targets instead of an internal error and no report; no process building into OUT outlives the command."""
@@ -598,11 +620,16 @@ def test_workers_of_a_killed_command_stop_instead_of_building_on(tmp_path):
 
 
 def test_the_staging_folder_of_a_killed_run_is_swept_by_the_next_one(tmp_path, digits_model, digits_profiles):
-    """A run killed outright (the OOM killer) leaves its staging folder behind; the next build of that target
-    removes it, but not one that a live run holds, nor one made too recently for its run to have locked it."""
+    """A run killed outright with its builder (SIGKILL to the process group, as a container's end does) leaves its
+    staging folder behind; the next build of that target removes it, but not one that a live run holds, nor one
+    made too recently for its run to have locked it."""
     process, out, [sku] = _start_slow_build(tmp_path, 1)
-    process.kill()
+    os.killpg(process.pid, signal.SIGKILL)
     process.wait(timeout=10)
+    deadline = time.monotonic() + 10
+    while _processes_building_into(out):  # the builder, killed with it, is reaped by init
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
     [killed] = (out / sku).glob(".fp32-*")
     held, young = out / sku / f".fp32-{'a' * 12}", out / sku / f".fp32-{'b' * 12}"
     held.mkdir()
@@ -896,7 +923,7 @@ def test_calibration_artifacts_key_the_cache_by_content(int8_calibration, digits
     ("file list lost, fp32 model", ["calibration.json", "records no model.onnx"]),
     ("model a link out", ["model.onnx", "leads out of the calibration folder"]),
     ("weights not recorded", ["model.onnx.data", "not recorded in", "calibration.json"]),
-    ("older format", ["calibration.json", "format_version 1, this version reads 2"]),
+    ("older format", ["calibration.json", "format_version None, this version reads 2"]),
 ])
 def test_a_damaged_calibration_folder_is_refused_before_any_build(damage, fragments, int8_calibration, digits_model,
                                                                    digits_profiles, tmp_path):
@@ -921,9 +948,10 @@ def test_a_damaged_calibration_folder_is_refused_before_any_build(damage, fragme
         record = json.loads((folder / "calibration.json").read_text())
         del record["files"]["model.onnx.data"]
         (folder / "calibration.json").write_text(json.dumps(record))
-    elif damage == "older format":
+    elif damage == "older format":  # as compile calibrate wrote it before format 2: "format", no "format_version"
         record = json.loads((folder / "calibration.json").read_text())
-        (folder / "calibration.json").write_text(json.dumps({**record, "format_version": 1}))
+        del record["format_version"]
+        (folder / "calibration.json").write_text(json.dumps({**record, "format": 1}))
     else:  # the weights are a symlink to a file elsewhere: TensorRT would read it
         outside = tmp_path / "elsewhere.data"
         (folder / "model.onnx.data").rename(outside)

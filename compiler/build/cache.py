@@ -16,15 +16,20 @@ from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
-from compiler.files import content_stat, file_sha256, hash_json, link_or_copy, staging_folder, stat_key, write_atomic
+from compiler.files import (
+    content_stat,
+    default_cache_dir,
+    file_sha256,
+    hash_json,
+    link_or_copy,
+    staging_folder,
+    stat_key,
+    write_atomic,
+)
 
 ENGINE_FILES = ("engine.plan", "engine.json", "layers.json", "build.log")
 PLAN_SHA256 = "plan-sha256"
 """The facts kind for cached plans' sha256, remembered by :func:`content_stat`."""
-
-
-def default_cache_dir() -> Path:
-    return Path(os.environ.get("COMPILE_CACHE_DIR") or Path.home() / ".cache" / "compile")
 
 
 class BuildCache:

@@ -18,7 +18,7 @@ from compiler.files import check_writable_folder, hash_json, stat_key, writable_
 from compiler.options import BuildOptions
 from compiler.paths import check_not_overwriting
 from compiler.profiles import load_profiles, load_sku_catalog, profiles_problem, validate_profiles
-from compiler.records import BUILD_FORMAT, PRECISIONS, Precision, Progress
+from compiler.records import BUILD_FORMAT, CALIBRATION_FILES, CALIBRATION_RECORD, PRECISIONS, Precision, Progress
 from compiler.skim import skim_inputs
 
 MODEL_FACTS = "model"
@@ -44,8 +44,9 @@ class BuildJob:
     target_dir: Path
     model_digest: str | Future[str]
     """The source model's sha256, or a Future while it is computed on a second core beside the first build."""
-    built_model_sha256: str | None
-    """The digest of the model actually built; None when that is the source model itself (fp32)."""
+    prepared_sha256: str | None
+    """The digest of the model prepared for this precision (FP16 conversion, Q/DQ model); None when the build
+    reads the source model itself (fp32)."""
     calibration_sha256: str | None
     source_stat: FileStats
     built_stat: FileStats
@@ -57,7 +58,8 @@ class BuildJob:
 
     @property
     def built_sha256(self) -> str:
-        return self.built_model_sha256 or self.model_sha256
+        """The digest of the model the engine is built from, whichever it is."""
+        return self.prepared_sha256 or self.model_sha256
 
     @property
     def cache_key(self) -> str:
@@ -152,7 +154,7 @@ def plan_builds(
             jobs.append(BuildJob(
                 sku=sku, precision=precision, backend=backend.name, spec=spec, key_material=material,
                 cache_root=cache.root, use_cache=options.use_cache, target_dir=out / sku / precision,
-                model_digest=digest, built_model_sha256=built_sha, calibration_sha256=calibration_sha,
+                model_digest=digest, prepared_sha256=built_sha, calibration_sha256=calibration_sha,
                 source_stat=source_stat, built_stat=built_stat,
             ))
     writable_folder(out, "--out")
@@ -163,7 +165,7 @@ def _inputs(model: Path, external: list[str], profiles: str | Path, options: Bui
             ) -> list[Path]:
     """Every file the build reads, and the cache it writes to: what no output of the run may overwrite or replace."""
     inputs = [model, *map(Path, external), Path(profiles), cache.root]
-    for folder, files in ((options.calibration, ("model.onnx", "model.onnx.data", "calibration.json")),
+    for folder, files in ((options.calibration, (*CALIBRATION_FILES, CALIBRATION_RECORD)),
                           (options.data, ("preprocess.yaml",))):
         if folder is not None:
             inputs += [Path(folder), *(Path(folder) / name for name in files)]

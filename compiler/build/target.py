@@ -2,7 +2,7 @@
 target's folder only when whole, so a folder holding ``engine.plan`` is always a finished, verified build.
 
 The build itself runs wherever the caller's ``build`` function puts it (:mod:`compiler.build.run` runs it in a
-child process, so a builder that crashes fails its target and nothing else).
+child process, :mod:`compiler.backends.isolated`, so a builder that crashes fails its target and nothing else).
 """
 
 from __future__ import annotations
@@ -11,31 +11,15 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from compiler.backends.isolated import BuiltPlan, Either
 from compiler.build.cache import ENGINE_FILES, BuildCache
 from compiler.build.plan import BuildJob
 from compiler.digest import finish_model_digest, hash_model_file
 from compiler.files import changed_since, link_or_copy, replace_dir, staging_folder, write_atomic
 from compiler.records import EngineRecord, Kernel, LayersRecord, Progress, Status, TargetStatus
-
-
-@dataclass
-class BuiltPlan:
-    """What a build left in its staging folder (``engine.plan``, ``build.log``) and told about it."""
-
-    status: Status
-    errors: list[str] = field(default_factory=list)
-    sha256: str = ""
-    size_bytes: int = 0
-    seconds: float = 0.0
-    plan_header: dict[str, Any] | None = None
-    layers: list[Kernel] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    backend_version: str = ""
-
 
 Build = Callable[[BuildJob, Path, Progress | None, Any], BuiltPlan]
 """(job, staging folder, progress, cancel) -> the build's outcome, its files written into the staging folder."""
@@ -106,16 +90,6 @@ def _produce(job: BuildJob, build: Build, staging: Path, progress: Progress | No
         return status
     _clear(staging)
     return _from_cache(job, staging, started, cache) or _build(job, build, staging, progress, cancel, started, cache)
-
-
-class Either:
-    """Set when either event is: the user's stop signal, or the cache turning out to have the engine."""
-
-    def __init__(self, first: Any, second: threading.Event) -> None:
-        self.first, self.second = first, second
-
-    def is_set(self) -> bool:
-        return self.second.is_set() or (self.first is not None and self.first.is_set())
 
 
 def _cached_entry(cache: BuildCache, key: str) -> tuple[Path, EngineRecord] | None:
@@ -216,7 +190,7 @@ def _changed_input(job: BuildJob) -> str | None:
     """A model file whose bytes changed since they were hashed, which would leave a plan its recorded digest and
     cache key do not describe. Files are re-read only when their stat moved, and a rewrite with the same bytes
     (concurrent runs preparing the same fp16 model) is no change."""
-    for stats, digest in ((job.source_stat, job.model_sha256), (job.built_stat, job.built_model_sha256)):
+    for stats, digest in ((job.source_stat, job.model_sha256), (job.built_stat, job.prepared_sha256)):
         moved = changed_since(stats)
         if moved:
             model, *external = (Path(path) for path, _ in stats)
@@ -232,9 +206,9 @@ def _status(job: BuildJob, status: Status, started: float, cache_hit: bool = Fal
                         warnings=warnings or [])
 
 
-def failed(job: BuildJob, error: str) -> TargetStatus:
-    """A target that failed before anything was made for it."""
-    return _status(job, Status.FAILED, time.perf_counter(), errors=[error])
+def failed(job: BuildJob, error: str, status: Status = Status.FAILED) -> TargetStatus:
+    """A target that ended before anything was made for it."""
+    return _status(job, status, time.perf_counter(), errors=[error])
 
 
 def _clear(staging: Path, keep: str | None = None) -> None:
