@@ -99,7 +99,7 @@ def calibrate(
         fixed_batch = fixed.pop() if fixed else None
         if fixed_batch is not None:
             batch_size = fixed_batch
-        chosen = split(dataset.count, options.holdout, options.samples, options.seed, fixed_batch)
+        chosen = split(dataset.count, options.holdout, options.samples, options.seed, fixed_batch, dataset.path)
         recorded = {"holdout": options.holdout, "requested_samples": options.samples, "chunk_mb": options.chunk_mb}
         if method in ("entropy", "percentile"):
             recorded |= {"num_bins": options.num_bins, "num_quantized_bins": HistogramOptions.num_quantized_bins}

@@ -11,6 +11,7 @@ decompressed as a stream, and images are decoded per batch.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import struct
 import tokenize
@@ -77,7 +78,7 @@ class ImagePreprocess(BaseModel):
     ``(x - mean) / std`` per channel, and laid out as ``layout`` with samples on axis 0.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     input: str | None = Field(None, description="Model input name; optional when the model has one input.")
     size: tuple[int, int] | None = Field(None, description="[height, width]; default: the model's fixed H and W.")
@@ -233,7 +234,7 @@ class _NpyMember:
         except DAMAGED as exc:
             raise self.damaged(first_line(exc)) from None
         except OSError as exc:
-            if exc.errno is not None:
+            if exc.errno not in (None, errno.EINVAL):  # EINVAL: a seek to where a lying offset points
                 raise
             raise self.damaged(first_line(exc)) from None
 
@@ -304,6 +305,15 @@ class NpzDataset(Dataset):
                     raise InvalidInput(f"{path}: array '{info.filename[:-4]}' is in the file twice; "
                                        f"write it again with numpy.savez")
                 self.members[info.filename[:-4]] = _NpyMember(path, self.zf, info, size)
+        except InvalidInput:
+            self.close()
+            raise
+        except (*DAMAGED, OSError) as exc:  # the archive's directory points where nothing is (a seek: EINVAL)
+            self.close()
+            if isinstance(exc, OSError) and exc.errno not in (None, errno.EINVAL):
+                raise
+            raise InvalidInput(f"{path}: not a readable .npz file ({first_line(exc)}); write it with numpy.savez"
+                               ) from None
         except BaseException:
             self.close()
             raise
@@ -411,6 +421,8 @@ def open_dataset(data: str | Path, model: OnnxModel, preprocess: ImagePreprocess
     if path.is_dir():
         dataset: Dataset = _open_images(path, inputs, preprocess)
     elif path.suffix.lower() == ".npz":
+        if not path.is_file():  # a FIFO or a device would block the zip reader for good
+            raise InvalidInput(f"{path}: not a regular file; pass the .npz file itself")
         dataset = NpzDataset(path)
     else:
         raise InvalidInput(f"{path}: unsupported data; pass an .npz file (one array per input name, samples "
@@ -509,15 +521,16 @@ class Split:
     holdout: np.ndarray
 
 
-def split(count: int, holdout: float | int, samples: int | None, seed: int, batch: int | None = None) -> Split:
+def split(count: int, holdout: float | int, samples: int | None, seed: int, batch: int | None = None,
+          where: Path | None = None) -> Split:
     """Deterministic seeded split of ``count`` samples into calibration and held-out indices (each ascending).
 
     ``holdout`` is a fraction (< 1) or a count; ``samples`` caps the calibration set; a model with a fixed
     batch size gets calibration sets that are a multiple of it.
     """
     if count < 2:
-        raise InvalidInput(f"the dataset has {count} sample(s); calibration needs at least 2 (calibration and "
-                           f"held-out)")
+        raise InvalidInput(f"{where or 'the data'}: {count} sample(s); calibration needs at least 2 (calibration "
+                           f"and held-out)")
     if not 0 < holdout < float("inf"):  # written so that NaN fails too
         raise InvalidInput(f"--holdout {holdout}: must be a positive fraction (< 1) or count: every run measures "
                            f"accuracy on held-out samples")

@@ -38,6 +38,8 @@ class Calibration:
             if not file.resolve().is_relative_to(inside):
                 raise InvalidInput(f"{file}: leads out of the calibration folder {self.folder} (a link to "
                                    f"{file.resolve()}); {RERUN} or copy the folder without links")
+            if not file.is_file():
+                raise InvalidInput(f"{file}: missing from the calibration folder {self.folder}; {RERUN}")
             name = file.resolve().relative_to(inside).as_posix()
             recorded = self.record.files.get(name)
             if recorded is None:

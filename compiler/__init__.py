@@ -4,6 +4,12 @@ The stages are plain functions (``compiler.inspection.inspect_model``, ``compile
 ``calibration.calibrate``); the CLI (``compiler.cli``) only calls them.
 """
 
+import os
+
+os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
+"""onnxruntime 1.2x on Linux writes a device id under ~/.cache/Microsoft, a session file in $TMPDIR and uploads
+usage events unless told not to: compile writes nothing outside the folders it is given, and sends nothing."""
+
 DISTRIBUTION = "trt-compile"
 """The name on PyPI (``compile`` there is another project's); the command and the import packages stay."""
 

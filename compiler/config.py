@@ -79,6 +79,9 @@ def read_yaml(path: str | Path) -> Any:
         return yaml.load(text, Loader=_UniqueKeyLoader)  # a safe loader: no Python tags
     except yaml.YAMLError as exc:
         raise InvalidInput(f"{path}: not valid YAML ({_yaml_problem(exc)})") from None
+    except (ValueError, RecursionError) as exc:  # an integer of thousands of digits; nesting thousands deep
+        why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise InvalidInput(f"{path}: not a YAML file of ours ({why})") from None
 
 
 def describe_validation_error(exc: ValidationError) -> str:

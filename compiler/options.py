@@ -74,6 +74,10 @@ class BuildOptions(OptionGroup):
                                f"drop --method")
         if self.method is not None and self.method not in METHODS:
             raise InvalidInput(f"--method {self.method}: choose from {', '.join(METHODS)}")
+        from compiler.backends import BACKENDS
+
+        if self.backend is not None and self.backend not in BACKENDS:
+            raise InvalidInput(f"--backend {self.backend!r}: choose from {', '.join(BACKENDS)}")
 
 
 MAX_NUM_BINS = 1 << 14

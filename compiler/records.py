@@ -272,8 +272,8 @@ def parse_record(raw: bytes, path: Path, kind: type[Record], hint: str) -> Recor
     expected = kind.model_fields["format_version"].default
     try:
         data = json.loads(raw)
-    except ValueError as exc:
-        raise InvalidInput(f"{path}: not JSON ({exc}); {hint}") from None
+    except (ValueError, RecursionError) as exc:  # RecursionError: objects nested thousands deep
+        raise InvalidInput(f"{path}: not JSON of ours ({str(exc) or type(exc).__name__}); {hint}") from None
     version = data.get("format_version") if isinstance(data, dict) else None
     if isinstance(data, dict) and version != expected:
         raise InvalidInput(f"{path}: format_version {version}, this version reads {expected}; {hint}")

@@ -110,7 +110,7 @@ def plan_builds(
     targets = {sku: catalog.get(sku) for sku in dict.fromkeys(skus)}
     backends = {}
     for target in targets.values():
-        name = options.backend or target.backend
+        name = target.backend if options.backend is None else options.backend
         if name not in backends:
             backends[name] = load_backend(name)
         backends[name].check_targets((target.compute_capability,))
@@ -131,7 +131,7 @@ def plan_builds(
     source_stat = _files_stat(model, model_stat, source["files"])
     jobs = []
     for sku, target in targets.items():
-        backend = backends[options.backend or target.backend]
+        backend = backends[target.backend if options.backend is None else options.backend]
         for precision in precisions:
             built_model, built_sha, built_stat, calibration_sha = prepared[precision]
             spec = BuildSpec(
@@ -184,7 +184,8 @@ def _model_facts(path: Path, stat: list[Any] | None, cache: BuildCache) -> dict[
     the skim cannot vouch for the file) only when the file changed since last time.
 
     After a change the digest is left computing on a second core (``"sha256"`` is then a Future): an fp32 build
-    starts at once and looks the cache up when the digest is known.
+    starts at once and looks the cache up when the digest is known. A skimmed file is parsed in full there too,
+    while the builds run: a file protobuf refuses fails the digest, and so the run, as invalid input.
     """
     if not path.is_file():
         from compiler.model import load_model
@@ -199,23 +200,31 @@ def _model_facts(path: Path, stat: list[Any] | None, cache: BuildCache) -> dict[
         # one GIL-free update over a mapping of the file, so the Python work that follows runs beside it
         model_file = pool.submit(hash_model_file_mapped, path)
         inputs, external_files = skim_inputs(path), ()
-        if inputs is None:
+        skimmed = inputs is not None
+        if not skimmed:
             # what the skim leaves to it (external data, anything unusual): the full safe load
-            from compiler.model import load_model
-
-            source = load_model(path, infer_shapes=False, check=False, digest=False)
-            inputs, external_files = source.input_dims(), source.external_files
-            del source  # as large as the file: not to be held through the builds
+            inputs, external_files = _parse(path)
         facts = {"inputs": inputs, "files": [str(f) for f in external_files]}
 
         def digest() -> str:
             sha = finish_model_digest(model_file.result(), external_files)
+            if skimmed:  # the skim reads only the way to the inputs: protobuf itself must accept the whole file
+                _parse(path)
             cache.memorize(memo, {**facts, "sha256": sha})
             return sha
 
         return {**facts, "sha256": pool.submit(digest)}
     finally:
         pool.shutdown(wait=False)  # queued work still runs
+
+
+def _parse(path: Path) -> tuple[dict[str, Any], tuple[Path, ...]]:
+    """The full safe load of a model (no checker, no shape inference): its input dims and external data files;
+    InvalidInput naming what is wrong with it."""
+    from compiler.model import load_model
+
+    source = load_model(path, infer_shapes=False, check=False, digest=False)
+    return source.input_dims(), source.external_files  # the parsed model, as large as the file, is not kept
 
 
 def _prepare(precision: Precision, model: Path, model_sha: str | Future[str], options: BuildOptions,

@@ -36,7 +36,7 @@ def execute_builds(planned: list[BuildJob], model: str | Path, out: str | Path, 
     with on_stop_signals(_cancel_on_stop(cancel, received, builders)):
         statuses = _run(planned, jobs, progress, cancel, builders)
     try:
-        digest = planned[0].model_sha256 if planned else ""
+        digest = planned[0].model_sha256 if planned else ""  # raises InvalidInput for a model protobuf refuses
     except OSError:  # the model vanished while it was hashed; its targets say so
         digest = ""
     report = BuildReport(model=str(model), model_sha256=digest, out=str(out), targets=statuses)

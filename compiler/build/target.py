@@ -18,6 +18,7 @@ from compiler.backends.isolated import BuiltPlan, Either
 from compiler.build.cache import ENGINE_FILES, BuildCache
 from compiler.build.plan import BuildJob
 from compiler.digest import finish_model_digest, hash_model_file
+from compiler.errors import CompileError
 from compiler.files import changed_since, link_or_copy, replace_dir, staging_folder, write_atomic
 from compiler.records import EngineRecord, Kernel, LayersRecord, Progress, Status, TargetStatus
 
@@ -79,7 +80,7 @@ def _produce(job: BuildJob, build: Build, staging: Path, progress: Progress | No
         try:
             if _cached_entry(cache, job.cache_key):
                 in_cache.set()
-        except OSError:
+        except (OSError, CompileError):
             pass  # a digest that failed fails the build where the digest is needed, with its error
 
     watcher = threading.Thread(target=watch, daemon=True)
