@@ -2,16 +2,27 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 import resource
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+from hypothesis.configuration import set_hypothesis_home_dir
+
+settings.register_profile("no-database", database=None)
+settings.load_profile("no-database")  # hypothesis would keep an example database in .hypothesis/ of the checkout
+_HYPOTHESIS_HOME = tempfile.mkdtemp(prefix="compile-tests-hypothesis-")
+set_hypothesis_home_dir(_HYPOTHESIS_HOME)  # and its caches, which it writes while the test modules import
+atexit.register(shutil.rmtree, _HYPOTHESIS_HOME, True)
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "compiler" / "examples"
