@@ -27,6 +27,7 @@ import compiler.files
 from compiler.backends import load_backend
 from compiler.backends.tensorrt import DatacenterTensorRTBackend
 from compiler.build import BuildOptions, build_engines, execute_builds, plan_builds, run_job
+from compiler.build.cache import ENGINE_FILES, BuildCache
 from compiler.errors import EnvironmentProblem, Interrupted, InvalidInput, stop_signals_held
 from tests.conftest import EXAMPLES, CliResult, assert_clean_error, files_of_at_most, run_cli
 from tests.onnx_files import save_model
@@ -1033,6 +1034,35 @@ def test_builder_warnings_reach_the_user_and_survive_the_cache(digits_model, tmp
         assert result.stderr.startswith("warning: rtx-4090/fp32: builder: Profile kMAX values are not self-consistent")
         record = json.loads((tmp_path / run / "rtx-4090" / "fp32" / "engine.json").read_text())
         assert record["builder_warnings"] == [target["warnings"][0].removeprefix("builder: ")]
+
+
+def test_an_entry_renamed_into_place_during_a_lookup_is_a_miss_not_evicted(tmp_path, monkeypatch):
+    """A run's lookup can race another's store: the entry may appear between the lookup's looks. It is whole
+    (entries are renamed into place), so it must not be taken for a damaged one and evicted (seen in CI: a build
+    whose digest watcher looked while the same run stored its engine left an empty cache)."""
+    cache = BuildCache(tmp_path / "cache")
+    key = "ab" * 32
+    entry, whole = cache.entry(key), tmp_path / "whole"
+    whole.mkdir()
+    for name in ENGINE_FILES:
+        (whole / name).write_text(name)
+    entry.parent.mkdir(parents=True)
+    looks = {"is_dir": Path.is_dir, "is_file": Path.is_file}
+
+    def arriving(method: str):
+        def look(self: Path) -> bool:
+            if (self == entry or self.parent == entry) and whole.exists():
+                whole.rename(entry)  # the other run's store lands right after this look
+                return False
+            return looks[method](self)
+        return look
+
+    monkeypatch.setattr(Path, "is_dir", arriving("is_dir"))
+    monkeypatch.setattr(Path, "is_file", arriving("is_file"))
+    assert cache.lookup(key) is None  # not there when looked: a miss
+    monkeypatch.undo()
+    assert sorted(p.name for p in entry.iterdir()) == sorted(ENGINE_FILES)
+    assert cache.lookup(key) == entry
 
 
 def test_a_cache_entry_removed_while_it_is_taken_is_a_miss(digits_model, digits_profiles, tmp_path, monkeypatch):

@@ -83,13 +83,15 @@ class BuildCache:
         return self.root / "engines" / key[:2] / key
 
     def lookup(self, key: str) -> Path | None:
-        """The entry for ``key`` when it has every file. Entries are renamed into place whole, so one that lacks a
-        file was damaged (a file deleted by hand or by a cleaner): it is evicted, for the next store to replace."""
+        """The entry for ``key`` when it has every file. Entries are renamed into place whole, so one that is there
+        but lacks a file was damaged (a file deleted by hand or by a cleaner): it is evicted, for the next store to
+        replace. Whether it is there is looked at first: one that lands between two looks is whole, not damaged."""
         entry = self.entry(key)
+        if not entry.is_dir():  # looked at first: an entry renamed into place between two looks is whole
+            return None
         if all((entry / name).is_file() for name in ENGINE_FILES):
             return entry
-        if entry.exists():
-            self.evict(key)
+        self.evict(key)
         return None
 
     def evict(self, key: str) -> None:
