@@ -111,10 +111,8 @@ def calibrate(
             "batch_size": batch_size, "seed": options.seed, "options": recorded, "versions": _versions(),
         }
         key = hash_json(record)
-        limits = options.gates
-        reuse = options.reuse
-        if reuse and (previous := _reusable(out, key)) is not None:  # same data bytes: already checked
-            return _with_gates(previous, limits, reused=True)
+        if options.reuse and (previous := _reusable(out, key)) is not None:  # same data bytes: already checked
+            return _with_gates(previous, options.gates, reused=True)
 
         def produce(folder: Path) -> CalibrationResult:
             """Calibrate into ``folder`` (``out``, or the staging folder that becomes it), ``calibration.json`` last.
@@ -171,13 +169,13 @@ def calibrate(
         if not staged:
             writable_folder(out, "--out")
             (out / CALIBRATION_RECORD).unlink(missing_ok=True)  # the folder is incomplete until we finish
-            return _with_gates(produce(out), limits, reused=False)
+            return _with_gates(produce(out), options.gates, reused=False)
         with staging_folder(out.parent, out.name) as staging:
             result = produce(staging)
-            if reuse and (previous := _reusable(out, key)) is not None:  # a concurrent run came first
-                return _with_gates(previous, limits, reused=True)
+            if options.reuse and (previous := _reusable(out, key)) is not None:  # a concurrent run came first
+                return _with_gates(previous, options.gates, reused=True)
             replace_dir(out, staging)
-            return _with_gates(result, limits, reused=False)
+            return _with_gates(result, options.gates, reused=False)
     finally:
         dataset.close()
 

@@ -39,7 +39,6 @@ from compiler.output import (
     status_text,
     table,
 )
-from compiler.profiles import format_dims
 
 FLAG = ""
 """The metavar of an on/off flag: nothing, where Typer would print ``<bool>`` as if it took a value."""
@@ -162,6 +161,8 @@ def inspect(
 
 def _render_inspect(report) -> None:
     from rich.markup import escape
+
+    from compiler.profiles import format_dims  # not at start-up: pydantic models and YAML every command would pay
 
     m = report.model
     opsets = ", ".join(f"{domain} {version}" for domain, version in m.opsets.items())

@@ -253,7 +253,7 @@ def inspect_model(
     profile_report = None
     problem: CompileError | None = None
     if profiles is not None:
-        errors = validate_profiles(profiles, {i.name: i.shape for i in summary.inputs})
+        errors = validate_profiles(profiles, model.input_dims())
         profile_report = ProfileReport(
             file=str(profiles_path), names=[p.name for p in profiles.profiles], valid=not errors, errors=errors
         )

@@ -136,17 +136,14 @@ def _build(job: BuildJob, build: Build, staging: Path, progress: Progress | None
            cache: BuildCache) -> TargetStatus:
     built = build(job, staging, progress, cancel)
     if built.status != Status.OK:
-        _clear(staging, keep="build.log")
-        return _status(job, built.status, started, errors=built.errors or ["build failed"])
+        return _unbuilt(job, staging, built.status, started, built.errors or ["build failed"])
     try:
         cache_key = job.cache_key  # waits for the model's digest if it is still being computed
         changed = _changed_input(job)
     except OSError as exc:
-        _clear(staging, keep="build.log")
-        return _status(job, Status.FAILED, started, errors=[f"could not read the model to hash it: {exc}"])
+        return _unbuilt(job, staging, Status.FAILED, started, [f"could not read the model to hash it: {exc}"])
     if changed:
-        _clear(staging, keep="build.log")
-        return _status(job, Status.FAILED, started, errors=[
+        return _unbuilt(job, staging, Status.FAILED, started, [
             f"{changed} changed while its engine was built, so the plan may not be of the model recorded; run "
             f"compile build again"])
     write_atomic(staging / "layers.json", layers_record(built.layers).model_dump_json(indent=2).encode())
@@ -176,6 +173,12 @@ def _build(job: BuildJob, build: Build, staging: Path, progress: Progress | None
         except OSError as exc:  # a full cache volume: the engine itself is whole, only the next run rebuilds it
             warnings.append(f"not kept in the build cache {cache.root}: {exc}")
     return _status(job, Status.OK, started, warnings=warnings)
+
+
+def _unbuilt(job: BuildJob, staging: Path, status: Status, started: float, errors: list[str]) -> TargetStatus:
+    """A build that yields no engine: only its build.log stays, so no plan of it looks like a result."""
+    _clear(staging, keep="build.log")
+    return _status(job, status, started, errors=errors)
 
 
 def layers_record(layers: list[Kernel]) -> LayersRecord:
