@@ -240,6 +240,95 @@ class CalibrationResult(CalibrationRecord):
         return CalibrationRecord.model_validate(self.model_dump(exclude={"report", "gates", "passed", "reused"}))
 
 
+# --- the artifact store ---------------------------------------------------------------------------------
+
+RELEASE_FORMAT = 1
+"""Of a release manifest (``releases/<name>/<version>/manifest.json``) and a channel (``channels/<name>/<channel>``)."""
+
+
+class BlobRef(BaseModel):
+    """A file in the store, by content: ``blobs/sha256/<sha256>``."""
+
+    sha256: str
+    size_bytes: int
+
+
+class ReleaseEngine(BaseModel):
+    """One plan of a release and what decides where it runs; a serving host resolves on these fields."""
+
+    sku: str
+    compute_capabilities: list[str]
+    precision: Precision
+    profiles: list[ShapeProfile]
+    backend: dict[str, str]
+    """``name`` (tensorrt-rtx, tensorrt) and ``version``: the runtime must match it unless the plan is version
+    compatible."""
+    builder_options: dict[str, Any]
+    """What the builder was told, including where recorded the options that bind a plan to hardware
+    (hardware compatibility level) and to a runtime version (version compatibility)."""
+    plan: BlobRef
+    layers: BlobRef | None
+    built_model_sha256: str
+    calibration_sha256: str | None
+    plan_header: dict[str, Any] | None
+
+
+class ReleaseCheck(BaseModel):
+    """What ``compile check`` said of the build, when it was run (check.json)."""
+
+    passed: bool
+    summary: dict[str, int]
+    """Checks by status (ok, failed, skipped)."""
+
+
+class ReleaseContent(BaseModel):
+    """Everything a release *is*; two publishes of one version agree when their contents are equal."""
+
+    name: str
+    version: str
+    model_sha256: str
+    model_name: str
+    engines: list[ReleaseEngine]
+    check: ReleaseCheck | None
+
+
+class Provenance(BaseModel):
+    """Who published and when: recorded, but not part of what the release is."""
+
+    by: str
+    at: str
+    host: str
+    tool_version: str
+
+
+class ReleaseManifest(BaseModel):
+    """releases/<name>/<version>/manifest.json: immutable once written."""
+
+    format_version: int = RELEASE_FORMAT
+    content: ReleaseContent
+    content_sha256: str
+    """sha256 of ``content`` as canonical JSON: what "the same release" means."""
+    published: Provenance
+    check_report: BlobRef | None = None
+    """check.json itself (its timings differ between runs of one check, so it is evidence, not content)."""
+
+
+class ChannelMove(BaseModel):
+    version: str
+    by: str
+    at: str
+
+
+class ChannelRecord(BaseModel):
+    """channels/<name>/<channel>: the version a channel points at, and every move it made, oldest first."""
+
+    format_version: int = RELEASE_FORMAT
+    name: str
+    channel: str
+    version: str
+    history: list[ChannelMove]
+
+
 # --- reading --------------------------------------------------------------------------------------------
 
 Record = TypeVar("Record", bound=BaseModel)

@@ -1,0 +1,38 @@
+"""Store backends behind one interface (:mod:`compiler.stores.base`), opened from a URI.
+
+Each backend is imported only when its URI is used, so a machine without boto3 (or the OCI client) can still use
+the others.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from compiler.errors import InvalidInput
+from compiler.stores.base import Ref, Store
+
+__all__ = ["DEFAULT_STORE", "Ref", "Store", "open_store"]
+
+DEFAULT_STORE = "./artifacts"
+SCHEMES = ("file://", "s3://", "oci://", "oci+http://")
+
+
+def open_store(uri: str, *, create: bool = False) -> Store:
+    """The store at ``uri``: a folder path or ``file://`` URI, ``s3://bucket/prefix``, ``oci://host[:port]/repo``
+    (HTTPS) or ``oci+http://host:port/repo``. ``create`` makes a missing local folder (for publishing)."""
+    if not isinstance(uri, str) or not uri.strip() or "\0" in uri:
+        raise InvalidInput("--store: give a folder, file://PATH, s3://BUCKET/PREFIX or oci://HOST/REPOSITORY")
+    if uri.startswith("s3://"):
+        from compiler.stores.s3 import S3Store
+
+        return S3Store(uri)
+    if uri.startswith(("oci://", "oci+http://")):
+        from compiler.stores.oci import OciStore
+
+        return OciStore(uri)
+    if "://" in uri and not uri.startswith("file://"):
+        raise InvalidInput(f"store {uri}: unknown scheme; use a folder, file://, s3:// or oci:// (oci+http:// "
+                           "for a plain-HTTP registry)")
+    from compiler.stores.local import LocalStore
+
+    return LocalStore(Path(uri.removeprefix("file://")), create=create)

@@ -1,0 +1,198 @@
+"""The store interface every backend implements, and the rules every backend shares.
+
+A store holds content-addressed blobs, one immutable manifest per release version and movable channels. The
+release logic (publish, resolve, pull, promote) lives above this interface and is written once; a backend only
+moves bytes and keeps three promises: a blob is never visible half-written, a manifest is created at most once,
+and a channel moves only from the state its mover read (compare and swap).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from compiler.errors import CheckFailed, InvalidInput
+
+NAME = re.compile(r"[a-z0-9](?:[a-z0-9._-]{0,62}[a-z0-9])?")
+"""Release names: lower case (OCI repository names must be), no slash, no leading dot."""
+VERSION = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,62}[A-Za-z0-9])?")
+"""Versions: what an OCI tag allows, less the leading underscore and dot."""
+CHANNEL = re.compile(r"[a-z](?:[a-z0-9_-]{0,30}[a-z0-9])?")
+"""Channels start with a letter, so ``NAME@1.2`` can never mean a channel."""
+SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def _checked(pattern: re.Pattern[str], value: str, role: str, rule: str) -> str:
+    if not isinstance(value, str) or not pattern.fullmatch(value) or ".." in value:
+        raise InvalidInput(f"{role} {value!r}: use {rule}")
+    return value
+
+
+def check_name(name: str) -> str:
+    return _checked(NAME, name, "release name", "1 to 64 of a-z 0-9 . _ - (starting and ending with a letter or "
+                                                "digit, no '..')")
+
+
+def check_version(version: str) -> str:
+    return _checked(VERSION, version, "version", "1 to 64 of A-Z a-z 0-9 . _ - (starting and ending with a letter "
+                                                 "or digit, no '..')")
+
+
+def check_channel(channel: str) -> str:
+    return _checked(CHANNEL, channel, "channel", "1 to 32 of a-z 0-9 _ - starting with a letter")
+
+
+def check_sha256(digest: str) -> str:
+    return _checked(SHA256, digest, "digest", "64 lower-case hex digits (a sha256)")
+
+
+@dataclass(frozen=True)
+class Ref:
+    """``NAME@VERSION``, ``NAME@CHANNEL`` or, where a command allows it, ``NAME``. Every channel name is also a
+    valid version, so a tag is looked up as a version first, then as a channel."""
+
+    name: str
+    tag: str | None = None
+
+    @classmethod
+    def parse(cls, text: str, *, tag_required: bool = True) -> Ref:
+        name, at, tag = text.partition("@")
+        check_name(name)
+        if not at:
+            if tag_required:
+                raise InvalidInput(f"{text!r}: give NAME@VERSION or NAME@CHANNEL (e.g. digits@1.0.0, digits@stable)")
+            return cls(name)
+        check_version(tag)
+        return cls(name, tag)
+
+    @property
+    def may_be_channel(self) -> bool:
+        return self.tag is not None and CHANNEL.fullmatch(self.tag) is not None
+
+    def __str__(self) -> str:
+        return f"{self.name}@{self.tag}" if self.tag else self.name
+
+
+class Sink(Protocol):
+    def write(self, data: bytes) -> object: ...
+
+
+Token = str
+"""What a channel's reader saw (an ETag, a content digest): the write that moves it must name it."""
+
+
+class Store(ABC):
+    """A place releases are published to and pulled from. ``name`` arguments are release names: a backend that
+    scopes blobs by repository (OCI) keeps each release's blobs under its name; the others share one pool."""
+
+    uri: str
+    """Where the store is, as the user may see it (never with credentials)."""
+
+    @abstractmethod
+    def blob_size(self, name: str, sha256: str) -> int | None:
+        """The stored blob's size, or None when the store lacks it."""
+
+    @abstractmethod
+    def put_blob(self, name: str, sha256: str, source: VerifyingReader) -> None:
+        """Store the bytes ``source`` reads under their digest, visible only once whole. ``source`` raises
+        :class:`CheckFailed` when the bytes do not hash to ``sha256``; the blob must then not appear."""
+
+    @abstractmethod
+    def get_blob(self, name: str, sha256: str, sink: Sink) -> bool:
+        """Write the blob's bytes to ``sink`` in order; False when there is no such blob."""
+
+    @abstractmethod
+    def create_manifest(self, name: str, version: str, data: bytes) -> bytes | None:
+        """Write a version's manifest if it does not exist: None when this call created it, else the bytes of
+        the manifest that was there (or that won a race)."""
+
+    @abstractmethod
+    def read_manifest(self, name: str, version: str) -> bytes | None: ...
+
+    @abstractmethod
+    def names(self) -> list[str]:
+        """Release names, sorted."""
+
+    @abstractmethod
+    def versions(self, name: str) -> list[str]:
+        """The versions of ``name`` that have a manifest, sorted."""
+
+    @abstractmethod
+    def channels(self, name: str) -> list[str]: ...
+
+    @abstractmethod
+    def read_channel(self, name: str, channel: str) -> tuple[bytes, Token] | None: ...
+
+    @abstractmethod
+    def write_channel(self, name: str, channel: str, data: bytes, expected: Token | None) -> bool:
+        """Move a channel if it is still what was read (``expected``; None: if it does not exist yet). False
+        when someone moved it meanwhile: read again and retry."""
+
+
+class VerifyingReader:
+    """A file read once, hashed as it goes: the read that reaches the expected size raises :class:`CheckFailed`
+    unless the bytes hash to the expected digest, so a backend that stops on the error (a multipart upload
+    aborts, a temporary file is removed) never stores bytes under a digest they do not have."""
+
+    def __init__(self, path: Path, sha256: str, size: int) -> None:
+        self.path, self.sha256, self.size = path, sha256, size
+        self._handle = open(path, "rb")  # noqa: SIM115 - closed by close(), as the uploads that read it expect
+        self._hash = hashlib.sha256()
+        self.read_bytes = 0
+
+    def read(self, amount: int = -1) -> bytes:
+        data = self._handle.read(amount if amount is not None and amount >= 0 else self.size - self.read_bytes + 1)
+        self.read_bytes += len(data)
+        self._hash.update(data)
+        if self.read_bytes > self.size or (not data and self.read_bytes < self.size):
+            raise self._changed(f"it is {'longer' if self.read_bytes > self.size else 'shorter'} than recorded "
+                                f"({self.size} bytes)")
+        if self.read_bytes == self.size and data and self._hash.hexdigest() != self.sha256:
+            raise self._changed(f"its bytes hash to {self._hash.hexdigest()}")
+        return data
+
+    def _changed(self, what: str) -> CheckFailed:
+        return CheckFailed(f"{self.path}: {what}, not to the sha256 {self.sha256} its engine.json records: the "
+                           "file changed after the build; build again")
+
+    def close(self) -> None:
+        self._handle.close()
+
+    def __enter__(self) -> VerifyingReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class HashingSink:
+    """Bytes written to a file and hashed on the way, so a pulled blob is verified without reading it twice."""
+
+    def __init__(self, handle) -> None:
+        self._handle = handle
+        self._hash = hashlib.sha256()
+        self.size = 0
+
+    def write(self, data: bytes) -> int:
+        self._hash.update(data)
+        self.size += len(data)
+        return self._handle.write(data)
+
+    def hexdigest(self) -> str:
+        return self._hash.hexdigest()
+
+
+def blob_key(sha256: str) -> str:
+    return f"blobs/sha256/{check_sha256(sha256)}"
+
+
+def manifest_key(name: str, version: str) -> str:
+    return f"releases/{check_name(name)}/{check_version(version)}/manifest.json"
+
+
+def channel_key(name: str, channel: str) -> str:
+    return f"channels/{check_name(name)}/{check_channel(channel)}"

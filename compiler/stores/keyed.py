@@ -1,0 +1,90 @@
+"""The layout the local folder and S3 share, written once over a few key-value primitives.
+
+    blobs/sha256/<digest>                       content-addressed plans and records
+    releases/<name>/<version>/manifest.json     one immutable manifest per release version
+    channels/<name>/<channel>                   the version a channel points at, and its history
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+
+from compiler.stores.base import (
+    CHANNEL,
+    NAME,
+    VERSION,
+    Sink,
+    Store,
+    Token,
+    VerifyingReader,
+    blob_key,
+    channel_key,
+    check_channel,
+    check_name,
+    manifest_key,
+)
+
+
+class KeyedStore(Store):
+    """A store over keys: a backend says how to size, put, stream, create, swap and list one key."""
+
+    @abstractmethod
+    def _size(self, key: str) -> int | None: ...
+
+    @abstractmethod
+    def _put(self, key: str, source: VerifyingReader) -> None:
+        """Write ``key`` from ``source``, visible only once whole (content-addressed: an overwrite is harmless)."""
+
+    @abstractmethod
+    def _stream(self, key: str, sink: Sink) -> bool: ...
+
+    @abstractmethod
+    def _read(self, key: str) -> tuple[bytes, Token] | None: ...
+
+    @abstractmethod
+    def _create(self, key: str, data: bytes) -> bool:
+        """Write ``key`` only if absent (True); False when it exists."""
+
+    @abstractmethod
+    def _swap(self, key: str, data: bytes, expected: Token | None) -> bool: ...
+
+    @abstractmethod
+    def _children(self, prefix: str) -> list[str]:
+        """The names one level below ``prefix`` (which ends with ``/``)."""
+
+    def blob_size(self, name: str, sha256: str) -> int | None:
+        return self._size(blob_key(sha256))
+
+    def put_blob(self, name: str, sha256: str, source: VerifyingReader) -> None:
+        self._put(blob_key(sha256), source)
+
+    def get_blob(self, name: str, sha256: str, sink: Sink) -> bool:
+        return self._stream(blob_key(sha256), sink)
+
+    def create_manifest(self, name: str, version: str, data: bytes) -> bytes | None:
+        key = manifest_key(name, version)
+        while not self._create(key, data):
+            found = self._read(key)
+            if found is not None:  # else removed between the two looks (by hand): try again
+                return found[0]
+        return None
+
+    def read_manifest(self, name: str, version: str) -> bytes | None:
+        found = self._read(manifest_key(name, version))
+        return None if found is None else found[0]
+
+    def names(self) -> list[str]:
+        return sorted(n for n in self._children("releases/") if NAME.fullmatch(n) and ".." not in n)
+
+    def versions(self, name: str) -> list[str]:
+        return sorted(v for v in self._children(f"releases/{check_name(name)}/") if VERSION.fullmatch(v)
+                      and ".." not in v)
+
+    def channels(self, name: str) -> list[str]:
+        return sorted(c for c in self._children(f"channels/{check_name(name)}/") if CHANNEL.fullmatch(c))
+
+    def read_channel(self, name: str, channel: str) -> tuple[bytes, Token] | None:
+        return self._read(channel_key(name, check_channel(channel)))
+
+    def write_channel(self, name: str, channel: str, data: bytes, expected: Token | None) -> bool:
+        return self._swap(channel_key(name, channel), data, expected)

@@ -1,0 +1,132 @@
+"""A store in a local folder (the default, ``./artifacts``): the shared layout on the filesystem.
+
+Blobs are written to a temporary sibling and renamed into place; a manifest is a temporary file hard-linked to its
+name, which fails when the name exists (an exclusive create that is never half-written); a channel moves under an
+``flock`` only if it still has the content its mover read.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import hashlib
+import os
+from pathlib import Path
+
+from compiler.errors import EnvironmentProblem, InvalidInput
+from compiler.records import MAX_RECORD_BYTES
+from compiler.stores.base import Sink, Token, VerifyingReader
+from compiler.stores.keyed import KeyedStore
+
+CHUNK = 1 << 20
+
+
+class LocalStore(KeyedStore):
+    def __init__(self, root: Path, *, create: bool = False) -> None:
+        self.root = root
+        self.uri = str(root)
+        if create:
+            try:
+                root.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise EnvironmentProblem(f"store {root}: cannot create it ({exc.strerror or exc})") from None
+        if not root.is_dir():
+            what = "is not a folder" if root.exists() else "does not exist (nothing was published there)"
+            raise EnvironmentProblem(f"store {root} {what}; give --store the folder you publish to")
+
+    def _path(self, key: str) -> Path:
+        """A key's file, refused if a link in the store (``releases/x`` pointing elsewhere) leads out of it."""
+        path = self.root.joinpath(*key.split("/"))  # keys are built from checked names only
+        if not path.resolve().is_relative_to(self.root.resolve()):
+            raise InvalidInput(f"store {self.root}: {key} leads out of the store through a symbolic link; "
+                               "a store holds plain files and folders only")
+        return path
+
+    def _temporary(self, path: Path) -> Path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.partial")
+
+    def _size(self, key: str) -> int | None:
+        path = self._path(key)
+        try:
+            return path.stat().st_size if path.is_file() and not path.is_symlink() else None
+        except OSError:
+            return None
+
+    def _put(self, key: str, source: VerifyingReader) -> None:
+        path = self._path(key)
+        temporary = self._temporary(path)
+        try:
+            with open(temporary, "xb") as handle:
+                while data := source.read(CHUNK):
+                    handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            temporary.chmod(0o444)  # a blob is its digest: nobody edits it in place
+            os.replace(temporary, path)
+        finally:
+            temporary.unlink(missing_ok=True)
+
+    def _stream(self, key: str, sink: Sink) -> bool:
+        try:
+            handle = os.fdopen(os.open(self._path(key), os.O_RDONLY | os.O_NOFOLLOW), "rb")
+        except FileNotFoundError:
+            return False
+        except OSError as exc:
+            raise EnvironmentProblem(f"store {self.root}: cannot read {key} ({exc.strerror or exc})") from None
+        with handle:
+            while data := handle.read(CHUNK):
+                sink.write(data)
+        return True
+
+    def _read(self, key: str) -> tuple[bytes, Token] | None:
+        path = self._path(key)
+        try:
+            with os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as handle:
+                data = handle.read(MAX_RECORD_BYTES + 1)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except OSError as exc:
+            raise EnvironmentProblem(f"store {self.root}: cannot read {key} ({exc.strerror or exc})") from None
+        return data, hashlib.sha256(data).hexdigest()
+
+    def _create(self, key: str, data: bytes) -> bool:
+        path = self._path(key)
+        temporary = self._temporary(path)
+        try:
+            with open(temporary, "xb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            temporary.chmod(0o444)
+            os.link(temporary, path)  # fails if the name exists: an exclusive create of a whole file
+            return True
+        except FileExistsError:
+            return False
+        finally:
+            temporary.unlink(missing_ok=True)
+
+    def _swap(self, key: str, data: bytes, expected: Token | None) -> bool:
+        path = self._path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path.with_name(f".{path.name}.lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, also if this process dies
+            current = self._read(key)
+            if (current[1] if current else None) != expected:
+                return False
+            temporary = self._temporary(path)
+            try:
+                temporary.write_bytes(data)
+                os.replace(temporary, path)
+            finally:
+                temporary.unlink(missing_ok=True)
+        return True
+
+    def _children(self, prefix: str) -> list[str]:
+        try:
+            return [entry.name for entry in os.scandir(self._path(prefix.rstrip("/")))
+                    if entry.is_dir(follow_symlinks=False) or entry.is_file(follow_symlinks=False)]
+        except OSError as exc:
+            if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+                return []
+            raise EnvironmentProblem(f"store {self.root}: cannot list {prefix} ({exc.strerror or exc})") from None
