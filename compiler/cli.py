@@ -34,11 +34,12 @@ from compiler.output import (
     emit_json,
     gate_figure,
     human_size,
+    phase_progress,
     printable,
-    sample_progress,
     status_text,
     table,
 )
+from compiler.stores import DEFAULT_STORE  # the interface only: each backend is imported when its URI is used
 
 FLAG = ""
 """The metavar of an on/off flag: nothing, where Typer would print ``<bool>`` as if it took a value."""
@@ -76,12 +77,19 @@ app = typer.Typer(
 )
 _state = {"debug": False}
 
-INPUTS, TARGETS, CALIBRATION, GATES, CACHE, OUTPUT = "Inputs", "Targets", "Calibration", "Gates", "Cache", "Output"
+INPUTS, TARGETS, CALIBRATION, GATES, CACHE, STORE, OUTPUT = ("Inputs", "Targets", "Calibration", "Gates", "Cache",
+                                                             "Store", "Output")
 """Help panels, in the order a command's options are read."""
 
 JsonOption = Annotated[bool, typer.Option("--json", metavar=FLAG, rich_help_panel=OUTPUT,
                                           help="Print one JSON document on stdout and nothing else.")]
 ModelArgument = Annotated[Path, typer.Argument(metavar="MODEL", help="The ONNX model (FP32).", show_default=False)]
+StoreOption = Annotated[str, typer.Option(metavar="URI", envvar="COMPILE_STORE", rich_help_panel=STORE,
+                                          help="A folder, s3://BUCKET/PREFIX or oci://HOST/REPOSITORY "
+                                               "(oci+http:// for a plain-HTTP registry); default $COMPILE_STORE "
+                                               "or ./artifacts.")]
+ReleaseArgument = Annotated[str, typer.Argument(metavar="NAME@VERSION|NAME@CHANNEL", show_default=False,
+                                                help="The release, by version or by channel.")]
 
 
 def _print_version(value: bool) -> None:
@@ -249,7 +257,7 @@ def build(
     options = BuildOptions(calibration=calibration, data=data, method=method, cache_dir=cache_dir,
                            use_cache=not no_cache, backend=backend, workspace_mb=workspace_mb,
                            optimization_level=optimization_level, jobs=jobs)
-    with nullcontext() if json else sample_progress() as progress:  # shows only if --data calibrates
+    with nullcontext() if json else phase_progress() as progress:  # shows only if --data calibrates
         planned = plan_builds(model, profiles, sku, precision, out, options, calibration_progress=progress)
     if json:
         report = execute_builds(planned, model, out, options.jobs)
@@ -323,7 +331,7 @@ def calibrate(
                                  holdout=holdout, seed=seed, percentile=percentile, num_bins=num_bins,
                                  chunk_mb=chunk_mb, min_cosine=min_cosine, min_top1=min_top1,
                                  max_abs_error=max_abs_error, reuse=not no_reuse)
-    with sample_progress() as update:
+    with phase_progress() as update:
         result = run_calibration(model, data, out, options, progress=update)
     if json:
         emit_json(result)
@@ -348,6 +356,127 @@ def calibrate(
         raise CheckFailed(f"{len(failed)} gate(s) failed; {first.name} on output '{first.output}': "
                           f"{gate_figure(first.name, first.value)} vs threshold "
                           f"{gate_figure(first.name, first.threshold)} (report: {Path(result.out) / 'report.json'})")
+
+
+@app.command(cls=_Command, epilog=_example(
+    "compile publish engines --name digits --version 1.0.0",
+    "compile publish engines --store s3://models/team --name digits --version 1.0.0 --json"))
+def publish(
+    build_dir: Annotated[Path, typer.Argument(metavar="BUILD_DIR", show_default=False,
+                                              help="The folder compile build --out wrote.")],
+    *,
+    name: Annotated[str, typer.Option(metavar="NAME", rich_help_panel=INPUTS, show_default=False,
+                                      help="Release name (a-z 0-9 . _ -).")],
+    version: Annotated[str, typer.Option(metavar="VERSION", rich_help_panel=INPUTS, show_default=False,
+                                         help="Release version (A-Z a-z 0-9 . _ -); published once, never changed.")],
+    allow_failed: Annotated[bool, typer.Option("--allow-failed", metavar=FLAG, rich_help_panel=INPUTS,
+                                               help="Publish the targets that built even if others or the check "
+                                                    "failed.")] = False,
+    store: StoreOption = DEFAULT_STORE,
+    json: JsonOption = False,
+) -> None:
+    """Publish a build folder as an immutable, content-addressed release."""
+    from compiler.publish import publish as publish_release
+
+    with nullcontext() if json else phase_progress("blobs") as progress:
+        result = publish_release(build_dir, store, name, version, allow_failed=allow_failed, progress=progress)
+    if json:
+        return emit_json(result)
+    what = ("published" if result.status == "published" else "already published with this content; nothing sent")
+    console.print(f"{result.name}@{result.version} {what}: {result.engines} engines in {printable(result.store)}; "
+                  f"{result.uploaded_blobs} blobs sent ({human_size(result.uploaded_bytes)}), "
+                  f"{result.present_blobs} already there, {result.seconds:.2f} s")
+    for skipped in result.skipped_targets:
+        sys.stderr.write(f"warning: left out {printable(skipped)} (--allow-failed)\n")
+
+
+@app.command(cls=_Command, epilog=_example(
+    "compile pull digits@1.0.0 --sku rtx-4090 --out digits.plan",
+    "compile pull digits@stable --store s3://models/team --sku auto --precision fp16 --out /models/digits.plan"))
+def pull(
+    release: ReleaseArgument,
+    *,
+    sku: Annotated[str, typer.Option(metavar="SKU", rich_help_panel=TARGETS, show_default=False,
+                                     help="GPU SKU from profiles/skus.yaml, or auto for this machine's GPU.")],
+    precision: Annotated[str | None, typer.Option(metavar="P", rich_help_panel=TARGETS,
+                                                  help="fp32, fp16, int8 or fp8 (when it has several).")] = None,
+    tensorrt_version: Annotated[str | None, typer.Option(metavar="VERSION", rich_help_panel=TARGETS,
+                                                         help="The runtime's TensorRT version (e.g. 10.8).")] = None,
+    store: StoreOption = DEFAULT_STORE,
+    no_cache: Annotated[bool, typer.Option("--no-cache", metavar=FLAG, rich_help_panel=CACHE,
+                                           help="Download even if the pull cache has the plan.")] = False,
+    out: Annotated[Path, typer.Option(metavar="FILE", rich_help_panel=OUTPUT, show_default=False,
+                                      help="Where the plan goes (engine.json is written beside it).")],
+    json: JsonOption = False,
+) -> None:
+    """The one verified plan of a release for a GPU SKU."""
+    from compiler.releases import pull as pull_engine
+
+    result = pull_engine(store, release, out=out, sku=sku, precision=precision, tensorrt_version=tensorrt_version,
+                         use_cache=not no_cache)
+    if json:
+        return emit_json(result)
+    console.print(f"{printable(result.out)}: {result.sku} {result.precision} "
+                  f"({', '.join(result.compute_capabilities)}) of {result.release} (version {result.version}), "
+                  f"{human_size(result.size_bytes)}, sha256 {result.sha256[:12]} verified"
+                  + (", from the pull cache" if result.from_cache else ""))
+
+
+@app.command(name="ls", cls=_Command, epilog=_example("compile ls", "compile ls digits --store s3://models/team",
+                                                      "compile ls digits@1.0.0 --json"))
+def list_releases(
+    release: Annotated[str | None, typer.Argument(metavar="[NAME[@VERSION]]", show_default=False,
+                                                  help="A release, or one version of it.")] = None,
+    store: StoreOption = DEFAULT_STORE,
+    json: JsonOption = False,
+) -> None:
+    """Releases, their versions and channels, and the engines of one version."""
+    from compiler.releases import list_store
+
+    listing = list_store(store, release)
+    if json:
+        return emit_json(listing)
+    if listing.manifest is not None:
+        content = listing.manifest.content
+        console.print(f"{content.name}@{content.version} of {content.model_name} (sha256 "
+                      f"{content.model_sha256[:12]}), published {listing.manifest.published.at} by "
+                      f"{printable(listing.manifest.published.by)}")
+        console.print(table("Engines", ["sku", "compute capability", "precision", "backend", "size", "sha256"], [
+            [e.sku, ", ".join(e.compute_capabilities), e.precision, f"{e.backend.get('name')} "
+             f"{e.backend.get('version')}", human_size(e.plan.size_bytes), e.plan.sha256[:12]]
+            for e in content.engines]))
+    elif listing.name is not None:
+        console.print(table(f"{listing.name} in {printable(listing.store)}",
+                            ["version", "engines", "size", "check", "published", "channels"], [
+            [v.version, v.engines, human_size(v.size_bytes), v.check, v.published_at,
+             ", ".join(c for c, at in listing.channels.items() if at == v.version)] for v in listing.versions]))
+    else:
+        console.print(table(f"Releases in {printable(listing.store)}", ["name", "versions", "latest", "channels"], [
+            [r.name, len(r.versions), r.versions[-1] if r.versions else "-",
+             ", ".join(f"{c}={v}" for c, v in r.channels.items())] for r in listing.releases]
+            or [["-", 0, "-", "none published"]]))
+
+
+@app.command(cls=_Command, epilog=_example("compile promote digits@1.0.0 --channel stable",
+                                           "compile promote digits@1.1.0 --channel canary --store s3://models/team"))
+def promote(
+    release: Annotated[str, typer.Argument(metavar="NAME@VERSION", show_default=False,
+                                           help="The published version the channel should point at.")],
+    *,
+    channel: Annotated[str, typer.Option(metavar="CHANNEL", rich_help_panel=INPUTS, show_default=False,
+                                         help="The channel to move (a-z 0-9 _ -, starting with a letter).")],
+    store: StoreOption = DEFAULT_STORE,
+    json: JsonOption = False,
+) -> None:
+    """Point a channel at a published version (the one mutable operation, as a compare-and-swap)."""
+    from compiler.releases import promote as promote_release
+
+    result = promote_release(store, release, channel)
+    if json:
+        return emit_json(result)
+    moved = f"{result.previous} -> {result.version}" if result.previous else f"new, at {result.version}"
+    console.print(f"{result.name}@{result.channel}: " + (moved if result.status == "moved"
+                                                          else f"already at {result.version}"))
 
 
 INTERRUPTED = 130

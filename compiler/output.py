@@ -149,14 +149,15 @@ def build_progress(jobs) -> Iterator:
 
 
 @contextmanager
-def sample_progress() -> Iterator:
-    """One progress row per phase (calibrate, held-out), added when the phase first reports (phase, done, total).
+def phase_progress(unit: str = "samples") -> Iterator:
+    """One progress row per phase (calibrate, held-out; upload), added when the phase first reports (phase, done,
+    total), counting ``unit``.
 
     The display starts with the first report: a run that fails before (or reuses earlier work) prints nothing.
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    columns = (TextColumn("{task.description:<10}"), BarColumn(), MofNCompleteColumn(), TextColumn("samples"),
+    columns = (TextColumn("{task.description:<10}"), BarColumn(), MofNCompleteColumn(), TextColumn(unit),
                TimeElapsedColumn())
     console = err_console.get()
     bars = Progress(*columns, console=console, transient=True, disable=not console.is_terminal)

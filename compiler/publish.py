@@ -113,14 +113,14 @@ def _upload_missing(store: Store, name: str, blobs: list[_Blob], progress: Progr
     unique = list({blob.ref.sha256: blob for blob in blobs}.values())
     for done, blob in enumerate(unique):
         if progress:
-            progress(f"blob {blob.ref.sha256[:12]}", done, len(unique))
+            progress("upload", done, len(unique))
         if store.blob_size(name, blob.ref.sha256) == blob.ref.size_bytes:
             continue
         with VerifyingReader(blob.path, blob.ref.sha256, blob.ref.size_bytes) as source:
             store.put_blob(name, blob.ref.sha256, source)
         uploaded.append(blob)
     if progress:
-        progress("manifest", len(unique), len(unique))
+        progress("upload", len(unique), len(unique))
     return uploaded, len(unique) - len(uploaded)
 
 

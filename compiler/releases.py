@@ -82,8 +82,8 @@ class Resolved(BaseModel):
 
 def resolve(store: str | Store, ref: str | Ref) -> Resolved:
     """``NAME@VERSION`` or ``NAME@CHANNEL`` to its manifest (a tag is tried as a version, then as a channel)."""
-    store = _store(store)
     ref = ref if isinstance(ref, Ref) else Ref.parse(ref)
+    store = _store(store)
     data = store.read_manifest(ref.name, ref.tag)
     channel = None
     if data is None and ref.may_be_channel:
@@ -185,6 +185,7 @@ def pull(store: str | Store, ref: str | Ref, *, out: Path, sku: str | None = Non
     """The one verified plan of ``ref`` for ``sku`` (a catalog name or ``auto``), written to ``out`` with
     engine.json beside it. Nothing is written to ``out`` unless the bytes hash to the manifest's digest."""
     started = time.monotonic()
+    ref = ref if isinstance(ref, Ref) else Ref.parse(ref)  # names first: nothing is asked of a store for a bad one
     out = Path(out)
     _check_out(out)
     compute_capability = None
@@ -305,9 +306,9 @@ class PromoteResult(BaseModel):
 def promote(store: str | Store, ref: str | Ref, channel: str) -> PromoteResult:
     """Point ``channel`` at ``ref``'s version (which must be published), as a compare-and-swap retried against
     concurrent promotions, so none is lost and every move stays in the channel's history."""
-    store = _store(store)
     ref = ref if isinstance(ref, Ref) else Ref.parse(ref)
     check_channel(channel)
+    store = _store(store)
     version = resolve(store, Ref(ref.name, ref.tag)).version
     deadline = time.monotonic() + PROMOTE_SECONDS
     attempts = 0
@@ -360,12 +361,13 @@ class Listing(BaseModel):
 
 def list_store(store: str | Store, ref: str | Ref | None = None) -> Listing:
     """Everything (names, versions, channels), one release's versions, or one version's manifest."""
+    if ref is not None and not isinstance(ref, Ref):
+        ref = Ref.parse(ref, tag_required=False)
     store = _store(store)
     if ref is None:
         return Listing(store=store.uri, releases=[
             ReleaseSummary(name=name, versions=store.versions(name), channels=_channels(store, name))
             for name in store.names()])
-    ref = ref if isinstance(ref, Ref) else Ref.parse(ref, tag_required=False)
     if ref.tag is not None:
         resolved = resolve(store, ref)
         return Listing(store=store.uri, name=ref.name, manifest=resolved.manifest)

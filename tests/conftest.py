@@ -93,3 +93,12 @@ def digits_data() -> Path:
 @pytest.fixture(scope="session")
 def digits_profiles() -> Path:
     return REPO / "profiles" / "digits.yaml"
+
+
+@pytest.fixture(scope="session")
+def s3():
+    """One SeaweedFS server for the session (each test takes a bucket or prefix of its own)."""
+    from tests.s3server import s3_server
+
+    with s3_server() as server:
+        yield server
