@@ -7,6 +7,7 @@ Each registry keeps its blobs in a temporary folder and speaks plain HTTP on 127
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -15,6 +16,7 @@ import subprocess
 import tempfile
 import time
 import urllib.request
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,8 +33,19 @@ class Registry:
     root: Path
     process: subprocess.Popen
 
-    def uri(self, repository: str = "models") -> str:
-        return f"oci+http://{self.host}/{repository}"
+    def uri(self, repository: str | None = None) -> str:
+        """A store URI; a repository of its own unless named, so tests sharing the registry do not meet."""
+        return f"oci+http://{self.host}/{repository or 't' + uuid.uuid4().hex[:12]}"
+
+    def blob_file(self, sha256: str) -> Path:
+        """Where Distribution's filesystem driver keeps a blob's bytes (shared by every repository)."""
+        return self.root / "data" / "docker" / "registry" / "v2" / "blobs" / "sha256" / sha256[:2] / sha256 / "data"
+
+    def uploads(self, uri: str, name: str) -> list[Path]:
+        """The unfinished uploads of release ``name`` in store ``uri``."""
+        repository = uri.split("/", 3)[3]
+        folder = self.root / "data" / "docker" / "registry" / "v2" / "repositories" / repository / name / "_uploads"
+        return sorted(folder.glob("*/data"))
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -84,9 +97,9 @@ http: {{addr: "127.0.0.1:{port}"}}
     raise RuntimeError(f"{BINARY} did not answer GET /v2/ within {READY_SECONDS} s")
 
 
-@pytest.fixture(scope="module")
-def registry() -> Iterator[Registry]:
-    """One registry per test module, removed with its data afterwards."""
+@contextlib.contextmanager
+def registry_server() -> Iterator[Registry]:
+    """A registry for the block, removed with its data afterwards."""
     root = Path(tempfile.mkdtemp(prefix="compile-registry-"))
     started = start_registry(root)
     try:

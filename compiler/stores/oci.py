@@ -63,6 +63,9 @@ ANNOTATION = "vnd.trt-compile."
 FILEPATH = "org.cncf.model.filepath"
 """ModelPack's annotation for where a layer's file goes when the artifact is unpacked."""
 TITLE = "org.opencontainers.image.title"
+PREVIOUS = ANNOTATION + "previous"
+"""On a channel's manifest: the digest of the state it replaced, so a mover can tell whether a later state was
+built on its own."""
 CHANNEL_TAG = "_channel."
 """Channel tags start with ``_``, which no version may: the two can never collide."""
 MAX_MANIFEST_BYTES = 4 << 20
@@ -117,8 +120,10 @@ class OciStore(Store):
         scheme, self.host, self.repository = parse_oci_uri(uri)
         self.base = f"{scheme}://{self.host}"
         self.session = requests.Session()
-        retry = Retry(total=4, connect=3, read=2, status=3, backoff_factor=0.3, allowed_methods={"GET", "HEAD"},
-                      status_forcelist=(429, 502, 503, 504), raise_on_status=False)
+        # reads only (a streamed upload cannot be sent twice); 500 too: Distribution's filesystem driver answers
+        # it to a read of a tag whose link file a concurrent push is rewriting ("invalid checksum digest format")
+        retry = Retry(total=5, connect=3, read=2, status=4, backoff_factor=0.1, allowed_methods={"GET", "HEAD"},
+                      status_forcelist=(429, 500, 502, 503, 504), raise_on_status=False)
         self.session.mount(self.base, HTTPAdapter(max_retries=retry, pool_maxsize=8))
         self._auth = _Authorizer(self)
 
@@ -375,14 +380,26 @@ class OciStore(Store):
         if self._tag_digest(repo, tag) != expected:
             return False
         try:
-            ours = self._push(repo, tag, data, CHANNEL_CONFIG, CHANNEL_ARTIFACT, [], {})
+            ours = self._push(repo, tag, data, CHANNEL_CONFIG, CHANNEL_ARTIFACT, [], {PREVIOUS: expected or ""})
         except _Refused as exc:
             if exc.taken:
                 raise EnvironmentProblem(f"{exc}; a channel is a tag that moves: exempt _channel.* tags from the "
                                          "registry's tag immutability") from None
             raise
         self._settle()
-        return self._tag_digest(repo, tag) == ours
+        return self._descends(repo, self._tag_digest(repo, tag), ours, expected)
+
+    def _descends(self, repo: str, digest: str | None, ours: str, expected: Token | None) -> bool:
+        """Whether the channel's state ``digest`` is our write or was built on it (a racer that read our state
+        and moved on from it): follow each state's ``previous`` back until ours, or the state we built on."""
+        for _ in range(1000):
+            if digest == ours:
+                return True
+            if digest is None or digest == expected:
+                return False  # overwritten by a mover that never read our state: read again and retry
+            found = self._manifest(repo, digest)
+            digest = ((found[0].get("annotations") or {}).get(PREVIOUS) or None) if found else None
+        return False
 
 
 class _Refused(EnvironmentProblem):
