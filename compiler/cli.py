@@ -479,6 +479,50 @@ def promote(
                                                           else f"already at {result.version}"))
 
 
+
+export_app = typer.Typer(name="export", cls=_Group, no_args_is_help=True,
+                         help="Write a published release in a serving system's layout.")
+app.add_typer(export_app)
+
+
+@export_app.command(name="triton", cls=_Command, epilog=_example(
+    "compile export triton digits@1.0.0 --repo models",
+    "compile export triton digits@stable --store oci://registry.example/ml --repo /models --precision fp16 "
+    "--triton-version 3 --json"))
+def export_triton(
+    release: ReleaseArgument,
+    *,
+    repo: Annotated[Path, typer.Option(metavar="DIR", rich_help_panel=OUTPUT, show_default=False,
+                                       help="The Triton model repository (an existing folder).")],
+    model_name: Annotated[str | None, typer.Option(metavar="N", rich_help_panel=OUTPUT,
+                                                   help="The model's folder and name (default: the release "
+                                                        "name).")] = None,
+    triton_version: Annotated[int, typer.Option(metavar="N", rich_help_panel=OUTPUT,
+                                                help="The numeric version folder to write.")] = 1,
+    precision: Annotated[str | None, typer.Option(metavar="P", rich_help_panel=TARGETS,
+                                                  help="The precision to serve (when the release has "
+                                                       "several).")] = None,
+    default_plan: Annotated[str | None, typer.Option(metavar="CC", rich_help_panel=TARGETS,
+                                                     help="Also set default_model_filename to this compute "
+                                                          "capability's plan (unset: an unknown GPU fails to "
+                                                          "load).")] = None,
+    store: StoreOption = DEFAULT_STORE,
+    no_cache: Annotated[bool, typer.Option("--no-cache", metavar=FLAG, rich_help_panel=CACHE,
+                                           help="Download even if the pull cache has the plans.")] = False,
+    json: JsonOption = False,
+) -> None:
+    """A Triton model repository of a release: config.pbtxt and one verified plan per compute capability."""
+    from compiler.export.triton import export_triton as export
+
+    result = export(store, release, repo, model_name=model_name, precision=precision, triton_version=triton_version,
+                    default_plan=default_plan, use_cache=not no_cache)
+    if json:
+        return emit_json(result)
+    what = "written" if result.status == "written" else "already there with these plans"
+    console.print(f"{printable(result.model_dir)}/{result.triton_version}: {result.release} (version "
+                  f"{result.version}) {what}; " + ", ".join(f"{cc} -> {file}" for cc, file in result.plans.items()))
+
+
 INTERRUPTED = 130
 """The shell's exit code for Ctrl-C (128 + SIGINT)."""
 READER_GONE = 128 + signal.SIGPIPE

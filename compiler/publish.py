@@ -27,6 +27,7 @@ from compiler.records import (
     ReleaseEngine,
     ReleaseManifest,
     Status,
+    TensorSignature,
     read_record,
     read_record_bytes,
 )
@@ -144,10 +145,30 @@ def _read_build(build_dir: Path, name: str, version: str, allow_failed: bool) ->
             blobs += files
     if not engines:
         raise CheckFailed(f"{build_dir}: no target built; nothing to publish")
+    inputs, outputs = _signature(report)
     content = ReleaseContent(name=name, version=version, model_sha256=report.model_sha256,
                              model_name=Path(report.model).name, check=check,
-                             engines=sorted(engines, key=lambda e: (e.sku, e.precision)))
+                             engines=sorted(engines, key=lambda e: (e.sku, e.precision)), inputs=inputs,
+                             outputs=outputs)
     return _Release(content, blobs, check_blob, [p for p in problems if not p.startswith(CHECK_RECORD)])
+
+
+def _signature(report: BuildReport) -> tuple[list[TensorSignature] | None, list[TensorSignature] | None]:
+    """The model's inputs and outputs, if the model build.json names is still there and still that model (a
+    build folder carried to another machine publishes without them)."""
+    from compiler.model import load_model, tensor_info
+
+    path = Path(report.model)
+    if not path.is_file():
+        return None, None
+    try:
+        model = load_model(path, infer_shapes=False, check=False)
+    except InvalidInput:
+        return None, None
+    if model.sha256 != report.model_sha256:
+        return None, None
+    signature = [TensorSignature(**tensor.model_dump()) for tensor in model.inputs()]
+    return signature, [TensorSignature(**tensor_info(value).model_dump()) for value in model.proto.graph.output]
 
 
 def _read_target(build_dir: Path, sku: str, precision: str, model_sha256: str) -> tuple[ReleaseEngine, list[_Blob]]:

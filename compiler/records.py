@@ -281,6 +281,17 @@ class ReleaseCheck(BaseModel):
     """Checks by status (ok, failed, skipped)."""
 
 
+class TensorSignature(BaseModel):
+    """One input or output of the model, as a server declares it (the engine's I/O: conversion and calibration
+    keep the model's I/O types)."""
+
+    name: str
+    dtype: str
+    """numpy's name of the type (float32, int64), as ``compile inspect`` shows it."""
+    shape: list[int | str | None] | None
+    """A str entry is a symbolic dim, None an unknown one; None when the rank is unknown."""
+
+
 class ReleaseContent(BaseModel):
     """Everything a release *is*; two publishes of one version agree when their contents are equal."""
 
@@ -290,6 +301,10 @@ class ReleaseContent(BaseModel):
     model_name: str
     engines: list[ReleaseEngine]
     check: ReleaseCheck | None
+    inputs: list[TensorSignature] | None = None
+    outputs: list[TensorSignature] | None = None
+    """The model's signature, read at publish time from the model build.json names when it is still there with
+    the recorded sha256 (what `compile export triton` declares); None when it was not."""
 
 
 class Provenance(BaseModel):

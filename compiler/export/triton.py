@@ -1,0 +1,204 @@
+"""``compile export triton``: a release as a Triton model repository, one plan per compute capability.
+
+    DIR/<model>/config.pbtxt          platform tensorrt_plan, cc_model_filenames, inputs/outputs, profiles
+    DIR/<model>/<N>/<sku>-<precision>.plan
+
+Triton picks the plan by the GPU's compute capability as the exact string ``"<major>.<minor>"`` in
+``cc_model_filenames``; ``default_model_filename`` is left unset unless asked, so a GPU the release has no engine
+for fails to load the model instead of loading a plan built for another GPU. Every plan is fetched through the
+pull's verified path (streamed, hashed, compared with the manifest) into a staged folder renamed into place; an
+existing version folder is never overwritten with other content (exit 4).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import time
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from compiler.errors import Conflict, InvalidInput
+from compiler.files import default_cache_dir, write_atomic
+from compiler.records import ReleaseEngine, ReleaseManifest, TensorSignature
+from compiler.releases import _fetch, _store, resolve
+from compiler.stores import Store
+from compiler.stores.base import Ref
+
+MODEL_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,126}[A-Za-z0-9])?")
+TRITON_TYPES = {"bool": "TYPE_BOOL", "uint8": "TYPE_UINT8", "uint16": "TYPE_UINT16", "uint32": "TYPE_UINT32",
+                "uint64": "TYPE_UINT64", "int8": "TYPE_INT8", "int16": "TYPE_INT16", "int32": "TYPE_INT32",
+                "int64": "TYPE_INT64", "float16": "TYPE_FP16", "float32": "TYPE_FP32", "float64": "TYPE_FP64",
+                "bfloat16": "TYPE_BF16", "object": "TYPE_STRING"}
+"""numpy's type names (what a release records) to Triton's DataType."""
+CONFIG = "config.pbtxt"
+
+
+class TritonExport(BaseModel):
+    release: str
+    version: str
+    model: str
+    model_dir: str
+    triton_version: int
+    status: str
+    """``written``, or ``unchanged`` when the repository already held this version with these plans."""
+    plans: dict[str, str]
+    """Compute capability -> plan file (in the version folder)."""
+    sha256: dict[str, str]
+    """Plan file -> sha256, as verified while written."""
+    seconds: float
+
+
+def export_triton(store: str | Store, ref: str | Ref, repo: Path, *, model_name: str | None = None,
+                  precision: str | None = None, triton_version: int = 1, default_plan: str | None = None,
+                  cache_dir: Path | None = None, use_cache: bool = True) -> TritonExport:
+    """Write ``ref`` into the Triton model repository ``repo`` as ``<model>/<triton_version>/``. ``default_plan``
+    (a compute capability of the release) also sets ``default_model_filename`` to that plan."""
+    started = time.monotonic()
+    repo = Path(repo)
+    if not repo.is_dir():
+        raise InvalidInput(f"--repo {repo}: not a folder; create the model repository folder first")
+    if isinstance(triton_version, bool) or not isinstance(triton_version, int) or not 1 <= triton_version < 2**63:
+        raise InvalidInput(f"--triton-version {triton_version}: give a positive integer (Triton's version folders "
+                           "are numbers)")
+    if model_name is not None and (not MODEL_NAME.fullmatch(model_name) or ".." in model_name):
+        raise InvalidInput(f"--model-name {model_name!r}: use 1 to 128 of A-Z a-z 0-9 . _ - (a folder name)")
+    store = _store(store)
+    resolved = resolve(store, ref)
+    manifest = resolved.manifest
+    name = model_name or manifest.content.name
+    engines = _engines(manifest, precision)
+    plans = _plan_files(engines)
+    if default_plan is not None and default_plan not in plans:
+        raise InvalidInput(f"--default-plan {default_plan}: the release has no engine for that compute capability; "
+                           f"it has {', '.join(plans)}")
+    config = render_config(name, manifest, engines, plans, default_plan)
+    model_dir = repo / name
+    target = model_dir / str(triton_version)
+    files = {_file_name(e): e for e in engines}
+    expected = {file: engine.plan.sha256 for file, engine in files.items()}
+    result = TritonExport(release=str(resolved.ref), version=resolved.version, model=name, model_dir=str(model_dir),
+                          triton_version=triton_version, status="written", plans=plans, sha256=expected, seconds=0)
+    existing_config = model_dir / CONFIG
+    if existing_config.is_file() and existing_config.read_text() != config:
+        raise Conflict(f"{existing_config}: describes other plans, inputs or outputs than {resolved.ref}; export to "
+                       "another --model-name or --repo, or remove that model folder")
+    if target.exists():
+        _same_or_conflict(target, expected, resolved.ref)
+        result.status = "unchanged"
+    else:
+        model_dir.mkdir(exist_ok=True)
+        _stage(store, manifest.content.name, files, target,
+               (cache_dir or default_cache_dir()) / "pulls" if use_cache else None)
+    write_atomic(existing_config, config.encode())  # last: Triton sees the model only once its plans are there
+    result.seconds = round(time.monotonic() - started, 3)
+    return result
+
+
+def _engines(manifest: ReleaseManifest, precision: str | None) -> list[ReleaseEngine]:
+    release = f"{manifest.content.name}@{manifest.content.version}"
+    engines = [e for e in manifest.content.engines if precision is None or e.precision == precision]
+    precisions = sorted({e.precision.value for e in manifest.content.engines})
+    if not engines:
+        raise InvalidInput(f"{release} has no {precision} engine; it has {', '.join(precisions)}")
+    if len({e.precision for e in engines}) > 1:
+        raise InvalidInput(f"{release} has engines of {', '.join(precisions)}; one Triton model serves one "
+                           f"precision: add --precision {' or '.join(precisions)}")
+    return engines
+
+
+def _file_name(engine: ReleaseEngine) -> str:
+    return f"{engine.sku}-{engine.precision.value}.plan"
+
+
+def _plan_files(engines: list[ReleaseEngine]) -> dict[str, str]:
+    """Compute capability -> plan file. Triton tells GPUs apart only by compute capability, so two engines of
+    one (an A10 and an A40 plan, both 8.6) cannot both be served: refused, naming them."""
+    plans: dict[str, str] = {}
+    owner: dict[str, ReleaseEngine] = {}
+    for engine in engines:
+        for capability in engine.compute_capabilities:
+            if capability in owner and owner[capability].plan.sha256 != engine.plan.sha256:
+                raise InvalidInput(f"{owner[capability].sku} and {engine.sku} both have a {engine.precision} engine "
+                                   f"for compute capability {capability}; Triton picks plans by compute capability "
+                                   "only: publish one of them per compute capability")
+            owner.setdefault(capability, engine)
+            plans.setdefault(capability, _file_name(owner[capability]))
+    return dict(sorted(plans.items(), key=lambda item: tuple(int(p) for p in item[0].split("."))))
+
+
+def render_config(name: str, manifest: ReleaseManifest, engines: list[ReleaseEngine], plans: dict[str, str],
+                  default_plan: str | None = None) -> str:
+    """config.pbtxt: Triton's ModelConfig in protobuf text format."""
+    content = manifest.content
+    release = f"{content.name}@{content.version}"
+    if not content.inputs or not content.outputs:
+        raise InvalidInput(f"{release} records no model inputs and outputs (published from a build folder whose "
+                           "model was not at the path build.json names); publish a new version where the model is")
+    profiles = engines[0].profiles
+    if any(e.profiles != profiles for e in engines):
+        raise InvalidInput(f"{release}: its engines were built with different shape profiles; one Triton model "
+                           "needs one profile list")
+    lines = [f"# {release} ({content.model_name}, sha256 {content.model_sha256[:12]}), written by compile export "
+             "triton", f'name: "{name}"', 'platform: "tensorrt_plan"',
+             "max_batch_size: 0  # the batch dimension is explicit in dims"]
+    lines += [_tensor("input", tensor, release) for tensor in content.inputs]
+    lines += [_tensor("output", tensor, release) for tensor in content.outputs]
+    for capability, file in plans.items():
+        lines.append(f'cc_model_filenames {{ key: "{capability}" value: "{file}" }}')
+    if default_plan is not None:
+        lines.append(f'default_model_filename: "{plans[default_plan]}"')
+    for index, profile in enumerate(profiles):
+        shapes = "; ".join(f"{tensor} min {r.min} opt {r.opt} max {r.max}" for tensor, r in profile.shapes.items())
+        lines.append(f"# profile {index} ({profile.name}): {shapes}")
+    indices = ", ".join(f'"{index}"' for index in range(len(profiles)))
+    lines.append(f"instance_group [ {{ kind: KIND_GPU count: 1 profile: [ {indices} ] }} ]")
+    return "\n".join(lines) + "\n"
+
+
+def _tensor(kind: str, tensor: TensorSignature, release: str) -> str:
+    data_type = TRITON_TYPES.get(tensor.dtype)
+    if data_type is None:
+        raise InvalidInput(f"{release}: {kind} {tensor.name!r} is of type {tensor.dtype}, which Triton has no "
+                           "type for")
+    if tensor.shape is None:
+        raise InvalidInput(f"{release}: {kind} {tensor.name!r} has no known rank; Triton needs its dims")
+    dims = ", ".join(str(d) if isinstance(d, int) and d >= 0 else "-1" for d in tensor.shape)
+    return f'{kind} [ {{ name: "{_quoted(tensor.name)}" data_type: {data_type} dims: [ {dims} ] }} ]'
+
+
+def _quoted(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _stage(store: Store, name: str, files: dict[str, ReleaseEngine], target: Path, cache: Path | None) -> None:
+    """Fetch every plan verified into a hidden sibling, then rename it to ``target`` in one step."""
+    staged = target.with_name(f".{target.name}.{os.getpid()}.{os.urandom(4).hex()}.partial")
+    staged.mkdir()
+    try:
+        for file, engine in files.items():
+            _fetch(store, name, engine.plan.sha256, engine.plan.size_bytes, staged / file, cache)
+        try:
+            os.rename(staged, target)  # fails if another export put the version there meanwhile
+        except OSError:
+            if not target.exists():
+                raise
+            _same_or_conflict(target, {f: e.plan.sha256 for f, e in files.items()}, name)
+    finally:
+        shutil.rmtree(staged, ignore_errors=True)
+
+
+def _same_or_conflict(target: Path, expected: dict[str, str], ref: object) -> None:
+    found = {}
+    for path in sorted(target.iterdir()) if target.is_dir() else []:
+        if not path.is_file() or path.is_symlink():
+            found[path.name] = "not a plain file"
+            continue
+        with open(path, "rb") as handle:
+            found[path.name] = hashlib.file_digest(handle, "sha256").hexdigest()
+    if found != expected:
+        raise Conflict(f"{target}: this Triton version folder holds other files than {ref}'s plans; pass another "
+                       "--triton-version (a new number), or remove it")
