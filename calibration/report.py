@@ -72,7 +72,7 @@ def compare(ref: Any, candidate: Path, candidate_name: str, dataset: Dataset, in
         for name, a, b in zip(names, expected, actual, strict=True):
             a64 = np.asarray(a, dtype=np.float64).reshape(len(batch), -1)
             b64 = np.asarray(b, dtype=np.float64).reshape(len(batch), -1)
-            cosines[name].append(_cosine(a64, b64))
+            cosines[name].append(cosine_per_sample(a64, b64))
             diff = np.abs(a64 - b64)
             max_abs[name] = max(max_abs[name], float(diff.max()) if diff.size else 0.0)
             abs_sum[name] += float(diff.sum())
@@ -96,7 +96,7 @@ def compare(ref: Any, candidate: Path, candidate_name: str, dataset: Dataset, in
                           seconds=round(time.perf_counter() - started, 3))
 
 
-def _cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def cosine_per_sample(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Per-sample cosine similarity; two all-zero vectors are identical (1), one all-zero is 0."""
     dot = (a * b).sum(axis=1)
     norms = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
