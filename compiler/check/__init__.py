@@ -23,15 +23,22 @@ from compiler.records import CheckReport, CheckResult, EngineCheck, Precision, P
 
 def check(build_dir: str | Path, options: CheckOptions | None = None, progress: Progress | None = None
           ) -> CheckReport:
-    """Every check of the build folder; the report says what passed, failed or was skipped and why. Writes
-    nothing (:func:`compiler.check.report.write_report` does); raises InvalidInput for a folder that is not a
-    build, bad rules or data, EnvironmentProblem for a missing backend."""
+    """Every check of the build folder, written to ``BUILD_DIR/check.json`` and ``check.md``; the report says what
+    passed, failed or was skipped and why. Raises InvalidInput for a folder that is not a build, bad rules or data
+    (before any work), EnvironmentProblem for a missing backend."""
     from compiler.check.fusions import load_rules
+    from compiler.check.report import MARKDOWN, write_report
+    from compiler.files import check_writable_folder
+    from compiler.paths import check_not_overwriting
     from compiler.profiles import load_profiles, load_sku_catalog
+    from compiler.records import CHECK_RECORD
 
     options = options or CheckOptions()
     started = time.perf_counter()
     build = read_build(Path(build_dir))
+    check_writable_folder(build.root, "BUILD_DIR")
+    inputs = [p for p in (options.data, options.model, options.rules, options.skus, options.profiles) if p]
+    check_not_overwriting([build.root / CHECK_RECORD, build.root / MARKDOWN], inputs, "BUILD_DIR")
     rules = load_rules(options.rules)  # bad rules fail before any work
     catalog = load_sku_catalog(options.skus)
     for target in build.targets:
@@ -48,10 +55,12 @@ def check(build_dir: str | Path, options: CheckOptions | None = None, progress: 
         dataset = open_dataset(options.data, source)
     try:
         with tempfile.TemporaryDirectory(prefix="compile-check-") as work:
-            return _run(build, source, profiles, rules, catalog, dataset, options, progress, Path(work), started)
+            report = _run(build, source, profiles, rules, catalog, dataset, options, progress, Path(work), started)
     finally:
         if dataset is not None:
             dataset.close()
+    write_report(report, build.root)
+    return report
 
 
 def _run(build: BuildFolder, source: OnnxModel, profiles, rules, catalog, dataset, options: CheckOptions,
