@@ -120,6 +120,11 @@ def gates(report: AccuracyReport, min_cosine: float | None = None, min_top1: flo
         if max_abs_error is not None:
             results.append(Gate(name="max-abs-error", output=out.name, value=out.max_abs_error,
                                 threshold=max_abs_error, passed=out.max_abs_error <= max_abs_error))
+    if report.fp16_range is not None:  # always a gate: an FP16 model that overflows is broken on a GPU
+        overflow = report.fp16_range.get("overflow", {})
+        worst = max(overflow.items(), key=lambda item: item[1]["abs_max"], default=None)
+        results.append(Gate(name="fp16-range", output=f"{worst[0]} (node {worst[1]['node']})" if worst else "",
+                            value=worst[1]["abs_max"] if worst else 0.0, threshold=65504.0, passed=worst is None))
     if min_top1 is not None and not any(out.top1_agreement is not None for out in report.outputs):
         raise InvalidInput("--min-top1 needs a class-score output ([batch, classes]); this model has none")
     return results

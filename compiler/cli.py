@@ -337,6 +337,12 @@ def calibrate(
             [o.name, f"{o.cosine_mean:.5f}", f"{o.cosine_min:.5f}", f"{o.max_abs_error:.4g}",
              "-" if o.top1_agreement is None else f"{o.top1_agreement:.2%}"] for o in result.report.outputs
         ]))
+        if result.report.fp16_range is not None:
+            console.print(f"FP16 range: {escape(result.report.fp16_range['summary'])}")
+            for line in result.report.fp16_range["evidence"][:5]:
+                console.print(f"  {escape(line)}")
+        if result.report.coverage:
+            console.print(f"what the comparison could see: {escape(result.report.coverage)}")
         if result.gates:
             console.print(table("Gates", ["gate", "output", "value", "threshold", "status"], [
                 [g.name, g.output, gate_figure(g.name, g.value), gate_figure(g.name, g.threshold),

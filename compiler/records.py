@@ -189,6 +189,11 @@ class AccuracyReport(BaseModel):
     holdout_samples: int
     outputs: list[OutputReport]
     seconds: float
+    coverage: str | None = None
+    """What the comparison could and could not see (fp16: onnxruntime on CPU computes many FP16 ops in FP32)."""
+    fp16_range: dict[str, Any] | None = None
+    """fp16: the FP32 model's intermediate tensors on the held-out samples against FP16's range (the figures of
+    ``compile check``'s fp16-range check: ``overflow``, ``underflow``, ``keep_fp32``...)."""
 
 
 class Gate(BaseModel):

@@ -289,3 +289,17 @@ def test_a_model_that_is_not_the_builds_is_refused(digits_build):
     assert_clean_error(run_cli("check", digits_build, "--model", other), 2, "digits.npz")
     bundled = onnx.load(REPO / "compiler" / "examples" / "digits_cnn.onnx")
     assert bundled.graph.input[0].name == "image"
+
+
+def test_calibrate_fp16_reports_the_range_check_and_what_its_comparison_could_see(tmp_path):
+    model = _overflowing(tmp_path / "overflow.onnx")
+    data = tmp_path / "data.npz"
+    np.savez(data, x=np.random.default_rng(0).uniform(50, 100, (20, 16)).astype(np.float32))
+    result = run_cli("calibrate", model, "--data", data, "--precision", "fp16", "--out", tmp_path / "fp16", "--json")
+    assert_clean_error(result, 1, "fp16-range", "up (node amplify)", "threshold 65504")
+    report = json.loads(result.stdout)["report"]
+    assert report["outputs"][0]["cosine_mean"] > 0.9999  # onnxruntime on CPU sees nothing wrong
+    assert report["fp16_range"]["keep_fp32"] == ["act", "amplify"]
+    assert "onnxruntime on CPU computes many FP16 ops in FP32" in report["coverage"]
+    saved = json.loads((tmp_path / "fp16" / "report.json").read_text())
+    assert saved["fp16_range"]["overflow"]["up"]["node"] == "amplify"

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from compiler.check.folder import BuildFolder, Target, built_model, read_build, source_model
+from compiler.errors import InvalidInput
 from compiler.model import OnnxModel, load_model
 from compiler.options import CheckOptions
 from compiler.records import CheckReport, CheckResult, EngineCheck, Precision, Progress, Status
@@ -92,7 +93,18 @@ def _run(build: BuildFolder, source: OnnxModel, profiles, rules, catalog, datase
     accuracy: dict[str, CheckResult] = {}
     reference = indices = None
     if dataset is not None:
-        indices = np.arange(min(options.samples, dataset.count))
+        from calibration.datasets import model_inputs
+
+        fixed = {i.batch for i in model_inputs(source) if i.batch is not None}
+        count = min(options.samples, dataset.count)
+        if fixed:  # a model with a fixed batch size runs whole batches of it
+            batch = max(fixed)
+            options = options.model_copy(update={"batch_size": batch})
+            count = max(batch, count // batch * batch) if dataset.count >= batch else 0
+            if count == 0:
+                raise InvalidInput(f"{dataset.path}: {dataset.count} sample(s); the model's fixed batch size "
+                                   f"{batch} needs at least {batch}")
+        indices = np.arange(count)
         dataset.check_values()
         wants_ranges = any(t.engine.precision == Precision.FP16 for t in built)
         reference = reference_pass(source, dataset, indices, options.batch_size, wants_ranges, options.chunk_mb,
