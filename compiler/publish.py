@@ -17,8 +17,10 @@ from pydantic import BaseModel
 from compiler.errors import CheckFailed, Conflict, InvalidInput
 from compiler.files import hash_json
 from compiler.records import (
+    CHECK_RECORD,
     BlobRef,
     BuildReport,
+    CheckReport,
     EngineRecord,
     LayersRecord,
     Progress,
@@ -35,7 +37,6 @@ from compiler.stores import Store, open_store
 from compiler.stores.base import VerifyingReader, check_name, check_version
 
 BUILD_HINT = "give the folder `compile build --out` wrote"
-CHECK_RECORD = "check.json"
 
 
 class PublishResult(BaseModel):
@@ -183,11 +184,9 @@ def _read_check(build_dir: Path) -> tuple[ReleaseCheck | None, _Blob | None]:
     path = build_dir / CHECK_RECORD
     if not path.exists():
         return None, None
-    from compiler.records import CheckReport
-
     hint = f"run compile check {build_dir} again"
     report = read_record(path, CheckReport, hint)
-    return ReleaseCheck(passed=report.passed, summary=report.summary()), _blob_of(path, hint)
+    return ReleaseCheck(passed=report.passed, summary=report.counts), _blob_of(path, hint)
 
 
 def _blob_of(path: Path, hint: str) -> _Blob:
