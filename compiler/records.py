@@ -376,8 +376,19 @@ class ReleaseManifest(BaseModel):
     content_sha256: str
     """sha256 of ``content`` as canonical JSON: what "the same release" means."""
     published: Provenance
-    check_report: BlobRef | None = None
-    """check.json itself (its timings differ between runs of one check, so it is evidence, not content)."""
+    check_reports: list[BlobRef] = []
+    """Each build folder's check.json (their timings differ between runs of one check: evidence, not content)."""
+
+
+class StagedPart(BaseModel):
+    """staging/<name>/<version>/<job>.json: one CI job's engines of a release, their blobs already in the store,
+    waiting for ``compile release --finalize`` to publish every job's parts as one manifest."""
+
+    format_version: int = RELEASE_FORMAT
+    job: str
+    content: ReleaseContent
+    check_reports: list[BlobRef] = []
+    staged: Provenance
 
 
 class ChannelMove(BaseModel):
