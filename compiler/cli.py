@@ -574,6 +574,70 @@ def promote(
                                                           else f"already at {result.version}"))
 
 
+PipelineArgument = Annotated[Path, typer.Argument(metavar="PIPELINE", show_default=False,
+                                                 help="The pipeline YAML (docs/pipeline.md).")]
+
+
+@app.command(name="plan", cls=_Command, epilog=_example(
+    "compile plan pipelines/example.yaml", "compile plan pipelines/example.yaml --format github-matrix"))
+def plan_command(
+    pipeline: PipelineArgument,
+    format: Annotated[str, typer.Option(metavar="FORMAT", rich_help_panel=OUTPUT,
+                                        help="table, json or github-matrix (for strategy.matrix via fromJSON).")
+                      ] = "table",
+) -> None:
+    """The build jobs of a release, one per SKU, with the runner labels each needs."""
+    from compiler.release import github_matrix, load_pipeline, plan_release
+
+    if format not in ("table", "json", "github-matrix"):
+        raise InvalidInput(f"--format {format}: choose table, json or github-matrix")
+    plan = plan_release(load_pipeline(pipeline))
+    if format == "json":
+        return emit_json(plan)
+    if format == "github-matrix":
+        return emit_json(github_matrix(plan))
+    console.print(table(f"{plan.name}@{plan.version} -> {printable(plan.store)}",
+                        ["job (sku)", "backend", "precisions", "runs on"],
+                        [[j.sku, j.backend, ", ".join(j.precisions), ", ".join(j.runs_on)] for j in plan.jobs]))
+
+
+@app.command(name="release", cls=_Command, epilog=_example(
+    "compile release pipelines/example.yaml", "compile release pipelines/example.yaml --dry-run",
+    "compile release pipeline.yaml --only-sku h100 --store s3://models/team",
+    "compile release pipeline.yaml --finalize --store s3://models/team"))
+def release_command(
+    pipeline: PipelineArgument,
+    store: Annotated[str | None, typer.Option(metavar="URI", envvar="COMPILE_STORE", rich_help_panel=STORE,
+                                              help="Override the pipeline's store (default: its store:).")] = None,
+    only_sku: Annotated[str | None, typer.Option(metavar="SKU", rich_help_panel=TARGETS,
+                                                 help="One job of a sharded release: build, check and stage "
+                                                      "this SKU's engines.")] = None,
+    finalize: Annotated[bool, typer.Option("--finalize", metavar=FLAG, rich_help_panel=TARGETS,
+                                           help="Publish once every job's engines are staged.")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", metavar=FLAG, rich_help_panel=TARGETS,
+                                          help="Validate everything and print the plan; build nothing.")] = False,
+    work: Annotated[Path | None, typer.Option(metavar="DIR", rich_help_panel=OUTPUT,
+                                              help="Work folder (default release/NAME-VERSION): builds, "
+                                                   "calibration, release-report.md/.json.")] = None,
+    json: JsonOption = False,
+) -> None:
+    """Inspect, calibrate, build, check and publish a release from one pipeline file."""
+    from compiler.release import release
+
+    def line(stage: str, status: str, detail: str) -> None:
+        if not json:
+            console.print(f"{stage:<10} ", status_text(status), f" {printable(detail)}", sep="", highlight=False)
+
+    report = release(pipeline, store=store, only_sku=only_sku, finalize=finalize, dry_run=dry_run, work=work,
+                     on_stage=line)
+    if json:
+        emit_json(report)
+    elif not dry_run:
+        console.print(f"report: {printable(Path(report.work) / 'release-report.md')}")
+    if report.failure is not None:
+        raise report.failure
+
+
 INTERRUPTED = 130
 """The shell's exit code for Ctrl-C (128 + SIGINT)."""
 READER_GONE = 128 + signal.SIGPIPE

@@ -4,11 +4,10 @@ that is set)."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from compiler.files import write_atomic
-from compiler.output import printable
+from compiler.output import append_step_summary, printable
 from compiler.records import CHECK_RECORD, CheckReport, CheckResult
 
 MARKDOWN = "check.md"
@@ -38,10 +37,7 @@ def write_report(report: CheckReport, build_dir: Path) -> None:
     write_atomic(build_dir / CHECK_RECORD, report.model_dump_json(indent=2).encode())
     text = markdown(report)
     write_atomic(build_dir / MARKDOWN, text.encode())
-    summary = os.environ.get("GITHUB_STEP_SUMMARY")
-    if summary:
-        with open(summary, "a", encoding="utf-8") as handle:
-            handle.write(text + "\n")
+    append_step_summary(text)
 
 
 def _cell(text: str) -> str:
