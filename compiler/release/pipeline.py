@@ -79,16 +79,23 @@ class Pipeline(_Strict):
     release: ReleaseSpec
     model: Path
     profiles: Path
-    targets: dict[str, TargetSpec | list[Precision]] = Field(min_length=1)
+    targets: dict[str, TargetSpec] = Field(min_length=1)
     """SKU -> its precisions (or ``{precisions: [...], backend: ...}``)."""
     calibration: CalibrationSpec | None = None
     check: CheckSpec = CheckSpec()
     store: str = "./artifacts"
     """A store URI; a local path is relative to the pipeline file."""
 
+    @field_validator("targets", mode="before")
+    @classmethod
+    def _precision_lists(cls, value: Any) -> Any:
+        """``rtx-4090: [fp16, int8]`` is short for ``rtx-4090: {precisions: [fp16, int8]}``."""
+        if isinstance(value, dict):
+            return {sku: {"precisions": spec} if isinstance(spec, list) else spec for sku, spec in value.items()}
+        return value
+
     def target(self, sku: str) -> TargetSpec:
-        spec = self.targets[sku]
-        return spec if isinstance(spec, TargetSpec) else TargetSpec(precisions=spec)
+        return self.targets[sku]
 
 
 class LoadedPipeline(BaseModel):
