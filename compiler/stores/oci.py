@@ -454,9 +454,9 @@ def _release_layers(data: bytes) -> tuple[list[dict[str, Any]], dict[str, str]]:
         if engine.layers is not None:
             layers.append({"mediaType": LAYERS, "digest": f"sha256:{engine.layers.sha256}",
                            "size": engine.layers.size_bytes, "annotations": {FILEPATH: f"{folder}/layers.json"}})
-    if manifest.check_report is not None:
-        layers.append({"mediaType": CHECK, "digest": f"sha256:{manifest.check_report.sha256}",
-                       "size": manifest.check_report.size_bytes, "annotations": {FILEPATH: "check.json"}})
+    for index, report in enumerate(manifest.check_reports):
+        layers.append({"mediaType": CHECK, "digest": f"sha256:{report.sha256}", "size": report.size_bytes,
+                       "annotations": {FILEPATH: f"check-{index}.json" if index else "check.json"}})
     annotations = {"org.opencontainers.image.title": content.name, "org.opencontainers.image.version": content.version,
                    "org.opencontainers.image.created": manifest.published.at,
                    ANNOTATION + "content-sha256": manifest.content_sha256}
