@@ -427,3 +427,20 @@ def test_release_steps_pass_inputs_as_data_and_drop_unset_secrets(tmp_path: Path
     for name in set(step["env"]) - {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"}:
         assert name not in seen["env"], f"{name} reached compile as an empty string"
     assert "secret" not in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("path", [CI, RELEASE], ids=lambda p: p.name)
+def test_every_step_script_is_valid_bash(path: Path) -> None:
+    for job_id, step in _steps(_load(path)):
+        if "run" in step:
+            done = subprocess.run(["bash", "-n", "-c", step["run"]], capture_output=True, text=True, timeout=30)
+            assert done.returncode == 0, f"{path.name} {job_id} {step.get('name')!r}: {done.stderr}"
+
+
+def test_build_install_refuses_an_unknown_backend(tmp_path: Path) -> None:
+    run = _step(_load(RELEASE)["jobs"]["build"], 'case "$BACKEND"')["run"]
+    done = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", run], cwd=tmp_path,
+                          env={**os.environ, "BACKEND": "tensorrt-llm", "RUNNER_TEMP": str(tmp_path)},
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode == 2 and "unknown backend 'tensorrt-llm'" in done.stdout
+    assert not (tmp_path / "venv").exists()
