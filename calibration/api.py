@@ -142,6 +142,9 @@ def calibrate(
                     header = cache.splitlines()[0]
                 report = compare(reference, model_out, precision, dataset, chosen.holdout, batch_size, fixed_batch,
                                  _counter("held-out", len(chosen.holdout), progress))
+                if precision == "fp16":
+                    report = _with_fp16_range(report, source, model_out, dataset, chosen.holdout, batch_size,
+                                              options.chunk_mb)
                 with stop_signals_held():  # the model and the weights it names go in together
                     for name in ("model.onnx.data", "model.onnx"):
                         if (pending / name).is_file():
@@ -178,6 +181,19 @@ def calibrate(
             return _with_gates(result, options.gates, reused=False)
     finally:
         dataset.close()
+
+
+def _with_fp16_range(report: AccuracyReport, source, converted: Path, dataset, holdout, batch_size: int,
+                     chunk_mb: int) -> AccuracyReport:
+    """The comparison's blind spot covered: the FP32 model's intermediate ranges on the held-out samples against
+    FP16's (what ``compile check`` does for fp16 engines)."""
+    from compiler.check.ranges import check_ranges, fp16_tensors, reference_pass
+
+    reference = reference_pass(source, dataset, holdout, batch_size, True, chunk_mb)
+    result = check_ranges(reference, len(holdout), fp16_tensors(load_model(converted, check=False, digest=False)))
+    return report.model_copy(update={"coverage": result.figures["coverage"],
+                                     "fp16_range": {**result.figures, "summary": result.summary,
+                                                    "evidence": result.evidence}})
 
 
 def _temporary_folder(cleanup: ExitStack, parent: Path | None, prefix: str) -> Path:

@@ -72,7 +72,7 @@ def compare(ref: Any, candidate: Path, candidate_name: str, dataset: Dataset, in
         for name, a, b in zip(names, expected, actual, strict=True):
             a64 = np.asarray(a, dtype=np.float64).reshape(len(batch), -1)
             b64 = np.asarray(b, dtype=np.float64).reshape(len(batch), -1)
-            cosines[name].append(_cosine(a64, b64))
+            cosines[name].append(cosine_per_sample(a64, b64))
             diff = np.abs(a64 - b64)
             max_abs[name] = max(max_abs[name], float(diff.max()) if diff.size else 0.0)
             abs_sum[name] += float(diff.sum())
@@ -96,7 +96,7 @@ def compare(ref: Any, candidate: Path, candidate_name: str, dataset: Dataset, in
                           seconds=round(time.perf_counter() - started, 3))
 
 
-def _cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def cosine_per_sample(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Per-sample cosine similarity; two all-zero vectors are identical (1), one all-zero is 0."""
     dot = (a * b).sum(axis=1)
     norms = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
@@ -120,6 +120,11 @@ def gates(report: AccuracyReport, min_cosine: float | None = None, min_top1: flo
         if max_abs_error is not None:
             results.append(Gate(name="max-abs-error", output=out.name, value=out.max_abs_error,
                                 threshold=max_abs_error, passed=out.max_abs_error <= max_abs_error))
+    if report.fp16_range is not None:  # always a gate: an FP16 model that overflows is broken on a GPU
+        overflow = report.fp16_range.get("overflow", {})
+        worst = max(overflow.items(), key=lambda item: item[1]["abs_max"], default=None)
+        results.append(Gate(name="fp16-range", output=f"{worst[0]} (node {worst[1]['node']})" if worst else "",
+                            value=worst[1]["abs_max"] if worst else 0.0, threshold=65504.0, passed=worst is None))
     if min_top1 is not None and not any(out.top1_agreement is not None for out in report.outputs):
         raise InvalidInput("--min-top1 needs a class-score output ([batch, classes]); this model has none")
     return results

@@ -345,6 +345,12 @@ def calibrate(
             [o.name, f"{o.cosine_mean:.5f}", f"{o.cosine_min:.5f}", f"{o.max_abs_error:.4g}",
              "-" if o.top1_agreement is None else f"{o.top1_agreement:.2%}"] for o in result.report.outputs
         ]))
+        if result.report.fp16_range is not None:
+            console.print(f"FP16 range: {escape(result.report.fp16_range['summary'])}")
+            for line in result.report.fp16_range["evidence"][:5]:
+                console.print(f"  {escape(line)}")
+        if result.report.coverage:
+            console.print(f"what the comparison could see: {escape(result.report.coverage)}")
         if result.gates:
             console.print(table("Gates", ["gate", "output", "value", "threshold", "status"], [
                 [g.name, g.output, gate_figure(g.name, g.value), gate_figure(g.name, g.threshold),
@@ -357,6 +363,95 @@ def calibrate(
                           f"{gate_figure(first.name, first.value)} vs threshold "
                           f"{gate_figure(first.name, first.threshold)} (report: {Path(result.out) / 'report.json'})")
 
+
+def _per_output(flag: str, values: list[str] | None, number: bool = True) -> dict[str, Any]:
+    """``--atol 0.1`` (every output) and ``--atol logits=0.5`` (one output), repeated: output name -> value."""
+    chosen: dict[str, Any] = {}
+    for value in values or []:
+        name, _, given = value.rpartition("=")
+        if number:
+            try:
+                chosen[name] = float(given)
+            except ValueError:
+                raise InvalidInput(f"{flag} {value}: give a number, or OUTPUT=NUMBER for one output") from None
+        else:
+            chosen[name] = given
+    return chosen
+
+
+def _threshold(what: str) -> Any:
+    return typer.Option(metavar="[OUTPUT=]X", rich_help_panel=GATES, show_default=False,
+                        help=f"Gate: {what}; X for every output or OUTPUT=X for one, repeated.")
+
+
+@app.command(cls=_Command, epilog=_example(
+    "compile check engines --data data.npz",
+    "compile check engines --data images/ --samples 256 --min-cosine logits=0.995 --rules rules.yaml --json"))
+def check(
+    build_dir: Annotated[Path, typer.Argument(metavar="BUILD_DIR", show_default=False,
+                                              help="The --out folder of compile build.")],
+    *,
+    data: Annotated[Path | None, typer.Option(metavar="DATA", rich_help_panel=INPUTS,
+                                              help="Samples for accuracy and FP16 range: .npz or an image folder "
+                                                   "with preprocess.yaml.")] = None,
+    samples: Annotated[int, typer.Option(metavar="N", rich_help_panel=INPUTS,
+                                         help="Use the first N samples of DATA.")] = 64,
+    batch_size: Annotated[int, typer.Option(metavar="N", rich_help_panel=INPUTS,
+                                            help="Samples per onnxruntime run.")] = 8,
+    model: Annotated[Path | None, typer.Option(metavar="FILE", rich_help_panel=INPUTS,
+                                               help="The FP32 model, if not where build.json says.")] = None,
+    profiles: Annotated[Path | None, typer.Option(metavar="FILE", rich_help_panel=INPUTS,
+                                                  help="Shape profiles to size partition boundaries with when no "
+                                                       "engine was built.")] = None,
+    rules: Annotated[Path | None, typer.Option(metavar="FILE", rich_help_panel=INPUTS,
+                                               help="Fusion rules YAML: extends the bundled rules (replace: true "
+                                                    "replaces them).")] = None,
+    skus: Annotated[Path | None, typer.Option(metavar="FILE", rich_help_panel=INPUTS,
+                                              help="SKU catalog for GPU memory (default: the bundled "
+                                                   "skus.yaml).")] = None,
+    headroom: Annotated[float, typer.Option(metavar="X", rich_help_panel=GATES,
+                                            help="Fraction of GPU memory an engine must leave free.")] = 0.1,
+    max_partitions: Annotated[int, typer.Option(metavar="N", rich_help_panel=GATES,
+                                                help="Gate: most TensorRT partitions of the model.")] = 1,
+    max_unsupported: Annotated[int, typer.Option(metavar="N", rich_help_panel=GATES,
+                                                 help="Gate: most nodes TensorRT does not take.")] = 0,
+    max_boundary_mb: Annotated[float | None, typer.Option(metavar="MIB", rich_help_panel=GATES,
+                                                          help="Gate: most MiB crossing partition boundaries "
+                                                               "per inference.")] = None,
+    atol: Annotated[list[str] | None, _threshold("absolute tolerance")] = None,
+    rtol: Annotated[list[str] | None, _threshold("relative tolerance")] = None,
+    error_stat: Annotated[list[str] | None, _threshold("elemwise, max, mean, median or quantile error")] = None,
+    error_quantile: Annotated[list[str] | None, _threshold("the quantile of --error-stat quantile (0.99)")] = None,
+    min_cosine: Annotated[list[str] | None, _threshold("least mean cosine similarity")] = None,
+    min_top1: Annotated[list[str] | None, _threshold("least top-1 agreement (0.98: 98 %)")] = None,
+    chunk_mb: Annotated[int, typer.Option(metavar="MIB", rich_help_panel=INPUTS,
+                                          help="Intermediate tensors held at once by the FP16 range check.")] = 256,
+    no_lint: Annotated[bool, typer.Option("--no-lint", metavar=FLAG, rich_help_panel=INPUTS,
+                                          help="Skip the ONNX checker and Polygraphy lint.")] = False,
+    json: JsonOption = False,
+) -> None:
+    """Fusions, partitions, memory fit, accuracy, FP16 range and lint of a build folder, as gates; writes
+    BUILD_DIR/check.json and check.md. Unset accuracy thresholds take the precision's defaults (docs/check.md)."""
+    from compiler.check import check as run_check
+    from compiler.check.report import render
+    from compiler.options import CheckOptions
+
+    options = CheckOptions(
+        data=data, samples=samples, batch_size=batch_size, model=model, profiles=profiles, rules=rules, skus=skus,
+        headroom=headroom, max_partitions=max_partitions, max_unsupported=max_unsupported,
+        max_boundary_mb=max_boundary_mb, atol=_per_output("--atol", atol), rtol=_per_output("--rtol", rtol),
+        error_stat=_per_output("--error-stat", error_stat, number=False),
+        error_quantile=_per_output("--error-quantile", error_quantile),
+        min_cosine=_per_output("--min-cosine", min_cosine), min_top1=_per_output("--min-top1", min_top1),
+        chunk_mb=chunk_mb, lint=not no_lint)
+    with nullcontext() if json else phase_progress() as progress:
+        report = run_check(build_dir, options, progress=progress)
+    if json:
+        emit_json(report)
+    else:
+        render(report)
+    if not report.passed:
+        raise CheckFailed(f"{report.summary} (report: {Path(report.build_dir) / 'check.json'})")
 
 @app.command(cls=_Command, epilog=_example(
     "compile publish engines --name digits --version 1.0.0",
@@ -477,6 +572,70 @@ def promote(
     moved = f"{result.previous} -> {result.version}" if result.previous else f"new, at {result.version}"
     console.print(f"{result.name}@{result.channel}: " + (moved if result.status == "moved"
                                                           else f"already at {result.version}"))
+
+
+PipelineArgument = Annotated[Path, typer.Argument(metavar="PIPELINE", show_default=False,
+                                                 help="The pipeline YAML (docs/pipeline.md).")]
+
+
+@app.command(name="plan", cls=_Command, epilog=_example(
+    "compile plan pipelines/example.yaml", "compile plan pipelines/example.yaml --format github-matrix"))
+def plan_command(
+    pipeline: PipelineArgument,
+    format: Annotated[str, typer.Option(metavar="FORMAT", rich_help_panel=OUTPUT,
+                                        help="table, json or github-matrix (for strategy.matrix via fromJSON).")
+                      ] = "table",
+) -> None:
+    """The build jobs of a release, one per SKU, with the runner labels each needs."""
+    from compiler.release import github_matrix, load_pipeline, plan_release
+
+    if format not in ("table", "json", "github-matrix"):
+        raise InvalidInput(f"--format {format}: choose table, json or github-matrix")
+    plan = plan_release(load_pipeline(pipeline))
+    if format == "json":
+        return emit_json(plan)
+    if format == "github-matrix":
+        return emit_json(github_matrix(plan))
+    console.print(table(f"{plan.name}@{plan.version} -> {printable(plan.store)}",
+                        ["job (sku)", "backend", "precisions", "runs on"],
+                        [[j.sku, j.backend, ", ".join(j.precisions), ", ".join(j.runs_on)] for j in plan.jobs]))
+
+
+@app.command(name="release", cls=_Command, epilog=_example(
+    "compile release pipelines/example.yaml", "compile release pipelines/example.yaml --dry-run",
+    "compile release pipeline.yaml --only-sku h100 --store s3://models/team",
+    "compile release pipeline.yaml --finalize --store s3://models/team"))
+def release_command(
+    pipeline: PipelineArgument,
+    store: Annotated[str | None, typer.Option(metavar="URI", envvar="COMPILE_STORE", rich_help_panel=STORE,
+                                              help="Override the pipeline's store (default: its store:).")] = None,
+    only_sku: Annotated[str | None, typer.Option(metavar="SKU", rich_help_panel=TARGETS,
+                                                 help="One job of a sharded release: build, check and stage "
+                                                      "this SKU's engines.")] = None,
+    finalize: Annotated[bool, typer.Option("--finalize", metavar=FLAG, rich_help_panel=TARGETS,
+                                           help="Publish once every job's engines are staged.")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", metavar=FLAG, rich_help_panel=TARGETS,
+                                          help="Validate everything and print the plan; build nothing.")] = False,
+    work: Annotated[Path | None, typer.Option(metavar="DIR", rich_help_panel=OUTPUT,
+                                              help="Work folder (default release/NAME-VERSION): builds, "
+                                                   "calibration, release-report.md/.json.")] = None,
+    json: JsonOption = False,
+) -> None:
+    """Inspect, calibrate, build, check and publish a release from one pipeline file."""
+    from compiler.release import release
+
+    def line(stage: str, status: str, detail: str) -> None:
+        if not json:
+            console.print(f"{stage:<10} ", status_text(status), f" {printable(detail)}", sep="", highlight=False)
+
+    report = release(pipeline, store=store, only_sku=only_sku, finalize=finalize, dry_run=dry_run, work=work,
+                     on_stage=line)
+    if json:
+        emit_json(report)
+    elif not dry_run:
+        console.print(f"report: {printable(Path(report.work) / 'release-report.md')}")
+    if report.failure is not None:
+        raise report.failure
 
 
 INTERRUPTED = 130

@@ -132,3 +132,65 @@ class CalibrationOptions(OptionGroup):
     @property
     def gates(self) -> dict[str, float | None]:
         return {"min_cosine": self.min_cosine, "min_top1": self.min_top1, "max_abs_error": self.max_abs_error}
+
+
+ERROR_STATS = ("elemwise", "max", "mean", "median", "quantile")
+"""Polygraphy's error statistics: which figure of the absolute/relative error is held to atol/rtol."""
+MAX_CHECK_SAMPLES = 1 << 16
+
+
+class CheckOptions(OptionGroup):
+    """What ``compile check`` looks at and the gates it holds the build to. Accuracy thresholds are per output:
+    the key ``""`` is every output not named; unset ones take the precision's defaults (docs/check.md)."""
+
+    data: Path | None = None
+    """Samples (npz or an image folder) for accuracy and FP16 range; without it both are skipped."""
+    samples: StrictInt = Field(64, ge=1, le=MAX_CHECK_SAMPLES)
+    """The first N samples of ``data``."""
+    batch_size: StrictInt = Field(8, ge=1, le=1024)
+    model: Path | None = None
+    """The FP32 source model, where build.json's path is not it (a build folder moved to another machine)."""
+    profiles: Path | None = None
+    """Shape profiles to size partition boundaries with when no engine of the build records them (all failed)."""
+    rules: Path | None = None
+    """A fusion rules file that extends the bundled rules (or replaces them: ``replace: true``)."""
+    skus: Path | None = None
+    """A SKU catalog to read each engine's GPU memory from (default: the bundled profiles/skus.yaml)."""
+    headroom: float = Field(0.1, ge=0, lt=1)
+    """The fraction of the GPU's memory an engine must leave free."""
+    max_partitions: StrictInt | None = Field(1, ge=1)
+    max_unsupported: StrictInt | None = Field(0, ge=0)
+    max_boundary_mb: float | None = Field(None, ge=0)
+    """The most bytes (MiB) crossing partition boundaries per inference, at each profile's max shapes."""
+    atol: dict[str, float] = {}
+    rtol: dict[str, float] = {}
+    error_stat: dict[str, str] = {}
+    error_quantile: dict[str, float] = {}
+    min_cosine: dict[str, float] = {}
+    min_top1: dict[str, float] = {}
+    chunk_mb: StrictInt = Field(256, ge=1, le=MAX_CHUNK_MB)
+    """Intermediate tensors held at once by the FP16 range check."""
+    lint: bool = True
+
+    @field_validator("headroom", "max_boundary_mb", mode="before")
+    @classmethod
+    def _a_number(cls, value: Any) -> Any:
+        if isinstance(value, bool):
+            raise ValueError("give a number, not true/false")
+        return value
+
+    def model_post_init(self, context: Any) -> None:
+        bounds = {"atol": (0, None), "rtol": (0, None), "error_quantile": (0, 1), "min_cosine": (-1, 1),
+                  "min_top1": (0, 1)}
+        for name, (low, high) in bounds.items():
+            for output, value in getattr(self, name).items():
+                flag = f"--{name.replace('_', '-')} {f'{output}=' if output else ''}{value}"
+                if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+                    raise InvalidInput(f"{flag}: give a number")
+                if value < low or (high is not None and value > high):
+                    raise InvalidInput(f"{flag}: give {low} to {high}" if high is not None else
+                                       f"{flag}: give at least {low}")
+        for output, stat in self.error_stat.items():
+            if stat not in ERROR_STATS:
+                raise InvalidInput(f"--error-stat {f'{output}=' if output else ''}{stat}: choose from "
+                                   f"{', '.join(ERROR_STATS)}")

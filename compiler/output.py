@@ -175,3 +175,13 @@ def phase_progress(unit: str = "samples") -> Iterator:
     finally:
         if tasks:
             bars.stop()
+
+
+def append_step_summary(markdown: str) -> None:
+    """Add a report to the GitHub Actions job summary, when running in one."""
+    import os
+
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary:
+        with open(summary, "a", encoding="utf-8") as handle:
+            handle.write(markdown + "\n")

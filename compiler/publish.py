@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from pydantic import BaseModel
 
 from compiler.errors import CheckFailed, Conflict, InvalidInput
 from compiler.files import hash_json
 from compiler.records import (
+    CHECK_RECORD,
     BlobRef,
     BuildReport,
+    CheckReport,
     EngineRecord,
     LayersRecord,
     Progress,
@@ -26,16 +28,17 @@ from compiler.records import (
     ReleaseContent,
     ReleaseEngine,
     ReleaseManifest,
+    StagedPart,
     Status,
+    parse_record,
     read_record,
     read_record_bytes,
 )
 from compiler.releases import parse_manifest, provenance
 from compiler.stores import Store, open_store
-from compiler.stores.base import VerifyingReader, check_name, check_version
+from compiler.stores.base import VerifyingReader, check_name, check_version, staging_key
 
 BUILD_HINT = "give the folder `compile build --out` wrote"
-CHECK_RECORD = "check.json"
 
 
 class PublishResult(BaseModel):
@@ -43,7 +46,8 @@ class PublishResult(BaseModel):
     name: str
     version: str
     status: str
-    """``published``, or ``unchanged`` when the store already held this exact release."""
+    """``published``; ``unchanged`` when the store already held this exact release; ``staged`` or
+    ``already staged`` for one job's part of a sharded release."""
     engines: int
     content_sha256: str
     uploaded_blobs: int
@@ -61,50 +65,139 @@ class _Blob:
 
 
 @dataclass
-class _Release:
+class Release:
+    """What a set of build folders publishes: the content, and the files behind its blobs."""
+
     content: ReleaseContent
     blobs: list[_Blob] = field(default_factory=list)
-    check_report: _Blob | None = None
+    check_reports: list[_Blob] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
 
+    @property
+    def content_sha256(self) -> str:
+        return hash_json(self.content.model_dump(mode="json"))
 
-def publish(build_dir: Path, store: str | Store, name: str, version: str, *, allow_failed: bool = False,
-            progress: Progress | None = None) -> PublishResult:
-    """Publish ``build_dir`` as ``name@version``. Raises CheckFailed (a failed build or check), InvalidInput (not a
-    build folder), Conflict (the version exists with other content), EnvironmentProblem (the store)."""
+
+def publish(build_dirs: Path | list[Path], store: str | Store, name: str, version: str, *,
+            allow_failed: bool = False, progress: Progress | None = None) -> PublishResult:
+    """Publish one or more build folders (of one model) as ``name@version``. Raises CheckFailed (a failed build or
+    check), InvalidInput (not a build folder), Conflict (the version exists with other content),
+    EnvironmentProblem (the store)."""
     started = time.monotonic()
-    check_name(name)
-    check_version(version)
-    release = _read_build(Path(build_dir), name, version, allow_failed)
-    content_sha256 = hash_json(release.content.model_dump(mode="json"))
+    release = read_builds(build_dirs, name, version, allow_failed)
     store = store if isinstance(store, Store) else open_store(store, create=True)
-
-    def result(status: str, uploaded: list[_Blob], present: int) -> PublishResult:
-        return PublishResult(store=store.uri, name=name, version=version, status=status,
-                             engines=len(release.content.engines), content_sha256=content_sha256,
-                             uploaded_blobs=len(uploaded), uploaded_bytes=sum(b.ref.size_bytes for b in uploaded),
-                             present_blobs=present, skipped_targets=release.skipped,
-                             seconds=round(time.monotonic() - started, 3))
-
     existing = store.read_manifest(name, version)
     if existing is not None:
-        _same_or_conflict(existing, content_sha256, store, name, version)
-        return result("unchanged", [], 0)
-    blobs = release.blobs + ([release.check_report] if release.check_report else [])
-    uploaded, present = _upload_missing(store, name, blobs, progress)
-    manifest = ReleaseManifest(content=release.content, content_sha256=content_sha256, published=provenance(),
-                               check_report=release.check_report.ref if release.check_report else None)
-    raced = store.create_manifest(name, version, manifest.model_dump_json(indent=2).encode())
-    if raced is not None:  # another publisher wrote this version between our look and our write
-        _same_or_conflict(raced, content_sha256, store, name, version)
-        return result("unchanged", uploaded, present)
-    return result("published", uploaded, present)
+        same_or_conflict(existing, release.content_sha256, store, name, version)
+        return _result(store, release, "unchanged", [], 0, started)
+    uploaded, present = _upload_missing(store, name, release.blobs + release.check_reports, progress)
+    return _result(store, release, _create(store, release.content, [b.ref for b in release.check_reports]),
+                   uploaded, present, started)
 
 
-def _same_or_conflict(existing: bytes, content_sha256: str, store: Store, name: str, version: str) -> None:
+def stage(build_dirs: Path | list[Path], store: str | Store, name: str, version: str, job: str, *,
+          progress: Progress | None = None) -> PublishResult:
+    """One CI job's part of a sharded release: its blobs sent and its part recorded, create-only; a retried job
+    finds its part there and changes nothing."""
+    started = time.monotonic()
+    release = read_builds(build_dirs, name, version, allow_failed=False)
+    store = store if isinstance(store, Store) else open_store(store, create=True)
+    uploaded, present = _upload_missing(store, name, release.blobs + release.check_reports, progress)
+    part = StagedPart(job=job, content=release.content, check_reports=[b.ref for b in release.check_reports],
+                      staged=provenance())
+    earlier = store.stage(name, version, job, part.model_dump_json(indent=2).encode())
+    return _result(store, release, "staged" if earlier is None else "already staged", uploaded, present, started)
+
+
+def finalize(store: str | Store, name: str, version: str, jobs: list[str]) -> PublishResult:
+    """Publish ``name@version`` from every job's staged part; CheckFailed naming the jobs not staged yet."""
+    started = time.monotonic()
+    store = store if isinstance(store, Store) else open_store(store)
+    parts = store.staged(name, version)
+    missing = sorted(set(jobs) - set(parts))
+    if missing:
+        raise CheckFailed(f"{name}@{version}: not every job is staged; missing: {', '.join(missing)} (staged: "
+                          f"{', '.join(sorted(parts)) or 'none'}); run compile release --only-sku for each, then "
+                          "--finalize again")
+    staged = [_parse_part(store, name, version, job, parts[job]) for job in sorted(jobs)]
+    content = merge_contents([part.content for part in staged])
+    for engine in content.engines:
+        for blob in filter(None, (engine.plan, engine.layers)):
+            if store.blob_size(name, blob.sha256) != blob.size_bytes:
+                raise CheckFailed(f"{name}@{version}: blob sha256:{blob.sha256} of {engine.sku}/{engine.precision} "
+                                  "is not in the store as staged; run that job again")
+    release = Release(content)
+    existing = store.read_manifest(name, version)
+    if existing is not None:
+        same_or_conflict(existing, release.content_sha256, store, name, version)
+        return _result(store, release, "unchanged", [], 0, started)
+    reports = [ref for part in staged for ref in part.check_reports]
+    return _result(store, release, _create(store, content, reports), [], 0, started)
+
+
+def _parse_part(store: Store, name: str, version: str, job: str, data: bytes) -> StagedPart:
+    key = staging_key(name, version, job)
+    try:
+        part = parse_record(data, PurePosixPath(key), StagedPart, "run the job again")  # type: ignore[arg-type]
+    except InvalidInput as exc:
+        raise CheckFailed(f"store {store.uri}: {exc}") from None
+    if (part.job, part.content.name, part.content.version) != (job, name, version):
+        raise CheckFailed(f"store {store.uri}: {key} describes job {part.job} of "
+                          f"{part.content.name}@{part.content.version}; run the job again")
+    return part
+
+
+def _create(store: Store, content: ReleaseContent, check_reports: list[BlobRef]) -> str:
+    """Write the manifest, create-only; ``published``, or ``unchanged`` when a racing publisher of the same
+    content won (Conflict when it had other content)."""
+    content_sha256 = hash_json(content.model_dump(mode="json"))
+    manifest = ReleaseManifest(content=content, content_sha256=content_sha256, published=provenance(),
+                               check_reports=check_reports)
+    raced = store.create_manifest(content.name, content.version, manifest.model_dump_json(indent=2).encode())
+    if raced is None:
+        return "published"
+    same_or_conflict(raced, content_sha256, store, content.name, content.version)
+    return "unchanged"
+
+
+def _result(store: Store, release: Release, status: str, uploaded: list[_Blob], present: int,
+            started: float) -> PublishResult:
+    content = release.content
+    return PublishResult(store=store.uri, name=content.name, version=content.version, status=status,
+                         engines=len(content.engines), content_sha256=release.content_sha256,
+                         uploaded_blobs=len(uploaded), uploaded_bytes=sum(b.ref.size_bytes for b in uploaded),
+                         present_blobs=present, skipped_targets=release.skipped,
+                         seconds=round(time.monotonic() - started, 3))
+
+
+def same_or_conflict(existing: bytes, content_sha256: str, store: Store, name: str, version: str) -> None:
     if parse_manifest(existing, store, name, version).content_sha256 != content_sha256:
         raise Conflict(f"{name}@{version} is already published in {store.uri} with other content; releases are "
                        "immutable: publish a new version")
+
+
+def merge_contents(parts: list[ReleaseContent]) -> ReleaseContent:
+    """One release of several build folders' (or jobs') engines: one model, each SKU x precision once, the check
+    passed only if every part's did."""
+    first = parts[0]
+    for part in parts[1:]:
+        if part.model_sha256 != first.model_sha256:
+            raise InvalidInput(f"the parts of {first.name}@{first.version} are builds of different models "
+                               f"({first.model_sha256[:12]}, {part.model_sha256[:12]}); build them from one model")
+    engines = sorted((e for part in parts for e in part.engines), key=lambda e: (e.sku, e.precision))
+    targets = [(e.sku, e.precision) for e in engines]
+    if len(set(targets)) != len(targets):
+        twice = sorted({f"{s}/{p}" for s, p in targets if targets.count((s, p)) > 1})
+        raise InvalidInput(f"{first.name}@{first.version}: {', '.join(twice)} built in more than one part")
+    checks = [part.check for part in parts]
+    check = None
+    if all(checks):
+        counts: dict[str, int] = {}
+        for c in checks:
+            for status, count in c.summary.items():
+                counts[status] = counts.get(status, 0) + count
+        check = ReleaseCheck(passed=all(c.passed for c in checks), summary=counts)
+    return first.model_copy(update={"engines": engines, "check": check})
 
 
 def _upload_missing(store: Store, name: str, blobs: list[_Blob], progress: Progress | None) -> tuple[list[_Blob], int]:
@@ -124,7 +217,17 @@ def _upload_missing(store: Store, name: str, blobs: list[_Blob], progress: Progr
     return uploaded, len(unique) - len(uploaded)
 
 
-def _read_build(build_dir: Path, name: str, version: str, allow_failed: bool) -> _Release:
+def read_builds(build_dirs: Path | list[Path], name: str, version: str, allow_failed: bool) -> Release:
+    """Every build folder read and verified (nothing is sent for a build that cannot be published)."""
+    check_name(name)
+    check_version(version)
+    folders = [Path(build_dirs)] if isinstance(build_dirs, str | Path) else [Path(d) for d in build_dirs]
+    parts = [_read_build(folder, name, version, allow_failed) for folder in folders]
+    return Release(merge_contents([p.content for p in parts]), [b for p in parts for b in p.blobs],
+                   [b for p in parts for b in p.check_reports], [s for p in parts for s in p.skipped])
+
+
+def _read_build(build_dir: Path, name: str, version: str, allow_failed: bool) -> Release:
     if not build_dir.is_dir():
         raise InvalidInput(f"{build_dir}: not a folder; {BUILD_HINT}")
     report = read_record(build_dir / "build.json", BuildReport, BUILD_HINT)
@@ -147,7 +250,8 @@ def _read_build(build_dir: Path, name: str, version: str, allow_failed: bool) ->
     content = ReleaseContent(name=name, version=version, model_sha256=report.model_sha256,
                              model_name=Path(report.model).name, check=check,
                              engines=sorted(engines, key=lambda e: (e.sku, e.precision)))
-    return _Release(content, blobs, check_blob, [p for p in problems if not p.startswith(CHECK_RECORD)])
+    return Release(content, blobs, [check_blob] if check_blob else [],
+                   [p for p in problems if not p.startswith(CHECK_RECORD)])
 
 
 def _read_target(build_dir: Path, sku: str, precision: str, model_sha256: str) -> tuple[ReleaseEngine, list[_Blob]]:
@@ -183,11 +287,9 @@ def _read_check(build_dir: Path) -> tuple[ReleaseCheck | None, _Blob | None]:
     path = build_dir / CHECK_RECORD
     if not path.exists():
         return None, None
-    from compiler.records import CheckReport
-
     hint = f"run compile check {build_dir} again"
     report = read_record(path, CheckReport, hint)
-    return ReleaseCheck(passed=report.passed, summary=report.summary()), _blob_of(path, hint)
+    return ReleaseCheck(passed=report.passed, summary=report.counts), _blob_of(path, hint)
 
 
 def _blob_of(path: Path, hint: str) -> _Blob:

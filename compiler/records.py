@@ -189,6 +189,11 @@ class AccuracyReport(BaseModel):
     holdout_samples: int
     outputs: list[OutputReport]
     seconds: float
+    coverage: str | None = None
+    """What the comparison could and could not see (fp16: onnxruntime on CPU computes many FP16 ops in FP32)."""
+    fp16_range: dict[str, Any] | None = None
+    """fp16: the FP32 model's intermediate tensors on the held-out samples against FP16's range (the figures of
+    ``compile check``'s fp16-range check: ``overflow``, ``underflow``, ``keep_fp32``...)."""
 
 
 class Gate(BaseModel):
@@ -238,6 +243,68 @@ class CalibrationResult(CalibrationRecord):
 
     def record(self) -> CalibrationRecord:
         return CalibrationRecord.model_validate(self.model_dump(exclude={"report", "gates", "passed", "reused"}))
+
+
+# --- compile check ---------------------------------------------------------------------------------------
+
+CHECK_FORMAT = 1
+"""Of check.json."""
+CHECK_RECORD = "check.json"
+"""The record of one ``compile check`` run, written into the build folder it checked."""
+
+
+class CheckResult(BaseModel):
+    """One check of a model or an engine: its verdict, a one-line summary (the figure, or why it was skipped) and
+    the evidence behind it, one line per finding, each naming the node, tensor, output or SKU it is about."""
+
+    name: str
+    """fusions, partitions, memory, accuracy, engine-accuracy, fp16-range, lint."""
+    status: Status
+    """ok, failed (a gate failed) or skipped (with the reason in ``summary``; never counted as passed)."""
+    summary: str
+    evidence: list[str] = []
+    figures: dict[str, Any] = {}
+    """The measured numbers, for machines (per output, per tensor, bytes)."""
+
+
+class EngineCheck(BaseModel):
+    """Every check of one engine (one SKU x precision of the build)."""
+
+    sku: str
+    precision: Precision
+    path: str
+    engine_sha256: str | None
+    """None for a target whose build did not produce an engine."""
+    status: Status
+    checks: list[CheckResult]
+
+
+class CheckReport(BaseModel):
+    """check.json: what ``compile check`` found in a build folder. ``passed`` is the verdict a release step reads:
+    True only when no check failed (skipped checks do not fail it, and are listed in ``summary``)."""
+
+    format_version: int = CHECK_FORMAT
+    build_dir: str
+    model: str
+    model_sha256: str
+    passed: bool
+    status: Status
+    summary: str
+    counts: dict[str, int]
+    """How many checks ended ok, failed and skipped, over the model and every engine."""
+    model_checks: list[CheckResult]
+    """Checks of the source model itself: lint, partitions."""
+    engines: list[EngineCheck]
+    options: dict[str, Any]
+    versions: dict[str, str]
+    seconds: float
+
+    @property
+    def failures(self) -> list[tuple[str, CheckResult]]:
+        """(where, check) of every failed check: ``model`` or ``<sku>/<precision>``."""
+        found = [("model", c) for c in self.model_checks if c.status == Status.FAILED]
+        return found + [(f"{e.sku}/{e.precision}", c) for e in self.engines for c in e.checks
+                        if c.status == Status.FAILED]
 
 
 # --- the artifact store ---------------------------------------------------------------------------------
@@ -309,8 +376,19 @@ class ReleaseManifest(BaseModel):
     content_sha256: str
     """sha256 of ``content`` as canonical JSON: what "the same release" means."""
     published: Provenance
-    check_report: BlobRef | None = None
-    """check.json itself (its timings differ between runs of one check, so it is evidence, not content)."""
+    check_reports: list[BlobRef] = []
+    """Each build folder's check.json (their timings differ between runs of one check: evidence, not content)."""
+
+
+class StagedPart(BaseModel):
+    """staging/<name>/<version>/<job>.json: one CI job's engines of a release, their blobs already in the store,
+    waiting for ``compile release --finalize`` to publish every job's parts as one manifest."""
+
+    format_version: int = RELEASE_FORMAT
+    job: str
+    content: ReleaseContent
+    check_reports: list[BlobRef] = []
+    staged: Provenance
 
 
 class ChannelMove(BaseModel):

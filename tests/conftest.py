@@ -102,3 +102,12 @@ def s3():
 
     with s3_server() as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def registry():
+    """One OCI registry (CNCF Distribution) for the session; each store takes a repository of its own."""
+    from tests.registry import registry_server
+
+    with registry_server() as server:
+        yield server

@@ -113,8 +113,9 @@ def walkthrough(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[tu
     return work, runs
 
 
-def test_the_walkthrough_has_inspect_calibrate_and_build_in_that_order():
-    assert [args[0] for args, _ in walkthrough_commands()] == ["inspect", "calibrate", "build"]
+def test_the_walkthrough_goes_from_inspect_to_release_in_order():
+    assert [args[0] for args, _ in walkthrough_commands()] == ["inspect", "calibrate", "build", "check", "publish",
+                                                               "promote", "pull", "release"]
 
 
 def test_every_walkthrough_command_exits_as_documented(walkthrough):

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from compiler.errors import CheckFailed, InvalidInput
+from compiler.errors import CheckFailed, EnvironmentProblem, InvalidInput
 
 NAME = re.compile(r"[a-z0-9](?:[a-z0-9._-]{0,62}[a-z0-9])?")
 """Release names: lower case (OCI repository names must be), no slash, no leading dot."""
@@ -132,6 +132,19 @@ class Store(ABC):
         """Move a channel if it is still what was read (``expected``; None: if it does not exist yet). False
         when someone moved it meanwhile: read again and retry."""
 
+    def stage(self, name: str, version: str, job: str, data: bytes) -> bytes | None:
+        """Record one CI job's part of a release before it is published, create-only like a manifest: None when
+        this call wrote it, else the part an earlier attempt of the job wrote."""
+        raise self._no_staging()
+
+    def staged(self, name: str, version: str) -> dict[str, bytes]:
+        """Every job's staged part of ``name@version``, by job."""
+        raise self._no_staging()
+
+    def _no_staging(self) -> EnvironmentProblem:
+        return EnvironmentProblem(f"store {self.uri}: sharded releases (--only-sku, --finalize) need a local "
+                                  "folder or S3 store; release in one job here")
+
 
 class VerifyingReader:
     """A file read once, hashed as it goes: the read that reaches the expected size raises :class:`CheckFailed`
@@ -192,6 +205,10 @@ def blob_key(sha256: str) -> str:
 
 def manifest_key(name: str, version: str) -> str:
     return f"releases/{check_name(name)}/{check_version(version)}/manifest.json"
+
+
+def staging_key(name: str, version: str, job: str = "") -> str:
+    return f"staging/{check_name(name)}/{check_version(version)}/" + (f"{check_name(job)}.json" if job else "")
 
 
 def channel_key(name: str, channel: str) -> str:

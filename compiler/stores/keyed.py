@@ -22,6 +22,7 @@ from compiler.stores.base import (
     check_channel,
     check_name,
     manifest_key,
+    staging_key,
 )
 
 
@@ -61,13 +62,16 @@ class KeyedStore(Store):
     def get_blob(self, name: str, sha256: str, sink: Sink) -> bool:
         return self._stream(blob_key(sha256), sink)
 
-    def create_manifest(self, name: str, version: str, data: bytes) -> bytes | None:
-        key = manifest_key(name, version)
+    def _create_or_read(self, key: str, data: bytes) -> bytes | None:
+        """None when this call created ``key``, else what is there."""
         while not self._create(key, data):
             found = self._read(key)
             if found is not None:  # else removed between the two looks (by hand): try again
                 return found[0]
         return None
+
+    def create_manifest(self, name: str, version: str, data: bytes) -> bytes | None:
+        return self._create_or_read(manifest_key(name, version), data)
 
     def read_manifest(self, name: str, version: str) -> bytes | None:
         found = self._read(manifest_key(name, version))
@@ -88,3 +92,16 @@ class KeyedStore(Store):
 
     def write_channel(self, name: str, channel: str, data: bytes, expected: Token | None) -> bool:
         return self._swap(channel_key(name, channel), data, expected)
+
+    def stage(self, name: str, version: str, job: str, data: bytes) -> bytes | None:
+        return self._create_or_read(staging_key(name, version, job), data)
+
+    def staged(self, name: str, version: str) -> dict[str, bytes]:
+        parts = {}
+        for entry in self._children(staging_key(name, version)):
+            job = entry.removesuffix(".json")
+            if entry.endswith(".json") and NAME.fullmatch(job) and ".." not in job:
+                found = self._read(staging_key(name, version, job))
+                if found is not None:
+                    parts[job] = found[0]
+        return parts

@@ -55,6 +55,7 @@ EXAMPLES = {
     "build-options": 1,
     "calibrate-options": 1,
     "inspect-options": 2,
+    "check": 1,
 }
 """Generated cases per test (each test is one family x kind, so the totals are these times the kinds), besides
 the explicit cases each test always runs (test_hostile.py's MUST tables). A CLI run costs ~0.3 s (a build refusing

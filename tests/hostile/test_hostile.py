@@ -36,6 +36,7 @@ number of cases per test and in total.
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -457,3 +458,84 @@ def test_the_repository_is_untouched():
     changes = [c for c in snapshot_changes(REPOSITORY, snapshot(REPO, [REPO / ".git", REPO / "tests" / "hostile"]))
                if not any(part in c for part in ignored)]
     assert not changes, changes
+
+
+# --- build folders for check ------------------------------------------------------------------------------------
+
+CHECK_DAMAGE = (
+    ("not-a-folder", None), ("no-build-json", None), ("build-json", b""), ("build-json", b"[]"),
+    ("build-json", b"[" * 100_000 + b"]" * 100_000), ("build-json", bytes(range(256)) * 4),
+    ("traversal-sku", "../../outside"), ("traversal-sku", "/etc"), ("engine-json", b"{}"),
+    ("engine-link-out", None), ("plan-changed", None), ("layers-json", b'{"format_version": 3}'),
+    ("rules", "rules: !!python/object/apply:os.system [true]"), ("rules", "rules: [{kind: chain}]"),
+    ("rules", "{{{"), ("data", b"PK\x03\x04 not a zip"), ("skus", "skus: {}"), ("intact", None),
+)
+"""docs/check.md, "Outputs and exit codes": every damaged record, path leading out of the folder, plan that is not
+the recorded one, bad rules, catalog or data is exit 2 naming the file; an intact folder checks (0)."""
+
+
+@pytest.fixture(scope="module")
+def check_build(tmp_path_factory) -> Path:
+    """A valid fp32 build folder of the digits model, copied into every case."""
+    from tests.conftest import run_cli
+
+    out = tmp_path_factory.mktemp("hostile-check") / "engines"
+    result = run_cli("build", g.DIGITS_MODEL, "--profiles", g.DIGITS_PROFILES, "--sku", SKU, "--precision", "fp32",
+                     "--out", out, "--json")
+    assert result.exit_code == 0, result.stderr
+    return out
+
+
+def _damaged_build(box: Sandbox, source: Path, kind: str, detail) -> tuple[list[str], tuple[str, ...], int]:
+    folder = box.out / "engines"
+    shutil.copytree(source, folder)
+    target = folder / SKU / "fp32"
+    extra: list[str] = []
+    names: tuple[str, ...] = ("engines",)
+    if kind == "not-a-folder":
+        shutil.rmtree(folder)
+        folder.write_text("x")
+    elif kind == "no-build-json":
+        (folder / "build.json").unlink()
+    elif kind == "build-json":
+        (folder / "build.json").write_bytes(detail)
+        names = ("build.json",)
+    elif kind == "traversal-sku":
+        record = json.loads((folder / "build.json").read_text())
+        record["targets"][0]["sku"] = detail
+        (folder / "build.json").write_text(json.dumps(record))
+        names = ("build.json",)
+    elif kind == "engine-json":
+        (target / "engine.json").write_bytes(detail)
+        names = ("engine.json",)
+    elif kind == "engine-link-out":
+        (target / "engine.json").unlink()
+        (target / "engine.json").symlink_to(g.make_fifo(box.outside / "fifo"))
+        names = ("engine.json",)
+    elif kind == "plan-changed":
+        with open(target / "engine.plan", "r+b") as handle:
+            handle.seek(100)
+            handle.write(b"\xff\xfe")
+        names = ("engine.plan",)
+    elif kind == "layers-json":
+        (target / "layers.json").write_bytes(detail)
+        names = ("layers.json",)
+    elif kind in ("rules", "skus"):
+        path = box.inputs / f"{kind}.yaml"
+        path.write_text(detail)
+        extra, names = [f"--{kind}", str(path)], (f"{kind}.yaml",)
+    elif kind == "data":
+        path = box.inputs / "data.npz"
+        path.write_bytes(detail)
+        extra, names = ["--data", str(path)], ("data.npz",)
+    return [str(folder), *extra], names, 0 if kind == "intact" else 2
+
+
+@pytest.mark.parametrize("kind, detail", CHECK_DAMAGE, ids=[f"{k}-{i}" for i, (k, _) in enumerate(CHECK_DAMAGE)])
+def test_check_build_folders(kind, detail, request, hostile_base, check_build):
+    def setup(json_output, box: Sandbox) -> Case:
+        args, names, code = _damaged_build(box, check_build, kind, detail)
+        return Case(["check", *args, "--no-lint", *_json(json_output)],
+                    Expect(_codes(code), f"{kind} build folder", names), json_output)
+
+    run_cases(request.node.name, "check", st.booleans(), setup, hostile_base)

@@ -1,0 +1,107 @@
+"""`compile check` benchmark on a ResNet-50-sized fp16 + int8 build: the check's overhead over onnxruntime.
+
+Claim checked (exit 1 when missed): the check of the build on 64 samples (every check: lint, partitions,
+fusions, memory, accuracy of both precisions, FP16 range) takes <= 1.25 x its floor, measured in the same run:
+onnxruntime running the FP32, FP16 and Q/DQ models over the same samples, called directly (sessions made with
+the same options, the same batches). Median of alternating rounds.
+
+The model is ``tests/synthetic.resnet(depth=50)``: ResNet-50's graph and size with random weights (fixed seed),
+and the samples are random too: right for timing, meaningless for accuracy (the accuracy gates may well fail;
+that is not what is measured). Nothing is downloaded. Usage:
+``python benchmarks/check.py [--samples 64] [--rounds 3] [--image-size 224]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests"))
+
+
+def floor(models: list[Path], data: Path, samples: int, batch: int) -> float:
+    """onnxruntime alone: each model's session over the same samples."""
+    import numpy as np
+
+    from calibration.report import session
+
+    started = time.perf_counter()
+    with np.load(data, allow_pickle=False) as arrays:
+        images = arrays["image"][:samples]
+    for model in models:
+        sess = session(model, "model")
+        for start in range(0, samples, batch):
+            sess.run(None, {"image": images[start:start + batch]})
+    return time.perf_counter() - started
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--samples", type=int, default=64)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--image-size", type=int, default=224)
+    args = parser.parse_args()
+
+    import numpy as np
+    import synthetic
+    import yaml
+
+    from compiler.build import BuildOptions, build_engines
+    from compiler.check import check
+    from compiler.check.folder import built_model, read_build, source_model
+    from compiler.options import CheckOptions
+
+    with tempfile.TemporaryDirectory(prefix="compile-bench-check-") as work:
+        root = Path(work)
+        model = synthetic.resnet(root / "resnet50.onnx", depth=50, image_size=args.image_size)
+        data = root / "data.npz"
+        rng = np.random.default_rng(0)
+        np.savez(data, image=rng.standard_normal((max(args.samples, 80), 3, args.image_size, args.image_size),
+                                                dtype=np.float32))
+        size = args.image_size
+        profiles = root / "profiles.yaml"
+        profiles.write_text(yaml.safe_dump({"profiles": [{"name": "online", "shapes": {"image": {
+            "min": [1, 3, size, size], "opt": [8, 3, size, size], "max": [8, 3, size, size]}}}]}))
+        out = root / "engines"
+        started = time.perf_counter()
+        report = build_engines(model, profiles, "rtx-4090", ["fp16", "int8"], out,
+                               BuildOptions(data=data, cache_dir=root / "cache"))
+        assert not report.failed, report.failed
+        print(f"build (fp16 + int8, calibration included): {time.perf_counter() - started:.1f} s")
+        build = read_build(out)
+        source = source_model(build, None)
+        models = [source.path] + [built_model(t, source, root / "cache")[0] for t in build.targets]
+        assert all(models), models
+        import os
+
+        os.environ["COMPILE_CACHE_DIR"] = str(root / "cache")  # where check finds the built models
+        options = CheckOptions(data=data, samples=args.samples, batch_size=8)
+        ours, theirs = [], []
+        for index in range(args.rounds):
+            order = ("check", "floor") if index % 2 == 0 else ("floor", "check")
+            for side in order:
+                if side == "check":
+                    started = time.perf_counter()
+                    result = check(out, options)
+                    ours.append(time.perf_counter() - started)
+                else:
+                    theirs.append(floor(models, data, args.samples, 8))
+        per_check = {c.name: c.status.value for e in result.engines for c in e.checks}
+        ratio = statistics.median(ours) / statistics.median(theirs)
+        print(f"{'round':>6} {'check s':>9} {'floor s':>9} {'ratio':>7}")
+        for index, (a, b) in enumerate(zip(ours, theirs, strict=True)):
+            print(f"{index:>6} {a:>9.2f} {b:>9.2f} {a / b:>7.2f}")
+        print(f"{'median':>6} {statistics.median(ours):>9.2f} {statistics.median(theirs):>9.2f} {ratio:>7.2f}"
+              f"  (claim: <= 1.25)")
+        print(f"checks: {per_check}; verdict passed={result.passed} (random weights: accuracy is not the point)")
+        return 0 if ratio <= 1.25 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

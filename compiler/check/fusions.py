@@ -1,0 +1,211 @@
+"""Fusion rules over an engine's final kernels (layers.json): did the fusions we expect happen?
+
+TensorRT-RTX names, for each kernel, the ONNX nodes it covers. A chain such as Conv -> BatchNormalization ->
+Relu can span kernels (``correlation [Conv]`` then ``kgen [BatchNormalization, Conv, Relu]``): the kernel that
+names the Conv again is that convolution's epilogue, so the chain is fused. When the Conv's output must be
+materialized (it is also a graph output), BatchNormalization and Relu land in a kernel that does not name the
+Conv: not fused (DESIGN.md).
+"""
+
+from __future__ import annotations
+
+from fnmatch import fnmatchcase
+from importlib import resources
+from pathlib import Path
+from typing import Literal
+
+import onnx
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from compiler.config import load_yaml
+from compiler.errors import InvalidInput
+from compiler.records import CheckResult, Kernel, Precision, Status
+
+QDQ = ("QuantizeLinear", "DequantizeLinear")
+MAX_EVIDENCE = 20
+"""Findings listed per check (the count says how many there were in all)."""
+
+
+class Rule(BaseModel):
+    """One fusion rule (docs/check.md, "Rules file")."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(min_length=1)
+    kind: Literal["chain", "no-standalone", "precision"]
+    ops: list[str] = Field(min_length=1)
+    """chain: the ops in order (``Op?`` optional); no-standalone: the ops no kernel may consist of alone;
+    precision: the ops whose kernels may not compute in ``forbid``."""
+    around: list[str] = []
+    """no-standalone: only nodes that feed one of these count (empty: all)."""
+    forbid: list[str] = []
+    """precision: kernel precisions (TensorRT's names: Float, Half, Int8...) not allowed."""
+    precisions: list[Precision] = list(Precision)
+    allow: list[str] = []
+    """Node names (shell-style patterns) the rule does not apply to."""
+    description: str = ""
+
+    @model_validator(mode="after")
+    def _complete(self) -> Rule:
+        if self.kind == "chain" and len([op for op in self.ops if not op.endswith("?")]) < 2:
+            raise ValueError(f"rule '{self.name}': a chain needs at least two ops that are not optional")
+        if self.kind == "precision" and not self.forbid:
+            raise ValueError(f"rule '{self.name}': a precision rule needs forbid: [Float, ...]")
+        return self
+
+    def allows(self, node: str) -> bool:
+        return any(fnmatchcase(node, pattern) for pattern in self.allow)
+
+
+class RuleSet(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    replace: bool = False
+    """True: these rules instead of the bundled ones; False: added to them (a rule of the same name replaces)."""
+    rules: list[Rule]
+
+    @model_validator(mode="after")
+    def _unique(self) -> RuleSet:
+        names = [r.name for r in self.rules]
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            raise ValueError(f"rule names must be unique; repeated: {', '.join(repeated)}")
+        return self
+
+
+def bundled_rules() -> list[Rule]:
+    with resources.as_file(resources.files("compiler.check") / "rules.yaml") as path:
+        return load_yaml(path, RuleSet).rules
+
+
+def load_rules(path: Path | None) -> list[Rule]:
+    """The bundled rules, extended or replaced by the rules file at ``path``; InvalidInput naming the file."""
+    rules = {rule.name: rule for rule in bundled_rules()}
+    if path is None:
+        return list(rules.values())
+    extra = load_yaml(path, RuleSet)
+    if extra.replace:
+        rules = {}
+    rules.update({rule.name: rule for rule in extra.rules})
+    if not rules:
+        raise InvalidInput(f"{path}: replaces the bundled rules with none; list at least one rule or drop "
+                           f"replace: true")
+    return list(rules.values())
+
+
+class Graph:
+    """What the rules need of the model an engine was built from: each node's op type and who consumes what."""
+
+    def __init__(self, proto: onnx.ModelProto) -> None:
+        nodes = proto.graph.node
+        self.op = {n.name: n.op_type for n in nodes if n.name}
+        self.nodes = [n for n in nodes if n.name]
+        self.consumers: dict[str, list[onnx.NodeProto]] = {}
+        for node in self.nodes:
+            for name in node.input:
+                self.consumers.setdefault(name, []).append(node)
+
+    def next_through_qdq(self, node: onnx.NodeProto) -> list[onnx.NodeProto]:
+        """The nodes that consume ``node``'s first output, looking through Quantize/DequantizeLinear pairs."""
+        found, pending = [], [c for c in self.consumers.get(node.output[0], [])] if node.output else []
+        while pending:
+            consumer = pending.pop()
+            if consumer.op_type in QDQ and consumer.output:
+                pending.extend(self.consumers.get(consumer.output[0], []))
+            else:
+                found.append(consumer)
+        return found
+
+    def chains(self, ops: list[str]) -> list[list[str]]:
+        """Every run of nodes matching ``ops`` in order (``Op?`` may be absent), each feeding the next."""
+        runs = []
+        for node in self.nodes:
+            runs.extend(self._extend([node.name], node, ops))
+        return runs
+
+    def _extend(self, run: list[str], node: onnx.NodeProto, ops: list[str]) -> list[list[str]]:
+        want = ops[0].rstrip("?")
+        if node.op_type != want:
+            return self._extend(run, node, ops[1:]) if ops[0].endswith("?") and len(ops) > 1 else []
+        rest = ops[1:]
+        if not rest or all(op.endswith("?") for op in rest):
+            return [run]
+        results = []
+        for consumer in self.next_through_qdq(node):
+            results.extend(self._extend([*run, consumer.name], consumer, rest))
+        if not results and rest and all(op.endswith("?") for op in rest):
+            return [run]
+        return results
+
+
+def check_fusions(rules: list[Rule], precision: Precision, kernels: list[Kernel], graph: Graph,
+                  graph_note: str) -> CheckResult:
+    """Every rule that applies to ``precision``, over every kernel of every profile."""
+    applied = [rule for rule in rules if precision in rule.precisions]
+    violations: list[str] = []
+    per_rule: dict[str, int] = {}
+    for rule in applied:
+        found = {"chain": _chain, "no-standalone": _standalone, "precision": _precision}[rule.kind](
+            rule, kernels, graph)
+        per_rule[rule.name] = len(found)
+        violations += [f"{rule.name}: {line}" for line in found]
+    figures = {"rules": [r.name for r in applied], "violations": per_rule, "kernels": len(kernels),
+               "graph": graph_note}
+    names = ", ".join(r.name for r in applied) or "none"
+    if violations:
+        return CheckResult(name="fusions", status=Status.FAILED, evidence=violations[:MAX_EVIDENCE], figures=figures,
+                           summary=f"{len(violations)} violation(s) of {', '.join(n for n, c in per_rule.items() if c)}"
+                                   f"; first: {violations[0]}")
+    if not applied:
+        return CheckResult(name="fusions", status=Status.SKIPPED, figures=figures,
+                           summary=f"no rule applies to {precision} builds")
+    return CheckResult(name="fusions", status=Status.OK, figures=figures,
+                       summary=f"{len(applied)} rule(s) hold over {len(kernels)} kernels ({names})")
+
+
+def _chain(rule: Rule, kernels: list[Kernel], graph: Graph) -> list[str]:
+    found = []
+    for chain in graph.chains(rule.ops):
+        head, tail = chain[0], chain[1:]
+        if rule.allows(head) or any(rule.allows(n) for n in tail):
+            continue
+        for kernel in kernels:
+            unfused = [n for n in tail if n in kernel.onnx_nodes]
+            if unfused and head not in kernel.onnx_nodes:
+                found.append(f"{' -> '.join(chain)} not fused: kernel {kernel.name} computes {', '.join(unfused)} "
+                             f"without {head}{_profile(kernel)}")
+                break
+    return found
+
+
+def _standalone(rule: Rule, kernels: list[Kernel], graph: Graph) -> list[str]:
+    found = []
+    for kernel in kernels:
+        nodes = [n for n in kernel.onnx_nodes if not rule.allows(n)]
+        if not nodes or not all(graph.op.get(n) in rule.ops for n in nodes):
+            continue
+        feeding = [n for n in nodes if not rule.around or _feeds(graph, n, rule.around)]
+        if feeding:
+            found.append(f"kernel {kernel.name} computes only {', '.join(feeding)} ({kernel.precision})"
+                         f"{_profile(kernel)}")
+    return found
+
+
+def _feeds(graph: Graph, name: str, ops: list[str]) -> bool:
+    node = next((n for n in graph.nodes if n.name == name), None)
+    return node is not None and any(c.op_type in ops for c in graph.next_through_qdq(node))
+
+
+def _precision(rule: Rule, kernels: list[Kernel], graph: Graph) -> list[str]:
+    found = []
+    for kernel in kernels:
+        nodes = [n for n in kernel.onnx_nodes if graph.op.get(n) in rule.ops and not rule.allows(n)]
+        # a kernel that only converts (Float in, Half out: the cast before the first Conv) computes nothing in Float
+        computes = kernel.precision in rule.forbid and all(t in rule.forbid for t in kernel.output_types)
+        if nodes and computes:
+            found.append(f"kernel {kernel.name} runs {', '.join(nodes)} in {kernel.precision}{_profile(kernel)}")
+    return found
+
+
+def _profile(kernel: Kernel) -> str:
+    return f" (profile {kernel.profile})" if kernel.profile else ""
