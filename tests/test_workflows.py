@@ -302,11 +302,13 @@ def test_release_is_plan_then_matrix_then_finalize() -> None:
     assert build["strategy"] == {"fail-fast": False, "matrix": "${{ fromJSON(needs.plan.outputs.matrix) }}"}
     assert build["runs-on"] == "${{ matrix.runs-on }}"
     assert build["env"]["SKU"] == "${{ matrix.sku }}"
-    assert 'compile release "$PIPELINE" --only-sku "$SKU" --store "$STORE"' in _step(build, "--only-sku")["run"]
+    assert 'compile release "$PIPELINE" --only-sku "$SKU" --store "$STORE" --work release-work' in \
+        _step(build, "--only-sku")["run"]
 
     # finalize: after every build job, once
     assert finalize["needs"] in ("build", ["build"]) and "strategy" not in finalize
-    assert 'compile release "$PIPELINE" --finalize --store "$STORE"' in _step(finalize, "--finalize")["run"]
+    assert 'compile release "$PIPELINE" --finalize --store "$STORE" --work release-work' in \
+        _step(finalize, "--finalize")["run"]
 
     # no runner label is written in the workflow but GitHub-hosted ones: the plan decides the GPU runners
     for job in jobs.values():
@@ -323,7 +325,7 @@ def test_release_is_plan_then_matrix_then_finalize() -> None:
     # every report kept, whatever the step's outcome
     for job_id in ("build", "finalize"):
         [upload] = [s for s in jobs[job_id]["steps"] if str(s.get("uses", "")).startswith("actions/upload-artifact@")]
-        assert upload["if"] == "always()" and "release-report.md" in upload["with"]["path"], job_id
+        assert upload["if"] == "always()" and upload["with"]["path"] == "release-work/release-report*", job_id
     # the matrix keys the workflow reads are those compile plan writes
     expressions = re.findall(r"\$\{\{(.*?)\}\}", RELEASE.read_text())
     assert {key for e in expressions for key in re.findall(r"\bmatrix\.([\w-]+)", e)} == {"sku", "backend", "runs-on"}
@@ -400,8 +402,10 @@ def test_plan_refuses_a_store_the_runners_do_not_share(store: str, code: int) ->
 
 
 @pytest.mark.parametrize("job_id,expected", [
-    ("build", ["release", "pipe lines/$(touch x).yaml", "--only-sku", "h100", "--store", "s3://b/p"]),
-    ("finalize", ["release", "pipe lines/$(touch x).yaml", "--finalize", "--store", "s3://b/p"]),
+    ("build", ["release", "pipe lines/$(touch x).yaml", "--only-sku", "h100", "--store", "s3://b/p",
+               "--work", "release-work"]),
+    ("finalize", ["release", "pipe lines/$(touch x).yaml", "--finalize", "--store", "s3://b/p",
+                  "--work", "release-work"]),
 ])
 def test_release_steps_pass_inputs_as_data_and_drop_unset_secrets(tmp_path: Path, job_id: str,
                                                                   expected: list[str]) -> None:
@@ -427,3 +431,93 @@ def test_release_steps_pass_inputs_as_data_and_drop_unset_secrets(tmp_path: Path
     for name in set(step["env"]) - {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"}:
         assert name not in seen["env"], f"{name} reached compile as an empty string"
     assert "secret" not in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("path", [CI, RELEASE], ids=lambda p: p.name)
+def test_every_step_script_is_valid_bash(path: Path) -> None:
+    for job_id, step in _steps(_load(path)):
+        if "run" in step:
+            done = subprocess.run(["bash", "-n", "-c", step["run"]], capture_output=True, text=True, timeout=30)
+            assert done.returncode == 0, f"{path.name} {job_id} {step.get('name')!r}: {done.stderr}"
+
+
+def test_build_install_refuses_an_unknown_backend(tmp_path: Path) -> None:
+    run = _step(_load(RELEASE)["jobs"]["build"], 'case "$BACKEND"')["run"]
+    done = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", run], cwd=tmp_path,
+                          env={**os.environ, "BACKEND": "tensorrt-llm", "RUNNER_TEMP": str(tmp_path)},
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode == 2 and "unknown backend 'tensorrt-llm'" in done.stdout
+    assert not (tmp_path / "venv").exists()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# release.yml, played: its step scripts in the order GitHub runs them, with the real `compile`, against SeaweedFS
+
+
+def _github_step(run: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", run], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=900)
+
+
+def test_release_workflow_played_against_s3(s3, tmp_path: Path) -> None:
+    """plan -> three build jobs at once (each in a checkout of its own, unset secrets passed as empty strings, as
+    GitHub does) -> finalize: one release in the bucket, every job's report where the upload step looks."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    document = _load(RELEASE)
+    jobs = document["jobs"]
+    example = yaml.safe_load((REPO / "pipelines" / "example.yaml").read_text())
+    for key in ("model", "profiles"):
+        example[key] = str((REPO / "pipelines" / example[key]).resolve())
+    for section in ("calibration", "check"):
+        example[section]["data"] = str((REPO / "pipelines" / example[section]["data"]).resolve())
+    pipeline = tmp_path / "pipeline.yaml"
+    pipeline.write_text(yaml.safe_dump(example, sort_keys=False))
+    bucket = "gha-" + os.urandom(6).hex()
+    s3.client().create_bucket(Bucket=bucket)
+
+    shim = tmp_path / "bin" / "compile"  # the job's venv `compile`, as this interpreter runs it
+    shim.parent.mkdir()
+    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m compiler "$@"\n')
+    shim.chmod(0o755)
+    secrets = {name: "" for step in (_step(jobs["finalize"], "--finalize"),) for name in step["env"]}
+    secrets.update({k: v for k, v in s3.env().items() if k.startswith("AWS_")})
+    base = {**os.environ, "PATH": f"{shim.parent}{os.pathsep}{os.environ['PATH']}",
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+            "PIPELINE": str(pipeline), "STORE": f"s3://{bucket}/releases"}
+
+    def job(name: str, **extra: str) -> tuple[Path, dict[str, str]]:
+        folder = tmp_path / name
+        (folder / "runner-temp").mkdir(parents=True)
+        env = {**base, "RUNNER_TEMP": str(folder / "runner-temp"), "GITHUB_OUTPUT": str(folder / "output"),
+               "GITHUB_STEP_SUMMARY": str(folder / "summary.md"), **extra}
+        return folder, env
+
+    folder, env = job("plan")
+    for step in jobs["plan"]["steps"]:
+        if "run" in step and "pip install" not in step["run"]:
+            done = _github_step(step["run"], folder, env)
+            assert done.returncode == 0, (step.get("name"), done.stdout, done.stderr)
+    matrix = json.loads((folder / "output").read_text().removeprefix("matrix="))
+    assert [entry["sku"] for entry in matrix["include"]] == list(example["targets"])
+
+    def build(entry: dict) -> tuple[str, Path, subprocess.CompletedProcess]:
+        folder, env = job("build-" + entry["sku"], SKU=entry["sku"], BACKEND=entry["backend"], **secrets)
+        return entry["sku"], folder, _github_step(_step(jobs["build"], "--only-sku")["run"], folder, env)
+
+    with ThreadPoolExecutor(len(matrix["include"])) as pool:
+        builds = list(pool.map(build, matrix["include"]))
+    for sku, folder, done in builds:
+        assert done.returncode == 0, (sku, done.stderr)
+        assert [p.name for p in sorted(folder.glob("release-work/release-report*"))] == \
+            [f"release-report-{sku}.json", f"release-report-{sku}.md"]
+        assert (folder / "summary.md").read_text().strip()
+
+    folder, env = job("finalize", **secrets)
+    done = _github_step(_step(jobs["finalize"], "--finalize")["run"], folder, env)
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in folder.glob("release-work/release-report*")) == \
+        ["release-report-finalize.json", "release-report-finalize.md"]
+    manifest = s3.client().get_object(Bucket=bucket, Key="releases/releases/digits/1.0.0/manifest.json")
+    engines = json.loads(manifest["Body"].read())["content"]["engines"]
+    assert len(engines) == sum(len(precisions) for precisions in example["targets"].values())
