@@ -128,7 +128,7 @@ def _upload_missing(store: Store, name: str, blobs: list[_Blob], progress: Progr
 def _read_build(build_dir: Path, name: str, version: str, allow_failed: bool) -> _Release:
     if not build_dir.is_dir():
         raise InvalidInput(f"{build_dir}: not a folder; {BUILD_HINT}")
-    report = read_record(build_dir / "build.json", BuildReport, BUILD_HINT)
+    report = read_record(_inside(build_dir, Path("build.json")), BuildReport, BUILD_HINT)
     problems = [f"{t.sku}/{t.precision}: {t.status}" + (f" ({t.errors[0]})" if t.errors else "")
                 for t in report.failed]
     check, check_blob = _read_check(build_dir)
@@ -156,7 +156,7 @@ def _read_target(build_dir: Path, sku: str, precision: str, model_sha256: str) -
     recorded, which is as the user typed it) and checked against what build.json says it is."""
     folder = _inside(build_dir, Path(sku) / precision)
     hint = f"build {build_dir} again"
-    record = read_record(folder / "engine.json", EngineRecord, hint)
+    record = read_record(_inside(build_dir, Path(sku) / precision / "engine.json"), EngineRecord, hint)
     if (record.sku, record.precision, record.model_sha256) != (sku, precision, model_sha256):
         raise InvalidInput(f"{folder / 'engine.json'}: records {record.sku}/{record.precision} of model "
                            f"{record.model_sha256[:12]}, not {sku}/{precision} of {model_sha256[:12]} as build.json "
@@ -167,7 +167,8 @@ def _read_target(build_dir: Path, sku: str, precision: str, model_sha256: str) -
     files = [_Blob(plan, BlobRef(sha256=record.sha256, size_bytes=record.size_bytes))]
     layers_path = folder / "layers.json"
     layers = None
-    if layers_path.exists():
+    if layers_path.exists() or layers_path.is_symlink():
+        layers_path = _inside(build_dir, Path(sku) / precision / "layers.json")
         read_record(layers_path, LayersRecord, hint)
         layers = _blob_of(layers_path, hint)
         files.append(layers)
@@ -182,8 +183,9 @@ def _read_target(build_dir: Path, sku: str, precision: str, model_sha256: str) -
 def _read_check(build_dir: Path) -> tuple[ReleaseCheck | None, _Blob | None]:
     """check.json's verdict, when `compile check` ran on the folder."""
     path = build_dir / CHECK_RECORD
-    if not path.exists():
+    if not (path.exists() or path.is_symlink()):
         return None, None
+    path = _inside(build_dir, Path(CHECK_RECORD))
     hint = f"run compile check {build_dir} again"
     report = read_record(path, CheckReport, hint)
     return ReleaseCheck(passed=report.passed, summary=report.counts), _blob_of(path, hint)
