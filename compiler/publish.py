@@ -200,7 +200,7 @@ def _blob_of(path: Path, hint: str) -> _Blob:
 
 def _inside(root: Path, relative: Path) -> Path:
     """``root / relative``, refused when a part is not a plain name or a link leads out of the build folder."""
-    if any(part in ("", ".", "..") or "/" in part for part in relative.parts) or relative.is_absolute():
+    if any(part in ("", ".", "..") or "/" in part or "\0" in part for part in relative.parts) or relative.is_absolute():
         raise InvalidInput(f"{root}/build.json: target {relative} is not a folder name; build {root} again")
     path = root / relative
     if not path.resolve().is_relative_to(root.resolve()):
