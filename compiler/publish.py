@@ -129,6 +129,11 @@ def _read_build(build_dir: Path, name: str, version: str, allow_failed: bool) ->
     if not build_dir.is_dir():
         raise InvalidInput(f"{build_dir}: not a folder; {BUILD_HINT}")
     report = read_record(_inside(build_dir, Path("build.json")), BuildReport, BUILD_HINT)
+    listed = [(t.sku, t.precision) for t in report.targets]
+    twice = next((t for i, t in enumerate(listed) if t in listed[:i]), None)
+    if twice is not None:
+        raise InvalidInput(f"{build_dir / 'build.json'}: target {twice[0]}/{twice[1]} is listed twice; build "
+                           f"{build_dir} again")
     problems = [f"{t.sku}/{t.precision}: {t.status}" + (f" ({t.errors[0]})" if t.errors else "")
                 for t in report.failed]
     check, check_blob = _read_check(build_dir)
