@@ -34,7 +34,7 @@ from compiler.records import (
 )
 from compiler.releases import parse_manifest, provenance
 from compiler.stores import Store, open_store
-from compiler.stores.base import VerifyingReader, check_name, check_version
+from compiler.stores.base import SHA256, VerifyingReader, check_name, check_version
 
 BUILD_HINT = "give the folder `compile build --out` wrote"
 
@@ -166,6 +166,8 @@ def _read_target(build_dir: Path, sku: str, precision: str, model_sha256: str) -
         raise InvalidInput(f"{folder / 'engine.json'}: records {record.sku}/{record.precision} of model "
                            f"{record.model_sha256[:12]}, not {sku}/{precision} of {model_sha256[:12]} as build.json "
                            f"says; {hint}")
+    if not SHA256.fullmatch(record.sha256):  # it names a blob: checked before any request, like every key
+        raise InvalidInput(f"{folder / 'engine.json'}: sha256 {record.sha256!r} is not a sha256 digest; {hint}")
     plan = _inside(build_dir, Path(sku) / precision / "engine.plan")
     if not plan.is_file() or plan.stat().st_size != record.size_bytes:
         raise InvalidInput(f"{plan}: missing or not the {record.size_bytes} bytes engine.json records; {hint}")
