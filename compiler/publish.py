@@ -37,7 +37,7 @@ from compiler.records import (
 )
 from compiler.releases import parse_manifest, provenance
 from compiler.stores import Store, open_store
-from compiler.stores.base import VerifyingReader, check_name, check_version, staging_key
+from compiler.stores.base import SHA256, VerifyingReader, check_name, check_version, staging_key
 
 BUILD_HINT = "give the folder `compile build --out` wrote"
 
@@ -233,7 +233,12 @@ def read_builds(build_dirs: Path | list[Path], name: str, version: str, allow_fa
 def _read_build(build_dir: Path, name: str, version: str, allow_failed: bool) -> Release:
     if not build_dir.is_dir():
         raise InvalidInput(f"{build_dir}: not a folder; {BUILD_HINT}")
-    report = read_record(build_dir / "build.json", BuildReport, BUILD_HINT)
+    report = read_record(_inside(build_dir, Path("build.json")), BuildReport, BUILD_HINT)
+    listed = [(t.sku, t.precision) for t in report.targets]
+    twice = next((t for i, t in enumerate(listed) if t in listed[:i]), None)
+    if twice is not None:
+        raise InvalidInput(f"{build_dir / 'build.json'}: target {twice[0]}/{twice[1]} is listed twice; build "
+                           f"{build_dir} again")
     problems = [f"{t.sku}/{t.precision}: {t.status}" + (f" ({t.errors[0]})" if t.errors else "")
                 for t in report.failed]
     check, check_blob = _read_check(build_dir)
@@ -282,18 +287,21 @@ def _read_target(build_dir: Path, sku: str, precision: str, model_sha256: str) -
     recorded, which is as the user typed it) and checked against what build.json says it is."""
     folder = _inside(build_dir, Path(sku) / precision)
     hint = f"build {build_dir} again"
-    record = read_record(folder / "engine.json", EngineRecord, hint)
+    record = read_record(_inside(build_dir, Path(sku) / precision / "engine.json"), EngineRecord, hint)
     if (record.sku, record.precision, record.model_sha256) != (sku, precision, model_sha256):
         raise InvalidInput(f"{folder / 'engine.json'}: records {record.sku}/{record.precision} of model "
                            f"{record.model_sha256[:12]}, not {sku}/{precision} of {model_sha256[:12]} as build.json "
                            f"says; {hint}")
+    if not SHA256.fullmatch(record.sha256):  # it names a blob: checked before any request, like every key
+        raise InvalidInput(f"{folder / 'engine.json'}: sha256 {record.sha256!r} is not a sha256 digest; {hint}")
     plan = _inside(build_dir, Path(sku) / precision / "engine.plan")
     if not plan.is_file() or plan.stat().st_size != record.size_bytes:
         raise InvalidInput(f"{plan}: missing or not the {record.size_bytes} bytes engine.json records; {hint}")
     files = [_Blob(plan, BlobRef(sha256=record.sha256, size_bytes=record.size_bytes))]
     layers_path = folder / "layers.json"
     layers = None
-    if layers_path.exists():
+    if layers_path.exists() or layers_path.is_symlink():
+        layers_path = _inside(build_dir, Path(sku) / precision / "layers.json")
         read_record(layers_path, LayersRecord, hint)
         layers = _blob_of(layers_path, hint)
         files.append(layers)
@@ -308,8 +316,9 @@ def _read_target(build_dir: Path, sku: str, precision: str, model_sha256: str) -
 def _read_check(build_dir: Path) -> tuple[ReleaseCheck | None, _Blob | None]:
     """check.json's verdict, when `compile check` ran on the folder."""
     path = build_dir / CHECK_RECORD
-    if not path.exists():
+    if not (path.exists() or path.is_symlink()):
         return None, None
+    path = _inside(build_dir, Path(CHECK_RECORD))
     hint = f"run compile check {build_dir} again"
     report = read_record(path, CheckReport, hint)
     return ReleaseCheck(passed=report.passed, summary=report.counts), _blob_of(path, hint)
@@ -324,7 +333,7 @@ def _blob_of(path: Path, hint: str) -> _Blob:
 
 def _inside(root: Path, relative: Path) -> Path:
     """``root / relative``, refused when a part is not a plain name or a link leads out of the build folder."""
-    if any(part in ("", ".", "..") or "/" in part for part in relative.parts) or relative.is_absolute():
+    if any(part in ("", ".", "..") or "/" in part or "\0" in part for part in relative.parts) or relative.is_absolute():
         raise InvalidInput(f"{root}/build.json: target {relative} is not a folder name; build {root} again")
     path = root / relative
     if not path.resolve().is_relative_to(root.resolve()):

@@ -8,6 +8,8 @@ line, never a crash in the stage that trusted it.
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
@@ -437,7 +439,10 @@ def read_record(path: Path, kind: type[Record], hint: str) -> Record:
 def read_record_bytes(path: Path, hint: str) -> bytes:
     """A record file's bytes (for a caller that also hashes exactly what it validates)."""
     try:
-        with open(path, "rb") as handle:
+        # O_NONBLOCK: opening a FIFO put where a record belongs must not wait for a writer that never comes
+        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                raise InvalidInput(f"{path}: not a regular file; {hint}")
             raw = handle.read(MAX_RECORD_BYTES + 1)
     except OSError as exc:
         raise InvalidInput(f"{path}: cannot read it ({exc.strerror or exc}); {hint}") from None

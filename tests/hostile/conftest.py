@@ -67,3 +67,31 @@ def pytest_terminal_summary(terminalreporter) -> None:
                                       for name, (cases, broken) in families.items()))
     write(f"total: {total} generated cases, {len(TALLY.breaks)} broke the contract, "
           f"{sum(TALLY.seconds.values()):.1f} s")
+
+
+@pytest.fixture(scope="session")
+def store_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A build folder of the digits model (fp16 for rtx-3090 and rtx-4090) with the check.json `compile check`
+    writes: what the publish cases damage copies of."""
+    root = tmp_path_factory.mktemp("hostile-store-build")
+    build = root / "build"
+    result = run_cli("build", generators.DIGITS_MODEL, "--profiles", generators.DIGITS_PROFILES, "--sku", "rtx-3090",
+                     "--sku", "rtx-4090", "--precision", "fp16", "--out", build, cwd=root)
+    assert result.exit_code == 0, result.stderr
+    checked = run_cli("check", build, "--json", cwd=root)
+    assert checked.exit_code == 0 and (build / "check.json").is_file(), checked.stderr
+    return build
+
+
+@pytest.fixture(scope="session")
+def store_template(tmp_path_factory: pytest.TempPathFactory, store_build: Path) -> Path:
+    """A local store holding digits@1.0.0 and digits@1.0.1 (the same build) with the channel stable at 1.0.0:
+    what the store-contents cases damage copies of."""
+    root = tmp_path_factory.mktemp("hostile-store")
+    store = root / "store"
+    for version in ("1.0.0", "1.0.1"):
+        result = run_cli("publish", store_build, "--store", store, "--name", "digits", "--version", version, cwd=root)
+        assert result.exit_code == 0, result.stderr
+    result = run_cli("promote", "digits@1.0.0", "--channel", "stable", "--store", store, cwd=root)
+    assert result.exit_code == 0, result.stderr
+    return store

@@ -56,6 +56,9 @@ EXAMPLES = {
     "calibrate-options": 1,
     "inspect-options": 2,
     "check": 1,
+    "store-builds": 1,
+    "store-contents": 2,
+    "store-options": 2,
 }
 """Generated cases per test (each test is one family x kind, so the totals are these times the kinds), besides
 the explicit cases each test always runs (test_hostile.py's MUST tables). A CLI run costs ~0.3 s (a build refusing
@@ -179,8 +182,9 @@ def _limits(pid_file: Path) -> Callable[[], None]:
     return apply
 
 
-def run(box: Sandbox, args: list[str]) -> Run:
-    """Run ``compile ARGS`` in the sandbox, with the limits, and the whole session killed at the timeout."""
+def run(box: Sandbox, args: list[str], env: dict[str, str] | None = None) -> Run:
+    """Run ``compile ARGS`` in the sandbox, with the limits, and the whole session killed at the timeout (``env``:
+    variables added to the sandbox's environment)."""
     pid_file = box.root.with_name(box.root.name + ".pid")
     killed = threading.Event()
 
@@ -197,7 +201,7 @@ def run(box: Sandbox, args: list[str]) -> Run:
     timer.start()
     problems = []
     try:
-        result: CliResult | None = run_cli(*args, cwd=box.cwd, env=box.env(), timeout=None,
+        result: CliResult | None = run_cli(*args, cwd=box.cwd, env={**box.env(), **(env or {})}, timeout=None,
                                            preexec_fn=_limits(pid_file))
     except UnicodeDecodeError as exc:
         result, problems = None, [f"output that is not UTF-8 ({exc})"]
@@ -236,7 +240,8 @@ PYTHON_WARNING = re.compile(r"^\S+\.py:\d+: \w*Warning: .*$", re.MULTILINE)
 """What ``warnings.warn`` prints: a library's warning that reached the user's terminal unworded."""
 
 
-def check(run_: Run, expect: Expect, *, json_output: bool, prints_report_on_error: bool = False) -> list[str]:
+def check(run_: Run, expect: Expect, *, json_output: bool, prints_report_on_error: bool = False,
+          reports_failures: bool = True) -> list[str]:
     """Every clause of the contract (docs/errors-and-signals.md) this run breaks; empty when it keeps them all."""
     problems = list(run_.problems)
     if run_.timed_out:
@@ -285,7 +290,7 @@ def check(run_: Run, expect: Expect, *, json_output: bool, prints_report_on_erro
                     problems.append("the JSON document is not an object")
                 if code not in (0, 1) and not prints_report_on_error:
                     problems.append(f"a JSON document on stdout with exit {code}")
-        elif code == 0 or (code == 1 and "internal error" not in result.stderr):
+        elif code == 0 or (code == 1 and reports_failures and "internal error" not in result.stderr):
             problems.append(f"exit {code} with --json but no JSON document on stdout")
     elif UNSAFE.search(result.stdout):
         problems.append(f"control characters on stdout: {UNSAFE.findall(result.stdout)[:5]!r}")
@@ -350,6 +355,18 @@ class Case:
     expect: Expect
     json_output: bool
     prints_report_on_error: bool = False
+    reports_failures: bool = True
+    """Whether exit 1 with --json prints a report (build, check); the store commands print none when they refuse."""
+    env: dict[str, str] | None = None
+    """Variables added to the sandbox's environment (an S3 endpoint, credentials)."""
+    after: Callable[[CliResult], list[str]] | None = None
+    """Clauses of the case's own, checked once the command ended (a store left as it was, nothing in --out): the
+    problems found."""
+
+
+def partial_files(folder: Path) -> set[str]:
+    """Temporary files of interrupted writes (``*.partial``) under ``folder``."""
+    return {str(path.relative_to(folder)) for path in folder.rglob("*.partial")} if folder.is_dir() else set()
 
 
 def run_cases(test: str, family: str, strategy: st.SearchStrategy, setup: Setup, base: Path,
@@ -367,10 +384,16 @@ def run_cases(test: str, family: str, strategy: st.SearchStrategy, setup: Setup,
         box = Sandbox(Path(tempfile.mkdtemp(prefix="case-", dir=base)))
         case = setup(recipe, box)
         before = snapshot(box.root, box.writable)
-        done = run(box, [str(a) for a in case.args])
+        partials = partial_files(box.out)
+        done = run(box, [str(a) for a in case.args], case.env)
         count += 1
         problems = check(done, case.expect, json_output=case.json_output,
-                         prints_report_on_error=case.prints_report_on_error)
+                         prints_report_on_error=case.prints_report_on_error, reports_failures=case.reports_failures)
+        left = sorted(partial_files(box.out) - partials)
+        if left:
+            problems.append(f"temporary files left in out/: {left[:4]}")
+        if case.after is not None and done.result is not None:
+            problems += case.after(done.result)
         after = snapshot(box.root, box.writable)
         changes = snapshot_changes(before, after, box.known_folders())
         if changes:
