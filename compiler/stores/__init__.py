@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from compiler.errors import InvalidInput
+from compiler.errors import EnvironmentProblem, InvalidInput
 from compiler.stores.base import Ref, Store
 
 __all__ = ["DEFAULT_STORE", "Ref", "Store", "open_store"]
@@ -27,8 +27,11 @@ def open_store(uri: str, *, create: bool = False) -> Store:
 
         return S3Store(uri)
     if uri.startswith(("oci://", "oci+http://")):
-        from compiler.stores.oci import OciStore
-
+        try:
+            from compiler.stores.oci import OciStore
+        except ImportError as exc:  # the backend, or the client it needs, is not installed
+            raise EnvironmentProblem(f"store {uri}: OCI stores are not available in this installation ({exc}); "
+                                     "use a folder or s3://") from None
         return OciStore(uri)
     if "://" in uri and not uri.startswith("file://"):
         raise InvalidInput(f"store {uri}: unknown scheme; use a folder, file://, s3:// or oci:// (oci+http:// "
