@@ -38,4 +38,6 @@ def open_store(uri: str, *, create: bool = False) -> Store:
                            "for a plain-HTTP registry)")
     from compiler.stores.local import LocalStore
 
+    if not uri.removeprefix("file://").strip():  # Path("") would be the working directory
+        raise InvalidInput(f"store {uri}: no folder given; use file://PATH or a folder path")
     return LocalStore(Path(uri.removeprefix("file://")), create=create)
