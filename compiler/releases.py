@@ -32,7 +32,7 @@ from compiler.records import (
     parse_record,
 )
 from compiler.stores import Store, open_store
-from compiler.stores.base import HashingSink, Ref, check_channel, check_sha256, manifest_key
+from compiler.stores.base import VERSION, HashingSink, Ref, check_channel, check_sha256, manifest_key
 
 PROMOTE_SECONDS = 60.0
 """How long a promotion keeps retrying against concurrent ones before it gives up."""
@@ -289,6 +289,8 @@ def _read_channel(store: Store, name: str, channel: str) -> tuple[ChannelRecord,
         raise _damaged(store, key, str(exc).removeprefix(f"{key}: ")) from None
     if (record.name, record.channel) != (name, channel):
         raise _damaged(store, key, f"it describes {record.name}@{record.channel}")
+    if not VERSION.fullmatch(record.version) or ".." in record.version:
+        raise _damaged(store, key, f"it points at {record.version!r}, which is no version")
     return record, found[1]
 
 
