@@ -138,6 +138,16 @@ class LocalStore(KeyedStore):
                 temporary.unlink(missing_ok=True)
         return True
 
+    def names(self) -> list[str]:
+        return [name for name in super().names() if self.versions(name)]
+
+    def versions(self, name: str) -> list[str]:
+        """Only folders with a manifest: a publisher killed before writing its manifest leaves a folder here (on S3,
+        where the manifest is the only object under ``releases/``, it leaves nothing)."""
+        folder = self.root / "releases" / name
+        return [version for version in super().versions(name)
+                if os.path.lexists(folder / version / "manifest.json")]
+
     def _children(self, prefix: str) -> list[str]:
         try:
             return [entry.name for entry in os.scandir(self._path(prefix.rstrip("/")))
