@@ -73,17 +73,17 @@ class LocalStore(KeyedStore):
         """A key's file for reading, None when there is none. What else stands there (a link, a FIFO, a folder)
         is damage: refused without following or blocking on it."""
         try:
-            handle = os.fdopen(os.open(self._path(key), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK), "rb")
+            fd = os.open(self._path(key), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         except (FileNotFoundError, NotADirectoryError):
             return None
         except OSError as exc:
             if exc.errno == errno.ELOOP:
                 raise self._damaged(key, "a symbolic link") from None
             raise EnvironmentProblem(f"store {self.root}: cannot read {key} ({exc.strerror or exc})") from None
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-            handle.close()
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO (opened without blocking), a folder
+            os.close(fd)
             raise self._damaged(key, "not a regular file")
-        return handle
+        return os.fdopen(fd, "rb")
 
     def _damaged(self, key: str, what: str) -> CheckFailed:
         return CheckFailed(f"store {self.root}: {key} is damaged ({what}; a store holds plain files and folders "
