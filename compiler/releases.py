@@ -32,8 +32,10 @@ from compiler.records import (
     parse_record,
 )
 from compiler.stores import Store, open_store
-from compiler.stores.base import HashingSink, Ref, check_channel, check_sha256, manifest_key
+from compiler.stores.base import VERSION, HashingSink, Ref, check_channel, check_sha256, manifest_key
 
+NAME_MAX = 255
+"""The longest file name (bytes) Linux filesystems take."""
 PROMOTE_SECONDS = 60.0
 """How long a promotion keeps retrying against concurrent ones before it gives up."""
 
@@ -215,6 +217,9 @@ def pull(store: str | Store, ref: str | Ref, *, out: Path, sku: str | None = Non
 
 
 def _check_out(out: Path) -> None:
+    if len(os.fsencode(out.name)) > NAME_MAX:
+        raise InvalidInput(f"--out {out}: the file name is longer than the {NAME_MAX} bytes a file name may have; "
+                           "choose a shorter one")
     if out.name in ("", ".", "..") or out.is_dir():
         raise InvalidInput(f"--out {out}: give a file path for the plan (e.g. model.plan), not a folder")
     if out.name == "engine.json":
@@ -228,7 +233,7 @@ def _fetch(store: Store, name: str, sha256: str, size: int, out: Path, cache: Pa
     copy. True when the store was not asked for the bytes."""
     check_sha256(sha256)
     cached = cache / "sha256" / sha256 if cache else None
-    temporary = out.with_name(f".{out.name}.{os.urandom(4).hex()}.partial")
+    temporary = out.with_name(f".{out.name[:200]}.{os.urandom(4).hex()}.partial")  # fits wherever out.name does
     try:
         if cached is not None and cached.is_file() and _verify_file(cached, sha256, size):
             link_or_copy(cached, temporary)
@@ -289,6 +294,8 @@ def _read_channel(store: Store, name: str, channel: str) -> tuple[ChannelRecord,
         raise _damaged(store, key, str(exc).removeprefix(f"{key}: ")) from None
     if (record.name, record.channel) != (name, channel):
         raise _damaged(store, key, f"it describes {record.name}@{record.channel}")
+    if not VERSION.fullmatch(record.version) or ".." in record.version:
+        raise _damaged(store, key, f"it points at {record.version!r}, which is no version")
     return record, found[1]
 
 

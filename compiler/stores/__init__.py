@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from compiler.errors import InvalidInput
+from compiler.errors import EnvironmentProblem, InvalidInput
 from compiler.stores.base import Ref, Store
 
 __all__ = ["DEFAULT_STORE", "Ref", "Store", "open_store"]
@@ -27,12 +27,17 @@ def open_store(uri: str, *, create: bool = False) -> Store:
 
         return S3Store(uri)
     if uri.startswith(("oci://", "oci+http://")):
-        from compiler.stores.oci import OciStore
-
+        try:
+            from compiler.stores.oci import OciStore
+        except ImportError as exc:  # the backend, or the client it needs, is not installed
+            raise EnvironmentProblem(f"store {uri}: OCI stores are not available in this installation ({exc}); "
+                                     "use a folder or s3://") from None
         return OciStore(uri)
     if "://" in uri and not uri.startswith("file://"):
         raise InvalidInput(f"store {uri}: unknown scheme; use a folder, file://, s3:// or oci:// (oci+http:// "
                            "for a plain-HTTP registry)")
     from compiler.stores.local import LocalStore
 
+    if not uri.removeprefix("file://").strip():  # Path("") would be the working directory
+        raise InvalidInput(f"store {uri}: no folder given; use file://PATH or a folder path")
     return LocalStore(Path(uri.removeprefix("file://")), create=create)

@@ -11,9 +11,11 @@ import errno
 import fcntl
 import hashlib
 import os
+import stat
 from pathlib import Path
+from typing import BinaryIO
 
-from compiler.errors import EnvironmentProblem, InvalidInput
+from compiler.errors import CheckFailed, EnvironmentProblem, InvalidInput
 from compiler.records import MAX_RECORD_BYTES
 from compiler.stores.base import Sink, Token, VerifyingReader
 from compiler.stores.keyed import KeyedStore
@@ -67,27 +69,41 @@ class LocalStore(KeyedStore):
         finally:
             temporary.unlink(missing_ok=True)
 
-    def _stream(self, key: str, sink: Sink) -> bool:
+    def _open(self, key: str) -> BinaryIO | None:
+        """A key's file for reading, None when there is none. What else stands there (a link, a FIFO, a folder)
+        is damage: refused without following or blocking on it."""
         try:
-            handle = os.fdopen(os.open(self._path(key), os.O_RDONLY | os.O_NOFOLLOW), "rb")
-        except FileNotFoundError:
-            return False
+            fd = os.open(self._path(key), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
         except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise self._damaged(key, "a symbolic link") from None
             raise EnvironmentProblem(f"store {self.root}: cannot read {key} ({exc.strerror or exc})") from None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO (opened without blocking), a folder
+            os.close(fd)
+            raise self._damaged(key, "not a regular file")
+        return os.fdopen(fd, "rb")
+
+    def _damaged(self, key: str, what: str) -> CheckFailed:
+        return CheckFailed(f"store {self.root}: {key} is damaged ({what}; a store holds plain files and folders "
+                           "only); publish it again or ask who owns the store")
+
+    def _stream(self, key: str, sink: Sink) -> bool:
+        handle = self._open(key)
+        if handle is None:
+            return False
         with handle:
             while data := handle.read(CHUNK):
                 sink.write(data)
         return True
 
     def _read(self, key: str) -> tuple[bytes, Token] | None:
-        path = self._path(key)
-        try:
-            with os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as handle:
-                data = handle.read(MAX_RECORD_BYTES + 1)
-        except (FileNotFoundError, NotADirectoryError):
+        handle = self._open(key)
+        if handle is None:
             return None
-        except OSError as exc:
-            raise EnvironmentProblem(f"store {self.root}: cannot read {key} ({exc.strerror or exc})") from None
+        with handle:
+            data = handle.read(MAX_RECORD_BYTES + 1)
         return data, hashlib.sha256(data).hexdigest()
 
     def _create(self, key: str, data: bytes) -> bool:
@@ -121,6 +137,16 @@ class LocalStore(KeyedStore):
             finally:
                 temporary.unlink(missing_ok=True)
         return True
+
+    def names(self) -> list[str]:
+        return [name for name in super().names() if self.versions(name)]
+
+    def versions(self, name: str) -> list[str]:
+        """Only folders with a manifest: a publisher killed before writing its manifest leaves a folder here (on S3,
+        where the manifest is the only object under ``releases/``, it leaves nothing)."""
+        folder = self.root / "releases" / name
+        return [version for version in super().versions(name)
+                if os.path.lexists(folder / version / "manifest.json")]
 
     def _children(self, prefix: str) -> list[str]:
         try:

@@ -1,0 +1,651 @@
+"""Hostile inputs to the store commands (`compile publish`, `pull`, `ls`, `promote`) through the real CLI, held to
+the same contract as the rest of tests/hostile (harness.py), plus the store's own clauses:
+
+- a refused publish leaves the store as it was (exit 2: not even created; exit 1: no release visible);
+- a refused pull writes nothing to --out (no plan, no engine.json, no ``*.partial``), and a pull that succeeds
+  wrote the bytes of the digest the release records;
+- a promote that fails leaves the store byte for byte as it was; pull and ls never change it (their store is
+  under in/, which the harness holds unchanged);
+- names in a store that are not valid names (upper case, ``..``, dot files, control characters, links) are
+  ignored by ls, never listed nor followed.
+
+Three families: damaged build folders given to publish (``BUILD_DAMAGE``), damaged local store contents given to
+pull/ls/promote (``STORE_DAMAGE`` x ``STORE_COMMANDS``) and hostile option values (``OPTIONS``). Every damage has
+an explicit case (the MUST lists); hypothesis draws a few more combinations and arbitrary NAME@VERSION text.
+
+    PYTHONPATH=. python -m pytest -q tests/hostile/test_hostile_store.py     # ~55 s on 2 cores, 203 cases
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from hypothesis import strategies as st
+
+from tests.conftest import CliResult
+from tests.hostile import generators as g
+from tests.hostile.harness import Case, Expect, Sandbox, run_cases, snapshot, snapshot_changes
+
+NAME, VERSION, OTHER, CHANNEL, SKU = "digits", "1.0.0", "1.0.1", "stable", "rtx-4090"
+HUGE = (64 << 20) + 4096
+"""Past the 64 MiB any record may have (records.MAX_RECORD_BYTES); made sparse, so it costs no disk."""
+
+
+def _codes(*codes: int) -> frozenset[int]:
+    return frozenset(codes)
+
+
+def _json(flag: bool) -> list[str]:
+    return ["--json"] if flag else []
+
+
+def _edit_json(path: Path, change: Callable[[dict], object]) -> None:
+    data = json.loads(path.read_bytes())
+    change(data)
+    path.write_text(json.dumps(data, indent=2))
+
+
+def _replace(path: Path, how: str, box: Sandbox, data: bytes = b"") -> None:
+    """Put something hostile where ``path`` was: a FIFO, a folder, a link to a FIFO outside, bytes, a sparse
+    file past the record limit."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
+    if how == "fifo":
+        g.make_fifo(path)
+    elif how == "directory":
+        path.mkdir()
+    elif how == "link-out":
+        target = box.outside / f"fifo-{len(list(box.outside.iterdir()))}"
+        g.make_fifo(target)
+        path.symlink_to(target)
+    elif how == "bytes":
+        path.write_bytes(data)
+    elif how == "huge":
+        with open(path, "wb") as handle:
+            handle.write(data)
+            handle.truncate(HUGE)
+    elif how != "missing":
+        raise ValueError(how)
+
+
+def _tree_kept(root: Path) -> Callable[[], list[str]]:
+    """A check that ``root`` (a store, an --out folder) is exactly as it is now."""
+    before = snapshot(root, []) if root.is_dir() else {}
+
+    def kept() -> list[str]:
+        changes = snapshot_changes(before, snapshot(root, []) if root.is_dir() else {})
+        return [f"{root.name}/ changed: {changes[:6]}"] if changes else []
+
+    return kept
+
+
+def _manifests(store: Path) -> list[str]:
+    return sorted(str(p.relative_to(store)) for p in (store / "releases").glob("*/*/manifest.json")) \
+        if store.is_dir() else []
+
+
+# --- publish: hostile build folders ----------------------------------------------------------------------------
+
+TARGET = Path(SKU) / "fp16"
+
+
+def _target_json(build: Path, change: Callable[[dict], object]) -> None:
+    _edit_json(build / "build.json", lambda d: change(next(t for t in d["targets"] if t["sku"] == SKU)))
+
+
+def _build_damage(kind: str, build: Path, box: Sandbox) -> Path:
+    """Damage the copy of the build folder; returns the BUILD_DIR to publish."""
+    target, record = build / TARGET, build / "build.json"
+    if kind == "not-a-folder":
+        _replace(build, "bytes", box, b"not a folder\n")
+    elif kind == "missing":
+        return build.with_name("no-such-build")
+    elif kind == "build.json-missing":
+        _replace(record, "missing", box)
+    elif kind == "build.json-garbage":
+        _replace(record, "bytes", box, b"\x00\xff{not json")
+    elif kind == "build.json-empty":
+        _replace(record, "bytes", box)
+    elif kind == "build.json-format":
+        _edit_json(record, lambda d: d.update(format_version=2))
+    elif kind == "build.json-nested":
+        _replace(record, "bytes", box, b"[" * 100_000)
+    elif kind == "build.json-huge":
+        _replace(record, "huge", box, record.read_bytes())
+    elif kind == "build.json-fifo":
+        _replace(record, "fifo", box)
+    elif kind == "build.json-link-out":
+        _replace(record, "link-out", box)
+    elif kind == "targets-none":
+        _edit_json(record, lambda d: d.update(targets=[]))
+    elif kind == "target-failed":
+        _target_json(build, lambda t: t.update(status="failed", errors=["the builder failed"]))
+    elif kind == "target-twice":
+        _edit_json(record, lambda d: d["targets"].append(dict(d["targets"][-1])))
+    elif kind == "sku-dotdot":
+        _target_json(build, lambda t: t.update(sku="../x"))
+    elif kind == "sku-absolute":
+        g.make_fifo(box.outside / "fp16" / "engine.json")
+        _target_json(build, lambda t: t.update(sku=str(box.outside)))
+    elif kind == "sku-nul":
+        _target_json(build, lambda t: t.update(sku="rtx\x004090"))
+    elif kind == "sku-escape":
+        _target_json(build, lambda t: t.update(sku="rtx\x1b[2J\nerror: forged"))
+    elif kind == "sku-long":
+        _target_json(build, lambda t: t.update(sku="x" * 5000))
+    elif kind == "precision-absolute":
+        _target_json(build, lambda t: t.update(precision="/etc/passwd"))
+    elif kind == "engine.json-missing":
+        _replace(target / "engine.json", "missing", box)
+    elif kind == "engine.json-garbage":
+        _replace(target / "engine.json", "bytes", box, b'{"format_version": 3, "sha256": ')
+    elif kind == "engine.json-fifo":
+        _replace(target / "engine.json", "fifo", box)
+    elif kind == "engine.json-other-sku":
+        _edit_json(target / "engine.json", lambda d: d.update(sku="rtx-3090"))
+    elif kind == "engine.json-other-model":
+        _edit_json(target / "engine.json", lambda d: d.update(model_sha256="0" * 64))
+    elif kind == "engine.json-digest-traversal":
+        _edit_json(target / "engine.json", lambda d: d.update(sha256="../../../outside/x"))
+    elif kind == "plan-missing":
+        _replace(target / "engine.plan", "missing", box)
+    elif kind == "plan-fifo":
+        _replace(target / "engine.plan", "fifo", box)
+    elif kind == "plan-link-out":
+        _replace(target / "engine.plan", "link-out", box)
+    elif kind == "plan-directory":
+        _replace(target / "engine.plan", "directory", box)
+    elif kind == "plan-longer":
+        with open(target / "engine.plan", "ab") as handle:
+            handle.write(b"\0")
+    elif kind == "plan-other-bytes":  # same size: only the digest tells, while the blob is sent
+        plan = target / "engine.plan"
+        _replace(plan, "bytes", box, g.flip_bits(plan.read_bytes(), [(4000, 1)]))
+    elif kind == "target-link-out":
+        shutil.copytree(build / SKU, box.outside / SKU)
+        _replace(box.outside / TARGET / "engine.plan", "fifo", box)
+        shutil.rmtree(build / SKU)
+        (build / SKU).symlink_to(box.outside / SKU)
+    elif kind == "layers.json-garbage":
+        _replace(target / "layers.json", "bytes", box, b"\xff\xfe")
+    elif kind == "layers.json-fifo":
+        _replace(target / "layers.json", "fifo", box)
+    elif kind == "check.json-garbage":
+        _replace(build / "check.json", "bytes", box, b"check: passed\n")
+    elif kind == "check.json-format":
+        _edit_json(build / "check.json", lambda d: d.update(format_version=99))
+    elif kind == "check.json-fifo":
+        _replace(build / "check.json", "fifo", box)
+    elif kind == "check.json-directory":
+        _replace(build / "check.json", "directory", box)
+    elif kind == "check.json-failed":
+        _edit_json(build / "check.json", lambda d: d.update(passed=False, status="failed"))
+    elif kind == "check.json-absent":  # optional: publishes without a check
+        _replace(build / "check.json", "missing", box)
+    elif kind != "intact":
+        raise ValueError(kind)
+    return build
+
+
+BUILD_DAMAGE: dict[str, tuple[frozenset[int], tuple[str, ...]]] = {
+    "not-a-folder": (_codes(2), ("build",)), "missing": (_codes(2), ("no-such-build",)),
+    "build.json-missing": (_codes(2), ("build.json",)), "build.json-garbage": (_codes(2), ("build.json",)),
+    "build.json-empty": (_codes(2), ("build.json",)), "build.json-format": (_codes(2), ("build.json",)),
+    "build.json-nested": (_codes(2), ("build.json",)), "build.json-huge": (_codes(2), ("build.json",)),
+    "build.json-fifo": (_codes(2), ("build.json",)), "build.json-link-out": (_codes(2), ("build.json",)),
+    "targets-none": (_codes(1, 2), ()), "target-failed": (_codes(1), ()),
+    "target-twice": (_codes(2), ("build.json",)),
+    "sku-dotdot": (_codes(2), ("build.json", "../x")), "sku-absolute": (_codes(2), ("build.json",)),
+    "sku-nul": (_codes(2), ("build.json",)), "sku-escape": (_codes(2), ("build.json", "engine.json")),
+    "sku-long": (_codes(2), ("build.json", "engine.json")), "precision-absolute": (_codes(2), ("build.json",)),
+    "engine.json-missing": (_codes(2), ("engine.json",)), "engine.json-garbage": (_codes(2), ("engine.json",)),
+    "engine.json-fifo": (_codes(2), ("engine.json",)), "engine.json-other-sku": (_codes(2), ("engine.json",)),
+    "engine.json-other-model": (_codes(2), ("engine.json",)),
+    "engine.json-digest-traversal": (_codes(2), ("engine.json", "digest")),
+    "plan-missing": (_codes(2), ("engine.plan",)), "plan-fifo": (_codes(2), ("engine.plan",)),
+    "plan-link-out": (_codes(2), ("engine.plan",)), "plan-directory": (_codes(2), ("engine.plan",)),
+    "plan-longer": (_codes(2), ("engine.plan",)), "plan-other-bytes": (_codes(1), ()),
+    "target-link-out": (_codes(2), (SKU,)),
+    "layers.json-garbage": (_codes(2), ("layers.json",)), "layers.json-fifo": (_codes(2), ("layers.json",)),
+    "check.json-garbage": (_codes(2), ("check.json",)), "check.json-format": (_codes(2), ("check.json",)),
+    "check.json-fifo": (_codes(2), ("check.json",)), "check.json-directory": (_codes(2), ("check.json",)),
+    "check.json-failed": (_codes(1), ()), "check.json-absent": (_codes(0), ()), "intact": (_codes(0), ()),
+}
+"""Issue 21 (compiler/publish.py): the folder is read and verified before anything is sent: not a build folder, a
+record damaged, foreign, of another format or version, a target whose folder or plan is missing, not a regular file
+inside the folder, or not the size engine.json records: exit 2 naming the file. A failed target or check, or a
+folder with nothing built, is a failed gate (1). A plan of the recorded size but other bytes is found while it is
+sent (1) and leaves no release. check.json is optional."""
+
+
+@dataclass(frozen=True)
+class BuildCase:
+    damage: str
+    json_output: bool
+
+
+def test_publish_damaged_build_folders(request, hostile_base, store_build):
+    def setup(recipe: BuildCase, box: Sandbox) -> Case:
+        build = box.inputs / "build"
+        shutil.copytree(store_build, build, symlinks=True)
+        build_dir = _build_damage(recipe.damage, build, box)
+        store = box.out / "store"
+        codes, names = BUILD_DAMAGE[recipe.damage]
+        kept = _tree_kept(box.out)
+
+        def after(result: CliResult) -> list[str]:
+            if result.exit_code == 0:
+                return [] if _manifests(store) == [f"releases/{NAME}/{VERSION}/manifest.json"] else [
+                    f"exit 0 but the store holds {_manifests(store)}"]
+            if result.exit_code == 2:  # refused before the store was opened
+                return kept()
+            return [f"a refused publish left a release: {_manifests(store)}"] if _manifests(store) else []
+
+        args = ["publish", build_dir, "--store", store, "--name", NAME, "--version", VERSION,
+                *_json(recipe.json_output)]
+        return Case(args, Expect(codes, f"{recipe.damage} build folder", names), recipe.json_output,
+                    reports_failures=False, after=after)
+
+    must = [BuildCase(damage, json_output=index % 3 == 0) for index, damage in enumerate(BUILD_DAMAGE)]
+    strategy = st.builds(BuildCase, st.sampled_from(sorted(BUILD_DAMAGE)), st.booleans())
+    run_cases(request.node.name, "store-builds", strategy, setup, hostile_base, must)
+
+
+# --- pull, ls, promote: hostile store contents -----------------------------------------------------------------
+
+STORE_COMMANDS = ("pull-version", "pull-channel", "ls", "ls-name", "ls-version", "promote-new", "promote-move")
+"""pull digits@1.0.0 / digits@stable; ls; ls digits; ls digits@1.0.0; promote digits@1.0.0 to a new channel
+(beta); promote digits@1.0.1 to stable (moving it)."""
+
+READS = {
+    "manifest": {"pull-version", "pull-channel", "ls-name", "ls-version", "promote-new"},
+    "release": {"pull-version", "pull-channel", "ls-name", "ls-version", "promote-new", "promote-move"},
+    "releases": set(STORE_COMMANDS),
+    "blob": {"pull-version", "pull-channel"},
+    "channel": {"pull-channel", "ls", "ls-name", "promote-move"},
+    "nothing": set(),
+}
+"""Which commands read which part of the store: the ones that must refuse a damaged part; the others must not care."""
+
+
+def _blob_digest(store: Path) -> str:
+    manifest = json.loads((store / "releases" / NAME / VERSION / "manifest.json").read_bytes())
+    return next(e["plan"]["sha256"] for e in manifest["content"]["engines"] if e["sku"] == SKU)
+
+
+def _other_blob(store: Path, digest: str) -> Path:
+    return next(p for p in sorted((store / "blobs" / "sha256").iterdir()) if p.name != digest)
+
+
+def _writable(path: Path) -> Path:
+    path.chmod(0o644)
+    return path
+
+
+BAD_NAMES = ("a..b", ".hidden", "-lead", "trail-", "evil\x1b[2J", "line\nbreak", "sp ace", "x" * 70)
+"""Entries no valid release name, version or channel has: ls must skip them (and "UPPER" where a release name or a
+channel would be: versions may have capitals)."""
+
+
+def _store_damage(kind: str, store: Path, box: Sandbox) -> tuple[str, ...]:
+    """Damage the copy of the store; returns strings ls must not print (names it must ignore)."""
+    manifest = store / "releases" / NAME / VERSION / "manifest.json"
+    other = store / "releases" / NAME / OTHER / "manifest.json"
+    digest = _blob_digest(store)
+    blob = store / "blobs" / "sha256" / digest
+    channel = store / "channels" / NAME / CHANNEL
+    if kind.startswith("manifest-"):
+        _writable(manifest)
+    if kind.startswith("blob-"):
+        _writable(blob)
+    if kind == "manifest-garbage":
+        _replace(manifest, "bytes", box, b"\x00\x01garbage\xff")
+    elif kind == "manifest-truncated":
+        _replace(manifest, "bytes", box, manifest.read_bytes()[:500])
+    elif kind == "manifest-empty":
+        _replace(manifest, "bytes", box)
+    elif kind == "manifest-other-release":
+        _replace(manifest, "bytes", box, other.read_bytes())
+    elif kind == "manifest-edited":  # the plan swapped for another blob, content_sha256 left as it was
+        _edit_json(manifest, lambda d: next(e for e in d["content"]["engines"] if e["sku"] == SKU)["plan"].update(
+            sha256=_other_blob(store, digest).name))
+    elif kind == "manifest-format":
+        _edit_json(manifest, lambda d: d.update(format_version=99))
+    elif kind == "manifest-nested":
+        _replace(manifest, "bytes", box, b'{"a":' * 50_000)
+    elif kind == "manifest-huge":
+        _replace(manifest, "huge", box, manifest.read_bytes())
+    elif kind == "manifest-link-out":
+        _replace(manifest, "link-out", box)
+    elif kind == "manifest-link-in":  # to a manifest of the store, another version's
+        _replace(manifest, "missing", box)
+        manifest.symlink_to(Path("..") / OTHER / "manifest.json")
+    elif kind == "manifest-fifo":
+        _replace(manifest, "fifo", box)
+    elif kind == "manifest-directory":
+        _replace(manifest, "directory", box)
+    elif kind == "release-link-out":
+        shutil.copytree(store / "releases" / NAME, box.outside / NAME)
+        _replace(box.outside / NAME / VERSION / "manifest.json", "fifo", box)
+        _replace(box.outside / NAME / OTHER / "manifest.json", "fifo", box)
+        shutil.rmtree(store / "releases" / NAME)
+        (store / "releases" / NAME).symlink_to(box.outside / NAME)
+    elif kind == "releases-link-out":
+        (box.outside / "releases").mkdir()
+        shutil.rmtree(store / "releases")
+        (store / "releases").symlink_to(box.outside / "releases")
+    elif kind == "blob-missing":
+        _replace(blob, "missing", box)
+    elif kind == "blob-other-bytes":
+        _replace(blob, "bytes", box, g.flip_bits(blob.read_bytes(), [(1000, 3)]))
+    elif kind == "blob-truncated":
+        _replace(blob, "bytes", box, blob.read_bytes()[:100])
+    elif kind == "blob-link-in":  # to another blob of the store
+        _replace(blob, "missing", box)
+        blob.symlink_to(_other_blob(store, digest).name)
+    elif kind == "blob-link-out":
+        _replace(blob, "link-out", box)
+    elif kind == "blob-fifo":
+        _replace(blob, "fifo", box)
+    elif kind == "blob-directory":
+        _replace(blob, "directory", box)
+    elif kind == "channel-garbage":
+        _replace(channel, "bytes", box, b"1.0.0\n")
+    elif kind == "channel-missing-version":
+        _edit_json(channel, lambda d: d.update(version="9.9.9"))
+    elif kind == "channel-bad-version":
+        _edit_json(channel, lambda d: d.update(version="../../releases/x"))
+    elif kind == "channel-of-another":
+        _edit_json(channel, lambda d: d.update(channel="beta"))
+    elif kind == "channel-fifo":
+        _replace(channel, "fifo", box)
+    elif kind == "channel-link-out":
+        _replace(channel, "link-out", box)
+    elif kind == "channel-directory":
+        _replace(channel, "directory", box)
+    elif kind == "bad-names":
+        for bad in (*BAD_NAMES, "UPPER"):
+            folders = [store / "releases" / bad / VERSION] + ([store / "releases" / NAME / bad] if bad != "UPPER"
+                                                              else [])
+            for folder in folders:
+                folder.mkdir(parents=True)
+                shutil.copyfile(other, folder / "manifest.json")
+            shutil.copyfile(channel, store / "channels" / NAME / bad)
+        make = box.outside / "linked" / VERSION
+        make.mkdir(parents=True)
+        g.make_fifo(make / "manifest.json")
+        (store / "releases" / "linked").symlink_to(box.outside / "linked")  # a valid name, but a link out
+        (store / "releases" / NAME / "2.0.0").symlink_to(box.outside / "linked" / VERSION)
+        g.make_fifo(box.outside / "channel")
+        (store / "channels" / NAME / "linked").symlink_to(box.outside / "channel")
+        return (*BAD_NAMES, "UPPER", "linked", "2.0.0")
+    elif kind == "unfinished-version":  # what a publisher killed before its manifest leaves in a local store
+        folder = store / "releases" / NAME / "3.0.0"
+        folder.mkdir()
+        (folder / ".manifest.json.4242.0badc0de.partial").write_bytes(other.read_bytes()[:100])
+        (store / "releases" / "ghost" / "0.1").mkdir(parents=True)
+        return ("3.0.0", "ghost")
+    elif kind != "intact":
+        raise ValueError(kind)
+    return ()
+
+
+STORE_DAMAGE: dict[str, tuple[str, frozenset[int]]] = {
+    **{f"manifest-{k}": ("manifest", _codes(1)) for k in (
+        "garbage", "truncated", "empty", "other-release", "edited", "format", "nested", "huge", "fifo",
+        "directory")},
+    "manifest-link-out": ("manifest", _codes(1, 2)), "manifest-link-in": ("manifest", _codes(1, 2)),
+    "release-link-out": ("release", _codes(1, 2)), "releases-link-out": ("releases", _codes(1, 2)),
+    **{f"blob-{k}": ("blob", _codes(1)) for k in ("missing", "other-bytes", "truncated", "fifo", "directory")},
+    "blob-link-in": ("blob", _codes(1, 2)), "blob-link-out": ("blob", _codes(1, 2)),
+    **{f"channel-{k}": ("channel", _codes(1)) for k in (
+        "garbage", "bad-version", "of-another", "fifo", "directory")},
+    "channel-link-out": ("channel", _codes(1, 2)), "channel-missing-version": ("channel", _codes(1)),
+    "bad-names": ("nothing", _codes()), "unfinished-version": ("nothing", _codes()), "intact": ("nothing", _codes()),
+}
+"""Damage -> (the part it hits, the codes a command reading that part may exit with). Issue 21 (compiler/releases.py):
+a store's contents are not the user's input but evidence: a manifest, channel or blob that is not whole,
+not ours, not what its key says or not a regular file is refused as damaged (exit 1, naming the key; a blob by
+its digest), never followed out of the store (2 is allowed for a link leading out, which is refused as such) and
+never blocks (FIFOs). Commands that do not read the damaged part succeed. A channel at a version without a manifest
+is damaged for a pull through it; promoting it elsewhere repairs it."""
+
+EXCEPTIONS = {("channel-missing-version", "ls"): _codes(0), ("channel-missing-version", "ls-name"): _codes(0),
+              ("channel-missing-version", "promote-move"): _codes(0), ("release-link-out", "ls"): _codes(0),
+              **{(f"channel-{kind}", command): _codes(0, 1) for kind in ("fifo", "link-out")
+                 for command in ("ls", "ls-name")}}
+"""Commands that read the damaged part and still succeed: ls shows where a channel points without reading that
+manifest; promote moves a channel off a missing version; ls skips a release or channel that is a link or a FIFO
+(no listing follows one)."""
+
+
+def _store_codes(damage: str, command: str) -> frozenset[int]:
+    part, codes = STORE_DAMAGE[damage]
+    if (damage, command) in EXCEPTIONS:
+        return EXCEPTIONS[(damage, command)]
+    return codes if command in READS[part] else _codes(0)
+
+
+@dataclass(frozen=True)
+class StoreCase:
+    damage: str
+    command: str
+    json_output: bool
+
+
+def _store_args(command: str, store: Path, out: Path) -> list[str]:
+    return {
+        "pull-version": ["pull", f"{NAME}@{VERSION}", "--sku", SKU, "--out", out, "--no-cache"],
+        "pull-channel": ["pull", f"{NAME}@{CHANNEL}", "--sku", SKU, "--out", out],
+        "ls": ["ls"], "ls-name": ["ls", NAME], "ls-version": ["ls", f"{NAME}@{VERSION}"],
+        "promote-new": ["promote", f"{NAME}@{VERSION}", "--channel", "beta"],
+        "promote-move": ["promote", f"{NAME}@{OTHER}", "--channel", CHANNEL],
+    }[command] + ["--store", store]
+
+
+def test_store_contents(request, hostile_base, store_template):
+    def setup(recipe: StoreCase, box: Sandbox) -> Case:
+        promoting = recipe.command.startswith("promote")
+        store = (box.out if promoting else box.inputs) / "store"  # pull and ls: an input the harness holds fixed
+        shutil.copytree(store_template, store, symlinks=True)
+        digest = _blob_digest(store)
+        ignored = _store_damage(recipe.damage, store, box)
+        box.out.mkdir(exist_ok=True)
+        out = box.out / "digits.plan"
+        kept_store, kept_out = _tree_kept(store), _tree_kept(box.out)
+
+        def after(result: CliResult) -> list[str]:
+            problems = []
+            if recipe.command.startswith("pull"):
+                if result.exit_code != 0:
+                    problems += kept_out()
+                elif hashlib.sha256(out.read_bytes()).hexdigest() != digest:
+                    problems.append(f"exit 0 but {out.name} is not the blob sha256:{digest}")
+            if promoting and result.exit_code != 0:
+                problems += kept_store()
+            if recipe.command.startswith("ls") and result.exit_code == 0:
+                shown = [bad for bad in ignored if bad in result.stdout or json.dumps(bad)[1:-1] in result.stdout]
+                if shown:
+                    problems.append(f"ls listed names it must ignore: {shown}")
+            return problems
+
+        codes = _store_codes(recipe.damage, recipe.command)
+        args = [*_store_args(recipe.command, store, out), *_json(recipe.json_output)]
+        names = ("manifest", "channel", "blob", "store", "releases", digest)
+        return Case(args, Expect(codes, f"{recipe.damage} store, {recipe.command}", names), recipe.json_output,
+                    reports_failures=False, after=after)
+
+    must = []
+    for index, damage in enumerate(STORE_DAMAGE):  # each damage read by two commands (FIFOs and links by all)
+        part = STORE_DAMAGE[damage][0]
+        commands = sorted(READS[part]) if part != "nothing" else ["ls", "ls-name", "pull-channel", "promote-move"]
+        if part != "nothing" and not damage.endswith(("fifo", "link-out")):
+            commands = [commands[(index + k) % len(commands)] for k in range(min(2, len(commands)))]
+        must += [StoreCase(damage, command, json_output=(index + i) % 2 == 0) for i, command in enumerate(commands)]
+    strategy = st.builds(StoreCase, st.sampled_from(sorted(STORE_DAMAGE)), st.sampled_from(STORE_COMMANDS),
+                         st.booleans())
+    run_cases(request.node.name, "store-contents", strategy, setup, hostile_base, must)
+
+
+# --- hostile option values -------------------------------------------------------------------------------------
+
+CLOSED_PORT = {"AWS_ENDPOINT_URL": "http://127.0.0.1:9", "AWS_ACCESS_KEY_ID": "hostile",
+               "AWS_SECRET_ACCESS_KEY": "hostile-secret", "AWS_DEFAULT_REGION": "us-east-1",
+               "AWS_MAX_ATTEMPTS": "1", "AWS_RETRY_MODE": "standard"}
+"""An S3 endpoint nothing listens on (the discard port), so a well-formed s3:// URI fails fast and offline."""
+
+STORE_VALUES = (
+    ("", _codes(2)), (" ", _codes(2)), ("ftp://host/x", _codes(2)), ("s3://", _codes(2)), ("s3://A_B/x", _codes(2)),
+    ("s3://ab", _codes(2)), ("s3://a..b/x", _codes(2)), ("s3://-bucket/x", _codes(2)),
+    ("s3://bucket/../x", _codes(2)), ("s3://bucket/a/./b", _codes(2)), ("s3://bucket/a b", _codes(2)),
+    ("s3://bucket/x\x1b[2J", _codes(2)), ("s3://" + "b" * 64, _codes(2)), ("s3://hostile-bucket/team", _codes(3)),
+    ("oci://127.0.0.1:9/repo", _codes(2, 3)), ("file://", _codes(2)), ("@file", _codes(2, 3)),
+    ("@under-file", _codes(2, 3)), ("@missing", _codes(2, 3)),
+)
+"""--store values (issue 21, "Safety"): what no store URI is, exit 2; a store that is not there or cannot be reached,
+exit 3 (a file where the folder should be may be either); never a request for a malformed one. NUL cannot reach
+the CLI (argv and the environment are C strings): the Python API's open_store refuses it (test below)."""
+
+LONG = "v" * 1000
+OPTIONS: tuple[tuple[str, str, str, frozenset[int]], ...] = (
+    *(("publish", "--store", value, codes) for value, codes in STORE_VALUES if value != "@missing"),
+    *(("pull", "--store", value, codes) for value, codes in STORE_VALUES if value in (
+        "", "s3://bucket/../x", "s3://hostile-bucket/team", "oci://127.0.0.1:9/repo", "file://", "@file", "@missing")),
+    ("ls", "--store", "", _codes(2)), ("ls", "--store", "s3://bucket/../x", _codes(2)),
+    ("ls", "--store", "@file", _codes(2, 3)), ("promote", "--store", "ftp://x", _codes(2)),
+    ("publish", "--name", "", _codes(2)), ("publish", "--name", "../x", _codes(2)),
+    ("publish", "--name", "UPPER", _codes(2)),
+    ("publish", "--name", "a" * 65, _codes(2)), ("publish", "--name", "x\x1b[2J", _codes(2)),
+    ("publish", "--version", LONG, _codes(2)), ("publish", "--version", "1.0/../x", _codes(2)),
+    ("publish", "--version", "", _codes(2)), ("publish", "--version", "1..0", _codes(2)),
+    ("publish", "--version", "-1", _codes(2)),
+    ("pull", "--out", "@out-folder", _codes(2)), ("pull", "--out", "@missing-parent", _codes(2)),
+    ("pull", "--out", "@engine.json", _codes(2)), ("pull", "--out", "", _codes(2)),
+    ("pull", "--out", "@long-name", _codes(2)), ("pull", "--out", "@under-file", _codes(2)),
+    ("pull", "--out", "@link-out", _codes(0)), ("pull", "--out", "@dot", _codes(2)),
+    ("pull", "--sku", "no-such-gpu", _codes(2)), ("pull", "--sku", "", _codes(2)), ("pull", "--sku", "auto", _codes(3)),
+    ("pull", "--sku", "rtx\x1b[2J", _codes(2)), ("pull", "--precision", "junk", _codes(2)),
+    ("pull", "--precision", "", _codes(2)), ("pull", "--precision", "int8", _codes(2)),
+    ("pull", "--tensorrt-version", "junk\nerror: forged", _codes(2)),
+    ("pull", "release", f"{NAME}@{LONG}", _codes(2)), ("pull", "release", f"{NAME}@9.9.9", _codes(2)),
+    ("pull", "release", NAME, _codes(2)), ("pull", "release", "@", _codes(2)), ("pull", "release", "-x", _codes(2)),
+    ("ls", "release", f"{NAME}@../x", _codes(2)), ("ls", "release", "nothere", _codes(2)),
+    ("promote", "--channel", "", _codes(2)), ("promote", "--channel", "Stable", _codes(2)),
+    ("promote", "--channel", "1abc", _codes(2)), ("promote", "--channel", "c" * 33, _codes(2)),
+    ("promote", "--channel", "../x", _codes(2)), ("promote", "--channel", "line\nbreak", _codes(2)),
+    ("promote", "release", f"{NAME}@{LONG}", _codes(2)), ("promote", "release", "nothere@1.0.0", _codes(2)),
+)
+"""(command, option, value, codes): issue 21: names, versions and channels from a strict character set,
+checked before any request (exit 2); --out a file path in an existing folder, not engine.json (2); an unknown
+SKU, a precision or runtime version the release has no engine for (2); --sku auto without a GPU (3). "release"
+is the positional NAME@VERSION. An --out that is a link to a file outside is replaced, the file it led to left
+alone."""
+
+
+REFS = (f"{NAME}@{VERSION}", f"{NAME}@{OTHER}", f"{NAME}@{CHANNEL}")
+"""The refs the store of an option case resolves."""
+CHANNEL_RULE = re.compile(r"[a-z](?:[a-z0-9_-]{0,30}[a-z0-9])?")
+VERSION_RULE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,62}[A-Za-z0-9])?")
+"""Issue 21.s rules for channels and versions (no '..' either), written out again as the oracle."""
+
+
+def _option_value(value: str, box: Sandbox) -> str:
+    blocker = box.inputs / "a-file"
+    if value in ("@file", "@under-file") and not blocker.exists():
+        blocker.write_text("in the way\n")
+    if value == "@link-out":
+        (box.outside / "target.plan").write_text("outside\n")
+        (box.out / "link.plan").symlink_to(box.outside / "target.plan")
+    return {"@file": str(blocker), "@under-file": str(blocker / "sub"), "@missing": str(box.inputs / "no-store"),
+            "@out-folder": str(box.out), "@missing-parent": str(box.out / "no" / "x.plan"),
+            "@engine.json": str(box.out / "engine.json"), "@long-name": str(box.out / ("p" * 1000)),
+            "@link-out": str(box.out / "link.plan"), "@dot": str(box.out / ".")}.get(value, value)
+
+
+def _with_option(args: list[str], option: str, value: str) -> list[str]:
+    if option == "release":
+        return [args[0], value, *args[2:]]
+    if option in args:
+        index = args.index(option)
+        return [*args[: index + 1], value, *args[index + 2:]]
+    return [*args, option, value]
+
+
+@dataclass(frozen=True)
+class OptionCase:
+    command: str
+    option: str
+    value: str
+    codes: frozenset[int]
+    json_output: bool = False
+
+
+def test_store_options(request, hostile_base, store_build, store_template):
+    def setup(recipe: OptionCase, box: Sandbox) -> Case:
+        store = box.inputs / "store"
+        box.out.mkdir()
+        if recipe.command == "promote":
+            store = box.out / "store"
+        shutil.copytree(store_template, store, symlinks=True)
+        build = box.inputs / "build"
+        if recipe.command == "publish":
+            shutil.copytree(store_build, build, symlinks=True)
+            store = box.out / "published"
+        base = {
+            "publish": ["publish", build, "--name", NAME, "--version", "2.0.0", "--store", store],
+            "pull": ["pull", f"{NAME}@{VERSION}", "--sku", SKU, "--out", box.out / "digits.plan", "--store", store],
+            "ls": ["ls", NAME, "--store", store],
+            "promote": ["promote", f"{NAME}@{OTHER}", "--channel", "beta", "--store", store],
+        }[recipe.command]
+        value = _option_value(recipe.value, box)
+        args = [*_with_option([str(a) for a in base], recipe.option, value), *_json(recipe.json_output)]
+        kept_out, kept_store = _tree_kept(box.out), _tree_kept(store)
+
+        def after(result: CliResult) -> list[str]:
+            if result.exit_code == 0:
+                if recipe.value == "@link-out" and (box.outside / "target.plan").read_text() != "outside\n":
+                    return ["pulled through a link into the file outside"]
+                return []
+            return kept_out() + (kept_store() if recipe.command == "promote" else [])
+
+        names = (recipe.option, recipe.value.strip() or repr(recipe.value), value, "store", "release", "version",
+                 "channel", "name", "--out", "--sku", "--precision", "SKU", "s3://", "no engine")
+        env = CLOSED_PORT if recipe.value.startswith("s3://") else None
+        return Case(args, Expect(recipe.codes, f"{recipe.option} {recipe.value!r}", names), recipe.json_output,
+                    reports_failures=False, env=env, after=after)
+
+    must = [OptionCase(c, o, v, codes, json_output=i % 4 == 0) for i, (c, o, v, codes) in enumerate(OPTIONS)]
+    text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\0"), max_size=80)
+    refs = st.one_of(text, st.builds(lambda tag: f"{NAME}@{tag}", text), st.sampled_from(REFS))
+
+    def valid(rule: re.Pattern[str], value: str) -> frozenset[int]:
+        return _codes(0) if rule.fullmatch(value) and ".." not in value else _codes(2)
+
+    generated = st.one_of(
+        st.builds(lambda t, j: OptionCase("pull", "release", t, _codes(0) if t in REFS else _codes(2), j), refs,
+                  st.booleans()),
+        st.builds(lambda t, j: OptionCase("promote", "--channel", t, valid(CHANNEL_RULE, t), j),
+                  st.one_of(text, st.from_regex(CHANNEL_RULE, fullmatch=True)), st.booleans()),
+        st.builds(lambda t, j: OptionCase("publish", "--version", t, valid(VERSION_RULE, t), j),
+                  st.one_of(text, st.from_regex(VERSION_RULE, fullmatch=True)), st.booleans()),
+    )
+    run_cases(request.node.name, "store-options", generated, setup, hostile_base, must)
+
+
+def test_open_store_refuses_a_nul():
+    """The one --store value argv cannot carry, through the Python API: refused as invalid input, not a crash."""
+    from compiler.errors import InvalidInput
+    from compiler.stores import open_store
+
+    for uri in ("a\0b", "file://a\0b", "s3://bucket/a\0b"):
+        with pytest.raises(InvalidInput):
+            open_store(uri)
