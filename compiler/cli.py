@@ -428,6 +428,9 @@ def check(
                                           help="Intermediate tensors held at once by the FP16 range check.")] = 256,
     no_lint: Annotated[bool, typer.Option("--no-lint", metavar=FLAG, rich_help_panel=INPUTS,
                                           help="Skip the ONNX checker and Polygraphy lint.")] = False,
+    no_reuse: Annotated[bool, typer.Option("--no-reuse", metavar=FLAG, rich_help_panel=OUTPUT,
+                                           help="Check again even if check.json was made from the same inputs.")
+                        ] = False,
     json: JsonOption = False,
 ) -> None:
     """Fusions, partitions, memory fit, accuracy, FP16 range and lint of a build folder, as gates; writes
@@ -443,7 +446,7 @@ def check(
         error_stat=_per_output("--error-stat", error_stat, number=False),
         error_quantile=_per_output("--error-quantile", error_quantile),
         min_cosine=_per_output("--min-cosine", min_cosine), min_top1=_per_output("--min-top1", min_top1),
-        chunk_mb=chunk_mb, lint=not no_lint)
+        chunk_mb=chunk_mb, lint=not no_lint, reuse=not no_reuse)
     with nullcontext() if json else phase_progress() as progress:
         report = run_check(build_dir, options, progress=progress)
     if json:

@@ -171,6 +171,9 @@ class CheckOptions(OptionGroup):
     chunk_mb: StrictInt = Field(256, ge=1, le=MAX_CHUNK_MB)
     """Intermediate tensors held at once by the FP16 range check."""
     lint: bool = True
+    reuse: bool = True
+    """Return the folder's check.json when it was made from exactly these inputs (engines, model, data, rules,
+    catalog, options, tool versions), instead of checking again."""
 
     @field_validator("headroom", "max_boundary_mb", mode="before")
     @classmethod

@@ -300,6 +300,10 @@ class CheckReport(BaseModel):
     options: dict[str, Any]
     versions: dict[str, str]
     seconds: float
+    inputs_sha256: str = ""
+    """Of everything the verdict depends on (see ``compile check``'s reuse): an equal digest, an equal report."""
+    reused: bool = False
+    """True in what ``check()`` returns when it took the folder's check.json instead of checking again."""
 
     @property
     def failures(self) -> list[tuple[str, CheckResult]]:

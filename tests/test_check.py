@@ -303,3 +303,23 @@ def test_calibrate_fp16_reports_the_range_check_and_what_its_comparison_could_se
     assert "onnxruntime on CPU computes many FP16 ops in FP32" in report["coverage"]
     saved = json.loads((tmp_path / "fp16" / "report.json").read_text())
     assert saved["fp16_range"]["overflow"]["up"]["node"] == "amplify"
+
+
+def test_a_check_of_the_same_inputs_is_reused_and_any_change_checks_again(digits_build, digits_data, tmp_path):
+    import shutil
+
+    folder = tmp_path / "engines"
+    shutil.copytree(digits_build, folder)
+    (folder / "check.json").unlink(missing_ok=True)
+    first = _check_cli(folder, "--data", digits_data)
+    again = _check_cli(folder, "--data", digits_data)
+    assert (first["reused"], again["reused"]) == (False, True)
+    assert again["inputs_sha256"] == first["inputs_sha256"] and again["counts"] == first["counts"]
+    assert _check_cli(folder, "--data", digits_data, "--no-reuse")["reused"] is False
+    assert _check_cli(folder, "--data", digits_data, "--min-cosine", "0.9")["reused"] is False  # other options
+    other = tmp_path / "other.npz"
+    with np.load(digits_data, allow_pickle=False) as data:
+        np.savez(other, **{name: data[name][::-1] for name in data.files})  # other samples, same shapes
+    changed = _check_cli(folder, "--data", other)
+    assert changed["reused"] is False and changed["inputs_sha256"] != first["inputs_sha256"]
+    assert _check_cli(folder, "--data", other)["reused"] is True

@@ -55,13 +55,54 @@ def check(build_dir: str | Path, options: CheckOptions | None = None, progress: 
 
         dataset = open_dataset(options.data, source)
     try:
+        key = _inputs_sha256(build, source, dataset, options)
+        earlier = _earlier(build.root / CHECK_RECORD, key) if options.reuse else None
+        if earlier is not None:
+            return earlier
         with tempfile.TemporaryDirectory(prefix="compile-check-") as work:
             report = _run(build, source, profiles, rules, catalog, dataset, options, progress, Path(work), started)
     finally:
         if dataset is not None:
             dataset.close()
+    report = report.model_copy(update={"inputs_sha256": key})
     write_report(report, build.root)
     return report
+
+
+def _inputs_sha256(build: BuildFolder, source: OnnxModel, dataset, options: CheckOptions) -> str:
+    """Everything a verdict depends on: the engines (each plan's digest binds its model, calibration and build
+    log), the source model, the samples, the rules and catalog files by content, the options and the versions of
+    the tools that judge. Paths are left out: the same inputs elsewhere give the same verdict."""
+    from compiler.backends import installed_versions
+    from compiler.check.report import versions
+    from compiler.files import file_sha256, hash_json
+    from compiler.profiles import bundled_profiles_path
+    from compiler.records import CHECK_FORMAT
+
+    files = {"rules": options.rules, "skus": options.skus or bundled_profiles_path("skus.yaml"),
+             "profiles": options.profiles}
+    return hash_json({
+        "format": CHECK_FORMAT, "model": source.sha256, "data": dataset.sha256 if dataset is not None else None,
+        "engines": [[t.status.sku, t.status.precision, t.status.status, t.engine.sha256 if t.engine else None]
+                    for t in build.targets],
+        "files": {name: file_sha256(Path(path)) if path else None for name, path in files.items()},
+        "options": options.model_dump(mode="json", exclude={"data", "model", "rules", "skus", "profiles", "reuse"}),
+        "versions": {**versions(), **installed_versions()}})
+
+
+def _earlier(path: Path, key: str) -> CheckReport | None:
+    """The folder's check.json if it was made from the same inputs; None when absent, other or unreadable (then
+    the check runs again and replaces it)."""
+    from compiler.errors import CompileError
+    from compiler.records import read_record
+
+    if not path.is_file():
+        return None
+    try:
+        report = read_record(path, CheckReport, "")
+    except CompileError:
+        return None
+    return report.model_copy(update={"reused": True}) if report.inputs_sha256 == key else None
 
 
 def _run(build: BuildFolder, source: OnnxModel, profiles, rules, catalog, dataset, options: CheckOptions,

@@ -73,4 +73,6 @@ def render(report: CheckReport) -> None:
     verdict = "[green]passed[/green]" if report.passed else "[red]FAILED[/red]"
     from rich.markup import escape
 
-    console.print(f"{verdict}: {escape(printable(report.summary))} ({report.seconds:.1f} s)")
+    when = "reused: check.json was made from these same inputs (--no-reuse checks again)" if report.reused \
+        else f"{report.seconds:.1f} s"
+    console.print(f"{verdict}: {escape(printable(report.summary))} ({when})")

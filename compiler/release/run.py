@@ -247,14 +247,17 @@ def _check(pipeline: LoadedPipeline, build_dirs: list[Path]) -> str:
     spec = pipeline.spec
     options = CheckOptions(model=spec.model, profiles=spec.profiles, **spec.check.model_dump())
     counts: dict[str, int] = {}
+    reused = 0
     for folder in build_dirs:
         report = check(folder, options)
+        reused += report.reused
         for status, count in report.counts.items():
             counts[status] = counts.get(status, 0) + count
         if not report.passed:
             where, failed = report.failures[0]
             raise CheckFailed(f"check failed: {where} {failed.name}: {failed.summary} (report: {folder}/check.md)")
-    return ", ".join(f"{count} {status}" for status, count in sorted(counts.items()))
+    return ", ".join(f"{count} {status}" for status, count in sorted(counts.items())) + \
+        (f" ({reused} of {len(build_dirs)} folders' check.json reused)" if reused else "")
 
 
 def _finalize(pipeline: LoadedPipeline, plan: ReleasePlan, published: dict[str, object]) -> str:
