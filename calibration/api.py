@@ -18,7 +18,6 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -32,6 +31,7 @@ from compiler.errors import InvalidInput, stop_signals_held
 from compiler.files import file_sha256, hash_json, replace_dir, staging_folder, writable_folder, write_atomic
 from compiler.model import load_model
 from compiler.options import CalibrationOptions
+from compiler.output import counter
 from compiler.paths import check_not_overwriting
 from compiler.records import (
     CALIBRATION_FILES,
@@ -43,21 +43,6 @@ from compiler.records import (
     TensorRange,
     read_record,
 )
-
-
-def _counter(phase: str, total: int, progress: Progress | None) -> Callable[[int], None]:
-    """Turns "n more samples done" into (phase, done, total) progress reports, starting at 0."""
-    done = 0
-    if progress:
-        progress(phase, 0, total)
-
-    def advance(n: int) -> None:
-        nonlocal done
-        done += n
-        if progress:
-            progress(phase, done, total)
-
-    return advance
 
 
 def calibrate(
@@ -134,14 +119,14 @@ def calibrate(
                         prepared, dataset, chosen.calibration, method, batch_size,
                         HistogramOptions(num_bins=options.num_bins, percentile=options.percentile),
                         options.chunk_mb, work,
-                        _counter("calibrate", len(chosen.calibration), progress))
+                        counter("calibrate", len(chosen.calibration), progress))
                     value_ranges = calibrators.ranges(tensors)
                     calibrators.quantize(prepared, tensors, precision, method, model_out, work)
                     calibrators.keep_metadata(source.proto, model_out)
                     cache = calibrators.trt_cache(value_ranges, calibrators.tensor_names(source.proto), method)
                     header = cache.splitlines()[0]
                 report = compare(reference, model_out, precision, dataset, chosen.holdout, batch_size, fixed_batch,
-                                 _counter("held-out", len(chosen.holdout), progress))
+                                 counter("held-out", len(chosen.holdout), progress))
                 if precision == "fp16":
                     report = _with_fp16_range(report, source, model_out, dataset, chosen.holdout, batch_size,
                                               options.chunk_mb)

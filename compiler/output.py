@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +15,8 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
+
+    from compiler.records import Progress
 
 
 class _LazyConsole:
@@ -98,6 +100,7 @@ def table(title: str, columns: list[str], rows: list[list[Any]]) -> Table:
     from rich.table import Table
     from rich.text import Text
 
+
     view = Table(title=title, title_justify="left", show_lines=False)
     for column in columns:
         view.add_column(column, overflow="fold")
@@ -122,6 +125,7 @@ def gate_figure(gate: str, value: float) -> str:
 
 def status_text(status: str) -> Text:
     from rich.text import Text
+
 
     styles = {"ok": "green", "failed": "red", "skipped": "yellow", "cancelled": "magenta"}
     return Text(status, style=styles.get(status, "white"))
@@ -185,3 +189,18 @@ def append_step_summary(markdown: str) -> None:
     if summary:
         with open(summary, "a", encoding="utf-8") as handle:
             handle.write(markdown + "\n")
+
+
+def counter(phase: str, total: int, progress: Progress | None) -> Callable[[int], None]:
+    """Turns "n more samples done" into (phase, done, total) progress reports, starting at 0."""
+    done = 0
+    if progress:
+        progress(phase, 0, total)
+
+    def advance(n: int) -> None:
+        nonlocal done
+        done += n
+        if progress:
+            progress(phase, done, total)
+
+    return advance

@@ -19,6 +19,7 @@ from compiler.check.folder import BuildFolder, Target, built_model, read_build, 
 from compiler.errors import InvalidInput
 from compiler.model import OnnxModel, load_model
 from compiler.options import CheckOptions
+from compiler.output import counter
 from compiler.records import CheckReport, CheckResult, EngineCheck, Precision, Progress, Status
 
 
@@ -149,7 +150,7 @@ def _run(build: BuildFolder, source: OnnxModel, profiles, rules, catalog, datase
         dataset.check_values()
         wants_ranges = any(t.engine.precision == Precision.FP16 for t in built)
         reference = reference_pass(source, dataset, indices, options.batch_size, wants_ranges, options.chunk_mb,
-                                   _counter("fp32", len(indices), progress))
+                                   counter("fp32", len(indices), progress))
     engine_checks = []
     for target in build.targets:
         if target.engine is None:
@@ -172,7 +173,7 @@ def _run(build: BuildFolder, source: OnnxModel, profiles, rules, catalog, datase
             key = engine.built_model_sha256
             if key not in accuracy:
                 accuracy[key] = check_accuracy(reference.outputs, path, engine.precision, dataset, indices, options,
-                                               _counter(f"{engine.precision}", len(indices), progress))
+                                               counter(f"{engine.precision}", len(indices), progress))
             checks.append(accuracy[key])
         if engine.precision == Precision.FP16:
             if reference is None:
@@ -188,16 +189,6 @@ def _run(build: BuildFolder, source: OnnxModel, profiles, rules, catalog, datase
     return _report(build, source, model_checks, engine_checks, options, started)
 
 
-def _counter(phase: str, total: int, progress: Progress | None):
-    done = 0
-
-    def advance(n: int) -> None:
-        nonlocal done
-        done += n
-        if progress:
-            progress(phase, done, total)
-
-    return advance
 
 
 def _skipped(name: str, why: str) -> CheckResult:
