@@ -96,22 +96,49 @@ def publish(build_dirs: Path | list[Path], store: str | Store, name: str, versio
                    uploaded, present, started)
 
 
+Jobs = dict[str, list[str]]
+"""A sharded release's jobs: SKU -> the precisions its part must hold."""
+
+
 def stage(build_dirs: Path | list[Path], store: str | Store, name: str, version: str, job: str, *,
-          progress: Progress | None = None) -> PublishResult:
+          pipeline_sha256: str | None = None, progress: Progress | None = None) -> PublishResult:
     """One CI job's part of a sharded release: its blobs sent and its part recorded, create-only; a retried job
-    finds its part there and changes nothing."""
+    finds its part there and changes nothing (Conflict when a part of another pipeline is there)."""
     started = time.monotonic()
     release = read_builds(build_dirs, name, version, allow_failed=False)
     store = store if isinstance(store, Store) else open_store(store, create=True)
     uploaded, present = _upload_missing(store, name, release.blobs + release.check_reports, progress)
     part = StagedPart(job=job, content=release.content, check_reports=[b.ref for b in release.check_reports],
-                      staged=provenance())
+                      staged=provenance(), pipeline_sha256=pipeline_sha256)
     earlier = store.stage(name, version, job, part.model_dump_json(indent=2).encode())
+    if earlier is not None:
+        staged_part(store, name, version, job, earlier, pipeline_sha256)
     return _result(store, release, "staged" if earlier is None else "already staged", uploaded, present, started)
 
 
-def finalize(store: str | Store, name: str, version: str, jobs: list[str]) -> PublishResult:
-    """Publish ``name@version`` from every job's staged part; CheckFailed naming the jobs not staged yet."""
+def staged_part(store: Store, name: str, version: str, job: str, data: bytes, pipeline_sha256: str | None,
+                precisions: list[str] | None = None) -> StagedPart:
+    """A job's staged part, refused unless it is whole and of this pipeline (Conflict) and, when ``precisions``
+    are given, holds exactly the job's engines (CheckFailed)."""
+    key = staging_key(name, version, job)
+    part = _parse_part(store, name, version, job, data)
+    if pipeline_sha256 is not None and part.pipeline_sha256 != pipeline_sha256:
+        raise Conflict(f"store {store.uri}: {key} was staged by another pipeline file (sha256 "
+                       f"{(part.pipeline_sha256 or 'none')[:12]}, this one {pipeline_sha256[:12]}); release a new "
+                       "version, or remove the staged part if nothing was published from it")
+    if precisions is not None:
+        have = sorted(f"{e.sku}/{e.precision}" for e in part.content.engines)
+        want = sorted(f"{job}/{p}" for p in precisions)
+        if have != want:
+            raise CheckFailed(f"store {store.uri}: {key} holds {', '.join(have)}, not the job's {', '.join(want)}; "
+                              "run that job again for a new version")
+    return part
+
+
+def finalize(store: str | Store, name: str, version: str, jobs: Jobs,
+             pipeline_sha256: str | None = None) -> PublishResult:
+    """Publish ``name@version`` from every job's staged part; CheckFailed naming the jobs not staged yet, or a part
+    that does not hold its job's engines; Conflict for a part of another pipeline."""
     started = time.monotonic()
     store = store if isinstance(store, Store) else open_store(store)
     parts = store.staged(name, version)
@@ -120,7 +147,8 @@ def finalize(store: str | Store, name: str, version: str, jobs: list[str]) -> Pu
         raise CheckFailed(f"{name}@{version}: not every job is staged; missing: {', '.join(missing)} (staged: "
                           f"{', '.join(sorted(parts)) or 'none'}); run compile release --only-sku for each, then "
                           "--finalize again")
-    staged = [_parse_part(store, name, version, job, parts[job]) for job in sorted(jobs)]
+    staged = [staged_part(store, name, version, job, parts[job], pipeline_sha256, precisions)
+              for job, precisions in sorted(jobs.items())]
     content = merge_contents([part.content for part in staged])
     for engine in content.engines:
         for blob in filter(None, (engine.plan, engine.layers)):
@@ -186,6 +214,14 @@ def merge_contents(parts: list[ReleaseContent]) -> ReleaseContent:
             raise InvalidInput(f"the parts of {first.name}@{first.version} are builds of different models "
                                f"({first.model_sha256[:12]}, {part.model_sha256[:12]}); build them from one model")
     engines = sorted((e for part in parts for e in part.engines), key=lambda e: (e.sku, e.precision))
+    calibrations: dict[str, set[str]] = {}
+    for engine in engines:
+        if engine.calibration_sha256:
+            calibrations.setdefault(engine.precision, set()).add(engine.calibration_sha256)
+    mixed = sorted(p for p, digests in calibrations.items() if len(digests) > 1)
+    if mixed:
+        raise InvalidInput(f"the parts of {first.name}@{first.version} hold {', '.join(mixed)} engines of different "
+                           "calibrations; calibrate once and build every part from that calibration")
     targets = [(e.sku, e.precision) for e in engines]
     if len(set(targets)) != len(targets):
         twice = sorted({f"{s}/{p}" for s, p in targets if targets.count((s, p)) > 1})
@@ -241,18 +277,22 @@ def _read_build(build_dir: Path, name: str, version: str, allow_failed: bool) ->
                            f"{build_dir} again")
     problems = [f"{t.sku}/{t.precision}: {t.status}" + (f" ({t.errors[0]})" if t.errors else "")
                 for t in report.failed]
-    check, check_blob = _read_check(build_dir)
+    engines, blobs = [], []
+    for target in report.targets:
+        plan = _inside(build_dir, Path(target.sku) / target.precision / "engine.plan") \
+            if target.status == Status.OK else None
+        if plan is not None and not (plan.exists() or plan.is_symlink()):
+            problems.append(f"{target.sku}/{target.precision}: missing (no {plan})")
+        elif target.status == Status.OK:
+            engine, files = _read_target(build_dir, target.sku, target.precision, report.model_sha256)
+            engines.append(engine)
+            blobs += files
+    check, check_blob = _read_check(build_dir, engines)
     if check is not None and not check.passed:
         problems.append(f"{CHECK_RECORD}: the check failed")
     if problems and not allow_failed:
         raise CheckFailed(f"{build_dir}: not publishable: {'; '.join(problems)}; fix the build (or pass "
                           "--allow-failed to publish the targets that succeeded)")
-    engines, blobs = [], []
-    for target in report.targets:
-        if target.status == Status.OK:
-            engine, files = _read_target(build_dir, target.sku, target.precision, report.model_sha256)
-            engines.append(engine)
-            blobs += files
     if not engines:
         raise CheckFailed(f"{build_dir}: no target built; nothing to publish")
     inputs, outputs = _signature(report)
@@ -313,14 +353,20 @@ def _read_target(build_dir: Path, sku: str, precision: str, model_sha256: str) -
     return engine, files
 
 
-def _read_check(build_dir: Path) -> tuple[ReleaseCheck | None, _Blob | None]:
-    """check.json's verdict, when `compile check` ran on the folder."""
+def _read_check(build_dir: Path, engines: list[ReleaseEngine]) -> tuple[ReleaseCheck | None, _Blob | None]:
+    """check.json's verdict, when `compile check` ran on the folder, refused (exit 1) unless it judged exactly the
+    engines being published: a folder built again after its check keeps the old check.json."""
     path = build_dir / CHECK_RECORD
     if not (path.exists() or path.is_symlink()):
         return None, None
     path = _inside(build_dir, Path(CHECK_RECORD))
     hint = f"run compile check {build_dir} again"
     report = read_record(path, CheckReport, hint)
+    judged = {(e.sku, e.precision): e.engine_sha256 for e in report.engines}
+    stale = sorted(f"{e.sku}/{e.precision}" for e in engines if judged.get((e.sku, e.precision)) != e.plan.sha256)
+    if stale:
+        raise CheckFailed(f"{path}: judged other engines than {', '.join(stale)} now in {build_dir} (built again "
+                          f"since?); {hint}")
     return ReleaseCheck(passed=report.passed, summary=report.counts), _blob_of(path, hint)
 
 

@@ -410,6 +410,9 @@ class StagedPart(BaseModel):
     content: ReleaseContent
     check_reports: list[BlobRef] = []
     staged: Provenance
+    pipeline_sha256: str | None = None
+    """The pipeline file the job ran (``compile release``): finalize and a retried job take only a part of the
+    same pipeline."""
 
 
 class ChannelMove(BaseModel):

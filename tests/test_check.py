@@ -323,3 +323,24 @@ def test_a_check_of_the_same_inputs_is_reused_and_any_change_checks_again(digits
     changed = _check_cli(folder, "--data", other)
     assert changed["reused"] is False and changed["inputs_sha256"] != first["inputs_sha256"]
     assert _check_cli(folder, "--data", other)["reused"] is True
+
+
+def test_a_check_that_could_not_find_a_built_model_is_not_reused_once_it_is_there(digits_build, digits_data,
+                                                                                 tmp_path):
+    import os
+    import shutil
+
+    folder = tmp_path / "engines"
+    shutil.copytree(digits_build, folder)
+    (folder / "check.json").unlink(missing_ok=True)
+    cache = Path(os.environ["COMPILE_CACHE_DIR"])
+    converted = cache / "prepared" / json.loads((folder / "build.json").read_text())["model_sha256"] / "fp16.onnx"
+    aside = tmp_path / "fp16.onnx"
+    shutil.move(converted, aside)
+    try:
+        blind = _check_cli(folder, "--data", digits_data)
+        assert _checks(blind, f"{SKU}/fp16")["accuracy"]["status"] == "skipped"
+    finally:
+        shutil.move(aside, converted)
+    seeing = _check_cli(folder, "--data", digits_data)
+    assert seeing["reused"] is False and _checks(seeing, f"{SKU}/fp16")["accuracy"]["status"] == "ok"

@@ -143,3 +143,15 @@ def test_a_dry_run_validates_and_builds_nothing(tmp_path):
     assert not (tmp_path / "work").exists() and not (tmp_path / "artifacts").exists()
     missing = _release(_pipeline(tmp_path, profiles=str(tmp_path / "none.yaml")), tmp_path / "work", "--dry-run")
     assert missing.exit_code == 2
+
+
+def test_a_part_staged_by_another_pipeline_is_not_taken_for_a_retry(tmp_path):
+    first = _pipeline(tmp_path, targets={"rtx-4090": ["fp16"], "rtx-5090": ["fp16"]})
+    second = _pipeline(tmp_path, targets={"rtx-4090": ["fp16", "fp32"], "rtx-5090": ["fp16"]})
+    assert _release(first, tmp_path / "work", "--only-sku", "rtx-4090").exit_code == 0
+    retried = run_cli("release", second, "--work", tmp_path / "work2", "--only-sku", "rtx-4090")
+    assert_clean_error(retried, 4, "staged by another pipeline")
+    assert _release(second, tmp_path / "work2", "--only-sku", "rtx-5090").exit_code == 0
+    final = run_cli("release", second, "--work", tmp_path / "work2", "--finalize")
+    assert_clean_error(final, 4, "rtx-4090", "another pipeline")
+    assert open_store(str(tmp_path / "artifacts")).read_manifest("digits", "1.0.0") is None

@@ -388,3 +388,15 @@ def test_pulling_costs_the_same_requests_however_many_releases_the_store_holds(s
         pull(store, "model-0@1.0.0", sku="rtx-3090", out=tmp_path / f"{releases}.plan", use_cache=False)
         counts[releases] = len(requests)
     assert counts[1] == counts[12] <= 3, counts
+
+
+def test_a_check_json_of_other_engines_is_refused(builds, tmp_path, digits_data):
+    folder = tmp_path / "checked"
+    shutil.copytree(builds["a"], folder)
+    assert run_cli("check", folder, "--data", digits_data).exit_code == 0
+    report = json.loads((folder / "check.json").read_text())
+    report["engines"][0]["engine_sha256"] = "0" * 64  # as if judged before the folder was built again
+    (folder / "check.json").write_text(json.dumps(report))
+    result = run_cli("publish", folder, "--name", "digits", "--version", "1", "--store", tmp_path / "store")
+    assert_clean_error(result, 1, "check.json", "judged other engines", "run compile check")
+    assert not (tmp_path / "store" / "releases").exists()

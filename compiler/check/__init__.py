@@ -56,12 +56,14 @@ def check(build_dir: str | Path, options: CheckOptions | None = None, progress: 
 
         dataset = open_dataset(options.data, source)
     try:
-        key = _inputs_sha256(build, source, dataset, options)
+        models = {t.label: built_model(t, source) for t in build.targets if t.engine is not None}
+        key = _inputs_sha256(build, source, dataset, options, models)
         earlier = _earlier(build.root / CHECK_RECORD, key) if options.reuse else None
         if earlier is not None:
             return earlier
         with tempfile.TemporaryDirectory(prefix="compile-check-") as work:
-            report = _run(build, source, profiles, rules, catalog, dataset, options, progress, Path(work), started)
+            report = _run(build, source, profiles, rules, catalog, dataset, models, options, progress, Path(work),
+                          started)
     finally:
         if dataset is not None:
             dataset.close()
@@ -70,10 +72,12 @@ def check(build_dir: str | Path, options: CheckOptions | None = None, progress: 
     return report
 
 
-def _inputs_sha256(build: BuildFolder, source: OnnxModel, dataset, options: CheckOptions) -> str:
+def _inputs_sha256(build: BuildFolder, source: OnnxModel, dataset, options: CheckOptions,
+                   models: dict[str, tuple[Path | None, str]]) -> str:
     """Everything a verdict depends on: the engines (each plan's digest binds its model, calibration and build
-    log), the source model, the samples, the rules and catalog files by content, the options and the versions of
-    the tools that judge. Paths are left out: the same inputs elsewhere give the same verdict."""
+    log), whether each engine's built model was found (accuracy is skipped without it), the source model, the
+    samples, the rules and catalog files by content, the options and the versions of the tools that judge. Paths
+    are left out: the same inputs elsewhere give the same verdict."""
     from compiler.backends import installed_versions
     from compiler.check.report import versions
     from compiler.files import file_sha256, hash_json
@@ -84,8 +88,8 @@ def _inputs_sha256(build: BuildFolder, source: OnnxModel, dataset, options: Chec
              "profiles": options.profiles}
     return hash_json({
         "format": CHECK_FORMAT, "model": source.sha256, "data": dataset.sha256 if dataset is not None else None,
-        "engines": [[t.status.sku, t.status.precision, t.status.status, t.engine.sha256 if t.engine else None]
-                    for t in build.targets],
+        "engines": [[t.status.sku, t.status.precision, t.status.status, t.engine.sha256 if t.engine else None,
+                     t.label in models and models[t.label][0] is not None] for t in build.targets],
         "files": {name: file_sha256(Path(path)) if path else None for name, path in files.items()},
         "options": options.model_dump(mode="json", exclude={"data", "model", "rules", "skus", "profiles", "reuse"}),
         "versions": {**versions(), **installed_versions()}})
@@ -106,7 +110,7 @@ def _earlier(path: Path, key: str) -> CheckReport | None:
     return report.model_copy(update={"reused": True}) if report.inputs_sha256 == key else None
 
 
-def _run(build: BuildFolder, source: OnnxModel, profiles, rules, catalog, dataset, options: CheckOptions,
+def _run(build: BuildFolder, source: OnnxModel, profiles, rules, catalog, dataset, models, options: CheckOptions,
          progress: Progress | None, work: Path, started: float) -> CheckReport:
     from compiler.backends import default_backend
     from compiler.check.accuracy import check_accuracy, engine_accuracy
@@ -122,7 +126,6 @@ def _run(build: BuildFolder, source: OnnxModel, profiles, rules, catalog, datase
     backend = built[0].engine.backend["name"] if built else default_backend()
     model_checks = [check_partitions(source, backend, profiles, options.max_partitions, options.max_unsupported,
                                      options.max_boundary_mb)]
-    models = {t.label: built_model(t, source) for t in built}
     loaded: dict[Path, OnnxModel] = {}
 
     def graph_of(target: Target) -> OnnxModel:

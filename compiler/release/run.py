@@ -138,9 +138,19 @@ def _build_and_publish(run: _Run, pipeline: LoadedPipeline, jobs, work: Path, on
 
     spec = pipeline.spec
     store = open_store(spec.store, create=True)
-    if only_sku is not None and only_sku in store.staged(spec.release.name, spec.release.version):
-        run.stage("stage", lambda: f"{only_sku} is already staged (a retried job): nothing to do")
-        return
+    if only_sku is not None:
+        earlier = store.staged(spec.release.name, spec.release.version).get(only_sku)
+        if earlier is not None:
+            def retried() -> str:
+                """The part an earlier attempt staged, if it is this pipeline's and holds this job's engines."""
+                from compiler.publish import staged_part
+
+                staged_part(store, spec.release.name, spec.release.version, only_sku, earlier, pipeline.sha256,
+                            jobs[0].precisions)
+                return f"{only_sku} is already staged (a retried job): nothing to do"
+
+            run.stage("stage", retried)
+            return
     calibrations: dict[str, Path] = {}
     build_dirs: list[Path] = []
     run.stage("inspect", lambda: _inspect(pipeline))
@@ -152,7 +162,7 @@ def _build_and_publish(run: _Run, pipeline: LoadedPipeline, jobs, work: Path, on
         from compiler.publish import publish, stage
 
         name, version = spec.release.name, spec.release.version
-        result = (stage(build_dirs, store, name, version, only_sku) if only_sku
+        result = (stage(build_dirs, store, name, version, only_sku, pipeline_sha256=pipeline.sha256) if only_sku
                   else publish(build_dirs, store, name, version))
         published.update(result.model_dump())
         return (f"{result.status}: {name}@{version}, {result.engines} engines in {result.store}; "
@@ -263,7 +273,8 @@ def _check(pipeline: LoadedPipeline, build_dirs: list[Path]) -> str:
 def _finalize(pipeline: LoadedPipeline, plan: ReleasePlan, published: dict[str, object]) -> str:
     from compiler.publish import finalize
 
-    result = finalize(pipeline.spec.store, plan.name, plan.version, [job.sku for job in plan.jobs])
+    result = finalize(pipeline.spec.store, plan.name, plan.version, {job.sku: job.precisions for job in plan.jobs},
+                      pipeline.sha256)
     published.update(result.model_dump())
     return f"{result.status}: {plan.name}@{plan.version}, {result.engines} engines from {len(plan.jobs)} jobs"
 

@@ -211,7 +211,7 @@ BUILD_DAMAGE: dict[str, tuple[frozenset[int], tuple[str, ...]]] = {
     "engine.json-fifo": (_codes(2), ("engine.json",)), "engine.json-other-sku": (_codes(2), ("engine.json",)),
     "engine.json-other-model": (_codes(2), ("engine.json",)),
     "engine.json-digest-traversal": (_codes(2), ("engine.json", "digest")),
-    "plan-missing": (_codes(2), ("engine.plan",)), "plan-fifo": (_codes(2), ("engine.plan",)),
+    "plan-missing": (_codes(1), ("engine.plan", "missing")), "plan-fifo": (_codes(2), ("engine.plan",)),
     "plan-link-out": (_codes(2), ("engine.plan",)), "plan-directory": (_codes(2), ("engine.plan",)),
     "plan-longer": (_codes(2), ("engine.plan",)), "plan-other-bytes": (_codes(1), ()),
     "target-link-out": (_codes(2), (SKU,)),
@@ -221,8 +221,8 @@ BUILD_DAMAGE: dict[str, tuple[frozenset[int], tuple[str, ...]]] = {
     "check.json-failed": (_codes(1), ()), "check.json-absent": (_codes(0), ()), "intact": (_codes(0), ()),
 }
 """Issue 21 (compiler/publish.py): the folder is read and verified before anything is sent: not a build folder, a
-record damaged, foreign, of another format or version, a target whose folder or plan is missing, not a regular file
-inside the folder, or not the size engine.json records: exit 2 naming the file. A failed target or check, or a
+record damaged, foreign, of another format or version, a plan that is not a regular file inside the folder, or not
+the size engine.json records: exit 2 naming the file. A failed or missing target (no engine.plan) or check, or a
 folder with nothing built, is a failed gate (1). A plan of the recorded size but other bytes is found while it is
 sent (1) and leaves no release. check.json is optional."""
 
