@@ -173,3 +173,25 @@ def test_hostile_options_are_refused(tmp_path, args, fragment):
     result = run_cli("export", "triton", "digits@1.0.0", "--store", store, "--repo", tmp_path / "models", *args)
     assert_clean_error(result, 2, fragment)
     assert list((tmp_path / "models").iterdir()) == []
+
+
+def test_the_next_release_of_the_same_model_exports_as_the_next_version(tmp_path, fleet_build):
+    store = str(tmp_path / "store")
+    for version in ("1.0.0", "1.0.1"):
+        publish(fleet_build, store, "digits", version)
+    repo = tmp_path / "models"
+    repo.mkdir()
+    assert _export(store, repo, "--precision", "fp16").exit_code == 0
+    following = run_cli("export", "triton", "digits@1.0.1", "--store", store, "--repo", repo, "--precision", "fp16",
+                        "--triton-version", "2")
+    assert following.exit_code == 0, following.stderr
+    assert "digits@1.0.1" in (repo / "digits" / "config.pbtxt").read_text()
+    assert sorted(p.name for p in (repo / "digits").iterdir()) == ["1", "2", "config.pbtxt"]
+
+
+def test_a_config_that_is_not_text_is_other_content(tmp_path, fleet_build):
+    store = str(tmp_path / "store")
+    publish(fleet_build, store, "digits", "1.0.0")
+    (tmp_path / "models" / "digits").mkdir(parents=True)
+    (tmp_path / "models" / "digits" / "config.pbtxt").write_bytes(b"\xff\xfe garbage")
+    assert_clean_error(_export(store, tmp_path / "models", "--precision", "fp16"), 4, "config.pbtxt")

@@ -183,6 +183,13 @@ def test_credentials_come_from_the_docker_config_and_its_helpers(tmp_path, monke
     (tmp_path / "config.json").write_text(json.dumps({"credsStore": "missing-helper"}))
     with pytest.raises(EnvironmentProblem, match="docker-credential-missing-helper"):
         _find_credentials("registry.example")
+    for malformed in ({"auths": ["x"]}, {"credHelpers": ["fake"]}, {"auths": {"[": {"auth": 1}}},
+                      {"auths": {"registry.example": {"auth": 12}}}, {"credsStore": 3}):
+        (tmp_path / "config.json").write_text(json.dumps(malformed))  # a config of someone else's tool: no crash
+        try:
+            assert _find_credentials("registry.example") is None
+        except EnvironmentProblem as exc:  # a malformed entry for this very registry is said plainly
+            assert "registry.example" in str(exc)
 
 
 def test_a_blob_is_verified_by_the_registry_too(registry):

@@ -83,7 +83,7 @@ def export_triton(store: str | Store, ref: str | Ref, repo: Path, *, model_name:
     result = TritonExport(release=str(resolved.ref), version=resolved.version, model=name, model_dir=str(model_dir),
                           triton_version=triton_version, status="written", plans=plans, sha256=expected, seconds=0)
     existing_config = model_dir / CONFIG
-    if existing_config.is_file() and existing_config.read_text() != config:
+    if existing_config.is_file() and _body(existing_config.read_bytes()) != _body(config.encode()):
         raise Conflict(f"{existing_config}: describes other plans, inputs or outputs than {resolved.ref}; export to "
                        "another --model-name or --repo, or remove that model folder")
     if target.exists():
@@ -128,6 +128,12 @@ def _plan_files(engines: list[ReleaseEngine]) -> dict[str, str]:
             owner.setdefault(capability, engine)
             plans.setdefault(capability, _file_name(owner[capability]))
     return dict(sorted(plans.items(), key=lambda item: tuple(int(p) for p in item[0].split("."))))
+
+
+def _body(config: bytes) -> bytes:
+    """A config without its comment lines (which name the release it was written for): the next release of the
+    same plans, inputs and outputs is the same model, exported as the next version."""
+    return b"\n".join(line for line in config.splitlines() if not line.lstrip().startswith(b"#"))
 
 
 def render_config(name: str, manifest: ReleaseManifest, engines: list[ReleaseEngine], plans: dict[str, str],

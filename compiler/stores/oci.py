@@ -542,14 +542,15 @@ def _find_credentials(host: str) -> tuple[str, str] | None:
             continue
         if not isinstance(config, dict):
             continue
-        helper = (config.get("credHelpers") or {}).get(host) or config.get("credsStore")
-        for key, entry in (config.get("auths") or {}).items():
+        helpers, auths = config.get("credHelpers"), config.get("auths")
+        helper = (helpers.get(host) if isinstance(helpers, dict) else None) or config.get("credsStore")
+        for key, entry in (auths.items() if isinstance(auths, dict) else ()):
             if _host_of(key) == host and isinstance(entry, dict):
                 if entry.get("identitytoken"):
                     return "<token>", str(entry["identitytoken"])
                 if entry.get("auth"):
                     try:
-                        user, _, password = base64.b64decode(entry["auth"]).decode().partition(":")
+                        user, _, password = base64.b64decode(str(entry["auth"])).decode().partition(":")
                     except ValueError:
                         raise EnvironmentProblem(f"{path}: the auths entry for {host} is not base64 of "
                                                  "user:password; log in again") from None
@@ -567,7 +568,10 @@ def _config_files() -> list[Path]:
 
 
 def _host_of(key: str) -> str:
-    return urlsplit(key if "://" in key else f"//{key}").netloc
+    try:
+        return urlsplit(key if "://" in key else f"//{key}").netloc
+    except ValueError:  # not a host at all ("[", a broken IPv6 literal): an entry for no registry
+        return ""
 
 
 def _from_helper(helper: str, host: str) -> tuple[str, str] | None:
