@@ -37,7 +37,7 @@ from compiler.records import (
 )
 from compiler.releases import parse_manifest, provenance
 from compiler.stores import Store, open_store
-from compiler.stores.base import SHA256, VerifyingReader, check_name, check_version, staging_key
+from compiler.stores.base import NAME, SHA256, VerifyingReader, check_name, check_version, staging_key
 
 BUILD_HINT = "give the folder `compile build --out` wrote"
 
@@ -214,14 +214,14 @@ def merge_contents(parts: list[ReleaseContent]) -> ReleaseContent:
             raise InvalidInput(f"the parts of {first.name}@{first.version} are builds of different models "
                                f"({first.model_sha256[:12]}, {part.model_sha256[:12]}); build them from one model")
     engines = sorted((e for part in parts for e in part.engines), key=lambda e: (e.sku, e.precision))
-    calibrations: dict[str, set[str]] = {}
+    calibrated: dict[str, set[str]] = {}  # the Q/DQ model each int8/fp8 engine was built from, by digest
     for engine in engines:
-        if engine.calibration_sha256:
-            calibrations.setdefault(engine.precision, set()).add(engine.calibration_sha256)
-    mixed = sorted(p for p, digests in calibrations.items() if len(digests) > 1)
+        if engine.precision.calibrated:
+            calibrated.setdefault(engine.precision, set()).add(engine.built_model_sha256)
+    mixed = sorted(p for p, digests in calibrated.items() if len(digests) > 1)
     if mixed:
-        raise InvalidInput(f"the parts of {first.name}@{first.version} hold {', '.join(mixed)} engines of different "
-                           "calibrations; calibrate once and build every part from that calibration")
+        raise InvalidInput(f"the parts of {first.name}@{first.version} hold {', '.join(mixed)} engines built from "
+                           "different calibrated models; calibrate once (or alike) and build every part from it")
     targets = [(e.sku, e.precision) for e in engines]
     if len(set(targets)) != len(targets):
         twice = sorted({f"{s}/{p}" for s, p in targets if targets.count((s, p)) > 1})
@@ -270,6 +270,10 @@ def _read_build(build_dir: Path, name: str, version: str, allow_failed: bool) ->
     if not build_dir.is_dir():
         raise InvalidInput(f"{build_dir}: not a folder; {BUILD_HINT}")
     report = read_record(_inside(build_dir, Path("build.json")), BuildReport, BUILD_HINT)
+    foreign = next((t.sku for t in report.targets if not (NAME.fullmatch(t.sku) and ".." not in t.sku)), None)
+    if foreign is not None:  # SKUs are catalog names (and folder names here): anything else is not our build.json
+        raise InvalidInput(f"{build_dir / 'build.json'}: target SKU {foreign[:80]!r} is not a SKU name; build "
+                           f"{build_dir} again")
     listed = [(t.sku, t.precision) for t in report.targets]
     twice = next((t for i, t in enumerate(listed) if t in listed[:i]), None)
     if twice is not None:

@@ -155,3 +155,21 @@ def test_a_part_staged_by_another_pipeline_is_not_taken_for_a_retry(tmp_path):
     final = run_cli("release", second, "--work", tmp_path / "work2", "--finalize")
     assert_clean_error(final, 4, "rtx-4090", "another pipeline")
     assert open_store(str(tmp_path / "artifacts")).read_manifest("digits", "1.0.0") is None
+
+
+def test_parts_built_from_different_calibrated_models_are_not_one_release():
+    from compiler.errors import InvalidInput
+    from compiler.publish import merge_contents
+    from compiler.records import BlobRef, ReleaseContent, ReleaseEngine
+
+    def part(sku: str, qdq_model: str) -> ReleaseContent:
+        engine = ReleaseEngine(sku=sku, compute_capabilities=["8.9"], precision="int8", profiles=[],
+                               backend={"name": "tensorrt-rtx", "version": "1.7.1.116"}, builder_options={},
+                               plan=BlobRef(sha256=sku[-1] * 64, size_bytes=1), layers=None,
+                               built_model_sha256=qdq_model, calibration_sha256="c" * 64, plan_header=None)
+        return ReleaseContent(name="digits", version="1", model_sha256="m" * 64, model_name="m.onnx",
+                              engines=[engine], check=None)
+
+    assert len(merge_contents([part("rtx-4090", "a" * 64), part("rtx-3090", "a" * 64)]).engines) == 2
+    with pytest.raises(InvalidInput, match="int8 engines built from different calibrated models"):
+        merge_contents([part("rtx-4090", "a" * 64), part("rtx-3090", "b" * 64)])
