@@ -69,6 +69,11 @@ def printable(text: object) -> str:
     return _UNPRINTABLE.sub(_escape, str(text))
 
 
+def markdown_cell(text: object) -> str:
+    """``text`` made safe for one cell of a Markdown table (a job summary): printable, its pipes escaped."""
+    return printable(text).replace("|", "\\|")
+
+
 console = _LazyConsole(soft_wrap=False, highlight=False)
 err_console = _LazyConsole(stderr=True)
 

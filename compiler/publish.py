@@ -8,6 +8,7 @@ killed midway leaves blobs nobody refers to and no release, and a re-run complet
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -24,6 +25,7 @@ from compiler.records import (
     EngineRecord,
     LayersRecord,
     Progress,
+    Record,
     ReleaseCheck,
     ReleaseContent,
     ReleaseEngine,
@@ -74,7 +76,7 @@ class Release:
     check_reports: list[_Blob] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
 
-    @property
+    @functools.cached_property
     def content_sha256(self) -> str:
         return hash_json(self.content.model_dump(mode="json"))
 
@@ -86,13 +88,13 @@ def publish(build_dirs: Path | list[Path], store: str | Store, name: str, versio
     EnvironmentProblem (the store)."""
     started = time.monotonic()
     release = read_builds(build_dirs, name, version, allow_failed)
-    store = store if isinstance(store, Store) else open_store(store, create=True)
+    store = open_store(store, create=True)
     existing = store.read_manifest(name, version)
     if existing is not None:
         same_or_conflict(existing, release.content_sha256, store, name, version)
         return _result(store, release, "unchanged", [], 0, started)
     uploaded, present = _upload_missing(store, name, release.blobs + release.check_reports, progress)
-    return _result(store, release, _create(store, release.content, [b.ref for b in release.check_reports]),
+    return _result(store, release, _create(store, release, [b.ref for b in release.check_reports]),
                    uploaded, present, started)
 
 
@@ -106,7 +108,7 @@ def stage(build_dirs: Path | list[Path], store: str | Store, name: str, version:
     finds its part there and changes nothing (Conflict when a part of another pipeline is there)."""
     started = time.monotonic()
     release = read_builds(build_dirs, name, version, allow_failed=False)
-    store = store if isinstance(store, Store) else open_store(store, create=True)
+    store = open_store(store, create=True)
     uploaded, present = _upload_missing(store, name, release.blobs + release.check_reports, progress)
     part = StagedPart(job=job, content=release.content, check_reports=[b.ref for b in release.check_reports],
                       staged=provenance(), pipeline_sha256=pipeline_sha256)
@@ -140,7 +142,7 @@ def finalize(store: str | Store, name: str, version: str, jobs: Jobs,
     """Publish ``name@version`` from every job's staged part; CheckFailed naming the jobs not staged yet, or a part
     that does not hold its job's engines; Conflict for a part of another pipeline."""
     started = time.monotonic()
-    store = store if isinstance(store, Store) else open_store(store)
+    store = open_store(store)
     parts = store.staged(name, version)
     missing = sorted(set(jobs) - set(parts))
     if missing:
@@ -161,7 +163,7 @@ def finalize(store: str | Store, name: str, version: str, jobs: Jobs,
         same_or_conflict(existing, release.content_sha256, store, name, version)
         return _result(store, release, "unchanged", [], 0, started)
     reports = [ref for part in staged for ref in part.check_reports]
-    return _result(store, release, _create(store, content, reports), [], 0, started)
+    return _result(store, release, _create(store, release, reports), [], 0, started)
 
 
 def _parse_part(store: Store, name: str, version: str, job: str, data: bytes) -> StagedPart:
@@ -176,16 +178,16 @@ def _parse_part(store: Store, name: str, version: str, job: str, data: bytes) ->
     return part
 
 
-def _create(store: Store, content: ReleaseContent, check_reports: list[BlobRef]) -> str:
+def _create(store: Store, release: Release, check_reports: list[BlobRef]) -> str:
     """Write the manifest, create-only; ``published``, or ``unchanged`` when a racing publisher of the same
     content won (Conflict when it had other content)."""
-    content_sha256 = hash_json(content.model_dump(mode="json"))
-    manifest = ReleaseManifest(content=content, content_sha256=content_sha256, published=provenance(),
+    content = release.content
+    manifest = ReleaseManifest(content=content, content_sha256=release.content_sha256, published=provenance(),
                                check_reports=check_reports)
     raced = store.create_manifest(content.name, content.version, manifest.model_dump_json(indent=2).encode())
     if raced is None:
         return "published"
-    same_or_conflict(raced, content_sha256, store, content.name, content.version)
+    same_or_conflict(raced, release.content_sha256, store, content.name, content.version)
     return "unchanged"
 
 
@@ -346,8 +348,7 @@ def _read_target(build_dir: Path, sku: str, precision: str, model_sha256: str) -
     layers = None
     if layers_path.exists() or layers_path.is_symlink():
         layers_path = _inside(build_dir, Path(sku) / precision / "layers.json")
-        read_record(layers_path, LayersRecord, hint)
-        layers = _blob_of(layers_path, hint)
+        layers = _record_blob(layers_path, LayersRecord, hint)[1]
         files.append(layers)
     engine = ReleaseEngine(sku=record.sku, compute_capabilities=record.compute_capabilities,
                            precision=record.precision, profiles=record.profiles, backend=record.backend,
@@ -365,20 +366,22 @@ def _read_check(build_dir: Path, engines: list[ReleaseEngine]) -> tuple[ReleaseC
         return None, None
     path = _inside(build_dir, Path(CHECK_RECORD))
     hint = f"run compile check {build_dir} again"
-    report = read_record(path, CheckReport, hint)
+    report, blob = _record_blob(path, CheckReport, hint)
     judged = {(e.sku, e.precision): e.engine_sha256 for e in report.engines}
     stale = sorted(f"{e.sku}/{e.precision}" for e in engines if judged.get((e.sku, e.precision)) != e.plan.sha256)
     if stale:
         raise CheckFailed(f"{path}: judged other engines than {', '.join(stale)} now in {build_dir} (built again "
                           f"since?); {hint}")
-    return ReleaseCheck(passed=report.passed, summary=report.counts), _blob_of(path, hint)
+    return ReleaseCheck(passed=report.passed, summary=report.counts), blob
 
 
-def _blob_of(path: Path, hint: str) -> _Blob:
+def _record_blob(path: Path, kind: type[Record], hint: str) -> tuple[Record, _Blob]:
+    """A record validated and its blob, from one read: the bytes hashed are the bytes that were validated."""
     import hashlib
 
     data = read_record_bytes(path, hint)
-    return _Blob(path, BlobRef(sha256=hashlib.sha256(data).hexdigest(), size_bytes=len(data)))
+    return (parse_record(data, path, kind, hint),
+            _Blob(path, BlobRef(sha256=hashlib.sha256(data).hexdigest(), size_bytes=len(data))))
 
 
 def _inside(root: Path, relative: Path) -> Path:

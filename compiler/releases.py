@@ -21,7 +21,7 @@ from pathlib import Path, PurePosixPath
 from pydantic import BaseModel
 
 from compiler.errors import CheckFailed, EnvironmentProblem, InvalidInput
-from compiler.files import default_cache_dir, hash_json, link_or_copy, write_atomic
+from compiler.files import default_cache_dir, file_sha256, hash_json, link_or_copy, write_atomic
 from compiler.records import (
     RELEASE_FORMAT,
     ChannelMove,
@@ -50,10 +50,6 @@ def provenance() -> Provenance:
         user = f"uid {os.getuid()}"
     return Provenance(by=user, at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), host=socket.gethostname(),
                       tool_version=version())
-
-
-def _store(store: str | Store) -> Store:
-    return store if isinstance(store, Store) else open_store(store)
 
 
 def _damaged(store: Store, key: str, what: str) -> CheckFailed:
@@ -85,7 +81,7 @@ class Resolved(BaseModel):
 def resolve(store: str | Store, ref: str | Ref) -> Resolved:
     """``NAME@VERSION`` or ``NAME@CHANNEL`` to its manifest (a tag is tried as a version, then as a channel)."""
     ref = ref if isinstance(ref, Ref) else Ref.parse(ref)
-    store = _store(store)
+    store = open_store(store)
     data = store.read_manifest(ref.name, ref.tag)
     channel = None
     if data is None and ref.may_be_channel:
@@ -197,13 +193,13 @@ def pull(store: str | Store, ref: str | Ref, *, out: Path, sku: str | None = Non
         from compiler.profiles import load_sku_catalog
 
         compute_capability = load_sku_catalog().get(sku).compute_capability
-    store = _store(store)
+    store = open_store(store)
     resolved = resolve(store, ref)
     engine = select_engine(resolved.manifest, sku=None if sku == "auto" else sku,
                            compute_capability=compute_capability, precision=precision,
                            tensorrt_version=tensorrt_version)
     name = resolved.manifest.content.name
-    from_cache = _fetch(store, name, engine.plan.sha256, engine.plan.size_bytes, out,
+    from_cache = fetch_verified(store, name, engine.plan.sha256, engine.plan.size_bytes, out,
                         (cache_dir or default_cache_dir()) / "pulls" if use_cache else None)
     record = PulledEngine(**engine.model_dump(), release=f"{name}@{resolved.version}", version=resolved.version,
                           store=store.uri)
@@ -228,7 +224,7 @@ def _check_out(out: Path) -> None:
         raise InvalidInput(f"--out {out}: the folder {out.parent} does not exist; create it first")
 
 
-def _fetch(store: Store, name: str, sha256: str, size: int, out: Path, cache: Path | None) -> bool:
+def fetch_verified(store: Store, name: str, sha256: str, size: int, out: Path, cache: Path | None) -> bool:
     """Write the blob to ``out`` through a temporary sibling, verified; from the pull cache when it holds a good
     copy. True when the store was not asked for the bytes."""
     check_sha256(sha256)
@@ -260,10 +256,7 @@ def _fetch(store: Store, name: str, sha256: str, size: int, out: Path, cache: Pa
 def _verify_file(path: Path, sha256: str, size: int) -> bool:
     """A cached blob is used only if it still is what its name says (someone may have edited a pulled plan, which
     shares the cache's file)."""
-    import hashlib
-
-    with open(path, "rb") as handle:
-        good = os.fstat(handle.fileno()).st_size == size and hashlib.file_digest(handle, "sha256").hexdigest() == sha256
+    good = path.stat().st_size == size and file_sha256(path) == sha256
     if not good:
         path.unlink(missing_ok=True)
     return good
@@ -315,7 +308,7 @@ def promote(store: str | Store, ref: str | Ref, channel: str) -> PromoteResult:
     concurrent promotions, so none is lost and every move stays in the channel's history."""
     ref = ref if isinstance(ref, Ref) else Ref.parse(ref)
     check_channel(channel)
-    store = _store(store)
+    store = open_store(store)
     version = resolve(store, Ref(ref.name, ref.tag)).version
     deadline = time.monotonic() + PROMOTE_SECONDS
     attempts = 0
@@ -370,7 +363,7 @@ def list_store(store: str | Store, ref: str | Ref | None = None) -> Listing:
     """Everything (names, versions, channels), one release's versions, or one version's manifest."""
     if ref is not None and not isinstance(ref, Ref):
         ref = Ref.parse(ref, tag_required=False)
-    store = _store(store)
+    store = open_store(store)
     if ref is None:
         return Listing(store=store.uri, releases=[
             ReleaseSummary(name=name, versions=store.versions(name), channels=_channels(store, name))

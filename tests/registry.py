@@ -68,7 +68,7 @@ def free_port() -> int:
 def start_registry(root: Path, port: int | None = None) -> Registry:
     """Start a registry storing under ``root``; return once ``GET /v2/`` answers 200."""
     if shutil.which(BINARY) is None:
-        pytest.skip(f"{BINARY} is not installed (apt-get install docker-registry)")
+        pytest.fail(f"{BINARY} is not installed (apt-get install docker-registry; .ci/run installs it)")
     port = port or free_port()
     config = root / "config.yml"
     config.write_text(f"""version: 0.1

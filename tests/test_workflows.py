@@ -375,8 +375,6 @@ def test_plan_step_refuses_a_bad_matrix(tmp_path: Path, matrix: str) -> None:
 
 def test_plan_of_the_example_pipeline_fits_the_workflow(tmp_path: Path) -> None:
     """The real `compile plan` output through the plan step: keys, types and runner labels the build job reads."""
-    if not (REPO / "pipelines" / "example.yaml").is_file():
-        pytest.skip("pipelines/example.yaml and `compile plan` are not in this tree yet")
     result = run_cli("plan", "pipelines/example.yaml", "--format", "github-matrix", cwd=REPO)
     assert result.exit_code == 0, result.stderr
     done, output, _ = _plan_step(tmp_path, result.stdout)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from compiler.files import write_atomic
-from compiler.output import append_step_summary, printable
+from compiler.output import append_step_summary, markdown_cell, printable
 from compiler.records import CHECK_RECORD, CheckReport, CheckResult
 
 MARKDOWN = "check.md"
@@ -40,18 +40,16 @@ def write_report(report: CheckReport, build_dir: Path) -> None:
     append_step_summary(text)
 
 
-def _cell(text: str) -> str:
-    return printable(text).replace("|", "\\|")
-
 
 def markdown(report: CheckReport) -> str:
     verdict = "passed" if report.passed else "FAILED"
-    lines = [f"## compile check: {verdict}", "", f"`{_cell(report.build_dir)}`: {_cell(report.summary)}", ""]
+    lines = [f"## compile check: {verdict}", "",
+             f"`{markdown_cell(report.build_dir)}`: {markdown_cell(report.summary)}", ""]
     for title, checks in sections(report):
-        lines += [f"### {_cell(title)}", "", "| check | status | evidence |", "|---|---|---|"]
+        lines += [f"### {markdown_cell(title)}", "", "| check | status | evidence |", "|---|---|---|"]
         for c in checks:
-            evidence = "<br>".join(_cell(e) for e in c.evidence[:EVIDENCE_SHOWN])
-            lines.append(f"| {c.name} | {c.status.value} | {_cell(c.summary)}"
+            evidence = "<br>".join(markdown_cell(e) for e in c.evidence[:EVIDENCE_SHOWN])
+            lines.append(f"| {c.name} | {c.status.value} | {markdown_cell(c.summary)}"
                          + (f"<br>{evidence}" if evidence else "") + " |")
         lines.append("")
     return "\n".join(lines)

@@ -24,8 +24,8 @@ from pydantic import BaseModel
 from compiler.errors import Conflict, InvalidInput
 from compiler.files import default_cache_dir, write_atomic
 from compiler.records import ReleaseEngine, ReleaseManifest, TensorSignature
-from compiler.releases import _fetch, _store, resolve
-from compiler.stores import Store
+from compiler.releases import fetch_verified, resolve
+from compiler.stores import Store, open_store
 from compiler.stores.base import Ref
 
 MODEL_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,126}[A-Za-z0-9])?")
@@ -66,7 +66,7 @@ def export_triton(store: str | Store, ref: str | Ref, repo: Path, *, model_name:
                            "are numbers)")
     if model_name is not None and (not MODEL_NAME.fullmatch(model_name) or ".." in model_name):
         raise InvalidInput(f"--model-name {model_name!r}: use 1 to 128 of A-Z a-z 0-9 . _ - (a folder name)")
-    store = _store(store)
+    store = open_store(store)
     resolved = resolve(store, ref)
     manifest = resolved.manifest
     name = model_name or manifest.content.name
@@ -186,7 +186,7 @@ def _stage(store: Store, name: str, files: dict[str, ReleaseEngine], target: Pat
     staged.mkdir()
     try:
         for file, engine in files.items():
-            _fetch(store, name, engine.plan.sha256, engine.plan.size_bytes, staged / file, cache)
+            fetch_verified(store, name, engine.plan.sha256, engine.plan.size_bytes, staged / file, cache)
         try:
             os.rename(staged, target)  # fails if another export put the version there meanwhile
         except OSError:

@@ -11,10 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from compiler.config import describe_validation_error, read_yaml
 from compiler.errors import InvalidInput
+from compiler.options import CalibrationOptions, CheckOptions
 from compiler.records import Precision
 from compiler.stores.base import check_name, check_version
 
@@ -51,28 +52,10 @@ class TargetSpec(_Strict):
     """Overrides the SKU's backend (tensorrt-rtx, tensorrt)."""
 
 
-class CalibrationSpec(_Strict):
+class CalibrationSpec(CalibrationOptions):
+    """``compile calibrate``'s options and the data; the precision comes from the targets (int8 or fp8)."""
+
     data: Path
-    method: str = "minmax"
-    samples: StrictInt | None = Field(None, ge=1)
-    min_cosine: float | None = Field(None, ge=-1, le=1)
-    min_top1: float | None = Field(None, ge=0, le=1)
-    max_abs_error: float | None = Field(None, ge=0)
-
-
-class CheckSpec(_Strict):
-    """``compile check``'s options (docs/check.md); per-output thresholds as ``{OUTPUT: X}`` or ``{"": X}``."""
-
-    data: Path | None = None
-    samples: StrictInt = Field(64, ge=1)
-    rules: Path | None = None
-    headroom: float = Field(0.1, ge=0, lt=1)
-    max_partitions: StrictInt | None = 1
-    max_unsupported: StrictInt | None = 0
-    atol: dict[str, float] = {}
-    rtol: dict[str, float] = {}
-    min_cosine: dict[str, float] = {}
-    min_top1: dict[str, float] = {}
 
 
 class Pipeline(_Strict):
@@ -82,7 +65,8 @@ class Pipeline(_Strict):
     targets: dict[str, TargetSpec] = Field(min_length=1)
     """SKU -> its precisions (or ``{precisions: [...], backend: ...}``)."""
     calibration: CalibrationSpec | None = None
-    check: CheckSpec = CheckSpec()
+    check: CheckOptions = CheckOptions()
+    """``compile check``'s options (docs/check.md); per-output thresholds as ``{OUTPUT: X}`` or ``{"": X}``."""
     store: str = "./artifacts"
     """A store URI; a local path is relative to the pipeline file."""
 
@@ -116,11 +100,14 @@ def load_pipeline(path: str | Path) -> LoadedPipeline:
     except ValidationError as exc:
         line = _line_of(path, exc.errors()[0]["loc"])
         raise InvalidInput(f"{path}{f' line {line}' if line else ''}: {describe_validation_error(exc)}") from None
+    except InvalidInput as exc:  # an option group's rule joining options (--method, per-output thresholds)
+        raise InvalidInput(f"{path}: {exc}") from None
     base = path.parent.resolve()
     resolved = {"model": base / spec.model, "profiles": base / spec.profiles}
     if spec.calibration:
         resolved["calibration"] = spec.calibration.model_copy(update={"data": base / spec.calibration.data})
-    check_paths = {k: base / v for k, v in (("data", spec.check.data), ("rules", spec.check.rules)) if v}
+    check_paths = {k: base / v for k, v in (("data", spec.check.data), ("rules", spec.check.rules),
+                                            ("skus", spec.check.skus)) if v}
     resolved["check"] = spec.check.model_copy(update=check_paths)
     if "://" not in spec.store or spec.store.startswith("file://"):
         resolved["store"] = str(base / spec.store.removeprefix("file://"))

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
+from compiler.output import markdown_cell
 from compiler.release.run import ReleaseReport
-
-
-def _cell(text: object) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
 
 
 def markdown(report: ReleaseReport) -> str:
@@ -14,7 +11,7 @@ def markdown(report: ReleaseReport) -> str:
     lines = [f"## Release {report.name}@{report.version}: {verdict}", "",
              f"Pipeline `{report.pipeline}` ({report.mode}), store `{report.store}`, {report.seconds:.1f} s.", "",
              "| stage | status | seconds | detail |", "|---|---|---|---|"]
-    lines += [f"| {s.stage} | {s.status} | {s.seconds:.2f} | {_cell(s.detail)} |" for s in report.stages]
+    lines += [f"| {s.stage} | {s.status} | {s.seconds:.2f} | {markdown_cell(s.detail)} |" for s in report.stages]
     if report.engines:
         lines += ["", "| sku | precision | status | cache | files |", "|---|---|---|---|---|"]
         lines += [f"| {e.sku} | {e.precision} | {e.status} | {'hit' if e.cache_hit else 'built'} | "

@@ -217,8 +217,7 @@ def _calibrate(pipeline: LoadedPipeline, jobs, work: Path, calibrations: dict[st
     c = spec.calibration
     folder = work / "calibration" / wanted[0]
     result = calibrate(spec.model, c.data, folder, CalibrationOptions(
-        precision=wanted[0], method=c.method, samples=c.samples, min_cosine=c.min_cosine, min_top1=c.min_top1,
-        max_abs_error=c.max_abs_error), staged=True)
+        **c.model_dump(exclude={"data", "precision"}), precision=wanted[0]), staged=True)
     failed = [g for g in result.gates if not g.passed]
     if failed:
         raise CheckFailed(f"calibration gate {failed[0].name} on '{failed[0].output}': {failed[0].value:.4g} vs "
@@ -252,10 +251,9 @@ def _build(pipeline: LoadedPipeline, jobs, work: Path, calibrations: dict[str, P
 
 def _check(pipeline: LoadedPipeline, build_dirs: list[Path]) -> str:
     from compiler.check import check
-    from compiler.options import CheckOptions
 
     spec = pipeline.spec
-    options = CheckOptions(model=spec.model, profiles=spec.profiles, **spec.check.model_dump())
+    options = spec.check.model_copy(update={"model": spec.model, "profiles": spec.profiles})
     counts: dict[str, int] = {}
     reused = 0
     for folder in build_dirs:

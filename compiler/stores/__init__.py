@@ -17,9 +17,12 @@ DEFAULT_STORE = "./artifacts"
 SCHEMES = ("file://", "s3://", "oci://", "oci+http://")
 
 
-def open_store(uri: str, *, create: bool = False) -> Store:
+def open_store(uri: str | Store, *, create: bool = False) -> Store:
     """The store at ``uri``: a folder path or ``file://`` URI, ``s3://bucket/prefix``, ``oci://host[:port]/repo``
-    (HTTPS) or ``oci+http://host:port/repo``. ``create`` makes a missing local folder (for publishing)."""
+    (HTTPS) or ``oci+http://host:port/repo``; a store already open is returned as it is, so every API function
+    takes either. ``create`` makes a missing local folder (for publishing)."""
+    if isinstance(uri, Store):
+        return uri
     if not isinstance(uri, str) or not uri.strip() or "\0" in uri:
         raise InvalidInput("--store: give a folder, file://PATH, s3://BUCKET/PREFIX or oci://HOST/REPOSITORY")
     if uri.startswith("s3://"):
