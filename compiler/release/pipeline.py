@@ -55,7 +55,14 @@ class TargetSpec(_Strict):
 class CalibrationSpec(CalibrationOptions):
     """``compile calibrate``'s options and the data; the precision comes from the targets (int8 or fp8)."""
 
+    __init__ = BaseModel.__init__  # validated as part of the pipeline: an error names its field and line, no flag
     data: Path
+
+
+class CheckSpec(CheckOptions):
+    """``compile check``'s options (docs/check.md); per-output thresholds as ``{OUTPUT: X}`` or ``{"": X}``."""
+
+    __init__ = BaseModel.__init__
 
 
 class Pipeline(_Strict):
@@ -65,8 +72,7 @@ class Pipeline(_Strict):
     targets: dict[str, TargetSpec] = Field(min_length=1)
     """SKU -> its precisions (or ``{precisions: [...], backend: ...}``)."""
     calibration: CalibrationSpec | None = None
-    check: CheckOptions = CheckOptions()
-    """``compile check``'s options (docs/check.md); per-output thresholds as ``{OUTPUT: X}`` or ``{"": X}``."""
+    check: CheckSpec = CheckSpec()
     store: str = "./artifacts"
     """A store URI; a local path is relative to the pipeline file."""
 
