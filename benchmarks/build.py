@@ -62,7 +62,7 @@ sys.path[:0] = [str(HERE), str(HERE.parent / "tests")]
 import synthetic  # noqa: E402
 from raw_build import raw_build  # noqa: E402
 
-from compiler.build import BuildOptions, build_engines  # noqa: E402
+from compiler.engines import BuildOptions, build_engines  # noqa: E402
 
 JOBS_FIGURE = "two targets: --jobs 1 / --jobs 2, CLI, new model file (speed-up)"
 JOBS_CEILING = "ceiling of the jobs figure: raw API, one start-up, in sequence / forked"

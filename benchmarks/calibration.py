@@ -42,7 +42,7 @@ def child_ours(args: argparse.Namespace) -> dict:
     import onnxruntime.quantization.shape_inference  # noqa: F401 - imported before the clock, as the baseline does
 
     from calibration import calibrate
-    from compiler.options import CalibrationOptions
+    from compiler.core.options import CalibrationOptions
 
     started = time.perf_counter()
     options = CalibrationOptions(precision="int8", method=args.method, samples=args.samples,
@@ -59,7 +59,7 @@ def child_onnxruntime(args: argparse.Namespace) -> dict:
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
     from calibration.calibrators import HistogramOptions, _ort_method, quantizable_ops, quiet
-    from calibration.datasets import split
+    from compiler.data.datasets import split
 
     started = time.perf_counter()
     images = np.load(args.data, allow_pickle=False)["image"]

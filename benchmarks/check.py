@@ -31,7 +31,7 @@ def floor(models: list[Path], data: Path, samples: int, batch: int) -> float:
     """onnxruntime alone: each model's session over the same samples."""
     import numpy as np
 
-    from calibration.report import session
+    from compiler.data.session import session
 
     started = time.perf_counter()
     with np.load(data, allow_pickle=False) as arrays:
@@ -49,7 +49,7 @@ def limit(source, models: list[Path], data: Path, samples: int, batch: int, work
     FP16 and Q/DQ models as in the floor."""
     import numpy as np
 
-    from compiler.check.ranges import _float_intermediates, _session_with_outputs
+    from compiler.data.ranges import _float_intermediates, _session_with_outputs
 
     started = time.perf_counter()
     wanted, _, _ = _float_intermediates(source)
@@ -73,10 +73,10 @@ def main() -> int:
     import synthetic
     import yaml
 
-    from compiler.build import BuildOptions, build_engines
     from compiler.check import check
-    from compiler.check.folder import built_model, read_build, source_model
-    from compiler.options import CheckOptions
+    from compiler.core.options import CheckOptions
+    from compiler.engines import BuildOptions, build_engines
+    from compiler.engines.folder import built_model, read_build, source_model
 
     with tempfile.TemporaryDirectory(prefix="compile-bench-check-") as work:
         root = Path(work)

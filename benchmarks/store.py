@@ -35,9 +35,9 @@ from rich.table import Table
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent)]
 
-from compiler.publish import publish  # noqa: E402
-from compiler.records import BuildReport, EngineRecord, Status, TargetStatus  # noqa: E402
+from compiler.core.records import BuildReport, EngineRecord, Status, TargetStatus  # noqa: E402
 from compiler.releases import pull  # noqa: E402
+from compiler.releases.publish import publish  # noqa: E402
 from compiler.stores import open_store  # noqa: E402
 from tests.s3server import s3_server  # noqa: E402
 

@@ -22,7 +22,7 @@ def main(side: str, model: str, profiles: str, out: str, cache: str = "") -> Non
             raw_build(model, profiles, "8.9", out)
     else:
         from compiler.backends import load_backend
-        from compiler.build import BuildOptions, build_engines
+        from compiler.engines import BuildOptions, build_engines
 
         load_backend("tensorrt-rtx")  # imports TensorRT, as raw_build's module does
 

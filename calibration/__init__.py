@@ -1,11 +1,11 @@
 """Calibration for strongly typed TensorRT: Q/DQ models (int8/fp8) from activation ranges, FP16 conversion.
 
     from calibration import calibrate, convert_fp16
-    from compiler.options import CalibrationOptions
+    from compiler.core.options import CalibrationOptions
     result = calibrate("model.onnx", "data.npz", "out/", CalibrationOptions(precision="int8", method="entropy"))
 
-Modules, one per stage: ``datasets`` (npz and image folders, validation, seeded split), ``calibrators``
-(onnxruntime calibration, Q/DQ writing, TensorRT cache), ``convert`` (fp16), ``report`` (held-out accuracy),
+Modules, one per step: ``calibrators`` (onnxruntime calibration, Q/DQ writing, TensorRT cache), ``convert``
+(fp16), ``accuracy`` (held-out accuracy and its gates),
 ``folder`` (reading a finished calibration folder), ``api`` (the ``calibrate`` pipeline). The names below are
 imported on first use: a reader of a calibration folder (``compile build --calibration``) never pays for onnx,
 numpy and onnxruntime.
@@ -14,10 +14,10 @@ numpy and onnxruntime.
 from importlib import import_module
 from typing import Any
 
+_RECORDS = "compiler.core.records"
 _LAZY = {"calibrate": "calibration.api", "convert_fp16": "calibration.convert",
-         "ImagePreprocess": "calibration.datasets", "AccuracyReport": "compiler.records",
-         "CalibrationResult": "compiler.records", "Gate": "compiler.records", "OutputReport": "compiler.records",
-         "TensorRange": "compiler.records"}
+         "ImagePreprocess": "compiler.data.datasets", "AccuracyReport": _RECORDS, "CalibrationResult": _RECORDS,
+         "Gate": _RECORDS, "OutputReport": _RECORDS, "TensorRange": _RECORDS}
 
 __all__ = sorted(_LAZY)
 

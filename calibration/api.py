@@ -22,18 +22,16 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from calibration import calibrators
+from calibration.accuracy import compare, gates
 from calibration.calibrators import HistogramOptions
 from calibration.convert import convert_fp16
-from calibration.datasets import ImagePreprocess, model_inputs, open_dataset, split
 from calibration.folder import RERUN, read_calibration
-from calibration.report import compare, gates, session
-from compiler.errors import InvalidInput, stop_signals_held
-from compiler.files import file_sha256, hash_json, replace_dir, staging_folder, writable_folder, write_atomic
-from compiler.model import load_model
-from compiler.options import CalibrationOptions
-from compiler.output import counter
-from compiler.paths import check_not_overwriting
-from compiler.records import (
+from compiler.core.errors import InvalidInput, stop_signals_held
+from compiler.core.files import file_sha256, hash_json, replace_dir, staging_folder, writable_folder, write_atomic
+from compiler.core.options import CalibrationOptions
+from compiler.core.paths import check_not_overwriting
+from compiler.core.progress import counter
+from compiler.core.records import (
     CALIBRATION_FILES,
     CALIBRATION_FORMAT,
     CALIBRATION_RECORD,
@@ -43,6 +41,9 @@ from compiler.records import (
     TensorRange,
     read_record,
 )
+from compiler.data.datasets import ImagePreprocess, model_inputs, open_dataset, split
+from compiler.data.model import load_model
+from compiler.data.session import session
 
 
 def calibrate(
@@ -172,7 +173,7 @@ def _with_fp16_range(report: AccuracyReport, source, converted: Path, dataset, h
                      chunk_mb: int) -> AccuracyReport:
     """The comparison's blind spot covered: the FP32 model's intermediate ranges on the held-out samples against
     FP16's (what ``compile check`` does for fp16 engines)."""
-    from compiler.check.ranges import check_ranges, fp16_tensors, reference_pass
+    from compiler.data.ranges import check_ranges, fp16_tensors, reference_pass
 
     reference = reference_pass(source, dataset, holdout, batch_size, True, chunk_mb)
     result = check_ranges(reference, len(holdout), fp16_tensors(load_model(converted, check=False, digest=False)))

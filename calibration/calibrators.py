@@ -19,9 +19,9 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from calibration.datasets import Dataset, batches
-from compiler.errors import InvalidInput
-from compiler.model import first_line
+from compiler.core.errors import InvalidInput
+from compiler.data.datasets import Dataset, batches
+from compiler.data.model import first_line
 
 PER_CHANNEL_OPSET = 13
 """DequantizeLinear's ``axis`` (per-channel weights) needs opset 13."""

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import onnx
 
-from compiler.errors import InvalidInput
-from compiler.model import first_line, load_model
+from compiler.core.errors import InvalidInput
+from compiler.data.model import first_line, load_model
 
 
 def convert_fp16(src: Path, dst: Path) -> None:

@@ -12,9 +12,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from compiler.errors import InvalidInput
-from compiler.files import file_sha256
-from compiler.records import CALIBRATION_RECORD, CalibrationRecord, parse_record, read_record_bytes
+from compiler.core.errors import InvalidInput
+from compiler.core.files import file_sha256
+from compiler.core.records import CALIBRATION_RECORD, CalibrationRecord, parse_record, read_record_bytes
 
 RECORD = CALIBRATION_RECORD
 RERUN = "re-run compile calibrate"

@@ -1,7 +1,8 @@
 """compile: turn ONNX models into TensorRT engines and release them.
 
-The stages are plain functions (``compiler.inspection.inspect_model``, ``compiler.build.build_engines``,
-``calibration.calibrate``); the CLI (``compiler.cli``) only calls them.
+The stages are plain functions (``compiler.inspect.summary.inspect_model``, ``calibration.calibrate``,
+``compiler.engines.build_engines``, ``compiler.check.check``, ``compiler.releases.publish``/``pull``,
+``compiler.pipeline.release``); the CLI (``compiler.cli``) only calls them. docs/architecture.md draws the layers.
 """
 
 import os

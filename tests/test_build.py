@@ -22,13 +22,13 @@ import pytest
 import yaml
 from onnx import TensorProto, helper, numpy_helper
 
-import compiler.build
-import compiler.files
+import compiler.core.files
+import compiler.engines
 from compiler.backends import load_backend
 from compiler.backends.tensorrt import DatacenterTensorRTBackend
-from compiler.build import BuildOptions, build_engines, execute_builds, plan_builds, run_job
-from compiler.build.cache import ENGINE_FILES, BuildCache
-from compiler.errors import EnvironmentProblem, Interrupted, InvalidInput, stop_signals_held
+from compiler.core.errors import EnvironmentProblem, Interrupted, InvalidInput, stop_signals_held
+from compiler.engines import BuildOptions, build_engines, execute_builds, plan_builds, run_job
+from compiler.engines.cache import ENGINE_FILES, BuildCache
 from tests.conftest import EXAMPLES, CliResult, assert_clean_error, files_of_at_most, run_cli
 from tests.onnx_files import save_model
 from tests.synthetic import resnet
@@ -270,7 +270,7 @@ def test_an_engine_the_cache_cannot_keep_is_delivered_with_a_warning(digits_mode
 def test_a_failed_atomic_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path):
     target = tmp_path / "engine.json"
     target.write_text("previous\n")
-    write = "import sys; from pathlib import Path; from compiler.files import write_atomic; " \
+    write = "import sys; from pathlib import Path; from compiler.core.files import write_atomic; " \
             "write_atomic(Path(sys.argv[1]), bytes(1 << 20))"
     done = subprocess.run([sys.executable, "-c", write, str(target)], capture_output=True, text=True,
                           preexec_fn=files_of_at_most(64))
@@ -594,11 +594,11 @@ def test_a_stop_signal_while_a_file_is_written_atomically_waits_until_it_is_in_p
         os.kill(os.getpid(), signal.SIGTERM)
         return handle
 
-    monkeypatch.setattr(compiler.files, "open", open_then_stop, raising=False)
+    monkeypatch.setattr(compiler.core.files, "open", open_then_stop, raising=False)
     previous = signal.signal(signal.SIGTERM, stop)
     try:
         with pytest.raises(Interrupted):
-            compiler.files.write_atomic(tmp_path / "engine.json", b'{"whole": true}')
+            compiler.core.files.write_atomic(tmp_path / "engine.json", b'{"whole": true}')
     finally:
         signal.signal(signal.SIGTERM, previous)
     assert [p.name for p in tmp_path.iterdir()] == ["engine.json"]
@@ -762,13 +762,13 @@ def _new_file_with_digest_held(model: Path, folder: Path, monkeypatch) -> tuple[
     folder.mkdir()
     copy = folder / "model.onnx"
     shutil.copy(model, copy)
-    release, hash_model_file = threading.Event(), compiler.build.plan.hash_model_file_mapped
+    release, hash_model_file = threading.Event(), compiler.engines.plan.hash_model_file_mapped
 
     def held(path: Path):
         release.wait()
         return hash_model_file(path)
 
-    monkeypatch.setattr(compiler.build.plan, "hash_model_file_mapped", held)
+    monkeypatch.setattr(compiler.engines.plan, "hash_model_file_mapped", held)
     return copy, release
 
 
@@ -1070,19 +1070,19 @@ def test_a_cache_entry_removed_while_it_is_taken_is_a_miss(digits_model, digits_
     between its lookup and its hard links: the target is then built, not failed."""
     args, cache = (digits_model, digits_profiles, ["rtx-4090"], ["fp32"]), tmp_path / "cache"
     build_engines(*args, tmp_path / "a", options=BuildOptions(cache_dir=cache))
-    link = compiler.build.target.link_or_copy
+    link = compiler.engines.target.link_or_copy
 
     def cleaner_strikes(source: Path, target: Path) -> None:
         shutil.rmtree(source.parent)
         link(source, target)
 
-    monkeypatch.setattr(compiler.build.target, "link_or_copy", cleaner_strikes)
+    monkeypatch.setattr(compiler.engines.target, "link_or_copy", cleaner_strikes)
     [target] = build_engines(*args, tmp_path / "b", options=BuildOptions(cache_dir=cache)).targets
     assert (target.status, target.cache_hit) == ("ok", False)
     plan = (tmp_path / "b/rtx-4090/fp32/engine.plan").read_bytes()
     assert json.loads((tmp_path / "b/rtx-4090/fp32/engine.json").read_text())["sha256"] == hashlib.sha256(
         plan).hexdigest()
-    monkeypatch.setattr(compiler.build.target, "link_or_copy", link)
+    monkeypatch.setattr(compiler.engines.target, "link_or_copy", link)
     assert build_engines(*args, tmp_path / "c",
                          options=BuildOptions(cache_dir=cache)).targets[0].cache_hit  # stored again
 
@@ -1091,11 +1091,11 @@ def _put_in_place_repeatedly(target: Path, rounds: int) -> int:
     """One of several processes finishing the same target over and over; returns how many attempts failed."""
     failures = 0
     for i in range(rounds):
-        with compiler.files.staging_folder(target.parent, target.name) as staging:
+        with compiler.core.files.staging_folder(target.parent, target.name) as staging:
             (staging / "engine.plan").write_bytes(os.urandom(64))
             (staging / "engine.json").write_text(json.dumps({"writer": os.getpid(), "round": i}))
             try:
-                compiler.files.replace_dir(target, staging)
+                compiler.core.files.replace_dir(target, staging)
             except OSError:
                 failures += 1
     return failures
@@ -1122,13 +1122,13 @@ def test_without_an_atomic_swap_the_previous_folder_goes_aside_and_comes_back_on
     def no_swap(first, second):
         raise OSError(errno.EINVAL, "Invalid argument")
 
-    monkeypatch.setattr(compiler.files, "_exchange", no_swap)
+    monkeypatch.setattr(compiler.core.files, "_exchange", no_swap)
     target, staging = tmp_path / "fp32", tmp_path / ".fp32-0123456789ab"
     for folder, text in ((target, "previous"), (staging, "new")):
         folder.mkdir()
         (folder / "engine.json").write_text(text)
     if not refused:
-        compiler.files.replace_dir(target, staging)
+        compiler.core.files.replace_dir(target, staging)
         assert (target / "engine.json").read_text() == "new"
         assert [p.name for p in tmp_path.iterdir()] == ["fp32"]
         return
@@ -1142,7 +1142,7 @@ def test_without_an_atomic_swap_the_previous_folder_goes_aside_and_comes_back_on
 
     monkeypatch.setattr(os, "rename", refusing)
     with pytest.raises(OSError, match="Input/output error"):
-        compiler.files.replace_dir(target, staging)
+        compiler.core.files.replace_dir(target, staging)
     assert (target / "engine.json").read_text() == "previous"
     assert sorted(p.name for p in tmp_path.iterdir()) == [staging.name, "fp32"]  # the staging folder is its caller's
 

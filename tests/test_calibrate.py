@@ -20,13 +20,13 @@ from onnx import TensorProto, helper
 
 from calibration import CalibrationResult, ImagePreprocess, calibrate, convert_fp16
 from calibration.calibrators import chunks, read_trt_cache
-from calibration.datasets import NpzDataset, open_dataset, split
 from compiler.backends.base import BuildSpec
 from compiler.backends.tensorrt_rtx import TensorRTRTXBackend
-from compiler.errors import InvalidInput
-from compiler.model import load_model
-from compiler.options import CalibrationOptions
-from compiler.profiles import ShapeProfile
+from compiler.core.errors import InvalidInput
+from compiler.core.options import CalibrationOptions
+from compiler.core.profiles import ShapeProfile
+from compiler.data.datasets import NpzDataset, open_dataset, split
+from compiler.data.model import load_model
 from tests.conftest import CliResult, assert_clean_error, files_of_at_most, run_cli
 
 RUNS = {

@@ -12,8 +12,8 @@ import yaml
 from onnx import TensorProto, helper, numpy_helper
 
 from compiler.check import check
-from compiler.options import CheckOptions
-from compiler.records import CheckReport, read_record
+from compiler.core.options import CheckOptions
+from compiler.core.records import CheckReport, read_record
 from tests.conftest import REPO, assert_clean_error, run_cli
 from tests.onnx_files import save_model
 

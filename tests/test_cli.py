@@ -46,10 +46,11 @@ def test_a_stop_that_a_library_turns_into_its_own_error_still_ends_as_the_stop(s
     (initialization failed)'); the run still ends as the stop the user asked for."""
     script = f"""
 import os, time
-from compiler import cli
-from compiler.errors import InvalidInput
+from compiler.cli.app import app
+from compiler.cli.main import main
+from compiler.core.errors import InvalidInput
 
-@cli.app.command()
+@app.command()
 def wrapped():
     try:
         os.kill(os.getpid(), {int(signum)})
@@ -57,11 +58,11 @@ def wrapped():
     except BaseException as exc:
         raise InvalidInput(f"onnxruntime failed while calibrating: {{exc!r}}") from None
 
-@cli.app.command()
+@app.command()
 def other():
     pass
 
-cli.main()
+main()
 """
     done = subprocess.run([sys.executable, "-c", script, "wrapped"], capture_output=True, text=True, timeout=60)
     assert (done.returncode, done.stderr, done.stdout) == (code, line + "\n", "")

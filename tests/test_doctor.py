@@ -7,7 +7,7 @@ import os
 
 import onnxruntime
 
-from compiler.doctor import diagnose
+from compiler.inspect.doctor import diagnose
 from tests.conftest import run_cli
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from google.protobuf import text_format
 
-from compiler.publish import publish
-from compiler.records import EngineRecord
+from compiler.core.records import EngineRecord
+from compiler.releases.publish import publish
 from tests.conftest import assert_clean_error, run_cli
 
 SKUS = {"rtx-3090": "8.6", "rtx-4090": "8.9", "rtx-5090": "12.0"}
@@ -20,7 +20,7 @@ SKUS = {"rtx-3090": "8.6", "rtx-4090": "8.9", "rtx-5090": "12.0"}
 
 @pytest.fixture(scope="module")
 def fleet_build(tmp_path_factory, digits_model, digits_profiles) -> Path:
-    from compiler.build import build_engines
+    from compiler.engines import build_engines
 
     out = tmp_path_factory.mktemp("triton") / "build"
     assert not build_engines(digits_model, digits_profiles, list(SKUS), ["fp16", "fp32"], out).failed
@@ -117,7 +117,7 @@ def test_the_default_plan_is_set_only_when_asked(store_uri, tmp_path):
 
 
 def test_two_skus_of_one_compute_capability_are_refused(tmp_path, digits_model, digits_profiles):
-    from compiler.build import build_engines
+    from compiler.engines import build_engines
 
     build = tmp_path / "build"
     assert not build_engines(digits_model, digits_profiles, ["rtx-3090", "rtx-a6000"], ["fp16"], build).failed

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from compiler.errors import InvalidInput
-from compiler.model import load_model
+from compiler.core.errors import InvalidInput
+from compiler.data.model import load_model
 from tests.conftest import assert_clean_error, run_cli
 
 MEMORY = 3 << 30
@@ -161,7 +161,7 @@ def test_build_data_refuses_damaged_data_the_same_way(tmp_path, digits_model, di
 
 def test_sample_reads_name_the_member_too(tmp_path, digits_model, images):
     """Reads during calibration and the held-out report meet damage the full read missed (here: skipped)."""
-    from calibration.datasets import open_dataset
+    from compiler.data.datasets import open_dataset
 
     data = _broken_deflate_stream(tmp_path / "damaged.npz", images)
     dataset = open_dataset(data, load_model(digits_model))  # validates headers only
@@ -212,7 +212,7 @@ def _small_archives(data: Path) -> dict[str, bytes]:
 def test_any_damage_is_invalid_input_naming_the_file(tmp_path, digits_model, digits_data, data):
     """Flipped bytes anywhere (headers, sizes, data) and truncation: every read either gives the samples or an
     InvalidInput naming the file; never another exception."""
-    from calibration.datasets import open_dataset
+    from compiler.data.datasets import open_dataset
 
     archives = _small_archives(digits_data)
     kind = data.draw(st.sampled_from(sorted(archives)))

@@ -17,8 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper
 
-from calibration.datasets import MAX_IMAGE_SIDE, ImageFolderDataset, ImagePreprocess
-from compiler.errors import InvalidInput
+from compiler.core.errors import InvalidInput
+from compiler.data.datasets import MAX_IMAGE_SIDE, ImageFolderDataset, ImagePreprocess
 from tests.conftest import assert_clean_error, run_cli
 
 MEMORY = 3 << 30

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from calibration import calibrate
-from compiler.errors import InvalidInput
-from compiler.options import CalibrationOptions
+from compiler.core.errors import InvalidInput
+from compiler.core.options import CalibrationOptions
 from tests.conftest import assert_clean_error, run_cli
 
 BAD = [

@@ -12,8 +12,8 @@ import onnx
 import pytest
 
 from calibration import calibrate
-from compiler.errors import InvalidInput
-from compiler.paths import check_not_overwriting
+from compiler.core.errors import InvalidInput
+from compiler.core.paths import check_not_overwriting
 from tests.conftest import assert_clean_error, run_cli
 
 

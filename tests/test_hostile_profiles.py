@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from compiler.errors import InvalidInput
-from compiler.profiles import MAX_DIM, MAX_VOLUME, ShapeRange, load_profiles
+from compiler.core.errors import InvalidInput
+from compiler.core.profiles import MAX_DIM, MAX_VOLUME, ShapeRange, load_profiles
 from tests.conftest import assert_clean_error, run_cli
 
 

@@ -14,9 +14,9 @@ import onnxruntime
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from compiler.errors import InvalidInput
-from compiler.inspection import inspect_model
-from compiler.model import load_model
+from compiler.core.errors import InvalidInput
+from compiler.data.model import load_model
+from compiler.inspect.summary import inspect_model
 from tests import synthetic
 from tests.conftest import REPO, assert_clean_error, run_cli
 from tests.onnx_files import ONNX_LIGHT, external_model, point_external_data, save_model

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from compiler.errors import InvalidInput
-from compiler.model import load_model
-from compiler.profiles import ProfileSet, bundled_profiles_path, load_profiles, load_sku_catalog, validate_profiles
+from compiler.core.errors import InvalidInput
+from compiler.core.profiles import ProfileSet, bundled_profiles_path, load_profiles, load_sku_catalog, validate_profiles
+from compiler.data.model import load_model
 from tests import synthetic
 from tests.conftest import assert_clean_error, run_cli
 

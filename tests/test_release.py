@@ -158,9 +158,9 @@ def test_a_part_staged_by_another_pipeline_is_not_taken_for_a_retry(tmp_path):
 
 
 def test_parts_built_from_different_calibrated_models_are_not_one_release():
-    from compiler.errors import InvalidInput
-    from compiler.publish import merge_contents
-    from compiler.records import BlobRef, ReleaseContent, ReleaseEngine
+    from compiler.core.errors import InvalidInput
+    from compiler.core.records import BlobRef, ReleaseContent, ReleaseEngine
+    from compiler.releases.publish import merge_contents
 
     def part(sku: str, qdq_model: str) -> ReleaseContent:
         engine = ReleaseEngine(sku=sku, compute_capabilities=["8.9"], precision="int8", profiles=[],

@@ -12,9 +12,9 @@ import onnxruntime
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from compiler.errors import InvalidInput
-from compiler.model import load_model
-from compiler.skim import skim_inputs
+from compiler.core.errors import InvalidInput
+from compiler.data.model import load_model
+from compiler.data.skim import skim_inputs
 from tests import synthetic
 from tests.conftest import assert_clean_error, run_cli
 from tests.onnx_files import ONNX_LIGHT, external_model, point_external_data, save_model

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from compiler.records import EngineRecord
+from compiler.core.records import EngineRecord
 from compiler.stores import open_store
 from tests.conftest import CliResult, assert_clean_error, run_cli
 from tests.registry import Registry, environment_without_credentials
@@ -373,8 +373,8 @@ def test_pulling_costs_the_same_requests_however_many_releases_the_store_holds(s
     for key, value in s3.env().items():
         if key.startswith("AWS_"):
             monkeypatch.setenv(key, value)
-    from compiler.publish import publish
     from compiler.releases import pull
+    from compiler.releases.publish import publish
 
     counts = {}
     for releases in (1, 12):

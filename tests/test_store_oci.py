@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import requests
 
-from compiler.errors import Conflict, EnvironmentProblem, InvalidInput
-from compiler.publish import publish
-from compiler.records import EngineRecord
+from compiler.core.errors import Conflict, EnvironmentProblem, InvalidInput
+from compiler.core.records import EngineRecord
+from compiler.releases.publish import publish
 from compiler.stores import open_store
 from compiler.stores.oci import (
     CHANNEL_ARTIFACT,
@@ -31,7 +31,7 @@ from tests.registry import environment_without_credentials
 
 @pytest.fixture(scope="module")
 def build(tmp_path_factory, digits_model, digits_profiles) -> Path:
-    from compiler.build import build_engines
+    from compiler.engines import build_engines
 
     out = tmp_path_factory.mktemp("oci") / "build"
     report = build_engines(digits_model, digits_profiles, ["rtx-3090", "rtx-4090"], ["fp16"], out)
@@ -41,7 +41,7 @@ def build(tmp_path_factory, digits_model, digits_profiles) -> Path:
 
 @pytest.fixture(scope="module")
 def other_build(tmp_path_factory, digits_model, digits_profiles) -> Path:
-    from compiler.build import build_engines
+    from compiler.engines import build_engines
 
     out = tmp_path_factory.mktemp("oci") / "other"
     assert not build_engines(digits_model, digits_profiles, ["rtx-3090"], ["fp32"], out).failed
@@ -105,7 +105,7 @@ def test_a_publisher_that_sees_the_tag_taken_after_its_write_exits_4(registry, b
     publish(other_build, uri, "digits", "9.0.0")
     theirs = json.loads(open_store(uri).read_manifest("digits", "9.0.0"))
     theirs["content"]["version"] = "2.0.0"  # the other content as if published to 2.0.0
-    from compiler.files import hash_json
+    from compiler.core.files import hash_json
 
     theirs["content_sha256"] = hash_json(theirs["content"])
     raced = _RacedStore(uri)
@@ -195,7 +195,7 @@ def test_credentials_come_from_the_docker_config_and_its_helpers(tmp_path, monke
 def test_a_blob_is_verified_by_the_registry_too(registry):
     """The registry refuses an upload whose bytes do not hash to the digest it is named by (a second check
     behind the VerifyingReader's)."""
-    from compiler.errors import CheckFailed
+    from compiler.core.errors import CheckFailed
 
     store = OciStore(registry.uri())
     with pytest.raises(CheckFailed, match="does not hash to its digest"):

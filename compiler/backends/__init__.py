@@ -10,7 +10,7 @@ import importlib
 import importlib.util
 from typing import TYPE_CHECKING
 
-from compiler.errors import EnvironmentProblem, InvalidInput
+from compiler.core.errors import EnvironmentProblem, InvalidInput
 
 if TYPE_CHECKING:
     from compiler.backends.base import TensorRTBackend

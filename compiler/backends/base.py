@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from compiler.errors import EnvironmentProblem, InvalidInput
-from compiler.profiles import ShapeProfile
-from compiler.records import Progress
+from compiler.core.errors import EnvironmentProblem, InvalidInput
+from compiler.core.profiles import ShapeProfile
+from compiler.core.records import Progress
 
 
 @dataclass(frozen=True)

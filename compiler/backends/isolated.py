@@ -22,8 +22,8 @@ from typing import Any
 
 from compiler.backends import load_backend
 from compiler.backends.base import BuildSpec
-from compiler.errors import STOP_SIGNALS, CompileError
-from compiler.records import Kernel, Progress, Status
+from compiler.core.errors import STOP_SIGNALS, CompileError
+from compiler.core.records import Kernel, Progress, Status
 
 STOP_GRACE_SECONDS = 10.0
 """How long a builder may take to stop through its progress monitor once asked before it is killed: TensorRT

@@ -10,10 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from compiler.backends.base import BuildSpec, TensorRTBackend
-from compiler.build.cache import default_cache_dir
-from compiler.errors import EnvironmentProblem
-from compiler.files import write_atomic
-from compiler.gpu import cuda_driver_version, list_gpus
+from compiler.core.errors import EnvironmentProblem
+from compiler.core.files import default_cache_dir, write_atomic
+from compiler.core.gpu import cuda_driver_version, list_gpus
 
 
 class DatacenterTensorRTBackend(TensorRTBackend):

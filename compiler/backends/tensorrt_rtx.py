@@ -6,7 +6,7 @@ import struct
 from typing import Any
 
 from compiler.backends.base import BuildSpec, TensorRTBackend
-from compiler.errors import InvalidInput
+from compiler.core.errors import InvalidInput
 
 
 class TensorRTRTXBackend(TensorRTBackend):

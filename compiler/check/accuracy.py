@@ -14,12 +14,12 @@ from typing import Any
 
 import numpy as np
 
-from calibration.datasets import Dataset, batches
-from calibration.report import cosine_per_sample, session
-from compiler.errors import CheckFailed
-from compiler.model import first_line
-from compiler.options import CheckOptions
-from compiler.records import CheckResult, EngineRecord, Precision, Status
+from compiler.core.errors import CheckFailed
+from compiler.core.options import CheckOptions
+from compiler.core.records import CheckResult, EngineRecord, Precision, Status
+from compiler.data.datasets import Dataset, batches
+from compiler.data.model import first_line
+from compiler.data.session import cosine_per_sample, session
 
 DEFAULTS: dict[Precision, dict[str, Any]] = {
     Precision.FP16: {"atol": 5e-2, "rtol": 5e-2, "error_stat": "quantile", "error_quantile": 0.99,
@@ -138,7 +138,7 @@ def _verdict(per_output: dict[str, dict[str, Any]], limits: dict[str, dict[str, 
 
 def engine_accuracy(engine: EngineRecord) -> CheckResult:
     """The engine itself against onnxruntime: only with a GPU of its compute capability and a TensorRT runtime."""
-    from compiler.gpu import list_gpus
+    from compiler.core.gpu import list_gpus
 
     gpus, why = list_gpus()
     wanted = engine.compute_capabilities

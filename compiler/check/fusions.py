@@ -17,9 +17,9 @@ from typing import Literal
 import onnx
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from compiler.config import load_yaml
-from compiler.errors import InvalidInput
-from compiler.records import CheckResult, Kernel, Precision, Status
+from compiler.core.errors import InvalidInput
+from compiler.core.records import CheckResult, Kernel, Precision, Status
+from compiler.core.yaml import load_yaml
 
 QDQ = ("QuantizeLinear", "DequantizeLinear")
 MAX_EVIDENCE = 20

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import onnx
 
-from compiler.model import OnnxModel, first_line
-from compiler.records import CheckResult, Status
+from compiler.core.records import CheckResult, Status
+from compiler.data.model import OnnxModel, first_line
 
 LINT_TIMEOUT_SECONDS = 600
 _CHECKER_NODE = re.compile(r"[Nn]ode \(([^)]*)\)|In Node, \(\"?([^\",)]*)")

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import re
 
-from compiler.output import human_size
-from compiler.profiles import Sku
-from compiler.records import CheckResult, Status
+from compiler.core.profiles import Sku
+from compiler.core.records import CheckResult, Status
+from compiler.core.text import human_size
 
 _FIGURE = re.compile(r"^\[INFO\] Total (?P<what>Activation|Weights|Device Persistent) Memory: (?P<bytes>\d+) bytes",
                      re.MULTILINE)

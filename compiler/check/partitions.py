@@ -11,11 +11,11 @@ from typing import Any
 import onnx
 from onnx import helper
 
-from compiler.inspection import tensorrt_view
-from compiler.model import OnnxModel, _infer_shapes
-from compiler.output import human_size
-from compiler.profiles import ShapeProfile
-from compiler.records import CheckResult, Status
+from compiler.core.profiles import ShapeProfile
+from compiler.core.records import CheckResult, Status
+from compiler.core.text import human_size
+from compiler.data.model import OnnxModel, _infer_shapes
+from compiler.inspect.summary import tensorrt_view
 
 MAX_EVIDENCE = 20
 

@@ -1,4 +1,4 @@
-"""The outputs of ``compile check``: a Rich table per engine, ``BUILD_DIR/check.json`` (the record a release step
+"""The outputs of ``compile check``: ``BUILD_DIR/check.json`` (the record a release step
 reads), ``BUILD_DIR/check.md`` (a Markdown report for a CI job summary, appended to ``$GITHUB_STEP_SUMMARY`` when
 that is set)."""
 
@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from compiler.files import write_atomic
-from compiler.output import append_step_summary, markdown_cell, printable
-from compiler.records import CHECK_RECORD, CheckReport, CheckResult
+from compiler.core.ci import append_step_summary
+from compiler.core.files import write_atomic
+from compiler.core.records import CHECK_RECORD, CheckReport, CheckResult
+from compiler.core.text import markdown_cell
 
 MARKDOWN = "check.md"
 EVIDENCE_SHOWN = 5
@@ -40,7 +41,6 @@ def write_report(report: CheckReport, build_dir: Path) -> None:
     append_step_summary(text)
 
 
-
 def markdown(report: CheckReport) -> str:
     verdict = "passed" if report.passed else "FAILED"
     lines = [f"## compile check: {verdict}", "",
@@ -54,23 +54,3 @@ def markdown(report: CheckReport) -> str:
         lines.append("")
     return "\n".join(lines)
 
-
-def render(report: CheckReport) -> None:
-    from rich.text import Text
-
-    from compiler.output import console, status_text, table
-
-    for title, checks in sections(report):
-        rows = []
-        for c in checks:
-            evidence = "\n".join([c.summary, *c.evidence[:EVIDENCE_SHOWN]]
-                                 + ([f"... {len(c.evidence) - EVIDENCE_SHOWN} more in check.json"]
-                                    if len(c.evidence) > EVIDENCE_SHOWN else []))
-            rows.append([c.name, status_text(c.status.value), Text("\n".join(map(printable, evidence.split("\n"))))])
-        console.print(table(title, ["check", "status", "evidence"], rows))
-    verdict = "[green]passed[/green]" if report.passed else "[red]FAILED[/red]"
-    from rich.markup import escape
-
-    when = "reused: check.json was made from these same inputs (--no-reuse checks again)" if report.reused \
-        else f"{report.seconds:.1f} s"
-    console.print(f"{verdict}: {escape(printable(report.summary))} ({when})")

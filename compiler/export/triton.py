@@ -21,10 +21,11 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from compiler.errors import Conflict, InvalidInput
-from compiler.files import default_cache_dir, write_atomic
-from compiler.records import ReleaseEngine, ReleaseManifest, TensorSignature
-from compiler.releases import fetch_verified, resolve
+from compiler.core.errors import Conflict, InvalidInput
+from compiler.core.files import default_cache_dir, write_atomic
+from compiler.core.records import ReleaseEngine, ReleaseManifest, TensorSignature
+from compiler.releases.manifest import resolve
+from compiler.releases.pull import fetch_verified
 from compiler.stores import Store, open_store
 from compiler.stores.base import Ref
 

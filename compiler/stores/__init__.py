@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from compiler.errors import EnvironmentProblem, InvalidInput
+from compiler.core.errors import EnvironmentProblem, InvalidInput
 from compiler.stores.base import Ref, Store
 
 __all__ = ["DEFAULT_STORE", "Ref", "Store", "open_store"]

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from compiler.errors import CheckFailed, EnvironmentProblem, InvalidInput
+from compiler.core.errors import CheckFailed, EnvironmentProblem, InvalidInput
 
 NAME = re.compile(r"[a-z0-9](?:[a-z0-9._-]{0,62}[a-z0-9])?")
 """Release names: lower case (OCI repository names must be), no slash, no leading dot."""

@@ -15,8 +15,8 @@ import stat
 from pathlib import Path
 from typing import BinaryIO
 
-from compiler.errors import CheckFailed, EnvironmentProblem, InvalidInput
-from compiler.records import MAX_RECORD_BYTES
+from compiler.core.errors import CheckFailed, EnvironmentProblem, InvalidInput
+from compiler.core.records import MAX_RECORD_BYTES
 from compiler.stores.base import Sink, Token, VerifyingReader
 from compiler.stores.keyed import KeyedStore
 

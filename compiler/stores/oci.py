@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
-from compiler.errors import CheckFailed, EnvironmentProblem, InvalidInput
-from compiler.records import MAX_RECORD_BYTES, ReleaseManifest
+from compiler.core.errors import CheckFailed, EnvironmentProblem, InvalidInput
+from compiler.core.records import MAX_RECORD_BYTES, ReleaseManifest
 from compiler.stores.base import (
     CHANNEL,
     NAME,

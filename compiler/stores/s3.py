@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from compiler.errors import CompileError, EnvironmentProblem, InvalidInput
-from compiler.records import MAX_RECORD_BYTES
+from compiler.core.errors import CompileError, EnvironmentProblem, InvalidInput
+from compiler.core.records import MAX_RECORD_BYTES
 from compiler.stores.base import Sink, Token, VerifyingReader
 from compiler.stores.keyed import KeyedStore
 

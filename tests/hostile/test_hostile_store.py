@@ -220,7 +220,7 @@ BUILD_DAMAGE: dict[str, tuple[frozenset[int], tuple[str, ...]]] = {
     "check.json-fifo": (_codes(2), ("check.json",)), "check.json-directory": (_codes(2), ("check.json",)),
     "check.json-failed": (_codes(1), ()), "check.json-absent": (_codes(0), ()), "intact": (_codes(0), ()),
 }
-"""Issue 21 (compiler/publish.py): the folder is read and verified before anything is sent: not a build folder, a
+"""Issue 21 (compiler/releases/publish.py): the folder is read and verified before anything is sent: not a build folder, a
 record damaged, foreign, of another format or version, a plan that is not a regular file inside the folder, or not
 the size engine.json records: exit 2 naming the file. A failed or missing target (no engine.plan) or check, or a
 folder with nothing built, is a failed gate (1). A plan of the recorded size but other bytes is found while it is
@@ -643,7 +643,7 @@ def test_store_options(request, hostile_base, store_build, store_template):
 
 def test_open_store_refuses_a_nul():
     """The one --store value argv cannot carry, through the Python API: refused as invalid input, not a crash."""
-    from compiler.errors import InvalidInput
+    from compiler.core.errors import InvalidInput
     from compiler.stores import open_store
 
     for uri in ("a\0b", "file://a\0b", "s3://bucket/a\0b"):

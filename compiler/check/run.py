@@ -1,0 +1,241 @@
+"""Running every check of a build folder and writing check.json: the one function :func:`check`."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+from compiler.core.errors import InvalidInput
+from compiler.core.options import CheckOptions
+from compiler.core.progress import counter
+from compiler.core.records import CheckReport, CheckResult, EngineCheck, Precision, Progress, Status
+from compiler.data.model import OnnxModel, load_model
+from compiler.engines.folder import REBUILD, BuildFolder, Target, built_model, read_build, source_model
+
+
+def check(build_dir: str | Path, options: CheckOptions | None = None, progress: Progress | None = None
+          ) -> CheckReport:
+    """Every check of the build folder, written to ``BUILD_DIR/check.json`` and ``check.md``; the report says what
+    passed, failed or was skipped and why. Raises InvalidInput for a folder that is not a build, bad rules or data
+    (before any work), EnvironmentProblem for a missing backend."""
+    from compiler.check.fusions import load_rules
+    from compiler.check.report import MARKDOWN, write_report
+    from compiler.core.files import check_writable_folder
+    from compiler.core.paths import check_not_overwriting
+    from compiler.core.profiles import load_profiles, load_sku_catalog
+    from compiler.core.records import CHECK_RECORD
+
+    options = options or CheckOptions()
+    started = time.perf_counter()
+    build = _checkable(read_build(Path(build_dir)))
+    check_writable_folder(build.root, "BUILD_DIR")
+    inputs = [p for p in (options.data, options.model, options.rules, options.skus, options.profiles) if p]
+    check_not_overwriting([build.root / CHECK_RECORD, build.root / MARKDOWN], inputs, "BUILD_DIR")
+    rules = load_rules(options.rules)  # bad rules fail before any work
+    catalog = load_sku_catalog(options.skus)
+    for target in build.targets:
+        if target.engine is not None:
+            catalog.get(target.engine.sku)  # an unknown SKU is a usage error, before any work
+    source = source_model(build, options.model)
+    engines = [t.engine for t in build.targets if t.engine is not None]
+    profiles = list(engines[0].profiles) if engines else (
+        list(load_profiles(options.profiles).profiles) if options.profiles else [])
+    dataset = None
+    if options.data is not None:
+        from compiler.data.datasets import open_dataset
+
+        dataset = open_dataset(options.data, source)
+    try:
+        models = {t.label: built_model(t, source) for t in build.targets if t.engine is not None}
+        key = _inputs_sha256(build, source, dataset, options, models)
+        earlier = _earlier(build.root / CHECK_RECORD, key) if options.reuse else None
+        if earlier is not None:
+            return earlier
+        with tempfile.TemporaryDirectory(prefix="compile-check-") as work:
+            report = _run(build, source, profiles, rules, catalog, dataset, models, options, progress, Path(work),
+                          started)
+    finally:
+        if dataset is not None:
+            dataset.close()
+    report = report.model_copy(update={"inputs_sha256": key})
+    write_report(report, build.root)
+    return report
+
+
+def _checkable(build: BuildFolder) -> BuildFolder:
+    """The folder, refused unless every target that built still has its plan, layers.json and build.log: the
+    fusion and memory checks read them."""
+    for target in build.targets:
+        lacking = ["engine.plan"] if target.missing else \
+            [name for name, value in (("layers.json", target.layers), ("build.log", target.log))
+             if target.engine is not None and value is None]
+        if lacking:
+            raise InvalidInput(f"{target.folder / lacking[0]}: missing or not a regular file; {REBUILD}")
+    return build
+
+
+def _inputs_sha256(build: BuildFolder, source: OnnxModel, dataset, options: CheckOptions,
+                   models: dict[str, tuple[Path | None, str]]) -> str:
+    """Everything a verdict depends on: the engines (each plan's digest binds its model, calibration and build
+    log), whether each engine's built model was found (accuracy is skipped without it), the source model, the
+    samples, the rules and catalog files by content, the options and the versions of the tools that judge. Paths
+    are left out: the same inputs elsewhere give the same verdict."""
+    from compiler.backends import installed_versions
+    from compiler.check.report import versions
+    from compiler.core.files import file_sha256, hash_json
+    from compiler.core.profiles import bundled_profiles_path
+    from compiler.core.records import CHECK_FORMAT
+
+    files = {"rules": options.rules, "skus": options.skus or bundled_profiles_path("skus.yaml"),
+             "profiles": options.profiles}
+    return hash_json({
+        "format": CHECK_FORMAT, "model": source.sha256, "data": dataset.sha256 if dataset is not None else None,
+        "engines": [[t.status.sku, t.status.precision, t.status.status, t.engine.sha256 if t.engine else None,
+                     t.label in models and models[t.label][0] is not None] for t in build.targets],
+        "files": {name: file_sha256(Path(path)) if path else None for name, path in files.items()},
+        "options": options.model_dump(mode="json", exclude={"data", "model", "rules", "skus", "profiles", "reuse"}),
+        "versions": {**versions(), **installed_versions()}})
+
+
+def _earlier(path: Path, key: str) -> CheckReport | None:
+    """The folder's check.json if it was made from the same inputs; None when absent, other or unreadable (then
+    the check runs again and replaces it)."""
+    from compiler.core.errors import CompileError
+    from compiler.core.records import read_record
+
+    if not path.is_file():
+        return None
+    try:
+        report = read_record(path, CheckReport, "")
+    except CompileError:
+        return None
+    return report.model_copy(update={"reused": True}) if report.inputs_sha256 == key else None
+
+
+def _run(build: BuildFolder, source: OnnxModel, profiles, rules, catalog, dataset, models, options: CheckOptions,
+         progress: Progress | None, work: Path, started: float) -> CheckReport:
+    from compiler.backends import default_backend
+    from compiler.check.accuracy import check_accuracy, engine_accuracy
+    from compiler.check.fusions import Graph, check_fusions
+    from compiler.check.lint import finish_lint, start_lint
+    from compiler.check.memory import check_memory
+    from compiler.check.partitions import check_partitions
+    from compiler.data.ranges import check_ranges, fp16_tensors, reference_pass
+
+    first_shapes = {name: list(r.min) for name, r in profiles[0].shapes.items()} if profiles else {}
+    lint = start_lint(source, first_shapes, work) if options.lint else None
+    built = [t for t in build.targets if t.engine is not None]
+    backend = built[0].engine.backend["name"] if built else default_backend()
+    model_checks = [check_partitions(source, backend, profiles, options.max_partitions, options.max_unsupported,
+                                     options.max_boundary_mb)]
+    loaded: dict[Path, OnnxModel] = {}
+
+    def graph_of(target: Target) -> OnnxModel:
+        path = models[target.label][0] or source.path
+        if path not in loaded:
+            loaded[path] = source if path == source.path else load_model(path, check=False, digest=False)
+        return loaded[path]
+
+    # accuracy and FP16 range share one FP32 pass over the samples
+    accuracy: dict[str, CheckResult] = {}
+    reference = indices = None
+    if dataset is not None:
+        from compiler.data.datasets import model_inputs
+
+        fixed = {i.batch for i in model_inputs(source) if i.batch is not None}
+        count = min(options.samples, dataset.count)
+        if fixed:  # a model with a fixed batch size runs whole batches of it
+            batch = max(fixed)
+            options = options.model_copy(update={"batch_size": batch})
+            count = max(batch, count // batch * batch) if dataset.count >= batch else 0
+            if count == 0:
+                raise InvalidInput(f"{dataset.path}: {dataset.count} sample(s); the model's fixed batch size "
+                                   f"{batch} needs at least {batch}")
+        indices = np.arange(count)
+        dataset.check_values()
+        wants_ranges = any(t.engine.precision == Precision.FP16 for t in built)
+        reference = reference_pass(source, dataset, indices, options.batch_size, wants_ranges, options.chunk_mb,
+                                   counter("fp32", len(indices), progress))
+    engine_checks = []
+    for target in build.targets:
+        if target.engine is None:
+            engine_checks.append(_unbuilt(target))
+            continue
+        engine = target.engine
+        path, where = models[target.label]
+        checks = [check_fusions(rules, engine.precision, target.layers.layers, Graph(graph_of(target).proto),
+                                where if path else f"the source model's graph ({where})"),
+                  check_memory(target.log, engine.sku, catalog.get(engine.sku), options.headroom)]
+        if reference is None:
+            checks.append(_skipped("accuracy", "no --data given: pass samples (npz or an image folder) to compare "
+                                               "with FP32"))
+        elif engine.precision == Precision.FP32:
+            checks.append(_skipped("accuracy", "the fp32 engine was built from the FP32 model itself: nothing to "
+                                               "compare in onnxruntime (engine-accuracy needs a GPU)"))
+        elif path is None:
+            checks.append(_skipped("accuracy", f"the model the engine was built from is not at hand: {where}"))
+        else:
+            key = engine.built_model_sha256
+            if key not in accuracy:
+                accuracy[key] = check_accuracy(reference.outputs, path, engine.precision, dataset, indices, options,
+                                               counter(f"{engine.precision}", len(indices), progress))
+            checks.append(accuracy[key])
+        if engine.precision == Precision.FP16:
+            if reference is None:
+                checks.append(_skipped("fp16-range", "no --data given: the FP32 model's intermediate ranges need "
+                                                     "samples"))
+            else:
+                checks.append(check_ranges(reference, len(indices), fp16_tensors(graph_of(target) if path else None)))
+        checks.append(engine_accuracy(engine))
+        engine_checks.append(EngineCheck(sku=engine.sku, precision=engine.precision, path=str(target.folder),
+                                         engine_sha256=engine.sha256, status=_worst(checks), checks=checks))
+    if lint is not None:
+        model_checks.insert(0, finish_lint(lint))
+    return _report(build, source, model_checks, engine_checks, options, started)
+
+
+
+
+def _skipped(name: str, why: str) -> CheckResult:
+    return CheckResult(name=name, status=Status.SKIPPED, summary=f"skipped: {why}")
+
+
+def _unbuilt(target: Target) -> EngineCheck:
+    """A target without an engine: its build failed, and nothing of it can be released."""
+    errors = target.status.errors
+    result = CheckResult(name="build", status=Status.FAILED, evidence=errors,
+                         summary=f"no engine: the build {target.status.status}" + (f": {errors[0]}" if errors else ""))
+    return EngineCheck(sku=target.status.sku, precision=target.status.precision, path=str(target.folder),
+                       engine_sha256=None, status=Status.FAILED, checks=[result])
+
+
+def _worst(checks: list[CheckResult]) -> Status:
+    return Status.FAILED if any(c.status == Status.FAILED for c in checks) else Status.OK
+
+
+def _report(build: BuildFolder, source: OnnxModel, model_checks: list[CheckResult], engines: list[EngineCheck],
+            options: CheckOptions, started: float) -> CheckReport:
+    from compiler.check.report import versions
+
+    every = [*model_checks, *(c for e in engines for c in e.checks)]
+    counts = {status: 0 for status in ("ok", "failed", "skipped")} | dict(Counter(c.status.value for c in every))
+    report = CheckReport(build_dir=str(build.root), model=str(source.path), model_sha256=source.sha256,
+                         passed=True, status=Status.OK, summary="", counts=counts, model_checks=model_checks,
+                         engines=engines, options=options.model_dump(mode="json"), versions=versions(),
+                         seconds=round(time.perf_counter() - started, 3))
+    failed = report.failures
+    if failed:
+        where, first = failed[0]
+        summary = f"{len(failed)} check(s) failed; first: {where} {first.name}: {first.summary}"
+    else:
+        skipped = f", {counts['skipped']} skipped" if counts["skipped"] else ""
+        summary = f"all {counts['ok']} check(s) passed{skipped}"
+    return report.model_copy(update={"passed": not failed, "status": Status.FAILED if failed else Status.OK,
+                                     "summary": summary})
+
+
+__all__ = ["CheckOptions", "CheckReport", "check"]

@@ -1,0 +1,1 @@
+"""The `compile` command: a thin Typer layer over the typed Python API (docs/architecture.md)."""

@@ -1,0 +1,96 @@
+"""The Typer app: every command registered in one place, with help that reads like a CLI's.
+
+Commands are plain functions in one module per command group (``inspect``, ``calibration``, ``engines``,
+``check``, ``releases``, ``export``, ``pipeline``); each makes its stage's option group, calls the stage and hands
+the result to :mod:`compiler.cli.render`. Importing this module imports no stage: each command imports its own
+when it runs, so ``compile --version`` and ``--help`` start in a blink.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Annotated, Any
+
+import typer
+from typer.core import TyperCommand, TyperGroup
+
+from compiler.cli import calibration, check, engines, export, inspect, pipeline, releases
+from compiler.cli.params import FLAG
+
+
+class _PlainHelp:
+    """Help that reads like a CLI's: ``compile build [OPTIONS] MODEL``, not Typer's ``{MODEL}``, and ``--help``
+    without a ``<bool>`` as if it took a value."""
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        return [re.sub(r"^\{(.*)\}(\.\.\.)?$", r"\1\2", piece) for piece in super().collect_usage_pieces(ctx)]
+
+    def get_help_option(self, ctx: Any) -> Any:
+        option = super().get_help_option(ctx)
+        if option is not None:
+            option.metavar = FLAG
+        return option
+
+
+class _Command(_PlainHelp, TyperCommand):
+    pass
+
+
+class _Group(_PlainHelp, TyperGroup):
+    pass
+
+
+app = typer.Typer(
+    name="compile",
+    cls=_Group,
+    help="Turn ONNX models into TensorRT engines: inspect, calibrate, build, check and release them.",
+    pretty_exceptions_enable=False,
+    add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+export_app = typer.Typer(name="export", cls=_Group, no_args_is_help=True,
+                         help="Write a published release in a serving system's layout.")
+debugging = {"on": False}
+"""Whether --debug was given: main shows tracebacks then."""
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from compiler import version
+        from compiler.backends import installed_versions
+        from compiler.cli.render import console
+
+        editions = ", ".join(f"{name} {found or 'not installed'}" for name, found in installed_versions().items())
+        console.print(f"compile {version()} ({editions})")
+        raise typer.Exit()
+
+
+@app.callback(invoke_without_command=True)
+def _global(
+    ctx: typer.Context,
+    debug: Annotated[bool, typer.Option("--debug", metavar=FLAG, help="Show Python tracebacks on errors.")] = False,
+    version: Annotated[bool, typer.Option("--version", metavar=FLAG, is_eager=True, callback=_print_version,
+                                          help="Print compile's version and the TensorRT editions found.")] = False,
+) -> None:
+    debugging["on"] = debug
+    if ctx.invoked_subcommand is None:  # `compile` alone: the help, and success
+        from compiler.cli.render import console
+
+        console.print(ctx.get_help())
+        raise typer.Exit()
+
+
+def _register(group: typer.Typer, command: Callable[..., Any], name: str | None = None) -> None:
+    group.command(name=name, cls=_Command, epilog=getattr(command, "examples", None))(command)
+
+
+for _command in (inspect.doctor, inspect.inspect, engines.build, calibration.calibrate, check.check,
+                 releases.publish, releases.pull):
+    _register(app, _command)
+_register(app, releases.list_releases, "ls")
+_register(app, releases.promote)
+app.add_typer(export_app)
+_register(export_app, export.triton)
+_register(app, pipeline.plan)
+_register(app, pipeline.release)

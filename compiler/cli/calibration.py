@@ -1,0 +1,67 @@
+"""`compile calibrate`: a quantized (int8/fp8) or converted (fp16) model and its accuracy against FP32."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+from compiler.cli import render
+from compiler.cli.params import (
+    CALIBRATE_PRECISIONS,
+    CALIBRATION,
+    GATES,
+    INPUTS,
+    METHODS,
+    OUTPUT,
+    JsonOption,
+    ModelArgument,
+    examples,
+    option,
+    switch,
+)
+from compiler.core.errors import CheckFailed
+from compiler.core.flags import CALIBRATE
+from compiler.core.text import gate_figure
+
+
+@examples("compile calibrate model.onnx --data data.npz --precision int8 --out calibrated",
+          "compile calibrate model.onnx --data images/ --method entropy --min-cosine 0.99 --out calibrated")
+def calibrate(
+    model: ModelArgument,
+    *,
+    data: Annotated[Path, option("DATA", INPUTS, ".npz (one array per input, samples on axis 0) or an image folder "
+                                 "with preprocess.yaml.", show_default=False)],
+    precision: Annotated[str, option(CALIBRATE_PRECISIONS, CALIBRATION, CALIBRATE["precision"])] = "int8",
+    method: Annotated[str, option(METHODS, CALIBRATION, CALIBRATE["method"])] = "minmax",
+    samples: Annotated[int | None, option("N", CALIBRATION, CALIBRATE["samples"])] = None,
+    batch_size: Annotated[int, option("N", CALIBRATION, CALIBRATE["batch_size"])] = 32,
+    holdout: Annotated[float, option("X", CALIBRATION, CALIBRATE["holdout"])] = 0.2,
+    seed: Annotated[int, option("N", CALIBRATION, CALIBRATE["seed"])] = 0,
+    percentile: Annotated[float, option("X", CALIBRATION, CALIBRATE["percentile"])] = 99.999,
+    num_bins: Annotated[int, option("N", CALIBRATION, CALIBRATE["num_bins"])] = 2048,
+    chunk_mb: Annotated[int, option("MIB", CALIBRATION, CALIBRATE["chunk_mb"])] = 256,
+    min_cosine: Annotated[float | None, option("X", GATES, CALIBRATE["min_cosine"])] = None,
+    min_top1: Annotated[float | None, option("X", GATES, CALIBRATE["min_top1"])] = None,
+    max_abs_error: Annotated[float | None, option("X", GATES, CALIBRATE["max_abs_error"])] = None,
+    out: Annotated[Path, option("DIR", OUTPUT, "Output folder: model.onnx, calibration.json, calibration.cache, "
+                                "report.json.", show_default=False)],
+    no_reuse: Annotated[bool, switch("--no-reuse", OUTPUT, "Recompute even if DIR holds this result.")] = False,
+    json: JsonOption = False,
+) -> None:
+    """Quantized (int8/fp8 Q/DQ) or converted (fp16) model, ranges, TensorRT calibration cache, accuracy report."""
+    from calibration import calibrate as run_calibration
+    from compiler.core.options import CalibrationOptions
+
+    options = CalibrationOptions(precision=precision, method=method, samples=samples, batch_size=batch_size,
+                                 holdout=holdout, seed=seed, percentile=percentile, num_bins=num_bins,
+                                 chunk_mb=chunk_mb, min_cosine=min_cosine, min_top1=min_top1,
+                                 max_abs_error=max_abs_error, reuse=not no_reuse)
+    with render.phase_progress() as update:
+        result = run_calibration(model, data, out, options, progress=update)
+    render.emit_json(result) if json else render.calibration(result)
+    failed = [g for g in result.gates if not g.passed]
+    if failed:
+        first = failed[0]
+        raise CheckFailed(f"{len(failed)} gate(s) failed; {first.name} on output '{first.output}': "
+                          f"{gate_figure(first.name, first.value)} vs threshold "
+                          f"{gate_figure(first.name, first.threshold)} (report: {Path(result.out) / 'report.json'})")

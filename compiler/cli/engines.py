@@ -1,0 +1,77 @@
+"""`compile build`: one engine per SKU x precision."""
+
+from __future__ import annotations
+
+import sys
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Annotated
+
+from compiler.cli import render
+from compiler.cli.params import (
+    BACKENDS,
+    CACHE,
+    CALIBRATION,
+    INPUTS,
+    METHODS,
+    OUTPUT,
+    PRECISIONS,
+    TARGETS,
+    JsonOption,
+    ModelArgument,
+    examples,
+    option,
+    switch,
+)
+from compiler.core.errors import CheckFailed
+from compiler.core.flags import BUILD
+from compiler.core.text import printable
+
+
+@examples("compile build model.onnx --profiles profiles.yaml --sku rtx-4090 --precision fp16 --out engines",
+          "compile build model.onnx --profiles profiles.yaml --sku rtx-4090 --sku rtx-3090 --precision int8 "
+          "--data data.npz --out engines --jobs 2")
+def build(
+    model: ModelArgument,
+    *,
+    profiles: Annotated[Path, option("FILE", INPUTS, "Shape profiles YAML; every profile goes into each engine.",
+                                     show_default=False)],
+    sku: Annotated[list[str], option("SKU", TARGETS, "GPU SKU from profiles/skus.yaml; repeat for several.",
+                                     show_default=False)],
+    precision: Annotated[list[str], option(PRECISIONS, TARGETS, "Engine precision; repeat for several.",
+                                           show_default=False)],
+    calibration: Annotated[Path | None, option("DIR", CALIBRATION, BUILD["calibration"])] = None,
+    data: Annotated[Path | None, option("DATA", CALIBRATION, BUILD["data"])] = None,
+    method: Annotated[str | None, option(METHODS, CALIBRATION, BUILD["method"])] = None,
+    jobs: Annotated[int, option("N", TARGETS, BUILD["jobs"])] = 1,
+    backend: Annotated[str | None, option(BACKENDS, TARGETS, BUILD["backend"])] = None,
+    workspace_mb: Annotated[int | None, option("MIB", TARGETS, BUILD["workspace_mb"])] = None,
+    optimization_level: Annotated[int | None, option("N", TARGETS, BUILD["optimization_level"])] = None,
+    cache_dir: Annotated[Path | None, option("DIR", CACHE, BUILD["cache_dir"])] = None,
+    no_cache: Annotated[bool, switch("--no-cache", CACHE, "Build everything anew.")] = False,
+    out: Annotated[Path, option("DIR", OUTPUT, "Output folder: DIR/<sku>/<precision>/engine.plan.",
+                                show_default=False)],
+    json: JsonOption = False,
+) -> None:
+    """One engine per SKU x precision under DIR/<sku>/<precision>/, with a content-addressed cache."""
+    from compiler.engines import BuildOptions, execute_builds, plan_builds
+
+    options = BuildOptions(calibration=calibration, data=data, method=method, cache_dir=cache_dir,
+                           use_cache=not no_cache, backend=backend, workspace_mb=workspace_mb,
+                           optimization_level=optimization_level, jobs=jobs)
+    with nullcontext() if json else render.phase_progress() as progress:  # shows only if --data calibrates
+        planned = plan_builds(model, profiles, sku, precision, out, options, calibration_progress=progress)
+    if json:
+        report = execute_builds(planned, model, out, options.jobs)
+        render.emit_json(report)
+    else:
+        with render.build_progress(planned) as progress:
+            report = execute_builds(planned, model, out, options.jobs, progress)
+        render.builds(report)
+    for target in report.targets:
+        for warning in target.warnings:
+            sys.stderr.write(f"warning: {target.sku}/{target.precision}: {printable(warning)}\n")
+    if report.failed:
+        first = report.failed[0]
+        raise CheckFailed(f"{len(report.failed)} of {len(report.targets)} builds failed; {first.sku}/{first.precision}:"
+                          f" {first.errors[0] if first.errors else first.status} (log: {first.path}/build.log)")

@@ -1,0 +1,42 @@
+"""`compile doctor` and `compile inspect`: the machine and the model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+from compiler.cli import render
+from compiler.cli.params import BACKENDS, INPUTS, TARGETS, JsonOption, ModelArgument, examples, option, switch
+from compiler.core.errors import InvalidInput
+
+
+@examples("compile doctor", "compile doctor --json")
+def doctor(json: JsonOption = False) -> None:
+    """Backends and versions, GPUs and compute capabilities, onnxruntime providers."""
+    from compiler.inspect.doctor import diagnose
+
+    report = diagnose()
+    render.emit_json(report) if json else render.doctor(report)
+
+
+@examples("compile inspect model.onnx --profiles profiles.yaml",
+          "compile inspect model.onnx --profiles profiles.yaml --build-check --sku rtx-4090")
+def inspect(
+    model: ModelArgument,
+    profiles: Annotated[Path | None, option("FILE", INPUTS, "Shape profiles YAML to validate against the model.")
+                        ] = None,
+    backend: Annotated[str | None, option(BACKENDS, TARGETS, "The TensorRT edition (default: the one installed).")
+                       ] = None,
+    build_check: Annotated[bool, switch("--build-check", TARGETS, "Prove support with a real build.")] = False,
+    sku: Annotated[str | None, option("SKU", TARGETS, "SKU for --build-check (default rtx-4090).")] = None,
+    json: JsonOption = False,
+) -> None:
+    """Model summary, TensorRT partitions and unsupported nodes, profile validation."""
+    from compiler.inspect.summary import inspect_model
+
+    if sku is not None and not build_check:
+        raise InvalidInput(f"--sku {sku} is only used with --build-check; add --build-check or drop --sku")
+    report = inspect_model(model, profiles, backend, (sku or "rtx-4090") if build_check else None)
+    render.emit_json(report) if json else render.inspection(report)
+    if report.problem is not None:
+        raise report.problem

@@ -1,0 +1,63 @@
+"""`compile plan` and `compile release`: the whole pipeline from one YAML file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+from compiler.cli import render
+from compiler.cli.params import OUTPUT, STORE, TARGETS, JsonOption, PipelineArgument, examples, option, switch
+from compiler.core.errors import InvalidInput
+from compiler.core.text import printable
+
+FORMATS = ("table", "json", "github-matrix")
+
+
+@examples("compile plan pipelines/example.yaml", "compile plan pipelines/example.yaml --format github-matrix")
+def plan(
+    pipeline: PipelineArgument,
+    format: Annotated[str, option("[table|json|github-matrix]", OUTPUT,
+                                  "How to print the jobs (github-matrix: for strategy.matrix via fromJSON).")
+                      ] = "table",
+) -> None:
+    """The build jobs of a release, one per SKU, with the runner labels each needs."""
+    from compiler.pipeline import github_matrix, load_pipeline, plan_release
+
+    if format not in FORMATS:
+        raise InvalidInput(f"--format {format}: choose {', '.join(FORMATS[:-1])} or {FORMATS[-1]}")
+    jobs = plan_release(load_pipeline(pipeline))
+    if format == "json":
+        render.emit_json(jobs)
+    elif format == "github-matrix":
+        render.emit_json(github_matrix(jobs))
+    else:
+        render.release_plan(jobs)
+
+
+@examples("compile release pipelines/example.yaml", "compile release pipelines/example.yaml --dry-run",
+          "compile release pipeline.yaml --only-sku h100 --store s3://models/team",
+          "compile release pipeline.yaml --finalize --store s3://models/team")
+def release(
+    pipeline: PipelineArgument,
+    store: Annotated[str | None, option("URI", STORE, "Override the pipeline's store (default: its store:).",
+                                        envvar="COMPILE_STORE")] = None,
+    only_sku: Annotated[str | None, option("SKU", TARGETS, "One job of a sharded release: build, check and stage "
+                                           "this SKU's engines.")] = None,
+    finalize: Annotated[bool, switch("--finalize", TARGETS, "Publish once every job's engines are staged.")] = False,
+    dry_run: Annotated[bool, switch("--dry-run", TARGETS, "Validate everything and print the plan; build "
+                                                          "nothing.")] = False,
+    work: Annotated[Path | None, option("DIR", OUTPUT, "Work folder (default release/NAME-VERSION): builds, "
+                                        "calibration, release-report.md/.json.")] = None,
+    json: JsonOption = False,
+) -> None:
+    """Inspect, calibrate, build, check and publish a release from one pipeline file."""
+    from compiler.pipeline import release as run_release
+
+    report = run_release(pipeline, store=store, only_sku=only_sku, finalize=finalize, dry_run=dry_run, work=work,
+                         on_stage=None if json else render.stage_line)
+    if json:
+        render.emit_json(report)
+    elif not dry_run:
+        render.console.print(f"report: {printable(Path(report.work) / 'release-report.md')}")
+    if report.failure is not None:
+        raise report.failure

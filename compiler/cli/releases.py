@@ -1,0 +1,119 @@
+"""`compile publish`, `pull`, `ls` and `promote`: releases in a store."""
+
+from __future__ import annotations
+
+import sys
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from compiler.cli import render
+from compiler.cli.params import (
+    CACHE,
+    INPUTS,
+    OUTPUT,
+    PRECISIONS,
+    TARGETS,
+    BuildDirArgument,
+    JsonOption,
+    ReleaseArgument,
+    StoreOption,
+    examples,
+    option,
+    switch,
+)
+from compiler.core.text import printable
+from compiler.stores import DEFAULT_STORE  # the interface only: each backend is imported when its URI is used
+
+
+@examples("compile publish engines --name digits --version 1.0.0",
+          "compile publish engines --store s3://models/team --name digits --version 1.0.0 --json")
+def publish(
+    build_dir: BuildDirArgument,
+    *,
+    name: Annotated[str, option("NAME", INPUTS, "Release name (a-z 0-9 . _ -).", show_default=False)],
+    version: Annotated[str, option("VERSION", INPUTS, "Release version (A-Z a-z 0-9 . _ -); published once, never "
+                                   "changed.", show_default=False)],
+    allow_failed: Annotated[bool, switch("--allow-failed", INPUTS, "Publish the targets that built even if others "
+                                                                   "or the check failed.")] = False,
+    store: StoreOption = DEFAULT_STORE,
+    json: JsonOption = False,
+) -> None:
+    """Publish a build folder as an immutable, content-addressed release."""
+    from compiler.releases.publish import publish as publish_release
+
+    with nullcontext() if json else render.phase_progress("blobs") as progress:
+        result = publish_release(build_dir, store, name, version, allow_failed=allow_failed, progress=progress)
+    if json:
+        render.emit_json(result)
+    else:
+        render.published(result)
+    for skipped in result.skipped_targets:
+        sys.stderr.write(f"warning: left out {printable(skipped)} (--allow-failed)\n")
+
+
+@examples("compile pull digits@1.0.0 --sku rtx-4090 --out digits.plan",
+          "compile pull digits@stable --store s3://models/team --sku auto --precision fp16 --out /models/digits.plan")
+def pull(
+    release: ReleaseArgument,
+    *,
+    sku: Annotated[str, option("SKU", TARGETS, "GPU SKU from profiles/skus.yaml, or auto for this machine's GPU.",
+                               show_default=False)],
+    precision: Annotated[str | None, option(PRECISIONS, TARGETS, "The precision (when it has several).")] = None,
+    tensorrt_version: Annotated[str | None, option("VERSION", TARGETS, "The runtime's TensorRT version (e.g. "
+                                                   "10.8).")] = None,
+    store: StoreOption = DEFAULT_STORE,
+    no_cache: Annotated[bool, switch("--no-cache", CACHE, "Download even if the pull cache has the plan.")] = False,
+    out: Annotated[Path, option("FILE", OUTPUT, "Where the plan goes (engine.json is written beside it).",
+                                show_default=False)],
+    json: JsonOption = False,
+) -> None:
+    """The one verified plan of a release for a GPU SKU."""
+    from compiler.releases.pull import pull as pull_engine
+
+    result = pull_engine(store, release, out=out, sku=sku, precision=precision, tensorrt_version=tensorrt_version,
+                         use_cache=not no_cache)
+    if json:
+        render.emit_json(result)
+    else:
+        render.pulled(result)
+
+
+@examples("compile ls", "compile ls digits --store s3://models/team", "compile ls digits@1.0.0 --json")
+def list_releases(
+    release: Annotated[str | None, typer.Argument(metavar="[NAME[@VERSION]]", show_default=False,
+                                                  help="A release, or one version of it.")] = None,
+    store: StoreOption = DEFAULT_STORE,
+    json: JsonOption = False,
+) -> None:
+    """Releases, their versions and channels, and the engines of one version."""
+    from compiler.releases.listing import list_store
+
+    listing = list_store(store, release)
+    if json:
+        render.emit_json(listing)
+    else:
+        render.listing(listing)
+
+
+@examples("compile promote digits@1.0.0 --channel stable",
+          "compile promote digits@1.1.0 --channel canary --store s3://models/team")
+def promote(
+    release: Annotated[str, typer.Argument(metavar="NAME@VERSION", show_default=False,
+                                           help="The published version the channel should point at.")],
+    *,
+    channel: Annotated[str, option("CHANNEL", INPUTS, "The channel to move (a-z 0-9 _ -, starting with a letter).",
+                                   show_default=False)],
+    store: StoreOption = DEFAULT_STORE,
+    json: JsonOption = False,
+) -> None:
+    """Point a channel at a published version (the one mutable operation, as a compare-and-swap)."""
+    from compiler.releases.channels import promote as promote_release
+
+    result = promote_release(store, release, channel)
+    if json:
+        render.emit_json(result)
+    else:
+        render.promoted(result)

@@ -1,0 +1,330 @@
+"""Every view printed for people (Rich tables, progress bars, status words) and the one JSON document for machines;
+stages return records and never print."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel
+
+from compiler.core.text import gate_figure, human_size, printable
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    from compiler.core.records import BuildReport, CalibrationResult, CheckReport
+    from compiler.export.triton import TritonExport
+    from compiler.inspect.doctor import DoctorReport
+    from compiler.inspect.summary import InspectReport
+    from compiler.pipeline.plan import ReleasePlan
+    from compiler.releases.channels import PromoteResult
+    from compiler.releases.listing import Listing
+    from compiler.releases.publish import PublishResult
+    from compiler.releases.pull import PullResult
+
+
+
+class _LazyConsole:
+    """A Rich console created on first use: `--json` runs (CI) never pay Rich's import time."""
+
+    def __init__(self, **options: Any) -> None:
+        self._options, self._console = options, None
+
+    def get(self) -> Console:
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(**self._options)
+            if not self._console.is_terminal and "COLUMNS" not in os.environ:
+                self._console.width = 512  # a CI log: Rich's 80 columns would fold paths and errors mid-word
+        return self._console
+
+    def print(self, *objects: Any, **options: Any) -> None:
+        """Rich's print, each string made :func:`printable` first: what we print is one line per string, and a name
+        from an input file (a model's input, a profile, a path) cannot add lines or reach the terminal as escape
+        codes. Tables escape their cells themselves (:func:`table`)."""
+        self.get().print(*(printable(o) if isinstance(o, str) else o for o in objects), **options)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.get(), name)
+
+
+
+
+console = _LazyConsole(soft_wrap=False, highlight=False)
+err_console = _LazyConsole(stderr=True)
+
+
+def emit_json(result: BaseModel | dict[str, Any] | list[Any]) -> None:
+    """Write the document straight to stdout's file until every byte is out: Python's buffered stdout drops
+    the rest of a short write without a word (a disk filling up under `> report.json`), which would leave a
+    cut-short document behind a successful exit."""
+    import json
+
+    data = result.model_dump(mode="json") if isinstance(result, BaseModel) else result
+    text = json.dumps(data, indent=2) + "\n"
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # an in-memory stdout (main() called from Python)
+        sys.stdout.write(text)
+        return
+    sys.stdout.flush()
+    unwritten = memoryview(text.encode())
+    try:
+        while unwritten:
+            unwritten = unwritten[os.write(fd, unwritten):]
+    except OSError as exc:  # named, for the error line
+        raise OSError(exc.errno, exc.strerror, "standard output") from None
+
+
+def table(title: str, columns: list[str], rows: list[list[Any]]) -> Table:
+    from rich.markup import escape
+    from rich.table import Table
+    from rich.text import Text
+
+
+    view = Table(title=title, title_justify="left", show_lines=False)
+    for column in columns:
+        view.add_column(column, overflow="fold")
+    for row in rows:
+        view.add_row(*(cell if isinstance(cell, Text) else escape(printable("" if cell is None else cell))
+                       for cell in row))
+    return view
+
+
+def status_text(status: str) -> Text:
+    from rich.text import Text
+
+
+    styles = {"ok": "green", "failed": "red", "skipped": "yellow", "cancelled": "magenta"}
+    return Text(status, style=styles.get(status, "white"))
+
+
+@contextmanager
+def build_progress(jobs) -> Iterator:
+    """One progress row per build, fed by TensorRT's progress monitor: (job, phase, done, total)."""
+    from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
+
+    columns = (TextColumn("{task.description:<22}"), BarColumn(), TaskProgressColumn(),
+               TextColumn("{task.fields[phase]}"), TimeElapsedColumn())
+    console = err_console.get()
+    # Not a terminal (a CI log): no bars, which would show only at the end, but a line as each target ends,
+    # so a long matrix shows signs of life
+    with Progress(*columns, console=console, transient=False, disable=not console.is_terminal) as bars:
+        tasks = [bars.add_task(f"{job.sku} {job.precision}", total=None, phase="waiting") for job in jobs]
+
+        def update(index: int, phase: str, done: int, total: int) -> None:
+            bars.update(tasks[index], completed=done, total=total or None, phase=phase)
+            if not console.is_terminal and phase.split(" ")[0] in ("ok", "failed", "cancelled"):
+                console.print(f"{jobs[index].sku} {jobs[index].precision}: {phase}", highlight=False)
+
+        yield update
+
+
+@contextmanager
+def phase_progress(unit: str = "samples") -> Iterator:
+    """One progress row per phase (calibrate, held-out; upload), added when the phase first reports (phase, done,
+    total), counting ``unit``.
+
+    The display starts with the first report: a run that fails before (or reuses earlier work) prints nothing.
+    """
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns = (TextColumn("{task.description:<10}"), BarColumn(), MofNCompleteColumn(), TextColumn(unit),
+               TimeElapsedColumn())
+    console = err_console.get()
+    bars = Progress(*columns, console=console, transient=True, disable=not console.is_terminal)
+    tasks: dict[str, int] = {}
+
+    def update(phase: str, done: int, total: int) -> None:
+        if not tasks:
+            bars.start()
+        if phase not in tasks:
+            tasks[phase] = bars.add_task(phase, total=total)
+        bars.update(tasks[phase], completed=done, total=total)
+
+    try:
+        yield update
+    finally:
+        if tasks:
+            bars.stop()
+
+
+def check_report(report: CheckReport) -> None:
+    """A table per section (the model, then each engine) and the verdict."""
+    from rich.markup import escape
+    from rich.text import Text
+
+    from compiler.check.report import EVIDENCE_SHOWN, sections
+
+    for title, checks in sections(report):
+        rows = []
+        for c in checks:
+            evidence = "\n".join([c.summary, *c.evidence[:EVIDENCE_SHOWN]]
+                                 + ([f"... {len(c.evidence) - EVIDENCE_SHOWN} more in check.json"]
+                                    if len(c.evidence) > EVIDENCE_SHOWN else []))
+            rows.append([c.name, status_text(c.status.value), Text("\n".join(map(printable, evidence.split("\n"))))])
+        console.print(table(title, ["check", "status", "evidence"], rows))
+    verdict = "[green]passed[/green]" if report.passed else "[red]FAILED[/red]"
+    when = "reused: check.json was made from these same inputs (--no-reuse checks again)" if report.reused \
+        else f"{report.seconds:.1f} s"
+    console.print(f"{verdict}: {escape(printable(report.summary))} ({when})")
+
+
+def doctor(report: DoctorReport) -> None:
+    """Backends, GPUs and the ONNX tool versions."""
+    console.print(f"compile {report.compile_version} on Python {report.python} ({report.platform})")
+    console.print(table("Backends", ["backend", "installed", "version", "detail"], [
+        [b.name, "yes" if b.installed else "no", b.version, b.detail] for b in report.backends
+    ]))
+    gpu_rows = [[g.index, g.name, g.compute_capability, f"{g.memory_gb:.0f} GiB"] for g in report.gpus]
+    console.print(table("GPUs", ["#", "name", "compute capability", "memory"],
+                        gpu_rows or [["-", f"none ({report.gpu_detail})", "", ""]]))
+    console.print(f"onnx {report.onnx}, onnxruntime {report.onnxruntime} "
+                  f"(providers: {', '.join(report.onnxruntime_providers)}), polygraphy {report.polygraphy}")
+
+
+def inspection(report: InspectReport) -> None:
+    """The model, TensorRT's view of it, and the profiles' verdict."""
+    from rich.markup import escape
+
+    from compiler.core.profiles import format_dims  # not at start-up: pydantic models and YAML
+
+    m = report.model
+    opsets = ", ".join(f"{domain} {version}" for domain, version in m.opsets.items())
+    console.print(f"[bold]{escape(m.path)}[/bold]  {human_size(m.size_bytes)}  sha256 {m.sha256[:12]}")
+    console.print(escape(f"IR {m.ir_version}, opsets {opsets}, producer {m.producer or '-'}, {m.node_count} nodes, "
+                         f"{m.parameter_count:,} parameters ({human_size(m.parameter_bytes)})"))
+    if m.custom_domains:
+        console.print(escape(f"custom domains: {', '.join(m.custom_domains)}"))
+    if m.control_flow:
+        console.print(escape(f"control flow: {', '.join(m.control_flow)}"))
+    if m.metadata:
+        console.print(escape("metadata: " + ", ".join(f"{key}={value}" for key, value in m.metadata.items())))
+
+    console.print(table("Inputs and outputs", ["kind", "name", "dtype", "shape"],
+                        [["input", t.name, t.dtype, format_dims(t.shape)] for t in m.inputs]
+                        + [["output", t.name, t.dtype, format_dims(t.shape)] for t in m.outputs]))
+    console.print(table("Operators", ["op", "count"], [[op, n] for op, n in m.op_counts.items()]))
+    trt = report.tensorrt
+    if trt.status.status != "ok":
+        console.print(f"TensorRT: {status_text(trt.status.status)} {escape(trt.status.detail)}")
+    else:
+        verdict = "[green]fully supported[/green]" if trt.supported else "[red]not fully supported[/red]"
+        console.print(f"TensorRT ({escape(f'{trt.backend} {trt.version}')}): {verdict}, "
+                      f"parsed in {trt.parse_seconds:.2f} s")
+        console.print(table("TensorRT partitions", ["nodes", "count", "inputs", "outputs"], [
+            [", ".join(f"{a}-{b}" if a != b else str(a) for a, b in p.nodes), p.node_count,
+             ", ".join(p.inputs), ", ".join(p.outputs)] for p in trt.partitions
+        ]))
+        if trt.unsupported:
+            console.print(table("Unsupported nodes", ["#", "name", "op", "domain", "reason"], [
+                [u.index, u.name, u.op, u.domain, u.reason] for u in trt.unsupported
+            ]))
+    if trt.build_check is not None:
+        console.print(f"build check: {status_text(trt.build_check.status)} {escape(trt.build_check.detail)}")
+    if report.profiles is not None:
+        p = report.profiles
+        console.print(escape(f"profiles {', '.join(p.names)} from {p.file}: ")
+                      + ("[green]valid[/green]" if p.valid else "[red]invalid[/red]"))
+        for error in p.errors:
+            console.print(escape(f"  - {error}"), highlight=False)
+
+
+def builds(report: BuildReport) -> None:
+    console.print(table("Builds", ["sku", "precision", "status", "cache", "seconds", "folder / error"], [
+        [t.sku, t.precision, status_text(t.status), "hit" if t.cache_hit else "miss", f"{t.seconds:.2f}",
+         t.errors[0] if t.errors else t.path] for t in report.targets
+    ]))
+
+
+def calibration(result: CalibrationResult) -> None:
+    """What was calibrated, its held-out accuracy against FP32, the FP16 range verdict and the gates."""
+    from rich.markup import escape
+
+    what = f"{result.precision} {result.method}" if result.method else result.precision
+    console.print(f"[bold]{escape(str(result.out))}[/bold]  {what}  {result.samples} calibration + "
+                  f"{result.holdout_samples} held-out samples  "
+                  + ("reused (same model, data and options)" if result.reused else f"{result.seconds:.1f} s"))
+    console.print(table("Held-out accuracy against FP32", ["output", "cosine mean", "cosine min",
+                                                           "max abs error", "top-1 agreement"], [
+        [o.name, f"{o.cosine_mean:.5f}", f"{o.cosine_min:.5f}", f"{o.max_abs_error:.4g}",
+         "-" if o.top1_agreement is None else f"{o.top1_agreement:.2%}"] for o in result.report.outputs
+    ]))
+    if result.report.fp16_range is not None:
+        console.print(f"FP16 range: {escape(result.report.fp16_range['summary'])}")
+        for line in result.report.fp16_range["evidence"][:5]:
+            console.print(f"  {escape(line)}")
+    if result.report.coverage:
+        console.print(f"what the comparison could see: {escape(result.report.coverage)}")
+    if result.gates:
+        console.print(table("Gates", ["gate", "output", "value", "threshold", "status"], [
+            [g.name, g.output, gate_figure(g.name, g.value), gate_figure(g.name, g.threshold),
+             "ok" if g.passed else "FAILED"] for g in result.gates
+        ]))
+
+
+def published(result: PublishResult) -> None:
+    what = ("published" if result.status == "published" else "already published with this content; nothing sent")
+    console.print(f"{result.name}@{result.version} {what}: {result.engines} engines in {printable(result.store)}; "
+                  f"{result.uploaded_blobs} blobs sent ({human_size(result.uploaded_bytes)}), "
+                  f"{result.present_blobs} already there, {result.seconds:.2f} s")
+
+
+def pulled(result: PullResult) -> None:
+    console.print(f"{printable(result.out)}: {result.sku} {result.precision} "
+                  f"({', '.join(result.compute_capabilities)}) of {result.release} (version {result.version}), "
+                  f"{human_size(result.size_bytes)}, sha256 {result.sha256[:12]} verified"
+                  + (", from the pull cache" if result.from_cache else ""))
+
+
+def listing(listing: Listing) -> None:
+    """One version's engines, one release's versions, or every release of the store."""
+    if listing.manifest is not None:
+        content = listing.manifest.content
+        console.print(f"{content.name}@{content.version} of {content.model_name} (sha256 "
+                      f"{content.model_sha256[:12]}), published {listing.manifest.published.at} by "
+                      f"{printable(listing.manifest.published.by)}")
+        console.print(table("Engines", ["sku", "compute capability", "precision", "backend", "size", "sha256"], [
+            [e.sku, ", ".join(e.compute_capabilities), e.precision, f"{e.backend.get('name')} "
+             f"{e.backend.get('version')}", human_size(e.plan.size_bytes), e.plan.sha256[:12]]
+            for e in content.engines]))
+    elif listing.name is not None:
+        console.print(table(f"{listing.name} in {printable(listing.store)}",
+                            ["version", "engines", "size", "check", "published", "channels"], [
+            [v.version, v.engines, human_size(v.size_bytes), v.check, v.published_at,
+             ", ".join(c for c, at in listing.channels.items() if at == v.version)] for v in listing.versions]))
+    else:
+        console.print(table(f"Releases in {printable(listing.store)}", ["name", "versions", "latest", "channels"], [
+            [r.name, len(r.versions), r.versions[-1] if r.versions else "-",
+             ", ".join(f"{c}={v}" for c, v in r.channels.items())] for r in listing.releases]
+            or [["-", 0, "-", "none published"]]))
+
+
+def promoted(result: PromoteResult) -> None:
+    moved = f"{result.previous} -> {result.version}" if result.previous else f"new, at {result.version}"
+    console.print(f"{result.name}@{result.channel}: " + (moved if result.status == "moved"
+                                                          else f"already at {result.version}"))
+
+
+def exported(result: TritonExport) -> None:
+    what = "written" if result.status == "written" else "already there with these plans"
+    console.print(f"{printable(result.model_dir)}/{result.triton_version}: {result.release} (version "
+                  f"{result.version}) {what}; " + ", ".join(f"{cc} -> {file}" for cc, file in result.plans.items()))
+
+
+def release_plan(plan: ReleasePlan) -> None:
+    console.print(table(f"{plan.name}@{plan.version} -> {printable(plan.store)}",
+                        ["job (sku)", "backend", "precisions", "runs on"],
+                        [[j.sku, j.backend, ", ".join(j.precisions), ", ".join(j.runs_on)] for j in plan.jobs]))
+
+
+def stage_line(stage: str, status: str, detail: str) -> None:
+    """One line per release stage as it ends, for a CI log."""
+    console.print(f"{stage:<10} ", status_text(status), f" {printable(detail)}", sep="", highlight=False)

@@ -1,0 +1,57 @@
+"""What each option of the option groups means, written once: the groups (:mod:`compiler.core.options`) take their
+field descriptions from here and the CLI its ``--help``, so the two cannot drift. Plain strings: the CLI reads them
+at start-up without importing pydantic."""
+
+BUILD = {
+    "calibration": "Output folder of compile calibrate (int8/fp8).",
+    "data": "Calibration data (.npz or image folder) to calibrate int8/fp8 now (kept in the cache) when "
+            "--calibration is not given.",
+    "method": "Calibration method with --data: minmax (the default), entropy, percentile.",
+    "cache_dir": "Build cache (default $COMPILE_CACHE_DIR or ~/.cache/compile).",
+    "use_cache": "Take engines from the build cache and add new ones to it (--no-cache builds everything anew).",
+    "backend": "Override the SKU's backend.",
+    "workspace_mb": "Builder workspace limit in MiB (1 to 1048576).",
+    "optimization_level": "Builder optimization level (0-5).",
+    "jobs": "Builds at once, each in a process of its own (1-64).",
+}
+
+CALIBRATE = {
+    "precision": "int8, fp8 (Q/DQ model) or fp16 (converted model).",
+    "method": "Range method: minmax, entropy or percentile.",
+    "samples": "Cap on calibration samples.",
+    "batch_size": "Samples per onnxruntime run.",
+    "holdout": "Held-out samples for the accuracy report: a fraction (< 1) or a count.",
+    "seed": "Seed of the calibration / held-out split.",
+    "percentile": "Percentile kept by --method percentile.",
+    "num_bins": "Histogram bins for entropy and percentile.",
+    "chunk_mb": "Activation memory per onnxruntime chunk (MiB).",
+    "min_cosine": "Gate: mean cosine similarity of every output.",
+    "min_top1": "Gate: top-1 agreement of class-score outputs (a fraction, 0.98 for 98 %).",
+    "max_abs_error": "Gate: max absolute error of every output.",
+    "reuse": "Reuse a folder that holds this very result (--no-reuse recomputes).",
+}
+
+CHECK = {
+    "data": "Samples for accuracy and FP16 range: .npz or an image folder with preprocess.yaml.",
+    "samples": "Use the first N samples of DATA.",
+    "batch_size": "Samples per onnxruntime run.",
+    "model": "The FP32 model, if not where build.json says.",
+    "profiles": "Shape profiles to size partition boundaries with when no engine was built.",
+    "rules": "Fusion rules YAML: extends the bundled rules (replace: true replaces them).",
+    "skus": "SKU catalog for GPU memory (default: the bundled skus.yaml).",
+    "headroom": "Fraction of GPU memory an engine must leave free.",
+    "max_partitions": "Gate: most TensorRT partitions of the model.",
+    "max_unsupported": "Gate: most nodes TensorRT does not take.",
+    "max_boundary_mb": "Gate: most MiB crossing partition boundaries per inference.",
+    "atol": "Gate: absolute tolerance",
+    "rtol": "Gate: relative tolerance",
+    "error_stat": "Gate: elemwise, max, mean, median or quantile error",
+    "error_quantile": "Gate: the quantile of --error-stat quantile (0.99)",
+    "min_cosine": "Gate: least mean cosine similarity",
+    "min_top1": "Gate: least top-1 agreement (0.98: 98 %)",
+    "chunk_mb": "Intermediate tensors held at once by the FP16 range check.",
+    "lint": "Run the ONNX checker and Polygraphy lint (--no-lint skips them).",
+    "reuse": "Return the folder's check.json when it was made from exactly these inputs (--no-reuse checks "
+             "again).",
+}
+"""Per-output thresholds (atol ... min_top1) take X for every output or OUTPUT=X for one, repeated."""

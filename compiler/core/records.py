@@ -1,0 +1,480 @@
+"""The typed files stages hand each other, each with its format version.
+
+One stage writes a record, a later one reads it, and neither imports the other: ``compile build`` writes
+engine.json, layers.json and build.json; ``compile calibrate`` writes calibration.json and report.json.
+A reader validates what it reads (:func:`read_record`), so a damaged or foreign file is one ``error:``
+line, never a crash in the stage that trusted it.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Callable
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from compiler.core.errors import InvalidInput
+from compiler.core.profiles import ShapeProfile
+
+Progress = Callable[[str, int, int], None]
+"""How a long stage reports: (phase, steps done, steps total). Builds report TensorRT's phases, calibration
+its samples."""
+
+
+class Precision(StrEnum):
+    """What an engine computes in. Strongly typed TensorRT takes it from the model: fp16 from a converted
+    model, int8/fp8 from a calibrated Q/DQ model."""
+
+    FP32 = "fp32"
+    FP16 = "fp16"
+    INT8 = "int8"
+    FP8 = "fp8"
+
+    @property
+    def calibrated(self) -> bool:
+        return self in (Precision.INT8, Precision.FP8)
+
+
+PRECISIONS = tuple(p.value for p in Precision)
+CALIBRATE_PRECISIONS = ("int8", "fp8", "fp16")
+"""What ``compile calibrate`` makes: a Q/DQ model (int8, fp8) or a converted one (fp16)."""
+
+
+class Status(StrEnum):
+    """The outcome of one target or step, in Triton Model Navigator's spirit."""
+
+    OK = "ok"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    """Not run, with the reason (no backend, no compatible GPU, invalid profiles)."""
+    CANCELLED = "cancelled"
+    """Stopped by the user (Ctrl-C, SIGTERM) before it finished."""
+
+
+class StepStatus(BaseModel):
+    """A step's outcome and, unless ok, why."""
+
+    status: Status
+    detail: str = ""
+
+
+# --- compile build ---------------------------------------------------------------------------------------
+
+BUILD_FORMAT = 3
+"""Of engine.json, layers.json and build.json, and part of every build cache key: 2 added each kernel's
+precision, 3 each kernel's shape profile and the untyped-kernel count."""
+
+
+class EngineRecord(BaseModel):
+    """engine.json: exactly what one plan file is."""
+
+    format_version: int = BUILD_FORMAT
+    sha256: str
+    size_bytes: int
+    model_sha256: str
+    built_model_sha256: str
+    calibration_sha256: str | None
+    sku: str
+    compute_capabilities: list[str]
+    precision: Precision
+    backend: dict[str, str]
+    profiles: list[ShapeProfile]
+    builder_options: dict[str, Any]
+    build_seconds: float
+    cache_hit: bool
+    cache_key: str
+    plan_header: dict[str, Any] | None
+    builder_warnings: list[str] = []
+    """The builder's warnings (also in build.log); kept here so a cache hit reports them too."""
+
+
+class Kernel(BaseModel):
+    """One final kernel of an engine, from the builder's DETAILED ``Layers:`` log."""
+
+    name: str
+    type: str
+    precision: str | None
+    """The narrowest type among its activations and weights (Int8 for an INT8 convolution); None for kernels
+    with no typed tensors (shape arithmetic)."""
+    input_types: list[str]
+    constant_types: list[str]
+    output_types: list[str]
+    onnx_nodes: list[str]
+    profile: int | None = None
+    """The shape profile (index into engine.json's ``profiles``) the kernel belongs to: TensorRT builds each
+    profile's kernels apart and marks a later profile's names ``[profile N]`` or, in a Myelin-compiled engine,
+    ``_myl<N>_<i>`` with one graph N per profile; None where neither tells."""
+
+
+class LayersRecord(BaseModel):
+    """layers.json: every final kernel, with how many compute in each precision (kernels without one are
+    counted as ``none``, so the counts add up to ``kernels``) and how many write each output type."""
+
+    format_version: int = BUILD_FORMAT
+    kernels: int
+    kernel_precisions: dict[str, int]
+    output_precisions: dict[str, int]
+    layers: list[Kernel]
+
+
+class TargetStatus(BaseModel):
+    """One SKU x precision of a build run."""
+
+    sku: str
+    precision: Precision
+    status: Status
+    path: str
+    cache_hit: bool = False
+    seconds: float = 0.0
+    errors: list[str] = []
+    warnings: list[str] = []
+    """What went wrong without costing the result (an engine the build cache could not keep)."""
+
+
+class BuildReport(BaseModel):
+    """build.json: the status file of one `compile build` run."""
+
+    format_version: int = BUILD_FORMAT
+    model: str
+    model_sha256: str
+    out: str
+    targets: list[TargetStatus]
+
+    @property
+    def failed(self) -> list[TargetStatus]:
+        return [t for t in self.targets if t.status != Status.OK]
+
+
+# --- compile calibrate -----------------------------------------------------------------------------------
+
+CALIBRATION_FORMAT = 2
+"""Of calibration.json and report.json: 2 records every file of the folder with its sha256, always."""
+
+CALIBRATION_RECORD = "calibration.json"
+"""The record of a calibration folder, written last: a folder without it is unfinished."""
+CALIBRATION_FILES = ("model.onnx", "model.onnx.data", "calibration.cache", "report.json")
+"""The files of a calibration folder besides calibration.json, which records each one present by sha256
+(model.onnx.data: the weights of a model beyond protobuf's 2 GiB limit)."""
+
+
+class TensorRange(BaseModel):
+    min: float
+    max: float
+    amax: float
+    scale: float
+    """The symmetric scale written in the Q/DQ model for this tensor (amax/127 int8, amax/448 fp8)."""
+
+
+class OutputReport(BaseModel):
+    name: str
+    kind: str
+    """``class-scores`` ([batch, classes] float output: top-1 agreement is measured) or ``tensor``."""
+    samples: int
+    cosine_mean: float
+    cosine_min: float
+    max_abs_error: float
+    mean_abs_error: float
+    top1_agreement: float | None = None
+    """A fraction (0.97 is 97 %), like every other figure here."""
+
+
+class AccuracyReport(BaseModel):
+    """report.json: how far the calibrated or converted model drifts from FP32 on held-out samples."""
+
+    format_version: int = CALIBRATION_FORMAT
+    reference: str = "fp32"
+    candidate: str
+    holdout_samples: int
+    outputs: list[OutputReport]
+    seconds: float
+    coverage: str | None = None
+    """What the comparison could and could not see (fp16: onnxruntime on CPU computes many FP16 ops in FP32)."""
+    fp16_range: dict[str, Any] | None = None
+    """fp16: the FP32 model's intermediate tensors on the held-out samples against FP16's range (the figures of
+    ``compile check``'s fp16-range check: ``overflow``, ``underflow``, ``keep_fp32``...)."""
+
+
+class Gate(BaseModel):
+    name: str
+    output: str
+    value: float
+    threshold: float
+    passed: bool
+
+
+class CalibrationRecord(BaseModel):
+    """calibration.json: what a calibration folder holds and how it was made; written last, so a folder
+    without it is unfinished."""
+
+    format_version: int = CALIBRATION_FORMAT
+    precision: str
+    method: str | None
+    """Range method (minmax, entropy, percentile); None for fp16, which converts without ranges."""
+    model: str
+    model_sha256: str
+    data: str
+    data_kind: str
+    data_sha256: str
+    samples: int
+    """Calibration samples used (after the held-out split and ``samples`` cap)."""
+    holdout_samples: int
+    batch_size: int
+    seed: int
+    options: dict[str, Any]
+    versions: dict[str, str]
+    cache_key: str
+    ranges: dict[str, TensorRange]
+    trt_cache_header: str | None
+    files: dict[str, str]
+    """File name -> sha256 of every file of the folder but this one; model.onnx is always among them."""
+    out: str
+    seconds: float
+
+
+class CalibrationResult(CalibrationRecord):
+    """What ``calibrate()`` returns: the record, its accuracy report and the gates evaluated on it."""
+
+    report: AccuracyReport
+    gates: list[Gate] = []
+    passed: bool = True
+    reused: bool = False
+
+    def record(self) -> CalibrationRecord:
+        return CalibrationRecord.model_validate(self.model_dump(exclude={"report", "gates", "passed", "reused"}))
+
+
+# --- compile check ---------------------------------------------------------------------------------------
+
+CHECK_FORMAT = 1
+"""Of check.json."""
+CHECK_RECORD = "check.json"
+"""The record of one ``compile check`` run, written into the build folder it checked."""
+
+
+class CheckResult(BaseModel):
+    """One check of a model or an engine: its verdict, a one-line summary (the figure, or why it was skipped) and
+    the evidence behind it, one line per finding, each naming the node, tensor, output or SKU it is about."""
+
+    name: str
+    """fusions, partitions, memory, accuracy, engine-accuracy, fp16-range, lint."""
+    status: Status
+    """ok, failed (a gate failed) or skipped (with the reason in ``summary``; never counted as passed)."""
+    summary: str
+    evidence: list[str] = []
+    figures: dict[str, Any] = {}
+    """The measured numbers, for machines (per output, per tensor, bytes)."""
+
+
+class EngineCheck(BaseModel):
+    """Every check of one engine (one SKU x precision of the build)."""
+
+    sku: str
+    precision: Precision
+    path: str
+    engine_sha256: str | None
+    """None for a target whose build did not produce an engine."""
+    status: Status
+    checks: list[CheckResult]
+
+
+class CheckReport(BaseModel):
+    """check.json: what ``compile check`` found in a build folder. ``passed`` is the verdict a release step reads:
+    True only when no check failed (skipped checks do not fail it, and are listed in ``summary``)."""
+
+    format_version: int = CHECK_FORMAT
+    build_dir: str
+    model: str
+    model_sha256: str
+    passed: bool
+    status: Status
+    summary: str
+    counts: dict[str, int]
+    """How many checks ended ok, failed and skipped, over the model and every engine."""
+    model_checks: list[CheckResult]
+    """Checks of the source model itself: lint, partitions."""
+    engines: list[EngineCheck]
+    options: dict[str, Any]
+    versions: dict[str, str]
+    seconds: float
+    inputs_sha256: str = ""
+    """Of everything the verdict depends on (see ``compile check``'s reuse): an equal digest, an equal report."""
+    reused: bool = False
+    """True in what ``check()`` returns when it took the folder's check.json instead of checking again."""
+
+    @property
+    def failures(self) -> list[tuple[str, CheckResult]]:
+        """(where, check) of every failed check: ``model`` or ``<sku>/<precision>``."""
+        found = [("model", c) for c in self.model_checks if c.status == Status.FAILED]
+        return found + [(f"{e.sku}/{e.precision}", c) for e in self.engines for c in e.checks
+                        if c.status == Status.FAILED]
+
+
+# --- the artifact store ---------------------------------------------------------------------------------
+
+RELEASE_FORMAT = 1
+"""Of a release manifest (``releases/<name>/<version>/manifest.json``) and a channel (``channels/<name>/<channel>``)."""
+
+
+class BlobRef(BaseModel):
+    """A file in the store, by content: ``blobs/sha256/<sha256>``."""
+
+    sha256: str
+    size_bytes: int
+
+
+class ReleaseEngine(BaseModel):
+    """One plan of a release and what decides where it runs; a serving host resolves on these fields."""
+
+    sku: str
+    compute_capabilities: list[str]
+    precision: Precision
+    profiles: list[ShapeProfile]
+    backend: dict[str, str]
+    """``name`` (tensorrt-rtx, tensorrt) and ``version``: the runtime must match it unless the plan is version
+    compatible."""
+    builder_options: dict[str, Any]
+    """What the builder was told, including where recorded the options that bind a plan to hardware
+    (hardware compatibility level) and to a runtime version (version compatibility)."""
+    plan: BlobRef
+    layers: BlobRef | None
+    built_model_sha256: str
+    calibration_sha256: str | None
+    plan_header: dict[str, Any] | None
+
+
+class ReleaseCheck(BaseModel):
+    """What ``compile check`` said of the build, when it was run (check.json)."""
+
+    passed: bool
+    summary: dict[str, int]
+    """Checks by status (ok, failed, skipped)."""
+
+
+class TensorSignature(BaseModel):
+    """One input or output of the model, as a server declares it (the engine's I/O: conversion and calibration
+    keep the model's I/O types)."""
+
+    name: str
+    dtype: str
+    """numpy's name of the type (float32, int64), as ``compile inspect`` shows it."""
+    shape: list[int | str | None] | None
+    """A str entry is a symbolic dim, None an unknown one; None when the rank is unknown."""
+
+
+class ReleaseContent(BaseModel):
+    """Everything a release *is*; two publishes of one version agree when their contents are equal."""
+
+    name: str
+    version: str
+    model_sha256: str
+    model_name: str
+    engines: list[ReleaseEngine]
+    check: ReleaseCheck | None
+    inputs: list[TensorSignature] | None = None
+    outputs: list[TensorSignature] | None = None
+    """The model's signature, read at publish time from the model build.json names when it is still there with
+    the recorded sha256 (what `compile export triton` declares); None when it was not."""
+
+
+class Provenance(BaseModel):
+    """Who published and when: recorded, but not part of what the release is."""
+
+    by: str
+    at: str
+    host: str
+    tool_version: str
+
+
+class ReleaseManifest(BaseModel):
+    """releases/<name>/<version>/manifest.json: immutable once written."""
+
+    format_version: int = RELEASE_FORMAT
+    content: ReleaseContent
+    content_sha256: str
+    """sha256 of ``content`` as canonical JSON: what "the same release" means."""
+    published: Provenance
+    check_reports: list[BlobRef] = []
+    """Each build folder's check.json (their timings differ between runs of one check: evidence, not content)."""
+
+
+class StagedPart(BaseModel):
+    """staging/<name>/<version>/<job>.json: one CI job's engines of a release, their blobs already in the store,
+    waiting for ``compile release --finalize`` to publish every job's parts as one manifest."""
+
+    format_version: int = RELEASE_FORMAT
+    job: str
+    content: ReleaseContent
+    check_reports: list[BlobRef] = []
+    staged: Provenance
+    pipeline_sha256: str | None = None
+    """The pipeline file the job ran (``compile release``): finalize and a retried job take only a part of the
+    same pipeline."""
+
+
+class ChannelMove(BaseModel):
+    version: str
+    by: str
+    at: str
+
+
+class ChannelRecord(BaseModel):
+    """channels/<name>/<channel>: the version a channel points at, and every move it made, oldest first."""
+
+    format_version: int = RELEASE_FORMAT
+    name: str
+    channel: str
+    version: str
+    history: list[ChannelMove]
+
+
+# --- reading --------------------------------------------------------------------------------------------
+
+Record = TypeVar("Record", bound=BaseModel)
+MAX_RECORD_BYTES = 64 << 20
+"""Records are KBs (a BERT layers.json ~1 MB); a file far beyond that is not one of ours."""
+
+
+def read_record(path: Path, kind: type[Record], hint: str) -> Record:
+    """A record read and validated; InvalidInput naming the file and ``hint`` (what to do) otherwise."""
+    return parse_record(read_record_bytes(path, hint), path, kind, hint)
+
+
+def read_record_bytes(path: Path, hint: str) -> bytes:
+    """A record file's bytes (for a caller that also hashes exactly what it validates)."""
+    try:
+        # O_NONBLOCK: opening a FIFO put where a record belongs must not wait for a writer that never comes
+        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                raise InvalidInput(f"{path}: not a regular file; {hint}")
+            raw = handle.read(MAX_RECORD_BYTES + 1)
+    except OSError as exc:
+        raise InvalidInput(f"{path}: cannot read it ({exc.strerror or exc}); {hint}") from None
+    if len(raw) > MAX_RECORD_BYTES:
+        raise InvalidInput(f"{path}: larger than any {path.name} we write; {hint}")
+    return raw
+
+
+def parse_record(raw: bytes, path: Path, kind: type[Record], hint: str) -> Record:
+    """``raw`` validated as a ``kind`` of this version's format. The file must say its ``format_version`` itself:
+    the model's default would pass a file of an older format (calibration.json 1 said ``format``) as current."""
+    import json
+
+    expected = kind.model_fields["format_version"].default
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError) as exc:  # RecursionError: objects nested thousands deep
+        raise InvalidInput(f"{path}: not JSON of ours ({str(exc) or type(exc).__name__}); {hint}") from None
+    version = data.get("format_version") if isinstance(data, dict) else None
+    if isinstance(data, dict) and version != expected:
+        raise InvalidInput(f"{path}: format_version {version}, this version reads {expected}; {hint}")
+    try:
+        return kind.model_validate(data)
+    except ValidationError as exc:
+        from compiler.core.yaml import describe_validation_error
+
+        raise InvalidInput(f"{path}: not a {path.name} this version writes ({describe_validation_error(exc)}); "
+                           f"{hint}") from None

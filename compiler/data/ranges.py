@@ -1,0 +1,219 @@
+"""FP16 range, which needs no GPU: the FP32 model's intermediate values against FP16's range.
+
+onnxruntime's CPU provider has no FP16 kernel for many ops and computes them in FP32 (``InsertedPrecisionFreeCast``
+nodes), so an FP16 model that overflows on a GPU reads ~1.0 cosine there. What a GPU would do is found from the FP32
+model's intermediate values instead: any |x| > 65504 becomes inf in FP16, and non-zero values below its smallest
+subnormal (2**-24) become zero. The reference pass (:func:`reference_pass`) runs the FP32 model once with every
+float intermediate as an output, in chunks of samples (and of tensors) bounded by ``chunk_mb``; its final outputs
+are the accuracy check's reference, so the FP32 model runs once for both.
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from math import prod
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import TensorProto
+
+from compiler.core.errors import InvalidInput
+from compiler.core.records import CheckResult, Status
+from compiler.data.datasets import Dataset, batches
+from compiler.data.model import OnnxModel, first_line
+from compiler.data.session import session
+
+FP16_MAX = 65504.0
+FP16_TINY = 2.0**-24
+"""FP16's smallest subnormal: a non-zero value below half of it rounds to zero."""
+UNDERFLOW_FRACTION = 0.01
+"""A tensor is reported as flushing when more than this fraction of its non-zero values is below FP16_TINY."""
+MAX_EVIDENCE = 20
+COVERAGE = ("onnxruntime on CPU computes many FP16 ops in FP32, so the comparison with the FP16 model measures "
+            "weight rounding, not FP16 arithmetic; the FP16 range check covers overflow and underflow of every "
+            "intermediate tensor of the FP32 model on the same samples, not accumulation inside TensorRT's kernels")
+"""What an FP16 comparison in onnxruntime could and could not see, said in every report that makes one."""
+
+
+@dataclass
+class TensorStats:
+    node: str
+    abs_max: float = 0.0
+    overflow: int = 0
+    flushed: int = 0
+    nonzero: int = 0
+    elements: int = 0
+    nonfinite: int = 0
+
+    def add(self, values: np.ndarray) -> None:
+        """Count one batch of a tensor's values. The common case (all finite, none above FP16's range) takes four
+        passes over the values: |x| in place, its max, the non-zeros, those below FP16's smallest subnormal (each count
+taken over a comparison's booleans: numpy counts non-zero floats several times slower)."""
+        owned = values.dtype == np.float32 and values.flags.writeable  # a fresh onnxruntime output, used once
+        magnitude = np.abs(values, out=values) if owned else np.abs(values, dtype=np.float32)
+        peak = float(magnitude.max()) if magnitude.size else 0.0
+        if not math.isfinite(peak):
+            finite = np.isfinite(magnitude)
+            self.nonfinite += int(magnitude.size - np.count_nonzero(finite))
+            magnitude = np.where(finite, magnitude, 0)
+            peak = float(magnitude.max())
+        self.abs_max = max(self.abs_max, peak)
+        if peak > FP16_MAX:
+            self.overflow += int(np.count_nonzero(magnitude > FP16_MAX))
+        nonzero = int(np.count_nonzero(magnitude > 0))  # on booleans: ~5x faster than on the floats themselves
+        self.flushed += int(np.count_nonzero(magnitude < FP16_TINY)) - (magnitude.size - nonzero)
+        self.nonzero += nonzero
+        self.elements += int(magnitude.size)
+
+
+@dataclass
+class Reference:
+    """The FP32 model's outputs on the samples (in sample order) and, when asked for, its intermediate ranges."""
+
+    outputs: dict[str, np.ndarray]
+    ranges: dict[str, TensorStats] = field(default_factory=dict)
+    skipped_tensors: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def _float_intermediates(model: OnnxModel) -> tuple[dict[str, onnx.ValueInfoProto], dict[str, str], list[str]]:
+    """Float32 tensors that nodes produce (shape-inferred types), who produces each, and those of unknown type."""
+    graph = model.proto.graph
+    typed = {v.name: v for v in graph.value_info}
+    outputs = {o.name for o in graph.output}
+    producers, wanted, unknown = {}, {}, []
+    for index, node in enumerate(graph.node):
+        for name in node.output:
+            if not name or name in outputs:
+                continue
+            producers[name] = node.name or f"{node.op_type} #{index}"
+            value = typed.get(name)
+            if value is None or not value.type.HasField("tensor_type"):
+                unknown.append(name)
+            elif value.type.tensor_type.elem_type == TensorProto.FLOAT:
+                wanted[name] = value
+    return wanted, producers, unknown
+
+
+def _sample_bytes(value: onnx.ValueInfoProto, batch_dims: dict[str, int]) -> int:
+    """Bytes of one sample of a float32 tensor (dynamic dims other than the batch taken from ``batch_dims``, or 1)."""
+    dims = [d.dim_value if d.HasField("dim_value") else batch_dims.get(d.dim_param, 1)
+            for d in value.type.tensor_type.shape.dim]
+    return 4 * prod(dims[1:]) if dims else 4
+
+
+def reference_pass(model: OnnxModel, dataset: Dataset, indices: np.ndarray, batch_size: int, with_ranges: bool,
+                   chunk_mb: int, progress: Callable[[int], None] | None = None) -> Reference:
+    """Run the FP32 model over ``indices`` once; with ``with_ranges`` every float intermediate is an output too,
+    in groups whose activations for one batch stay within ``chunk_mb``."""
+    import time
+
+    started = time.perf_counter()
+    names = [o.name for o in model.proto.graph.output]
+    wanted, producers, unknown = _float_intermediates(model) if with_ranges else ({}, {}, [])
+    budget = chunk_mb << 20
+    sizes = {name: _sample_bytes(v, {}) for name, v in wanted.items()}
+    per_sample = sum(sizes.values())
+    batch = max(1, min(batch_size, budget // max(per_sample, 1))) if wanted else batch_size
+    groups: list[list[str]] = [[]]
+    used = 0
+    for name, size in sizes.items():
+        if groups[-1] and used + size * batch > budget:
+            groups.append([])
+            used = 0
+        groups[-1].append(name)
+        used += size * batch
+    stats = {name: TensorStats(producers[name]) for name in wanted}
+    collected: dict[str, list[np.ndarray]] = {name: [] for name in names}
+    with tempfile.TemporaryDirectory(prefix="compile-check-") as work:
+        sessions = [_session_with_outputs(model, [wanted[n] for n in group], Path(work) / f"ranges-{i}.onnx")
+                    for i, group in enumerate(groups)]
+        for chunk in batches(indices, batch):
+            feed = dataset.read(chunk)
+            for index, (sess, group) in enumerate(zip(sessions, groups, strict=True)):
+                fetch = (names if index == 0 else []) + group
+                try:
+                    values = sess.run(fetch, feed)
+                except Exception as exc:
+                    raise InvalidInput(f"onnxruntime cannot run the model on the data: {first_line(exc)}") from None
+                for name, value in zip(fetch, values, strict=True):
+                    if name in stats:
+                        stats[name].add(value)
+                    else:
+                        collected[name].append(value)
+                del values
+            if progress:
+                progress(len(chunk))
+    outputs = {name: np.concatenate(parts) if parts else np.empty(0) for name, parts in collected.items()}
+    return Reference(outputs, stats, unknown, round(time.perf_counter() - started, 3))
+
+
+def _session_with_outputs(model: OnnxModel, extra: list[onnx.ValueInfoProto], path: Path):
+    """An onnxruntime session of the model with ``extra`` tensors as outputs too (the model's own session if none)."""
+    if not extra:
+        return session(model.path, "model")
+    proto = onnx.ModelProto()
+    proto.CopyFrom(model.proto)
+    proto.graph.output.extend(extra)
+    # external data stays where it is: the copy is saved beside nothing, so point it at the model's folder
+    if model.external_files:
+        from onnx import external_data_helper
+
+        for tensor in external_data_helper._get_all_tensors(proto):
+            if external_data_helper.uses_external_data(tensor):
+                for entry in tensor.external_data:
+                    if entry.key == "location":
+                        entry.value = str(model.path.parent.resolve() / entry.value)
+    onnx.save_model(proto, path)
+    return session(path, "model")
+
+
+def fp16_tensors(built: OnnxModel | None) -> set[str] | None:
+    """Tensors the FP16 model computes in float16 (the converter keeps some ops, and the inputs and outputs, in
+    FP32); None when the built model is not at hand, so every float tensor counts."""
+    if built is None:
+        return None
+    graph = built.proto.graph
+    return {v.name for v in graph.value_info if v.type.tensor_type.elem_type == TensorProto.FLOAT16} | {
+        name for node in graph.node for name in node.output if node.op_type == "Cast" and any(
+            a.name == "to" and a.i == TensorProto.FLOAT16 for a in node.attribute)}
+
+
+def check_ranges(reference: Reference, samples: int, in_fp16: set[str] | None) -> CheckResult:
+    """The gate: no tensor computed in FP16 leaves its range; flushing is reported, not gated."""
+    overflow, flushed = [], []
+    for name, stat in reference.ranges.items():
+        if in_fp16 is not None and name not in in_fp16:
+            continue
+        if stat.overflow:
+            overflow.append((name, stat))
+        elif stat.nonzero and stat.flushed / stat.nonzero > UNDERFLOW_FRACTION:
+            flushed.append((name, stat))
+    overflow.sort(key=lambda item: -item[1].abs_max)
+    evidence = [f"overflow: node {s.node} output {n}: |x| up to {s.abs_max:.6g} > {FP16_MAX:g} ({s.overflow} of "
+                f"{s.elements} values); keep {s.node} in FP32" for n, s in overflow[:MAX_EVIDENCE]]
+    evidence += [f"underflow: node {s.node} output {n}: {s.flushed} of {s.nonzero} non-zero values below FP16's "
+                 f"smallest subnormal {FP16_TINY:.3g} become 0" for n, s in flushed[:MAX_EVIDENCE]]
+    checked = len(reference.ranges) if in_fp16 is None else len([n for n in reference.ranges if n in in_fp16])
+    figures: dict[str, Any] = {
+        "samples": samples, "tensors_checked": checked, "tensors_of_unknown_type": reference.skipped_tensors,
+        "overflow": {n: {"node": s.node, "abs_max": s.abs_max, "count": s.overflow} for n, s in overflow},
+        "underflow": {n: {"node": s.node, "flushed": s.flushed, "nonzero": s.nonzero} for n, s in flushed},
+        "keep_fp32": sorted({s.node for _, s in overflow}), "coverage": COVERAGE,
+    }
+    peak = max((s.abs_max for s in reference.ranges.values()), default=0.0)
+    if overflow:
+        name, stat = overflow[0]
+        return CheckResult(name="fp16-range", status=Status.FAILED, evidence=evidence, figures=figures,
+                           summary=f"{len(overflow)} tensor(s) overflow FP16; first: node {stat.node} output {name} "
+                                   f"reaches {stat.abs_max:.6g} (> {FP16_MAX:g}): keep "
+                                   f"{', '.join(figures['keep_fp32'][:5])} in FP32")
+    note = f"; {len(flushed)} tensor(s) lose values to underflow" if flushed else ""
+    return CheckResult(name="fp16-range", status=Status.OK, evidence=evidence, figures=figures,
+                       summary=f"{checked} FP16 tensors within range on {samples} samples (|x| up to {peak:.6g})"
+                               f"{note}")

@@ -1,0 +1,48 @@
+"""Running ONNX models in onnxruntime on the CPU, as calibration and check both do, and comparing outputs.
+
+Basic graph optimizations only: Q/DQ nodes then execute as written (quantize, round, dequantize), which is the
+arithmetic TensorRT's INT8/FP8 kernels follow, and onnxruntime's CPU fusions of float8 Q/DQ (which give wrong
+results) stay off.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from compiler.core.errors import CheckFailed, InvalidInput
+from compiler.data.model import first_line
+
+
+def session(path: Path, what: str):
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    options.log_severity_level = 3
+    try:
+        return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    except Exception as exc:
+        error = InvalidInput if what == "model" else CheckFailed
+        raise error(f"{path}: onnxruntime cannot run the {what}: {first_line(exc)}") from None
+
+
+
+def run_batch(sess, feed: dict[str, np.ndarray], fixed_batch: int | None) -> list[np.ndarray]:
+    """Run one batch; a model with a fixed batch size gets its last batch padded with repeats."""
+    count = len(next(iter(feed.values())))
+    if fixed_batch and count < fixed_batch:
+        feed = {k: np.concatenate([v, np.repeat(v[-1:], fixed_batch - count, axis=0)]) for k, v in feed.items()}
+    return [o[:count] for o in sess.run(None, feed)]
+
+
+
+def cosine_per_sample(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Per-sample cosine similarity; two all-zero vectors are identical (1), one all-zero is 0."""
+    dot = (a * b).sum(axis=1)
+    norms = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
+    both_zero = (np.linalg.norm(a, axis=1) == 0) & (np.linalg.norm(b, axis=1) == 0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        cos = np.where(norms > 0, dot / np.where(norms > 0, norms, 1), 0.0)
+    return np.where(both_zero, 1.0, np.clip(cos, -1.0, 1.0))

@@ -1,0 +1,278 @@
+"""Deciding the targets of `compile build`: every check that can fail before a build (exit 2/3), the model each
+precision builds from (the source, its FP16 conversion, a calibration's Q/DQ model) and each target's cache key.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from compiler.backends import load_backend
+from compiler.backends.base import BuildSpec
+from compiler.core.digest import finish_model_digest, hash_model_file_mapped
+from compiler.core.errors import InvalidInput
+from compiler.core.files import check_writable_folder, hash_json, stat_key, writable_folder
+from compiler.core.options import BuildOptions
+from compiler.core.paths import check_not_overwriting
+from compiler.core.profiles import load_profiles, load_sku_catalog, profiles_problem, validate_profiles
+from compiler.core.records import BUILD_FORMAT, CALIBRATION_FILES, CALIBRATION_RECORD, PRECISIONS, Precision, Progress
+from compiler.data.skim import skim_inputs
+from compiler.engines.cache import BuildCache
+
+MODEL_FACTS = "model"
+"""The build cache's facts kind for a model file: its inputs, external files and sha256."""
+FP8_MIN_CAPABILITY = (8, 9)
+
+FileStats = list[tuple[str, list[Any]]]
+"""(path, :func:`compiler.core.files.stat_key`) of a model file and its external data, taken before they were read."""
+
+
+@dataclass(frozen=True)
+class BuildJob:
+    """One target: what to build, from which model, into which folder, under which cache key."""
+
+    sku: str
+    precision: Precision
+    backend: str
+    spec: BuildSpec
+    key_material: dict[str, Any]
+    """Everything that determines the engine except the built model's digest."""
+    cache_root: Path
+    use_cache: bool
+    target_dir: Path
+    model_digest: str | Future[str]
+    """The source model's sha256, or a Future while it is computed on a second core beside the first build."""
+    prepared_sha256: str | None
+    """The digest of the model prepared for this precision (FP16 conversion, Q/DQ model); None when the build
+    reads the source model itself (fp32)."""
+    calibration_sha256: str | None
+    source_stat: FileStats
+    built_stat: FileStats
+    """The same for the model actually built when that is another file (fp16, int8/fp8); empty otherwise."""
+
+    @property
+    def model_sha256(self) -> str:
+        return self.model_digest if isinstance(self.model_digest, str) else self.model_digest.result()
+
+    @property
+    def built_sha256(self) -> str:
+        """The digest of the model the engine is built from, whichever it is."""
+        return self.prepared_sha256 or self.model_sha256
+
+    @property
+    def cache_key(self) -> str:
+        return engine_key(self.key_material, self.built_sha256)
+
+    @property
+    def digest_pending(self) -> bool:
+        return not isinstance(self.model_digest, str) and not self.model_digest.done()
+
+
+def engine_key(material: dict[str, Any], model_digest: str | None) -> str:
+    """The cache key of an engine: its key material and the digest of the model it is built from."""
+    return hash_json({**material, "model": model_digest})
+
+
+def plan_builds(
+    model: str | Path,
+    profiles: str | Path,
+    skus: str | list[str],
+    precisions: str | list[str],
+    out: str | Path,
+    options: BuildOptions | None = None,
+    calibration_progress: Progress | None = None,
+) -> list[BuildJob]:
+    """Every check that can fail before a build, and the jobs that follow from them (the output folder is made,
+    proven writable, last)."""
+    options = options or BuildOptions()
+    model, out = Path(model), Path(out)
+    skus, precisions = ([names] if isinstance(names, str) else list(names) for names in (skus, precisions))
+    if not skus:
+        raise InvalidInput("no --sku given; name at least one SKU from profiles/skus.yaml")
+    if not precisions:
+        raise InvalidInput("no --precision given; choose from " + ", ".join(PRECISIONS))
+    for precision in precisions:
+        if precision not in PRECISIONS:
+            raise InvalidInput(f"unknown precision '{precision}'; choose from {', '.join(PRECISIONS)}")
+    precisions = [Precision(p) for p in dict.fromkeys(precisions)]
+    cache = BuildCache(options.cache_dir)
+    writable_folder(cache.root, "--cache-dir" if options.cache_dir else
+                    "build cache (set --cache-dir or COMPILE_CACHE_DIR)")
+    model_stat = _stat_or_none(model)  # before anything reads the model
+    source = _model_facts(model, model_stat, cache)
+    profile_set = load_profiles(profiles)
+    errors = validate_profiles(profile_set, source["inputs"])
+    if errors:
+        raise profiles_problem(profiles, errors, hint="see compile inspect --profiles")
+    catalog = load_sku_catalog()
+    targets = {sku: catalog.get(sku) for sku in dict.fromkeys(skus)}
+    backends = {}
+    for target in targets.values():
+        name = target.backend if options.backend is None else options.backend
+        if name not in backends:
+            backends[name] = load_backend(name)
+        backends[name].check_targets((target.compute_capability,))
+    if Precision.FP8 in precisions:
+        for sku, target in targets.items():
+            if tuple(map(int, target.compute_capability.split("."))) < FP8_MIN_CAPABILITY:
+                raise InvalidInput(f"fp8 needs compute capability 8.9 or newer; SKU '{sku}' is "
+                                   f"{target.compute_capability}; drop fp8 or that SKU")
+    # before the costly part (calibration, FP16 conversion); the folders are made only once it has passed
+    check_writable_folder(out, "--out")
+    target_dirs = [out / sku / precision for sku in targets for precision in precisions]
+    for folder in target_dirs:
+        check_writable_folder(folder, "--out")
+    check_not_overwriting([out / "build.json"], _inputs(model, source["files"], profiles, options, cache), "--out",
+                          replaced=target_dirs)
+    digest = source["sha256"]
+    prepared = {p: _prepare(p, model, digest, options, cache, calibration_progress) for p in precisions}
+    source_stat = _files_stat(model, model_stat, source["files"])
+    jobs = []
+    for sku, target in targets.items():
+        backend = backends[target.backend if options.backend is None else options.backend]
+        for precision in precisions:
+            built_model, built_sha, built_stat, calibration_sha = prepared[precision]
+            spec = BuildSpec(
+                model_path=built_model,
+                profiles=tuple(profile_set.profiles),
+                compute_capabilities=(target.compute_capability,),
+                workspace_mb=options.workspace_mb,
+                optimization_level=options.optimization_level,
+                sku=sku,
+                state_dir=cache.root,
+            )
+            material = {
+                "format": BUILD_FORMAT,
+                "profiles": [p.model_dump() for p in spec.profiles],
+                "precision": precision.value,
+                "compute_capabilities": spec.compute_capabilities,
+                "backend": [backend.name, backend.version],
+                "options": spec.options(),
+            }
+            jobs.append(BuildJob(
+                sku=sku, precision=precision, backend=backend.name, spec=spec, key_material=material,
+                cache_root=cache.root, use_cache=options.use_cache, target_dir=out / sku / precision,
+                model_digest=digest, prepared_sha256=built_sha, calibration_sha256=calibration_sha,
+                source_stat=source_stat, built_stat=built_stat,
+            ))
+    writable_folder(out, "--out")
+    return jobs
+
+
+def _inputs(model: Path, external: list[str], profiles: str | Path, options: BuildOptions, cache: BuildCache
+            ) -> list[Path]:
+    """Every file the build reads, and the cache it writes to: what no output of the run may overwrite or replace."""
+    inputs = [model, *map(Path, external), Path(profiles), cache.root]
+    for folder, files in ((options.calibration, (*CALIBRATION_FILES, CALIBRATION_RECORD)),
+                          (options.data, ("preprocess.yaml",))):
+        if folder is not None:
+            inputs += [Path(folder), *(Path(folder) / name for name in files)]
+    return inputs
+
+
+def _stat_or_none(path: Path) -> list[Any] | None:
+    try:
+        return stat_key(path)
+    except OSError:
+        return None  # not a readable file: reading it raises the precise error
+
+
+def _model_facts(path: Path, stat: list[Any] | None, cache: BuildCache) -> dict[str, Any]:
+    """The model's inputs, external data files and sha256, read (by :func:`skim_inputs`, or a full safe load when
+    the skim cannot vouch for the file) only when the file changed since last time.
+
+    After a change the digest is left computing on a second core (``"sha256"`` is then a Future): an fp32 build
+    starts at once and looks the cache up when the digest is known. A skimmed file is parsed in full there too,
+    while the builds run: a file protobuf refuses fails the digest, and so the run, as invalid input.
+    """
+    if not path.is_file():
+        from compiler.data.model import load_model
+
+        load_model(path)  # raises the precise error
+    memo, facts = cache.recall(MODEL_FACTS, [path])
+    if facts is not None:
+        return facts
+    # A thread of its own that ends with the digest: the CLI's exit waits for working threads, not idle ones.
+    pool = ThreadPoolExecutor(1, thread_name_prefix="compile-digest")
+    try:
+        # one GIL-free update over a mapping of the file, so the Python work that follows runs beside it
+        model_file = pool.submit(hash_model_file_mapped, path)
+        inputs, external_files = skim_inputs(path), ()
+        skimmed = inputs is not None
+        if not skimmed:
+            # what the skim leaves to it (external data, anything unusual): the full safe load
+            inputs, external_files = _parse(path)
+        facts = {"inputs": inputs, "files": [str(f) for f in external_files]}
+
+        def digest() -> str:
+            sha = finish_model_digest(model_file.result(), external_files)
+            if skimmed:  # the skim reads only the way to the inputs: protobuf itself must accept the whole file
+                _parse(path)
+            cache.memorize(memo, {**facts, "sha256": sha})
+            return sha
+
+        return {**facts, "sha256": pool.submit(digest)}
+    finally:
+        pool.shutdown(wait=False)  # queued work still runs
+
+
+def _parse(path: Path) -> tuple[dict[str, Any], tuple[Path, ...]]:
+    """The full safe load of a model (no checker, no shape inference): its input dims and external data files;
+    InvalidInput naming what is wrong with it."""
+    from compiler.data.model import load_model
+
+    source = load_model(path, infer_shapes=False, check=False, digest=False)
+    return source.input_dims(), source.external_files  # the parsed model, as large as the file, is not kept
+
+
+def _prepare(precision: Precision, model: Path, model_sha: str | Future[str], options: BuildOptions,
+             cache: BuildCache, calibration_progress: Progress | None
+             ) -> tuple[Path, str | None, FileStats, str | None]:
+    """The ONNX model this precision builds from: (path, its digest or None for the model itself, the stat of its
+    files, the calibration record's sha256)."""
+    if precision == Precision.FP32:
+        return model, None, [], None
+    model_sha = model_sha if isinstance(model_sha, str) else model_sha.result()
+    if precision == Precision.FP16:
+        converted = cache.root / "prepared" / model_sha / "fp16.onnx"
+        if not converted.is_file():
+            from calibration import convert_fp16
+
+            convert_fp16(model, converted)  # writes a staging file and renames it into place
+        return converted, *_prepared_digest(converted, cache), None
+    folder = options.calibration
+    if folder is None and options.data is not None:
+        from calibration import calibrate
+        from compiler.core.options import CalibrationOptions
+
+        method = options.method or "minmax"
+        folder = cache.root / "calibrations" / model_sha / f"{precision}-{method}"
+        calibrate(model, options.data, folder, CalibrationOptions(precision=precision.value, method=method),
+                  staged=True, progress=calibration_progress)
+    if folder is None:
+        raise InvalidInput(f"{precision} needs calibration: pass --data DATA.npz to calibrate now, or run "
+                           f"compile calibrate --precision {precision} and pass its folder with --calibration DIR")
+    from calibration.folder import open_calibration
+
+    calibrated = open_calibration(Path(folder), precision.value, model_sha)
+    calibrated.verify([calibrated.model], cache.file_sha256)  # before anything parses it
+    digest, built_stat = _prepared_digest(calibrated.model, cache)  # refuses external data outside the folder
+    calibrated.verify([Path(path) for path, _ in built_stat[1:]], cache.file_sha256)
+    return calibrated.model, digest, built_stat, calibrated.record_sha256
+
+
+def _prepared_digest(path: Path, cache: BuildCache) -> tuple[str, FileStats]:
+    """The digest of a model the build reads instead of the source (FP16, Q/DQ), external data included, and the
+    stat of its files; read like the source model, so its external data may not leave its folder either."""
+    path_stat = stat_key(path)  # before anything reads it
+    facts = _model_facts(path, path_stat, cache)
+    digest = facts["sha256"] if isinstance(facts["sha256"], str) else facts["sha256"].result()
+    return digest, _files_stat(path, path_stat, facts["files"])
+
+
+def _files_stat(model: Path, model_stat: list[Any] | None, external: list[str]) -> FileStats:
+    """(path, stat key) of a model, taken before it was read, and of its external data files: what the target
+    compares after its build to know the model did not change meanwhile."""
+    return [(str(model), model_stat), *((f, stat_key(Path(f))) for f in external)]

@@ -1,0 +1,289 @@
+"""`compile inspect`: what a model is and how TensorRT will take it, before any build."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import external_data_helper, helper
+from pydantic import BaseModel, PrivateAttr
+
+from compiler.backends import default_backend, load_backend
+from compiler.backends.base import BuildSpec
+from compiler.backends.isolated import Builders
+from compiler.core.errors import CheckFailed, CompileError, InvalidInput
+from compiler.core.profiles import ProfileSet, load_profiles, load_sku_catalog, profiles_problem, validate_profiles
+from compiler.core.records import Status, StepStatus
+from compiler.data.model import OnnxModel, TensorInfo, load_model, sparse_tensors, tensor_info
+
+CONTROL_FLOW_OPS = {"If", "Loop", "Scan"}
+
+
+class ModelSummary(BaseModel):
+    """What the model is. ``node_count`` counts the main graph (partitions index it); ``op_counts`` and
+    ``control_flow`` also include the nodes inside If/Loop/Scan bodies; ``parameter_count`` is the number of
+    elements of every initializer and constant tensor (sparse ones by their stored values)."""
+
+    path: str
+    sha256: str
+    size_bytes: int
+    ir_version: int
+    opsets: dict[str, int]
+    producer: str
+    inputs: list[TensorInfo]
+    outputs: list[TensorInfo]
+    node_count: int
+    op_counts: dict[str, int]
+    parameter_count: int
+    parameter_bytes: int
+    custom_domains: list[str]
+    control_flow: list[str]
+    metadata: dict[str, str]
+
+
+class Partition(BaseModel):
+    """A run of nodes TensorRT takes as one engine; inputs/outputs are the tensors crossing its boundary."""
+
+    nodes: list[list[int]]
+    node_count: int
+    inputs: list[str]
+    outputs: list[str]
+
+
+class UnsupportedNode(BaseModel):
+    index: int
+    name: str
+    op: str
+    domain: str
+    reason: str
+
+
+class TensorRTView(BaseModel):
+    backend: str | None
+    version: str | None
+    status: StepStatus
+    supported: bool | None = None
+    partitions: list[Partition] = []
+    unsupported: list[UnsupportedNode] = []
+    parse_seconds: float | None = None
+    build_check: StepStatus | None = None
+
+
+class ProfileReport(BaseModel):
+    file: str
+    names: list[str]
+    valid: bool
+    errors: list[str]
+
+
+class InspectReport(BaseModel):
+    model: ModelSummary
+    tensorrt: TensorRTView
+    profiles: ProfileReport | None = None
+    _problem: CompileError | None = PrivateAttr(default=None)
+
+    @property
+    def problem(self) -> CompileError | None:
+        """Why the command must fail after printing the report (exit code and one-line message), if it must."""
+        return self._problem
+
+
+def _all_nodes(graph: onnx.GraphProto):
+    """Every node, including those inside If/Loop/Scan bodies."""
+    for node in graph.node:
+        yield node
+        for attribute in node.attribute:
+            for subgraph in [attribute.g] if attribute.HasField("g") else list(attribute.graphs):
+                yield from _all_nodes(subgraph)
+
+
+def _weight_tensors(proto: onnx.ModelProto) -> list[onnx.TensorProto]:
+    """Initializers and constant tensors of every graph, plus the stored values of sparse ones."""
+    return [*external_data_helper._get_all_tensors(proto), *(s.values for s in sparse_tensors(proto.graph))]
+
+
+def summarize(model: OnnxModel) -> ModelSummary:
+    graph = model.proto.graph
+    nodes = list(_all_nodes(graph))
+    tensors = _weight_tensors(model.proto)
+    parameter_count = sum(int(np.prod(t.dims, dtype=np.int64)) for t in tensors)
+    parameter_bytes = sum(
+        int(np.prod(t.dims, dtype=np.int64)) * helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
+        for t in tensors
+        if t.data_type not in (onnx.TensorProto.STRING, onnx.TensorProto.UNDEFINED)
+    )
+    custom = sorted({n.domain for n in nodes if n.domain not in ("", "ai.onnx", "ai.onnx.ml")})
+    return ModelSummary(
+        path=str(model.path),
+        sha256=model.sha256,
+        size_bytes=model.size_bytes,
+        ir_version=model.proto.ir_version,
+        opsets={(o.domain or "ai.onnx"): o.version for o in model.proto.opset_import},
+        producer=" ".join(filter(None, [model.proto.producer_name, model.proto.producer_version])),
+        inputs=model.inputs(),
+        outputs=[tensor_info(v) for v in graph.output],
+        node_count=len(graph.node),
+        op_counts=dict(Counter((f"{n.domain}::" if n.domain else "") + n.op_type for n in nodes).most_common()),
+        parameter_count=parameter_count,
+        parameter_bytes=parameter_bytes,
+        custom_domains=custom,
+        control_flow=[f"{n.op_type} {n.name or '(unnamed)'}" for n in nodes if n.op_type in CONTROL_FLOW_OPS],
+        metadata={p.key: p.value for p in model.proto.metadata_props},
+    )
+
+
+def _ranges(indices: list[int]) -> list[list[int]]:
+    """[0,1,2,5,6] -> [[0,2],[5,6]] (inclusive), for readable partition reports."""
+    ranges: list[list[int]] = []
+    for index in sorted(indices):
+        if ranges and index == ranges[-1][1] + 1:
+            ranges[-1][1] = index
+        else:
+            ranges.append([index, index])
+    return ranges
+
+
+def _partition(graph: onnx.GraphProto, indices: list[int]) -> Partition:
+    inside = set(indices)
+    constants = {init.name for init in graph.initializer}
+    produced = {out for i in inside for out in graph.node[i].output if out}
+    consumed_inside = {name for i in inside for name in graph.node[i].input if name}
+    consumed_outside = {name for i, n in enumerate(graph.node) if i not in inside for name in n.input}
+    graph_outputs = {o.name for o in graph.output}
+    return Partition(
+        nodes=_ranges(indices),
+        node_count=len(indices),
+        inputs=sorted(consumed_inside - produced - constants),
+        outputs=sorted(name for name in produced if name in consumed_outside or name in graph_outputs),
+    )
+
+
+def _explain(reason: str, node: onnx.NodeProto) -> str:
+    """The parser's terse code made readable; the original text stays at the end."""
+    op = f"{node.domain}::{node.op_type}" if node.domain not in ("", "ai.onnx") else node.op_type
+    if not reason:
+        return "not in any TensorRT partition"
+    if "Plugin not found" in reason:
+        return f"TensorRT has no layer or registered plugin for {op} ({reason})"
+    if reason.startswith("UNSUPPORTED_NODE"):
+        return f"TensorRT does not support {op} here ({reason})"
+    return reason
+
+
+def tensorrt_view(model: OnnxModel, backend_name: str) -> TensorRTView:
+    backend = load_backend(backend_name)
+    started = time.perf_counter()
+    capability = backend.capability(model.path)
+    seconds = time.perf_counter() - started
+    graph = model.proto.graph
+    covered = {i for nodes in capability.subgraphs for i in nodes}
+    reasons = {e.node_index: e for e in capability.errors}
+    unsupported = []
+    for index, node in enumerate(graph.node):
+        if index in covered and index not in reasons:
+            continue
+        error = reasons.get(index)
+        unsupported.append(UnsupportedNode(
+            index=index,
+            name=node.name or (error.node_name if error else ""),
+            op=node.op_type,
+            domain=node.domain or "ai.onnx",
+            reason=_explain(error.reason if error else "", node),
+        ))
+    supported = capability.supported and not unsupported
+    partitions = [_partition(graph, nodes) for nodes in capability.subgraphs if nodes]
+    return TensorRTView(
+        backend=backend.name,
+        version=backend.version,
+        status=StepStatus(status=Status.OK),
+        supported=supported,
+        partitions=partitions,
+        unsupported=unsupported,
+        parse_seconds=round(seconds, 3),
+    )
+
+
+def build_check(model: OnnxModel, profiles: ProfileSet | None, sku: str, backend: str | None = None) -> StepStatus:
+    """Prove support with a real build (one engine with every profile): the parser can say yes to a graph that
+    fails. Builds with ``backend`` if given, else the SKU's own backend, as ``compile build`` does."""
+    target = load_sku_catalog().get(sku)
+    dynamic = [i.name for i in model.inputs() if i.shape is None or any(not isinstance(d, int) for d in i.shape)]
+    if dynamic and profiles is None:
+        raise InvalidInput(f"{model.path}: --build-check needs --profiles: dynamic inputs {', '.join(dynamic)} "
+                           "have no shapes to build with")
+    engine = load_backend(backend or target.backend)
+    spec = BuildSpec(
+        model_path=model.path,
+        profiles=tuple(profiles.profiles) if profiles else (),
+        compute_capabilities=(target.compute_capability,),
+    )
+    engine.check_targets(spec.compute_capabilities)
+    with tempfile.TemporaryDirectory(prefix="compile-build-check-") as folder:  # in a child: a crash is a verdict
+        built = Builders().build(engine.name, spec, Path(folder), None, None)
+    if built.status != Status.OK:
+        return StepStatus(status=Status.FAILED, detail="; ".join(built.errors[:3]) or "the builder returned no engine")
+    shapes = ", ".join(p.name for p in profiles.profiles) if profiles else "static shapes"
+    return StepStatus(
+        status=Status.OK,
+        detail=f"built for {sku} ({engine.name}, compute capability {target.compute_capability}; {shapes}) "
+               f"in {built.seconds:.2f} s, {built.size_bytes} bytes",
+    )
+
+
+def inspect_model(
+    model_path: str | Path,
+    profiles_path: str | Path | None = None,
+    backend: str | None = None,
+    build_sku: str | None = None,
+) -> InspectReport:
+    """Summarize the model, ask TensorRT how it partitions it, and validate shape profiles against it.
+
+    Bad files raise InvalidInput. Problems found in a readable model (invalid profiles, a failed or impossible
+    build check, an explicitly requested backend that is missing) are in the report and in ``report.problem``.
+    """
+    model = load_model(model_path)
+    summary = summarize(model)
+    if build_sku is not None:
+        load_sku_catalog().get(build_sku)  # an unknown SKU is a usage error: fail before any work
+    profiles = load_profiles(profiles_path) if profiles_path else None
+    profile_report = None
+    problem: CompileError | None = None
+    if profiles is not None:
+        errors = validate_profiles(profiles, model.input_dims())
+        profile_report = ProfileReport(
+            file=str(profiles_path), names=[p.name for p in profiles.profiles], valid=not errors, errors=errors
+        )
+        if errors:
+            problem = profiles_problem(profiles_path, errors)
+    try:
+        view = tensorrt_view(model, backend or default_backend())
+    except InvalidInput:
+        raise
+    except CompileError as exc:
+        view = TensorRTView(backend=backend, version=None, status=StepStatus(status=Status.SKIPPED, detail=str(exc)))
+        if backend is not None:  # asked for by name: its absence is an environment problem (exit 3)
+            problem = problem or exc
+    if build_sku is not None:
+        if profile_report is not None and not profile_report.valid:
+            view.build_check = StepStatus(status=Status.SKIPPED, detail="the shape profiles are invalid")
+        else:
+            try:
+                view.build_check = build_check(model, profiles, build_sku, backend)
+            except CompileError as exc:
+                view.build_check = StepStatus(status=Status.SKIPPED, detail=str(exc))
+                problem = problem or (exc if str(exc).startswith(str(model.path)) else
+                                      type(exc)(f"--build-check for {build_sku}: {exc}"))
+            if view.build_check.status == Status.FAILED:
+                problem = problem or CheckFailed(
+                    f"{model.path}: the build check for {build_sku} failed: {view.build_check.detail}"
+                )
+    report = InspectReport(model=summary, tensorrt=view, profiles=profile_report)
+    report._problem = problem
+    return report
+
+
+__all__ = ["InspectReport", "inspect_model", "summarize"]

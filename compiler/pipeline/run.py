@@ -1,0 +1,245 @@
+"""`compile release`: inspect -> calibrate -> build matrix -> check -> publish, from one pipeline file.
+
+Each stage is a plain call into the stage's own API, reusing every cached result (a calibration folder that still
+matches, the build cache, blobs the store has). A stage that fails stops the release: nothing is published after a
+failed gate. One job of a sharded release (``only_sku``) stages its engines in the store instead of publishing;
+``finalize`` publishes once every job's part is there. The report (release-report.json and .md) says what each
+stage did, and is appended to ``$GITHUB_STEP_SUMMARY`` when that is set.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from compiler.core.ci import append_step_summary
+from compiler.core.errors import CheckFailed, CompileError, InvalidInput
+from compiler.core.files import write_atomic
+from compiler.core.records import Precision, Status
+from compiler.pipeline.plan import ReleasePlan, plan_release
+from compiler.pipeline.report import EngineLine, ReleaseReport, StageReport
+from compiler.pipeline.spec import LoadedPipeline, load_pipeline
+
+StageCallback = Callable[[str, str, str], None]
+"""(stage, status, detail): one line per stage for a CI log."""
+
+
+class _Run:
+    """Stages run in order, each timed and reported; the first failure ends the run (and is re-raised)."""
+
+    def __init__(self, on_stage: StageCallback | None) -> None:
+        self.stages: list[StageReport] = []
+        self.on_stage = on_stage
+        self.failure: CompileError | None = None
+
+    def stage(self, name: str, action: Callable[[], str]) -> None:
+        if self.failure is not None:
+            self._add(name, Status.SKIPPED, "skipped: an earlier stage failed", 0.0)
+            return
+        started = time.monotonic()
+        try:
+            detail = action()
+        except CompileError as exc:
+            self.failure = exc
+            self._add(name, Status.FAILED, str(exc), time.monotonic() - started)
+            return
+        self._add(name, Status.OK, detail, time.monotonic() - started)
+
+    def _add(self, name: str, status: Status, detail: str, seconds: float) -> None:
+        self.stages.append(StageReport(stage=name, status=status, detail=detail, seconds=round(seconds, 3)))
+        if self.on_stage:
+            self.on_stage(name, status.value, detail)
+
+
+def release(pipeline_path: str | Path, *, store: str | None = None, only_sku: str | None = None,
+            finalize: bool = False, dry_run: bool = False, work: Path | None = None,
+            on_stage: StageCallback | None = None) -> ReleaseReport:
+    """Run the pipeline (or one job of it, or its finalize step). The report is written either way; a failed stage
+    is in ``report.failure`` (CheckFailed for a gate, the stage's own error otherwise) for the caller to raise."""
+    started = time.monotonic()
+    pipeline = load_pipeline(pipeline_path)
+    if store is not None:
+        pipeline = pipeline.model_copy(update={"spec": pipeline.spec.model_copy(update={"store": store})})
+    plan = plan_release(pipeline)
+    if only_sku is not None and only_sku not in {job.sku for job in plan.jobs}:
+        raise InvalidInput(f"--only-sku {only_sku}: the pipeline has no such target; it has "
+                           f"{', '.join(job.sku for job in plan.jobs)}")
+    if only_sku is not None and finalize:
+        raise InvalidInput("--only-sku and --finalize are separate jobs: run each --only-sku job, then --finalize")
+    spec = pipeline.spec
+    work = Path(work) if work else Path("release") / f"{spec.release.name}-{spec.release.version}"
+    mode = "dry-run" if dry_run else "finalize" if finalize else f"only-sku {only_sku}" if only_sku else "release"
+    run = _Run(on_stage)
+    engines: list[EngineLine] = []
+    published: dict[str, object] = {}
+    jobs = [job for job in plan.jobs if only_sku in (None, job.sku)]
+    if dry_run:
+        run.stage("validate", lambda: _validate(pipeline, plan))
+    elif finalize:
+        run.stage("finalize", lambda: _finalize(pipeline, plan, published))
+    else:
+        _build_and_publish(run, pipeline, jobs, work, only_sku, engines, published)
+    report = ReleaseReport(pipeline=str(pipeline.path), name=spec.release.name, version=spec.release.version,
+                           store=spec.store, mode=mode, passed=run.failure is None, stages=run.stages,
+                           engines=engines, published=published or None, plan=plan, work=str(work),
+                           seconds=round(time.monotonic() - started, 3))
+    if not dry_run:
+        _write_report(report, work, f"-{only_sku}" if only_sku else "-finalize" if finalize else "")
+    report._failure = run.failure
+    return report
+
+
+def _build_and_publish(run: _Run, pipeline: LoadedPipeline, jobs, work: Path, only_sku: str | None,
+                       engines: list[EngineLine], published: dict[str, object]) -> None:
+    from compiler.stores import open_store
+
+    spec = pipeline.spec
+    store = open_store(spec.store, create=True)
+    if only_sku is not None:
+        earlier = store.staged(spec.release.name, spec.release.version).get(only_sku)
+        if earlier is not None:
+            def retried() -> str:
+                """The part an earlier attempt staged, if it is this pipeline's and holds this job's engines."""
+                from compiler.releases.publish import staged_part
+
+                staged_part(store, spec.release.name, spec.release.version, only_sku, earlier, pipeline.sha256,
+                            jobs[0].precisions)
+                return f"{only_sku} is already staged (a retried job): nothing to do"
+
+            run.stage("stage", retried)
+            return
+    calibrations: dict[str, Path] = {}
+    build_dirs: list[Path] = []
+    run.stage("inspect", lambda: _inspect(pipeline))
+    run.stage("calibrate", lambda: _calibrate(pipeline, jobs, work, calibrations))
+    run.stage("build", lambda: _build(pipeline, jobs, work, calibrations, build_dirs, engines))
+    run.stage("check", lambda: _check(pipeline, build_dirs))
+
+    def publish_step() -> str:
+        from compiler.releases.publish import publish, stage
+
+        name, version = spec.release.name, spec.release.version
+        result = (stage(build_dirs, store, name, version, only_sku, pipeline_sha256=pipeline.sha256) if only_sku
+                  else publish(build_dirs, store, name, version))
+        published.update(result.model_dump())
+        return (f"{result.status}: {name}@{version}, {result.engines} engines in {result.store}; "
+                f"{result.uploaded_blobs} blobs sent ({result.uploaded_bytes} bytes), {result.present_blobs} there")
+
+    run.stage("stage" if only_sku else "publish", publish_step)
+
+
+def _validate(pipeline: LoadedPipeline, plan: ReleasePlan) -> str:
+    """Everything a release would read, without building: the model and profiles, the data, the rules."""
+    from compiler.stores import open_store
+
+    _inspect(pipeline)
+    spec = pipeline.spec
+    for path in filter(None, (spec.calibration.data if spec.calibration else None, spec.check.data,
+                              spec.check.rules)):
+        if not path.exists():
+            raise InvalidInput(f"{pipeline.path}: {path} does not exist")
+    if "://" in spec.store and not spec.store.startswith("file://"):
+        open_store(spec.store)  # the URI's syntax and backend (nothing is sent)
+    jobs = "; ".join(f"{job.sku} ({job.backend}): {', '.join(job.precisions)} on {', '.join(job.runs_on)}"
+                     for job in plan.jobs)
+    return f"would release {plan.name}@{plan.version} to {spec.store}: {jobs}"
+
+
+def _inspect(pipeline: LoadedPipeline) -> str:
+    from compiler.inspect.summary import inspect_model
+
+    spec = pipeline.spec
+    report = inspect_model(spec.model, spec.profiles)
+    if report.problem is not None:
+        raise report.problem
+    view = report.tensorrt
+    partitions = f", {len(view.partitions)} TensorRT partition(s)" if view.status.status == "ok" else ""
+    return f"{report.model.node_count} nodes, {len(report.profiles.names) if report.profiles else 0} " \
+           f"profile(s) valid{partitions}"
+
+
+def _calibrate(pipeline: LoadedPipeline, jobs, work: Path, calibrations: dict[str, Path]) -> str:
+    from calibration import calibrate
+    from compiler.core.options import CalibrationOptions
+
+    spec = pipeline.spec
+    wanted = sorted({p for job in jobs for p in job.precisions if Precision(p).calibrated})
+    if not wanted:
+        return "skipped: no int8 or fp8 target"
+    if spec.calibration is None:
+        raise InvalidInput(f"{pipeline.path}: {', '.join(wanted)} targets need a calibration section (data)")
+    if len(wanted) > 1:
+        raise InvalidInput(f"{pipeline.path}: targets ask for both {' and '.join(wanted)}; one release calibrates "
+                           "one of them (split it into two pipelines)")
+    c = spec.calibration
+    folder = work / "calibration" / wanted[0]
+    result = calibrate(spec.model, c.data, folder, CalibrationOptions(
+        **c.model_dump(exclude={"data", "precision"}), precision=wanted[0]), staged=True)
+    failed = [g for g in result.gates if not g.passed]
+    if failed:
+        raise CheckFailed(f"calibration gate {failed[0].name} on '{failed[0].output}': {failed[0].value:.4g} vs "
+                          f"{failed[0].threshold:.4g} (report: {folder / 'report.json'})")
+    calibrations[wanted[0]] = folder
+    return f"{wanted[0]} {c.method}, {result.samples} samples, " + ("reused" if result.reused else "calibrated")
+
+
+def _build(pipeline: LoadedPipeline, jobs, work: Path, calibrations: dict[str, Path], build_dirs: list[Path],
+           engines: list[EngineLine]) -> str:
+    from compiler.core.options import BuildOptions
+    from compiler.engines import build_engines
+
+    spec = pipeline.spec
+    calibration = next(iter(calibrations.values()), None)
+    for job in jobs:
+        out = work / "builds" / job.sku
+        wants_calibration = any(Precision(p).calibrated for p in job.precisions)
+        report = build_engines(spec.model, spec.profiles, [job.sku], job.precisions, out, BuildOptions(
+            calibration=calibration if wants_calibration else None, backend=spec.target(job.sku).backend))
+        build_dirs.append(out)
+        engines += [EngineLine(sku=t.sku, precision=t.precision, status=t.status, cache_hit=t.cache_hit,
+                               folder=t.path) for t in report.targets]
+        if report.failed:
+            first = report.failed[0]
+            raise CheckFailed(f"{first.sku}/{first.precision} failed to build: "
+                              f"{first.errors[0] if first.errors else first.status} (log: {first.path}/build.log)")
+    hits = sum(e.cache_hit for e in engines)
+    return f"{len(engines)} engines ({hits} from the cache)"
+
+
+def _check(pipeline: LoadedPipeline, build_dirs: list[Path]) -> str:
+    from compiler.check import check
+
+    spec = pipeline.spec
+    options = spec.check.model_copy(update={"model": spec.model, "profiles": spec.profiles})
+    counts: dict[str, int] = {}
+    reused = 0
+    for folder in build_dirs:
+        report = check(folder, options)
+        reused += report.reused
+        for status, count in report.counts.items():
+            counts[status] = counts.get(status, 0) + count
+        if not report.passed:
+            where, failed = report.failures[0]
+            raise CheckFailed(f"check failed: {where} {failed.name}: {failed.summary} (report: {folder}/check.md)")
+    return ", ".join(f"{count} {status}" for status, count in sorted(counts.items())) + \
+        (f" ({reused} of {len(build_dirs)} folders' check.json reused)" if reused else "")
+
+
+def _finalize(pipeline: LoadedPipeline, plan: ReleasePlan, published: dict[str, object]) -> str:
+    from compiler.releases.publish import finalize
+
+    result = finalize(pipeline.spec.store, plan.name, plan.version, {job.sku: job.precisions for job in plan.jobs},
+                      pipeline.sha256)
+    published.update(result.model_dump())
+    return f"{result.status}: {plan.name}@{plan.version}, {result.engines} engines from {len(plan.jobs)} jobs"
+
+
+def _write_report(report: ReleaseReport, work: Path, suffix: str) -> None:
+    from compiler.pipeline.report import markdown
+
+    work.mkdir(parents=True, exist_ok=True)
+    write_atomic(work / f"release-report{suffix}.json", report.model_dump_json(indent=2).encode())
+    text = markdown(report)
+    write_atomic(work / f"release-report{suffix}.md", text.encode())
+    append_step_summary(text)

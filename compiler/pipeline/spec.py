@@ -1,0 +1,142 @@
+"""The pipeline file: one YAML that says what to release, for which GPUs, and the gates it must pass.
+
+Paths in it are relative to the file itself, so a pipeline runs the same from any directory. Every error names
+the field and its line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from compiler.core.errors import InvalidInput
+from compiler.core.options import CalibrationOptions, CheckOptions
+from compiler.core.records import Precision
+from compiler.core.yaml import describe_validation_error, read_yaml
+from compiler.stores.base import check_name, check_version
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ReleaseSpec(_Strict):
+    name: str
+    version: str
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        return _as_value_error(check_name, value)
+
+    @field_validator("version", mode="before")
+    @classmethod
+    def _version(cls, value: Any) -> str:
+        return _as_value_error(check_version, value if isinstance(value, str) else str(value))
+
+
+def _as_value_error(check, value: str) -> str:
+    try:
+        return check(value)
+    except InvalidInput as exc:
+        raise ValueError(str(exc)) from None
+
+
+class TargetSpec(_Strict):
+    precisions: list[Precision] = Field(min_length=1)
+    backend: str | None = None
+    """Overrides the SKU's backend (tensorrt-rtx, tensorrt)."""
+
+
+class CalibrationSpec(CalibrationOptions):
+    """``compile calibrate``'s options and the data; the precision comes from the targets (int8 or fp8)."""
+
+    __init__ = BaseModel.__init__  # validated as part of the pipeline: an error names its field and line, no flag
+    data: Path
+
+
+class CheckSpec(CheckOptions):
+    """``compile check``'s options (docs/check.md); per-output thresholds as ``{OUTPUT: X}`` or ``{"": X}``."""
+
+    __init__ = BaseModel.__init__
+
+
+class Pipeline(_Strict):
+    release: ReleaseSpec
+    model: Path
+    profiles: Path
+    targets: dict[str, TargetSpec] = Field(min_length=1)
+    """SKU -> its precisions (or ``{precisions: [...], backend: ...}``)."""
+    calibration: CalibrationSpec | None = None
+    check: CheckSpec = CheckSpec()
+    store: str = "./artifacts"
+    """A store URI; a local path is relative to the pipeline file."""
+
+    @field_validator("targets", mode="before")
+    @classmethod
+    def _precision_lists(cls, value: Any) -> Any:
+        """``rtx-4090: [fp16, int8]`` is short for ``rtx-4090: {precisions: [fp16, int8]}``."""
+        if isinstance(value, dict):
+            return {sku: {"precisions": spec} if isinstance(spec, list) else spec for sku, spec in value.items()}
+        return value
+
+    def target(self, sku: str) -> TargetSpec:
+        return self.targets[sku]
+
+
+class LoadedPipeline(BaseModel):
+    """A pipeline with its paths made absolute, and the digest of the file (jobs of one release must agree)."""
+
+    path: Path
+    sha256: str
+    spec: Pipeline
+
+
+def load_pipeline(path: str | Path) -> LoadedPipeline:
+    path = Path(path)
+    data = read_yaml(path)
+    if not isinstance(data, dict):
+        raise InvalidInput(f"{path}: expected a mapping with release, model, profiles, targets")
+    try:
+        spec = Pipeline.model_validate(data)
+    except ValidationError as exc:
+        line = _line_of(path, exc.errors()[0]["loc"])
+        raise InvalidInput(f"{path}{f' line {line}' if line else ''}: {describe_validation_error(exc)}") from None
+    except InvalidInput as exc:  # an option group's rule joining options (--method, per-output thresholds)
+        raise InvalidInput(f"{path}: {exc}") from None
+    base = path.parent.resolve()
+    resolved = {"model": base / spec.model, "profiles": base / spec.profiles}
+    if spec.calibration:
+        resolved["calibration"] = spec.calibration.model_copy(update={"data": base / spec.calibration.data})
+    check_paths = {k: base / v for k, v in (("data", spec.check.data), ("rules", spec.check.rules),
+                                            ("skus", spec.check.skus)) if v}
+    resolved["check"] = spec.check.model_copy(update=check_paths)
+    if "://" not in spec.store or spec.store.startswith("file://"):
+        resolved["store"] = str(base / spec.store.removeprefix("file://"))
+    for sku in spec.targets:
+        check_name(sku)  # job names in the store
+    return LoadedPipeline(path=path, sha256=hashlib.sha256(path.read_bytes()).hexdigest(),
+                          spec=spec.model_copy(update=resolved))
+
+
+def _line_of(path: Path, loc: tuple[Any, ...]) -> int | None:
+    """The 1-based line of the YAML node at ``loc`` (the deepest part of it that exists)."""
+    try:
+        node = yaml.compose(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except (yaml.YAMLError, OSError, UnicodeDecodeError):
+        return None
+    line = node.start_mark.line + 1 if node else None
+    for part in loc:
+        child = None
+        if isinstance(node, yaml.MappingNode):
+            child = next((value for key, value in node.value if key.value == str(part)), None)
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            child = node.value[part]
+        if child is None:
+            break
+        node, line = child, child.start_mark.line + 1
+    return line

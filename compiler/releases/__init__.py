@@ -1,0 +1,16 @@
+"""Releases: publish build folders to a store, and the consumer's Python API over what is published.
+
+    from compiler.releases import pull
+    result = pull("s3://models/prod", "digits@stable", sku="auto", out=Path("/models/digits.plan"))
+
+Modules: ``publish`` (immutable releases, staged parts of sharded ones), ``manifest`` (the one reader of
+manifests and channel records), ``pull``, ``channels`` (promote), ``listing`` (ls).
+"""
+
+from compiler.releases.channels import promote
+from compiler.releases.listing import list_store
+from compiler.releases.manifest import resolve
+from compiler.releases.publish import publish
+from compiler.releases.pull import fetch_verified, pull, select_engine
+
+__all__ = ["fetch_verified", "list_store", "promote", "publish", "pull", "resolve", "select_engine"]

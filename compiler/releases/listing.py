@@ -1,0 +1,72 @@
+"""Browsing a store: release names, each one's versions and channels, one version's manifest."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from compiler.core.errors import InvalidInput
+from compiler.core.records import ReleaseManifest
+from compiler.releases.manifest import parse_manifest, read_channel, resolve, what_there_is
+from compiler.stores import Store, open_store
+from compiler.stores.base import Ref
+
+
+class ReleaseSummary(BaseModel):
+    name: str
+    versions: list[str]
+    channels: dict[str, str]
+
+
+class VersionSummary(BaseModel):
+    version: str
+    engines: int
+    size_bytes: int
+    published_at: str
+    check: str
+    """passed, failed or not run."""
+
+
+class Listing(BaseModel):
+    store: str
+    releases: list[ReleaseSummary] = []
+    name: str | None = None
+    versions: list[VersionSummary] = []
+    channels: dict[str, str] = {}
+    manifest: ReleaseManifest | None = None
+
+
+def list_store(store: str | Store, ref: str | Ref | None = None) -> Listing:
+    """Everything (names, versions, channels), one release's versions, or one version's manifest."""
+    if ref is not None and not isinstance(ref, Ref):
+        ref = Ref.parse(ref, tag_required=False)
+    store = open_store(store)
+    if ref is None:
+        return Listing(store=store.uri, releases=[
+            ReleaseSummary(name=name, versions=store.versions(name), channels=_channels(store, name))
+            for name in store.names()])
+    if ref.tag is not None:
+        resolved = resolve(store, ref)
+        return Listing(store=store.uri, name=ref.name, manifest=resolved.manifest)
+    versions = []
+    for version in store.versions(ref.name):
+        data = store.read_manifest(ref.name, version)
+        if data is None:  # a folder a killed publisher left without its manifest
+            continue
+        manifest = parse_manifest(data, store, ref.name, version)
+        check = manifest.content.check
+        versions.append(VersionSummary(
+            version=version, engines=len(manifest.content.engines),
+            size_bytes=sum(e.plan.size_bytes for e in manifest.content.engines), published_at=manifest.published.at,
+            check="not run" if check is None else "passed" if check.passed else "failed"))
+    if not versions:
+        raise InvalidInput(f"{ref.name}: no such release in {store.uri}; {what_there_is(store, ref.name)}")
+    return Listing(store=store.uri, name=ref.name, versions=versions, channels=_channels(store, ref.name))
+
+
+def _channels(store: Store, name: str) -> dict[str, str]:
+    channels = {}
+    for channel in store.channels(name):
+        record = read_channel(store, name, channel)
+        if record is not None:
+            channels[channel] = record[0].version
+    return channels

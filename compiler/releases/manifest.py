@@ -1,0 +1,101 @@
+"""A release as the store holds it: its manifest and channel records, each refused when damaged, and who
+published or moved it. Every other reader of releases (pull, promote, ls, publish, export) reads through here."""
+
+from __future__ import annotations
+
+import getpass
+import os
+import socket
+import time
+from pathlib import PurePosixPath
+
+from pydantic import BaseModel
+
+from compiler.core.errors import CheckFailed, InvalidInput
+from compiler.core.files import hash_json
+from compiler.core.records import ChannelRecord, Provenance, ReleaseManifest, parse_record
+from compiler.stores import Store, open_store
+from compiler.stores.base import VERSION, Ref, manifest_key
+
+
+def provenance() -> Provenance:
+    """Who is publishing or promoting, from where, and when (UTC)."""
+    from compiler import version
+
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry (containers)
+        user = f"uid {os.getuid()}"
+    return Provenance(by=user, at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), host=socket.gethostname(),
+                      tool_version=version())
+
+
+def damaged(store: Store, key: str, what: str) -> CheckFailed:
+    return CheckFailed(f"store {store.uri}: {key} is damaged ({what}); publish it again or ask who owns the store")
+
+
+def parse_manifest(data: bytes, store: Store, name: str, version: str) -> ReleaseManifest:
+    """A manifest as the store returned it, refused (exit 1) unless it is whole, ours, of this version, and its
+    content still hashes to the digest it was published with."""
+    key = manifest_key(name, version)
+    try:
+        manifest = parse_record(data, PurePosixPath(key), ReleaseManifest, "publish it again")  # type: ignore[arg-type]
+    except InvalidInput as exc:
+        raise damaged(store, key, str(exc).removeprefix(f"{key}: ")) from None
+    if (manifest.content.name, manifest.content.version) != (name, version):
+        raise damaged(store, key, f"it describes {manifest.content.name}@{manifest.content.version}")
+    if hash_json(manifest.content.model_dump(mode="json")) != manifest.content_sha256:
+        raise damaged(store, key, "its content does not hash to its content_sha256: edited after publishing")
+    return manifest
+
+
+class Resolved(BaseModel):
+    ref: str
+    version: str
+    channel: str | None
+    manifest: ReleaseManifest
+
+
+def resolve(store: str | Store, ref: str | Ref) -> Resolved:
+    """``NAME@VERSION`` or ``NAME@CHANNEL`` to its manifest (a tag is tried as a version, then as a channel)."""
+    ref = ref if isinstance(ref, Ref) else Ref.parse(ref)
+    store = open_store(store)
+    data = store.read_manifest(ref.name, ref.tag)
+    channel = None
+    if data is None and ref.may_be_channel:
+        record = read_channel(store, ref.name, ref.tag)
+        if record is not None:
+            channel = ref.tag
+            data = store.read_manifest(ref.name, record[0].version)
+            if data is None:
+                raise damaged(store, f"channels/{ref.name}/{channel}",
+                               f"it points at {record[0].version}, which has no manifest")
+    if data is None:
+        raise InvalidInput(f"{ref}: no such version or channel in {store.uri}; {what_there_is(store, ref.name)}")
+    version = record[0].version if channel else ref.tag
+    return Resolved(ref=str(ref), version=version, channel=channel,
+                    manifest=parse_manifest(data, store, ref.name, version))
+
+
+def what_there_is(store: Store, name: str) -> str:
+    versions, channels = store.versions(name), store.channels(name)
+    if not versions:
+        names = store.names()
+        return f"releases there: {', '.join(names[:20]) or 'none'}"
+    return (f"versions: {', '.join(versions[-20:])}" + (f"; channels: {', '.join(channels)}" if channels else ""))
+
+
+def read_channel(store: Store, name: str, channel: str) -> tuple[ChannelRecord, str] | None:
+    found = store.read_channel(name, channel)
+    if found is None:
+        return None
+    key = f"channels/{name}/{channel}"
+    try:
+        record = parse_record(found[0], PurePosixPath(key), ChannelRecord, "promote it again")  # type: ignore[arg-type]
+    except InvalidInput as exc:
+        raise damaged(store, key, str(exc).removeprefix(f"{key}: ")) from None
+    if (record.name, record.channel) != (name, channel):
+        raise damaged(store, key, f"it describes {record.name}@{record.channel}")
+    if not VERSION.fullmatch(record.version) or ".." in record.version:
+        raise damaged(store, key, f"it points at {record.version!r}, which is no version")
+    return record, found[1]

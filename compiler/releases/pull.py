@@ -1,0 +1,194 @@
+"""Pulling one verified plan of a release for a GPU: the consumer's Python API.
+
+A serving host does::
+
+    from compiler.releases import pull
+    result = pull("s3://models/prod", "digits@stable", sku="auto", out=Path("/models/digits.plan"))
+
+and gets the one plan for its GPU's compute capability, verified against the manifest's sha256, or an error.
+Every request a pull makes is by key (manifest, channel, blob), so its cost does not grow with the store.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from compiler.core.errors import CheckFailed, EnvironmentProblem, InvalidInput
+from compiler.core.files import default_cache_dir, file_sha256, link_or_copy, write_atomic
+from compiler.core.records import RELEASE_FORMAT, ReleaseEngine, ReleaseManifest
+from compiler.releases.manifest import damaged, resolve
+from compiler.stores import Store, open_store
+from compiler.stores.base import HashingSink, Ref, check_sha256
+
+NAME_MAX = 255
+"""The longest file name (bytes) Linux filesystems take."""
+
+
+def select_engine(manifest: ReleaseManifest, *, sku: str | None = None, compute_capability: str | None = None,
+                  precision: str | None = None, tensorrt_version: str | None = None) -> ReleaseEngine:
+    """The one engine for a GPU: its compute capability exactly (as Triton's ``cc_model_filenames``), then the
+    precision and runtime version when given; among engines of one compute capability, the named SKU's own."""
+    release = f"{manifest.content.name}@{manifest.content.version}"
+    engines = [e for e in manifest.content.engines
+               if (compute_capability is None or compute_capability in e.compute_capabilities)
+               and (precision is None or e.precision == precision)
+               and (tensorrt_version is None or _same_version(e.backend.get("version", ""), tensorrt_version))]
+    if sku is not None and len(engines) > 1 and any(e.sku == sku for e in engines):
+        engines = [e for e in engines if e.sku == sku]
+    wanted = ", ".join(part for part in (
+        f"compute capability {compute_capability}" if compute_capability else "",
+        f"precision {precision}" if precision else "",
+        f"TensorRT {tensorrt_version}" if tensorrt_version else "") if part) or "any engine"
+    if len(engines) == 1:
+        return engines[0]
+    have = "; ".join(f"{e.sku} ({', '.join(e.compute_capabilities)}) {e.precision} "
+                     f"{e.backend.get('name', '?')} {e.backend.get('version', '?')}"
+                     for e in manifest.content.engines)
+    if not engines:
+        raise InvalidInput(f"{release} has no engine for {wanted}; it has: {have}")
+    choices = sorted({e.precision for e in engines})
+    hint = "add --precision " + " or ".join(choices) if len(choices) > 1 else "add --tensorrt-version or --sku"
+    raise InvalidInput(f"{release} has {len(engines)} engines for {wanted}: "
+                       f"{', '.join(f'{e.sku}/{e.precision}' for e in engines)}; {hint}")
+
+
+def _same_version(have: str, want: str) -> bool:
+    """``10.8`` matches a runtime ``10.8.0.43``: the parts given must agree."""
+    return have.split(".")[:len(want.split("."))] == want.split(".")
+
+
+def local_compute_capability() -> str:
+    """This machine's GPU's compute capability, through NVML; exit 3 when there is none or they differ."""
+    from compiler.core.gpu import list_gpus
+
+    gpus, why = list_gpus()
+    capabilities = sorted({gpu.compute_capability for gpu in gpus})
+    if not capabilities:
+        raise EnvironmentProblem(f"--sku auto: no GPU found ({why}); name the target with --sku SKU")
+    if len(capabilities) > 1:
+        raise EnvironmentProblem(f"--sku auto: this machine's GPUs differ ({', '.join(capabilities)}); name one "
+                                 "with --sku SKU")
+    return capabilities[0]
+
+
+class PulledEngine(ReleaseEngine):
+    """engine.json beside a pulled plan: the manifest's entry for it, and the release it came from."""
+
+    format_version: int = RELEASE_FORMAT
+    release: str
+    version: str
+    store: str
+
+
+class PullResult(BaseModel):
+    release: str
+    version: str
+    channel: str | None
+    sku: str
+    precision: str
+    compute_capabilities: list[str]
+    sha256: str
+    size_bytes: int
+    out: str
+    engine_json: str
+    from_cache: bool
+    seconds: float
+
+
+def pull(store: str | Store, ref: str | Ref, *, out: Path, sku: str | None = None, precision: str | None = None,
+         tensorrt_version: str | None = None, cache_dir: Path | None = None, use_cache: bool = True) -> PullResult:
+    """The one verified plan of ``ref`` for ``sku`` (a catalog name or ``auto``), written to ``out`` with
+    engine.json beside it. Nothing is written to ``out`` unless the bytes hash to the manifest's digest."""
+    started = time.monotonic()
+    ref = ref if isinstance(ref, Ref) else Ref.parse(ref)  # names first: nothing is asked of a store for a bad one
+    out = Path(out)
+    _check_out(out)
+    compute_capability = None
+    if sku == "auto":
+        compute_capability = local_compute_capability()
+    elif sku is not None:
+        from compiler.core.profiles import load_sku_catalog
+
+        compute_capability = load_sku_catalog().get(sku).compute_capability
+    store = open_store(store)
+    resolved = resolve(store, ref)
+    engine = select_engine(resolved.manifest, sku=None if sku == "auto" else sku,
+                           compute_capability=compute_capability, precision=precision,
+                           tensorrt_version=tensorrt_version)
+    name = resolved.manifest.content.name
+    from_cache = fetch_verified(store, name, engine.plan.sha256, engine.plan.size_bytes, out,
+                        (cache_dir or default_cache_dir()) / "pulls" if use_cache else None)
+    record = PulledEngine(**engine.model_dump(), release=f"{name}@{resolved.version}", version=resolved.version,
+                          store=store.uri)
+    engine_json = out.with_name("engine.json")
+    write_atomic(engine_json, record.model_dump_json(indent=2).encode())
+    return PullResult(release=str(resolved.ref), version=resolved.version, channel=resolved.channel, sku=engine.sku,
+                      precision=engine.precision, compute_capabilities=engine.compute_capabilities,
+                      sha256=engine.plan.sha256, size_bytes=engine.plan.size_bytes, out=str(out),
+                      engine_json=str(engine_json), from_cache=from_cache,
+                      seconds=round(time.monotonic() - started, 3))
+
+
+def _check_out(out: Path) -> None:
+    if len(os.fsencode(out.name)) > NAME_MAX:
+        raise InvalidInput(f"--out {out}: the file name is longer than the {NAME_MAX} bytes a file name may have; "
+                           "choose a shorter one")
+    if out.name in ("", ".", "..") or out.is_dir():
+        raise InvalidInput(f"--out {out}: give a file path for the plan (e.g. model.plan), not a folder")
+    if out.name == "engine.json":
+        raise InvalidInput(f"--out {out}: engine.json is written beside the plan; name the plan otherwise")
+    if not out.parent.is_dir():
+        raise InvalidInput(f"--out {out}: the folder {out.parent} does not exist; create it first")
+
+
+def fetch_verified(store: Store, name: str, sha256: str, size: int, out: Path, cache: Path | None) -> bool:
+    """Write the blob to ``out`` through a temporary sibling, verified; from the pull cache when it holds a good
+    copy. True when the store was not asked for the bytes."""
+    check_sha256(sha256)
+    cached = cache / "sha256" / sha256 if cache else None
+    temporary = out.with_name(f".{out.name[:200]}.{os.urandom(4).hex()}.partial")  # fits wherever out.name does
+    try:
+        if cached is not None and cached.is_file() and _verify_file(cached, sha256, size):
+            link_or_copy(cached, temporary)
+            os.replace(temporary, out)
+            return True
+        with open(temporary, "xb") as handle:
+            sink = HashingSink(handle)
+            if not store.get_blob(name, sha256, sink):
+                raise damaged(store, f"blobs/sha256/{sha256}", "the manifest names it but the store lacks it")
+            handle.flush()
+            os.fsync(handle.fileno())
+        if sink.size != size or sink.hexdigest() != sha256:
+            raise CheckFailed(f"store {store.uri}: blob sha256:{sha256} is corrupt: its {sink.size} bytes hash to "
+                              f"sha256:{sink.hexdigest()}; nothing was written to {out}; republish the release or "
+                              "repair the store")
+        if cached is not None:
+            _keep(temporary, cached)
+        os.replace(temporary, out)
+        return False
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+def _verify_file(path: Path, sha256: str, size: int) -> bool:
+    """A cached blob is used only if it still is what its name says (someone may have edited a pulled plan, which
+    shares the cache's file)."""
+    good = path.stat().st_size == size and file_sha256(path) == sha256
+    if not good:
+        path.unlink(missing_ok=True)
+    return good
+
+
+def _keep(verified: Path, cached: Path) -> None:
+    """Add a verified download to the pull cache (best effort: a full or read-only cache costs only the reuse)."""
+    try:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        staged = cached.with_name(f".{cached.name}.{os.urandom(4).hex()}")
+        link_or_copy(verified, staged)
+        os.replace(staged, cached)
+    except OSError:
+        pass
