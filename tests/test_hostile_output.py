@@ -9,7 +9,7 @@ from pathlib import Path
 
 import onnx
 import yaml
-from compiler.output import printable
+from compiler.core.text import printable
 from hypothesis import given
 from hypothesis import strategies as st
 from onnx import TensorProto, helper

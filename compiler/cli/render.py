@@ -9,11 +9,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
-
 from compiler.core.text import gate_figure, human_size, printable
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
@@ -67,7 +66,7 @@ def emit_json(result: BaseModel | dict[str, Any] | list[Any]) -> None:
     cut-short document behind a successful exit."""
     import json
 
-    data = result.model_dump(mode="json") if isinstance(result, BaseModel) else result
+    data = result.model_dump(mode="json") if hasattr(result, "model_dump") else result
     text = json.dumps(data, indent=2) + "\n"
     try:
         fd = sys.stdout.fileno()

@@ -220,11 +220,11 @@ BUILD_DAMAGE: dict[str, tuple[frozenset[int], tuple[str, ...]]] = {
     "check.json-fifo": (_codes(2), ("check.json",)), "check.json-directory": (_codes(2), ("check.json",)),
     "check.json-failed": (_codes(1), ()), "check.json-absent": (_codes(0), ()), "intact": (_codes(0), ()),
 }
-"""Issue 21 (compiler/releases/publish.py): the folder is read and verified before anything is sent: not a build folder, a
-record damaged, foreign, of another format or version, a plan that is not a regular file inside the folder, or not
-the size engine.json records: exit 2 naming the file. A failed or missing target (no engine.plan) or check, or a
-folder with nothing built, is a failed gate (1). A plan of the recorded size but other bytes is found while it is
-sent (1) and leaves no release. check.json is optional."""
+"""Issue 21 (compiler/releases/publish.py through compiler/engines/folder.py): the folder is read and verified before
+anything is sent: not a build folder, a record damaged, foreign, of another format or version, a plan that is not a
+regular file inside the folder, or not the size engine.json records: exit 2 naming the file. A failed or missing
+target (no engine.plan) or check, or a folder with nothing built, is a failed gate (1). A plan of the recorded size
+but other bytes is found while it is sent (1) and leaves no release. check.json is optional."""
 
 
 @dataclass(frozen=True)
