@@ -1,6 +1,6 @@
 """A/B of two checkouts of compile on the same machine, back to back: `compile build` wall time through the CLI.
 
-For each round, in alternating order, each checkout builds ResNet-50 (random weights, tests/synthetic.py) from a
+For each round, in alternating order, each checkout builds ResNet-50 (random weights, tests/support/synthetic.py) from a
 model file new to its build cache (a fresh copy and a fresh --cache-dir, so it is parsed and hashed as after a
 checkout), for:
 - one:    one target (rtx-4090 fp32), into an empty build cache

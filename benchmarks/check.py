@@ -7,7 +7,7 @@ the same options, the same batches). Median of alternating rounds. Also measured
 specified (the FP32 run with every intermediate as an output, which the FP16 range check needs, and one max over
 each), so that check / limit says how much of the figure is ours.
 
-The model is ``tests/synthetic.resnet(depth=50)``: ResNet-50's graph and size with random weights (fixed seed),
+The model is ``tests/support/synthetic.resnet(depth=50)``: ResNet-50's graph and size with random weights (fixed seed),
 and the samples are random too: right for timing, meaningless for accuracy (the accuracy gates may well fail;
 that is not what is measured). Nothing is downloaded. Usage:
 ``python benchmarks/check.py [--samples 64] [--rounds 3] [--image-size 224]``.

@@ -39,7 +39,7 @@ from compiler.core.records import BuildReport, EngineRecord, Status, TargetStatu
 from compiler.releases import pull  # noqa: E402
 from compiler.releases.publish import publish  # noqa: E402
 from compiler.stores import open_store  # noqa: E402
-from tests.s3server import s3_server  # noqa: E402
+from tests.support.s3server import s3_server  # noqa: E402
 
 MB = 1 << 20
 

@@ -27,7 +27,7 @@ import requests
 
 from compiler.stores.base import VerifyingReader
 from compiler.stores.oci import OciStore
-from tests.registry import start_registry
+from tests.support.registry import start_registry
 
 
 def plain(host: str, repository: str, path: Path, sha256: str) -> float:

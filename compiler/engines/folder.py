@@ -30,7 +30,7 @@ from compiler.data.model import OnnxModel, load_model
 REBUILD = "re-run compile build"
 MAX_LOG_BYTES = 64 << 20
 """build.log holds the builder's INFO and WARNING lines (KBs); a bigger file is not ours."""
-_SKU_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+_SKU_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _INPUT_FILENAME = re.compile(r"^\[INFO\] Input filename:\s+(?P<path>.+?)\s*$", re.MULTILINE)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 import tempfile
 import time
 from collections import Counter
@@ -12,10 +14,11 @@ import onnx
 from onnx import external_data_helper, helper
 from pydantic import BaseModel, PrivateAttr
 
-from compiler.backends import default_backend, load_backend
+from compiler.backends import default_backend, installed_versions, load_backend
 from compiler.backends.base import BuildSpec
 from compiler.backends.isolated import Builders
 from compiler.core.errors import CheckFailed, CompileError, InvalidInput
+from compiler.core.files import default_cache_dir, write_atomic
 from compiler.core.profiles import ProfileSet, load_profiles, load_sku_catalog, profiles_problem, validate_profiles
 from compiler.core.records import Status, StepStatus
 from compiler.data.model import OnnxModel, TensorInfo, load_model, sparse_tensors, tensor_info
@@ -174,7 +177,39 @@ def _explain(reason: str, node: onnx.NodeProto) -> str:
     return reason
 
 
+MAX_CACHED_VIEW_BYTES = 16 << 20
+"""A cached view is a few KB per thousand nodes; a bigger file is not ours and is ignored."""
+
+
 def tensorrt_view(model: OnnxModel, backend_name: str) -> TensorRTView:
+    """TensorRT's view of the model, from the inspect cache when this TensorRT version has parsed this very model
+    (by digest) before: a re-release then skips the parse."""
+    version = installed_versions().get(backend_name)
+    cached = default_cache_dir() / "inspections" / f"{backend_name}-{version}-{model.sha256}.json"
+    if version is not None:
+        view = _cached_view(cached)
+        if view is not None:
+            return view
+    view = _parse(model, backend_name)
+    if view.version == version:
+        try:
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(cached, view.model_dump_json().encode())
+        except OSError:  # a full or read-only cache costs only the reuse
+            pass
+    return view
+
+
+def _cached_view(path: Path) -> TensorRTView | None:
+    try:
+        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as handle:  # a FIFO there cannot block us
+            data = handle.read(MAX_CACHED_VIEW_BYTES + 1) if stat.S_ISREG(os.fstat(handle.fileno()).st_mode) else b""
+        return TensorRTView.model_validate_json(data) if len(data) <= MAX_CACHED_VIEW_BYTES else None
+    except (OSError, ValueError):  # missing, unreadable or damaged: parse again
+        return None
+
+
+def _parse(model: OnnxModel, backend_name: str) -> TensorRTView:
     backend = load_backend(backend_name)
     started = time.perf_counter()
     capability = backend.capability(model.path)

@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest import run_cli
 from tests.hostile import generators
 from tests.hostile.harness import TALLY, Sandbox, run
+from tests.support.cli import run_cli
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,6 @@
 """The contract every hostile case is held to, the sandbox it runs in, and the bookkeeping of a run.
 
-Each case is one real CLI run (:func:`tests.conftest.run_cli`) in a sandbox of its own::
+Each case is one real CLI run (:func:`tests.support.cli.run_cli`) in a sandbox of its own::
 
     <case>/in/        the inputs the case made; read only: bytes, mtimes and the file list must not change
     <case>/outside/   files no case may read or change (targets of links and paths leading out)
@@ -40,7 +40,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import REPO, CliResult, run_cli
+from tests.support.cli import REPO, CliResult, run_cli
 
 TIMEOUT_SECONDS = 30
 ADDRESS_SPACE = 4 << 30

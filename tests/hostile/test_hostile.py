@@ -43,9 +43,9 @@ from pathlib import Path
 import pytest
 from hypothesis import strategies as st
 
-from tests.conftest import REPO
 from tests.hostile import generators as g
 from tests.hostile.harness import PEAK_RSS, Case, Expect, Sandbox, run_cases, snapshot, snapshot_changes
+from tests.support.cli import REPO
 
 SKU = "rtx-4090"
 
@@ -78,8 +78,8 @@ def _json(flag: bool) -> list[str]:
 
 def test_the_checks_catch_what_they_look_for(tmp_path):
     """The oracle itself: each clause flags a run that breaks it, and passes one that keeps it."""
-    from tests.conftest import CliResult
     from tests.hostile.harness import Run, check
+    from tests.support.cli import CliResult
 
     def problems(code, stdout="", stderr="", expect=(2,), json_output=False, **run):
         done = Run(["x"], CliResult(code, stdout, stderr), 0.1, run.get("timed_out", False), run.get("peak"))
@@ -477,7 +477,7 @@ the recorded one, bad rules, catalog or data is exit 2 naming the file; an intac
 @pytest.fixture(scope="module")
 def check_build(tmp_path_factory) -> Path:
     """A valid fp32 build folder of the digits model, copied into every case."""
-    from tests.conftest import run_cli
+    from tests.support.cli import run_cli
 
     out = tmp_path_factory.mktemp("hostile-check") / "engines"
     result = run_cli("build", g.DIGITS_MODEL, "--profiles", g.DIGITS_PROFILES, "--sku", SKU, "--precision", "fp32",

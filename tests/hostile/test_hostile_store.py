@@ -29,9 +29,9 @@ from pathlib import Path
 import pytest
 from hypothesis import strategies as st
 
-from tests.conftest import CliResult
 from tests.hostile import generators as g
 from tests.hostile.harness import Case, Expect, Sandbox, run_cases, snapshot, snapshot_changes
+from tests.support.cli import CliResult
 
 NAME, VERSION, OTHER, CHANNEL, SKU = "digits", "1.0.0", "1.0.1", "stable", "rtx-4090"
 HUGE = (64 << 20) + 4096

@@ -1,0 +1,185 @@
+"""The build's fast reading of model inputs: it must agree with the full safe load wherever it answers,
+and leave to the full load every model that may reference external data or that it cannot vouch for."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from compiler.core.errors import InvalidInput
+from compiler.data.model import load_model
+from compiler.data.skim import skim_inputs
+from tests.support import synthetic
+from tests.support.cli import assert_clean_error, run_cli
+from tests.support.onnx_files import ONNX_LIGHT, external_model, point_external_data, save_model
+
+SHIPPED_MODELS = sorted([*(Path(onnx.__file__).parent / "backend" / "test" / "data").rglob("*.onnx"),
+                         *(Path(onnxruntime.__file__).parent / "datasets").glob("*.onnx")])
+"""The models the onnx and onnxruntime wheels ship: real networks, PyTorch-converted operators, string ops."""
+
+
+def full_load_inputs(path: Path):
+    return load_model(path, infer_shapes=False, check=False, digest=False).input_dims()
+
+
+def test_real_models_agree_with_the_full_load(tmp_path, digits_model):
+    models = [digits_model, *sorted(ONNX_LIGHT.glob("*.onnx")),
+              synthetic.resnet(tmp_path / "resnet18.onnx", depth=18, image_size=64),
+              synthetic.bert_base(tmp_path / "bert.onnx", layers=2, hidden=64, heads=2, vocab=500)]
+    assert len(models) > 10
+    for path in models:
+        skimmed = skim_inputs(path)
+        assert skimmed is not None, path
+        assert skimmed == full_load_inputs(path), path
+
+
+def test_models_onnx_and_onnxruntime_ship_agree_or_are_left_to_the_full_load():
+    answered = 0
+    for path in SHIPPED_MODELS:
+        skimmed = skim_inputs(path)
+        if skimmed is not None:
+            answered += 1
+            assert skimmed == full_load_inputs(path), path
+    assert answered > 0.9 * len(SHIPPED_MODELS) > 100
+
+
+def test_every_kind_of_input_shape(tmp_path):
+    weight = numpy_helper.from_array(np.ones((2, 2), np.float32), "w")
+    inputs = [
+        helper.make_tensor_value_info("fixed", TensorProto.FLOAT, [1, 3, 224, 224]),
+        helper.make_tensor_value_info("named", TensorProto.FLOAT, ["batch", 128]),
+        helper.make_tensor_value_info("unknown_dim", TensorProto.FLOAT, [None, 4]),
+        helper.make_tensor_value_info("unknown_rank", TensorProto.FLOAT, None),
+        helper.make_tensor_value_info("scalar", TensorProto.INT64, []),
+        helper.make_tensor_value_info("huge", TensorProto.FLOAT, [2**40, -1]),
+        helper.make_tensor_sequence_value_info("sequence", TensorProto.FLOAT, [3]),
+        helper.make_tensor_value_info("w", TensorProto.FLOAT, [2, 2]),  # an initializer listed as an input
+    ]
+    path = save_model(tmp_path / "shapes.onnx", [helper.make_node("Identity", ["fixed"], ["y"])], inputs, [Y], [weight],
+                      check=False)
+    assert skim_inputs(path) == full_load_inputs(path) == {
+        "fixed": [1, 3, 224, 224], "named": ["batch", 128], "unknown_dim": [None, 4], "unknown_rank": None,
+        "scalar": [], "huge": [2**40, -1], "sequence": None,
+    }
+
+
+def _external(tensor: TensorProto, location: str = "../outside.bin") -> TensorProto:
+    tensor.data_location = TensorProto.EXTERNAL
+    tensor.ClearField("raw_data")
+    entry = tensor.external_data.add()
+    entry.key, entry.value = "location", location
+    return tensor
+
+
+def _weights(name: str = "w") -> TensorProto:
+    return numpy_helper.from_array(np.arange(4, dtype=np.float32).reshape(2, 2), name)
+
+
+X = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 2])
+Y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 2])
+
+
+def _initializer(tmp_path):
+    return save_model(tmp_path / "m.onnx", [helper.make_node("Add", ["x", "w"], ["y"])], [X], [Y],
+                      [_external(_weights())], check=False)
+
+
+def _constant_node(tmp_path):
+    return save_model(tmp_path / "m.onnx", [helper.make_node("Constant", [], ["y"], value=_external(_weights()))],
+                      [X], [Y], check=False)
+
+
+def _subgraph_initializer(tmp_path):
+    branch = helper.make_graph([helper.make_node("Identity", ["w"], ["z"])], "b", [], [Y], [_external(_weights())])
+    branch.output[0].name = "z"
+    cond = helper.make_tensor_value_info("c", TensorProto.BOOL, [])
+    node = helper.make_node("If", ["c"], ["y"], then_branch=branch, else_branch=branch)
+    return save_model(tmp_path / "m.onnx", [node], [cond], [Y], check=False)
+
+
+def _sparse_initializer(tmp_path):
+    values = _external(numpy_helper.from_array(np.ones(2, np.float32), "s"))
+    indices = numpy_helper.from_array(np.array([0, 3], np.int64), "s_indices")
+    graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "g", [X], [Y])
+    graph.sparse_initializer.append(helper.make_sparse_tensor(values, indices, [2, 2]))
+    path = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+def _function_constant(tmp_path):
+    body = [helper.make_node("Constant", [], ["k"], value=_external(_weights())),
+            helper.make_node("Add", ["a", "k"], ["b"])]
+    function = helper.make_function("local", "add_k", ["a"], ["b"], body, [helper.make_opsetid("", 17)])
+    node = helper.make_node("add_k", ["x"], ["y"], domain="local")
+    return save_model(tmp_path / "m.onnx", [node], [X], [Y], opsets=(("", 17), ("local", 1)), check=False,
+                      functions=[function])
+
+
+def _location_key_missing(tmp_path):
+    tensor = _weights()
+    tensor.ClearField("raw_data")
+    tensor.data_location = TensorProto.EXTERNAL
+    return save_model(tmp_path / "m.onnx", [helper.make_node("Add", ["x", "w"], ["y"])], [X], [Y], [tensor],
+                      check=False)
+
+
+@pytest.mark.parametrize("make", [_initializer, _constant_node, _subgraph_initializer, _sparse_initializer,
+                                  _function_constant, _location_key_missing])
+def test_external_data_anywhere_is_left_to_the_full_load(tmp_path, make):
+    path = make(tmp_path)
+    assert skim_inputs(path) is None
+    with pytest.raises(InvalidInput, match=r"relative to the model's folder|outside the model's folder"):
+        load_model(path, infer_shapes=False, check=False, digest=False)
+
+
+def test_the_word_location_anywhere_else_only_costs_the_fast_path(tmp_path):
+    node = helper.make_node("Identity", ["x"], ["y"], doc_string="moved to a new location in v2")
+    path = save_model(tmp_path / "m.onnx", [node], [X], [Y], check=False)
+    assert skim_inputs(path) is None
+    assert full_load_inputs(path) == {"x": [2, 2]}
+
+
+def test_never_vouches_for_a_truncated_or_foreign_file(tmp_path, digits_model):
+    """Truncation (an interrupted copy) and files that are not models are left to the full load, which refuses
+    them. Damage inside a node definition is not looked for here: TensorRT's parser reads the nodes."""
+    data = digits_model.read_bytes()
+    candidates = [data[:size] for size in range(1, len(data), 97)]
+    candidates += [b"", b"\0" * 100, b"name: resnet\nlayers: 50\n", b"\x08\x08" + b"\xff" * 20, data[:-1] + b"\x80"]
+    path = tmp_path / "candidate.onnx"
+    vouched = 0
+    for content in candidates:
+        path.write_bytes(content)
+        skimmed = skim_inputs(path)
+        if skimmed is not None:
+            vouched += 1
+            assert skimmed == full_load_inputs(path)  # raises if the full load refuses what the skim accepted
+    assert vouched < len(candidates) // 50  # a prefix can end exactly between two whole fields
+
+
+def test_build_refuses_external_data_outside_the_folder_before_any_build(tmp_path, digits_model, digits_profiles):
+    path = external_model(tmp_path / "model", digits_model)
+    point_external_data(path, "../../secret.bin")
+    result = run_cli("build", path, "--profiles", digits_profiles, "--sku", "rtx-4090", "--precision", "fp32",
+                     "--out", tmp_path / "out", "--cache-dir", tmp_path / "cache")
+    assert_clean_error(result, 2, str(path), "outside the model's folder")
+    assert not (tmp_path / "out").exists()
+
+
+def test_build_with_external_data_inside_the_folder(tmp_path, digits_model, digits_profiles):
+    inline = run_cli("build", digits_model, "--profiles", digits_profiles, "--sku", "rtx-4090", "--precision", "fp32",
+                     "--out", tmp_path / "inline", "--cache-dir", tmp_path / "cache", "--json")
+    path = external_model(tmp_path / "model", digits_model)
+    external = run_cli("build", path, "--profiles", digits_profiles, "--sku", "rtx-4090", "--precision", "fp32",
+                       "--out", tmp_path / "out", "--cache-dir", tmp_path / "cache", "--json")
+    assert inline.exit_code == 0 and external.exit_code == 0, external.stderr
+    [target] = json.loads(external.stdout)["targets"]
+    assert target["status"] == "ok" and not target["cache_hit"]  # another model file: not the inline engine
+    record = json.loads((tmp_path / "out" / "rtx-4090" / "fp32" / "engine.json").read_text())
+    assert record["model_sha256"] == load_model(path).sha256  # the weights file is part of the digest

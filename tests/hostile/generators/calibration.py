@@ -1,0 +1,272 @@
+"""Calibration folders given to compile build."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hypothesis import strategies as st
+
+from tests.hostile.generators.common import (
+    AMBIGUOUS,
+    INVALID,
+    RESIGNED,
+    UNREADABLE,
+    VALID,
+    Made,
+    flip_bits,
+    make_fifo,
+    model_bytes,
+)
+from tests.hostile.generators.models import model_verdict
+
+
+def _record(folder: Path) -> dict[str, Any]:
+    return json.loads((folder / "calibration.json").read_text())
+
+
+def _save_record(folder: Path, record: Any) -> None:
+    (folder / "calibration.json").write_text(json.dumps(record, indent=2))
+
+
+def _resign(folder: Path, name: str) -> None:
+    import hashlib
+
+    record = _record(folder)
+    record["files"][name] = hashlib.sha256((folder / name).read_bytes()).hexdigest()
+    _save_record(folder, record)
+
+
+RECORD_FIELD_TYPES: dict[str, str] = {
+    "format_version": "int", "precision": "str", "method": "str?", "model": "str", "model_sha256": "str",
+    "data": "str", "data_kind": "str", "data_sha256": "str", "samples": "int", "holdout_samples": "int",
+    "batch_size": "int", "seed": "int", "options": "dict", "versions": "dict", "cache_key": "str",
+    "ranges": "dict", "trt_cache_header": "str?", "files": "dict", "out": "str", "seconds": "float",
+}
+"""calibration.json's fields (docs/formats.md) and their JSON types; ``?`` marks the nullable ones."""
+
+WRONG_VALUES: dict[str, tuple[Any, ...]] = {
+    "int": ([], {}, "abc", [1], {"v": 1}, 1.5),
+    "str": ([], {}, 5, 1.5, True, ["model.onnx"]),
+    "dict": ([], "x", 5, [["k", "v"]], True),
+    "float": ([], {}, "fast", [1.0]),
+}
+"""Values of the wrong JSON type for a field of each type, none of which a lenient reader would coerce (no
+numeric strings, no null)."""
+
+
+@dataclass(frozen=True)
+class CalibrationFolder:
+    """A copy of the session's valid int8 calibration folder, then one thing done to it."""
+
+    kind: str
+    detail: Any = None
+    where: int = 0
+
+    def write(self, box, source: Path) -> Made:
+        import shutil
+
+        folder = box.inputs / "calibration"
+        shutil.copytree(source, folder, symlinks=True)
+        verdict = INVALID
+        args: tuple[str, ...] = ()
+        names: tuple[str, ...] = ("calibration",)
+        model = folder / "model.onnx"
+        if self.kind == "intact":
+            verdict = VALID
+        elif self.kind == "record-bytes":
+            data = {"missing": None, "empty": b"", "random": bytes(range(256)) * 4, "truncated":
+                    (folder / "calibration.json").read_bytes()[: 10 + self.where % 400], "array": b"[]",
+                    "null": b"null", "string": b'"calibration"', "deep": b"[" * 100_000 + b"]" * 100_000,
+                    "deep-object": b'{"a":' * 50_000 + b"1" + b"}" * 50_000, "nan-literal": None,
+                    "utf16": json.dumps(_record(folder)).encode("utf-16"),
+                    "huge-number": None, "giant": None}[self.detail]
+            record = (folder / "calibration.json")
+            if self.detail == "missing":
+                record.unlink()
+            elif self.detail == "nan-literal":  # Python's json writes NaN: not JSON, but a float to a lenient reader
+                text = record.read_text()
+                record.write_text(text.replace('"seconds": ', '"seconds": NaN, "_": ', 1))
+                verdict = AMBIGUOUS
+            elif self.detail == "huge-number":
+                text = record.read_text()
+                record.write_text(text.replace('"samples": ', '"samples": 1' + "0" * 5000 + ', "_": ', 1))
+            elif self.detail == "giant":
+                with open(record, "ab") as handle:
+                    handle.truncate((64 << 20) + 1 + self.where % 1000)
+            else:
+                record.write_bytes(data)
+            names = ("calibration.json", "calibration")
+        elif self.kind == "field-type":
+            key, wrong = self.detail
+            record = _record(folder)
+            record[key] = wrong
+            _save_record(folder, record)
+            names = ("calibration.json",)
+        elif self.kind == "field-missing":
+            record = _record(folder)
+            del record[self.detail]
+            _save_record(folder, record)
+            names = ("calibration.json",)
+        elif self.kind == "field-unknown":
+            record = _record(folder)
+            record[self.detail] = {"hostile": True}
+            _save_record(folder, record)
+            verdict = AMBIGUOUS
+        elif self.kind == "format-version":
+            record = _record(folder)
+            record["format_version"] = self.detail
+            _save_record(folder, record)
+            names = ("calibration.json",)
+            if self.detail == "2":
+                verdict = AMBIGUOUS  # a JSON reader may take the string "2" for the number
+        elif self.kind == "precision":  # the record says one precision; the build asks for int8
+            record = _record(folder)
+            record["precision"] = self.detail
+            _save_record(folder, record)
+            names = ("calibration.json",)
+        elif self.kind == "asked-precision":  # the int8 folder, asked for another calibrated precision
+            args = ("--precision", self.detail)
+            names = ("calibration.json", "calibration")
+        elif self.kind == "model-sha256":
+            record = _record(folder)
+            record["model_sha256"] = self.detail
+            _save_record(folder, record)
+            names = ("calibration.json",)
+        elif self.kind == "files-sha256":
+            record = _record(folder)
+            record["files"]["model.onnx"] = self.detail
+            _save_record(folder, record)
+            names = ("model.onnx", "calibration.json")
+        elif self.kind == "files-list":
+            record = _record(folder)
+            record["files"] = {"nothing": {}, "no-model": {k: v for k, v in record["files"].items()
+                                                           if k != "model.onnx"},
+                               "traversal": {**record["files"], "../../outside/x": "0" * 64}}[self.detail]
+            if self.detail == "traversal":
+                verdict = AMBIGUOUS
+            _save_record(folder, record)
+            names = ("calibration.json", "model.onnx")
+        elif self.kind == "model-file":
+            outside = box.outside / "model.onnx"
+            if self.detail == "missing":
+                model.unlink()
+            elif self.detail == "directory":
+                model.unlink()
+                model.mkdir()
+            elif self.detail == "fifo":
+                model.unlink()
+                make_fifo(model)
+            elif self.detail == "symlink-out":
+                model.rename(outside)
+                model.symlink_to(outside)
+            elif self.detail == "symlink-out-fifo":
+                model.unlink()
+                make_fifo(outside)
+                model.symlink_to(outside)
+            elif self.detail == "dangling":
+                model.unlink()
+                model.symlink_to(folder / "gone.onnx")
+            elif self.detail == "hardlink-out":  # the same inode as a file outside: its bytes still match
+                model.rename(outside)
+                os.link(outside, model)
+                verdict = AMBIGUOUS
+            names = ("model.onnx", "calibration")
+        elif self.kind == "record-link":
+            record = folder / "calibration.json"
+            target = box.outside / "calibration.json" if self.detail == "out" else folder / "real.json"
+            record.rename(target)
+            record.symlink_to(target)
+            names = ("calibration.json",)
+        elif self.kind == "not-a-folder":
+            import shutil as _shutil
+
+            _shutil.rmtree(folder)
+            if self.detail == "file":
+                folder.write_bytes(b"{}")
+            elif self.detail == "fifo":
+                make_fifo(folder)
+            elif self.detail == "link-out":
+                _shutil.copytree(source, box.outside / "calibration", symlinks=True)
+                folder.symlink_to(box.outside / "calibration")
+                verdict = VALID  # the folder itself may be a link: every file resolves inside its target
+        elif self.kind == "extra-files":
+            if self.detail == "notes":
+                (folder / "notes.txt").write_text("extra\n")
+                verdict = VALID
+            elif self.detail == "subfolder":
+                (folder / "old").mkdir()
+                (folder / "old" / "model.onnx").write_bytes(b"junk")
+                verdict = VALID
+            elif self.detail == "stray-external-data":  # a model.onnx.data that model.onnx does not reference
+                (folder / "model.onnx.data").write_bytes(b"\0" * 1024)
+                verdict = AMBIGUOUS
+            elif self.detail == "link-out":  # a stray link the build never reads: refusing it is within bounds
+                (box.outside / "secret").write_text("secret\n")
+                (folder / "secret").symlink_to(box.outside / "secret")
+                verdict = AMBIGUOUS
+        elif self.kind in ("damaged-model", "damaged-model-resigned"):
+            data = model.read_bytes()
+            how, amount = self.detail
+            if how == "truncated":
+                damaged = data[: amount % len(data)]
+            elif how == "bit-flipped":
+                damaged = flip_bits(data, [(amount, amount % 8), (amount * 31 + 7, (amount + 5) % 8)])
+            else:  # another model entirely: the FP32 source
+                damaged = model_bytes()
+            model.write_bytes(damaged)
+            if self.kind == "damaged-model-resigned":
+                _resign(folder, "model.onnx")
+                verdict = RESIGNED if model_verdict(damaged) != UNREADABLE else INVALID
+            names = ("model.onnx", "calibration")
+        elif self.kind == "damaged-other-file":  # files the build does not read; the record no longer matches them
+            target = folder / self.detail
+            target.write_bytes(b"damaged\n")
+            verdict = AMBIGUOUS
+        else:
+            raise AssertionError(self.kind)
+        return Made(folder, verdict, names, args)
+
+
+def _field_type_cases() -> st.SearchStrategy[tuple[str, Any]]:
+    return st.sampled_from(sorted(RECORD_FIELD_TYPES)).flatmap(
+        lambda key: st.tuples(st.just(key), st.sampled_from(WRONG_VALUES[RECORD_FIELD_TYPES[key].rstrip("?")])))
+
+
+def calibration_recipes(kind: str) -> st.SearchStrategy[CalibrationFolder]:
+    build = functools.partial(st.builds, CalibrationFolder, st.just(kind))
+    return {
+        "intact": build(),
+        "record-bytes": build(st.sampled_from(["deep-object", "empty", "random", "truncated", "array", "null", "string",
+                                               "deep", "missing", "nan-literal", "utf16", "huge-number",
+                                               "giant"]), st.integers(0, 2**16)),
+        "field-type": build(_field_type_cases()),
+        "field-missing": build(st.sampled_from(sorted(RECORD_FIELD_TYPES))),
+        "field-unknown": build(st.sampled_from(["extra", "__class__", "report", ""])),
+        "format-version": build(st.sampled_from([2**64, 1, 3, -1, 0, 2.5, "2", None])),
+        "precision": build(st.sampled_from(["int8\n", "fp16", "fp32", "INT8", "int4", "", "fp8"])),
+        "asked-precision": build(st.sampled_from(["fp8"])),
+        "model-sha256": build(st.sampled_from(["0" * 64, "", "z" * 64, "57c4" * 16])),
+        "files-sha256": build(st.sampled_from(["0" * 64, "", "../../etc/passwd", "A" * 64])),
+        "files-list": build(st.sampled_from(["nothing", "no-model", "traversal"])),
+        "model-file": build(st.sampled_from(["symlink-out-fifo", "directory", "fifo", "symlink-out", "missing",
+                                             "dangling", "hardlink-out"])),
+        "record-link": build(st.sampled_from(["out", "inside"])),
+        "not-a-folder": build(st.sampled_from(["fifo", "file", "missing", "link-out"])),
+        "extra-files": build(st.sampled_from(["stray-external-data", "subfolder", "notes", "link-out"])),
+        "damaged-model": build(st.tuples(st.sampled_from(["bit-flipped", "truncated", "fp32-source"]),
+                                         st.integers(0, 2**20))),
+        "damaged-model-resigned": build(st.tuples(st.sampled_from(["bit-flipped", "truncated", "fp32-source"]),
+                                                  st.integers(0, 2**20))),
+        "damaged-other-file": build(st.sampled_from(["report.json", "calibration.cache"])),
+    }[kind]
+
+
+CALIBRATION_KINDS = ("intact", "record-bytes", "field-type", "field-missing", "field-unknown", "format-version",
+                     "precision", "asked-precision", "model-sha256", "files-sha256", "files-list", "model-file",
+                     "record-link", "not-a-folder", "extra-files", "damaged-model", "damaged-model-resigned",
+                     "damaged-other-file")

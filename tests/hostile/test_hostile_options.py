@@ -1,0 +1,65 @@
+"""Numeric options of `compile calibrate` outside the range their consumer takes: exit 2 naming the option,
+before any work (no output folder, no numpy or onnxruntime error)."""
+
+from __future__ import annotations
+
+import pytest
+
+from calibration import calibrate
+from compiler.core.errors import InvalidInput
+from compiler.core.options import CalibrationOptions
+from tests.support.cli import assert_clean_error, run_cli
+
+BAD = [
+    (["--holdout", "nan"], "--holdout"),
+    (["--holdout", "inf"], "--holdout"),
+    (["--holdout", "-inf"], "--holdout"),
+    (["--holdout", "-0.5"], "--holdout"),
+    (["--holdout", "0"], "--holdout"),
+    (["--holdout", "2.5"], "--holdout"),
+    (["--percentile", "nan"], "--percentile"),
+    (["--percentile", "nan", "--method", "percentile"], "--percentile"),
+    (["--percentile", "inf", "--method", "percentile"], "--percentile"),
+    (["--seed", "-1"], "--seed"),
+    (["--num-bins", "100000000", "--method", "entropy"], "--num-bins"),
+    (["--num-bins", "99999999999999999999999", "--method", "entropy"], "--num-bins"),
+    (["--num-bins", "-5", "--method", "percentile"], "--num-bins"),
+    (["--min-cosine", "nan"], "--min-cosine"),
+    (["--min-cosine", "inf"], "--min-cosine"),
+    (["--min-cosine", "1.5"], "--min-cosine"),
+    (["--min-top1", "nan"], "--min-top1"),
+    (["--min-top1", "-0.1"], "--min-top1"),
+    (["--max-abs-error", "nan"], "--max-abs-error"),
+    (["--max-abs-error", "-1"], "--max-abs-error"),
+    (["--max-abs-error", "inf"], "--max-abs-error"),
+    (["--min-cosine", "nan", "--precision", "fp16"], "--min-cosine"),
+    (["--holdout", "nan", "--precision", "fp16"], "--holdout"),
+]
+
+
+@pytest.mark.parametrize(("args", "option"), BAD, ids=[" ".join(a) for a, _ in BAD])
+def test_out_of_range_options_are_refused_before_any_work(tmp_path, digits_model, digits_data, args, option):
+    out = tmp_path / "out"
+    done = run_cli("calibrate", digits_model, "--data", digits_data, "--out", out, *args, timeout=60)
+    assert_clean_error(done, 2, option)
+    assert "internal error" not in done.stderr and "onnxruntime" not in done.stderr
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("options", [
+    {"samples": 0}, {"samples": -3}, {"batch_size": 0}, {"chunk_mb": 0}, {"seed": -1}, {"holdout": float("nan")},
+    {"num_bins": 1 << 30, "method": "entropy"}, {"percentile": float("nan"), "method": "percentile"},
+    {"min_top1": float("nan")}, {"batch_size": True}, {"holdout": True},
+])
+def test_the_api_checks_the_same_options_first(tmp_path, digits_model, digits_data, options):
+    with pytest.raises(InvalidInput, match=r"^--"):
+        calibrate(digits_model, digits_data, tmp_path / "out", CalibrationOptions(**options))
+    assert not (tmp_path / "out").exists()
+
+
+def test_in_range_extremes_still_work(tmp_path, digits_model, digits_data):
+    """Counts far beyond the data are capped by it, not errors: a whole count of held-out samples, a huge
+    --samples and --batch-size, a huge seed."""
+    done = run_cli("calibrate", digits_model, "--data", digits_data, "--out", tmp_path / "out", "--holdout", "300.0",
+                   "--samples", str(10**30), "--batch-size", str(10**30), "--seed", str(2**80), "--json")
+    assert done.exit_code == 0, done.stderr
