@@ -20,6 +20,9 @@ BACKENDS: dict[str, tuple[str, str]] = {
     "tensorrt": ("compiler.backends.tensorrt", "DatacenterTensorRTBackend"),
 }
 """Backend name -> (module, class). The module imports its TensorRT package lazily."""
+TENSORRT_MODULES = {"tensorrt-rtx": "tensorrt_rtx", "tensorrt": "tensorrt"}
+"""Backend name -> the TensorRT edition's Python module (its distribution is the same name with dashes): what
+``--version`` and ``doctor`` ask about without importing any backend."""
 
 
 def load_backend(name: str) -> TensorRTBackend:
@@ -31,8 +34,7 @@ def load_backend(name: str) -> TensorRTBackend:
 
 
 def is_installed(name: str) -> bool:
-    module, cls = BACKENDS[name]
-    return importlib.util.find_spec(getattr(importlib.import_module(module), cls).module_name) is not None
+    return importlib.util.find_spec(TENSORRT_MODULES[name]) is not None
 
 
 def installed_versions() -> dict[str, str | None]:
@@ -40,9 +42,7 @@ def installed_versions() -> dict[str, str | None]:
     import importlib.metadata
 
     versions: dict[str, str | None] = {}
-    for name in BACKENDS:
-        module, cls = BACKENDS[name]
-        package = getattr(importlib.import_module(module), cls).module_name
+    for name, package in TENSORRT_MODULES.items():
         try:
             versions[name] = importlib.metadata.version(package.replace("_", "-"))
         except importlib.metadata.PackageNotFoundError:

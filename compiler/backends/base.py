@@ -6,7 +6,9 @@ the subclasses only say which module to import and how to aim the build at a GPU
 
 from __future__ import annotations
 
+import functools
 import importlib
+import importlib.util
 import re
 import time
 from dataclasses import dataclass, field
@@ -77,16 +79,26 @@ class TensorRTBackend:
     """The length of the plan header :meth:`plan_header` reads; 0 where its layout is not known."""
 
     def __init__(self) -> None:
+        if importlib.util.find_spec(self.module_name) is None:
+            raise EnvironmentProblem(f"backend {self.name} is not installed (no module named '{self.module_name}'); "
+                                     f"run {self.install_hint}")
+
+    @functools.cached_property
+    def trt(self) -> Any:
+        """The TensorRT module, imported on first use: a build that is a cache hit never loads TensorRT."""
         try:
-            self.trt = importlib.import_module(self.module_name)
+            return importlib.import_module(self.module_name)
         except ImportError as exc:
             raise EnvironmentProblem(
                 f"backend {self.name} is not installed ({exc}); run {self.install_hint}"
             ) from None
 
-    @property
+    @functools.cached_property
     def version(self) -> str:
-        return self.trt.__version__
+        """The installed edition's version, from its package metadata where that names it (no import)."""
+        from compiler.backends import installed_versions
+
+        return installed_versions().get(self.name) or self.trt.__version__
 
     def _network(self, builder: Any) -> Any:
         """A strongly typed network: precision comes from the model (FP16 conversion, Q/DQ). TensorRT-RTX is

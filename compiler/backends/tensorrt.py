@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from compiler.backends import TENSORRT_MODULES
 from compiler.backends.base import BuildSpec, TensorRTBackend
 from compiler.core.errors import EnvironmentProblem
 from compiler.core.files import default_cache_dir, write_atomic
@@ -17,7 +18,7 @@ from compiler.core.gpu import cuda_driver_version, list_gpus
 
 class DatacenterTensorRTBackend(TensorRTBackend):
     name = "tensorrt"
-    module_name = "tensorrt"
+    module_name = TENSORRT_MODULES["tensorrt"]
     install_hint = "pip install 'trt-compile[tensorrt]' on a host with an NVIDIA GPU"
 
     def _timing_cache_path(self, spec: BuildSpec) -> Path:

@@ -9,6 +9,7 @@ when it runs, so ``compile --version`` and ``--help`` start in a blink.
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Callable
 from typing import Annotated, Any
 
@@ -57,12 +58,9 @@ debugging = {"on": False}
 
 def _print_version(value: bool) -> None:
     if value:
-        from compiler import version
-        from compiler.backends import installed_versions
-        from compiler.cli.render import console
+        from compiler.cli.render import version_line
 
-        editions = ", ".join(f"{name} {found or 'not installed'}" for name, found in installed_versions().items())
-        console.print(f"compile {version()} ({editions})")
+        sys.stdout.write(version_line() + "\n")  # plain: Rich's import would double the start-up
         raise typer.Exit()
 
 

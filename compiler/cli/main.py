@@ -11,10 +11,7 @@ import threading
 import traceback
 from contextlib import suppress
 
-import typer
-from typer.exceptions import TyperException
-
-from compiler.cli.app import app, debugging
+from compiler.cli.render import version_line
 from compiler.core.errors import STOP_SIGNALS, CompileError, ExitCode, Interrupted, note_stop, stop_received
 from compiler.core.text import printable
 
@@ -34,6 +31,9 @@ def _stop(signum: int, frame: object) -> None:
 
 def main() -> None:
     """Entry point: run the app and map failures to the contract's exit codes."""
+    if sys.argv[1:] == ["--version"]:  # what scripts probe most, answered without building the app
+        sys.stdout.write(version_line() + "\n")
+        _exit(ExitCode.OK)
     for signum in STOP_SIGNALS:
         signal.signal(signum, _stop)
     code, problem = _run_app()
@@ -47,6 +47,11 @@ def main() -> None:
 
 def _run_app() -> tuple[int, str | None]:
     """The app's exit code and its error line, if any."""
+    import typer
+    from typer.exceptions import TyperException
+
+    from compiler.cli.app import app
+
     try:
         code = app(standalone_mode=False)
         # Typer turns Ctrl-C inside a command into a silent exit 130
@@ -72,6 +77,8 @@ def _run_app() -> tuple[int, str | None]:
 
 
 def _traceback_if_debugging() -> None:
+    from compiler.cli.app import debugging
+
     if debugging["on"]:
         traceback.print_exc()
 

@@ -60,6 +60,16 @@ console = _LazyConsole(soft_wrap=False, highlight=False)
 err_console = _LazyConsole(stderr=True)
 
 
+def version_line() -> str:
+    """``compile 0.1.0 (tensorrt-rtx 1.7.1.116, tensorrt not installed)``: the tool and the TensorRT editions found,
+    without importing any of them."""
+    from compiler import version
+    from compiler.backends import installed_versions
+
+    editions = ", ".join(f"{name} {found or 'not installed'}" for name, found in installed_versions().items())
+    return f"compile {version()} ({editions})"
+
+
 def emit_json(result: BaseModel | dict[str, Any] | list[Any]) -> None:
     """Write the document straight to stdout's file until every byte is out: Python's buffered stdout drops
     the rest of a short write without a word (a disk filling up under `> report.json`), which would leave a
