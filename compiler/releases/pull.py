@@ -157,12 +157,17 @@ def fetch_verified(store: Store, name: str, sha256: str, size: int, out: Path, c
             os.replace(temporary, out)
             return True
         with open(temporary, "xb") as handle:
-            sink = HashingSink(handle)
-            if not store.get_blob(name, sha256, sink):
+            sink = HashingSink(handle, size, sha256, f"store {store.uri}: blob sha256:{sha256}")
+            try:
+                found = store.get_blob(name, sha256, sink, size)
+            except CheckFailed as exc:
+                raise CheckFailed(f"{exc}; nothing was written to {out}; republish the release or repair the "
+                                  "store") from None
+            if not found:
                 raise damaged(store, f"blobs/sha256/{sha256}", "the manifest names it but the store lacks it")
             handle.flush()
             os.fsync(handle.fileno())
-        if sink.size != size or sink.hexdigest() != sha256:
+        if not sink.matches():
             raise CheckFailed(f"store {store.uri}: blob sha256:{sha256} is corrupt: its {sink.size} bytes hash to "
                               f"sha256:{sink.hexdigest()}; nothing was written to {out}; republish the release or "
                               "repair the store")

@@ -1,8 +1,9 @@
 """A store in a local folder (the default, ``./artifacts``): the shared layout on the filesystem.
 
-Blobs are written to a temporary sibling and renamed into place; a manifest is a temporary file hard-linked to its
-name, which fails when the name exists (an exclusive create that is never half-written); a channel moves under an
-``flock`` only if it still has the content its mover read.
+Blobs and manifests are written to a temporary sibling and hard-linked to their name, which fails when the name
+exists: an exclusive create that is never half-written and never replaces a blob or manifest already there. A
+channel moves under an ``flock`` (its lock file opened without following links) only if it still has the content
+its mover read.
 """
 
 from __future__ import annotations
@@ -55,17 +56,22 @@ class LocalStore(KeyedStore):
         except OSError:
             return None
 
-    def _put(self, key: str, source: VerifyingReader) -> None:
+    def _put(self, key: str, source: VerifyingReader) -> bool:
         path = self._path(key)
         temporary = self._temporary(path)
         try:
             with open(temporary, "xb") as handle:
                 while data := source.read(CHUNK):
                     handle.write(data)
+                source.require_verified()
                 handle.flush()
                 os.fsync(handle.fileno())
             temporary.chmod(0o444)  # a blob is its digest: nobody edits it in place
-            os.replace(temporary, path)
+            try:
+                os.link(temporary, path)  # create-only: never replaces what is there under the name
+            except FileExistsError:
+                return False
+            return True
         finally:
             temporary.unlink(missing_ok=True)
 
@@ -89,12 +95,18 @@ class LocalStore(KeyedStore):
         return CheckFailed(f"store {self.root}: {key} is damaged ({what}; a store holds plain files and folders "
                            "only); publish it again or ask who owns the store")
 
-    def _stream(self, key: str, sink: Sink) -> bool:
+    def _stream(self, key: str, sink: Sink, size: int | None = None) -> bool:
         handle = self._open(key)
         if handle is None:
             return False
+        left = None if size is None else size + 1  # one byte past the expected size is enough to tell
         with handle:
-            while data := handle.read(CHUNK):
+            while left is None or left > 0:
+                data = handle.read(CHUNK if left is None else min(CHUNK, left))
+                if not data:
+                    break
+                if left is not None:
+                    left -= len(data)
                 sink.write(data)
         return True
 
