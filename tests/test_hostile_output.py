@@ -9,11 +9,11 @@ from pathlib import Path
 
 import onnx
 import yaml
-from compiler.core.text import printable
 from hypothesis import given
 from hypothesis import strategies as st
 from onnx import TensorProto, helper
 
+from compiler.core.text import printable
 from tests.conftest import assert_clean_error, run_cli
 
 FORGED = "x\nerror: forged\r\x1b[31mred\x1b]0;title\x07\x9b2J\u2028tail"
