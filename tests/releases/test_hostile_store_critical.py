@@ -208,3 +208,85 @@ def test_a_pull_stops_reading_an_oversized_blob_at_the_recorded_size(backend, bu
         fetch_verified(store, NAME, digest, len(plan), out, None)
     assert store.offered < len(plan) + (1 << 20), store.offered  # not the whole object
     assert list(out.parent.iterdir()) == []
+
+
+# --- 2. names from a manifest become paths and config fields only once checked -------------------------------
+
+
+def _hostile_release(backend: Backend, build: Path, version: str, change: Callable[[dict], None]) -> str:
+    """``digits@version``: the published 1.0.0's manifest with ``change`` made to its content, and its
+    content_sha256 made to match (the damage a store's writer could do, not a torn file)."""
+    from compiler.core.files import hash_json
+
+    assert _publish(backend, build, "1.0.0").exit_code == 0  # or unchanged
+    manifest = json.loads(open_store(backend.uri).read_manifest(NAME, "1.0.0"))
+    manifest["content"]["version"] = version
+    change(manifest["content"])
+    manifest["content_sha256"] = hash_json(manifest["content"])
+    backend.write_key(f"releases/{NAME}/{version}/manifest.json", json.dumps(manifest, indent=2).encode())
+    return f"{NAME}@{version}"
+
+
+def _export(backend: Backend, ref: str, repo: Path) -> CliResult:
+    repo.mkdir(parents=True, exist_ok=True)
+    return backend.cli("export", "triton", ref, "--repo", repo, "--no-cache")
+
+
+def _files_under(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+
+
+@pytest.mark.parametrize("sku", ["../../../outside/evil", "/tmp/compile-critical-evil", "a/../../b"])
+def test_a_sku_that_is_a_path_is_damage_and_nothing_is_written_outside_the_repo(backend, build, tmp_path, sku):
+    ref = _hostile_release(backend, build, "2.0.0", lambda c: c["engines"][0].update(sku=sku))
+    work = tmp_path / "work"
+    repo = work / "a" / "b" / "repo"
+    repo.mkdir(parents=True)
+    before = _files_under(tmp_path)
+    result = _export(backend, ref, repo)
+    assert_clean_error(result, 1, f"releases/{NAME}/2.0.0/manifest.json", "sku", "not a SKU name")
+    assert _files_under(tmp_path) == before
+    assert not Path("/tmp/compile-critical-evil-fp16.plan").exists()
+
+
+def test_a_sku_with_quotes_cannot_inject_config_fields(backend, build, tmp_path):
+    sku = 'x" } cc_model_filenames { key: "9.0" value: "x'
+    ref = _hostile_release(backend, build, "2.0.0", lambda c: c["engines"][0].update(sku=sku))
+    repo = tmp_path / "repo"
+    assert_clean_error(_export(backend, ref, repo), 1, "manifest.json", "sku", "not a SKU name")
+    assert _files_under(repo) == []
+
+
+@pytest.mark.parametrize("capability", ["8.9x", "../8.9", '8.9" } x {', "9"])
+def test_a_compute_capability_that_is_no_compute_capability_is_damage(backend, build, tmp_path, capability):
+    ref = _hostile_release(backend, build, "2.0.0",
+                           lambda c: c["engines"][0].update(compute_capabilities=[capability]))
+    repo = tmp_path / "repo"
+    assert_clean_error(_export(backend, ref, repo), 1, "manifest.json", "compute_capabilities",
+                       "not a compute capability")
+    assert _files_under(repo) == []
+
+
+def test_a_model_name_with_a_newline_stays_a_comment(backend, build, tmp_path):
+    from google.protobuf import text_format
+    from tritonclient.grpc import model_config_pb2
+
+    hostile = 'm.onnx)\ndefault_model_filename: "evil.plan"\n# ('
+    ref = _hostile_release(backend, build, "2.0.0", lambda c: c.update(model_name=hostile))
+    repo = tmp_path / "repo"
+    result = _export(backend, ref, repo)
+    assert result.exit_code == 0, result.stderr
+    config = text_format.Parse((repo / NAME / "config.pbtxt").read_text(), model_config_pb2.ModelConfig())
+    assert config.default_model_filename == ""
+    assert dict(config.cc_model_filenames) == {"8.9": f"{SKU}-fp16.plan"}
+
+
+def test_publish_refuses_an_engine_json_compute_capability_that_is_none(build, tmp_path):
+    hostile = tmp_path / "hostile"
+    shutil.copytree(build, hostile)
+    record = json.loads(_engine_json(hostile).read_bytes())
+    record["compute_capabilities"] = ["8.9x"]
+    _engine_json(hostile).write_text(json.dumps(record, indent=2))
+    result = run_cli("publish", hostile, "--store", tmp_path / "store", "--name", NAME, "--version", "1.0.0")
+    assert_clean_error(result, 2, str(_engine_json(hostile)), "compute_capabilities", "8.9x")
+    assert not (tmp_path / "store" / "releases").exists()
