@@ -137,7 +137,7 @@ class LocalStore(KeyedStore):
     def _swap(self, key: str, data: bytes, expected: Token | None) -> bool:
         path = self._path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path.with_name(f".{path.name}.lock"), "a") as lock:
+        with self._lock(key, path.with_name(f".{path.name}.lock")) as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, also if this process dies
             current = self._read(key)
             if (current[1] if current else None) != expected:
@@ -149,6 +149,27 @@ class LocalStore(KeyedStore):
             finally:
                 temporary.unlink(missing_ok=True)
         return True
+
+    def _lock(self, key: str, path: Path) -> BinaryIO:
+        """A channel's lock file, opened (created) in the store itself: a link standing there is never followed
+        (O_NOFOLLOW) and a FIFO never blocks the opener (O_NONBLOCK); either, or anything but a regular file, is
+        damaged store content."""
+        lock_key = f"{key.rpartition('/')[0]}/{path.name}"
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                         0o644)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise self._damaged(lock_key, "a symbolic link") from None
+            if exc.errno == errno.ENXIO:  # a FIFO nobody reads
+                raise self._damaged(lock_key, "a FIFO, not a regular file") from None
+            if exc.errno == errno.EISDIR:
+                raise self._damaged(lock_key, "a folder, not a regular file") from None
+            raise EnvironmentProblem(f"store {self.root}: cannot open {lock_key} ({exc.strerror or exc})") from None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise self._damaged(lock_key, "not a regular file")
+        return os.fdopen(fd, "ab")
 
     def names(self) -> list[str]:
         return [name for name in super().names() if self.versions(name)]

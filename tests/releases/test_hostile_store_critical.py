@@ -290,3 +290,42 @@ def test_publish_refuses_an_engine_json_compute_capability_that_is_none(build, t
     result = run_cli("publish", hostile, "--store", tmp_path / "store", "--name", NAME, "--version", "1.0.0")
     assert_clean_error(result, 2, str(_engine_json(hostile)), "compute_capabilities", "8.9x")
     assert not (tmp_path / "store" / "releases").exists()
+
+
+# --- 3. promote's lock file stays in the store ------------------------------------------------------------------
+
+
+def _local_release(build: Path, tmp_path: Path) -> Backend:
+    backend = _local(tmp_path)
+    assert _publish(backend, build, "1.0.0").exit_code == 0
+    (Path(backend.uri) / "channels" / NAME).mkdir(parents=True, exist_ok=True)
+    return backend
+
+
+def test_a_symlinked_lock_is_damage_and_never_followed(build, tmp_path):
+    backend = _local_release(build, tmp_path)
+    outside = tmp_path / "outside" / "created-by-promote"
+    outside.parent.mkdir()
+    lock = Path(backend.uri) / "channels" / NAME / ".stable.lock"
+    lock.symlink_to(outside)
+    result = backend.cli("promote", f"{NAME}@1.0.0", "--channel", "stable", timeout=60)
+    assert_clean_error(result, 1, f"channels/{NAME}/.stable.lock", "symbolic link")
+    assert list(outside.parent.iterdir()) == []
+    assert not (Path(backend.uri) / "channels" / NAME / "stable").exists()
+
+
+def test_a_fifo_lock_is_damage_and_never_blocks(build, tmp_path):
+    backend = _local_release(build, tmp_path)
+    lock = Path(backend.uri) / "channels" / NAME / ".stable.lock"
+    os.mkfifo(lock)
+    result = backend.cli("promote", f"{NAME}@1.0.0", "--channel", "stable", timeout=60)
+    assert_clean_error(result, 1, f"channels/{NAME}/.stable.lock", "FIFO")
+    assert not (Path(backend.uri) / "channels" / NAME / "stable").exists()
+
+
+def test_a_promote_creates_its_lock_inside_the_store(build, tmp_path):
+    backend = _local_release(build, tmp_path)
+    result = backend.cli("promote", f"{NAME}@1.0.0", "--channel", "stable")
+    assert result.exit_code == 0, result.stderr
+    lock = Path(backend.uri) / "channels" / NAME / ".stable.lock"
+    assert lock.is_file() and not lock.is_symlink()
