@@ -329,3 +329,78 @@ def test_a_promote_creates_its_lock_inside_the_store(build, tmp_path):
     assert result.exit_code == 0, result.stderr
     lock = Path(backend.uri) / "channels" / NAME / ".stable.lock"
     assert lock.is_file() and not lock.is_symlink()
+
+
+# --- majors: pull --out onto what is not a regular file; pulled plans are copies; pipeline versions --------------
+
+
+def _published_local(build: Path, tmp_path: Path) -> Backend:
+    backend = _local(tmp_path)
+    assert _publish(backend, build, "1.0.0").exit_code == 0
+    return backend
+
+
+def _assert_pull_refused_onto(backend: Backend, out: Path, kind: Callable[[int], bool]) -> None:
+    import stat
+
+    result = backend.cli("pull", f"{NAME}@1.0.0", "--sku", SKU, "--out", out, "--no-cache", timeout=60)
+    assert_clean_error(result, 2, str(out), "not a regular file")
+    assert kind(os.lstat(out).st_mode) and not stat.S_ISREG(os.lstat(out).st_mode)
+    assert sorted(p.name for p in out.parent.iterdir()) == [out.name]
+
+
+def test_pull_out_onto_a_fifo_is_refused(build, tmp_path):
+    import stat
+
+    backend = _published_local(build, tmp_path)
+    out = tmp_path / "out" / "digits.plan"
+    out.parent.mkdir()
+    os.mkfifo(out)
+    _assert_pull_refused_onto(backend, out, stat.S_ISFIFO)
+
+
+def test_pull_out_onto_a_device_node_is_refused(build, tmp_path):
+    import stat
+
+    backend = _published_local(build, tmp_path)
+    out = tmp_path / "out" / "null"
+    out.parent.mkdir()
+    try:
+        os.mknod(out, stat.S_IFCHR | 0o666, os.makedev(1, 3))  # what /dev/null is
+    except PermissionError:
+        pytest.skip("no permission to make a device node here")
+    _assert_pull_refused_onto(backend, out, stat.S_ISCHR)
+
+
+def test_a_pulled_plan_is_a_copy_not_a_link_to_the_pull_cache(build, tmp_path):
+    digest, plan = _plan(build)
+    backend = _published_local(build, tmp_path)
+    cache = tmp_path / "cache"
+    out = tmp_path / "out"
+    out.mkdir()
+    for attempt in ("first", "second"):  # the first fills the cache, the second is served from it
+        pulled = run_cli("pull", f"{NAME}@1.0.0", "--sku", SKU, "--out", out / f"{attempt}.plan", "--store",
+                         backend.uri, env={**backend.env, "COMPILE_CACHE_DIR": str(cache)})
+        assert pulled.exit_code == 0, pulled.stderr
+    cached = cache / "pulls" / "sha256" / digest
+    assert cached.read_bytes() == plan
+    for attempt in ("first", "second"):
+        assert os.stat(out / f"{attempt}.plan").st_nlink == 1
+        assert not os.path.samefile(out / f"{attempt}.plan", cached)
+    with open(out / "first.plan", "r+b") as handle:  # a consumer edits its plan in place
+        handle.write(b"edited")
+    assert cached.read_bytes() == plan
+
+
+def test_a_pipeline_version_that_yaml_reads_as_a_number_is_refused(tmp_path):
+    example = Path(__file__).resolve().parents[2] / "pipelines" / "example.yaml"
+    text = example.read_text().replace("version: 1.0.0", "version: 1.10")
+    assert "version: 1.10" in text
+    pipeline = tmp_path / "pipelines" / "p.yaml"
+    pipeline.parent.mkdir()
+    pipeline.write_text(text.replace("../", str(example.parents[1]) + "/"))
+    result = run_cli("plan", pipeline, "--format", "json")
+    if result.exit_code == 0:  # kept as written, never 1.1
+        assert '"1.10"' in result.stdout and '"1.1"' not in result.stdout
+    else:
+        assert_clean_error(result, 2, "version", "1.10")
