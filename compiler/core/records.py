@@ -9,13 +9,14 @@ line, never a crash in the stage that trusted it.
 from __future__ import annotations
 
 import os
+import re
 import stat
 from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import AfterValidator, BaseModel, ValidationError
 
 from compiler.core.errors import InvalidInput
 from compiler.core.profiles import ShapeProfile
@@ -23,6 +24,29 @@ from compiler.core.profiles import ShapeProfile
 Progress = Callable[[str, int, int], None]
 """How a long stage reports: (phase, steps done, steps total). Builds report TensorRT's phases, calibration
 its samples."""
+
+
+SKU_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+COMPUTE_CAPABILITY_NAME = re.compile(r"[0-9]{1,2}\.[0-9]{1,2}")
+
+
+def _sku_name(value: str) -> str:
+    if not SKU_NAME.fullmatch(value) or ".." in value:
+        raise ValueError(f"{value[:80]!r} is not a SKU name (1 to 64 of A-Z a-z 0-9 . _ -, starting with a letter "
+                         "or digit, no '..')")
+    return value
+
+
+def _compute_capability(value: str) -> str:
+    if not COMPUTE_CAPABILITY_NAME.fullmatch(value):
+        raise ValueError(f"{value[:80]!r} is not a compute capability (<major>.<minor>, e.g. 8.9)")
+    return value
+
+
+SkuName = Annotated[str, AfterValidator(_sku_name)]
+"""A SKU as records name it; it becomes a folder and file name (build folders, Triton plan files)."""
+ComputeCapability = Annotated[str, AfterValidator(_compute_capability)]
+"""``<major>.<minor>``, exactly as Triton's ``cc_model_filenames`` keys it."""
 
 
 class Precision(StrEnum):
@@ -78,8 +102,8 @@ class EngineRecord(BaseModel):
     model_sha256: str
     built_model_sha256: str
     calibration_sha256: str | None
-    sku: str
-    compute_capabilities: list[str]
+    sku: SkuName
+    compute_capabilities: list[ComputeCapability]
     precision: Precision
     backend: dict[str, str]
     profiles: list[ShapeProfile]
@@ -329,8 +353,8 @@ class BlobRef(BaseModel):
 class ReleaseEngine(BaseModel):
     """One plan of a release and what decides where it runs; a serving host resolves on these fields."""
 
-    sku: str
-    compute_capabilities: list[str]
+    sku: SkuName
+    compute_capabilities: list[ComputeCapability]
     precision: Precision
     profiles: list[ShapeProfile]
     backend: dict[str, str]

@@ -15,6 +15,7 @@ from compiler.core.digest import finish_model_digest, hash_model_file
 from compiler.core.errors import InvalidInput
 from compiler.core.files import default_cache_dir, file_sha256
 from compiler.core.records import (
+    SKU_NAME,
     BuildReport,
     EngineRecord,
     LayersRecord,
@@ -30,7 +31,6 @@ from compiler.data.model import OnnxModel, load_model
 REBUILD = "re-run compile build"
 MAX_LOG_BYTES = 64 << 20
 """build.log holds the builder's INFO and WARNING lines (KBs); a bigger file is not ours."""
-_SKU_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _INPUT_FILENAME = re.compile(r"^\[INFO\] Input filename:\s+(?P<path>.+?)\s*$", re.MULTILINE)
 
@@ -85,7 +85,7 @@ def read_build(root: Path, *, hash_plans: bool = True) -> BuildFolder:
     seen: set[tuple[str, str]] = set()
     targets = []
     for status in report.targets:
-        if not _SKU_NAME.fullmatch(status.sku) or ".." in status.sku:
+        if not SKU_NAME.fullmatch(status.sku) or ".." in status.sku:
             raise InvalidInput(f"{record}: target SKU {status.sku[:80]!r} is not a SKU name; {REBUILD}")
         if (status.sku, status.precision) in seen:
             raise InvalidInput(f"{record}: target {status.sku}/{status.precision} is listed twice; {REBUILD}")

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from compiler.core.errors import Conflict, InvalidInput
+from compiler.core.errors import Conflict, EnvironmentProblem, InvalidInput
 from compiler.core.files import default_cache_dir, write_atomic
 from compiler.core.records import ReleaseEngine, ReleaseManifest, TensorSignature
 from compiler.releases.manifest import resolve
@@ -139,7 +139,11 @@ def _body(config: bytes) -> bytes:
 
 def render_config(name: str, manifest: ReleaseManifest, engines: list[ReleaseEngine], plans: dict[str, str],
                   default_plan: str | None = None) -> str:
-    """config.pbtxt: Triton's ModelConfig in protobuf text format."""
+    """config.pbtxt: Triton's ModelConfig message (tritonclient's ``model_config_pb2``), built field by field and
+    printed in protobuf text format, one field a line with comments naming the release and its profiles. The text
+    is parsed back and must give the very message built, so nothing a manifest holds (a tensor name with a quote,
+    a newline in a comment) can add a field."""
+    model_config_pb2, text_format = _protobuf()
     content = manifest.content
     release = f"{content.name}@{content.version}"
     if not content.inputs or not content.outputs:
@@ -149,36 +153,75 @@ def render_config(name: str, manifest: ReleaseManifest, engines: list[ReleaseEng
     if any(e.profiles != profiles for e in engines):
         raise InvalidInput(f"{release}: its engines were built with different shape profiles; one Triton model "
                            "needs one profile list")
-    lines = [f"# {release} ({content.model_name}, sha256 {content.model_sha256[:12]}), written by compile export "
-             "triton", f'name: "{name}"', 'platform: "tensorrt_plan"',
-             "max_batch_size: 0  # the batch dimension is explicit in dims"]
-    lines += [_tensor("input", tensor, release) for tensor in content.inputs]
-    lines += [_tensor("output", tensor, release) for tensor in content.outputs]
+    config = model_config_pb2.ModelConfig(name=name, platform="tensorrt_plan", max_batch_size=0)
+    for kind, tensors in (("input", content.inputs), ("output", content.outputs)):
+        for tensor in tensors:
+            _tensor(getattr(config, kind).add(), kind, tensor, release, model_config_pb2)
     for capability, file in plans.items():
-        lines.append(f'cc_model_filenames {{ key: "{capability}" value: "{file}" }}')
+        config.cc_model_filenames[capability] = file
     if default_plan is not None:
-        lines.append(f'default_model_filename: "{plans[default_plan]}"')
+        config.default_model_filename = plans[default_plan]
+    group = config.instance_group.add(kind=model_config_pb2.ModelInstanceGroup.KIND_GPU, count=1)
+    group.profile.extend(str(index) for index in range(len(profiles)))
+
+    lines = [_comment(f"{release} ({content.model_name}, sha256 {content.model_sha256[:12]}), written by compile "
+                      "export triton"), f"name: {_string(config.name)}", f"platform: {_string(config.platform)}",
+             f"max_batch_size: {config.max_batch_size}  # the batch dimension is explicit in dims"]
+    for kind in ("input", "output"):
+        for tensor in getattr(config, kind):
+            dims = ", ".join(str(d) for d in tensor.dims)
+            lines.append(f"{kind} [ {{ name: {_string(tensor.name)} data_type: "
+                         f"{model_config_pb2.DataType.Name(tensor.data_type)} dims: [ {dims} ] }} ]")
+    for capability in plans:
+        lines.append(f"cc_model_filenames {{ key: {_string(capability)} value: "
+                     f"{_string(config.cc_model_filenames[capability])} }}")
+    if config.default_model_filename:
+        lines.append(f"default_model_filename: {_string(config.default_model_filename)}")
     for index, profile in enumerate(profiles):
         shapes = "; ".join(f"{tensor} min {r.min} opt {r.opt} max {r.max}" for tensor, r in profile.shapes.items())
-        lines.append(f"# profile {index} ({profile.name}): {shapes}")
-    indices = ", ".join(f'"{index}"' for index in range(len(profiles)))
-    lines.append(f"instance_group [ {{ kind: KIND_GPU count: 1 profile: [ {indices} ] }} ]")
-    return "\n".join(lines) + "\n"
+        lines.append(_comment(f"profile {index} ({profile.name}): {shapes}"))
+    for group in config.instance_group:
+        indices = ", ".join(_string(index) for index in group.profile)
+        lines.append(f"instance_group [ {{ kind: {model_config_pb2.ModelInstanceGroup.Kind.Name(group.kind)} "
+                     f"count: {group.count} profile: [ {indices} ] }} ]")
+    text = "\n".join(lines) + "\n"
+    if text_format.Parse(text, model_config_pb2.ModelConfig()) != config:  # a guard: never expected to fire
+        raise InvalidInput(f"{release}: config.pbtxt would not say what its ModelConfig says; not written")
+    return text
 
 
-def _tensor(kind: str, tensor: TensorSignature, release: str) -> str:
+def _protobuf():
+    try:
+        from google.protobuf import text_format
+        from tritonclient.grpc import model_config_pb2
+    except ImportError as exc:
+        raise EnvironmentProblem(f"compile export triton writes config.pbtxt with tritonclient's ModelConfig, which "
+                                 f"is not installed ({exc}); install the [triton] extra") from None
+    return model_config_pb2, text_format
+
+
+def _tensor(message, kind: str, tensor: TensorSignature, release: str, model_config_pb2) -> None:
     data_type = TRITON_TYPES.get(tensor.dtype)
     if data_type is None:
         raise InvalidInput(f"{release}: {kind} {tensor.name!r} is of type {tensor.dtype}, which Triton has no "
                            "type for")
     if tensor.shape is None:
         raise InvalidInput(f"{release}: {kind} {tensor.name!r} has no known rank; Triton needs its dims")
-    dims = ", ".join(str(d) if isinstance(d, int) and d >= 0 else "-1" for d in tensor.shape)
-    return f'{kind} [ {{ name: "{_quoted(tensor.name)}" data_type: {data_type} dims: [ {dims} ] }} ]'
+    message.name = tensor.name
+    message.data_type = model_config_pb2.DataType.Value(data_type)
+    message.dims.extend(d if isinstance(d, int) and d >= 0 else -1 for d in tensor.shape)
 
 
-def _quoted(text: str) -> str:
-    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+def _string(text: str) -> str:
+    """A protobuf text-format string literal (quotes, backslashes and control characters escaped)."""
+    from google.protobuf import text_encoding
+
+    return f'"{text_encoding.CEscape(text, as_utf8=True)}"'
+
+
+def _comment(text: str) -> str:
+    """A comment line, its text kept to one line (a manifest's model or profile name could hold a newline)."""
+    return "# " + "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in text)
 
 
 def _stage(store: Store, name: str, files: dict[str, ReleaseEngine], target: Path, cache: Path | None) -> None:

@@ -36,6 +36,9 @@ class ReleaseSpec(_Strict):
     @field_validator("version", mode="before")
     @classmethod
     def _version(cls, value: Any) -> str:
+        if isinstance(value, float):  # YAML reads 1.10 as the number 1.1: the version meant is lost
+            raise ValueError(f"{value!r} was read as a number (YAML reads 1.10 as 1.1); quote the version, e.g. "
+                             'version: "1.10"')
         return _as_value_error(check_version, value if isinstance(value, str) else str(value))
 
 

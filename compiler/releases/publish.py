@@ -34,7 +34,7 @@ from compiler.core.records import (
     read_record_bytes,
 )
 from compiler.engines.folder import Target, read_build
-from compiler.releases.manifest import parse_manifest, provenance
+from compiler.releases.manifest import damaged, parse_manifest, provenance
 from compiler.stores import Store, open_store
 from compiler.stores.base import VerifyingReader, check_name, check_version, staging_key
 
@@ -237,16 +237,25 @@ def merge_contents(parts: list[ReleaseContent]) -> ReleaseContent:
 
 
 def _upload_missing(store: Store, name: str, blobs: list[_Blob], progress: Progress | None) -> tuple[list[_Blob], int]:
-    """Send the blobs the store lacks (by digest); a blob of the wrong size there is damaged and sent again."""
+    """Send the blobs the store lacks (by digest), each verified as it is read. Blobs are create-only: one of the
+    digest already there is never replaced, so a stored blob of another size than these verified bytes is damaged
+    store content (exit 1), left for its owner to repair."""
     uploaded: list[_Blob] = []
     unique = list({blob.ref.sha256: blob for blob in blobs}.values())
     for done, blob in enumerate(unique):
         if progress:
             progress("upload", done, len(unique))
-        if store.blob_size(name, blob.ref.sha256) == blob.ref.size_bytes:
+        stored = store.blob_size(name, blob.ref.sha256)
+        if stored == blob.ref.size_bytes:
             continue
         with VerifyingReader(blob.path, blob.ref.sha256, blob.ref.size_bytes) as source:
-            store.put_blob(name, blob.ref.sha256, source)
+            created = store.put_blob(name, blob.ref.sha256, source)
+        if not created or stored is not None:
+            stored = store.blob_size(name, blob.ref.sha256)
+            if stored != blob.ref.size_bytes:
+                raise damaged(store, f"blobs/sha256/{blob.ref.sha256}",
+                              f"{stored} bytes stored, while the {blob.ref.size_bytes} bytes of {blob.path} hash "
+                              "to its digest; it is never replaced")
         uploaded.append(blob)
     if progress:
         progress("upload", len(unique), len(unique))

@@ -12,13 +12,14 @@ Every request a pull makes is by key (manifest, channel, blob), so its cost does
 from __future__ import annotations
 
 import os
+import stat
 import time
 from pathlib import Path
 
 from pydantic import BaseModel
 
 from compiler.core.errors import CheckFailed, EnvironmentProblem, InvalidInput
-from compiler.core.files import default_cache_dir, file_sha256, link_or_copy, write_atomic
+from compiler.core.files import copy_file, default_cache_dir, file_sha256, write_atomic
 from compiler.core.records import RELEASE_FORMAT, ReleaseEngine, ReleaseManifest
 from compiler.releases.manifest import damaged, resolve
 from compiler.stores import Store, open_store
@@ -143,6 +144,16 @@ def _check_out(out: Path) -> None:
         raise InvalidInput(f"--out {out}: engine.json is written beside the plan; name the plan otherwise")
     if not out.parent.is_dir():
         raise InvalidInput(f"--out {out}: the folder {out.parent} does not exist; create it first")
+    for path in (out, out.with_name("engine.json")):
+        try:
+            mode = os.lstat(path).st_mode
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise InvalidInput(f"--out {out}: cannot look at {path} ({exc.strerror or exc})") from None
+        if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):  # a link is replaced, never written through
+            raise InvalidInput(f"--out {out}: {path} is a device, FIFO or socket, not a regular file; a pull "
+                               "replaces regular files only: give another path")
 
 
 def fetch_verified(store: Store, name: str, sha256: str, size: int, out: Path, cache: Path | None) -> bool:
@@ -153,16 +164,21 @@ def fetch_verified(store: Store, name: str, sha256: str, size: int, out: Path, c
     temporary = out.with_name(f".{out.name[:200]}.{os.urandom(4).hex()}.partial")  # fits wherever out.name does
     try:
         if cached is not None and cached.is_file() and _verify_file(cached, sha256, size):
-            link_or_copy(cached, temporary)
+            copy_file(cached, temporary)  # a copy: editing the pulled plan must not change the cache
             os.replace(temporary, out)
             return True
         with open(temporary, "xb") as handle:
-            sink = HashingSink(handle)
-            if not store.get_blob(name, sha256, sink):
+            sink = HashingSink(handle, size, sha256, f"store {store.uri}: blob sha256:{sha256}")
+            try:
+                found = store.get_blob(name, sha256, sink, size)
+            except CheckFailed as exc:
+                raise CheckFailed(f"{exc}; nothing was written to {out}; republish the release or repair the "
+                                  "store") from None
+            if not found:
                 raise damaged(store, f"blobs/sha256/{sha256}", "the manifest names it but the store lacks it")
             handle.flush()
             os.fsync(handle.fileno())
-        if sink.size != size or sink.hexdigest() != sha256:
+        if not sink.matches():
             raise CheckFailed(f"store {store.uri}: blob sha256:{sha256} is corrupt: its {sink.size} bytes hash to "
                               f"sha256:{sink.hexdigest()}; nothing was written to {out}; republish the release or "
                               "repair the store")
@@ -175,8 +191,8 @@ def fetch_verified(store: Store, name: str, sha256: str, size: int, out: Path, c
 
 
 def _verify_file(path: Path, sha256: str, size: int) -> bool:
-    """A cached blob is used only if it still is what its name says (someone may have edited a pulled plan, which
-    shares the cache's file)."""
+    """A cached blob is used only if it still is what its name says (a pulled plan is a copy, never a link to the
+    cache, but the cache itself may have been edited)."""
     good = path.stat().st_size == size and file_sha256(path) == sha256
     if not good:
         path.unlink(missing_ok=True)
@@ -188,7 +204,7 @@ def _keep(verified: Path, cached: Path) -> None:
     try:
         cached.parent.mkdir(parents=True, exist_ok=True)
         staged = cached.with_name(f".{cached.name}.{os.urandom(4).hex()}")
-        link_or_copy(verified, staged)
+        copy_file(verified, staged)
         os.replace(staged, cached)
     except OSError:
         pass

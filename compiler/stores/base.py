@@ -2,8 +2,9 @@
 
 A store holds content-addressed blobs, one immutable manifest per release version and movable channels. The
 release logic (publish, resolve, pull, promote) lives above this interface and is written once; a backend only
-moves bytes and keeps three promises: a blob is never visible half-written, a manifest is created at most once,
-and a channel moves only from the state its mover read (compare and swap).
+moves bytes and keeps three promises: a blob is never visible half-written or unverified, a blob and a manifest
+are each created at most once (never replaced), and a channel moves only from the state its mover read (compare
+and swap).
 """
 
 from __future__ import annotations
@@ -97,13 +98,16 @@ class Store(ABC):
         """The stored blob's size, or None when the store lacks it."""
 
     @abstractmethod
-    def put_blob(self, name: str, sha256: str, source: VerifyingReader) -> None:
-        """Store the bytes ``source`` reads under their digest, visible only once whole. ``source`` raises
-        :class:`CheckFailed` when the bytes do not hash to ``sha256``; the blob must then not appear."""
+    def put_blob(self, name: str, sha256: str, source: VerifyingReader) -> bool:
+        """Store the bytes ``source`` reads under their digest, visible only once whole and verified
+        (``source.require_verified()``), and create-only: True when this call created the blob, False when a blob
+        of that digest was already there, which is never replaced. ``source`` raises :class:`CheckFailed` when
+        the bytes are not ``source.size`` bytes hashing to ``sha256``; the blob must then not appear."""
 
     @abstractmethod
-    def get_blob(self, name: str, sha256: str, sink: Sink) -> bool:
-        """Write the blob's bytes to ``sink`` in order; False when there is no such blob."""
+    def get_blob(self, name: str, sha256: str, sink: Sink, size: int | None = None) -> bool:
+        """Write the blob's bytes to ``sink`` in order; False when there is no such blob. ``size``: the size the
+        caller expects, past which the backend need not read (the sink refuses more)."""
 
     @abstractmethod
     def create_manifest(self, name: str, version: str, data: bytes) -> bytes | None:
@@ -147,26 +151,55 @@ class Store(ABC):
 
 
 class VerifyingReader:
-    """A file read once, hashed as it goes: the read that reaches the expected size raises :class:`CheckFailed`
-    unless the bytes hash to the expected digest, so a backend that stops on the error (a multipart upload
-    aborts, a temporary file is removed) never stores bytes under a digest they do not have."""
+    """A file read once, hashed as it goes, against the size and sha256 it must have. Every stream is checked,
+    an empty one included: the read that reaches the expected size (the first read, for 0 bytes) also looks one
+    byte further and raises :class:`CheckFailed` if there is more, or if the bytes do not hash to the digest; a
+    read that ends early raises too. So a reader never hands out a byte past the expected size, and a backend
+    that stops on the error (a multipart upload aborts, a temporary file is removed) never stores bytes under a
+    digest they do not have. A backend makes a blob visible only once :attr:`verified` is true."""
 
     def __init__(self, path: Path, sha256: str, size: int) -> None:
         self.path, self.sha256, self.size = path, sha256, size
         self._handle = open(path, "rb")  # noqa: SIM115 - closed by close(), as the uploads that read it expect
         self._hash = hashlib.sha256()
         self.read_bytes = 0
+        self.verified = False
 
     def read(self, amount: int = -1) -> bytes:
-        data = self._handle.read(amount if amount is not None and amount >= 0 else self.size - self.read_bytes + 1)
+        if self.verified:
+            return b""
+        remaining = self.size - self.read_bytes
+        if amount is None or amount < 0 or amount > remaining:
+            amount = remaining
+        data = self._handle.read(amount) if amount else b""
         self.read_bytes += len(data)
         self._hash.update(data)
-        if self.read_bytes > self.size or (not data and self.read_bytes < self.size):
-            raise self._changed(f"it is {'longer' if self.read_bytes > self.size else 'shorter'} than recorded "
-                                f"({self.size} bytes)")
-        if self.read_bytes == self.size and data and self._hash.hexdigest() != self.sha256:
-            raise self._changed(f"its bytes hash to {self._hash.hexdigest()}")
+        if len(data) < amount:
+            raise self._changed(f"it is shorter than recorded ({self.size} bytes)")
+        if self.read_bytes == self.size:
+            self._finish()
         return data
+
+    def _finish(self) -> None:
+        """At the expected size: nothing may follow, and the bytes must hash to the digest."""
+        if self._handle.read(1):
+            raise self._changed(f"it is longer than recorded ({self.size} bytes)")
+        if self._hash.hexdigest() != self.sha256:
+            raise self._changed(f"its bytes hash to {self._hash.hexdigest()}")
+        self.verified = True
+
+    def read_all(self) -> bytes:
+        """The whole stream, verified (for small blobs sent in one request)."""
+        parts = [self.read()]
+        self.require_verified()
+        return b"".join(parts)
+
+    def require_verified(self) -> None:
+        """Raise unless the whole stream was read and verified: call before a blob becomes visible."""
+        if not self.verified:
+            self.read()
+        if not self.verified:
+            raise self._changed("it was not read whole")
 
     def _changed(self, what: str) -> CheckFailed:
         return CheckFailed(f"{self.path}: {what}, not to the sha256 {self.sha256} its engine.json records: the "
@@ -183,20 +216,32 @@ class VerifyingReader:
 
 
 class HashingSink:
-    """Bytes written to a file and hashed on the way, so a pulled blob is verified without reading it twice."""
+    """Bytes written to a file and hashed on the way. Given the expected ``size`` (and ``sha256``), it refuses
+    the first write that would go past that size, before writing any of it, so a store that serves more bytes
+    than the manifest records is never copied whole (the backend's read stops on the error); :meth:`verify`
+    then checks the size and digest of what came, empty included."""
 
-    def __init__(self, handle) -> None:
+    def __init__(self, handle, size: int | None = None, sha256: str | None = None,
+                 describe: str = "the blob") -> None:
         self._handle = handle
         self._hash = hashlib.sha256()
         self.size = 0
+        self.expected_size, self.expected_sha256, self.describe = size, sha256, describe
 
     def write(self, data: bytes) -> int:
+        if self.expected_size is not None and self.size + len(data) > self.expected_size:
+            raise CheckFailed(f"{self.describe} is corrupt: it is longer than the {self.expected_size} bytes "
+                              "recorded for it (reading stopped there)")
         self._hash.update(data)
         self.size += len(data)
         return self._handle.write(data)
 
     def hexdigest(self) -> str:
         return self._hash.hexdigest()
+
+    def matches(self) -> bool:
+        """Whether what was written is exactly the expected size and digest."""
+        return self.size == self.expected_size and self.hexdigest() == self.expected_sha256
 
 
 def blob_key(sha256: str) -> str:

@@ -33,11 +33,14 @@ class KeyedStore(Store):
     def _size(self, key: str) -> int | None: ...
 
     @abstractmethod
-    def _put(self, key: str, source: VerifyingReader) -> None:
-        """Write ``key`` from ``source``, visible only once whole (content-addressed: an overwrite is harmless)."""
+    def _put(self, key: str, source: VerifyingReader) -> bool:
+        """Write ``key`` from ``source`` only if absent, visible only once whole and verified (True); False when
+        the key exists: a blob is never replaced, even by bytes of its digest."""
 
     @abstractmethod
-    def _stream(self, key: str, sink: Sink) -> bool: ...
+    def _stream(self, key: str, sink: Sink, size: int | None = None) -> bool:
+        """Write ``key``'s bytes to ``sink`` in order, reading no further than one byte past ``size`` when given;
+        False when there is no such key."""
 
     @abstractmethod
     def _read(self, key: str) -> tuple[bytes, Token] | None: ...
@@ -56,11 +59,11 @@ class KeyedStore(Store):
     def blob_size(self, name: str, sha256: str) -> int | None:
         return self._size(blob_key(sha256))
 
-    def put_blob(self, name: str, sha256: str, source: VerifyingReader) -> None:
-        self._put(blob_key(sha256), source)
+    def put_blob(self, name: str, sha256: str, source: VerifyingReader) -> bool:
+        return self._put(blob_key(sha256), source)
 
-    def get_blob(self, name: str, sha256: str, sink: Sink) -> bool:
-        return self._stream(blob_key(sha256), sink)
+    def get_blob(self, name: str, sha256: str, sink: Sink, size: int | None = None) -> bool:
+        return self._stream(blob_key(sha256), sink, size)
 
     def _create_or_read(self, key: str, data: bytes) -> bytes | None:
         """None when this call created ``key``, else what is there."""

@@ -1,8 +1,9 @@
 """A store in a local folder (the default, ``./artifacts``): the shared layout on the filesystem.
 
-Blobs are written to a temporary sibling and renamed into place; a manifest is a temporary file hard-linked to its
-name, which fails when the name exists (an exclusive create that is never half-written); a channel moves under an
-``flock`` only if it still has the content its mover read.
+Blobs and manifests are written to a temporary sibling and hard-linked to their name, which fails when the name
+exists: an exclusive create that is never half-written and never replaces a blob or manifest already there. A
+channel moves under an ``flock`` (its lock file opened without following links) only if it still has the content
+its mover read.
 """
 
 from __future__ import annotations
@@ -55,17 +56,22 @@ class LocalStore(KeyedStore):
         except OSError:
             return None
 
-    def _put(self, key: str, source: VerifyingReader) -> None:
+    def _put(self, key: str, source: VerifyingReader) -> bool:
         path = self._path(key)
         temporary = self._temporary(path)
         try:
             with open(temporary, "xb") as handle:
                 while data := source.read(CHUNK):
                     handle.write(data)
+                source.require_verified()
                 handle.flush()
                 os.fsync(handle.fileno())
             temporary.chmod(0o444)  # a blob is its digest: nobody edits it in place
-            os.replace(temporary, path)
+            try:
+                os.link(temporary, path)  # create-only: never replaces what is there under the name
+            except FileExistsError:
+                return False
+            return True
         finally:
             temporary.unlink(missing_ok=True)
 
@@ -89,12 +95,18 @@ class LocalStore(KeyedStore):
         return CheckFailed(f"store {self.root}: {key} is damaged ({what}; a store holds plain files and folders "
                            "only); publish it again or ask who owns the store")
 
-    def _stream(self, key: str, sink: Sink) -> bool:
+    def _stream(self, key: str, sink: Sink, size: int | None = None) -> bool:
         handle = self._open(key)
         if handle is None:
             return False
+        left = None if size is None else size + 1  # one byte past the expected size is enough to tell
         with handle:
-            while data := handle.read(CHUNK):
+            while left is None or left > 0:
+                data = handle.read(CHUNK if left is None else min(CHUNK, left))
+                if not data:
+                    break
+                if left is not None:
+                    left -= len(data)
                 sink.write(data)
         return True
 
@@ -125,7 +137,7 @@ class LocalStore(KeyedStore):
     def _swap(self, key: str, data: bytes, expected: Token | None) -> bool:
         path = self._path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path.with_name(f".{path.name}.lock"), "a") as lock:
+        with self._lock(key, path.with_name(f".{path.name}.lock")) as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, also if this process dies
             current = self._read(key)
             if (current[1] if current else None) != expected:
@@ -137,6 +149,27 @@ class LocalStore(KeyedStore):
             finally:
                 temporary.unlink(missing_ok=True)
         return True
+
+    def _lock(self, key: str, path: Path) -> BinaryIO:
+        """A channel's lock file, opened (created) in the store itself: a link standing there is never followed
+        (O_NOFOLLOW) and a FIFO never blocks the opener (O_NONBLOCK); either, or anything but a regular file, is
+        damaged store content."""
+        lock_key = f"{key.rpartition('/')[0]}/{path.name}"
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                         0o644)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise self._damaged(lock_key, "a symbolic link") from None
+            if exc.errno == errno.ENXIO:  # a FIFO nobody reads
+                raise self._damaged(lock_key, "a FIFO, not a regular file") from None
+            if exc.errno == errno.EISDIR:
+                raise self._damaged(lock_key, "a folder, not a regular file") from None
+            raise EnvironmentProblem(f"store {self.root}: cannot open {lock_key} ({exc.strerror or exc})") from None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise self._damaged(lock_key, "not a regular file")
+        return os.fdopen(fd, "ab")
 
     def names(self) -> list[str]:
         return [name for name in super().names() if self.versions(name)]

@@ -183,8 +183,14 @@ class OciStore(Store):
                                  scope=self._scope(repo))
         return None if response is None else int(response.headers.get("Content-Length", -1))
 
-    def put_blob(self, name: str, sha256: str, source: VerifyingReader) -> None:
-        self._upload(self._repo(name), check_sha256(sha256), _Body(source, source.size), source.size)
+    def put_blob(self, name: str, sha256: str, source: VerifyingReader) -> bool:
+        """The registry stores a blob only under the digest its bytes hash to (it verifies the PUT), so writing a
+        digest that is there never replaces it with other bytes. A blob of one chunk or less is read and verified
+        whole before it is sent (an empty body would not be read at all)."""
+        body = source.read_all() if source.size <= CHUNK else _Body(source, source.size)
+        self._upload(self._repo(name), check_sha256(sha256), body, source.size)
+        source.require_verified()
+        return True
 
     def _upload(self, repo: str, sha256: str, body: Any, size: int) -> None:
         """A monolithic upload (POST, then one PUT naming the digest), which the registry refuses unless the bytes
@@ -213,8 +219,8 @@ class OciStore(Store):
         with contextlib.suppress(Exception):  # the error that got us here is the one to report
             self._request("DELETE", location, "an unfinished upload", scope=self._scope(repo), ok=(204, 200))
 
-    def get_blob(self, name: str, sha256: str, sink: Sink) -> bool:
-        return self._get_blob(self._repo(name), check_sha256(sha256), sink)
+    def get_blob(self, name: str, sha256: str, sink: Sink, size: int | None = None) -> bool:
+        return self._get_blob(self._repo(name), check_sha256(sha256), sink)  # the sink stops a longer body
 
     def _get_blob(self, repo: str, sha256: str, sink: Sink) -> bool:
         import requests
@@ -240,7 +246,7 @@ class OciStore(Store):
         if not digest.startswith("sha256:") or not isinstance(size, int) or not 0 <= size <= MAX_RECORD_BYTES:
             raise self._damaged(what, "its config descriptor is not a sha256 blob of a record's size")
         buffer = io.BytesIO()
-        sink = HashingSink(buffer)
+        sink = HashingSink(buffer, size, digest[7:], f"store {self.uri}: {what}'s config blob")
         if not SHA256.fullmatch(digest[7:]) or not self._get_blob(repo, digest[7:], sink):
             raise self._damaged(what, f"its config blob {digest[:19]} is missing")
         if sink.size != size or sink.hexdigest() != digest[7:]:

@@ -1,17 +1,19 @@
 """A store in an S3 bucket (``s3://bucket/prefix``), through boto3: the shared layout as objects.
 
 Endpoint, region and credentials come the standard AWS way (``AWS_ENDPOINT_URL``, ``AWS_PROFILE``, the environment,
-config files). Blobs go up through boto3's transfer manager (parallel multipart parts); a manifest is a create-only
-``put_object`` (``If-None-Match: *``); a channel moves with ``If-Match`` on the ETag its mover read. Transient
+config files). Blobs and manifests are create-only: a ``put_object``, or for a big blob a multipart upload of
+parallel parts, with ``If-None-Match: *`` (412: already there, never replaced); a channel moves with ``If-Match`` on
+the ETag its mover read. Transient
 errors are retried by botocore's standard retry mode, within bounded connect and read timeouts.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 from typing import Any
 
-from compiler.core.errors import CompileError, EnvironmentProblem, InvalidInput
+from compiler.core.errors import CheckFailed, EnvironmentProblem, InvalidInput
 from compiler.core.records import MAX_RECORD_BYTES
 from compiler.stores.base import Sink, Token, VerifyingReader
 from compiler.stores.keyed import KeyedStore
@@ -72,6 +74,8 @@ class S3Store(KeyedStore):
                 raise KeyError(what) from None
             if code in TAKEN or status in TAKEN:
                 raise _Taken(what) from None
+            if code == "InvalidRange" or status == "416":
+                raise _Short(what) from None
             if code in DENIED or status == "403":
                 raise EnvironmentProblem(f"store {self.uri}: access denied ({code or status}) to {what}; check the "
                                          "AWS credentials (AWS_ACCESS_KEY_ID/AWS_PROFILE) and the bucket's "
@@ -99,21 +103,66 @@ class S3Store(KeyedStore):
             self._missing(key)
             return None
 
-    def _put(self, key: str, source: VerifyingReader) -> None:
+    def _put(self, key: str, source: VerifyingReader) -> bool:
+        """Create-only: one ``put_object`` with ``If-None-Match: *`` for a blob up to one part, else a multipart
+        upload (parts sent in parallel) completed with ``If-None-Match: *`` once every byte was read and verified,
+        aborted otherwise. A 412 means a blob of that digest is there already: it is never replaced."""
         try:
-            self._call(key, self.client.upload_fileobj, source, self.bucket, self.prefix + key, Config=self.transfer)
-        except CompileError:
-            raise
+            if source.size <= TRANSFER["multipart_threshold"]:
+                self._call(key, self.client.put_object, Bucket=self.bucket, Key=self.prefix + key,
+                           Body=source.read_all(), IfNoneMatch="*")
+            else:
+                self._put_parts(key, source)
+        except _Taken:
+            return False
         except KeyError:
             raise self._no_bucket() from None
+        return True
 
-    def _stream(self, key: str, sink: Sink) -> bool:
+    def _put_parts(self, key: str, source: VerifyingReader) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        upload = self._call(key, self.client.create_multipart_upload, Bucket=self.bucket, Key=self.prefix + key)
+        upload_id = upload["UploadId"]
         try:
-            self._call(key, self.client.download_fileobj, self.bucket, self.prefix + key, _Sequential(sink),
-                       Config=self.transfer)
+            size, workers = TRANSFER["multipart_chunksize"], TRANSFER["max_concurrency"]
+            with ThreadPoolExecutor(workers) as pool:
+                pending, parts, number = [], [], 0
+                while data := source.read(size):
+                    number += 1
+                    pending.append(pool.submit(self._call, key, self.client.upload_part, Bucket=self.bucket,
+                                               Key=self.prefix + key, UploadId=upload_id, PartNumber=number,
+                                               Body=data))
+                    if len(pending) >= workers:  # at most `workers` parts in memory
+                        parts += [pending.pop(0).result()]
+                parts += [future.result() for future in pending]
+            source.require_verified()
+            self._call(key, self.client.complete_multipart_upload, Bucket=self.bucket, Key=self.prefix + key,
+                       UploadId=upload_id, IfNoneMatch="*",
+                       MultipartUpload={"Parts": [{"PartNumber": i + 1, "ETag": part["ETag"]}
+                                                  for i, part in enumerate(parts)]})
+        except BaseException:
+            with contextlib.suppress(Exception):  # the error that got us here is the one to report
+                self.client.abort_multipart_upload(Bucket=self.bucket, Key=self.prefix + key, UploadId=upload_id)
+            raise
+
+    def _stream(self, key: str, sink: Sink, size: int | None = None) -> bool:
+        """Through the transfer manager (parallel ranged parts for a big blob, written in order). Told the
+        expected ``size``, it asks for no more than that (and no HEAD): a longer object is never read whole, a
+        shorter one fails its range or its digest."""
+        from boto3.s3.transfer import create_transfer_manager
+
+        subscribers = [_KnownSize(size)] if size is not None else None
+        try:
+            with create_transfer_manager(self.client, self.transfer) as manager:
+                future = manager.download(self.bucket, self.prefix + key, _Sequential(sink), subscribers=subscribers)
+                self._call(key, future.result)
         except KeyError:
             self._missing(key)
             return False
+        except _Short:
+            raise CheckFailed(f"store {self.uri}: {key} is damaged (shorter than the {size} bytes recorded for "
+                              "it); publish it again or ask who owns the store") from None
         return True
 
     def _read(self, key: str) -> tuple[bytes, Token] | None:
@@ -163,6 +212,24 @@ class S3Store(KeyedStore):
 
 class _Taken(Exception):
     """A conditional write refused (412/409)."""
+
+
+class _Short(Exception):
+    """A ranged read past the object's end (416): it is shorter than expected."""
+
+
+class _KnownSize:
+    """An s3transfer subscriber that tells the download its size, so it sends no HEAD and reads no further."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+
+    def on_queued(self, future, **kwargs) -> None:
+        future.meta.provide_transfer_size(self.size)
+
+    def on_progress(self, **kwargs) -> None: ...
+
+    def on_done(self, **kwargs) -> None: ...
 
 
 class _Sequential:
