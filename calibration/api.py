@@ -26,7 +26,7 @@ from calibration.accuracy import compare, gates
 from calibration.calibrators import HistogramOptions
 from calibration.convert import convert_fp16
 from calibration.folder import RERUN, read_calibration
-from compiler.core.errors import InvalidInput, stop_signals_held
+from compiler.core.errors import CheckFailed, InvalidInput, stop_signals_held
 from compiler.core.files import file_sha256, hash_json, replace_dir, staging_folder, writable_folder, write_atomic
 from compiler.core.options import CalibrationOptions
 from compiler.core.paths import check_not_overwriting
@@ -107,7 +107,7 @@ def calibrate(
             report is done, so a run stopped midway leaves no model of its own there, whole or cut short."""
             reference = session(source.path, "model")  # fail fast on a model onnxruntime cannot run
             value_ranges: dict[str, tuple[float, float]] = {}
-            header = cache = None
+            header = cache = quantized_ops = None
             with ExitStack() as cleanup:
                 work = _temporary_folder(cleanup, None, "calibrate-")
                 pending = _temporary_folder(cleanup, folder, ".calibrate-")
@@ -123,11 +123,21 @@ def calibrate(
                         counter("calibrate", len(chosen.calibration), progress))
                     value_ranges = calibrators.ranges(tensors)
                     calibrators.quantize(prepared, tensors, precision, method, model_out, work)
+                    calibrators.keep_float_consumers(model_out)
+                    quantized_ops = calibrators.quantized_nodes(model_out)
+                    if not quantized_ops:
+                        raise CheckFailed(
+                            f"{source.path}: {precision} calibration quantized no node: TensorRT runs "
+                            f"{precision.upper()} only in {', '.join(calibrators.TENSORRT_QUANTIZED_OPS)} with float "
+                            f"activations, and the model has none to quantize; build it in fp16 "
+                            f"(--precision fp16) instead")
                     calibrators.keep_metadata(source.proto, model_out)
                     cache = calibrators.trt_cache(value_ranges, calibrators.tensor_names(source.proto), method)
                     header = cache.splitlines()[0]
                 report = compare(reference, model_out, precision, dataset, chosen.holdout, batch_size, fixed_batch,
                                  counter("held-out", len(chosen.holdout), progress))
+                if quantized_ops is not None:
+                    report = report.model_copy(update={"quantized_nodes": sum(quantized_ops.values())})
                 if precision == "fp16":
                     report = _with_fp16_range(report, source, model_out, dataset, chosen.holdout, batch_size,
                                               options.chunk_mb)
@@ -150,6 +160,8 @@ def calibrate(
                                           scale=calibrators.scale(lo, hi, precision))
                         for name, (lo, hi) in value_ranges.items()},
                 seconds=round(time.perf_counter() - started, 3), report=report,
+                quantized_nodes=None if quantized_ops is None else sum(quantized_ops.values()),
+                quantized_ops=quantized_ops,
             )
             _write(folder / CALIBRATION_RECORD, result.record().model_dump_json(indent=2) + "\n")
             return result

@@ -1,0 +1,121 @@
+"""Every precision on a transformer: the BERT-like encoder of tests/fixtures/make_encoder.py calibrated with real
+onnxruntime and built with real TensorRT-RTX (issue 33)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from tests.conftest import assert_clean_error, run_cli
+from tests.fixtures.make_encoder import MODEL, PROFILES, build, make_data
+
+
+@pytest.fixture(scope="module")
+def encoder_data(tmp_path_factory) -> Path:
+    return make_data(tmp_path_factory.mktemp("encoder-data") / "encoder.npz")
+
+
+@pytest.fixture(scope="module")
+def calibrated(tmp_path_factory, encoder_data):
+    """Calibrations of the encoder, made once per (precision, method) and shared by the tests."""
+    made: dict[tuple[str, str], tuple[Path, dict]] = {}
+
+    def get(precision: str, method: str = "minmax", *extra: str) -> tuple[Path, dict]:
+        key = (precision, method, *extra)
+        if key not in made:
+            out = tmp_path_factory.mktemp(f"encoder-{precision}-{method}")
+            result = run_cli("calibrate", MODEL, "--data", encoder_data, "--out", out, "--precision", precision,
+                             "--method", method, *extra, "--json")
+            assert result.exit_code == 0, result.stderr
+            made[key] = (out, json.loads(result.stdout))
+        return made[key]
+
+    return get
+
+
+def _outputs(document: dict) -> dict[str, dict]:
+    return {o["name"]: o for o in document["report"]["outputs"]}
+
+
+def _build(model: Path, calibration: Path | None, precision: str, out: Path) -> list[dict]:
+    args = ["build", model, "--profiles", PROFILES, "--sku", "rtx-4090", "--precision", precision, "--out", out]
+    if calibration is not None:
+        args += ["--calibration", calibration]
+    result = run_cli(*args)
+    assert result.exit_code == 0, result.stderr
+    return json.loads((out / "rtx-4090" / precision / "layers.json").read_text())["layers"]
+
+
+def test_fixture_is_the_committed_model_and_shaped_like_a_hugging_face_export():
+    assert build().SerializeToString() == MODEL.read_bytes()  # seeded weights: the script writes this very file
+    proto = onnx.load_model(MODEL)
+    for value in proto.graph.input:
+        assert value.type.tensor_type.elem_type == TensorProto.INT64
+        assert [d.dim_param for d in value.type.tensor_type.shape.dim] == ["batch", "sequence"]
+    ops = {node.op_type for node in proto.graph.node}
+    assert {"Gather", "LayerNormalization", "MatMul", "Softmax", "Erf", "Range"} <= ops
+    constants = {i.name: onnx.numpy_helper.to_array(i) for i in proto.graph.initializer}
+    assert float(constants["mask_min"]) == float(np.finfo(np.float32).min)
+    assert constants["embeddings.position"].shape == (128, 64)
+
+
+def test_fixture_data_has_padded_masks(encoder_data):
+    with np.load(encoder_data) as data:
+        assert set(data.files) == {"input_ids", "attention_mask"}
+        mask, ids = data["attention_mask"], data["input_ids"]
+    assert mask.dtype == ids.dtype == np.int64 and mask.shape == ids.shape
+    lengths = mask.sum(axis=1)
+    assert lengths.min() == 4 and lengths.max() == mask.shape[1]
+    assert (ids[mask == 0] == 0).all()
+
+
+@pytest.mark.parametrize("method", ["minmax", "entropy", "percentile"])
+def test_int8_quantizes_only_what_tensorrt_runs_in_int8_and_is_accurate(calibrated, method):
+    out, document = calibrated("int8", method)
+    proto = onnx.load_model(out / "model.onnx")
+    dequantized = {o for node in proto.graph.node if node.op_type == "DequantizeLinear" for o in node.output}
+    consumers = {node.op_type for node in proto.graph.node if dequantized & set(node.input)}
+    assert consumers == {"MatMul", "Gemm"}, consumers  # no Q/DQ on Add, Mul, LayerNorm, Gather, Softmax...
+    # 2 layers x 6 MatMuls (Q, K, V, output, FFN up and down) + 2 attention MatMuls each, the pooler, the classifier
+    assert document["quantized_nodes"] == 18
+    assert document["quantized_ops"] == {"Gemm": 2, "MatMul": 16}
+    assert document["report"]["quantized_nodes"] == 18
+    written = json.loads((out / "calibration.json").read_text())
+    assert written["quantized_nodes"] == 18
+    assert json.loads((out / "report.json").read_text())["quantized_nodes"] == 18
+    # statistics only around the quantized ops: never the -3.4e38 mask bias (entropy's "Too many bins")
+    assert not {"mask/bias", "mask/unsqueeze", "layer.0/attention/mask"} & set(document["ranges"])
+    assert len(document["ranges"]) <= 3 * 18
+    outputs = _outputs(document)
+    assert outputs["hidden"]["cosine_mean"] >= 0.99, outputs
+    assert outputs["logits"]["cosine_mean"] >= 0.97, outputs
+
+
+def test_int8_encoder_builds_with_int8_matmuls(calibrated, tmp_path):
+    out, _ = calibrated("int8", "minmax")
+    layers = _build(MODEL, out, "int8", tmp_path / "engines")
+    int8_matmuls = [layer for layer in layers if layer["input_types"] == ["Int8"] and "Int8" in layer["constant_types"]
+                    and any("MatMul" in node or "Gemm" in node for node in layer["onnx_nodes"])]
+    assert len(int8_matmuls) >= 8, layers
+
+
+def test_a_model_with_nothing_tensorrt_quantizes_is_refused(tmp_path):
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["x", "bias"], ["y"], name="add"),
+         helper.make_node("Relu", ["y"], ["z"], name="relu")],
+        "adds", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 8])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, ["batch", 8])],
+        [onnx.numpy_helper.from_array(np.ones(8, np.float32), "bias")])
+    model = tmp_path / "adds.onnx"
+    onnx.save_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), model)
+    data = tmp_path / "adds.npz"
+    np.savez(data, x=np.random.default_rng(0).standard_normal((20, 8)).astype(np.float32))
+    for precision in ("int8", "fp8"):
+        result = run_cli("calibrate", model, "--data", data, "--out", tmp_path / precision, "--precision", precision)
+        assert_clean_error(result, 1, "quantized no node", str(model), "--precision fp16")
+        assert not (tmp_path / precision / "calibration.json").exists()
