@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from compiler.core.errors import InvalidInput
+from compiler.core.errors import CheckFailed, InvalidInput
 from compiler.data.datasets import Dataset, batches
 from compiler.data.model import first_line
 
@@ -248,6 +248,11 @@ def quantize(prepared: Path, tensors, precision: str, method: str, out: Path, wo
     from onnxruntime.quantization.calibrate import TensorData, TensorsData, save_tensors_data
     from onnxruntime.quantization.quant_utils import compute_scale_zp_float8
 
+    for name, (low, high) in ranges(tensors).items():
+        if not (np.isfinite(low) and np.isfinite(high)):
+            raise CheckFailed(f"tensor {name}: its calibrated range [{low:g}, {high:g}] is not finite, so no "
+                              f"{precision} scale exists for it; keep the node that reads it in float with "
+                              f"--exclude NODE")
     calibrate_method = _ort_method(method)
     quant_type = QuantType.QInt8
     if precision == "fp8":
@@ -273,8 +278,9 @@ def quantize(prepared: Path, tensors, precision: str, method: str, out: Path, wo
                 extra_options={"ActivationSymmetric": True, "WeightSymmetric": True, "QuantizeBias": False,
                                "OpTypesToExcludeOutputQuantization": QUANTIZED_OUTPUTS_EXCLUDED},
             )
-    except Exception as exc:
-        raise InvalidInput(f"onnxruntime could not write the Q/DQ model: {first_line(exc)}") from None
+    except Exception as exc:  # the model and data were accepted: a limit of onnxruntime's quantizer, not bad input
+        raise CheckFailed(f"onnxruntime could not write the {precision} Q/DQ model: {first_line(exc)}; keep the "
+                          f"node it names in float with --exclude NODE, or calibrate another precision") from None
 
 
 def keep_float_consumers(path: Path) -> int:

@@ -119,3 +119,37 @@ def test_a_model_with_nothing_tensorrt_quantizes_is_refused(tmp_path):
         result = run_cli("calibrate", model, "--data", data, "--out", tmp_path / precision, "--precision", precision)
         assert_clean_error(result, 1, "quantized no node", str(model), "--precision fp16")
         assert not (tmp_path / precision / "calibration.json").exists()
+
+
+def test_fp8_encoder_calibrates_at_opset_19_and_builds_fp8_matmuls_for_sm89(calibrated, tmp_path):
+    out, document = calibrated("fp8", "minmax")
+    proto = onnx.load_model(out / "model.onnx")
+    assert next(o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")) >= 19
+    assert {i.data_type for i in proto.graph.initializer} >= {TensorProto.FLOAT8E4M3FN}
+    assert document["quantized_nodes"] == 18 and document["report"]["quantized_nodes"] == 18
+    outputs = _outputs(document)
+    assert outputs["hidden"]["cosine_mean"] >= 0.99, outputs
+    assert outputs["logits"]["cosine_mean"] >= 0.9, outputs
+    layers = _build(MODEL, out, "fp8", tmp_path / "engines")
+    fp8_matmuls = [layer for layer in layers if "FP8" in layer["input_types"]
+                   and any("MatMul" in node or "Gemm" in node for node in layer["onnx_nodes"])]
+    assert len(fp8_matmuls) >= 8, layers
+
+
+@pytest.mark.parametrize("precision", ["int8", "fp8"])
+def test_a_tensor_without_a_finite_range_is_named(tmp_path, precision):
+    """x * 1e30 * 1e30 overflows float32 before the MatMul: no scale exists. Exit 1 naming the tensor, not 2."""
+    graph = helper.make_graph(
+        [helper.make_node("Mul", ["x", "big"], ["a"], name="scale1"),
+         helper.make_node("Mul", ["a", "big"], ["b"], name="scale2"),
+         helper.make_node("MatMul", ["b", "w"], ["y"], name="matmul")],
+        "inf", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4])],
+        [onnx.numpy_helper.from_array(np.array(1e30, np.float32), "big"),
+         onnx.numpy_helper.from_array(np.ones((8, 4), np.float32), "w")])
+    model = tmp_path / "inf.onnx"
+    onnx.save_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), model)
+    data = tmp_path / "inf.npz"
+    np.savez(data, x=np.random.default_rng(0).standard_normal((20, 8)).astype(np.float32))
+    result = run_cli("calibrate", model, "--data", data, "--out", tmp_path / "out", "--precision", precision)
+    assert_clean_error(result, 1, "tensor b", "not finite", "--exclude")
