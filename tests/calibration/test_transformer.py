@@ -153,3 +153,74 @@ def test_a_tensor_without_a_finite_range_is_named(tmp_path, precision):
     np.savez(data, x=np.random.default_rng(0).standard_normal((20, 8)).astype(np.float32))
     result = run_cli("calibrate", model, "--data", data, "--out", tmp_path / "out", "--precision", precision)
     assert_clean_error(result, 1, "tensor b", "not finite", "--exclude")
+
+
+def _fp16_range(document: dict) -> dict:
+    return document["report"]["fp16_range"]
+
+
+def test_fp16_judges_the_hugging_face_mask_as_converted(calibrated):
+    out, document = calibrated("fp16", "minmax")  # exit 0: the fp16-range gate passes
+    assert [g["name"] for g in document["gates"] if not g["passed"]] == []
+    figures = _fp16_range(document)
+    assert figures["overflow"] == {} and figures["keep_fp32"] == []
+    assert set(figures["saturated_into_softmax"]) == {"layer.0/attention/mask", "layer.1/attention/mask"}
+    assert figures["clamped_constants"] == {"mask_min": pytest.approx(3.4028234663852886e38)}
+    # what it was judged at is what the converter wrote: the mask constant clamped to FP16's lowest, not -inf
+    proto = onnx.load_model(out / "model.onnx")
+    mask_min = next(i for i in proto.graph.initializer if i.name == "mask_min")
+    assert mask_min.data_type == TensorProto.FLOAT16
+    assert float(onnx.numpy_helper.to_array(mask_min)) == -65504.0
+    outputs = _outputs(document)
+    assert outputs["logits"]["cosine_mean"] >= 0.999 and outputs["hidden"]["cosine_mean"] >= 0.999, outputs
+
+
+def test_check_of_the_fp16_encoder_engine_passes_the_range_check(tmp_path, encoder_data):
+    _build(MODEL, None, "fp16", tmp_path / "engines")
+    result = run_cli("check", tmp_path / "engines", "--data", encoder_data, "--json")
+    document = json.loads(result.stdout)
+    (engine,) = document["engines"]
+    checks = {c["name"]: c for c in engine["checks"]}
+    assert checks["fp16-range"]["status"] == "ok", checks["fp16-range"]
+    assert "saturate" in checks["fp16-range"]["summary"]
+    assert result.exit_code == 0, result.stderr
+
+
+def _overflowing_model(folder: Path) -> tuple[Path, Path, Path]:
+    """MatMul, then x*900, *900 and *1e-6 into a Softmax: real-valued activations beyond 65504 mid-graph (positive
+    and negative), which a GPU computes as inf in FP16 whatever follows."""
+    rng = np.random.default_rng(1)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["h"], name="project"),
+         helper.make_node("Mul", ["h", "k900"], ["a"], name="scale_up_1"),
+         helper.make_node("Mul", ["a", "k900"], ["b"], name="scale_up_2"),
+         helper.make_node("Mul", ["b", "k1e-6"], ["c"], name="scale_down"),
+         helper.make_node("Softmax", ["c"], ["y"], name="softmax", axis=-1)],
+        "overflow", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 8])],
+        [onnx.numpy_helper.from_array(rng.standard_normal((16, 8)).astype(np.float32), "w"),
+         onnx.numpy_helper.from_array(np.array(900, np.float32), "k900"),
+         onnx.numpy_helper.from_array(np.array(1e-6, np.float32), "k1e-6")])
+    model, data, profiles = folder / "overflow.onnx", folder / "overflow.npz", folder / "profiles.yaml"
+    onnx.save_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), model)
+    np.savez(data, x=rng.standard_normal((40, 16)).astype(np.float32))
+    profiles.write_text("profiles:\n  - name: p\n    shapes:\n      x: {min: [1, 16], opt: [4, 16], max: [8, 16]}\n")
+    return model, data, profiles
+
+
+def test_a_genuine_mid_graph_overflow_still_fails_naming_its_node(tmp_path):
+    model, data, profiles = _overflowing_model(tmp_path)
+    result = run_cli("calibrate", model, "--data", data, "--out", tmp_path / "fp16", "--precision", "fp16")
+    assert_clean_error(result, 1, "fp16-range")
+    report = json.loads((tmp_path / "fp16" / "report.json").read_text())["fp16_range"]
+    assert "scale_up_2" in report["keep_fp32"] and report["saturated_into_softmax"] == {}
+    assert any("--exclude scale_up_2" in e for e in report["evidence"]), report["evidence"]
+    result = run_cli("build", model, "--profiles", profiles, "--sku", "rtx-4090", "--precision", "fp16",
+                     "--out", tmp_path / "engines")
+    assert result.exit_code == 0, result.stderr
+    result = run_cli("check", tmp_path / "engines", "--data", data, "--json")
+    assert result.exit_code == 1
+    (engine,) = json.loads(result.stdout)["engines"]
+    fp16_range = next(c for c in engine["checks"] if c["name"] == "fp16-range")
+    assert fp16_range["status"] == "failed" and "scale_up_2" in fp16_range["summary"]
+    assert "--exclude scale_up_2" in fp16_range["summary"]
