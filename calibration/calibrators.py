@@ -283,12 +283,12 @@ def quantize(prepared: Path, tensors, precision: str, method: str, out: Path, wo
                           f"node it names in float with --exclude NODE, or calibrate another precision") from None
 
 
-def keep_float_consumers(path: Path) -> int:
+def keep_float_consumers(path: Path, excluded: frozenset[str] = frozenset()) -> int:
     """Give the float tensor back to the nodes that are not quantized; returns how many inputs were rewired.
 
     onnxruntime puts one Q/DQ pair on a tensor and routes every consumer through it, so a LayerNorm output read by a
     MatMul and by a residual Add hands the Add quantized values too: precision lost where TensorRT computes in
-    float anyway. Only TensorRT's quantized ops keep reading the DequantizeLinear output.
+    float anyway. Only TensorRT's quantized ops keep reading the DequantizeLinear output (not those ``excluded``).
     """
     proto = onnx.load_model(path, load_external_data=False)
     graph = proto.graph
@@ -298,7 +298,8 @@ def keep_float_consumers(path: Path) -> int:
     outputs = {o.name for o in graph.output}
     rewired = 0
     for node in graph.node:
-        if node.op_type in TENSORRT_QUANTIZED_OPS or node.op_type in ("QuantizeLinear", "DequantizeLinear"):
+        if node.op_type in ("QuantizeLinear", "DequantizeLinear") or (
+                node.op_type in TENSORRT_QUANTIZED_OPS and node.name not in excluded):
             continue
         for index, name in enumerate(node.input):
             if name in float_of and float_of[name] not in outputs:

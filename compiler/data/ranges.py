@@ -55,6 +55,8 @@ class TensorStats:
     nonfinite: int = 0
     positive_overflow: bool = False
     """Some value beyond +65504 (or NaN): +inf in FP16, which no Softmax absorbs."""
+    readers: tuple[str, ...] = ()
+    """The nodes that read the tensor: an overflow is only gone when they, too, read it in FP32."""
     into_softmax: bool = False
     """Every reader of the tensor is a Softmax (through shape-only ops): an additive mask saturated to -inf there is
     exp(-inf) = 0, the weight the mask meant to give."""
@@ -188,7 +190,12 @@ def reference_pass(model: OnnxModel, dataset: Dataset, indices: np.ndarray, batc
         groups[-1].append(name)
         used += size * batch
     softmax_fed = _into_softmax(model.proto.graph) if wanted else set()
-    stats = {name: TensorStats(producers[name], into_softmax=name in softmax_fed) for name in wanted}
+    readers: dict[str, list[str]] = {}
+    for index, node in enumerate(model.proto.graph.node):
+        for name in set(node.input):
+            readers.setdefault(name, []).append(node.name or f"{node.op_type} #{index}")
+    stats = {name: TensorStats(producers[name], readers=tuple(readers.get(name, ())), into_softmax=name in softmax_fed)
+             for name in wanted}
     collected: dict[str, list[np.ndarray]] = {name: [] for name in names}
     base = model.proto
     clamped: dict[str, float] = {}
@@ -253,8 +260,9 @@ def fp16_tensors(built: OnnxModel | None) -> set[str] | None:
         return None
     graph = built.proto.graph
     return {v.name for v in graph.value_info if v.type.tensor_type.elem_type == TensorProto.FLOAT16} | {
-        name for node in graph.node for name in node.output if node.op_type == "Cast" and any(
+        name for node in graph.node for name in (*node.input[:1], *node.output) if node.op_type == "Cast" and any(
             a.name == "to" and a.i == TensorProto.FLOAT16 for a in node.attribute)}
+    # a Cast's input counts too: a tensor kept in FP32 whose reader computes in FP16 is converted, and overflows there
 
 
 def check_ranges(reference: Reference, samples: int, in_fp16: set[str] | None) -> CheckResult:
@@ -270,9 +278,15 @@ def check_ranges(reference: Reference, samples: int, in_fp16: set[str] | None) -
         elif stat.nonzero and stat.flushed / stat.nonzero > UNDERFLOW_FRACTION:
             flushed.append((name, stat))
     overflow.sort(key=lambda item: -item[1].abs_max)
+    def keep(stat: TensorStats) -> list[str]:
+        return [stat.node, *(r for r in stat.readers if r != stat.node)]
+
+    def advice(stat: TensorStats) -> str:
+        readers = f" and its reader(s) {', '.join(keep(stat)[1:])}" if len(keep(stat)) > 1 else ""
+        return f"keep {stat.node}{readers} in FP32 (compile calibrate --exclude {' --exclude '.join(keep(stat))})"
+
     evidence = [f"overflow: node {s.node} output {n}: |x| up to {s.abs_max:.6g} > {FP16_MAX:g} ({s.overflow} of "
-                f"{s.elements} values); keep {s.node} in FP32 (compile calibrate --exclude {s.node})"
-                for n, s in overflow[:MAX_EVIDENCE]]
+                f"{s.elements} values); {advice(s)}" for n, s in overflow[:MAX_EVIDENCE]]
     evidence += [f"saturated: node {s.node} output {n}: down to -{s.abs_max:.6g} ({s.overflow} of {s.elements} values "
                  f"beyond -65504 in FP16), read only by Softmax, where exp(-inf) is 0: a saturated additive mask, "
                  f"harmless" for n, s in saturated[:MAX_EVIDENCE]]
@@ -285,12 +299,12 @@ def check_ranges(reference: Reference, samples: int, in_fp16: set[str] | None) -
         "samples": samples, "tensors_checked": checked, "tensors_of_unknown_type": reference.skipped_tensors,
         "overflow": {n: {"node": s.node, "abs_max": s.abs_max, "count": s.overflow} for n, s in overflow},
         "underflow": {n: {"node": s.node, "flushed": s.flushed, "nonzero": s.nonzero} for n, s in flushed},
-        "keep_fp32": sorted({s.node for _, s in overflow}), "coverage": COVERAGE,
+        "keep_fp32": sorted({name for _, s in overflow for name in keep(s)}), "coverage": COVERAGE,
         "saturated_into_softmax": {n: {"node": s.node, "abs_max": s.abs_max, "count": s.overflow}
                                    for n, s in saturated},
         "clamped_constants": reference.clamped,
     }
-    peak = max((s.abs_max for s in reference.ranges.values()), default=0.0)
+    peak = max((s.abs_max for n, s in reference.ranges.items() if in_fp16 is None or n in in_fp16), default=0.0)
     if overflow:
         name, stat = overflow[0]
         return CheckResult(name="fp16-range", status=Status.FAILED, evidence=evidence, figures=figures,

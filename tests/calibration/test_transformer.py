@@ -224,3 +224,58 @@ def test_a_genuine_mid_graph_overflow_still_fails_naming_its_node(tmp_path):
     fp16_range = next(c for c in engine["checks"] if c["name"] == "fp16-range")
     assert fp16_range["status"] == "failed" and "scale_up_2" in fp16_range["summary"]
     assert "--exclude scale_up_2" in fp16_range["summary"]
+
+
+def test_exclude_keeps_nodes_and_op_types_out_of_int8(calibrated):
+    query = "layer.0/attention/query/MatMul"
+    out, document = calibrated("int8", "minmax", "--exclude", query, "--exclude", "Gemm")
+    assert document["quantized_nodes"] == 15 and document["quantized_ops"] == {"MatMul": 15}
+    # the pooler's MatMul + Add is a Gemm once onnxruntime's pre-processing has fused them
+    assert set(document["excluded"]) == {query, "pooler/dense/MatMul/MatMulAddFusion", "classifier/Gemm"}
+    assert document["options"]["exclude"] == sorted([query, "Gemm"])
+    proto = onnx.load_model(out / "model.onnx")
+    dequantized = {o for node in proto.graph.node if node.op_type == "DequantizeLinear" for o in node.output}
+    for node in proto.graph.node:
+        if node.name in document["excluded"]:
+            assert not dequantized & set(node.input), node  # reads the float tensor, its weight unquantized
+    assert _outputs(document)["hidden"]["cosine_mean"] >= 0.99
+
+
+def test_exclude_keeps_a_chain_in_fp32_for_fp16(tmp_path):
+    model, data, _ = _overflowing_model(tmp_path)
+    # keeping the overflowing node alone is not enough: its reader converts the value to FP16 again
+    result = run_cli("calibrate", model, "--data", data, "--out", tmp_path / "one", "--precision", "fp16",
+                     "--exclude", "scale_up_2")
+    assert_clean_error(result, 1, "fp16-range")
+    result = run_cli("calibrate", model, "--data", data, "--out", tmp_path / "chain", "--precision", "fp16",
+                     "--exclude", "scale_up_2", "--exclude", "scale_down", "--json")
+    assert result.exit_code == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert document["excluded"] == ["scale_down", "scale_up_2"]
+    proto = onnx.load_model(tmp_path / "chain" / "model.onnx")
+    nodes = {node.name: node for node in proto.graph.node}
+    # no FP32 -> FP16 -> FP32 round trip between the two kept nodes
+    assert nodes["scale_down"].input[0] == nodes["scale_up_2"].output[0]
+    assert document["report"]["fp16_range"]["overflow"] == {}
+    result = run_cli("calibrate", model, "--data", data, "--out", tmp_path / "ops", "--precision", "fp16",
+                     "--exclude", "Mul", "--json")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["excluded"] == ["scale_down", "scale_up_1", "scale_up_2"]
+
+
+@pytest.mark.parametrize("precision", ["int8", "fp16"])
+def test_exclude_of_an_unknown_node_or_op_is_invalid_input(tmp_path, encoder_data, precision):
+    result = run_cli("calibrate", MODEL, "--data", encoder_data, "--out", tmp_path / "out", "--precision", precision,
+                     "--exclude", "Softmax", "--exclude", "no/such/node")
+    assert_clean_error(result, 2, "--exclude no/such/node", str(MODEL), "op types")
+    assert not (tmp_path / "out" / "calibration.json").exists()
+
+
+def test_exclude_from_python_and_the_pipeline_section():
+    from compiler.core.errors import InvalidInput
+    from compiler.core.options import CalibrationOptions
+
+    assert CalibrationOptions(exclude="Softmax").exclude == ("Softmax",)
+    assert CalibrationOptions(exclude=["Softmax", "a/b"]).exclude == ("Softmax", "a/b")
+    with pytest.raises(InvalidInput, match="--exclude"):
+        CalibrationOptions(exclude=[""])
