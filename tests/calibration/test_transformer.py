@@ -279,3 +279,14 @@ def test_exclude_from_python_and_the_pipeline_section():
     assert CalibrationOptions(exclude=["Softmax", "a/b"]).exclude == ("Softmax", "a/b")
     with pytest.raises(InvalidInput, match="--exclude"):
         CalibrationOptions(exclude=[""])
+
+
+def test_exclude_in_the_pipeline_calibration_section(tmp_path, encoder_data):
+    from compiler.pipeline.spec import load_pipeline
+
+    pipeline = tmp_path / "pipeline.yaml"
+    pipeline.write_text(f"release: {{name: encoder, version: 1.0.0}}\nmodel: {MODEL}\nprofiles: {PROFILES}\n"
+                        f"targets: {{rtx-4090: [int8]}}\ncalibration:\n  data: {encoder_data}\n"
+                        f"  exclude: [Gemm, layer.0/attention/query/MatMul]\n")
+    loaded = load_pipeline(pipeline)
+    assert loaded.spec.calibration.exclude == ("Gemm", "layer.0/attention/query/MatMul")
