@@ -21,12 +21,14 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
+import onnx
+
 from calibration import calibrators
 from calibration.accuracy import compare, gates
 from calibration.calibrators import HistogramOptions
 from calibration.convert import convert_fp16
 from calibration.folder import RERUN, read_calibration
-from compiler.core.errors import InvalidInput, stop_signals_held
+from compiler.core.errors import CheckFailed, InvalidInput, stop_signals_held
 from compiler.core.files import file_sha256, hash_json, replace_dir, staging_folder, writable_folder, write_atomic
 from compiler.core.options import CalibrationOptions
 from compiler.core.paths import check_not_overwriting
@@ -91,6 +93,9 @@ def calibrate(
             recorded |= {"num_bins": options.num_bins, "num_quantized_bins": HistogramOptions.num_quantized_bins}
         if method == "percentile":
             recorded["percentile"] = options.percentile
+        keep_nodes, keep_ops = _resolve_exclude(source.proto, options.exclude, source.path)
+        if options.exclude:
+            recorded["exclude"] = sorted(set(options.exclude))
         record = {
             "format_version": CALIBRATION_FORMAT, "precision": precision, "method": method,
             "model_sha256": source.sha256, "data_sha256": dataset.sha256, "samples": len(chosen.calibration),
@@ -107,27 +112,42 @@ def calibrate(
             report is done, so a run stopped midway leaves no model of its own there, whole or cut short."""
             reference = session(source.path, "model")  # fail fast on a model onnxruntime cannot run
             value_ranges: dict[str, tuple[float, float]] = {}
-            header = cache = None
+            header = cache = quantized_ops = None
+            excluded: list[str] = []
             with ExitStack() as cleanup:
                 work = _temporary_folder(cleanup, None, "calibrate-")
                 pending = _temporary_folder(cleanup, folder, ".calibrate-")
                 model_out = pending / "model.onnx"
                 if precision == "fp16":
-                    convert_fp16(source.path, model_out)
+                    excluded = _matching(source.proto, keep_nodes, keep_ops)
+                    convert_fp16(source.path, model_out, keep_nodes, keep_ops)
                 else:
                     prepared = calibrators.prepare(source.path, work)
+                    excluded = _matching(onnx.load_model(prepared, load_external_data=False), keep_nodes, keep_ops)
                     tensors = calibrators.collect_ranges(
                         prepared, dataset, chosen.calibration, method, batch_size,
                         HistogramOptions(num_bins=options.num_bins, percentile=options.percentile),
                         options.chunk_mb, work,
-                        counter("calibrate", len(chosen.calibration), progress))
+                        counter("calibrate", len(chosen.calibration), progress),
+                        calibrators.tensors_to_calibrate(prepared, frozenset(excluded)))
                     value_ranges = calibrators.ranges(tensors)
-                    calibrators.quantize(prepared, tensors, precision, method, model_out, work)
+                    calibrators.quantize(prepared, tensors, precision, method, model_out, work, frozenset(excluded))
+                    calibrators.keep_float_consumers(model_out, frozenset(excluded))
+                    quantized_ops = calibrators.quantized_nodes(model_out)
+                    if not quantized_ops:
+                        reason = (f"every one of them is excluded (--exclude {' --exclude '.join(options.exclude)})"
+                                  if excluded else "the model has none to quantize")
+                        raise CheckFailed(
+                            f"{source.path}: {precision} calibration quantized no node: TensorRT runs "
+                            f"{precision.upper()} only in {', '.join(calibrators.TENSORRT_QUANTIZED_OPS)} with float "
+                            f"activations, and {reason}; build it in fp16 (--precision fp16) instead")
                     calibrators.keep_metadata(source.proto, model_out)
                     cache = calibrators.trt_cache(value_ranges, calibrators.tensor_names(source.proto), method)
                     header = cache.splitlines()[0]
                 report = compare(reference, model_out, precision, dataset, chosen.holdout, batch_size, fixed_batch,
                                  counter("held-out", len(chosen.holdout), progress))
+                if quantized_ops is not None:
+                    report = report.model_copy(update={"quantized_nodes": sum(quantized_ops.values())})
                 if precision == "fp16":
                     report = _with_fp16_range(report, source, model_out, dataset, chosen.holdout, batch_size,
                                               options.chunk_mb)
@@ -150,6 +170,8 @@ def calibrate(
                                           scale=calibrators.scale(lo, hi, precision))
                         for name, (lo, hi) in value_ranges.items()},
                 seconds=round(time.perf_counter() - started, 3), report=report,
+                quantized_nodes=None if quantized_ops is None else sum(quantized_ops.values()),
+                quantized_ops=quantized_ops, excluded=excluded,
             )
             _write(folder / CALIBRATION_RECORD, result.record().model_dump_json(indent=2) + "\n")
             return result
@@ -180,6 +202,24 @@ def _with_fp16_range(report: AccuracyReport, source, converted: Path, dataset, h
     return report.model_copy(update={"coverage": result.figures["coverage"],
                                      "fp16_range": {**result.figures, "summary": result.summary,
                                                     "evidence": result.evidence}})
+
+
+def _resolve_exclude(proto, names: tuple[str, ...], path: Path) -> tuple[frozenset[str], frozenset[str]]:
+    """``--exclude`` values as (node names, op types) of the model; one that is neither is refused, named."""
+    nodes = {node.name for node in proto.graph.node if node.name}
+    ops = {node.op_type for node in proto.graph.node}
+    for name in names:
+        if name not in nodes and name not in ops:
+            raise InvalidInput(f"--exclude {name}: {path} has no node named {name!r} and no {name!r} op; give a node "
+                               f"name or one of its op types ({', '.join(sorted(ops)[:12])}"
+                               f"{', ...' if len(ops) > 12 else ''})")
+    return frozenset(n for n in names if n in nodes), frozenset(n for n in names if n not in nodes)
+
+
+def _matching(proto, keep_nodes: frozenset[str], keep_ops: frozenset[str]) -> list[str]:
+    """Names of the nodes ``--exclude`` keeps in float: those named, and every node of the op types."""
+    return sorted({node.name for node in proto.graph.node
+                   if node.name and (node.name in keep_nodes or node.op_type in keep_ops)})
 
 
 def _temporary_folder(cleanup: ExitStack, parent: Path | None, prefix: str) -> Path:

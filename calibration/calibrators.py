@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from compiler.core.errors import InvalidInput
+from compiler.core.errors import CheckFailed, InvalidInput
 from compiler.data.datasets import Dataset, batches
 from compiler.data.model import first_line
 
@@ -28,7 +28,11 @@ PER_CHANNEL_OPSET = 13
 FP8_MAX = 448.0
 """Largest finite float8 E4M3FN value: an FP8 scale maps a tensor's amax onto it (TensorRT's convention)."""
 INT8_MAX = 127.0
-QUANTIZED_OUTPUTS_EXCLUDED = ["Conv", "ConvTranspose", "Gemm", "MatMul"]
+TENSORRT_QUANTIZED_OPS = ("Conv", "ConvTranspose", "Gemm", "MatMul")
+"""The ops TensorRT runs in INT8/FP8 from Q/DQ on their inputs: the only ones quantized. onnxruntime would also
+quantize Add, Mul, LayerNormalization, Gather, Softmax..., which puts quantized constants where TensorRT refuses
+them (``Quantized constant ... is only allowed before DQ``) and costs accuracy for no speed."""
+QUANTIZED_OUTPUTS_EXCLUDED = list(TENSORRT_QUANTIZED_OPS)
 """Q/DQ goes on the inputs of these ops, not their outputs (TensorRT fuses the epilogue; logits stay float)."""
 
 Progress = Callable[[int], None]
@@ -99,10 +103,17 @@ def prepare(model_path: Path, work: Path) -> Path:
     return prepared
 
 
-def quantizable_ops() -> list[str]:
-    from onnxruntime.quantization.registry import QDQRegistry, QLinearOpsRegistry
-
-    return sorted(set(QLinearOpsRegistry) | set(QDQRegistry))
+def tensors_to_calibrate(prepared: Path, excluded: frozenset[str] = frozenset()) -> set[str]:
+    """The float activations (not weights) around TensorRT's quantized ops, but for the nodes ``excluded`` (by name):
+    their inputs, which Q/DQ goes on, and their outputs, which TensorRT <= 10 reads from the calibration cache to
+    keep the op's output in INT8. Only these are calibrated: never a -3.4e38 mask bias or an index tensor."""
+    proto = onnx.load_model(prepared, load_external_data=False)
+    graph = proto.graph
+    floats = {v.name for v in (*graph.input, *graph.value_info, *graph.output)
+              if v.type.tensor_type.elem_type == onnx.TensorProto.FLOAT}
+    weights = {i.name for i in graph.initializer}
+    return {name for node in graph.node if node.op_type in TENSORRT_QUANTIZED_OPS and node.name not in excluded
+            for name in (*node.input, *node.output) if name in floats and name not in weights}
 
 
 def _ort_method(method: str):
@@ -112,20 +123,34 @@ def _ort_method(method: str):
             "percentile": CalibrationMethod.Percentile}[method]
 
 
-def create(prepared: Path, method: str, options: HistogramOptions, work: Path):
-    """onnxruntime's calibrator for ``method``: symmetric, with a meaningful histogram for entropy/percentile."""
-    from onnxruntime.quantization import create_calibrator
+def create(prepared: Path, method: str, options: HistogramOptions, work: Path, wanted: set[str]):
+    """onnxruntime's calibrator for ``method`` (what ``create_calibrator`` makes: symmetric, with a meaningful
+    histogram for entropy/percentile) that collects only the tensors ``wanted``: a mask bias of -3.4e38 or an
+    index tensor never reaches a histogram (entropy's ``Too many bins for data range``), and memory is spent on
+    the quantized tensors only."""
+    from onnxruntime.quantization.calibrate import EntropyCalibrater, MinMaxCalibrater, PercentileCalibrater
 
-    extra = {"symmetric": True}
-    if method in ("entropy", "percentile"):
-        extra.update(num_bins=options.num_bins, num_quantized_bins=options.num_quantized_bins,
-                     percentile=options.percentile)
+    common = {"augmented_model_path": str(work / "augmented.onnx"),
+              "use_external_data_format": prepared.stat().st_size > 2**30, "symmetric": True}
+    base, extra = {
+        "minmax": (MinMaxCalibrater, {}),
+        "entropy": (EntropyCalibrater, {"num_bins": options.num_bins,
+                                        "num_quantized_bins": options.num_quantized_bins}),
+        "percentile": (PercentileCalibrater, {"num_bins": options.num_bins, "percentile": options.percentile}),
+    }[method]
+
+    class Selective(base):  # type: ignore[misc, valid-type]
+        def select_tensors_to_calibrate(self, model):
+            tensors, value_infos = super().select_tensors_to_calibrate(model)
+            return tensors & wanted, value_infos
+
     try:
         with quiet():
-            return create_calibrator(prepared, quantizable_ops(), augmented_model_path=str(work / "augmented.onnx"),
-                                     calibrate_method=_ort_method(method), extra_options=extra,
-                                     use_external_data_format=prepared.stat().st_size > 2**30,
-                                     providers=["CPUExecutionProvider"])
+            calibrator = Selective(str(prepared), list(TENSORRT_QUANTIZED_OPS), **common, **extra)
+            calibrator.augment_graph()
+            calibrator.execution_providers = ["CPUExecutionProvider"]
+            calibrator.create_inference_session()
+            return calibrator
     except Exception as exc:
         raise InvalidInput(f"onnxruntime cannot run the model for calibration: {first_line(exc)}") from None
 
@@ -163,9 +188,12 @@ def bytes_per_sample(calibrator, dataset: Dataset, indices: np.ndarray) -> int:
 
 
 def collect_ranges(prepared: Path, dataset: Dataset, indices: np.ndarray, method: str, batch_size: int,
-                   options: HistogramOptions, chunk_mb: int, work: Path, progress: Progress | None = None):
-    """Run the FP32 model over the calibration samples in chunks; returns onnxruntime's TensorsData."""
-    calibrator = create(prepared, method, options, work)
+                   options: HistogramOptions, chunk_mb: int, work: Path, progress: Progress | None = None,
+                   wanted: set[str] | None = None):
+    """Run the FP32 model over the calibration samples in chunks, collecting the tensors ``wanted`` (by default,
+    those :func:`tensors_to_calibrate` names); returns onnxruntime's TensorsData."""
+    calibrator = create(prepared, method, options, work,
+                        tensors_to_calibrate(prepared) if wanted is None else wanted)
     try:
         probe = indices[:batch_size]
         per_sample = bytes_per_sample(calibrator, dataset, probe)
@@ -208,7 +236,8 @@ def scale(low: float, high: float, precision: str) -> float:
     return value if value > 0 else 1.0
 
 
-def quantize(prepared: Path, tensors, precision: str, method: str, out: Path, work: Path) -> None:
+def quantize(prepared: Path, tensors, precision: str, method: str, out: Path, work: Path,
+             excluded: frozenset[str] = frozenset()) -> None:
     """Write the Q/DQ model with ``quantize_static`` from the ranges we computed (no second calibration).
 
     FP8: onnxruntime only quantizes to float8 from its "distribution" statistics and derives the scale
@@ -219,6 +248,11 @@ def quantize(prepared: Path, tensors, precision: str, method: str, out: Path, wo
     from onnxruntime.quantization.calibrate import TensorData, TensorsData, save_tensors_data
     from onnxruntime.quantization.quant_utils import compute_scale_zp_float8
 
+    for name, (low, high) in ranges(tensors).items():
+        if not (np.isfinite(low) and np.isfinite(high)):
+            raise CheckFailed(f"tensor {name}: its calibrated range [{low:g}, {high:g}] is not finite, so no "
+                              f"{precision} scale exists for it; keep the node that reads it in float with "
+                              f"--exclude NODE")
     calibrate_method = _ort_method(method)
     quant_type = QuantType.QInt8
     if precision == "fp8":
@@ -236,15 +270,57 @@ def quantize(prepared: Path, tensors, precision: str, method: str, out: Path, wo
     try:
         with quiet():
             quantize_static(
-                str(prepared), str(out), None, quant_format=QuantFormat.QDQ, op_types_to_quantize=quantizable_ops(),
-                per_channel=True, activation_type=quant_type, weight_type=quant_type,
+                str(prepared), str(out), None, quant_format=QuantFormat.QDQ,
+                op_types_to_quantize=list(TENSORRT_QUANTIZED_OPS), nodes_to_exclude=sorted(excluded), per_channel=True,
+                activation_type=quant_type, weight_type=quant_type,
                 calibrate_method=calibrate_method, calibration_cache_path=ranges_file,
                 use_external_data_format=prepared.stat().st_size > 2**30,
                 extra_options={"ActivationSymmetric": True, "WeightSymmetric": True, "QuantizeBias": False,
                                "OpTypesToExcludeOutputQuantization": QUANTIZED_OUTPUTS_EXCLUDED},
             )
-    except Exception as exc:
-        raise InvalidInput(f"onnxruntime could not write the Q/DQ model: {first_line(exc)}") from None
+    except Exception as exc:  # the model and data were accepted: a limit of onnxruntime's quantizer, not bad input
+        raise CheckFailed(f"onnxruntime could not write the {precision} Q/DQ model: {first_line(exc)}; keep the "
+                          f"node it names in float with --exclude NODE, or calibrate another precision") from None
+
+
+def keep_float_consumers(path: Path, excluded: frozenset[str] = frozenset()) -> int:
+    """Give the float tensor back to the nodes that are not quantized; returns how many inputs were rewired.
+
+    onnxruntime puts one Q/DQ pair on a tensor and routes every consumer through it, so a LayerNorm output read by a
+    MatMul and by a residual Add hands the Add quantized values too: precision lost where TensorRT computes in
+    float anyway. Only TensorRT's quantized ops keep reading the DequantizeLinear output (not those ``excluded``).
+    """
+    proto = onnx.load_model(path, load_external_data=False)
+    graph = proto.graph
+    quantized_from = {node.output[0]: node.input[0] for node in graph.node if node.op_type == "QuantizeLinear"}
+    float_of = {node.output[0]: quantized_from[node.input[0]] for node in graph.node
+                if node.op_type == "DequantizeLinear" and node.input[0] in quantized_from}
+    outputs = {o.name for o in graph.output}
+    rewired = 0
+    for node in graph.node:
+        if node.op_type in ("QuantizeLinear", "DequantizeLinear") or (
+                node.op_type in TENSORRT_QUANTIZED_OPS and node.name not in excluded):
+            continue
+        for index, name in enumerate(node.input):
+            if name in float_of and float_of[name] not in outputs:
+                node.input[index] = float_of[name]
+                rewired += 1
+    if rewired:
+        save_model(proto, path.with_name(path.name + ".rewired"))
+        path.with_name(path.name + ".rewired").replace(path)
+    return rewired
+
+
+def quantized_nodes(path: Path) -> dict[str, int]:
+    """Nodes of the Q/DQ model that run quantized, by op type: TensorRT's quantized ops with a DequantizeLinear
+    feeding an input (their weights' or their activations')."""
+    proto = onnx.load_model(path, load_external_data=False)
+    dequantized = {o for node in proto.graph.node if node.op_type == "DequantizeLinear" for o in node.output}
+    counts: dict[str, int] = {}
+    for node in proto.graph.node:
+        if node.op_type in TENSORRT_QUANTIZED_OPS and any(name in dequantized for name in node.input):
+            counts[node.op_type] = counts.get(node.op_type, 0) + 1
+    return dict(sorted(counts.items()))
 
 
 def keep_metadata(source: onnx.ModelProto, path: Path) -> None:

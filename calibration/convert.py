@@ -11,13 +11,15 @@ from compiler.core.errors import InvalidInput
 from compiler.data.model import first_line, load_model
 
 
-def convert_fp16(src: Path, dst: Path) -> None:
+def convert_fp16(src: Path, dst: Path, keep_nodes: frozenset[str] = frozenset(),
+                 keep_ops: frozenset[str] = frozenset()) -> None:
     """Write an FP16 copy of ``src`` to ``dst``; inputs and outputs stay float32 (``keep_io_types``).
 
     Uses onnxruntime's float16 converter (its default block list keeps ops without FP16 kernels in FP32;
-    values beyond FP16's range are clamped). The original metadata_props are kept.
+    values beyond FP16's range are clamped to +-65504). ``keep_nodes`` (names) and ``keep_ops`` (op types) stay in FP32
+    too. The original metadata_props are kept.
     """
-    from onnxruntime.transformers.float16 import convert_float_to_float16
+    from onnxruntime.transformers.float16 import DEFAULT_OP_BLOCK_LIST, convert_float_to_float16
 
     from calibration.calibrators import quiet, save_model
 
@@ -27,9 +29,12 @@ def convert_fp16(src: Path, dst: Path) -> None:
     metadata = [(p.key, p.value) for p in proto.metadata_props]
     try:
         with quiet():
-            converted = convert_float_to_float16(proto, keep_io_types=True)
+            converted = convert_float_to_float16(proto, keep_io_types=True,
+                                                 op_block_list=sorted(set(DEFAULT_OP_BLOCK_LIST) | keep_ops),
+                                                 node_block_list=sorted(keep_nodes))
     except Exception as exc:
         raise InvalidInput(f"{src}: FP16 conversion failed ({first_line(exc)})") from None
+    _drop_round_trips(converted.graph)
     _sort_topologically(converted.graph)
     del converted.metadata_props[:]
     for key, value in metadata:
@@ -61,3 +66,51 @@ def _sort_topologically(graph: onnx.GraphProto) -> None:
     nodes = [onnx.NodeProto.FromString(n.SerializeToString()) for n in ordered]
     del graph.node[:]
     graph.node.extend(nodes)
+
+
+def _cast_to(node: onnx.NodeProto) -> int | None:
+    if node.op_type != "Cast":
+        return None
+    return next((a.i for a in node.attribute if a.name == "to"), None)
+
+
+def _drop_round_trips(graph: onnx.GraphProto) -> None:
+    """Remove FP32 -> FP16 -> FP32 Cast pairs the converter puts between two nodes it keeps in FP32.
+
+    onnxruntime's converter casts every blocked node's output to FP16 and back before the next blocked node, so a
+    chain kept in FP32 (``--exclude``) still squeezes its values through FP16, and overflows there on a GPU. The
+    readers of the round trip read the FP32 value itself instead.
+    """
+    readers: dict[str, list[onnx.NodeProto]] = {}
+    for node in graph.node:
+        for name in node.input:
+            readers.setdefault(name, []).append(node)
+    outputs = {o.name for o in graph.output}
+    renamed: dict[str, str] = {}
+    dropped: set[int] = set()
+    removed_tensors: set[str] = set()
+    for node in graph.node:
+        if _cast_to(node) != onnx.TensorProto.FLOAT16 or node.output[0] in outputs:
+            continue
+        half = node.output[0]
+        back = readers.get(half, [])
+        if not back or any(_cast_to(r) != onnx.TensorProto.FLOAT or r.output[0] in outputs for r in back):
+            continue
+        for cast in back:
+            renamed[cast.output[0]] = node.input[0]
+            dropped.add(id(cast))
+            removed_tensors.add(cast.output[0])
+        dropped.add(id(node))
+        removed_tensors.add(half)
+    if not dropped:
+        return
+    kept = [n for n in graph.node if id(n) not in dropped]
+    for node in kept:
+        for index, name in enumerate(node.input):
+            if name in renamed:
+                node.input[index] = renamed[name]
+    del graph.node[:]
+    graph.node.extend(kept)
+    values = [v for v in graph.value_info if v.name not in removed_tensors]
+    del graph.value_info[:]
+    graph.value_info.extend(values)

@@ -25,7 +25,8 @@ from compiler.core.text import gate_figure
 
 
 @examples("compile calibrate model.onnx --data data.npz --precision int8 --out calibrated",
-          "compile calibrate model.onnx --data images/ --method entropy --min-cosine 0.99 --out calibrated")
+          "compile calibrate model.onnx --data images/ --method entropy --min-cosine 0.99 --out calibrated",
+          "compile calibrate model.onnx --data data.npz --precision fp16 --exclude Softmax --out calibrated")
 def calibrate(
     model: ModelArgument,
     *,
@@ -43,6 +44,7 @@ def calibrate(
     min_cosine: Annotated[float | None, option("X", GATES, CALIBRATE["min_cosine"])] = None,
     min_top1: Annotated[float | None, option("X", GATES, CALIBRATE["min_top1"])] = None,
     max_abs_error: Annotated[float | None, option("X", GATES, CALIBRATE["max_abs_error"])] = None,
+    exclude: Annotated[list[str] | None, option("NODE|OP", CALIBRATION, CALIBRATE["exclude"])] = None,
     out: Annotated[Path, option("DIR", OUTPUT, "Output folder: model.onnx, calibration.json, calibration.cache, "
                                 "report.json.", show_default=False)],
     no_reuse: Annotated[bool, switch("--no-reuse", OUTPUT, "Recompute even if DIR holds this result.")] = False,
@@ -55,7 +57,7 @@ def calibrate(
     options = CalibrationOptions(precision=precision, method=method, samples=samples, batch_size=batch_size,
                                  holdout=holdout, seed=seed, percentile=percentile, num_bins=num_bins,
                                  chunk_mb=chunk_mb, min_cosine=min_cosine, min_top1=min_top1,
-                                 max_abs_error=max_abs_error, reuse=not no_reuse)
+                                 max_abs_error=max_abs_error, exclude=tuple(exclude or ()), reuse=not no_reuse)
     with render.phase_progress() as update:
         result = run_calibration(model, data, out, options, progress=update)
     render.emit_json(result) if json else render.calibration(result)

@@ -28,6 +28,8 @@ CALIBRATE = {
     "min_cosine": "Gate: mean cosine similarity of every output.",
     "min_top1": "Gate: top-1 agreement of class-score outputs (a fraction, 0.98 for 98 %).",
     "max_abs_error": "Gate: max absolute error of every output.",
+    "exclude": "Keep a node (by name) or every node of an op type (Softmax) out of the lower precision: no Q/DQ "
+               "for int8/fp8, FP32 for fp16. Repeat for more.",
     "reuse": "Reuse a folder that holds this very result (--no-reuse recomputes).",
 }
 

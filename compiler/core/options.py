@@ -112,7 +112,17 @@ class CalibrationOptions(OptionGroup):
     min_cosine: float | None = Field(None, ge=-1, le=1)
     min_top1: float | None = Field(None, ge=0, le=1)
     max_abs_error: float | None = Field(None, ge=0)
+    exclude: tuple[str, ...] = ()
     reuse: bool = True
+
+    @field_validator("exclude", mode="before")
+    @classmethod
+    def _names(cls, value: Any) -> Any:
+        if isinstance(value, str):  # one name in the pipeline YAML
+            return (value,)
+        if isinstance(value, list | tuple) and not all(isinstance(v, str) and v.strip() for v in value):
+            raise ValueError("give node names or op types (non-empty text)")
+        return value
 
     @field_validator("holdout", "percentile", "min_cosine", "min_top1", "max_abs_error", mode="before")
     @classmethod

@@ -217,6 +217,8 @@ class AccuracyReport(BaseModel):
     seconds: float
     coverage: str | None = None
     """What the comparison could and could not see (fp16: onnxruntime on CPU computes many FP16 ops in FP32)."""
+    quantized_nodes: int | None = None
+    """int8/fp8: how many nodes of the model run quantized (Q/DQ on their inputs); None for fp16."""
     fp16_range: dict[str, Any] | None = None
     """fp16: the FP32 model's intermediate tensors on the held-out samples against FP16's range (the figures of
     ``compile check``'s fp16-range check: ``overflow``, ``underflow``, ``keep_fp32``...)."""
@@ -257,6 +259,13 @@ class CalibrationRecord(BaseModel):
     """File name -> sha256 of every file of the folder but this one; model.onnx is always among them."""
     out: str
     seconds: float
+    quantized_nodes: int | None = None
+    """int8/fp8: how many nodes run quantized (TensorRT's quantized ops, Conv, ConvTranspose, Gemm and MatMul,
+    with Q/DQ on their inputs); a calibration that quantizes none is refused. None for fp16."""
+    quantized_ops: dict[str, int] | None = None
+    """int8/fp8: ``quantized_nodes`` by op type."""
+    excluded: list[str] = []
+    """Nodes kept out of the lower precision (``--exclude``: by name, or every node of an op type)."""
 
 
 class CalibrationResult(CalibrationRecord):

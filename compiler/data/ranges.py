@@ -40,6 +40,10 @@ COVERAGE = ("onnxruntime on CPU computes many FP16 ops in FP32, so the compariso
 """What an FP16 comparison in onnxruntime could and could not see, said in every report that makes one."""
 
 
+SHAPE_ONLY = frozenset({"Reshape", "Transpose", "Squeeze", "Unsqueeze", "Identity", "Expand", "Flatten"})
+"""Ops that move values without computing on them: a saturated value passes through them unchanged."""
+
+
 @dataclass
 class TensorStats:
     node: str
@@ -49,12 +53,22 @@ class TensorStats:
     nonzero: int = 0
     elements: int = 0
     nonfinite: int = 0
+    positive_overflow: bool = False
+    """Some value beyond +65504 (or NaN): +inf in FP16, which no Softmax absorbs."""
+    readers: tuple[str, ...] = ()
+    """The nodes that read the tensor: an overflow is only gone when they, too, read it in FP32."""
+    into_softmax: bool = False
+    """Every reader of the tensor is a Softmax (through shape-only ops): an additive mask saturated to -inf there is
+    exp(-inf) = 0, the weight the mask meant to give."""
 
     def add(self, values: np.ndarray) -> None:
         """Count one batch of a tensor's values. The common case (all finite, none above FP16's range) takes four
         passes over the values: |x| in place, its max, the non-zeros, those below FP16's smallest subnormal (each count
 taken over a comparison's booleans: numpy counts non-zero floats several times slower)."""
         owned = values.dtype == np.float32 and values.flags.writeable  # a fresh onnxruntime output, used once
+        top = float(values.max()) if values.size else 0.0
+        if not top <= FP16_MAX:  # +inf in FP16, or NaN
+            self.positive_overflow = True
         magnitude = np.abs(values, out=values) if owned else np.abs(values, dtype=np.float32)
         peak = float(magnitude.max()) if magnitude.size else 0.0
         if not math.isfinite(peak):
@@ -79,6 +93,8 @@ class Reference:
     ranges: dict[str, TensorStats] = field(default_factory=dict)
     skipped_tensors: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    clamped: dict[str, float] = field(default_factory=dict)
+    """Constants beyond FP16's range that the ranges were measured with clamped to +-65504 (their |x| before)."""
 
 
 def _float_intermediates(model: OnnxModel) -> tuple[dict[str, onnx.ValueInfoProto], dict[str, str], list[str]]:
@@ -98,6 +114,51 @@ def _float_intermediates(model: OnnxModel) -> tuple[dict[str, onnx.ValueInfoProt
             elif value.type.tensor_type.elem_type == TensorProto.FLOAT:
                 wanted[name] = value
     return wanted, producers, unknown
+
+
+def clamp_constants(proto: onnx.ModelProto) -> dict[str, float]:
+    """Clamp float32 constants (initializers, Constant nodes) beyond FP16's range to +-65504 in place, as
+    onnxruntime's FP16 converter writes them; returns each clamped constant's largest |x| before. The FP16 model
+    holds the clamped value, so the range check evaluates the model with it: a Hugging Face mask bias of
+    (1 - mask) * -3.4e38 is -65504 there, not an overflow. Infinities and external data are left as they are
+    (the converter keeps infinities too)."""
+    from onnx import numpy_helper
+
+    tensors = [t for t in proto.graph.initializer]
+    tensors += [a.t for node in proto.graph.node if node.op_type == "Constant" for a in node.attribute
+                if a.name == "value" and a.type == onnx.AttributeProto.TENSOR]
+    clamped = {}
+    for tensor in tensors:
+        if tensor.data_type != TensorProto.FLOAT or tensor.data_location == TensorProto.EXTERNAL:
+            continue
+        values = numpy_helper.to_array(tensor)
+        finite = np.isfinite(values)
+        beyond = finite & (np.abs(values) > FP16_MAX)
+        if beyond.any():
+            clamped[tensor.name] = float(np.abs(values[beyond]).max())
+            tensor.CopyFrom(numpy_helper.from_array(np.where(beyond, np.clip(values, -FP16_MAX, FP16_MAX), values)
+                                                    .astype(np.float32), tensor.name))
+    return clamped
+
+
+def _into_softmax(graph: onnx.GraphProto) -> set[str]:
+    """Tensors read only by Softmax nodes, directly or through shape-only ops (and not graph outputs)."""
+    readers: dict[str, list[onnx.NodeProto]] = {}
+    for node in graph.node:
+        for name in node.input:
+            readers.setdefault(name, []).append(node)
+    outputs = {o.name for o in graph.output}
+    known: dict[str, bool] = {}
+
+    def only_softmax(name: str, depth: int = 0) -> bool:
+        if name not in known:
+            nodes = readers.get(name, [])
+            known[name] = bool(nodes) and name not in outputs and depth < 16 and all(
+                n.op_type == "Softmax" or (n.op_type in SHAPE_ONLY and n.input[0] == name
+                                           and only_softmax(n.output[0], depth + 1)) for n in nodes)
+        return known[name]
+
+    return {name for name in readers if only_softmax(name)}
 
 
 def _sample_bytes(value: onnx.ValueInfoProto, batch_dims: dict[str, int]) -> int:
@@ -128,11 +189,28 @@ def reference_pass(model: OnnxModel, dataset: Dataset, indices: np.ndarray, batc
             used = 0
         groups[-1].append(name)
         used += size * batch
-    stats = {name: TensorStats(producers[name]) for name in wanted}
+    softmax_fed = _into_softmax(model.proto.graph) if wanted else set()
+    readers: dict[str, list[str]] = {}
+    for index, node in enumerate(model.proto.graph.node):
+        for name in set(node.input):
+            readers.setdefault(name, []).append(node.name or f"{node.op_type} #{index}")
+    stats = {name: TensorStats(producers[name], readers=tuple(readers.get(name, ())), into_softmax=name in softmax_fed)
+             for name in wanted}
     collected: dict[str, list[np.ndarray]] = {name: [] for name in names}
+    base = model.proto
+    clamped: dict[str, float] = {}
+    if wanted:  # the ranges are FP16's: measure them with the constants the FP16 model holds
+        base = onnx.ModelProto()
+        base.CopyFrom(model.proto)
+        clamped = clamp_constants(base)
+        if not clamped:
+            base = model.proto
     with tempfile.TemporaryDirectory(prefix="compile-check-") as work:
-        sessions = [_session_with_outputs(model, [wanted[n] for n in group], Path(work) / f"ranges-{i}.onnx")
+        sessions = [_session_with_outputs(model, [wanted[n] for n in group], Path(work) / f"ranges-{i}.onnx", base)
                     for i, group in enumerate(groups)]
+        if clamped:  # the outputs (the accuracy reference) stay the FP32 model's own
+            sessions.insert(0, session(model.path, "model"))
+            groups.insert(0, [])
         for chunk in batches(indices, batch):
             feed = dataset.read(chunk)
             for index, (sess, group) in enumerate(zip(sessions, groups, strict=True)):
@@ -150,15 +228,17 @@ def reference_pass(model: OnnxModel, dataset: Dataset, indices: np.ndarray, batc
             if progress:
                 progress(len(chunk))
     outputs = {name: np.concatenate(parts) if parts else np.empty(0) for name, parts in collected.items()}
-    return Reference(outputs, stats, unknown, round(time.perf_counter() - started, 3))
+    return Reference(outputs, stats, unknown, round(time.perf_counter() - started, 3), clamped)
 
 
-def _session_with_outputs(model: OnnxModel, extra: list[onnx.ValueInfoProto], path: Path):
-    """An onnxruntime session of the model with ``extra`` tensors as outputs too (the model's own session if none)."""
-    if not extra:
+def _session_with_outputs(model: OnnxModel, extra: list[onnx.ValueInfoProto], path: Path,
+                          base: onnx.ModelProto | None = None):
+    """An onnxruntime session of the model (or of ``base``, a changed copy of it) with ``extra`` tensors as outputs
+    too (the model's own session if none and no copy)."""
+    if not extra and (base is None or base is model.proto):
         return session(model.path, "model")
     proto = onnx.ModelProto()
-    proto.CopyFrom(model.proto)
+    proto.CopyFrom(model.proto if base is None else base)
     proto.graph.output.extend(extra)
     # external data stays where it is: the copy is saved beside nothing, so point it at the model's folder
     if model.external_files:
@@ -180,23 +260,38 @@ def fp16_tensors(built: OnnxModel | None) -> set[str] | None:
         return None
     graph = built.proto.graph
     return {v.name for v in graph.value_info if v.type.tensor_type.elem_type == TensorProto.FLOAT16} | {
-        name for node in graph.node for name in node.output if node.op_type == "Cast" and any(
+        name for node in graph.node for name in (*node.input[:1], *node.output) if node.op_type == "Cast" and any(
             a.name == "to" and a.i == TensorProto.FLOAT16 for a in node.attribute)}
+    # a Cast's input counts too: a tensor kept in FP32 whose reader computes in FP16 is converted, and overflows there
 
 
 def check_ranges(reference: Reference, samples: int, in_fp16: set[str] | None) -> CheckResult:
     """The gate: no tensor computed in FP16 leaves its range; flushing is reported, not gated."""
-    overflow, flushed = [], []
+    overflow, flushed, saturated = [], [], []
     for name, stat in reference.ranges.items():
         if in_fp16 is not None and name not in in_fp16:
             continue
-        if stat.overflow:
+        if stat.overflow and stat.into_softmax and not stat.positive_overflow:
+            saturated.append((name, stat))
+        elif stat.overflow:
             overflow.append((name, stat))
         elif stat.nonzero and stat.flushed / stat.nonzero > UNDERFLOW_FRACTION:
             flushed.append((name, stat))
     overflow.sort(key=lambda item: -item[1].abs_max)
+    def keep(stat: TensorStats) -> list[str]:
+        return [stat.node, *(r for r in stat.readers if r != stat.node)]
+
+    def advice(stat: TensorStats) -> str:
+        readers = f" and its reader(s) {', '.join(keep(stat)[1:])}" if len(keep(stat)) > 1 else ""
+        return f"keep {stat.node}{readers} in FP32 (compile calibrate --exclude {' --exclude '.join(keep(stat))})"
+
     evidence = [f"overflow: node {s.node} output {n}: |x| up to {s.abs_max:.6g} > {FP16_MAX:g} ({s.overflow} of "
-                f"{s.elements} values); keep {s.node} in FP32" for n, s in overflow[:MAX_EVIDENCE]]
+                f"{s.elements} values); {advice(s)}" for n, s in overflow[:MAX_EVIDENCE]]
+    evidence += [f"saturated: node {s.node} output {n}: down to -{s.abs_max:.6g} ({s.overflow} of {s.elements} values "
+                 f"beyond -65504 in FP16), read only by Softmax, where exp(-inf) is 0: a saturated additive mask, "
+                 f"harmless" for n, s in saturated[:MAX_EVIDENCE]]
+    evidence += [f"clamped: constant {n}: |x| {v:.6g} is written as {FP16_MAX:g} in the FP16 model and judged at "
+                 f"that value" for n, v in list(reference.clamped.items())[:MAX_EVIDENCE]]
     evidence += [f"underflow: node {s.node} output {n}: {s.flushed} of {s.nonzero} non-zero values below FP16's "
                  f"smallest subnormal {FP16_TINY:.3g} become 0" for n, s in flushed[:MAX_EVIDENCE]]
     checked = len(reference.ranges) if in_fp16 is None else len([n for n in reference.ranges if n in in_fp16])
@@ -204,16 +299,22 @@ def check_ranges(reference: Reference, samples: int, in_fp16: set[str] | None) -
         "samples": samples, "tensors_checked": checked, "tensors_of_unknown_type": reference.skipped_tensors,
         "overflow": {n: {"node": s.node, "abs_max": s.abs_max, "count": s.overflow} for n, s in overflow},
         "underflow": {n: {"node": s.node, "flushed": s.flushed, "nonzero": s.nonzero} for n, s in flushed},
-        "keep_fp32": sorted({s.node for _, s in overflow}), "coverage": COVERAGE,
+        "keep_fp32": sorted({name for _, s in overflow for name in keep(s)}), "coverage": COVERAGE,
+        "saturated_into_softmax": {n: {"node": s.node, "abs_max": s.abs_max, "count": s.overflow}
+                                   for n, s in saturated},
+        "clamped_constants": reference.clamped,
     }
-    peak = max((s.abs_max for s in reference.ranges.values()), default=0.0)
+    peak = max((s.abs_max for n, s in reference.ranges.items() if in_fp16 is None or n in in_fp16), default=0.0)
     if overflow:
         name, stat = overflow[0]
         return CheckResult(name="fp16-range", status=Status.FAILED, evidence=evidence, figures=figures,
                            summary=f"{len(overflow)} tensor(s) overflow FP16; first: node {stat.node} output {name} "
                                    f"reaches {stat.abs_max:.6g} (> {FP16_MAX:g}): keep "
-                                   f"{', '.join(figures['keep_fp32'][:5])} in FP32")
+                                   f"{', '.join(figures['keep_fp32'][:5])} in FP32 (compile calibrate --exclude "
+                                   f"{' --exclude '.join(figures['keep_fp32'][:5])})")
     note = f"; {len(flushed)} tensor(s) lose values to underflow" if flushed else ""
+    if saturated:
+        note += f"; {len(saturated)} additive mask tensor(s) saturate before a Softmax (harmless)"
     return CheckResult(name="fp16-range", status=Status.OK, evidence=evidence, figures=figures,
                        summary=f"{checked} FP16 tensors within range on {samples} samples (|x| up to {peak:.6g})"
                                f"{note}")

@@ -241,11 +241,12 @@ def test_fp16_overflow_mid_graph_fails_the_range_gate_naming_the_node(tmp_path):
     assert checks["accuracy"]["status"] == "ok"  # the blind spot: onnxruntime on CPU computes it in FP32
     ranges = checks["fp16-range"]
     assert ranges["status"] == "failed"
-    assert ranges["figures"]["keep_fp32"] == ["act", "amplify"]
+    assert ranges["figures"]["keep_fp32"] == ["act", "amplify", "shrink"]  # and the readers
     assert ranges["evidence"][0].startswith("overflow: node amplify output up: |x| up to ")
     assert ranges["figures"]["overflow"]["up"]["abs_max"] > 65504
     assert ranges["figures"]["overflow"]["up"]["count"] == 16 * 16  # every value of the 16 samples
-    assert "keep amplify in FP32" in ranges["evidence"][0]
+    assert "keep amplify and its reader(s) act in FP32 (compile calibrate --exclude amplify --exclude act)" in \
+        ranges["evidence"][0]
     assert "onnxruntime on CPU" in ranges["figures"]["coverage"]
     assert "fp16-range" in result.error_lines[0] and "amplify" in result.error_lines[0]
 
@@ -299,7 +300,7 @@ def test_calibrate_fp16_reports_the_range_check_and_what_its_comparison_could_se
     assert_clean_error(result, 1, "fp16-range", "up (node amplify)", "threshold 65504")
     report = json.loads(result.stdout)["report"]
     assert report["outputs"][0]["cosine_mean"] > 0.9999  # onnxruntime on CPU sees nothing wrong
-    assert report["fp16_range"]["keep_fp32"] == ["act", "amplify"]
+    assert report["fp16_range"]["keep_fp32"] == ["act", "amplify", "shrink"]  # and the readers
     assert "onnxruntime on CPU computes many FP16 ops in FP32" in report["coverage"]
     saved = json.loads((tmp_path / "fp16" / "report.json").read_text())
     assert saved["fp16_range"]["overflow"]["up"]["node"] == "amplify"
