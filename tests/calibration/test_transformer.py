@@ -11,7 +11,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from tests.conftest import assert_clean_error, run_cli
+from tests.support.cli import assert_clean_error, run_cli
 from tests.fixtures.make_encoder import MODEL, PROFILES, build, make_data
 
 
