@@ -11,8 +11,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from tests.support.cli import assert_clean_error, run_cli
 from tests.fixtures.make_encoder import MODEL, PROFILES, build, make_data
+from tests.support.cli import assert_clean_error, run_cli
 
 
 @pytest.fixture(scope="module")
