@@ -6,7 +6,6 @@ the subclasses only say which module to import and how to aim the build at a GPU
 
 from __future__ import annotations
 
-import functools
 import importlib
 import importlib.util
 import re
@@ -83,22 +82,29 @@ class TensorRTBackend:
             raise EnvironmentProblem(f"backend {self.name} is not installed (no module named '{self.module_name}'); "
                                      f"run {self.install_hint}")
 
-    @functools.cached_property
+    # Plain attributes, not functools.cached_property: before Python 3.12 that holds a lock shared by every
+    # instance, and a builder forked while another thread held it would wait on it forever.
+
+    @property
     def trt(self) -> Any:
         """The TensorRT module, imported on first use: a build that is a cache hit never loads TensorRT."""
-        try:
-            return importlib.import_module(self.module_name)
-        except ImportError as exc:
-            raise EnvironmentProblem(
-                f"backend {self.name} is not installed ({exc}); run {self.install_hint}"
-            ) from None
+        if "_trt" not in self.__dict__:
+            try:
+                self.__dict__["_trt"] = importlib.import_module(self.module_name)
+            except ImportError as exc:
+                raise EnvironmentProblem(
+                    f"backend {self.name} is not installed ({exc}); run {self.install_hint}"
+                ) from None
+        return self.__dict__["_trt"]
 
-    @functools.cached_property
+    @property
     def version(self) -> str:
         """The installed edition's version, from its package metadata where that names it (no import)."""
-        from compiler.backends import installed_versions
+        if "_version" not in self.__dict__:
+            from compiler.backends import installed_versions
 
-        return installed_versions().get(self.name) or self.trt.__version__
+            self.__dict__["_version"] = installed_versions().get(self.name) or self.trt.__version__
+        return self.__dict__["_version"]
 
     def _network(self, builder: Any) -> Any:
         """A strongly typed network: precision comes from the model (FP16 conversion, Q/DQ). TensorRT-RTX is
