@@ -101,9 +101,12 @@ class TensorRTBackend:
     def version(self) -> str:
         """The installed edition's version, from its package metadata where that names it (no import)."""
         if "_version" not in self.__dict__:
-            from compiler.backends import installed_versions
+            import importlib.metadata
 
-            self.__dict__["_version"] = installed_versions().get(self.name) or self.trt.__version__
+            try:
+                self.__dict__["_version"] = importlib.metadata.version(self.module_name.replace("_", "-"))
+            except importlib.metadata.PackageNotFoundError:  # installed under another distribution name
+                self.__dict__["_version"] = self.trt.__version__
         return self.__dict__["_version"]
 
     def _network(self, builder: Any) -> Any:
