@@ -8,7 +8,7 @@ from pathlib import Path
 import onnx
 
 from compiler.core.errors import InvalidInput
-from compiler.data.model import first_line, load_model
+from compiler.data.model import first_line, load_model, readers
 
 
 def convert_fp16(src: Path, dst: Path, keep_nodes: frozenset[str] = frozenset(),
@@ -81,10 +81,7 @@ def _drop_round_trips(graph: onnx.GraphProto) -> None:
     chain kept in FP32 (``--exclude``) still squeezes its values through FP16, and overflows there on a GPU. The
     readers of the round trip read the FP32 value itself instead.
     """
-    readers: dict[str, list[onnx.NodeProto]] = {}
-    for node in graph.node:
-        for name in node.input:
-            readers.setdefault(name, []).append(node)
+    readers_of = readers(graph)
     outputs = {o.name for o in graph.output}
     renamed: dict[str, str] = {}
     dropped: set[int] = set()
@@ -93,7 +90,7 @@ def _drop_round_trips(graph: onnx.GraphProto) -> None:
         if _cast_to(node) != onnx.TensorProto.FLOAT16 or node.output[0] in outputs:
             continue
         half = node.output[0]
-        back = readers.get(half, [])
+        back = readers_of.get(half, [])
         if not back or any(_cast_to(r) != onnx.TensorProto.FLOAT or r.output[0] in outputs for r in back):
             continue
         for cast in back:

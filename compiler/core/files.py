@@ -229,8 +229,6 @@ def copy_file(source: Path, target: Path) -> None:
     """An independent copy of ``source`` at ``target`` (created, must not exist): a reflink where the filesystem
     shares extents copy-on-write (btrfs, XFS), else a byte copy; never a hard link, so editing one cannot change
     the other."""
-    import fcntl
-
     with open(source, "rb") as src, open(target, "xb") as dst:
         try:
             fcntl.ioctl(dst.fileno(), 0x40049409, src.fileno())  # FICLONE

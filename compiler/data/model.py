@@ -37,6 +37,15 @@ class TensorInfo(BaseModel):
     """None when the rank is unknown; a str entry is a symbolic dim, None an unknown dim."""
 
 
+def readers(graph: onnx.GraphProto) -> dict[str, list[onnx.NodeProto]]:
+    """Tensor name -> the nodes of ``graph`` that read it, in graph order, each node once."""
+    found: dict[str, list[onnx.NodeProto]] = {}
+    for node in graph.node:
+        for name in dict.fromkeys(node.input):
+            found.setdefault(name, []).append(node)
+    return found
+
+
 def _dtype_name(elem_type: int) -> str:
     return helper.tensor_dtype_to_np_dtype(elem_type).name if elem_type else "undefined"
 

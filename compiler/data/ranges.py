@@ -25,7 +25,7 @@ from onnx import TensorProto
 from compiler.core.errors import InvalidInput
 from compiler.core.records import CheckResult, Status
 from compiler.data.datasets import Dataset, batches
-from compiler.data.model import OnnxModel, first_line
+from compiler.data.model import OnnxModel, first_line, readers
 from compiler.data.session import session
 
 FP16_MAX = 65504.0
@@ -143,22 +143,19 @@ def clamp_constants(proto: onnx.ModelProto) -> dict[str, float]:
 
 def _into_softmax(graph: onnx.GraphProto) -> set[str]:
     """Tensors read only by Softmax nodes, directly or through shape-only ops (and not graph outputs)."""
-    readers: dict[str, list[onnx.NodeProto]] = {}
-    for node in graph.node:
-        for name in node.input:
-            readers.setdefault(name, []).append(node)
+    readers_of = readers(graph)
     outputs = {o.name for o in graph.output}
     known: dict[str, bool] = {}
 
     def only_softmax(name: str, depth: int = 0) -> bool:
         if name not in known:
-            nodes = readers.get(name, [])
+            nodes = readers_of.get(name, [])
             known[name] = bool(nodes) and name not in outputs and depth < 16 and all(
                 n.op_type == "Softmax" or (n.op_type in SHAPE_ONLY and n.input[0] == name
                                            and only_softmax(n.output[0], depth + 1)) for n in nodes)
         return known[name]
 
-    return {name for name in readers if only_softmax(name)}
+    return {name for name in readers_of if only_softmax(name)}
 
 
 def _sample_bytes(value: onnx.ValueInfoProto, batch_dims: dict[str, int]) -> int:
@@ -190,12 +187,10 @@ def reference_pass(model: OnnxModel, dataset: Dataset, indices: np.ndarray, batc
         groups[-1].append(name)
         used += size * batch
     softmax_fed = _into_softmax(model.proto.graph) if wanted else set()
-    readers: dict[str, list[str]] = {}
-    for index, node in enumerate(model.proto.graph.node):
-        for name in set(node.input):
-            readers.setdefault(name, []).append(node.name or f"{node.op_type} #{index}")
-    stats = {name: TensorStats(producers[name], readers=tuple(readers.get(name, ())), into_softmax=name in softmax_fed)
-             for name in wanted}
+    label = {id(node): node.name or f"{node.op_type} #{index}" for index, node in enumerate(model.proto.graph.node)}
+    readers_of = readers(model.proto.graph)
+    stats = {name: TensorStats(producers[name], readers=tuple(label[id(n)] for n in readers_of.get(name, ())),
+                               into_softmax=name in softmax_fed) for name in wanted}
     collected: dict[str, list[np.ndarray]] = {name: [] for name in names}
     base = model.proto
     clamped: dict[str, float] = {}

@@ -27,11 +27,11 @@ from compiler.core.records import (
     read_record_bytes,
 )
 from compiler.data.model import OnnxModel, load_model
+from compiler.stores.base import SHA256
 
 REBUILD = "re-run compile build"
 MAX_LOG_BYTES = 64 << 20
 """build.log holds the builder's INFO and WARNING lines (KBs); a bigger file is not ours."""
-_SHA256 = re.compile(r"[0-9a-f]{64}")
 _INPUT_FILENAME = re.compile(r"^\[INFO\] Input filename:\s+(?P<path>.+?)\s*$", re.MULTILINE)
 
 
@@ -120,7 +120,7 @@ def _target(root: Path, folder: Path, status: TargetStatus, model_sha256: str, h
         raise InvalidInput(f"{folder / 'engine.json'}: describes {engine.sku}/{engine.precision} of model "
                            f"{engine.model_sha256[:12]}, not the {status.sku}/{status.precision} of "
                            f"{model_sha256[:12]} build.json lists there; {REBUILD}")
-    if not _SHA256.fullmatch(engine.sha256):  # it names a blob in a store: checked like every key
+    if not SHA256.fullmatch(engine.sha256):  # it names a blob in a store: checked like every key
         raise InvalidInput(f"{folder / 'engine.json'}: sha256 {engine.sha256[:80]!r} is not a sha256 digest; "
                            f"{REBUILD}")
     plan = _inside(root, folder / "engine.plan")

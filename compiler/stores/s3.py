@@ -3,8 +3,8 @@
 Endpoint, region and credentials come the standard AWS way (``AWS_ENDPOINT_URL``, ``AWS_PROFILE``, the environment,
 config files). Blobs and manifests are create-only: a ``put_object``, or for a big blob a multipart upload of
 parallel parts, with ``If-None-Match: *`` (412: already there, never replaced); a channel moves with ``If-Match`` on
-the ETag its mover read. Transient
-errors are retried by botocore's standard retry mode, within bounded connect and read timeouts.
+the ETag its mover read.
+Transient errors are retried by botocore's standard retry mode, within bounded connect and read timeouts.
 """
 
 from __future__ import annotations
