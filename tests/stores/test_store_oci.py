@@ -201,3 +201,31 @@ def test_a_blob_is_verified_by_the_registry_too(registry):
     with pytest.raises(CheckFailed, match="does not hash to its digest"):
         store._upload(store._repo("digits"), hashlib.sha256(b"other").hexdigest(), b"bytes", 5)
     assert store.blob_size("digits", hashlib.sha256(b"other").hexdigest()) is None
+
+
+def test_a_transient_refusal_of_a_manifest_is_sent_again(registry, build, monkeypatch):
+    """Distribution's filesystem driver answers 400 DIGEST_INVALID (or 500) to a fine manifest whose blob link a
+    concurrent push is rewriting; the publish sends it again (fault injection: the first answers are replaced)."""
+    store = OciStore(registry.uri())
+    real_request, refusals, refuse_first = store.session.request, [], [2]
+
+    def flaky(method, url, **kwargs):
+        if method == "PUT" and "/manifests/" in url and len(refusals) < refuse_first[0]:
+            refusals.append(url)
+            response = requests.Response()
+            response.status_code, response.url = (400, 500)[len(refusals) % 2], url
+            response._content = b'{"errors": [{"code": "DIGEST_INVALID", "message": "provided digest did not match"}]}'
+            return response
+        return real_request(method, url, **kwargs)
+
+    monkeypatch.setattr(store.session, "request", flaky)
+    monkeypatch.setattr(store, "settle_seconds", 0)
+    assert publish(build, store, name="digits", version="9.0.1").status == "published"
+    assert len(refusals) == 2
+    assert json.loads(store.read_manifest("digits", "9.0.1"))["content"]["version"] == "9.0.1"
+    refusals.clear()
+    refuse_first[0] = 100
+    with pytest.raises(EnvironmentProblem, match=r"refused tag .*DIGEST_INVALID"):  # a lasting refusal is said
+        publish(build, store, name="digits", version="9.0.2")
+    assert len(refusals) == 4
+    assert store.read_manifest("digits", "9.0.2") is None
