@@ -145,6 +145,39 @@ class Store(ABC):
         """Every job's staged part of ``name@version``, by job."""
         raise self._no_staging()
 
+    # --- shared cache entries and removal (compiler.cache: the remote cache, gc) ----------------------------
+
+    def create_entry(self, kind: str, key: str, data: bytes, blobs: list[tuple[str, int]]) -> bytes | None:
+        """Record a cache entry (``data``, a small JSON index naming ``blobs``, sent first under ``kind``)
+        create-only, like a manifest: None when this call wrote it, else the entry that was there."""
+        raise self._unsupported("a remote cache")
+
+    def read_entry(self, kind: str, key: str) -> bytes | None:
+        raise self._unsupported("a remote cache")
+
+    def entry_keys(self, kind: str) -> list[str]:
+        """The keys of ``kind``'s entries, sorted."""
+        raise self._unsupported("a remote cache")
+
+    def delete_entry(self, kind: str, key: str) -> None:
+        """Remove an entry (a damaged one, or one gc drops); absent is fine."""
+        raise self._unsupported("a remote cache")
+
+    def delete_manifest(self, name: str, version: str) -> None:
+        raise self._unsupported("compile gc")
+
+    def delete_blob(self, name: str, sha256: str) -> None:
+        """Remove a blob (damaged, or referenced by nothing gc keeps); absent is fine."""
+        raise self._unsupported("compile gc")
+
+    def blob_digests(self, name: str) -> dict[str, tuple[int, float]]:
+        """Every blob of ``name``'s pool: digest -> (size, seconds since the epoch it was written)."""
+        raise self._unsupported("compile gc")
+
+    def _unsupported(self, what: str) -> EnvironmentProblem:
+        return EnvironmentProblem(f"store {self.uri}: {what} is not available on this kind of store; use a "
+                                  "folder, s3:// or oci://")
+
     def _no_staging(self) -> EnvironmentProblem:
         return EnvironmentProblem(f"store {self.uri}: sharded releases (--only-sku, --finalize) need a local "
                                   "folder or S3 store; release in one job here")
@@ -254,6 +287,18 @@ def manifest_key(name: str, version: str) -> str:
 
 def staging_key(name: str, version: str, job: str = "") -> str:
     return f"staging/{check_name(name)}/{check_version(version)}/" + (f"{check_name(job)}.json" if job else "")
+
+
+KIND = re.compile(r"[a-z]{1,16}")
+"""Kinds of cache entries (engines, calibrations, prepared, checks)."""
+
+
+def check_kind(kind: str) -> str:
+    return _checked(KIND, kind, "cache kind", "1 to 16 of a-z")
+
+
+def entry_key(kind: str, key: str) -> str:
+    return f"cache/{check_kind(kind)}/{check_sha256(key)}.json"
 
 
 def channel_key(name: str, channel: str) -> str:

@@ -12,6 +12,7 @@ from abc import abstractmethod
 from compiler.stores.base import (
     CHANNEL,
     NAME,
+    SHA256,
     VERSION,
     Sink,
     Store,
@@ -21,6 +22,7 @@ from compiler.stores.base import (
     channel_key,
     check_channel,
     check_name,
+    entry_key,
     manifest_key,
     staging_key,
 )
@@ -55,6 +57,14 @@ class KeyedStore(Store):
     @abstractmethod
     def _children(self, prefix: str) -> list[str]:
         """The names one level below ``prefix`` (which ends with ``/``)."""
+
+    def _delete(self, key: str) -> None:
+        """Remove ``key`` (absent is fine)."""
+        raise self._unsupported("removing from the store")
+
+    def _listing(self, prefix: str) -> dict[str, tuple[int, float]]:
+        """The keys one level below ``prefix`` with their size and modification time."""
+        raise self._unsupported("compile gc")
 
     def blob_size(self, name: str, sha256: str) -> int | None:
         return self._size(blob_key(sha256))
@@ -108,3 +118,27 @@ class KeyedStore(Store):
                 if found is not None:
                     parts[job] = found[0]
         return parts
+
+    def create_entry(self, kind: str, key: str, data: bytes, blobs: list[tuple[str, int]]) -> bytes | None:
+        return self._create_or_read(entry_key(kind, key), data)
+
+    def read_entry(self, kind: str, key: str) -> bytes | None:
+        found = self._read(entry_key(kind, key))
+        return None if found is None else found[0]
+
+    def entry_keys(self, kind: str) -> list[str]:
+        folder = entry_key(kind, "0" * 64).rpartition("/")[0]
+        return sorted(e.removesuffix(".json") for e in self._children(folder + "/")
+                      if e.endswith(".json") and SHA256.fullmatch(e.removesuffix(".json")))
+
+    def delete_entry(self, kind: str, key: str) -> None:
+        self._delete(entry_key(kind, key))
+
+    def delete_manifest(self, name: str, version: str) -> None:
+        self._delete(manifest_key(name, version))
+
+    def delete_blob(self, name: str, sha256: str) -> None:
+        self._delete(blob_key(sha256))
+
+    def blob_digests(self, name: str) -> dict[str, tuple[int, float]]:
+        return {digest: facts for digest, facts in self._listing("blobs/sha256/").items() if SHA256.fullmatch(digest)}

@@ -8,6 +8,7 @@ its mover read.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import hashlib
@@ -189,3 +190,23 @@ class LocalStore(KeyedStore):
             if exc.errno in (errno.ENOENT, errno.ENOTDIR):
                 return []
             raise EnvironmentProblem(f"store {self.root}: cannot list {prefix} ({exc.strerror or exc})") from None
+
+    def _delete(self, key: str) -> None:
+        path = self._path(key)
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise EnvironmentProblem(f"store {self.root}: cannot remove {key} ({exc.strerror or exc})") from None
+        with contextlib.suppress(OSError):  # a version's folder, emptied (another file there keeps it)
+            path.parent.rmdir()
+
+    def _listing(self, prefix: str) -> dict[str, tuple[int, float]]:
+        found = {}
+        for name in self._children(prefix):
+            with contextlib.suppress(OSError):  # removed meanwhile
+                facts = os.lstat(self._path(prefix + name))
+                if stat.S_ISREG(facts.st_mode):
+                    found[name] = (facts.st_size, facts.st_mtime)
+        return found

@@ -46,6 +46,7 @@ from compiler.stores.base import (
     Token,
     VerifyingReader,
     check_channel,
+    check_kind,
     check_name,
     check_sha256,
     check_version,
@@ -66,6 +67,9 @@ TITLE = "org.opencontainers.image.title"
 PREVIOUS = ANNOTATION + "previous"
 """On a channel's manifest: the digest of the state it replaced, so a mover can tell whether a later state was
 built on its own."""
+CACHE_ARTIFACT = "application/vnd.trt-compile.cache-entry.v1+json"
+CACHE_CONFIG = "application/vnd.trt-compile.cache-entry.index.v1+json"
+CACHE_BLOB = "application/octet-stream"
 CHANNEL_TAG = "_channel."
 """Channel tags start with ``_``, which no version may: the two can never collide."""
 MAX_MANIFEST_BYTES = 4 << 20
@@ -130,6 +134,10 @@ class OciStore(Store):
     # --- requests ----------------------------------------------------------------------------------------
 
     def _repo(self, name: str) -> str:
+        """A release's repository; ``cache/KIND`` is the remote cache's repository of that kind (two path parts,
+        so no release name can be it)."""
+        if name.startswith("cache/"):
+            return f"{self.repository}/cache/{check_kind(name[len('cache/'):])}"
         return f"{self.repository}/{check_name(name)}"
 
     def _request(self, method: str, url: str, what: str, *, scope: str, ok: tuple[int, ...] = (200,),
@@ -419,6 +427,51 @@ class OciStore(Store):
             found = self._manifest(repo, digest)
             digest = ((found[0].get("annotations") or {}).get(PREVIOUS) or None) if found else None
         return False
+
+
+    # --- cache entries and removal ------------------------------------------------------------------------
+
+    def create_entry(self, kind: str, key: str, data: bytes, blobs: list[tuple[str, int]]) -> bytes | None:
+        """An entry is the tag KEY in ``cache/KIND``: its config blob is the index, its layers the blobs (so the
+        registry checks they are there, and its garbage collection keeps them)."""
+        repo, tag = self._repo(f"cache/{kind}"), check_sha256(key)
+        found = self._record(repo, tag, CACHE_ARTIFACT)
+        if found is not None:
+            return found[0]
+        layers = [{"mediaType": CACHE_BLOB, "digest": f"sha256:{check_sha256(sha)}", "size": size}
+                  for sha, size in blobs]
+        ours = self._push(repo, tag, data, CACHE_CONFIG, CACHE_ARTIFACT, layers, {})
+        self._settle()
+        found = self._record(repo, tag, CACHE_ARTIFACT)
+        return None if found is None or found[1] == ours else found[0]
+
+    def read_entry(self, kind: str, key: str) -> bytes | None:
+        found = self._record(self._repo(f"cache/{kind}"), check_sha256(key), CACHE_ARTIFACT)
+        return None if found is None else found[0]
+
+    def entry_keys(self, kind: str) -> list[str]:
+        repo = self._repo(f"cache/{kind}")
+        return sorted(t for t in self._paged(f"/v2/{repo}/tags/list?n=1000", "tags", f"the tags of {repo}",
+                                             self._scope(repo)) if SHA256.fullmatch(t))
+
+    def _delete_tag(self, repo: str, tag: str) -> None:
+        """Distribution deletes a manifest by digest (and with it every tag on it); the registry must allow
+        deletes (``storage.delete.enabled``). Its blobs go in the registry's own garbage collection."""
+        digest = self._tag_digest(repo, tag)
+        if digest is not None:
+            self._request("DELETE", f"/v2/{repo}/manifests/{digest}", f"removing {repo}:{tag}",
+                          scope=f"repository:{repo}:pull,push,delete", ok=(202, 200))
+
+    def delete_entry(self, kind: str, key: str) -> None:
+        self._delete_tag(self._repo(f"cache/{kind}"), check_sha256(key))
+
+    def delete_manifest(self, name: str, version: str) -> None:
+        self._delete_tag(self._repo(name), check_version(version))
+
+    def delete_blob(self, name: str, sha256: str) -> None:
+        repo = self._repo(name)
+        self._request("DELETE", f"/v2/{repo}/blobs/sha256:{check_sha256(sha256)}", f"removing blob {sha256[:12]}",
+                      scope=f"repository:{repo}:pull,push,delete", ok=(202, 200))
 
 
 class _Refused(EnvironmentProblem):

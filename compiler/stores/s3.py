@@ -210,6 +210,24 @@ class S3Store(KeyedStore):
         return names
 
 
+    def _delete(self, key: str) -> None:
+        try:
+            self._call(key, self.client.delete_object, Bucket=self.bucket, Key=self.prefix + key)
+        except KeyError:
+            return
+
+    def _listing(self, prefix: str) -> dict[str, tuple[int, float]]:
+        paginator = self.client.get_paginator("list_objects_v2")
+        try:
+            pages = self._call(prefix, lambda: list(paginator.paginate(
+                Bucket=self.bucket, Prefix=self.prefix + prefix, Delimiter="/")))
+        except KeyError:
+            raise self._no_bucket() from None
+        start = len(self.prefix + prefix)
+        return {entry["Key"][start:]: (entry["Size"], entry["LastModified"].timestamp())
+                for page in pages for entry in page.get("Contents", [])}
+
+
 class _Taken(Exception):
     """A conditional write refused (412/409)."""
 
