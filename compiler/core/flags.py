@@ -9,6 +9,9 @@ BUILD = {
     "method": "Calibration method with --data: minmax (the default), entropy, percentile.",
     "cache_dir": "Build cache (default $COMPILE_CACHE_DIR or ~/.cache/compile).",
     "use_cache": "Take engines from the build cache and add new ones to it (--no-cache builds everything anew).",
+    "remote_cache": "Remote cache shared by runners (a folder, s3://BUCKET/PREFIX or oci://HOST/REPOSITORY): a local "
+                    "miss asks it first, what is made is sent there (default $COMPILE_REMOTE_CACHE).",
+    "explain": "Say for each cache miss which input of its key changed against the nearest cached entry.",
     "backend": "Override the SKU's backend.",
     "workspace_mb": "Builder workspace limit in MiB (1 to 1048576).",
     "optimization_level": "Builder optimization level (0-5).",

@@ -66,6 +66,8 @@ class BuildOptions(OptionGroup):
     method: str | None = None
     cache_dir: Path | None = None
     use_cache: bool = True
+    remote_cache: str | None = None
+    explain: bool = False
     backend: str | None = None
     workspace_mb: StrictInt | None = Field(None, ge=1, le=MAX_WORKSPACE_MB)
     optimization_level: StrictInt | None = Field(None, ge=0, le=5)

@@ -16,7 +16,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
-from pydantic import AfterValidator, BaseModel, ValidationError
+from pydantic import AfterValidator, BaseModel, Field, ValidationError
 
 from compiler.core.errors import InvalidInput
 from compiler.core.profiles import ShapeProfile
@@ -145,6 +145,16 @@ class LayersRecord(BaseModel):
     layers: list[Kernel]
 
 
+class CacheOutcome(BaseModel):
+    """Where a cached result came from: ``hit`` (the local cache or folder), ``remote`` (the remote cache) or
+    ``miss`` (made here), and why it was a miss (with ``--explain``: which input of the key changed)."""
+
+    source: str = "miss"
+    reason: str | None = None
+    warning: str | None = Field(None, exclude=True)
+    """A damaged remote entry or a remote that did not answer, said once by whoever made the result."""
+
+
 class TargetStatus(BaseModel):
     """One SKU x precision of a build run."""
 
@@ -153,6 +163,7 @@ class TargetStatus(BaseModel):
     status: Status
     path: str
     cache_hit: bool = False
+    cache: CacheOutcome | None = None
     seconds: float = 0.0
     errors: list[str] = []
     warnings: list[str] = []
@@ -275,9 +286,11 @@ class CalibrationResult(CalibrationRecord):
     gates: list[Gate] = []
     passed: bool = True
     reused: bool = False
+    cache: CacheOutcome | None = None
 
     def record(self) -> CalibrationRecord:
-        return CalibrationRecord.model_validate(self.model_dump(exclude={"report", "gates", "passed", "reused"}))
+        return CalibrationRecord.model_validate(self.model_dump(exclude={"report", "gates", "passed", "reused",
+                                                                         "cache"}))
 
 
 # --- compile check ---------------------------------------------------------------------------------------
@@ -337,6 +350,7 @@ class CheckReport(BaseModel):
     """Of everything the verdict depends on (see ``compile check``'s reuse): an equal digest, an equal report."""
     reused: bool = False
     """True in what ``check()`` returns when it took the folder's check.json instead of checking again."""
+    cache: CacheOutcome | None = None
 
     @property
     def failures(self) -> list[tuple[str, CheckResult]]:

@@ -11,6 +11,7 @@ from typing import Any
 
 from compiler.backends import load_backend
 from compiler.backends.base import BuildSpec
+from compiler.cache.remote import configured, open_remote
 from compiler.core.digest import finish_model_digest, hash_model_file_mapped
 from compiler.core.errors import InvalidInput
 from compiler.core.files import check_writable_folder, hash_json, stat_key, writable_folder
@@ -20,6 +21,7 @@ from compiler.core.profiles import load_profiles, load_sku_catalog, profiles_pro
 from compiler.core.records import BUILD_FORMAT, CALIBRATION_FILES, CALIBRATION_RECORD, PRECISIONS, Precision, Progress
 from compiler.data.skim import skim_inputs
 from compiler.engines.cache import BuildCache
+from compiler.engines.shared import fetch_prepared, send_prepared
 
 MODEL_FACTS = "model"
 """The build cache's facts kind for a model file: its inputs, external files and sha256."""
@@ -51,6 +53,9 @@ class BuildJob:
     source_stat: FileStats
     built_stat: FileStats
     """The same for the model actually built when that is another file (fp16, int8/fp8); empty otherwise."""
+    remote_cache: str | None = None
+    """The remote cache's URI (:mod:`compiler.cache.remote`), when one is configured and the cache is on."""
+    explain: bool = False
 
     @property
     def model_sha256(self) -> str:
@@ -127,7 +132,10 @@ def plan_builds(
     check_not_overwriting([out / "build.json"], _inputs(model, source["files"], profiles, options, cache), "--out",
                           replaced=target_dirs)
     digest = source["sha256"]
-    prepared = {p: _prepare(p, model, digest, options, cache, calibration_progress) for p in precisions}
+    remote = configured(options.remote_cache) if options.use_cache else None
+    if remote is not None:
+        open_remote(remote)  # a URI it cannot be is refused now, before any work
+    prepared = {p: _prepare(p, model, digest, options, cache, calibration_progress, remote) for p in precisions}
     source_stat = _files_stat(model, model_stat, source["files"])
     jobs = []
     for sku, target in targets.items():
@@ -155,7 +163,7 @@ def plan_builds(
                 sku=sku, precision=precision, backend=backend.name, spec=spec, key_material=material,
                 cache_root=cache.root, use_cache=options.use_cache, target_dir=out / sku / precision,
                 model_digest=digest, prepared_sha256=built_sha, calibration_sha256=calibration_sha,
-                source_stat=source_stat, built_stat=built_stat,
+                source_stat=source_stat, built_stat=built_stat, remote_cache=remote, explain=options.explain,
             ))
     writable_folder(out, "--out")
     return jobs
@@ -228,7 +236,7 @@ def _parse(path: Path) -> tuple[dict[str, Any], tuple[Path, ...]]:
 
 
 def _prepare(precision: Precision, model: Path, model_sha: str | Future[str], options: BuildOptions,
-             cache: BuildCache, calibration_progress: Progress | None
+             cache: BuildCache, calibration_progress: Progress | None, remote: str | None
              ) -> tuple[Path, str | None, FileStats, str | None]:
     """The ONNX model this precision builds from: (path, its digest or None for the model itself, the stat of its
     files, the calibration record's sha256)."""
@@ -237,10 +245,12 @@ def _prepare(precision: Precision, model: Path, model_sha: str | Future[str], op
     model_sha = model_sha if isinstance(model_sha, str) else model_sha.result()
     if precision == Precision.FP16:
         converted = cache.root / "prepared" / model_sha / "fp16.onnx"
-        if not converted.is_file():
+        if not converted.is_file() and not (remote and fetch_prepared(remote, model_sha, converted)):
             from calibration import convert_fp16
 
             convert_fp16(model, converted)  # writes a staging file and renames it into place
+            if remote:
+                send_prepared(remote, model_sha, converted)
         return converted, *_prepared_digest(converted, cache), None
     folder = options.calibration
     if folder is None and options.data is not None:

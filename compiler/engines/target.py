@@ -18,9 +18,10 @@ from compiler.backends.isolated import BuiltPlan, Either
 from compiler.core.digest import finish_model_digest, hash_model_file
 from compiler.core.errors import CompileError
 from compiler.core.files import changed_since, link_or_copy, replace_dir, staging_folder, write_atomic
-from compiler.core.records import EngineRecord, Kernel, LayersRecord, Progress, Status, TargetStatus
+from compiler.core.records import CacheOutcome, EngineRecord, Kernel, LayersRecord, Progress, Status, TargetStatus
 from compiler.engines.cache import ENGINE_FILES, BuildCache
 from compiler.engines.plan import BuildJob
+from compiler.engines.shared import fetch_engine, send_engine
 
 Build = Callable[[BuildJob, Path, Progress | None, Any], BuiltPlan]
 """(job, staging folder, progress, cancel) -> the build's outcome, its files written into the staging folder."""
@@ -69,9 +70,9 @@ def _produce(job: BuildJob, build: Build, staging: Path, progress: Progress | No
     cache = BuildCache(job.cache_root)
     if not job.use_cache:
         return _build(job, build, staging, progress, cancel, started, cache)
-    if not job.digest_pending:
-        return (_from_cache(job, staging, started, cache)
-                or _build(job, build, staging, progress, cancel, started, cache))
+    if not job.digest_pending or job.remote_cache:  # a remote answers in far less than a build takes
+        found, miss = _from_caches(job, staging, started, cache)
+        return found or _build(job, build, staging, progress, cancel, started, cache, miss)
     # The model's digest is still being computed: build meanwhile, and stop the build if the digest
     # then names an engine the cache already has.
     in_cache = threading.Event()
@@ -110,6 +111,30 @@ def _cached_entry(cache: BuildCache, key: str) -> tuple[Path, EngineRecord] | No
     return None
 
 
+def _from_caches(job: BuildJob, staging: Path, started: float, cache: BuildCache
+                 ) -> tuple[TargetStatus | None, CacheOutcome]:
+    """The target from the local cache, else from the remote one (through the local cache); else why it missed."""
+    hit = _from_cache(job, staging, started, cache)
+    if hit is not None:
+        return hit.model_copy(update={"cache": CacheOutcome(source="hit")}), CacheOutcome(source="hit")
+    if job.remote_cache is None:
+        return None, _missed(job, cache, "not in the local cache")
+    outcome, warning = fetch_engine(job.remote_cache, job.cache_key, cache)
+    if outcome.source == "remote" and (hit := _from_cache(job, staging, started, cache)) is not None:
+        return hit.model_copy(update={"cache": outcome}), outcome
+    outcome = _missed(job, cache, outcome.reason or "")
+    return None, outcome.model_copy(update={"warning": warning}) if warning else outcome
+
+
+def _missed(job: BuildJob, cache: BuildCache, reason: str) -> CacheOutcome:
+    """A miss, with ``--explain`` the input of the key that changed against the nearest cached engine."""
+    if job.explain:
+        from compiler.engines.shared import explain_engine
+
+        reason = explain_engine(job, cache.root) or reason
+    return CacheOutcome(source="miss", reason=reason)
+
+
 def _from_cache(job: BuildJob, staging: Path, started: float, cache: BuildCache) -> TargetStatus | None:
     try:
         hit = _cached_entry(cache, job.cache_key)
@@ -133,7 +158,7 @@ def _from_cache(job: BuildJob, staging: Path, started: float, cache: BuildCache)
 
 
 def _build(job: BuildJob, build: Build, staging: Path, progress: Progress | None, cancel: Any, started: float,
-           cache: BuildCache) -> TargetStatus:
+           cache: BuildCache, miss: CacheOutcome | None = None) -> TargetStatus:
     built = build(job, staging, progress, cancel)
     if built.status != Status.OK:
         return _unbuilt(job, staging, built.status, started, built.errors or ["build failed"])
@@ -167,12 +192,17 @@ def _build(job: BuildJob, build: Build, staging: Path, progress: Progress | None
     )
     write_atomic(staging / "engine.json", record.model_dump_json(indent=2).encode())
     warnings = _builder_warnings(built.warnings)
+    if miss is not None and miss.warning:
+        warnings.append(miss.warning)
     if job.use_cache:
         try:
             cache.store(cache_key, staging, built.sha256)
         except OSError as exc:  # a full cache volume: the engine itself is whole, only the next run rebuilds it
             warnings.append(f"not kept in the build cache {cache.root}: {exc}")
-    return _status(job, Status.OK, started, warnings=warnings)
+        if job.remote_cache:
+            warnings += filter(None, [send_engine(job.remote_cache, cache_key, staging, record)])
+    status = _status(job, Status.OK, started, warnings=warnings)
+    return status.model_copy(update={"cache": miss.model_copy(update={"warning": None}) if miss else None})
 
 
 def _unbuilt(job: BuildJob, staging: Path, status: Status, started: float, errors: list[str]) -> TargetStatus:

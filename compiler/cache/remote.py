@@ -1,0 +1,159 @@
+"""The remote cache: the local cache's entries shared through a store (folder, S3, OCI), so a fresh CI runner takes
+what another runner made instead of calibrating and building it again.
+
+An entry is content-addressed by the local cache's own key (a calibration's, a prepared model's, an engine's, a
+check's): a small index naming each file by sha256 and size, and the files as the store's blobs. Every file is
+verified against the index on the way in; an entry that fails (a blob missing, bytes that do not hash to their
+digest, records that contradict the key) is refused in one warning line, removed with its damaged blobs, and
+replaced by the caller's rebuild. Entries are written create-only: racing runners cannot overwrite one another.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import BaseModel, Field, ValidationError
+
+from compiler.core.errors import CheckFailed, CompileError
+from compiler.core.files import file_sha256
+from compiler.stores.base import SHA256, HashingSink, VerifyingReader
+
+ENV = "COMPILE_REMOTE_CACHE"
+INDEX_FORMAT = 1
+MAX_INDEX_BYTES = 1 << 20
+KIND_FILES = {
+    "engines": ("engine.plan", "engine.json", "layers.json", "build.log"),
+    "calibrations": ("model.onnx", "model.onnx.data", "calibration.cache", "report.json", "calibration.json"),
+    "prepared": ("fp16.onnx",),
+    "checks": ("check.json",),
+}
+"""The files an entry of each kind may hold: an index naming any other is refused (no path ever comes from it)."""
+
+
+class FileEntry(BaseModel):
+    sha256: str = Field(pattern=SHA256.pattern)
+    size: int = Field(ge=0)
+
+
+class EntryIndex(BaseModel):
+    """The index of one remote entry."""
+
+    format_version: int = INDEX_FORMAT
+    kind: str
+    key: str
+    files: dict[str, FileEntry]
+    created: float
+    material: dict[str, object] = {}
+    """What the key was made of, for ``--explain`` against entries this runner does not have."""
+
+
+class Damaged(CheckFailed):
+    """A remote entry that failed verification (its warning line is the message)."""
+
+
+def configured(uri: str | None) -> str | None:
+    """The remote cache asked for: ``uri`` (an option or the pipeline's ``cache:``), else $COMPILE_REMOTE_CACHE."""
+    chosen = uri if uri is not None else os.environ.get(ENV) or None
+    return chosen.strip() or None if chosen is not None else None
+
+
+@lru_cache(maxsize=8)
+def open_remote(uri: str) -> RemoteCache:
+    """One RemoteCache per URI in a process (its store's connections are kept)."""
+    return RemoteCache(uri)
+
+
+class RemoteCache:
+    def __init__(self, uri: str) -> None:
+        from compiler.stores import open_store
+
+        self.store = open_store(uri, create=True)
+        self.uri = self.store.uri
+        self.warnings: list[str] = []
+        self._lock = threading.Lock()
+
+    def fetch(self, kind: str, key: str, folder: Path) -> EntryIndex | None:
+        """Download ``kind``'s entry ``key`` into ``folder`` (made, empty), every file verified: its index, or None
+        when the remote has none. A damaged entry is removed from the remote (its caller rebuilds and sends it
+        again) and raises :class:`Damaged`; folder's files are then the caller's to drop."""
+        raw = self.store.read_entry(kind, key)
+        if raw is None:
+            return None
+        index = self._index(kind, key, raw)
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, entry in index.files.items():
+            with open(folder / name, "xb") as handle:
+                sink = HashingSink(handle, entry.size, entry.sha256, f"remote cache {kind}/{key[:12]}: {name}")
+                try:
+                    found = self.store.get_blob(f"cache/{kind}", entry.sha256, sink, entry.size)
+                except CheckFailed as exc:  # longer than recorded
+                    raise self.damaged(kind, key, f"{name}: {exc}", [entry.sha256]) from None
+            if not found:
+                raise self.damaged(kind, key, f"{name} (blob {entry.sha256[:12]}) is missing", [])
+            if not sink.matches():
+                raise self.damaged(kind, key, f"{name} does not hash to the sha256 its index records",
+                                   [entry.sha256])
+        return index
+
+    def _index(self, kind: str, key: str, raw: bytes) -> EntryIndex:
+        try:
+            if len(raw) > MAX_INDEX_BYTES:
+                raise ValueError("larger than an index")
+            index = EntryIndex.model_validate_json(raw)
+        except (ValidationError, ValueError) as exc:
+            raise self.damaged(kind, key, f"its index is not one ({str(exc).splitlines()[0][:120]})", []) from None
+        if index.kind != kind or index.key != key:
+            raise self.damaged(kind, key, f"its index is for {index.kind}/{index.key[:12]}", [])
+        unknown = sorted(set(index.files) - set(KIND_FILES[kind]))
+        if unknown:
+            raise self.damaged(kind, key, f"its index names a file no {kind} entry has ({unknown[0][:40]!r})", [])
+        return index
+
+    def damaged(self, kind: str, key: str, why: str, blobs: list[str]) -> Damaged:
+        """Warn once, drop the entry and the blobs proven damaged (so the rebuild's send can replace them)."""
+        line = self.warn(f"remote cache {self.uri}: {kind} entry {key[:12]} refused ({why}); made again and "
+                         "replaced")
+        with contextlib.suppress(CompileError):  # a store that refuses removal: the entry stays refused each time
+            for sha in blobs:
+                self.store.delete_blob(f"cache/{kind}", sha)
+            self.store.delete_entry(kind, key)
+        return Damaged(line)
+
+    def send(self, kind: str, key: str, folder: Path, names: list[str], material: dict[str, object] | None = None,
+             digests: dict[str, str] | None = None) -> bool:
+        """Send the entry of ``names`` in ``folder`` (blobs first, each verified as it is read, then the index,
+        create-only): True when this call created it. ``digests``: sha256 already known (a plan's)."""
+        files = {}
+        for name in names:
+            path = folder / name
+            sha = (digests or {}).get(name) or file_sha256(path)
+            size = path.stat().st_size
+            if self.store.blob_size(f"cache/{kind}", sha) != size:
+                with VerifyingReader(path, sha, size) as reader:
+                    self.store.put_blob(f"cache/{kind}", sha, reader)
+            files[name] = FileEntry(sha256=sha, size=size)
+        index = EntryIndex(kind=kind, key=key, files=files, created=time.time(), material=material or {})
+        return self.store.create_entry(kind, key, index.model_dump_json().encode(),
+                                       [(f.sha256, f.size) for f in files.values()]) is None
+
+    def send_quietly(self, kind: str, key: str, folder: Path, names: list[str], **kwargs: object) -> str | None:
+        """:meth:`send`, a failure said as a warning (what was made is whole; only the next runner makes it again)."""
+        try:
+            self.send(kind, key, folder, names, **kwargs)  # type: ignore[arg-type]
+        except (CompileError, OSError) as exc:
+            return self.warn(f"remote cache {self.uri}: could not send {kind} entry {key[:12]}: {exc}")
+        return None
+
+    def warn(self, line: str) -> str:
+        with self._lock:
+            self.warnings.append(line)
+        return line
+
+    def unreachable(self, kind: str, key: str, exc: CompileError) -> str:
+        """A remote that cannot answer (down, denied): a miss said as a warning, never a failed run."""
+        return self.warn(f"remote cache {self.uri}: could not look up {kind} entry {key[:12]}: {exc}")

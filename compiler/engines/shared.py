@@ -1,0 +1,111 @@
+"""The build cache's remote tier (:mod:`compiler.cache.remote`) for engines and prepared (FP16) models: a local miss
+asks the remote before building, an entry taken from it goes into the local cache whole and verified, and what is
+built is sent there. The local cache itself (:mod:`compiler.engines.cache`) knows nothing of it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from compiler.cache.explain import describe, engine_candidates, engine_material, nearest, profile_changes
+from compiler.cache.remote import Damaged, open_remote
+from compiler.core.errors import CompileError
+from compiler.core.files import file_sha256, hash_json, new_folder, staging_folder
+from compiler.core.records import CacheOutcome, EngineRecord
+from compiler.engines.cache import ENGINE_FILES, BuildCache
+
+PREPARED_FP16 = "fp16.onnx"
+
+
+def explain_engine(job: Any, cache_root: Path) -> str:
+    """``--explain``'s line for an engine the caches lack (``job``: its :class:`~compiler.engines.plan.BuildJob`):
+    what changed against the nearest cached engine."""
+    from types import SimpleNamespace
+
+    wanted = engine_material(SimpleNamespace(
+        model_sha256=job.model_sha256, profiles=list(job.spec.profiles),
+        compute_capabilities=job.spec.compute_capabilities, precision=job.precision,
+        calibration_sha256=job.calibration_sha256, builder_options=job.spec.options(),
+        backend={"name": job.backend, "version": job.key_material["backend"][1]}, built_model_sha256=job.built_sha256))
+    candidates = engine_candidates(cache_root)
+    nearest_one = nearest(wanted, candidates)
+    details = {}
+    if nearest_one is not None:
+        cached = dict(candidates)[nearest_one[0]]
+        details["profiles"] = profile_changes(wanted["profiles"], cached["profiles"])
+        details["backend version"] = f"{cached['backend version']} -> {wanted['backend version']}"
+        details["builder options"] = f"{cached['builder options']} -> {wanted['builder options']}"
+    return describe("engine", wanted, candidates, details)
+
+
+def fetch_engine(uri: str, key: str, cache: BuildCache) -> tuple[CacheOutcome, str | None]:
+    """Fill the local cache's entry ``key`` from the remote: ``remote`` when it is there now, else a miss with why;
+    and the warning line of a damaged entry or a remote that did not answer."""
+    remote = open_remote(uri)
+    try:
+        with staging_folder(cache.entry(key).parent, f"remote-{key[:12]}") as staging:
+            index = remote.fetch("engines", key, staging / "entry")
+            if index is None:
+                return CacheOutcome(source="miss", reason="in neither the local nor the remote cache"), None
+            record = _engine_record(remote, key, staging / "entry", index.files["engine.plan"].sha256
+                                    if "engine.plan" in index.files else None)
+            cache.store(key, staging / "entry", record.sha256)
+    except Damaged as exc:
+        return CacheOutcome(source="miss", reason="the remote entry was damaged"), str(exc)
+    except CompileError as exc:
+        return CacheOutcome(source="miss", reason="the remote cache did not answer"), remote.unreachable(
+            "engines", key, exc)
+    return CacheOutcome(source="remote"), None
+
+
+def _engine_record(remote, key: str, folder: Path, plan_sha256: str | None) -> EngineRecord:
+    """The entry's engine.json, refused unless it is whole and describes this very key and plan."""
+    missing = [name for name in ENGINE_FILES if not (folder / name).is_file()]
+    if missing:
+        raise remote.damaged("engines", key, f"it lacks {missing[0]}", [])
+    try:
+        record = EngineRecord.model_validate_json((folder / "engine.json").read_bytes())
+    except (ValidationError, ValueError):
+        raise remote.damaged("engines", key, "its engine.json is not an engine record", []) from None
+    if record.cache_key != key or record.sha256 != plan_sha256 or \
+            record.size_bytes != (folder / "engine.plan").stat().st_size:
+        raise remote.damaged("engines", key, "its engine.json describes another engine than its key and plan", [])
+    return record
+
+
+def send_engine(uri: str, key: str, entry: Path, record: EngineRecord) -> str | None:
+    """Send a local cache entry just built; a warning line when the remote could not take it."""
+    return open_remote(uri).send_quietly("engines", key, entry, list(ENGINE_FILES), material=engine_material(record),
+                                         digests={"engine.plan": record.sha256})
+
+
+def prepared_key(model_sha256: str) -> str:
+    return hash_json({"prepared": "fp16", "model": model_sha256})
+
+
+def fetch_prepared(uri: str, model_sha256: str, converted: Path) -> bool:
+    """The FP16 conversion of the model from the remote, renamed into its place in the local cache when whole."""
+    remote = open_remote(uri)
+    converted.parent.mkdir(parents=True, exist_ok=True)
+    folder = new_folder(converted.parent, ".remote-")
+    try:
+        if remote.fetch("prepared", prepared_key(model_sha256), folder) is None:
+            return False
+        (folder / PREPARED_FP16).replace(converted)
+        return True
+    except Damaged:
+        return False
+    except CompileError as exc:
+        remote.unreachable("prepared", prepared_key(model_sha256), exc)
+        return False
+    finally:
+        for leftover in folder.iterdir():
+            leftover.unlink()
+        folder.rmdir()
+
+
+def send_prepared(uri: str, model_sha256: str, converted: Path) -> None:
+    open_remote(uri).send_quietly("prepared", prepared_key(model_sha256), converted.parent, [converted.name],
+                                  digests={converted.name: file_sha256(converted)})
