@@ -20,6 +20,7 @@ import tempfile
 import time
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 import onnx
 
@@ -38,6 +39,7 @@ from compiler.core.records import (
     CALIBRATION_FORMAT,
     CALIBRATION_RECORD,
     AccuracyReport,
+    CacheOutcome,
     CalibrationResult,
     Progress,
     TensorRange,
@@ -57,6 +59,7 @@ def calibrate(
     preprocess: ImagePreprocess | None = None,
     staged: bool = False,
     progress: Progress | None = None,
+    shared: Any = None,
 ) -> CalibrationResult:
     """Calibrate (int8/fp8) or convert (fp16) ``model`` with ``data``; write the results into ``out``.
 
@@ -69,6 +72,9 @@ def calibrate(
     into a new sibling folder that is renamed to ``out`` only when complete, so a reader of ``out``
     never sees another run's half-written ``model.onnx``; by default ``out`` is written in place,
     ``calibration.json`` last.
+
+    ``shared``: the caches beyond ``out`` (a :class:`compiler.cache.tier.CacheTier`): a result ``out`` lacks is
+    taken from the remote cache when it has it, and one made here is sent there.
     """
     options = options or CalibrationOptions()
     precision, method = options.precision, None if options.precision == "fp16" else options.method
@@ -103,7 +109,14 @@ def calibrate(
         }
         key = hash_json(record)
         if options.reuse and (previous := _reusable(out, key)) is not None:  # same data bytes: already checked
-            return _with_gates(previous, options.gates, reused=True)
+            return _with_gates(previous, options.gates, reused=True).model_copy(
+                update={"cache": CacheOutcome(source="hit")})
+        miss = CacheOutcome(source="miss", reason="not in the folder" if options.reuse else "--no-reuse")
+        if shared is not None and options.reuse:
+            found, miss = _from_shared(shared, key, out, staged)
+            if found is not None:
+                return _with_gates(found, options.gates, reused=True).model_copy(update={"cache": miss})
+            miss = miss.model_copy(update={"reason": shared.explain_calibration(record, [out], miss.reason)})
 
         def produce(folder: Path) -> CalibrationResult:
             """Calibrate into ``folder`` (``out``, or the staging folder that becomes it), ``calibration.json`` last.
@@ -180,15 +193,49 @@ def calibrate(
         if not staged:
             writable_folder(out, "--out")
             (out / CALIBRATION_RECORD).unlink(missing_ok=True)  # the folder is incomplete until we finish
-            return _with_gates(produce(out), options.gates, reused=False)
+            return _shared_out(_with_gates(produce(out), options.gates, reused=False), out, shared, miss)
         with staging_folder(out.parent, out.name) as staging:
             result = produce(staging)
             if options.reuse and (previous := _reusable(out, key)) is not None:  # a concurrent run came first
                 return _with_gates(previous, options.gates, reused=True)
             replace_dir(out, staging)
-            return _with_gates(result, options.gates, reused=False)
+            return _shared_out(_with_gates(result, options.gates, reused=False), out, shared, miss)
     finally:
         dataset.close()
+
+
+def _from_shared(shared: Any, key: str, out: Path, staged: bool) -> tuple[CalibrationResult | None, CacheOutcome]:
+    """The result of ``key`` from the remote cache, verified against its own record and put in ``out`` (whole, by
+    a rename when ``staged``; file by file, ``calibration.json`` last, otherwise)."""
+    with staging_folder(out.parent, out.name) as staging:
+        outcome = shared.fetch("calibrations", key, staging)
+        if outcome.source != "remote":
+            return None, outcome
+        found = _reusable(staging, key)
+        if found is None:
+            return None, shared.refuse("calibrations", key, "its files contradict its calibration.json or its key")
+        if staged:
+            replace_dir(out, staging)
+        else:
+            writable_folder(out, "--out")
+            (out / CALIBRATION_RECORD).unlink(missing_ok=True)
+            for name in CALIBRATION_FILES:
+                if (staging / name).is_file():
+                    os.replace(staging / name, out / name)
+                else:
+                    (out / name).unlink(missing_ok=True)  # an earlier run's
+            os.replace(staging / CALIBRATION_RECORD, out / CALIBRATION_RECORD)
+    return found.model_copy(update={"out": str(out)}), outcome
+
+
+def _shared_out(result: CalibrationResult, out: Path, shared: Any, miss: CacheOutcome) -> CalibrationResult:
+    """A result made here, sent to the remote cache (a failure there is a warning: the result is whole)."""
+    warnings = [miss.warning] if miss.warning else []
+    if shared is not None:
+        warnings += filter(None, [shared.send("calibrations", result.cache_key, out,
+                                              [*result.files, CALIBRATION_RECORD], result.record().model_dump(
+                                                  mode="json"))])
+    return result.model_copy(update={"cache": miss.model_copy(update={"warning": " / ".join(warnings) or None})})
 
 
 def _with_fp16_range(report: AccuracyReport, source, converted: Path, dataset, holdout, batch_size: int,

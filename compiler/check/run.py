@@ -6,22 +6,24 @@ import tempfile
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from compiler.core.errors import InvalidInput
 from compiler.core.options import CheckOptions
 from compiler.core.progress import counter
-from compiler.core.records import CheckReport, CheckResult, EngineCheck, Precision, Progress, Status
+from compiler.core.records import CacheOutcome, CheckReport, CheckResult, EngineCheck, Precision, Progress, Status
 from compiler.data.model import OnnxModel, load_model
 from compiler.engines.folder import REBUILD, BuildFolder, Target, built_model, read_build, source_model
 
 
-def check(build_dir: str | Path, options: CheckOptions | None = None, progress: Progress | None = None
-          ) -> CheckReport:
+def check(build_dir: str | Path, options: CheckOptions | None = None, progress: Progress | None = None,
+          shared: Any = None) -> CheckReport:
     """Every check of the build folder, written to ``BUILD_DIR/check.json`` and ``check.md``; the report says what
     passed, failed or was skipped and why. Raises InvalidInput for a folder that is not a build, bad rules or data
-    (before any work), EnvironmentProblem for a missing backend."""
+    (before any work), EnvironmentProblem for a missing backend. ``shared`` (a :class:`compiler.cache.tier.CacheTier`):
+    a verdict of the same inputs is taken from the remote cache, and one made here is sent there."""
     from compiler.check.fusions import load_rules
     from compiler.check.report import MARKDOWN, write_report
     from compiler.core.files import check_writable_folder
@@ -54,7 +56,13 @@ def check(build_dir: str | Path, options: CheckOptions | None = None, progress: 
         key = _inputs_sha256(build, source, dataset, options, models)
         earlier = _earlier(build.root / CHECK_RECORD, key) if options.reuse else None
         if earlier is not None:
-            return earlier
+            return earlier.model_copy(update={"cache": CacheOutcome(source="hit")})
+        miss = CacheOutcome(source="miss", reason="no check.json of these inputs" if options.reuse else "--no-reuse")
+        if shared is not None and options.reuse:
+            found, miss = _from_shared(shared, key, build.root)
+            if found is not None:
+                write_report(found.model_copy(update={"build_dir": str(build.root), "reused": False}), build.root)
+                return found.model_copy(update={"build_dir": str(build.root), "cache": miss})
         with tempfile.TemporaryDirectory(prefix="compile-check-") as work:
             report = _run(build, source, profiles, rules, catalog, dataset, models, options, progress, Path(work),
                           started)
@@ -63,7 +71,24 @@ def check(build_dir: str | Path, options: CheckOptions | None = None, progress: 
             dataset.close()
     report = report.model_copy(update={"inputs_sha256": key})
     write_report(report, build.root)
-    return report
+    if shared is not None:
+        sent = shared.send("checks", key, build.root, [CHECK_RECORD])
+        miss = miss.model_copy(update={"warning": " / ".join(filter(None, [miss.warning, sent])) or None})
+    return report.model_copy(update={"cache": miss})
+
+
+def _from_shared(shared: Any, key: str, root: Path) -> tuple[CheckReport | None, CacheOutcome]:
+    """check.json of ``key`` from the remote cache, refused unless it says it was made from these inputs."""
+    from compiler.core.records import CHECK_RECORD
+
+    with tempfile.TemporaryDirectory(prefix=".compile-check-", dir=root) as folder:
+        outcome = shared.fetch("checks", key, Path(folder))
+        if outcome.source != "remote":
+            return None, outcome
+        found = _earlier(Path(folder) / CHECK_RECORD, key)
+    if found is None:
+        return None, shared.refuse("checks", key, "its check.json is of other inputs")
+    return found.model_copy(update={"reused": True}), outcome
 
 
 def _checkable(build: BuildFolder) -> BuildFolder:

@@ -13,8 +13,10 @@ from compiler.cli.params import (
     INPUTS,
     METHODS,
     OUTPUT,
+    ExplainOption,
     JsonOption,
     ModelArgument,
+    RemoteCacheOption,
     examples,
     option,
     switch,
@@ -48,6 +50,8 @@ def calibrate(
     out: Annotated[Path, option("DIR", OUTPUT, "Output folder: model.onnx, calibration.json, calibration.cache, "
                                 "report.json.", show_default=False)],
     no_reuse: Annotated[bool, switch("--no-reuse", OUTPUT, "Recompute even if DIR holds this result.")] = False,
+    remote_cache: RemoteCacheOption = None,
+    explain: ExplainOption = False,
     json: JsonOption = False,
 ) -> None:
     """Quantized (int8/fp8 Q/DQ) or converted (fp16) model, ranges, TensorRT calibration cache, accuracy report."""
@@ -58,9 +62,13 @@ def calibrate(
                                  holdout=holdout, seed=seed, percentile=percentile, num_bins=num_bins,
                                  chunk_mb=chunk_mb, min_cosine=min_cosine, min_top1=min_top1,
                                  max_abs_error=max_abs_error, exclude=tuple(exclude or ()), reuse=not no_reuse)
+    from compiler.cache.tier import CacheTier
+
+    shared = CacheTier(remote_cache, explain)
     with render.phase_progress() as update:
-        result = run_calibration(model, data, out, options, progress=update)
+        result = run_calibration(model, data, out, options, progress=update, shared=shared)
     render.emit_json(result) if json else render.calibration(result)
+    render.cache_outcome("calibration", result.cache, explain and not json)
     failed = [g for g in result.gates if not g.passed]
     if failed:
         first = failed[0]

@@ -13,6 +13,7 @@ from compiler.cli.params import (
     OUTPUT,
     BuildDirArgument,
     JsonOption,
+    RemoteCacheOption,
     examples,
     option,
     per_output,
@@ -49,6 +50,7 @@ def check(
     no_lint: Annotated[bool, switch("--no-lint", INPUTS, "Skip the ONNX checker and Polygraphy lint.")] = False,
     no_reuse: Annotated[bool, switch("--no-reuse", OUTPUT, "Check again even if check.json was made from the same "
                                                            "inputs.")] = False,
+    remote_cache: RemoteCacheOption = None,
     json: JsonOption = False,
 ) -> None:
     """Fusions, partitions, memory fit, accuracy, FP16 range and lint of a build folder, as gates; writes
@@ -65,7 +67,10 @@ def check(
         min_cosine=per_output("--min-cosine", min_cosine), min_top1=per_output("--min-top1", min_top1),
         chunk_mb=chunk_mb, lint=not no_lint, reuse=not no_reuse)
     with nullcontext() if json else render.phase_progress() as progress:
-        report = run_check(build_dir, options, progress=progress)
+        from compiler.cache.tier import CacheTier
+
+        report = run_check(build_dir, options, progress=progress, shared=CacheTier(remote_cache))
     render.emit_json(report) if json else render.check_report(report)
+    render.cache_outcome("check", report.cache, False)
     if not report.passed:
         raise CheckFailed(f"{report.summary} (report: {Path(report.build_dir) / 'check.json'})")

@@ -17,8 +17,10 @@ from compiler.cli.params import (
     OUTPUT,
     PRECISIONS,
     TARGETS,
+    ExplainOption,
     JsonOption,
     ModelArgument,
+    RemoteCacheOption,
     examples,
     option,
     switch,
@@ -49,6 +51,8 @@ def build(
     optimization_level: Annotated[int | None, option("N", TARGETS, BUILD["optimization_level"])] = None,
     cache_dir: Annotated[Path | None, option("DIR", CACHE, BUILD["cache_dir"])] = None,
     no_cache: Annotated[bool, switch("--no-cache", CACHE, "Build everything anew.")] = False,
+    remote_cache: RemoteCacheOption = None,
+    explain: ExplainOption = False,
     out: Annotated[Path, option("DIR", OUTPUT, "Output folder: DIR/<sku>/<precision>/engine.plan.",
                                 show_default=False)],
     json: JsonOption = False,
@@ -58,7 +62,8 @@ def build(
 
     options = BuildOptions(calibration=calibration, data=data, method=method, cache_dir=cache_dir,
                            use_cache=not no_cache, backend=backend, workspace_mb=workspace_mb,
-                           optimization_level=optimization_level, jobs=jobs)
+                           optimization_level=optimization_level, jobs=jobs, remote_cache=remote_cache,
+                           explain=explain)
     with nullcontext() if json else render.phase_progress() as progress:  # shows only if --data calibrates
         planned = plan_builds(model, profiles, sku, precision, out, options, calibration_progress=progress)
     if json:
@@ -68,6 +73,10 @@ def build(
         with render.build_progress(planned) as progress:
             report = execute_builds(planned, model, out, options.jobs, progress)
         render.builds(report)
+    if explain and not json:
+        for target in report.targets:
+            if target.cache and target.cache.source == "miss":
+                render.console.print(f"miss {target.sku}/{target.precision}: {printable(target.cache.reason or '')}")
     for target in report.targets:
         for warning in target.warnings:
             sys.stderr.write(f"warning: {target.sku}/{target.precision}: {printable(warning)}\n")

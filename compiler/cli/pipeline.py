@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
 from compiler.cli import render
-from compiler.cli.params import OUTPUT, STORE, TARGETS, JsonOption, PipelineArgument, examples, option, switch
+from compiler.cli.params import (
+    OUTPUT,
+    STORE,
+    TARGETS,
+    ExplainOption,
+    JsonOption,
+    PipelineArgument,
+    RemoteCacheOption,
+    examples,
+    option,
+    switch,
+)
 from compiler.core.errors import InvalidInput
 from compiler.core.text import printable
 
@@ -48,13 +60,25 @@ def release(
                                                           "nothing.")] = False,
     work: Annotated[Path | None, option("DIR", OUTPUT, "Work folder (default release/NAME-VERSION): builds, "
                                         "calibration, release-report.md/.json.")] = None,
+    remote_cache: RemoteCacheOption = None,
+    explain: ExplainOption = False,
     json: JsonOption = False,
 ) -> None:
     """Inspect, calibrate, build, check and publish a release from one pipeline file."""
     from compiler.pipeline import release as run_release
 
     report = run_release(pipeline, store=store, only_sku=only_sku, finalize=finalize, dry_run=dry_run, work=work,
-                         on_stage=None if json else render.stage_line)
+                         on_stage=None if json else render.stage_line, remote_cache=remote_cache, explain=explain)
+    for warning in report.warnings:
+        sys.stderr.write(f"warning: {printable(warning)}\n")
+    if explain and not json:
+        for stage in report.stages:
+            if stage.cache is not None:
+                render.console.print(f"{stage.stage}: {stage.cache.source}"
+                                     + (f": {printable(stage.cache.reason)}" if stage.cache.reason else ""))
+        for engine in report.engines:
+            if engine.cache is not None and engine.cache.source == "miss":
+                render.console.print(f"miss {engine.sku}/{engine.precision}: {printable(engine.cache.reason or '')}")
     if json:
         render.emit_json(report)
     elif not dry_run:

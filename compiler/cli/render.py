@@ -337,3 +337,13 @@ def release_plan(plan: ReleasePlan) -> None:
 def stage_line(stage: str, status: str, detail: str) -> None:
     """One line per release stage as it ends, for a CI log."""
     console.print(f"{stage:<10} ", status_text(status), f" {printable(detail)}", sep="", highlight=False)
+
+
+def cache_outcome(what: str, outcome, explain: bool) -> None:
+    """A cached result's warning (a damaged remote entry) on stderr, and with --explain where it came from."""
+    if outcome is None:
+        return
+    if outcome.warning:
+        sys.stderr.write(f"warning: {printable(outcome.warning)}\n")
+    if explain:
+        console.print(f"{outcome.source} {what}" + (f": {printable(outcome.reason)}" if outcome.reason else ""))

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pydantic import BaseModel, PrivateAttr
 
 from compiler.core.errors import CompileError
-from compiler.core.records import Status
+from compiler.core.records import CacheOutcome, Status
 from compiler.core.text import markdown_cell
 from compiler.pipeline.plan import ReleasePlan
 
@@ -18,6 +18,8 @@ class StageReport(BaseModel):
     status: Status
     detail: str
     seconds: float
+    cache: CacheOutcome | None = None
+    """calibrate, build, check: ``hit`` (local), ``remote`` or ``miss`` (with the reason of the first miss)."""
 
 
 class EngineLine(BaseModel):
@@ -26,6 +28,7 @@ class EngineLine(BaseModel):
     status: Status
     cache_hit: bool
     folder: str
+    cache: CacheOutcome | None = None
 
 
 class ReleaseReport(BaseModel):
@@ -45,6 +48,8 @@ class ReleaseReport(BaseModel):
     plan: ReleasePlan
     work: str
     seconds: float
+    warnings: list[str] = []
+    """A damaged remote cache entry (refused and made again), a remote that did not answer or take an entry."""
     _failure: CompileError | None = PrivateAttr(default=None)
 
     @property
@@ -57,11 +62,32 @@ def markdown(report: ReleaseReport) -> str:
     verdict = "passed" if report.passed else "FAILED"
     lines = [f"## Release {report.name}@{report.version}: {verdict}", "",
              f"Pipeline `{report.pipeline}` ({report.mode}), store `{report.store}`, {report.seconds:.1f} s.", "",
-             "| stage | status | seconds | detail |", "|---|---|---|---|"]
-    lines += [f"| {s.stage} | {s.status} | {s.seconds:.2f} | {markdown_cell(s.detail)} |" for s in report.stages]
+             "| stage | status | seconds | cache | detail |", "|---|---|---|---|---|"]
+    lines += [f"| {s.stage} | {s.status} | {s.seconds:.2f} | {_cache(s.cache)} | {markdown_cell(s.detail)} |"
+              for s in report.stages]
     if report.engines:
         lines += ["", "| sku | precision | status | cache | files |", "|---|---|---|---|---|"]
-        lines += [f"| {e.sku} | {e.precision} | {e.status} | {'hit' if e.cache_hit else 'built'} | "
+        lines += [f"| {e.sku} | {e.precision} | {e.status} | "
+                  f"{_cache(e.cache) or ('hit' if e.cache_hit else 'built')} | "
                   f"[engine.json]({e.folder}/engine.json), [layers.json]({e.folder}/layers.json), "
                   f"[build.log]({e.folder}/build.log) |" for e in report.engines]
+    lines += ["", *(f"> warning: {markdown_cell(w)}" for w in report.warnings)] if report.warnings else []
     return "\n".join(lines) + "\n"
+
+
+def _cache(outcome: CacheOutcome | None) -> str:
+    if outcome is None:
+        return ""
+    return markdown_cell(f"{outcome.source}: {outcome.reason}" if outcome.reason else outcome.source)
+
+
+def combined(outcomes: list[tuple[str, CacheOutcome | None]]) -> CacheOutcome | None:
+    """One stage's outcome over its parts: a miss if any missed (naming the first), else remote if any came from
+    there, else a hit."""
+    known = [(where, o) for where, o in outcomes if o is not None]
+    if not known:
+        return None
+    for where, outcome in known:
+        if outcome.source == "miss":
+            return CacheOutcome(source="miss", reason=f"{where}: {outcome.reason}" if where else outcome.reason)
+    return CacheOutcome(source="remote" if any(o.source == "remote" for _, o in known) else "hit")

@@ -9,29 +9,40 @@ stage did, and is appended to ``$GITHUB_STEP_SUMMARY`` when that is set.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from compiler.core.ci import append_step_summary
 from compiler.core.errors import CheckFailed, CompileError, InvalidInput
 from compiler.core.files import write_atomic
-from compiler.core.records import Precision, Status
+from compiler.core.records import CacheOutcome, Precision, Status
 from compiler.pipeline.plan import ReleasePlan, plan_release
-from compiler.pipeline.report import EngineLine, ReleaseReport, StageReport
+from compiler.pipeline.report import EngineLine, ReleaseReport, StageReport, combined
 from compiler.pipeline.spec import LoadedPipeline, load_pipeline
 
+REMOTE_ENV = "COMPILE_REMOTE_CACHE"
 StageCallback = Callable[[str, str, str], None]
 """(stage, status, detail): one line per stage for a CI log."""
 
 
 class _Run:
-    """Stages run in order, each timed and reported; the first failure ends the run (and is re-raised)."""
+    """Stages run in order, each timed and reported; the first failure ends the run (and is re-raised). A stage
+    that caches says where its result came from in ``outcomes``; warnings of the caches go in ``warnings``."""
 
-    def __init__(self, on_stage: StageCallback | None) -> None:
+    def __init__(self, on_stage: StageCallback | None, shared: Any = None) -> None:
         self.stages: list[StageReport] = []
         self.on_stage = on_stage
         self.failure: CompileError | None = None
+        self.shared = shared
+        self.outcomes: dict[str, CacheOutcome | None] = {}
+        self.warnings: list[str] = []
+
+    def note(self, outcome: CacheOutcome | None) -> None:
+        if outcome is not None and outcome.warning:
+            self.warnings.append(outcome.warning)
 
     def stage(self, name: str, action: Callable[[], str]) -> None:
         if self.failure is not None:
@@ -47,16 +58,19 @@ class _Run:
         self._add(name, Status.OK, detail, time.monotonic() - started)
 
     def _add(self, name: str, status: Status, detail: str, seconds: float) -> None:
-        self.stages.append(StageReport(stage=name, status=status, detail=detail, seconds=round(seconds, 3)))
+        self.stages.append(StageReport(stage=name, status=status, detail=detail, seconds=round(seconds, 3),
+                                       cache=self.outcomes.get(name)))
         if self.on_stage:
             self.on_stage(name, status.value, detail)
 
 
 def release(pipeline_path: str | Path, *, store: str | None = None, only_sku: str | None = None,
             finalize: bool = False, dry_run: bool = False, work: Path | None = None,
-            on_stage: StageCallback | None = None) -> ReleaseReport:
+            on_stage: StageCallback | None = None, remote_cache: str | None = None,
+            explain: bool = False) -> ReleaseReport:
     """Run the pipeline (or one job of it, or its finalize step). The report is written either way; a failed stage
-    is in ``report.failure`` (CheckFailed for a gate, the stage's own error otherwise) for the caller to raise."""
+    is in ``report.failure`` (CheckFailed for a gate, the stage's own error otherwise) for the caller to raise.
+    ``remote_cache``: the remote cache's URI (else $COMPILE_REMOTE_CACHE, else the pipeline's ``cache:``)."""
     started = time.monotonic()
     pipeline = load_pipeline(pipeline_path)
     if store is not None:
@@ -70,7 +84,10 @@ def release(pipeline_path: str | Path, *, store: str | None = None, only_sku: st
     spec = pipeline.spec
     work = Path(work) if work else Path("release") / f"{spec.release.name}-{spec.release.version}"
     mode = "dry-run" if dry_run else "finalize" if finalize else f"only-sku {only_sku}" if only_sku else "release"
-    run = _Run(on_stage)
+    from compiler.cache.tier import CacheTier
+
+    uri = remote_cache if remote_cache is not None else os.environ.get(REMOTE_ENV) or spec.cache
+    run = _Run(on_stage, None if dry_run or finalize else CacheTier(uri or "", explain))
     engines: list[EngineLine] = []
     published: dict[str, object] = {}
     jobs = [job for job in plan.jobs if only_sku in (None, job.sku)]
@@ -83,7 +100,7 @@ def release(pipeline_path: str | Path, *, store: str | None = None, only_sku: st
     report = ReleaseReport(pipeline=str(pipeline.path), name=spec.release.name, version=spec.release.version,
                            store=spec.store, mode=mode, passed=run.failure is None, stages=run.stages,
                            engines=engines, published=published or None, plan=plan, work=str(work),
-                           seconds=round(time.monotonic() - started, 3))
+                           seconds=round(time.monotonic() - started, 3), warnings=run.warnings)
     if not dry_run:
         _write_report(report, work, f"-{only_sku}" if only_sku else "-finalize" if finalize else "")
     report._failure = run.failure
@@ -112,9 +129,9 @@ def _build_and_publish(run: _Run, pipeline: LoadedPipeline, jobs, work: Path, on
     calibrations: dict[str, Path] = {}
     build_dirs: list[Path] = []
     run.stage("inspect", lambda: _inspect(pipeline))
-    run.stage("calibrate", lambda: _calibrate(pipeline, jobs, work, calibrations))
-    run.stage("build", lambda: _build(pipeline, jobs, work, calibrations, build_dirs, engines))
-    run.stage("check", lambda: _check(pipeline, build_dirs))
+    run.stage("calibrate", lambda: _calibrate(run, pipeline, jobs, work, calibrations))
+    run.stage("build", lambda: _build(run, pipeline, jobs, work, calibrations, build_dirs, engines))
+    run.stage("check", lambda: _check(run, pipeline, build_dirs))
 
     def publish_step() -> str:
         from compiler.releases.publish import publish, stage
@@ -159,7 +176,7 @@ def _inspect(pipeline: LoadedPipeline) -> str:
            f"profile(s) valid{partitions}"
 
 
-def _calibrate(pipeline: LoadedPipeline, jobs, work: Path, calibrations: dict[str, Path]) -> str:
+def _calibrate(run: _Run, pipeline: LoadedPipeline, jobs, work: Path, calibrations: dict[str, Path]) -> str:
     from calibration import calibrate
     from compiler.core.options import CalibrationOptions
 
@@ -175,17 +192,21 @@ def _calibrate(pipeline: LoadedPipeline, jobs, work: Path, calibrations: dict[st
     c = spec.calibration
     folder = work / "calibration" / wanted[0]
     result = calibrate(spec.model, c.data, folder, CalibrationOptions(
-        **c.model_dump(exclude={"data", "precision"}), precision=wanted[0]), staged=True)
+        **c.model_dump(exclude={"data", "precision"}), precision=wanted[0]), staged=True, shared=run.shared)
+    run.outcomes["calibrate"] = result.cache
+    run.note(result.cache)
     failed = [g for g in result.gates if not g.passed]
     if failed:
         raise CheckFailed(f"calibration gate {failed[0].name} on '{failed[0].output}': {failed[0].value:.4g} vs "
                           f"{failed[0].threshold:.4g} (report: {folder / 'report.json'})")
     calibrations[wanted[0]] = folder
-    return f"{wanted[0]} {c.method}, {result.samples} samples, " + ("reused" if result.reused else "calibrated")
+    how = "from the remote cache" if result.cache and result.cache.source == "remote" else \
+        "reused" if result.reused else "calibrated"
+    return f"{wanted[0]} {c.method}, {result.samples} samples, {how}"
 
 
-def _build(pipeline: LoadedPipeline, jobs, work: Path, calibrations: dict[str, Path], build_dirs: list[Path],
-           engines: list[EngineLine]) -> str:
+def _build(run: _Run, pipeline: LoadedPipeline, jobs, work: Path, calibrations: dict[str, Path],
+           build_dirs: list[Path], engines: list[EngineLine]) -> str:
     from compiler.core.options import BuildOptions
     from compiler.engines import build_engines
 
@@ -195,28 +216,36 @@ def _build(pipeline: LoadedPipeline, jobs, work: Path, calibrations: dict[str, P
         out = work / "builds" / job.sku
         wants_calibration = any(Precision(p).calibrated for p in job.precisions)
         report = build_engines(spec.model, spec.profiles, [job.sku], job.precisions, out, BuildOptions(
-            calibration=calibration if wants_calibration else None, backend=spec.target(job.sku).backend))
+            calibration=calibration if wants_calibration else None, backend=spec.target(job.sku).backend,
+            remote_cache=run.shared.uri or "", explain=run.shared.explain_misses))
         build_dirs.append(out)
         engines += [EngineLine(sku=t.sku, precision=t.precision, status=t.status, cache_hit=t.cache_hit,
-                               folder=t.path) for t in report.targets]
+                               folder=t.path, cache=t.cache) for t in report.targets]
+        run.warnings += [w for t in report.targets for w in t.warnings if w.startswith("remote cache ")]
+        run.outcomes["build"] = combined([(f"{e.sku}/{e.precision}", e.cache) for e in engines])
         if report.failed:
             first = report.failed[0]
             raise CheckFailed(f"{first.sku}/{first.precision} failed to build: "
                               f"{first.errors[0] if first.errors else first.status} (log: {first.path}/build.log)")
     hits = sum(e.cache_hit for e in engines)
-    return f"{len(engines)} engines ({hits} from the cache)"
+    remote = sum(bool(e.cache and e.cache.source == "remote") for e in engines)
+    return f"{len(engines)} engines ({hits} from the cache" + (f", {remote} of them remote)" if remote else ")")
 
 
-def _check(pipeline: LoadedPipeline, build_dirs: list[Path]) -> str:
+def _check(run: _Run, pipeline: LoadedPipeline, build_dirs: list[Path]) -> str:
     from compiler.check import check
 
     spec = pipeline.spec
     options = spec.check.model_copy(update={"model": spec.model, "profiles": spec.profiles})
     counts: dict[str, int] = {}
     reused = 0
+    outcomes = []
     for folder in build_dirs:
-        report = check(folder, options)
+        report = check(folder, options, shared=run.shared)
         reused += report.reused
+        outcomes.append((folder.name, report.cache))
+        run.note(report.cache)
+        run.outcomes["check"] = combined(outcomes)
         for status, count in report.counts.items():
             counts[status] = counts.get(status, 0) + count
         if not report.passed:

@@ -78,6 +78,8 @@ class Pipeline(_Strict):
     check: CheckSpec = CheckSpec()
     store: str = "./artifacts"
     """A store URI; a local path is relative to the pipeline file."""
+    cache: str | None = None
+    """The remote cache's URI (docs/ci-cache.md); a local path is relative to the pipeline file."""
 
     @field_validator("targets", mode="before")
     @classmethod
@@ -120,6 +122,8 @@ def load_pipeline(path: str | Path) -> LoadedPipeline:
     resolved["check"] = spec.check.model_copy(update=check_paths)
     if "://" not in spec.store or spec.store.startswith("file://"):
         resolved["store"] = str(base / spec.store.removeprefix("file://"))
+    if spec.cache and ("://" not in spec.cache or spec.cache.startswith("file://")):
+        resolved["cache"] = str(base / spec.cache.removeprefix("file://"))
     for sku in spec.targets:
         check_name(sku)  # job names in the store
     return LoadedPipeline(path=path, sha256=hashlib.sha256(path.read_bytes()).hexdigest(),

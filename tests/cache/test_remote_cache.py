@@ -1,0 +1,113 @@
+"""The remote cache end to end: two runners with empty local caches share calibrations, engines and checks through
+SeaweedFS (S3) and the registry (OCI); a tampered entry is refused, rebuilt and replaced; --explain names the input
+that changed."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+import yaml
+
+from tests.pipeline.test_release import _pipeline
+from tests.support.cli import REPO, run_cli
+
+
+def _runner(tmp_path: Path, name: str, env: dict[str, str]) -> dict[str, str]:
+    """A fresh runner: an empty local cache of its own, set through the environment."""
+    return {**env, "COMPILE_CACHE_DIR": str(tmp_path / f"cache-{name}")}
+
+
+def _release(pipeline: Path, work: Path, env: dict[str, str], *extra: str) -> dict:
+    result = run_cli("release", pipeline, "--work", work, "--json", *extra, env=env)
+    assert result.exit_code == 0, result.stderr
+    return {**json.loads(result.stdout), "_stderr": result.stderr}
+
+
+def _stage(report: dict, name: str) -> dict:
+    return next(s for s in report["stages"] if s["stage"] == name)
+
+
+def _s3_remote(s3) -> str:
+    bucket = f"c-{uuid.uuid4().hex[:12]}"
+    s3.client().create_bucket(Bucket=bucket)
+    return f"s3://{bucket}/cache"
+
+
+def test_runner_b_releases_from_runner_a_s3_cache_without_calibrating_or_building(s3, tmp_path):
+    remote = _s3_remote(s3)
+    pipeline = _pipeline(tmp_path)
+    a = _release(pipeline, tmp_path / "a", _runner(tmp_path, "a", s3.env()), "--remote-cache", remote,
+                 "--store", str(tmp_path / "store-a"))
+    assert {_stage(a, s)["cache"]["source"] for s in ("calibrate", "build", "check")} == {"miss"}
+    assert all(e["cache"]["source"] == "miss" for e in a["engines"])
+    # runner B: the remote from the environment, another empty local cache, another store
+    b = _release(pipeline, tmp_path / "b", _runner(tmp_path, "b", s3.env(COMPILE_REMOTE_CACHE=remote)),
+                 "--store", str(tmp_path / "store-b"))
+    assert _stage(b, "calibrate")["cache"] == {"source": "remote", "reason": None}
+    assert "from the remote cache" in _stage(b, "calibrate")["detail"]
+    assert _stage(b, "build")["cache"]["source"] == "remote"
+    assert [e["cache"]["source"] for e in b["engines"]] == ["remote"] * 6
+    assert _stage(b, "check")["cache"]["source"] == "remote"
+    assert b["published"]["status"] == "published" and not b["warnings"]
+    # the same engines: the published plans are byte for byte runner A's
+    plans = {}
+    for store in ("store-a", "store-b"):
+        listing = json.loads(run_cli("ls", "digits@1.0.0", "--store", tmp_path / store, "--json").stdout)
+        plans[store] = sorted(e["plan"]["sha256"] for e in listing["manifest"]["content"]["engines"])
+    assert plans["store-a"] == plans["store-b"]
+
+
+def test_a_tampered_remote_engine_is_refused_rebuilt_replaced_and_the_published_plans_verify(s3, tmp_path):
+    remote = _s3_remote(s3)
+    pipeline = _pipeline(tmp_path, targets={"rtx-5090": ["fp16"]}, calibration=None)
+    env = s3.env(COMPILE_REMOTE_CACHE=remote)
+    _release(pipeline, tmp_path / "a", _runner(tmp_path, "a", env), "--store", str(tmp_path / "store-a"))
+    bucket, prefix = remote[5:].split("/", 1)
+    client = s3.client()
+    (key,) = [o["Key"] for o in client.list_objects_v2(Bucket=bucket, Prefix=f"{prefix}/cache/engines/")["Contents"]]
+    index = json.loads(client.get_object(Bucket=bucket, Key=key)["Body"].read())
+    plan_key = f"{prefix}/blobs/sha256/{index['files']['engine.plan']['sha256']}"
+    plan = bytearray(client.get_object(Bucket=bucket, Key=plan_key)["Body"].read())
+    plan[100] ^= 0xFF  # same size, other bytes
+    client.put_object(Bucket=bucket, Key=plan_key, Body=bytes(plan))
+
+    b = _release(pipeline, tmp_path / "b", _runner(tmp_path, "b", env), "--store", str(tmp_path / "store-b"))
+    (engine,) = b["engines"]
+    assert engine["cache"] == {"source": "miss", "reason": "the remote entry was damaged"}
+    (warning,) = b["warnings"]
+    assert warning.startswith(f"remote cache {remote}: engines entry") and "refused" in warning
+    assert b["_stderr"].count("warning: remote cache") == 1
+    pulled = run_cli("pull", "digits@1.0.0", "--sku", "rtx-5090", "--store", tmp_path / "store-b", "--out",
+                     tmp_path / "b.plan")
+    assert pulled.exit_code == 0, pulled.stderr
+    # replaced: a third runner takes the rebuilt entry, verified
+    c = _release(pipeline, tmp_path / "c", _runner(tmp_path, "c", env), "--store", str(tmp_path / "store-c"))
+    assert c["engines"][0]["cache"]["source"] == "remote" and not c["warnings"]
+
+
+def test_runner_b_releases_from_runner_a_registry_cache(registry, tmp_path):
+    remote = registry.uri()
+    pipeline = _pipeline(tmp_path, targets={"rtx-5090": ["fp16"], "rtx-4090": ["int8"]})
+    env = {k: v for k, v in __import__("os").environ.items()}
+    _release(pipeline, tmp_path / "a", _runner(tmp_path, "a", env), "--remote-cache", remote)
+    b = _release(pipeline, tmp_path / "b", _runner(tmp_path, "b", env), "--remote-cache", remote,
+                 "--store", str(tmp_path / "store-b"))
+    assert [_stage(b, s)["cache"]["source"] for s in ("calibrate", "build", "check")] == ["remote"] * 3
+
+
+def test_explain_names_the_changed_profiles(tmp_path):
+    profiles = yaml.safe_load((REPO / "profiles" / "digits.yaml").read_text())
+    pipeline = _pipeline(tmp_path, targets={"rtx-5090": ["fp16"]}, calibration=None)
+    env = _runner(tmp_path, "a", dict(__import__("os").environ))
+    _release(pipeline, tmp_path / "a", env)
+    profiles["profiles"][1]["shapes"]["image"]["max"] = [32, 1, 8, 8]
+    changed_profiles = tmp_path / "profiles.yaml"
+    changed_profiles.write_text(yaml.safe_dump(profiles))
+    changed = _pipeline(tmp_path, targets={"rtx-5090": ["fp16"]}, calibration=None, profiles=str(changed_profiles))
+    result = run_cli("release", changed, "--work", tmp_path / "b", "--explain", env=env)
+    assert result.exit_code == 0, result.stderr
+    (line,) = [line for line in result.stdout.splitlines() if line.startswith("miss rtx-5090/fp16")]
+    assert "profiles changed against the nearest cached engine" in line
+    assert "profile 'batch' image max [64, 1, 8, 8] -> [32, 1, 8, 8]" in line
