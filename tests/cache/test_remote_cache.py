@@ -105,7 +105,8 @@ def test_explain_names_the_changed_profiles(tmp_path):
     profiles["profiles"][1]["shapes"]["image"]["max"] = [32, 1, 8, 8]
     changed_profiles = tmp_path / "profiles.yaml"
     changed_profiles.write_text(yaml.safe_dump(profiles))
-    changed = _pipeline(tmp_path, targets={"rtx-5090": ["fp16"]}, calibration=None, profiles=str(changed_profiles))
+    changed = _pipeline(tmp_path, targets={"rtx-5090": ["fp16"]}, calibration=None, profiles=str(changed_profiles),
+                        release={"name": "digits", "version": "1.0.1"})
     result = run_cli("release", changed, "--work", tmp_path / "b", "--explain", env=env)
     assert result.exit_code == 0, result.stderr
     (line,) = [line for line in result.stdout.splitlines() if line.startswith("miss rtx-5090/fp16")]
