@@ -88,6 +88,7 @@ for _command in (inspect.doctor, inspect.inspect, engines.build, calibration.cal
     _register(app, _command)
 _register(app, releases.list_releases, "ls")
 _register(app, releases.promote)
+_register(app, releases.yank)
 app.add_typer(export_app)
 _register(export_app, export.triton)
 _register(app, pipeline.plan)

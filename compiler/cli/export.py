@@ -11,6 +11,7 @@ from compiler.cli.params import (
     OUTPUT,
     PRECISIONS,
     TARGETS,
+    AllowYankedOption,
     JsonOption,
     ReleaseArgument,
     StoreOption,
@@ -38,13 +39,15 @@ def triton(
                                                "capability's plan (unset: an unknown GPU fails to load).")] = None,
     store: StoreOption = DEFAULT_STORE,
     no_cache: Annotated[bool, switch("--no-cache", CACHE, "Download even if the pull cache has the plans.")] = False,
+    allow_yanked: AllowYankedOption = False,
     json: JsonOption = False,
 ) -> None:
     """A Triton model repository of a release: config.pbtxt and one verified plan per compute capability."""
     from compiler.export.triton import export_triton
 
     result = export_triton(store, release, repo, model_name=model_name, precision=precision,
-                           triton_version=triton_version, default_plan=default_plan, use_cache=not no_cache)
+                           triton_version=triton_version, default_plan=default_plan, use_cache=not no_cache,
+                           allow_yanked=allow_yanked)
     if json:
         render.emit_json(result)
     else:

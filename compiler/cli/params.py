@@ -54,6 +54,9 @@ RemoteCacheOption = Annotated[str | None, option("URI", "Cache", "Remote cache s
 ExplainOption = Annotated[bool, switch("--explain", "Cache", "For each cache miss, say which input of its key "
                                                               "changed against the nearest cached entry.")]
 
+AllowYankedOption = Annotated[bool, switch("--allow-yanked", "Inputs", "Use the version even if it was withdrawn "
+                                                                     "with compile yank.")]
+
 Command = TypeVar("Command", bound=Callable[..., Any])
 
 

@@ -16,6 +16,7 @@ from compiler.cli.params import (
     OUTPUT,
     PRECISIONS,
     TARGETS,
+    AllowYankedOption,
     BuildDirArgument,
     JsonOption,
     ReleaseArgument,
@@ -66,6 +67,7 @@ def pull(
                                                    "10.8).")] = None,
     store: StoreOption = DEFAULT_STORE,
     no_cache: Annotated[bool, switch("--no-cache", CACHE, "Download even if the pull cache has the plan.")] = False,
+    allow_yanked: AllowYankedOption = False,
     out: Annotated[Path, option("FILE", OUTPUT, "Where the plan goes (engine.json is written beside it).",
                                 show_default=False)],
     json: JsonOption = False,
@@ -74,7 +76,7 @@ def pull(
     from compiler.releases.pull import pull as pull_engine
 
     result = pull_engine(store, release, out=out, sku=sku, precision=precision, tensorrt_version=tensorrt_version,
-                         use_cache=not no_cache)
+                         use_cache=not no_cache, allow_yanked=allow_yanked)
     if json:
         render.emit_json(result)
     else:
@@ -106,14 +108,36 @@ def promote(
     *,
     channel: Annotated[str, option("CHANNEL", INPUTS, "The channel to move (a-z 0-9 _ -, starting with a letter).",
                                    show_default=False)],
+    allow_yanked: AllowYankedOption = False,
     store: StoreOption = DEFAULT_STORE,
     json: JsonOption = False,
 ) -> None:
     """Point a channel at a published version (the one mutable operation, as a compare-and-swap)."""
     from compiler.releases.channels import promote as promote_release
 
-    result = promote_release(store, release, channel)
+    result = promote_release(store, release, channel, allow_yanked=allow_yanked)
     if json:
         render.emit_json(result)
     else:
         render.promoted(result)
+
+
+@examples("compile yank digits@1.0.0 --reason 'calibrated on the wrong data'",
+          "compile yank digits@1.1.0 --reason 'accuracy regression on night images' --store s3://models/team --json")
+def yank(
+    release: Annotated[str, typer.Argument(metavar="NAME@VERSION", show_default=False,
+                                           help="The published version to withdraw.")],
+    *,
+    reason: Annotated[str, option("TEXT", INPUTS, "Why it is withdrawn (shown to whoever tries to use it).",
+                                  show_default=False)],
+    store: StoreOption = DEFAULT_STORE,
+    json: JsonOption = False,
+) -> None:
+    """Withdraw a version: its manifest stays, pull, export and promote refuse it unless --allow-yanked."""
+    from compiler.releases.yank import yank as yank_release
+
+    result = yank_release(store, release, reason)
+    if json:
+        render.emit_json(result)
+    else:
+        render.yanked(result)

@@ -304,16 +304,25 @@ def listing(listing: Listing) -> None:
             [e.sku, ", ".join(e.compute_capabilities), e.precision, f"{e.backend.get('name')} "
              f"{e.backend.get('version')}", human_size(e.plan.size_bytes), e.plan.sha256[:12]]
             for e in content.engines]))
+        if listing.yanked is not None:
+            console.print(f"YANKED by {printable(listing.yanked.by)} at {listing.yanked.at}: "
+                          f"{printable(listing.yanked.reason)}")
     elif listing.name is not None:
         console.print(table(f"{listing.name} in {printable(listing.store)}",
                             ["version", "engines", "size", "check", "published", "channels"], [
-            [v.version, v.engines, human_size(v.size_bytes), v.check, v.published_at,
+            [v.version + (" (yanked)" if v.yanked else ""), v.engines, human_size(v.size_bytes), v.check,
+             v.published_at,
              ", ".join(c for c, at in listing.channels.items() if at == v.version)] for v in listing.versions]))
     else:
         console.print(table(f"Releases in {printable(listing.store)}", ["name", "versions", "latest", "channels"], [
             [r.name, len(r.versions), r.versions[-1] if r.versions else "-",
              ", ".join(f"{c}={v}" for c, v in r.channels.items())] for r in listing.releases]
             or [["-", 0, "-", "none published"]]))
+
+
+def yanked(result) -> None:
+    what = "yanked" if result.status == "yanked" else f"was already yanked (by {printable(result.by)} at {result.at})"
+    console.print(f"{result.name}@{result.version} {what}: {printable(result.reason)}")
 
 
 def promoted(result: PromoteResult) -> None:

@@ -478,6 +478,17 @@ class ChannelRecord(BaseModel):
     history: list[ChannelMove]
 
 
+class YankRecord(BaseModel):
+    """yanks/<name>/<version>.json: a version withdrawn (its manifest stays as published), why, by whom, when."""
+
+    format_version: int = RELEASE_FORMAT
+    name: str
+    version: str
+    reason: str
+    by: str
+    at: str
+
+
 # --- reading --------------------------------------------------------------------------------------------
 
 Record = TypeVar("Record", bound=BaseModel)

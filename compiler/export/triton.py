@@ -55,7 +55,8 @@ class TritonExport(BaseModel):
 
 def export_triton(store: str | Store, ref: str | Ref, repo: Path, *, model_name: str | None = None,
                   precision: str | None = None, triton_version: int = 1, default_plan: str | None = None,
-                  cache_dir: Path | None = None, use_cache: bool = True) -> TritonExport:
+                  cache_dir: Path | None = None, use_cache: bool = True, allow_yanked: bool = False
+                  ) -> TritonExport:
     """Write ``ref`` into the Triton model repository ``repo`` as ``<model>/<triton_version>/``. ``default_plan``
     (a compute capability of the release) also sets ``default_model_filename`` to that plan."""
     started = time.monotonic()
@@ -68,7 +69,7 @@ def export_triton(store: str | Store, ref: str | Ref, repo: Path, *, model_name:
     if model_name is not None and (not MODEL_NAME.fullmatch(model_name) or ".." in model_name):
         raise InvalidInput(f"--model-name {model_name!r}: use 1 to 128 of A-Z a-z 0-9 . _ - (a folder name)")
     store = open_store(store)
-    resolved = resolve(store, ref)
+    resolved = resolve(store, ref, allow_yanked=allow_yanked)
     manifest = resolved.manifest
     name = model_name or manifest.content.name
     engines = _engines(manifest, precision)

@@ -29,13 +29,13 @@ class PromoteResult(BaseModel):
     attempts: int
 
 
-def promote(store: str | Store, ref: str | Ref, channel: str) -> PromoteResult:
+def promote(store: str | Store, ref: str | Ref, channel: str, allow_yanked: bool = False) -> PromoteResult:
     """Point ``channel`` at ``ref``'s version (which must be published), as a compare-and-swap retried against
     concurrent promotions, so none is lost and every move stays in the channel's history."""
     ref = ref if isinstance(ref, Ref) else Ref.parse(ref)
     check_channel(channel)
     store = open_store(store)
-    version = resolve(store, Ref(ref.name, ref.tag)).version
+    version = resolve(store, Ref(ref.name, ref.tag), allow_yanked=allow_yanked).version
     deadline = time.monotonic() + PROMOTE_SECONDS
     attempts = 0
     while True:

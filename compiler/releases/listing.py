@@ -5,8 +5,8 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from compiler.core.errors import InvalidInput
-from compiler.core.records import ReleaseManifest
-from compiler.releases.manifest import parse_manifest, read_channel, resolve, what_there_is
+from compiler.core.records import ReleaseManifest, YankRecord
+from compiler.releases.manifest import parse_manifest, read_channel, resolve, what_there_is, yanked
 from compiler.stores import Store, open_store
 from compiler.stores.base import Ref
 
@@ -24,6 +24,8 @@ class VersionSummary(BaseModel):
     published_at: str
     check: str
     """passed, failed or not run."""
+    yanked: str | None = None
+    """Why the version was withdrawn (``compile yank``), if it was."""
 
 
 class Listing(BaseModel):
@@ -33,6 +35,7 @@ class Listing(BaseModel):
     versions: list[VersionSummary] = []
     channels: dict[str, str] = {}
     manifest: ReleaseManifest | None = None
+    yanked: YankRecord | None = None
 
 
 def list_store(store: str | Store, ref: str | Ref | None = None) -> Listing:
@@ -46,7 +49,8 @@ def list_store(store: str | Store, ref: str | Ref | None = None) -> Listing:
             for name in store.names()])
     if ref.tag is not None:
         resolved = resolve(store, ref)
-        return Listing(store=store.uri, name=ref.name, manifest=resolved.manifest)
+        return Listing(store=store.uri, name=ref.name, manifest=resolved.manifest,
+                       yanked=yanked(store, ref.name, resolved.version))
     versions = []
     for version in store.versions(ref.name):
         data = store.read_manifest(ref.name, version)
@@ -54,10 +58,12 @@ def list_store(store: str | Store, ref: str | Ref | None = None) -> Listing:
             continue
         manifest = parse_manifest(data, store, ref.name, version)
         check = manifest.content.check
+        withdrawn = yanked(store, ref.name, version)
         versions.append(VersionSummary(
             version=version, engines=len(manifest.content.engines),
             size_bytes=sum(e.plan.size_bytes for e in manifest.content.engines), published_at=manifest.published.at,
-            check="not run" if check is None else "passed" if check.passed else "failed"))
+            check="not run" if check is None else "passed" if check.passed else "failed",
+            yanked=withdrawn.reason if withdrawn else None))
     if not versions:
         raise InvalidInput(f"{ref.name}: no such release in {store.uri}; {what_there_is(store, ref.name)}")
     return Listing(store=store.uri, name=ref.name, versions=versions, channels=_channels(store, ref.name))

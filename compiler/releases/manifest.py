@@ -13,9 +13,10 @@ from pydantic import BaseModel
 
 from compiler.core.errors import CheckFailed, InvalidInput
 from compiler.core.files import hash_json
-from compiler.core.records import ChannelRecord, Provenance, ReleaseManifest, parse_record
+from compiler.core.records import ChannelRecord, Provenance, ReleaseManifest, YankRecord, parse_record
+from compiler.core.text import printable
 from compiler.stores import Store, open_store
-from compiler.stores.base import VERSION, Ref, manifest_key
+from compiler.stores.base import VERSION, Ref, manifest_key, yank_key
 
 
 def provenance() -> Provenance:
@@ -56,8 +57,9 @@ class Resolved(BaseModel):
     manifest: ReleaseManifest
 
 
-def resolve(store: str | Store, ref: str | Ref) -> Resolved:
-    """``NAME@VERSION`` or ``NAME@CHANNEL`` to its manifest (a tag is tried as a version, then as a channel)."""
+def resolve(store: str | Store, ref: str | Ref, *, allow_yanked: bool = True) -> Resolved:
+    """``NAME@VERSION`` or ``NAME@CHANNEL`` to its manifest (a tag is tried as a version, then as a channel);
+    a yanked version refused (exit 1, naming the reason) unless ``allow_yanked``."""
     ref = ref if isinstance(ref, Ref) else Ref.parse(ref)
     store = open_store(store)
     data = store.read_manifest(ref.name, ref.tag)
@@ -73,6 +75,7 @@ def resolve(store: str | Store, ref: str | Ref) -> Resolved:
     if data is None:
         raise InvalidInput(f"{ref}: no such version or channel in {store.uri}; {what_there_is(store, ref.name)}")
     version = record[0].version if channel else ref.tag
+    refuse_yanked(store, ref.name, version, allow_yanked)
     return Resolved(ref=str(ref), version=version, channel=channel,
                     manifest=parse_manifest(data, store, ref.name, version))
 
@@ -99,3 +102,30 @@ def read_channel(store: Store, name: str, channel: str) -> tuple[ChannelRecord, 
     if not VERSION.fullmatch(record.version) or ".." in record.version:
         raise damaged(store, key, f"it points at {record.version!r}, which is no version")
     return record, found[1]
+
+
+def yanked(store: Store, name: str, version: str) -> YankRecord | None:
+    """The version's yank record, or None when it was never yanked."""
+    data = store.read_yank(name, version)
+    return None if data is None else parse_yank(store, data, name, version)
+
+
+def parse_yank(store: Store, data: bytes, name: str, version: str) -> YankRecord:
+    key = yank_key(name, version)
+    try:
+        record = parse_record(data, PurePosixPath(key), YankRecord, "yank it again")  # type: ignore[arg-type]
+    except InvalidInput as exc:
+        raise damaged(store, key, str(exc).removeprefix(f"{key}: ")) from None
+    if (record.name, record.version) != (name, version):
+        raise damaged(store, key, f"it describes {record.name}@{record.version}")
+    return record
+
+
+def refuse_yanked(store: Store, name: str, version: str, allow_yanked: bool) -> None:
+    """Exit 1 naming the reason when the version is yanked, unless allowed (then not even looked up)."""
+    if allow_yanked:
+        return
+    record = yanked(store, name, version)
+    if record is not None:
+        raise CheckFailed(f"{name}@{version} is yanked ({printable(record.reason)}; by {printable(record.by)} at "
+                          f"{record.at}); pass --allow-yanked to use it anyway")

@@ -101,7 +101,8 @@ class PullResult(BaseModel):
 
 
 def pull(store: str | Store, ref: str | Ref, *, out: Path, sku: str | None = None, precision: str | None = None,
-         tensorrt_version: str | None = None, cache_dir: Path | None = None, use_cache: bool = True) -> PullResult:
+         tensorrt_version: str | None = None, cache_dir: Path | None = None, use_cache: bool = True,
+         allow_yanked: bool = False) -> PullResult:
     """The one verified plan of ``ref`` for ``sku`` (a catalog name or ``auto``), written to ``out`` with
     engine.json beside it. Nothing is written to ``out`` unless the bytes hash to the manifest's digest."""
     started = time.monotonic()
@@ -116,7 +117,7 @@ def pull(store: str | Store, ref: str | Ref, *, out: Path, sku: str | None = Non
 
         compute_capability = load_sku_catalog().get(sku).compute_capability
     store = open_store(store)
-    resolved = resolve(store, ref)
+    resolved = resolve(store, ref, allow_yanked=allow_yanked)
     engine = select_engine(resolved.manifest, sku=None if sku == "auto" else sku,
                            compute_capability=compute_capability, precision=precision,
                            tensorrt_version=tensorrt_version)

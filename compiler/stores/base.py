@@ -145,6 +145,14 @@ class Store(ABC):
         """Every job's staged part of ``name@version``, by job."""
         raise self._no_staging()
 
+    def mark_yanked(self, name: str, version: str, data: bytes) -> bytes | None:
+        """Record that a version is withdrawn (beside its manifest, which stays), create-only: None when this call
+        wrote it, else the record that was there."""
+        raise self._unsupported("compile yank")
+
+    def read_yank(self, name: str, version: str) -> bytes | None:
+        return None
+
     # --- shared cache entries and removal (compiler.cache: the remote cache, gc) ----------------------------
 
     def create_entry(self, kind: str, key: str, data: bytes, blobs: list[tuple[str, int]]) -> bytes | None:
@@ -299,6 +307,10 @@ def check_kind(kind: str) -> str:
 
 def entry_key(kind: str, key: str) -> str:
     return f"cache/{check_kind(kind)}/{check_sha256(key)}.json"
+
+
+def yank_key(name: str, version: str) -> str:
+    return f"yanks/{check_name(name)}/{check_version(version)}.json"
 
 
 def channel_key(name: str, channel: str) -> str:

@@ -25,6 +25,7 @@ from compiler.stores.base import (
     entry_key,
     manifest_key,
     staging_key,
+    yank_key,
 )
 
 
@@ -142,3 +143,10 @@ class KeyedStore(Store):
 
     def blob_digests(self, name: str) -> dict[str, tuple[int, float]]:
         return {digest: facts for digest, facts in self._listing("blobs/sha256/").items() if SHA256.fullmatch(digest)}
+
+    def mark_yanked(self, name: str, version: str, data: bytes) -> bytes | None:
+        return self._create_or_read(yank_key(name, version), data)
+
+    def read_yank(self, name: str, version: str) -> bytes | None:
+        found = self._read(yank_key(name, version))
+        return None if found is None else found[0]

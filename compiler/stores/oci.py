@@ -70,6 +70,10 @@ built on its own."""
 CACHE_ARTIFACT = "application/vnd.trt-compile.cache-entry.v1+json"
 CACHE_CONFIG = "application/vnd.trt-compile.cache-entry.index.v1+json"
 CACHE_BLOB = "application/octet-stream"
+YANK_ARTIFACT = "application/vnd.trt-compile.yank.v1+json"
+YANK_CONFIG = "application/vnd.trt-compile.yank.record.v1+json"
+YANK_TAG = "_yanked."
+"""A version's yank record is the tag ``_yanked.VERSION`` (no version starts with ``_``)."""
 CHANNEL_TAG = "_channel."
 """Channel tags start with ``_``, which no version may: the two can never collide."""
 MAX_MANIFEST_BYTES = 4 << 20
@@ -429,21 +433,35 @@ class OciStore(Store):
         return False
 
 
+    def mark_yanked(self, name: str, version: str, data: bytes) -> bytes | None:
+        return self._create_tag(self._repo(name), YANK_TAG + check_version(version), data, YANK_CONFIG,
+                                YANK_ARTIFACT, [])
+
+    def _create_tag(self, repo: str, tag: str, data: bytes, config_type: str, artifact_type: str,
+                    layers: list[dict[str, Any]]) -> bytes | None:
+        """A record tag written once, as a version is (tag absent -> push -> settle -> re-read): None when this
+        call wrote it, else the record there."""
+        found = self._record(repo, tag, artifact_type)
+        if found is not None:
+            return found[0]
+        ours = self._push(repo, tag, data, config_type, artifact_type, layers, {})
+        self._settle()
+        found = self._record(repo, tag, artifact_type)
+        return None if found is None or found[1] == ours else found[0]
+
+    def read_yank(self, name: str, version: str) -> bytes | None:
+        found = self._record(self._repo(name), YANK_TAG + check_version(version), YANK_ARTIFACT)
+        return None if found is None else found[0]
+
     # --- cache entries and removal ------------------------------------------------------------------------
 
     def create_entry(self, kind: str, key: str, data: bytes, blobs: list[tuple[str, int]]) -> bytes | None:
         """An entry is the tag KEY in ``cache/KIND``: its config blob is the index, its layers the blobs (so the
         registry checks they are there, and its garbage collection keeps them)."""
-        repo, tag = self._repo(f"cache/{kind}"), check_sha256(key)
-        found = self._record(repo, tag, CACHE_ARTIFACT)
-        if found is not None:
-            return found[0]
         layers = [{"mediaType": CACHE_BLOB, "digest": f"sha256:{check_sha256(sha)}", "size": size}
                   for sha, size in blobs]
-        ours = self._push(repo, tag, data, CACHE_CONFIG, CACHE_ARTIFACT, layers, {})
-        self._settle()
-        found = self._record(repo, tag, CACHE_ARTIFACT)
-        return None if found is None or found[1] == ours else found[0]
+        return self._create_tag(self._repo(f"cache/{kind}"), check_sha256(key), data, CACHE_CONFIG, CACHE_ARTIFACT,
+                                layers)
 
     def read_entry(self, kind: str, key: str) -> bytes | None:
         found = self._record(self._repo(f"cache/{kind}"), check_sha256(key), CACHE_ARTIFACT)
