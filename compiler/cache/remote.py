@@ -72,7 +72,10 @@ class RemoteCache:
     def __init__(self, uri: str) -> None:
         from compiler.stores import open_store
 
-        self.store = open_store(uri, create=True)
+        try:
+            self.store = open_store(uri, create=True)
+        except CompileError as exc:  # said as the remote cache's, not --store's
+            raise type(exc)(f"remote cache (--remote-cache, ${ENV} or the pipeline's cache:): {exc}") from None
         self.uri = self.store.uri
         self.warnings: list[str] = []
         self._lock = threading.Lock()

@@ -1,0 +1,81 @@
+"""Hostile remote caches and options: a bad --remote-cache is one error line (exit 2) before any work; an index
+that names a path, lies about a key, or points at bytes of another digest is refused in one warning line, the
+result is made here and the entry replaced, and nothing outside the cache is written."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.support.cli import assert_clean_error, run_cli
+
+
+def _build(digits_model, digits_profiles, out: Path, cache: Path, remote: Path | str, *extra: str):
+    return run_cli("build", digits_model, "--profiles", digits_profiles, "--sku", "rtx-5090", "--precision", "fp16",
+                   "--out", out, "--cache-dir", cache, "--remote-cache", remote, "--json", *extra)
+
+
+@pytest.mark.parametrize("uri, fragment", [
+    ("s3://", "bucket"), ("ftp://host/x", "unknown scheme"), ("oci://user:pw@host/x", "credentials do not go"),
+    ("s3://bucket/../x", "prefix part"), ("oci://host:99999/x", "not a registry host"),
+])
+def test_a_bad_remote_cache_uri_is_one_error_line_before_any_work(digits_model, digits_profiles, tmp_path, uri,
+                                                                  fragment):
+    result = _build(digits_model, digits_profiles, tmp_path / "out", tmp_path / "cache", uri)
+    assert_clean_error(result, 2, "remote cache (--remote-cache", fragment)
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_unreachable_remote_cache_is_a_warning_and_the_build_goes_on(digits_model, digits_profiles, tmp_path):
+    result = _build(digits_model, digits_profiles, tmp_path / "out", tmp_path / "cache", "oci+http://127.0.0.1:9/x")
+    assert result.exit_code == 0, result.stderr
+    (target,) = json.loads(result.stdout)["targets"]
+    assert target["cache"] == {"source": "miss", "reason": "the remote cache did not answer"}
+    assert "could not look up engines entry" in result.stderr and "Traceback" not in result.stderr
+
+
+def _entry(remote: Path) -> tuple[Path, dict]:
+    (index,) = (remote / "cache" / "engines").glob("*.json")
+    return index, json.loads(index.read_text())
+
+
+def _rewrite(index: Path, data: dict) -> None:
+    index.chmod(0o644)
+    index.write_text(json.dumps(data))
+
+
+@pytest.mark.parametrize("damage", ["path", "other-key", "wrong-digest", "not-json", "huge-size", "missing-blob"])
+def test_a_hostile_remote_entry_is_refused_rebuilt_and_replaced(digits_model, digits_profiles, tmp_path, damage):
+    remote = tmp_path / "remote"
+    first = _build(digits_model, digits_profiles, tmp_path / "a", tmp_path / "cache-a", remote)
+    assert first.exit_code == 0, first.stderr
+    index, data = _entry(remote)
+    key = index.stem
+    if damage == "path":
+        data["files"]["../../../escaped"] = data["files"].pop("build.log")
+    elif damage == "other-key":
+        data["key"] = "0" * 64
+    elif damage == "wrong-digest":
+        data["files"]["engine.plan"]["sha256"] = data["files"]["layers.json"]["sha256"]
+    elif damage == "huge-size":
+        data["files"]["engine.plan"]["size"] = 1 << 60
+    elif damage == "missing-blob":
+        (remote / "blobs" / "sha256" / data["files"]["engine.plan"]["sha256"]).unlink()
+    if damage == "not-json":
+        index.chmod(0o644)
+        index.write_bytes(b"\x00not an index")
+    else:
+        _rewrite(index, data)
+    second = _build(digits_model, digits_profiles, tmp_path / "b", tmp_path / "cache-b", remote)
+    assert second.exit_code == 0, second.stderr
+    (target,) = json.loads(second.stdout)["targets"]
+    assert target["cache"] == {"source": "miss", "reason": "the remote entry was damaged"}
+    warnings = [line for line in second.stderr.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1 and f"engines entry {key[:12]} refused" in warnings[0], second.stderr
+    assert not list(tmp_path.rglob("escaped"))
+    # replaced: the next runner takes it whole
+    third = _build(digits_model, digits_profiles, tmp_path / "c", tmp_path / "cache-c", remote)
+    assert json.loads(third.stdout)["targets"][0]["cache"] == {"source": "remote", "reason": None}, third.stderr
+    assert "warning" not in third.stderr
