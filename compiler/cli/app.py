@@ -16,7 +16,7 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperCommand, TyperGroup
 
-from compiler.cli import calibration, check, engines, export, inspect, pipeline, releases
+from compiler.cli import calibration, check, engines, export, gc, inspect, pipeline, releases
 from compiler.cli.params import FLAG
 
 
@@ -89,6 +89,7 @@ for _command in (inspect.doctor, inspect.inspect, engines.build, calibration.cal
 _register(app, releases.list_releases, "ls")
 _register(app, releases.promote)
 _register(app, releases.yank)
+_register(app, gc.gc)
 app.add_typer(export_app)
 _register(export_app, export.triton)
 _register(app, pipeline.plan)

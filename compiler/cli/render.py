@@ -356,3 +356,18 @@ def cache_outcome(what: str, outcome, explain: bool) -> None:
         sys.stderr.write(f"warning: {printable(outcome.warning)}\n")
     if explain:
         console.print(f"{outcome.source} {what}" + (f": {printable(outcome.reason)}" if outcome.reason else ""))
+
+
+def collected(report) -> None:
+    """What compile gc removed (or would), and what it kept and why."""
+    verb = "would remove" if report.dry_run else "removed"
+    if hasattr(report, "versions"):
+        console.print(table(f"Versions in {printable(report.store)}", ["release", "fate", "why", "size"], [
+            [v.release, "kept" if v.kept else verb, v.why, human_size(v.size_bytes)] for v in report.versions]
+            or [["-", "-", "no releases", "-"]]))
+        what = f"{report.removed_versions} versions"
+    else:
+        what = f"{len(report.removed_entries)} of {report.entries} cache entries"
+    console.print(f"{verb} {what} and {report.removed_blobs} blobs ({human_size(report.freed_bytes)}); "
+                  f"{report.marked_blobs} unreferenced blobs left for a later gc (grace); {report.requests} requests, "
+                  f"{report.seconds:.1f} s" + (f"; {report.blob_note}" if report.blob_note else ""))

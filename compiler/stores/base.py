@@ -145,6 +145,10 @@ class Store(ABC):
         """Every job's staged part of ``name@version``, by job."""
         raise self._no_staging()
 
+    def staged_releases(self) -> list[tuple[str, str]]:
+        """(name, version) of every release with staged parts (a sharded release not finalized yet)."""
+        return []
+
     def mark_yanked(self, name: str, version: str, data: bytes) -> bytes | None:
         """Record that a version is withdrawn (beside its manifest, which stays), create-only: None when this call
         wrote it, else the record that was there."""

@@ -150,3 +150,8 @@ class KeyedStore(Store):
     def read_yank(self, name: str, version: str) -> bytes | None:
         found = self._read(yank_key(name, version))
         return None if found is None else found[0]
+
+    def staged_releases(self) -> list[tuple[str, str]]:
+        return [(name, version) for name in self._children("staging/") if NAME.fullmatch(name) and ".." not in name
+                for version in self._children(f"staging/{name}/") if VERSION.fullmatch(version)
+                and ".." not in version]

@@ -1,0 +1,89 @@
+"""`compile gc --remote-cache`: the remote cache kept to an age and a size. Entries older than the days kept go,
+then the oldest until the cache fits the size cap; then the blobs nothing references any more are swept
+(:mod:`compiler.cache.sweep`)."""
+
+from __future__ import annotations
+
+import time
+
+from pydantic import BaseModel, ValidationError
+
+from compiler.cache.remote import EntryIndex, open_remote
+from compiler.cache.sweep import KINDS, sweep_blobs
+from compiler.core.errors import EnvironmentProblem, InvalidInput
+
+
+class CacheGcReport(BaseModel):
+    store: str
+    dry_run: bool
+    entries: int
+    removed_entries: list[str]
+    """``kind/key`` of each entry removed (or that would be)."""
+    kept_bytes: int
+    removed_blobs: int
+    freed_bytes: int
+    marked_blobs: int
+    blob_note: str | None = None
+    requests: int
+    seconds: float
+
+
+def gc_cache(uri: str, *, keep_days: float | None = None, max_bytes: int | None = None, grace_minutes: float = 60,
+             dry_run: bool = False) -> CacheGcReport:
+    if keep_days is None and max_bytes is None:
+        raise InvalidInput("give --keep-days D and/or --max-size SIZE: what the remote cache keeps")
+    if keep_days is not None and not 0 <= keep_days <= 36500:
+        raise InvalidInput(f"--keep-days {keep_days}: give a number from 0 to 36500")
+    if not 0 <= grace_minutes <= 36500 * 1440:
+        raise InvalidInput(f"--grace-minutes {grace_minutes}: give a number of minutes from 0")
+    started, now = time.monotonic(), time.time()
+    store = open_remote(uri).store
+    requests = [0]
+
+    def count() -> None:
+        requests[0] += 1
+
+    entries: list[tuple[float, str, str, dict[str, int]]] = []
+    for kind in KINDS:
+        count()
+        for key in store.entry_keys(kind):
+            count()
+            try:
+                index = EntryIndex.model_validate_json(store.read_entry(kind, key) or b"")
+                entries.append((index.created, kind, key, {f.sha256: f.size for f in index.files.values()}))
+            except (ValidationError, ValueError):
+                entries.append((0.0, kind, key, {}))  # a damaged entry: the first to go
+    entries.sort()
+    doomed = [(kind, key) for created, kind, key, _ in entries
+              if keep_days is not None and now - created >= keep_days * 86400 and now - created >= grace_minutes * 60]
+    if max_bytes is not None:
+        for created, kind, key, _ in entries:  # oldest first, until the rest fits
+            if _live_bytes(entries, doomed) <= max_bytes or now - created < grace_minutes * 60:
+                break
+            if (kind, key) not in doomed:
+                doomed.append((kind, key))
+    kept = {d: s for _, kind, key, blobs in entries if (kind, key) not in doomed for d, s in blobs.items()}
+    if not dry_run:
+        for kind, key in doomed:
+            store.delete_entry(kind, key)
+            count()
+    sweep, note = None, None
+    try:
+        sweep = sweep_blobs(store, set(doomed) if dry_run else set(), grace_minutes * 60, dry_run,
+                            pool=f"cache/{KINDS[0]}", count=count)
+    except EnvironmentProblem as exc:
+        if "not available" not in str(exc):
+            raise
+        note = "blobs are freed by the registry's own garbage collection (registry garbage-collect)"
+    return CacheGcReport(store=store.uri, dry_run=dry_run, entries=len(entries),
+                         removed_entries=[f"{kind}/{key}" for kind, key in doomed], kept_bytes=sum(kept.values()),
+                         removed_blobs=len(sweep.removed) if sweep else 0,
+                         freed_bytes=sweep.freed_bytes if sweep else 0,
+                         marked_blobs=len(sweep.marked) if sweep else 0, blob_note=note, requests=requests[0],
+                         seconds=round(time.monotonic() - started, 3))
+
+
+def _live_bytes(entries: list[tuple[float, str, str, dict[str, int]]], doomed: list[tuple[str, str]]) -> int:
+    """The bytes of the blobs the entries that stay hold (a blob two entries share counted once)."""
+    gone = set(doomed)
+    return sum({d: s for _, kind, key, blobs in entries if (kind, key) not in gone for d, s in blobs.items()}.values())

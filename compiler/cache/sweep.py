@@ -1,0 +1,113 @@
+"""Removing blobs nothing needs, safely beside publishers at work: the second half of ``compile gc``.
+
+A blob goes only when no remaining manifest, staged part or cache entry mentions its digest (read after the
+manifests were removed, so one written meanwhile is seen), and only once it has been found unreferenced for a grace
+period: the first sweep that finds it marks it (a record beside it, with the time), a later one removes it. A
+publisher that saw the blob present and skipped sending it writes its manifest well within the grace, and the next
+sweep finds the blob referenced again and drops its mark. With a grace of 0 the mark and the removal are one sweep.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from compiler.stores import Store
+
+DIGEST = re.compile(rb"[0-9a-f]{64}")
+MARKS = "marks"
+"""The cache kind whose entries are the marks of unreferenced blobs (key: the blob's digest)."""
+KINDS = ("engines", "calibrations", "prepared", "checks")
+
+
+@dataclass
+class Sweep:
+    removed: list[str] = field(default_factory=list)
+    freed_bytes: int = 0
+    marked: list[str] = field(default_factory=list)
+    """Unreferenced, but found so only now (or within the grace): removed by a later sweep."""
+    requests: int = 0
+
+
+def references(store: Store, skip: set[tuple[str, str]] = frozenset(), count: Callable[[], None] = lambda: None
+               ) -> set[str]:
+    """Every digest a manifest, a staged part or a cache entry mentions (any 64 hex digits: a record's other digests
+    only keep a blob more, never less). ``skip``: (name, version) and (kind, key) pairs being removed (a dry run
+    does not remove them)."""
+    found: set[str] = set()
+    for name in store.names():
+        count()
+        for version in store.versions(name):
+            if (name, version) in skip:
+                continue
+            count()
+            found.update(d.decode() for d in DIGEST.findall(store.read_manifest(name, version) or b""))
+    for name, version in store.staged_releases():
+        count()
+        for part in store.staged(name, version).values():
+            found.update(d.decode() for d in DIGEST.findall(part))
+    for kind in KINDS:
+        count()
+        for key in _keys(store, kind):
+            if (kind, key) not in skip:
+                count()
+                found.update(d.decode() for d in DIGEST.findall(store.read_entry(kind, key) or b""))
+    return found
+
+
+def _keys(store: Store, kind: str) -> list[str]:
+    from compiler.core.errors import EnvironmentProblem
+
+    try:
+        return store.entry_keys(kind)
+    except EnvironmentProblem:  # a store without a remote cache holds no entries
+        return []
+
+
+def sweep_blobs(store: Store, skip: set[tuple[str, str]], grace_seconds: float, dry_run: bool,
+                pool: str = "cache/engines", count: Callable[[], None] = lambda: None) -> Sweep:
+    """Mark unreferenced blobs, remove those marked longer than the grace ago (and written before it). The blobs are
+    listed before the references are read: a manifest written after the listing is seen, a blob sent after it is
+    not a candidate at all."""
+    now = time.time()
+    result = Sweep()
+    blobs = store.blob_digests(pool)
+    count()
+    referenced = references(store, skip, count)
+    marks = {key: _mark_time(store, key, count) for key in _keys(store, MARKS)}
+    for digest, (size, written) in sorted(blobs.items()):
+        if digest in referenced:
+            if digest in marks and not dry_run:
+                store.delete_entry(MARKS, digest)
+                count()
+            continue
+        marked_at = marks.get(digest)
+        if marked_at is None and grace_seconds > 0:
+            result.marked.append(digest)
+            if not dry_run:
+                store.create_entry(MARKS, digest, json.dumps({"at": now}).encode(), [])
+                count()
+            continue
+        if now - written < grace_seconds or (marked_at is not None and now - marked_at < grace_seconds):
+            result.marked.append(digest)
+            continue
+        result.removed.append(digest)
+        result.freed_bytes += size
+        if not dry_run:
+            store.delete_blob(pool, digest)
+            count()
+            if marked_at is not None:
+                store.delete_entry(MARKS, digest)
+                count()
+    return result
+
+
+def _mark_time(store: Store, key: str, count: Callable[[], None]) -> float:
+    count()
+    try:
+        return float(json.loads(store.read_entry(MARKS, key) or b"{}").get("at", 0))
+    except (ValueError, TypeError, AttributeError):
+        return 0.0  # a damaged mark: as old as can be, so the blob is judged by its own age

@@ -1,0 +1,134 @@
+"""compile gc on every store backend: --keep 2 keeps the channel's version and the newest two and frees the rest's
+bytes, every kept version still pulls verified; --dry-run removes nothing; gc running while 5 publishers race loses
+none of them; the remote cache is trimmed by age."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from compiler.stores import open_store
+from tests.stores.test_store import _engine, _publish, store  # noqa: F401 - the shared store fixture
+from tests.support.cli import assert_clean_error, run_cli
+
+
+@pytest.fixture(scope="module")
+def fresh_builds(tmp_path_factory, digits_model, digits_profiles) -> list[Path]:
+    """Eight build folders, each with plans of its own bytes (built anew, not from the cache)."""
+    root = tmp_path_factory.mktemp("gc-builds")
+    folders = []
+    for index in range(8):
+        out = root / str(index)
+        result = run_cli("build", digits_model, "--profiles", digits_profiles, "--sku", "rtx-3090", "--precision",
+                         "fp16", "--out", out, "--no-cache")
+        assert result.exit_code == 0, result.stderr
+        folders.append(out)
+    return folders
+
+
+def _blob_there(store, sha256: str) -> bool:
+    return open_store(store.uri).blob_size("digits", sha256) is not None
+
+
+def _pulls_verified(store, version: str, build: Path, tmp_path: Path) -> None:
+    out = tmp_path / f"pulled-{version}.plan"
+    result = store.cli("pull", f"digits@{version}", "--sku", "rtx-3090", "--out", out, "--no-cache")
+    assert result.exit_code == 0, result.stderr
+    assert hashlib.sha256(out.read_bytes()).hexdigest() == _engine(build, "rtx-3090").sha256
+
+
+def test_gc_keeps_the_channel_and_the_newest_two_and_frees_the_rest(store, fresh_builds, tmp_path):  # noqa: F811
+    versions = [f"1.0.{i}" for i in range(5)]
+    for version, build in zip(versions, fresh_builds, strict=False):
+        assert _publish(store, build, version).exit_code == 0
+        time.sleep(1.1)  # published.at has seconds: newest means newest
+    assert store.cli("promote", "digits@1.0.1", "--channel", "stable").exit_code == 0
+    plans = {v: _engine(b, "rtx-3090") for v, b in zip(versions, fresh_builds, strict=False)}
+
+    dry = json.loads(store.cli("gc", "--keep", "2", "--grace-minutes", "0", "--dry-run", "--json").stdout)
+    fates = {v["release"]: (v["kept"], v["why"]) for v in dry["versions"]}
+    assert fates == {"digits@1.0.0": (False, "older than what is kept"), "digits@1.0.1": (True, "channel stable"),
+                     "digits@1.0.2": (False, "older than what is kept"), "digits@1.0.3": (True, "newest 2"),
+                     "digits@1.0.4": (True, "newest 2")}
+    assert json.loads(store.cli("ls", "digits", "--json").stdout)["versions"].__len__() == 5  # nothing went
+
+    done = store.cli("gc", "--keep", "2", "--grace-minutes", "0", "--json")
+    assert done.exit_code == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["removed_versions"] == 2
+    left = [v["version"] for v in json.loads(store.cli("ls", "digits", "--json").stdout)["versions"]]
+    assert left == ["1.0.1", "1.0.3", "1.0.4"]
+    if store.kind == "oci":
+        assert report["blob_note"] and "garbage collection" in report["blob_note"]
+    else:
+        gone = [plans[v] for v in ("1.0.0", "1.0.2")]
+        assert report["freed_bytes"] >= sum(p.size_bytes for p in gone) == dry["freed_bytes"] - (
+            dry["freed_bytes"] - report["freed_bytes"])
+        assert not any(_blob_there(store, p.sha256) for p in gone)
+        assert all(_blob_there(store, plans[v].sha256) for v in left)
+    for version in left:
+        _pulls_verified(store, version, fresh_builds[versions.index(version)], tmp_path)
+
+
+def test_gc_during_five_racing_publishers_loses_none_of_them(store, fresh_builds, tmp_path):  # noqa: F811
+    for index, build in enumerate(fresh_builds[:3]):
+        assert _publish(store, build, f"0.{index}").exit_code == 0
+    time.sleep(7)  # the old versions are older than the grace (6 s)
+    stop = threading.Event()
+    runs = []
+
+    def collect() -> None:
+        while not stop.is_set():
+            runs.append(store.cli("gc", "--keep", "5", "--grace-minutes", "0.1", "--json"))
+
+    collector = threading.Thread(target=collect)
+    collector.start()
+    with ThreadPoolExecutor(5) as pool:
+        results = list(pool.map(lambda i: _publish(store, fresh_builds[3 + i], f"2.{i}"), range(5)))
+    time.sleep(7)
+    stop.set()
+    collector.join()
+    final = store.cli("gc", "--keep", "5", "--grace-minutes", "0.1", "--json")
+    assert all(r.exit_code == 0 for r in results), [r.stderr for r in results]
+    assert all(r.exit_code == 0 for r in [*runs, final]), [r.stderr for r in runs if r.exit_code]
+    left = [v["version"] for v in json.loads(store.cli("ls", "digits", "--json").stdout)["versions"]]
+    assert left == [f"2.{i}" for i in range(5)]
+    for i in range(5):
+        _pulls_verified(store, f"2.{i}", fresh_builds[3 + i], tmp_path)
+
+
+def test_gc_refuses_hostile_options(tmp_path):
+    uri = str(tmp_path / "store")
+    assert_clean_error(run_cli("gc", "--store", uri), 2, "give --keep N and/or --keep-days D")
+    assert_clean_error(run_cli("gc", "--store", uri, "--keep", "-1"), 2, "--keep -1")
+    assert_clean_error(run_cli("gc", "--store", uri, "--keep-days", "nan"), 2, "--keep-days")
+    assert_clean_error(run_cli("gc", "--store", uri, "--keep", "1", "--grace-minutes", "-5"), 2, "--grace-minutes")
+    assert_clean_error(run_cli("gc", "--keep", "1"), 2, "give --store URI")
+    assert_clean_error(run_cli("gc", "--store", uri, "--remote-cache", uri, "--keep", "1"), 2, "one of them")
+    assert_clean_error(run_cli("gc", "--remote-cache", uri, "--max-size", "lots"), 2, "--max-size 'lots'")
+    assert_clean_error(run_cli("gc", "--remote-cache", uri, "--keep", "2"), 2, "--keep counts release versions")
+
+
+def test_gc_of_the_remote_cache_keeps_days_and_a_size(digits_model, digits_profiles, tmp_path):
+    remote = tmp_path / "remote"
+    for precision in ("fp16", "fp32"):
+        result = run_cli("build", digits_model, "--profiles", digits_profiles, "--sku", "rtx-5090", "--precision",
+                         precision, "--out", tmp_path / precision, "--cache-dir", tmp_path / "cache", "--remote-cache",
+                         remote)
+        assert result.exit_code == 0, result.stderr
+    kept = json.loads(run_cli("gc", "--remote-cache", remote, "--keep-days", "1", "--json").stdout)
+    assert (kept["removed_entries"], kept["removed_blobs"]) == ([], 0)
+    capped = run_cli("gc", "--remote-cache", remote, "--max-size", "1", "--grace-minutes", "0", "--json")
+    report = json.loads(capped.stdout)
+    assert capped.exit_code == 0 and report["kept_bytes"] <= 1 and report["freed_bytes"] > 0, capped.stderr
+    assert not list((remote / "blobs").rglob("*[0-9a-f]"))
+    rebuilt = run_cli("build", digits_model, "--profiles", digits_profiles, "--sku", "rtx-5090", "--precision",
+                      "fp16", "--out", tmp_path / "again", "--cache-dir", tmp_path / "cache-b", "--remote-cache",
+                      remote, "--json")
+    assert json.loads(rebuilt.stdout)["targets"][0]["cache"]["source"] == "miss"
