@@ -51,6 +51,7 @@ from compiler.stores.base import (
     check_sha256,
     check_version,
 )
+from compiler.stores.oci_records import OciRecords
 
 MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 RELEASE_ARTIFACT = "application/vnd.trt-compile.release.v1+json"
@@ -67,13 +68,6 @@ TITLE = "org.opencontainers.image.title"
 PREVIOUS = ANNOTATION + "previous"
 """On a channel's manifest: the digest of the state it replaced, so a mover can tell whether a later state was
 built on its own."""
-CACHE_ARTIFACT = "application/vnd.trt-compile.cache-entry.v1+json"
-CACHE_CONFIG = "application/vnd.trt-compile.cache-entry.index.v1+json"
-CACHE_BLOB = "application/octet-stream"
-YANK_ARTIFACT = "application/vnd.trt-compile.yank.v1+json"
-YANK_CONFIG = "application/vnd.trt-compile.yank.record.v1+json"
-YANK_TAG = "_yanked."
-"""A version's yank record is the tag ``_yanked.VERSION`` (no version starts with ``_``)."""
 CHANNEL_TAG = "_channel."
 """Channel tags start with ``_``, which no version may: the two can never collide."""
 MAX_MANIFEST_BYTES = 4 << 20
@@ -115,7 +109,7 @@ def parse_oci_uri(uri: str) -> tuple[str, str, str]:
     return scheme, host, repository
 
 
-class OciStore(Store):
+class OciStore(OciRecords, Store):
     settle_seconds = SETTLE_SECONDS
     """How long a tag push waits before it re-reads the tag to see whether a racing push overwrote it."""
 
@@ -431,65 +425,6 @@ class OciStore(Store):
             found = self._manifest(repo, digest)
             digest = ((found[0].get("annotations") or {}).get(PREVIOUS) or None) if found else None
         return False
-
-
-    def mark_yanked(self, name: str, version: str, data: bytes) -> bytes | None:
-        return self._create_tag(self._repo(name), YANK_TAG + check_version(version), data, YANK_CONFIG,
-                                YANK_ARTIFACT, [])
-
-    def _create_tag(self, repo: str, tag: str, data: bytes, config_type: str, artifact_type: str,
-                    layers: list[dict[str, Any]]) -> bytes | None:
-        """A record tag written once, as a version is (tag absent -> push -> settle -> re-read): None when this
-        call wrote it, else the record there."""
-        found = self._record(repo, tag, artifact_type)
-        if found is not None:
-            return found[0]
-        ours = self._push(repo, tag, data, config_type, artifact_type, layers, {})
-        self._settle()
-        found = self._record(repo, tag, artifact_type)
-        return None if found is None or found[1] == ours else found[0]
-
-    def read_yank(self, name: str, version: str) -> bytes | None:
-        found = self._record(self._repo(name), YANK_TAG + check_version(version), YANK_ARTIFACT)
-        return None if found is None else found[0]
-
-    # --- cache entries and removal ------------------------------------------------------------------------
-
-    def create_entry(self, kind: str, key: str, data: bytes, blobs: list[tuple[str, int]]) -> bytes | None:
-        """An entry is the tag KEY in ``cache/KIND``: its config blob is the index, its layers the blobs (so the
-        registry checks they are there, and its garbage collection keeps them)."""
-        layers = [{"mediaType": CACHE_BLOB, "digest": f"sha256:{check_sha256(sha)}", "size": size}
-                  for sha, size in blobs]
-        return self._create_tag(self._repo(f"cache/{kind}"), check_sha256(key), data, CACHE_CONFIG, CACHE_ARTIFACT,
-                                layers)
-
-    def read_entry(self, kind: str, key: str) -> bytes | None:
-        found = self._record(self._repo(f"cache/{kind}"), check_sha256(key), CACHE_ARTIFACT)
-        return None if found is None else found[0]
-
-    def entry_keys(self, kind: str) -> list[str]:
-        repo = self._repo(f"cache/{kind}")
-        return sorted(t for t in self._paged(f"/v2/{repo}/tags/list?n=1000", "tags", f"the tags of {repo}",
-                                             self._scope(repo)) if SHA256.fullmatch(t))
-
-    def _delete_tag(self, repo: str, tag: str) -> None:
-        """Distribution deletes a manifest by digest (and with it every tag on it); the registry must allow
-        deletes (``storage.delete.enabled``). Its blobs go in the registry's own garbage collection."""
-        digest = self._tag_digest(repo, tag)
-        if digest is not None:
-            self._request("DELETE", f"/v2/{repo}/manifests/{digest}", f"removing {repo}:{tag}",
-                          scope=f"repository:{repo}:pull,push,delete", ok=(202, 200))
-
-    def delete_entry(self, kind: str, key: str) -> None:
-        self._delete_tag(self._repo(f"cache/{kind}"), check_sha256(key))
-
-    def delete_manifest(self, name: str, version: str) -> None:
-        self._delete_tag(self._repo(name), check_version(version))
-
-    def delete_blob(self, name: str, sha256: str) -> None:
-        repo = self._repo(name)
-        self._request("DELETE", f"/v2/{repo}/blobs/sha256:{check_sha256(sha256)}", f"removing blob {sha256[:12]}",
-                      scope=f"repository:{repo}:pull,push,delete", ok=(202, 200))
 
 
 class _Refused(EnvironmentProblem):
