@@ -12,6 +12,7 @@ from typing import Any
 from compiler.backends import load_backend
 from compiler.backends.base import BuildSpec
 from compiler.cache.remote import configured, open_remote
+from compiler.cache.tier import CacheTier
 from compiler.core.digest import finish_model_digest, hash_model_file_mapped
 from compiler.core.errors import InvalidInput
 from compiler.core.files import check_writable_folder, hash_json, stat_key, writable_folder
@@ -260,7 +261,7 @@ def _prepare(precision: Precision, model: Path, model_sha: str | Future[str], op
         method = options.method or "minmax"
         folder = cache.root / "calibrations" / model_sha / f"{precision}-{method}"
         calibrate(model, options.data, folder, CalibrationOptions(precision=precision.value, method=method),
-                  staged=True, progress=calibration_progress)
+                  staged=True, progress=calibration_progress, shared=CacheTier(remote or "") if remote else None)
     if folder is None:
         raise InvalidInput(f"{precision} needs calibration: pass --data DATA.npz to calibrate now, or run "
                            f"compile calibrate --precision {precision} and pass its folder with --calibration DIR")

@@ -112,3 +112,20 @@ def test_explain_names_the_changed_profiles(tmp_path):
     (line,) = [line for line in result.stdout.splitlines() if line.startswith("miss rtx-5090/fp16")]
     assert "profiles changed against the nearest cached engine" in line
     assert "profile 'batch' image max [64, 1, 8, 8] -> [32, 1, 8, 8]" in line
+
+
+def test_calibrate_explain_names_the_changed_option_and_shares_through_a_folder(digits_model, digits_data, tmp_path):
+    out, remote = tmp_path / "calibrated", tmp_path / "remote"
+    args = ("calibrate", digits_model, "--data", digits_data, "--out", out, "--remote-cache", remote)
+    first = run_cli(*args, "--samples", "32", "--json")
+    assert first.exit_code == 0, first.stderr
+    assert json.loads(first.stdout)["cache"]["source"] == "miss"
+    changed = run_cli(*args, "--samples", "48", "--explain")
+    assert changed.exit_code == 0, changed.stderr
+    line = " ".join(changed.stdout.split())  # as Rich wrapped it
+    assert "miss calibration: samples changed (and options) against the nearest cached calibration" in line
+    elsewhere = run_cli("calibrate", digits_model, "--data", digits_data, "--out", tmp_path / "other", "--samples",
+                        "32", "--remote-cache", remote, "--json")
+    assert json.loads(elsewhere.stdout)["cache"] == {"source": "remote", "reason": None}, elsewhere.stderr
+    assert (tmp_path / "other" / "model.onnx").read_bytes() == (remote / "blobs" / "sha256" / json.loads(
+        elsewhere.stdout)["files"]["model.onnx"]).read_bytes()
