@@ -361,8 +361,15 @@ class OciStore(OciRecords, Store):
 
     def names(self) -> list[str]:
         prefix = self.repository + "/"
-        repositories = self._paged("/v2/_catalog?n=1000", "repositories", "the registry's catalog",
-                                   "registry:catalog:*", missing_is_empty=False)
+        try:
+            repositories = self._paged("/v2/_catalog?n=1000", "repositories", "the registry's catalog",
+                                       "registry:catalog:*", missing_is_empty=False)
+        except EnvironmentProblem as exc:  # denied (401/403) or refused: said plainly, with what to do instead
+            if "the registry's catalog" not in str(exc):
+                raise
+            raise EnvironmentProblem(f"store {self.uri}: the registry refuses to list its catalog ("
+                                     f"{str(exc).partition('(')[2].partition(')')[0]}); name the release (compile ls "
+                                     "NAME --store ...)") from None
         return sorted(r[len(prefix):] for r in repositories if r.startswith(prefix)
                       and NAME.fullmatch(r[len(prefix):]) and ".." not in r)
 
