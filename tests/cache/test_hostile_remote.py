@@ -79,3 +79,13 @@ def test_a_hostile_remote_entry_is_refused_rebuilt_and_replaced(digits_model, di
     third = _build(digits_model, digits_profiles, tmp_path / "c", tmp_path / "cache-c", remote)
     assert json.loads(third.stdout)["targets"][0]["cache"] == {"source": "remote", "reason": None}, third.stderr
     assert "warning" not in third.stderr
+
+
+@pytest.mark.parametrize("cache, fragment", [(5, "cache"), ("ftp://x/y", "unknown scheme"),
+                                             ("s3://UPPER/x", "bucket name")])
+def test_a_bad_cache_key_in_the_pipeline_is_one_error_line(tmp_path, cache, fragment):
+    from tests.pipeline.test_release import _pipeline
+
+    result = run_cli("release", _pipeline(tmp_path, cache=cache), "--work", tmp_path / "work")
+    assert_clean_error(result, 2, fragment)
+    assert not (tmp_path / "artifacts").exists()

@@ -41,3 +41,30 @@ def test_sharded_staging_and_finalize_on_the_registry(registry, tmp_path):
         assert hashlib.sha256(out.read_bytes()).hexdigest() == engine["plan"]["sha256"]
     listing = json.loads(run_cli("ls", "--store", uri, "--json", env=env).stdout)
     assert [(r["name"], r["versions"]) for r in listing["releases"]] == [("digits", ["1.0.0"])]
+
+
+def test_a_registry_that_refuses_its_catalog_is_said_plainly(tmp_path):
+    """A registry answering 403 to /v2/_catalog (as GHCR does for others' repositories): one line, exit 3."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Refusing(BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = b'{"errors":[{"code":"DENIED","message":"catalog listing is not allowed"}]}'
+            self.send_response(403)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Refusing)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        result = run_cli("ls", "--store", f"oci+http://127.0.0.1:{server.server_port}/team",
+                         env=environment_without_credentials(tmp_path))
+    finally:
+        server.shutdown()
+    assert_clean_error(result, 3, "the registry refuses to list its catalog (403 DENIED)", "compile ls NAME")

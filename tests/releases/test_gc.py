@@ -32,13 +32,13 @@ def fresh_builds(tmp_path_factory, digits_model, digits_profiles) -> list[Path]:
     return folders
 
 
-def _blob_there(store, sha256: str) -> bool:
-    return open_store(store.uri).blob_size("digits", sha256) is not None
+def _blob_there(tested, sha256: str) -> bool:
+    return open_store(tested.uri).blob_size("digits", sha256) is not None
 
 
-def _pulls_verified(store, version: str, build: Path, tmp_path: Path) -> None:
+def _pulls_verified(tested, version: str, build: Path, tmp_path: Path) -> None:
     out = tmp_path / f"pulled-{version}.plan"
-    result = store.cli("pull", f"digits@{version}", "--sku", "rtx-3090", "--out", out, "--no-cache")
+    result = tested.cli("pull", f"digits@{version}", "--sku", "rtx-3090", "--out", out, "--no-cache")
     assert result.exit_code == 0, result.stderr
     assert hashlib.sha256(out.read_bytes()).hexdigest() == _engine(build, "rtx-3090").sha256
 
