@@ -32,19 +32,23 @@ class Sweep:
     requests: int = 0
 
 
-def references(store: Store, skip: set[tuple[str, str]] = frozenset(), count: Callable[[], None] = lambda: None
-               ) -> set[str]:
+def references(store: Store, skip: set[tuple[str, str]] = frozenset(), count: Callable[[], None] = lambda: None,
+               known: dict[tuple[str, str], bytes] | None = None) -> set[str]:
     """Every digest a manifest, a staged part or a cache entry mentions (any 64 hex digits: a record's other digests
     only keep a blob more, never less). ``skip``: (name, version) and (kind, key) pairs being removed (a dry run
-    does not remove them)."""
+    does not remove them). ``known``: manifests already read (immutable, so not read again); the versions are
+    listed afresh, so one published meanwhile is read."""
     found: set[str] = set()
     for name in store.names():
         count()
         for version in store.versions(name):
             if (name, version) in skip:
                 continue
-            count()
-            found.update(d.decode() for d in DIGEST.findall(store.read_manifest(name, version) or b""))
+            data = (known or {}).get((name, version))
+            if data is None:
+                count()
+                data = store.read_manifest(name, version) or b""
+            found.update(d.decode() for d in DIGEST.findall(data))
     for name, version in store.staged_releases():
         count()
         for part in store.staged(name, version).values():
@@ -68,7 +72,8 @@ def _keys(store: Store, kind: str) -> list[str]:
 
 
 def sweep_blobs(store: Store, skip: set[tuple[str, str]], grace_seconds: float, dry_run: bool,
-                pool: str = "cache/engines", count: Callable[[], None] = lambda: None) -> Sweep:
+                pool: str = "cache/engines", count: Callable[[], None] = lambda: None,
+                known: dict[tuple[str, str], bytes] | None = None) -> Sweep:
     """Mark unreferenced blobs, remove those marked longer than the grace ago (and written before it). The blobs are
     listed before the references are read: a manifest written after the listing is seen, a blob sent after it is
     not a candidate at all."""
@@ -76,7 +81,7 @@ def sweep_blobs(store: Store, skip: set[tuple[str, str]], grace_seconds: float, 
     result = Sweep()
     blobs = store.blob_digests(pool)
     count()
-    referenced = references(store, skip, count)
+    referenced = references(store, skip, count, known)
     marks = {key: _mark_time(store, key, count) for key in _keys(store, MARKS)}
     for digest, (size, written) in sorted(blobs.items()):
         if digest in referenced:

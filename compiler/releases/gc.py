@@ -72,9 +72,11 @@ def gc_store(store: str | Store, *, keep: int | None = None, keep_days: float | 
 
     fates: list[VersionFate] = []
     doomed: set[tuple[str, str]] = set()
+    known: dict[tuple[str, str], bytes] = {}
+    """Manifests read once: the sweep lists versions again (to see new ones) but reads no manifest twice."""
     count()
     for name in store.names():
-        fates_of, doomed_of = _versions_of(store, name, keep, keep_days, grace_minutes * 60, now, count)
+        fates_of, doomed_of = _versions_of(store, name, keep, keep_days, grace_minutes * 60, now, count, known)
         fates += fates_of
         doomed |= doomed_of
     if not dry_run:
@@ -83,7 +85,8 @@ def gc_store(store: str | Store, *, keep: int | None = None, keep_days: float | 
             count()
     sweep, note = None, None
     try:
-        sweep = sweep_blobs(store, doomed if dry_run else set(), grace_minutes * 60, dry_run, count=count)
+        sweep = sweep_blobs(store, doomed if dry_run else set(), grace_minutes * 60, dry_run, count=count,
+                            known=known)
     except EnvironmentProblem as exc:
         if "not available" not in str(exc):
             raise
@@ -95,7 +98,7 @@ def gc_store(store: str | Store, *, keep: int | None = None, keep_days: float | 
 
 
 def _versions_of(store: Store, name: str, keep: int | None, keep_days: float | None, grace: float, now: float,
-                 count) -> tuple[list[VersionFate], set[tuple[str, str]]]:
+                 count, known: dict[tuple[str, str], bytes]) -> tuple[list[VersionFate], set[tuple[str, str]]]:
     """What happens to each version of one release, and the (name, version) pairs to remove."""
     kept: dict[str, str] = {}
     count()
@@ -113,7 +116,9 @@ def _versions_of(store: Store, name: str, keep: int | None, keep_days: float | N
     for version in store.versions(name):
         count()
         try:
-            manifest = parse_manifest(store.read_manifest(name, version) or b"", store, name, version)
+            data = store.read_manifest(name, version) or b""
+            known[(name, version)] = data
+            manifest = parse_manifest(data, store, name, version)
         except CompileError:
             kept.setdefault(version, "unreadable manifest (kept; see compile ls)")
             continue
