@@ -133,3 +133,17 @@ def test_gc_of_the_remote_cache_keeps_days_and_a_size(digits_model, digits_profi
                       "fp16", "--out", tmp_path / "again", "--cache-dir", tmp_path / "cache-b", "--remote-cache",
                       remote, "--json")
     assert json.loads(rebuilt.stdout)["targets"][0]["cache"]["source"] == "miss"
+
+
+def test_a_channel_keeps_its_rollback_history_and_keep_days_keeps_the_young(fresh_builds, tmp_path):
+    uri = str(tmp_path / "store")
+    for index, build in enumerate(fresh_builds[:5]):
+        assert run_cli("publish", build, "--name", "digits", "--version", f"3.{index}", "--store", uri).exit_code == 0
+    for version in ("3.0", "3.1", "3.2", "3.3"):
+        assert run_cli("promote", f"digits@{version}", "--channel", "stable", "--store", uri).exit_code == 0
+    old = json.loads(run_cli("gc", "--store", uri, "--keep", "0", "--grace-minutes", "0", "--dry-run", "--json").stdout)
+    assert {v["release"]: v["why"] for v in old["versions"] if v["kept"]} == {
+        "digits@3.3": "channel stable", "digits@3.2": "rollback of stable", "digits@3.1": "rollback of stable"}
+    young = json.loads(run_cli("gc", "--store", uri, "--keep-days", "1", "--grace-minutes", "0", "--json").stdout)
+    assert young["removed_versions"] == 0 and all(v["kept"] for v in young["versions"])
+    assert "younger than 1 days" in {v["why"] for v in young["versions"]}
