@@ -113,9 +113,10 @@ def calibrate(
                 update={"cache": CacheOutcome(source="hit")})
         miss = CacheOutcome(source="miss", reason="not in the folder" if options.reuse else "--no-reuse")
         if shared is not None and options.reuse:
-            found, miss = _from_shared(shared, key, out, staged)
-            if found is not None:
-                return _with_gates(found, options.gates, reused=True).model_copy(update={"cache": miss})
+            if shared.remote is not None:
+                found, miss = _from_shared(shared, key, out, staged)
+                if found is not None:
+                    return _with_gates(found, options.gates, reused=True).model_copy(update={"cache": miss})
             miss = miss.model_copy(update={"reason": shared.explain_calibration(record, [out], miss.reason)})
 
         def produce(folder: Path) -> CalibrationResult:

@@ -58,7 +58,7 @@ def check(build_dir: str | Path, options: CheckOptions | None = None, progress: 
         if earlier is not None:
             return earlier.model_copy(update={"cache": CacheOutcome(source="hit")})
         miss = CacheOutcome(source="miss", reason="no check.json of these inputs" if options.reuse else "--no-reuse")
-        if shared is not None and options.reuse:
+        if shared is not None and shared.remote is not None and options.reuse:
             found, miss = _from_shared(shared, key, build.root)
             if found is not None:
                 write_report(found.model_copy(update={"build_dir": str(build.root), "reused": False}), build.root)
