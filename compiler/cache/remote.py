@@ -152,6 +152,20 @@ class RemoteCache:
             return self.warn(f"remote cache {self.uri}: could not send {kind} entry {key[:12]}: {exc}")
         return None
 
+    def materials(self, kind: str, limit: int = 200) -> list[tuple[str, dict[str, object]]]:
+        """What the keys of up to ``limit`` of the remote's entries were made of, for ``--explain`` (an entry that
+        cannot be read is left out: this only explains)."""
+        found = []
+        try:
+            for key in self.store.entry_keys(kind)[:limit]:
+                raw = self.store.read_entry(kind, key)
+                if raw is not None and len(raw) <= MAX_INDEX_BYTES:
+                    with contextlib.suppress(ValidationError, ValueError):
+                        found.append((f"remote {key[:12]}", EntryIndex.model_validate_json(raw).material))
+        except CompileError:
+            pass
+        return found
+
     def warn(self, line: str) -> str:
         with self._lock:
             self.warnings.append(line)

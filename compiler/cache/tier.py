@@ -54,5 +54,8 @@ class CacheTier:
     def explain_calibration(self, record: dict[str, Any], folders: list[Path], reason: str) -> str:
         if not self.explain_misses:
             return reason
-        return describe("calibration", calibration_material(record),
-                        calibration_candidates([*folders, *self.local_folders]))
+        candidates = calibration_candidates([*folders, *self.local_folders])
+        if self.remote is not None:
+            candidates += [(label, calibration_material(material))
+                           for label, material in self.remote.materials("calibrations")]
+        return describe("calibration", calibration_material(record), candidates)

@@ -30,6 +30,8 @@ def explain_engine(job: Any, cache_root: Path) -> str:
         calibration_sha256=job.calibration_sha256, builder_options=job.spec.options(),
         backend={"name": job.backend, "version": job.key_material["backend"][1]}, built_model_sha256=job.built_sha256))
     candidates = engine_candidates(cache_root)
+    if job.remote_cache:
+        candidates += open_remote(job.remote_cache).materials("engines")
     nearest_one = nearest(wanted, candidates)
     details = {}
     if nearest_one is not None:

@@ -129,3 +129,19 @@ def test_calibrate_explain_names_the_changed_option_and_shares_through_a_folder(
     assert json.loads(elsewhere.stdout)["cache"] == {"source": "remote", "reason": None}, elsewhere.stderr
     assert (tmp_path / "other" / "model.onnx").read_bytes() == (remote / "blobs" / "sha256" / json.loads(
         elsewhere.stdout)["files"]["model.onnx"]).read_bytes()
+
+
+def test_explain_on_a_fresh_runner_compares_with_the_remote_entries(digits_model, digits_profiles, tmp_path):
+    remote = tmp_path / "remote"
+    base = ("build", digits_model, "--sku", "rtx-5090", "--precision", "fp16", "--remote-cache", remote)
+    first = run_cli(*base, "--profiles", digits_profiles, "--out", tmp_path / "a", "--cache-dir", tmp_path / "ca")
+    assert first.exit_code == 0, first.stderr
+    profiles = yaml.safe_load(digits_profiles.read_text())
+    profiles["profiles"] = profiles["profiles"][:1]
+    (tmp_path / "online.yaml").write_text(yaml.safe_dump(profiles))
+    fresh = run_cli(*base, "--profiles", tmp_path / "online.yaml", "--out", tmp_path / "b", "--cache-dir",
+                    tmp_path / "cb", "--explain")
+    assert fresh.exit_code == 0, fresh.stderr
+    line = " ".join(fresh.stdout.split())
+    assert "miss rtx-5090/fp16: profiles changed against the nearest cached engine (remote " in line
+    assert "profile 'batch' dropped" in line
