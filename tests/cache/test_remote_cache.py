@@ -5,6 +5,7 @@ that changed."""
 from __future__ import annotations
 
 import json
+import os
 import uuid
 from pathlib import Path
 
@@ -90,7 +91,7 @@ def test_a_tampered_remote_engine_is_refused_rebuilt_replaced_and_the_published_
 def test_runner_b_releases_from_runner_a_registry_cache(registry, tmp_path):
     remote = registry.uri()
     pipeline = _pipeline(tmp_path, targets={"rtx-5090": ["fp16"], "rtx-4090": ["int8"]})
-    env = {k: v for k, v in __import__("os").environ.items()}
+    env = dict(os.environ)
     _release(pipeline, tmp_path / "a", _runner(tmp_path, "a", env), "--remote-cache", remote)
     b = _release(pipeline, tmp_path / "b", _runner(tmp_path, "b", env), "--remote-cache", remote,
                  "--store", str(tmp_path / "store-b"))
@@ -100,7 +101,7 @@ def test_runner_b_releases_from_runner_a_registry_cache(registry, tmp_path):
 def test_explain_names_the_changed_profiles(tmp_path):
     profiles = yaml.safe_load((REPO / "profiles" / "digits.yaml").read_text())
     pipeline = _pipeline(tmp_path, targets={"rtx-5090": ["fp16"]}, calibration=None)
-    env = _runner(tmp_path, "a", dict(__import__("os").environ))
+    env = _runner(tmp_path, "a", dict(os.environ))
     _release(pipeline, tmp_path / "a", env)
     profiles["profiles"][1]["shapes"]["image"]["max"] = [32, 1, 8, 8]
     changed_profiles = tmp_path / "profiles.yaml"
@@ -145,3 +146,35 @@ def test_explain_on_a_fresh_runner_compares_with_the_remote_entries(digits_model
     line = " ".join(fresh.stdout.split())
     assert "miss rtx-5090/fp16: profiles changed against the nearest cached engine (remote " in line
     assert "profile 'batch' dropped" in line
+
+
+def test_a_tampered_entry_in_a_registry_cache_is_refused_rebuilt_and_replaced(registry, digits_model,
+                                                                               digits_profiles, tmp_path):
+    from compiler.stores import open_store
+
+    remote = registry.uri()
+    env = {**os.environ}
+
+    def build(runner: str) -> tuple[dict, str]:
+        result = run_cli("build", digits_model, "--profiles", digits_profiles, "--sku", "rtx-5090", "--precision",
+                         "fp16", "--out", tmp_path / runner, "--cache-dir", tmp_path / f"cache-{runner}",
+                         "--remote-cache", remote, "--json", env=env)
+        assert result.exit_code == 0, result.stderr
+        return json.loads(result.stdout)["targets"][0], result.stderr
+
+    build("a")
+    store = open_store(remote)
+    (key,) = store.entry_keys("engines")
+    plan = json.loads(store.read_entry("engines", key))["files"]["engine.plan"]["sha256"]
+    blob = registry.blob_file(plan)
+    original = blob.read_bytes()
+    try:
+        blob.write_bytes(original[:100] + bytes([original[100] ^ 0xFF]) + original[101:])
+        target, stderr = build("b")
+    finally:
+        if blob.exists():
+            blob.write_bytes(original)
+    assert target["cache"] == {"source": "miss", "reason": "the remote entry was damaged"}
+    assert stderr.count("refused (engine.plan does not hash to the sha256 its index records)") == 1, stderr
+    target, stderr = build("c")
+    assert target["cache"]["source"] == "remote" and "warning" not in stderr
