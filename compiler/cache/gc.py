@@ -69,7 +69,7 @@ def gc_cache(uri: str, *, keep_days: float | None = None, max_bytes: int | None 
             count()
     sweep, note = None, None
     try:
-        sweep = sweep_blobs(store, set(doomed) if dry_run else set(), grace_minutes * 60, dry_run,
+        sweep = sweep_blobs(store, set(doomed), grace_minutes * 60, dry_run,
                             pool=f"cache/{KINDS[0]}", count=count)
     except EnvironmentProblem as exc:
         if "not available" not in str(exc):

@@ -85,8 +85,8 @@ def gc_store(store: str | Store, *, keep: int | None = None, keep_days: float | 
             count()
     sweep, note = None, None
     try:
-        sweep = sweep_blobs(store, doomed if dry_run else set(), grace_minutes * 60, dry_run, count=count,
-                            known=known)
+        # the removed versions are skipped even when the store still lists them for a moment (S3 listings lag)
+        sweep = sweep_blobs(store, doomed, grace_minutes * 60, dry_run, count=count, known=known)
     except EnvironmentProblem as exc:
         if "not available" not in str(exc):
             raise
