@@ -62,8 +62,9 @@ def pull(
     sku: Annotated[str, option("SKU", TARGETS, "GPU SKU from profiles/skus.yaml, or auto for this machine's GPU.",
                                show_default=False)],
     precision: Annotated[str | None, option(PRECISIONS, TARGETS, "The precision (when it has several).")] = None,
-    tensorrt_version: Annotated[str | None, option("VERSION", TARGETS, "The runtime's TensorRT version (e.g. "
-                                                   "10.8).")] = None,
+    tensorrt_version: Annotated[str | None, option(
+        "VERSION", TARGETS, "Your runtime's version (TensorRT 10.8, TensorRT-RTX 1.7.1.116): only a plan it may "
+                            "load is picked.")] = None,
     store: StoreOption = DEFAULT_STORE,
     no_cache: Annotated[bool, switch("--no-cache", CACHE, "Download even if the pull cache has the plan.")] = False,
     out: Annotated[Path, option("FILE", OUTPUT, "Where the plan goes (engine.json is written beside it).",

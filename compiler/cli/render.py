@@ -290,7 +290,8 @@ def pulled(result: PullResult) -> None:
     console.print(f"{printable(result.out)}: {result.sku} {result.precision} "
                   f"({', '.join(result.compute_capabilities)}) of {result.release} (version {result.version}), "
                   f"{human_size(result.size_bytes)}, sha256 {result.sha256[:12]} verified"
-                  + (", from the pull cache" if result.from_cache else ""))
+                  + (", from the pull cache" if result.from_cache else "")
+                  + f"; loads with {result.runtime.family_name} {result.runtime.loads_with}")
 
 
 def listing(listing: Listing) -> None:
@@ -300,10 +301,10 @@ def listing(listing: Listing) -> None:
         console.print(f"{content.name}@{content.version} of {content.model_name} (sha256 "
                       f"{content.model_sha256[:12]}), published {listing.manifest.published.at} by "
                       f"{printable(listing.manifest.published.by)}")
-        console.print(table("Engines", ["sku", "compute capability", "precision", "backend", "size", "sha256"], [
-            [e.sku, ", ".join(e.compute_capabilities), e.precision, f"{e.backend.get('name')} "
-             f"{e.backend.get('version')}", human_size(e.plan.size_bytes), e.plan.sha256[:12]]
-            for e in content.engines]))
+        console.print(table("Engines", ["sku", "compute capability", "precision", "runtime", "loads with", "size",
+                                        "sha256"], [
+            [e.sku, ", ".join(e.compute_capabilities), e.precision, e.runtime.name, e.runtime.loads_with,
+             human_size(e.plan.size_bytes), e.plan.sha256[:12]] for e in content.engines]))
     elif listing.name is not None:
         console.print(table(f"{listing.name} in {printable(listing.store)}",
                             ["version", "engines", "size", "check", "published", "channels"], [

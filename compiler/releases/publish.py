@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from compiler.core.errors import CheckFailed, Conflict, InvalidInput
 from compiler.core.files import hash_json
@@ -33,6 +33,7 @@ from compiler.core.records import (
     parse_record,
     read_record_bytes,
 )
+from compiler.core.runtimes import runtime_of
 from compiler.engines.folder import Target, read_build
 from compiler.releases.manifest import damaged, parse_manifest, provenance
 from compiler.stores import Store, open_store
@@ -197,7 +198,9 @@ def _result(store: Store, release: Release, status: str, uploaded: list[_Blob], 
 
 
 def same_or_conflict(existing: bytes, content_sha256: str, store: Store, name: str, version: str) -> None:
-    if parse_manifest(existing, store, name, version).content_sha256 != content_sha256:
+    """Conflict unless the published release is this content (one of an older format is compared as this format
+    reads it: the same build published again before and after the runtime was recorded is the same release)."""
+    if hash_json(parse_manifest(existing, store, name, version).content.model_dump(mode="json")) != content_sha256:
         raise Conflict(f"{name}@{version} is already published in {store.uri} with other content; releases are "
                        "immutable: publish a new version")
 
@@ -329,11 +332,19 @@ def _release_engine(target: Target) -> ReleaseEngine:
     """A built target as the manifest lists it."""
     record = target.engine
     blobs = _blobs(target)
-    return ReleaseEngine(sku=record.sku, compute_capabilities=record.compute_capabilities,
-                         precision=record.precision, profiles=record.profiles, backend=record.backend,
-                         builder_options=record.builder_options, plan=blobs[0].ref,
-                         layers=blobs[1].ref if len(blobs) > 1 else None, built_model_sha256=record.built_model_sha256,
-                         calibration_sha256=record.calibration_sha256, plan_header=record.plan_header)
+    try:
+        return ReleaseEngine(sku=record.sku, compute_capabilities=record.compute_capabilities,
+                             precision=record.precision, profiles=record.profiles, backend=record.backend,
+                             builder_options=record.builder_options, plan=blobs[0].ref,
+                             layers=blobs[1].ref if len(blobs) > 1 else None,
+                             built_model_sha256=record.built_model_sha256, calibration_sha256=record.calibration_sha256,
+                             plan_header=record.plan_header,
+                             runtime=runtime_of(record.backend, record.builder_options))
+    except ValueError as exc:  # pydantic's ValidationError is one
+        from compiler.core.yaml import describe_validation_error
+
+        why = describe_validation_error(exc) if isinstance(exc, ValidationError) else str(exc)
+        raise InvalidInput(f"{target.folder / 'engine.json'}: {why}; build it again") from None
 
 
 def _read_check(build_dir: Path, engines: list[ReleaseEngine]) -> tuple[ReleaseCheck | None, _Blob | None]:
