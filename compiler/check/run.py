@@ -27,14 +27,15 @@ def check(build_dir: str | Path, options: CheckOptions | None = None, progress: 
     from compiler.core.files import check_writable_folder
     from compiler.core.paths import check_not_overwriting
     from compiler.core.profiles import load_profiles, load_sku_catalog
-    from compiler.core.records import CHECK_RECORD
+    from compiler.core.records import CHECK_RECORD, GOLDEN_FILE
 
     options = options or CheckOptions()
     started = time.perf_counter()
     build = _checkable(read_build(Path(build_dir)))
     check_writable_folder(build.root, "BUILD_DIR")
     inputs = [p for p in (options.data, options.model, options.rules, options.skus, options.profiles) if p]
-    check_not_overwriting([build.root / CHECK_RECORD, build.root / MARKDOWN], inputs, "BUILD_DIR")
+    check_not_overwriting([build.root / CHECK_RECORD, build.root / MARKDOWN, build.root / GOLDEN_FILE], inputs,
+                          "BUILD_DIR")
     rules = load_rules(options.rules)  # bad rules fail before any work
     catalog = load_sku_catalog(options.skus)
     for target in build.targets:
@@ -121,6 +122,7 @@ def _run(build: BuildFolder, source: OnnxModel, profiles, rules, catalog, datase
     from compiler.backends import default_backend
     from compiler.check.accuracy import check_accuracy, engine_accuracy
     from compiler.check.fusions import Graph, check_fusions
+    from compiler.check.golden import capture as capture_golden
     from compiler.check.lint import finish_lint, start_lint
     from compiler.check.memory import check_memory
     from compiler.check.partitions import check_partitions
@@ -142,7 +144,7 @@ def _run(build: BuildFolder, source: OnnxModel, profiles, rules, catalog, datase
 
     # accuracy and FP16 range share one FP32 pass over the samples
     accuracy: dict[str, CheckResult] = {}
-    reference = indices = None
+    reference = indices = golden = None
     if dataset is not None:
         from compiler.data.datasets import model_inputs
 
@@ -160,6 +162,7 @@ def _run(build: BuildFolder, source: OnnxModel, profiles, rules, catalog, datase
         wants_ranges = any(t.engine.precision == Precision.FP16 for t in built)
         reference = reference_pass(source, dataset, indices, options.batch_size, wants_ranges, options.chunk_mb,
                                    counter("fp32", len(indices), progress))
+        golden = capture_golden(build.root, dataset, indices, reference.outputs, max(fixed) if fixed else None)
     engine_checks = []
     for target in build.targets:
         if target.engine is None:
@@ -195,7 +198,7 @@ def _run(build: BuildFolder, source: OnnxModel, profiles, rules, catalog, datase
                                          engine_sha256=engine.sha256, status=_worst(checks), checks=checks))
     if lint is not None:
         model_checks.insert(0, finish_lint(lint))
-    return _report(build, source, model_checks, engine_checks, options, started)
+    return _report(build, source, model_checks, engine_checks, options, started).model_copy(update={"golden": golden})
 
 
 

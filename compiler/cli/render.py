@@ -292,6 +292,11 @@ def pulled(result: PullResult) -> None:
                   f"{human_size(result.size_bytes)}, sha256 {result.sha256[:12]} verified"
                   + (", from the pull cache" if result.from_cache else "")
                   + f"; loads with {result.runtime.family_name} {result.runtime.loads_with}")
+    if result.golden is not None:
+        golden = result.golden
+        console.print(f"{printable(golden.out)}: {golden.samples} golden sample(s) of "
+                      f"{', '.join(t.name for t in golden.inputs)} with FP32 reference outputs, sha256 "
+                      f"{golden.sha256[:12]} verified")
 
 
 def listing(listing: Listing) -> None:
@@ -325,8 +330,15 @@ def promoted(result: PromoteResult) -> None:
 
 def exported(result: TritonExport) -> None:
     what = "written" if result.status == "written" else "already there with these plans"
-    console.print(f"{printable(result.model_dir)}/{result.triton_version}: {result.release} (version "
-                  f"{result.version}) {what}; " + ", ".join(f"{cc} -> {file}" for cc, file in result.plans.items()))
+    console.print(f"{printable(result.model_dir)}/{result.model_version}: {result.release} (version "
+                  f"{result.version}) {what} for {result.triton}; "
+                  + ", ".join(f"{cc} -> {file}" for cc, file in result.plans.items()))
+    console.print(f"batching: {printable(result.batching)}"
+                  + (f"; preferred batch sizes {', '.join(map(str, result.preferred_batch_sizes))}"
+                     if result.preferred_batch_sizes else "")
+                  + (f"; warmup from {len(result.warmup)} golden sample file(s)" if result.warmup else ""))
+    for note in result.notes:
+        console.print(f"note: {printable(note)}")
 
 
 def release_plan(plan: ReleasePlan) -> None:

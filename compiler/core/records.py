@@ -338,6 +338,8 @@ class CheckReport(BaseModel):
     """Of everything the verdict depends on (see ``compile check``'s reuse): an equal digest, an equal report."""
     reused: bool = False
     """True in what ``check()`` returns when it took the folder's check.json instead of checking again."""
+    golden: GoldenRecord | None = None
+    """golden.npz written beside check.json (with --data): what publish stores with the release."""
 
     @property
     def failures(self) -> list[tuple[str, CheckResult]]:
@@ -423,6 +425,31 @@ class TensorSignature(BaseModel):
     """A str entry is a symbolic dim, None an unknown one; None when the rank is unknown."""
 
 
+GOLDEN_FILE = "golden.npz"
+"""The golden inputs ``compile check`` writes into the build folder it checked (with --data)."""
+GOLDEN_MAX_BYTES = 16 << 20
+"""The most a release's golden inputs and reference outputs may weigh: a few samples, not a data set."""
+
+
+class GoldenTensor(BaseModel):
+    name: str
+    dtype: str
+    shape: list[int]
+    """The samples on axis 0, then the tensor's own dims."""
+
+
+class GoldenRecord(BaseModel):
+    """golden.npz: a few of the check's samples and the FP32 model's outputs for them (onnxruntime on CPU), so a
+    host with the right GPU can run the exact plan on them and compare. Arrays ``input_<i>`` and ``output_<i>``,
+    in the order listed here (names may hold any character; array keys stay plain)."""
+
+    blob: BlobRef
+    samples: int
+    inputs: list[GoldenTensor]
+    outputs: list[GoldenTensor]
+    reference: str = "fp32 model, onnxruntime CPU"
+
+
 class ReleaseContent(BaseModel):
     """Everything a release *is*; two publishes of one version agree when their contents are equal."""
 
@@ -436,6 +463,8 @@ class ReleaseContent(BaseModel):
     outputs: list[TensorSignature] | None = None
     """The model's signature, read at publish time from the model build.json names when it is still there with
     the recorded sha256 (what `compile export triton` declares); None when it was not."""
+    golden: GoldenRecord | None = None
+    """The golden inputs and reference outputs (a blob of the release), when ``compile check --data`` wrote them."""
 
 
 class Provenance(BaseModel):
@@ -490,6 +519,9 @@ class ChannelRecord(BaseModel):
     channel: str
     version: str
     history: list[ChannelMove]
+
+
+CheckReport.model_rebuild()  # its golden record is defined with the store's records, below it
 
 
 # --- reading --------------------------------------------------------------------------------------------

@@ -19,9 +19,12 @@ from compiler.core.errors import CheckFailed, Conflict, InvalidInput
 from compiler.core.files import hash_json
 from compiler.core.records import (
     CHECK_RECORD,
+    GOLDEN_FILE,
+    GOLDEN_MAX_BYTES,
     BlobRef,
     BuildReport,
     CheckReport,
+    GoldenRecord,
     Progress,
     Record,
     ReleaseCheck,
@@ -235,8 +238,9 @@ def merge_contents(parts: list[ReleaseContent]) -> ReleaseContent:
                 counts[status] = counts.get(status, 0) + count
         check = ReleaseCheck(passed=all(c.passed for c in checks), summary=counts)
     signed = next((part for part in parts if part.inputs), first)  # a part whose publisher had the model
+    golden = next((part.golden for part in parts if part.golden), None)  # the first part checked with --data
     return first.model_copy(update={"engines": engines, "check": check, "inputs": signed.inputs,
-                                    "outputs": signed.outputs})
+                                    "outputs": signed.outputs, "golden": golden})
 
 
 def _upload_missing(store: Store, name: str, blobs: list[_Blob], progress: Progress | None) -> tuple[list[_Blob], int]:
@@ -283,7 +287,9 @@ def _read_build(build_dir: Path, name: str, version: str, allow_failed: bool) ->
     problems += [f"{t.label}: missing (no {t.folder / 'engine.plan'})" for t in build.targets if t.missing]
     engines = [_release_engine(t) for t in build.built]
     blobs = [blob for t in build.built for blob in _blobs(t)]
-    check, check_blob = _read_check(build_dir, engines)
+    check, check_blob, golden = _read_check(build_dir, engines)
+    if golden is not None:
+        blobs.append(_Blob(_inside(build_dir, Path(GOLDEN_FILE)), golden.blob))
     if check is not None and not check.passed:
         problems.append(f"{CHECK_RECORD}: the check failed")
     if problems and not allow_failed:
@@ -295,7 +301,7 @@ def _read_build(build_dir: Path, name: str, version: str, allow_failed: bool) ->
     content = ReleaseContent(name=name, version=version, model_sha256=report.model_sha256,
                              model_name=Path(report.model).name, check=check,
                              engines=sorted(engines, key=lambda e: (e.sku, e.precision)), inputs=inputs,
-                             outputs=outputs)
+                             outputs=outputs, golden=golden)
     return Release(content, blobs, [check_blob] if check_blob else [],
                    [p for p in problems if not p.startswith(CHECK_RECORD)])
 
@@ -347,12 +353,14 @@ def _release_engine(target: Target) -> ReleaseEngine:
         raise InvalidInput(f"{target.folder / 'engine.json'}: {why}; build it again") from None
 
 
-def _read_check(build_dir: Path, engines: list[ReleaseEngine]) -> tuple[ReleaseCheck | None, _Blob | None]:
-    """check.json's verdict, when `compile check` ran on the folder, refused (exit 1) unless it judged exactly the
-    engines being published: a folder built again after its check keeps the old check.json."""
+def _read_check(build_dir: Path, engines: list[ReleaseEngine]
+                ) -> tuple[ReleaseCheck | None, _Blob | None, GoldenRecord | None]:
+    """check.json's verdict and golden inputs, when `compile check` ran on the folder, refused (exit 1) unless it
+    judged exactly the engines being published: a folder built again after its check keeps the old check.json.
+    golden.npz is sent as the check recorded it (its digest is verified as it is read)."""
     path = build_dir / CHECK_RECORD
     if not (path.exists() or path.is_symlink()):
-        return None, None
+        return None, None, None
     path = _inside(build_dir, Path(CHECK_RECORD))
     hint = f"run compile check {build_dir} again"
     report, blob = _record_blob(path, CheckReport, hint)
@@ -361,7 +369,12 @@ def _read_check(build_dir: Path, engines: list[ReleaseEngine]) -> tuple[ReleaseC
     if stale:
         raise CheckFailed(f"{path}: judged other engines than {', '.join(stale)} now in {build_dir} (built again "
                           f"since?); {hint}")
-    return ReleaseCheck(passed=report.passed, summary=report.counts), blob
+    golden = report.golden
+    if golden is not None and (golden.blob.size_bytes > GOLDEN_MAX_BYTES
+                               or not (build_dir / GOLDEN_FILE).is_file()):
+        raise CheckFailed(f"{build_dir / GOLDEN_FILE}: missing, or larger than the {GOLDEN_MAX_BYTES} bytes golden "
+                          f"inputs may weigh, while {path} records it; {hint}")
+    return ReleaseCheck(passed=report.passed, summary=report.counts), blob, golden
 
 
 def _record_blob(path: Path, kind: type[Record], hint: str) -> tuple[Record, _Blob]:

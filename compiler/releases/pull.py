@@ -102,6 +102,8 @@ class PullResult(BaseModel):
     engine_json: str
     from_cache: bool
     seconds: float
+    golden: BaseModel | None = None
+    """With ``compile pull --golden``: the golden inputs written beside the plan (compiler.releases.golden)."""
 
 
 def pull(store: str | Store, ref: str | Ref, *, out: Path, sku: str | None = None, precision: str | None = None,
