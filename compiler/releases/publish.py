@@ -255,7 +255,9 @@ def _upload_missing(store: Store, name: str, blobs: list[_Blob], progress: Progr
         stored = store.blob_size(name, blob.ref.sha256)
         if stored == blob.ref.size_bytes:
             continue
-        with VerifyingReader(blob.path, blob.ref.sha256, blob.ref.size_bytes) as source:
+        hint = {"recorded": "check.json records: the file changed after the check; run compile check again"} \
+            if blob.path.name == GOLDEN_FILE else {}
+        with VerifyingReader(blob.path, blob.ref.sha256, blob.ref.size_bytes, **hint) as source:
             created = store.put_blob(name, blob.ref.sha256, source)
         if not created or stored is not None:
             stored = store.blob_size(name, blob.ref.sha256)

@@ -15,6 +15,7 @@ import os
 import stat
 import time
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -102,7 +103,7 @@ class PullResult(BaseModel):
     engine_json: str
     from_cache: bool
     seconds: float
-    golden: BaseModel | None = None
+    golden: Any = None
     """With ``compile pull --golden``: the golden inputs written beside the plan (compiler.releases.golden)."""
 
 
