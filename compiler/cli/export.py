@@ -63,3 +63,32 @@ def triton(
         render.emit_json(result)
     else:
         render.exported(result)
+
+
+@examples("compile export rtx digits@1.0.0 --out app-models",
+          "compile export rtx digits@stable --store s3://models/team --out app-models --precision fp16 "
+          "--runtime-version 1.7.1.116 --json")
+def rtx(
+    release: ReleaseArgument,
+    *,
+    out: Annotated[Path, option("DIR", OUTPUT, "Where the model's folder goes (an existing folder).",
+                                show_default=False)],
+    runtime_version: Annotated[str | None, option("VERSION", TARGETS, "The application's TensorRT-RTX version: "
+                                                  "every engine must load with it.")] = None,
+    model_name: Annotated[str | None, option("N", OUTPUT, "The model's folder name (default: the release "
+                                             "name).")] = None,
+    precision: Annotated[str | None, option(PRECISIONS, TARGETS, "Only this precision's engines.")] = None,
+    store: StoreOption = DEFAULT_STORE,
+    no_cache: Annotated[bool, switch("--no-cache", CACHE, "Download even if the pull cache has the plans.")] = False,
+    json: JsonOption = False,
+) -> None:
+    """A TensorRT-RTX release for applications: each compute capability's engine and an ONNX Runtime EP-context
+    model naming it (TensorRT RTX execution provider), with rtx.json and the golden inputs."""
+    from compiler.export.rtx import export_rtx
+
+    result = export_rtx(store, release, out, model_name=model_name, precision=precision,
+                        runtime_version=runtime_version, use_cache=not no_cache)
+    if json:
+        render.emit_json(result)
+    else:
+        render.exported_rtx(result)

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from rich.text import Text
 
     from compiler.core.records import BuildReport, CalibrationResult, CheckReport
+    from compiler.export.rtx import RtxExport
     from compiler.export.triton import TritonExport
     from compiler.inspect.doctor import DoctorReport
     from compiler.inspect.summary import InspectReport
@@ -339,6 +340,16 @@ def exported(result: TritonExport) -> None:
                   + (f"; warmup from {len(result.warmup)} golden sample file(s)" if result.warmup else ""))
     for note in result.notes:
         console.print(f"note: {printable(note)}")
+
+
+def exported_rtx(result: RtxExport) -> None:
+    what = "written" if result.status == "written" else "already there"
+    console.print(f"{printable(result.model_dir)}: {result.release} (version {result.version}) {what}; loads with "
+                  f"TensorRT-RTX {result.runtime.loads_with}")
+    console.print(table("Engines", ["compute capability", "sku", "precision", "engine", "EP-context model",
+                                    "validity"],
+                        [[t.compute_capability, t.sku, t.precision, t.engine, t.context_model, t.validity]
+                         for t in result.targets]))
 
 
 def release_plan(plan: ReleasePlan) -> None:

@@ -11,6 +11,7 @@ lists, read with ``allow_pickle=False`` and no member larger than the cap.
 
 from __future__ import annotations
 
+import os
 import time
 import zipfile
 from dataclasses import dataclass
@@ -93,6 +94,19 @@ def _fetch(store: Store, manifest: ReleaseManifest, out: Path, cache: Path | Non
     return fetch_verified(store, name, record.blob.sha256, record.blob.size_bytes, out, cache)
 
 
+def save_golden(store: Store, manifest: ReleaseManifest, out: Path, cache: Path | None) -> bool:
+    """The release's golden.npz written to ``out`` only once verified (digest, size, and the arrays the manifest
+    lists); True when the store was not asked for the bytes."""
+    staged = out.with_name(f".{out.name[:200]}.{os.urandom(4).hex()}.golden-check")
+    try:
+        from_cache = _fetch(store, manifest, staged, cache)
+        load_golden(staged, manifest.content.golden, f"{manifest.content.name}@{manifest.content.version}")
+        staged.replace(out)
+    finally:
+        staged.unlink(missing_ok=True)
+    return from_cache
+
+
 class GoldenPull(BaseModel):
     release: str
     version: str
@@ -117,14 +131,8 @@ def pull_golden(store: str | Store, ref: str | Ref, out: Path, *, cache_dir: Pat
     if manifest.content.golden is None:
         raise InvalidInput(f"{resolved.ref} has no golden inputs (published from a build folder not checked with "
                            "--data); check the build with --data and publish a new version")
-    staged = out.with_name(f".{out.name[:200]}.golden-check")
-    try:
-        from_cache = _fetch(store, manifest, staged, (cache_dir or default_cache_dir()) / "pulls" if use_cache
-                            else None)
-        load_golden(staged, manifest.content.golden, str(resolved.ref))
-        staged.replace(out)
-    finally:
-        staged.unlink(missing_ok=True)
+    from_cache = save_golden(store, manifest, out, (cache_dir or default_cache_dir()) / "pulls" if use_cache
+                             else None)
     record = manifest.content.golden
     return GoldenPull(release=str(resolved.ref), version=resolved.version, out=str(out), sha256=record.blob.sha256,
                       size_bytes=record.blob.size_bytes, samples=record.samples, inputs=record.inputs,
