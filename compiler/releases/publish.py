@@ -151,6 +151,10 @@ def finalize(store: str | Store, name: str, version: str, jobs: Jobs,
     staged = [staged_part(store, name, version, job, parts[job], pipeline_sha256, precisions)
               for job, precisions in sorted(jobs.items())]
     content = merge_contents([part.content for part in staged])
+    golden = content.golden
+    if golden is not None and store.blob_size(name, golden.blob.sha256) != golden.blob.size_bytes:
+        raise CheckFailed(f"{name}@{version}: the golden inputs (blob sha256:{golden.blob.sha256}) are not in the "
+                          "store as staged; run the job that checked with --data again")
     for engine in content.engines:
         for blob in filter(None, (engine.plan, engine.layers)):
             if store.blob_size(name, blob.sha256) != blob.size_bytes:
