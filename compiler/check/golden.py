@@ -51,3 +51,13 @@ def write_golden(path: Path, inputs: dict[str, np.ndarray], outputs: dict[str, n
 
 def _listing(arrays: dict[str, np.ndarray], count: int) -> list[GoldenTensor]:
     return [GoldenTensor(name=name, dtype=str(a.dtype), shape=[count, *a.shape[1:]]) for name, a in arrays.items()]
+
+
+def still_there(folder: Path, record: GoldenRecord) -> bool:
+    """Whether the folder's golden.npz is still the file ``record`` describes (a check reusing its earlier report
+    writes it again otherwise)."""
+    from compiler.core.files import file_sha256
+
+    path = folder / GOLDEN_FILE
+    return path.is_file() and not path.is_symlink() and path.stat().st_size == record.blob.size_bytes \
+        and file_sha256(path) == record.blob.sha256

@@ -86,6 +86,7 @@ def _inputs_sha256(build: BuildFolder, source: OnnxModel, dataset, options: Chec
     samples, the rules and catalog files by content, the options and the versions of the tools that judge. Paths
     are left out: the same inputs elsewhere give the same verdict."""
     from compiler.backends import installed_versions
+    from compiler.check.golden import SAMPLES as GOLDEN_SAMPLES
     from compiler.check.report import versions
     from compiler.core.files import file_sha256, hash_json
     from compiler.core.profiles import bundled_profiles_path
@@ -95,6 +96,7 @@ def _inputs_sha256(build: BuildFolder, source: OnnxModel, dataset, options: Chec
              "profiles": options.profiles}
     return hash_json({
         "format": CHECK_FORMAT, "model": source.sha256, "data": dataset.sha256 if dataset is not None else None,
+        "golden": GOLDEN_SAMPLES if dataset is not None else None,  # a check.json from before golden inputs: rerun
         "engines": [[t.status.sku, t.status.precision, t.status.status, t.engine.sha256 if t.engine else None,
                      t.label in models and models[t.label][0] is not None] for t in build.targets],
         "files": {name: file_sha256(Path(path)) if path else None for name, path in files.items()},
@@ -114,7 +116,14 @@ def _earlier(path: Path, key: str) -> CheckReport | None:
         report = read_record(path, CheckReport, "")
     except CompileError:
         return None
-    return report.model_copy(update={"reused": True}) if report.inputs_sha256 == key else None
+    if report.inputs_sha256 != key:
+        return None
+    if report.golden is not None:  # its golden inputs must still be the ones it wrote
+        from compiler.check.golden import still_there
+
+        if not still_there(path.parent, report.golden):
+            return None
+    return report.model_copy(update={"reused": True})
 
 
 def _run(build: BuildFolder, source: OnnxModel, profiles, rules, catalog, dataset, models, options: CheckOptions,

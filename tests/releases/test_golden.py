@@ -83,3 +83,17 @@ def test_a_release_checked_without_data_has_no_golden_inputs(tmp_path, checked_b
     out = tmp_path / "p.plan"
     result = run_cli("pull", "digits@1.0.0", "--store", store, "--sku", "rtx-4090", "--out", out, "--golden")
     assert result.exit_code == 2 and "has no golden inputs" in result.stderr and "--data" in result.stderr
+
+
+def test_a_check_reused_after_its_golden_file_was_removed_writes_it_again(tmp_path, checked_build, digits_data):
+    import shutil
+
+    build = tmp_path / "build"
+    shutil.copytree(checked_build, build)
+    before = (build / "golden.npz").read_bytes()
+    (build / "golden.npz").unlink()
+    result = run_cli("check", build, "--data", digits_data, "--json")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["reused"] is False and (build / "golden.npz").read_bytes() == before
+    again = run_cli("check", build, "--data", digits_data, "--json")
+    assert json.loads(again.stdout)["reused"] is True
