@@ -124,6 +124,11 @@ def export_triton(store: str | Store, ref: str | Ref, repo: Path, *, model_name:
 
 
 def _model_version(model_version: int | None, triton_version: int | None) -> int:
+    if triton_version is not None:
+        import warnings
+
+        warnings.warn("export_triton(triton_version=...) is deprecated: it names the model's version folder; use "
+                      "model_version", DeprecationWarning, stacklevel=3)
     if triton_version is not None and model_version is not None and triton_version != model_version:
         raise InvalidInput(f"--triton-version {triton_version} and --model-version {model_version} disagree; "
                            "--triton-version is the deprecated name of --model-version: give only --model-version")
