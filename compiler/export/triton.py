@@ -188,7 +188,8 @@ def _write_warmup(folder: Path, files: dict[str, bytes]) -> None:
     folder.mkdir(exist_ok=True)
     for file, data in sorted(files.items()):
         path = folder / file
-        if path.is_symlink() or (path.exists() and (not path.is_file() or path.read_bytes() != data)):
+        if path.is_symlink() or (path.exists() and (not path.is_file() or path.stat().st_size != len(data)
+                                                    or path.read_bytes() != data)):
             raise Conflict(f"{path}: holds other bytes than the golden sample it is named for; remove it")
         if not path.exists():
             write_atomic(path, data)

@@ -319,3 +319,14 @@ def test_a_manifest_claiming_datacenter_tensorrt_for_a_tensorrt_rtx_plan_exports
     assert_clean_error(result, 1, "claims to be a datacenter TensorRT 10.11.0.33 plan",
                        "its header is a TensorRT-RTX plan's", "nothing was exported")
     assert list((repo / "digits").iterdir()) == []
+
+
+def test_a_warmup_file_holding_other_bytes_is_never_replaced(store_uri, tmp_path):
+    repo = tmp_path / "models"
+    repo.mkdir()
+    assert _export(store_uri, repo, "--precision", "fp16").exit_code == 0
+    (warmup,) = (repo / "digits" / "warmup").iterdir()
+    warmup.write_bytes(b"not the golden sample")
+    result = _export(store_uri, repo, "--precision", "fp16", "--model-version", "2")
+    assert_clean_error(result, 4, str(warmup), "other bytes than the golden sample")
+    assert warmup.read_bytes() == b"not the golden sample"
