@@ -111,6 +111,7 @@ def export_triton(store: str | Store, ref: str | Ref, repo: Path, *, model_name:
     if existing_config.is_file() and not _same_model(existing_config.read_bytes(), config.text.encode()):
         raise Conflict(f"{existing_config}: describes other plans, inputs, outputs or batching than {resolved.ref}; "
                        "export to another --model-name or --repo, or remove that model folder")
+    _write_warmup(model_dir / WARMUP_FOLDER, config.warmup, check_only=True)
     if target.exists():
         _same_or_conflict(target, expected, resolved.ref)
         result.status = "unchanged"
@@ -178,20 +179,20 @@ def _same_model(existing: bytes, written: bytes) -> bool:
     return old == new
 
 
-def _write_warmup(folder: Path, files: dict[str, bytes]) -> None:
+def _write_warmup(folder: Path, files: dict[str, bytes], *, check_only: bool = False) -> None:
     """The golden samples Triton warms the model up with; a file of that name (its content digest) holding other
-    bytes is never replaced (exit 4)."""
+    bytes is never replaced (exit 4), and that is found before anything is written (``check_only``)."""
     if not files:
         return
     if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
         raise Conflict(f"{folder}: not a folder of warmup files; remove it or export to another --model-name")
-    folder.mkdir(exist_ok=True)
     for file, data in sorted(files.items()):
         path = folder / file
         if path.is_symlink() or (path.exists() and (not path.is_file() or path.stat().st_size != len(data)
                                                     or path.read_bytes() != data)):
             raise Conflict(f"{path}: holds other bytes than the golden sample it is named for; remove it")
-        if not path.exists():
+        if not check_only and not path.exists():
+            folder.mkdir(exist_ok=True)
             write_atomic(path, data)
 
 

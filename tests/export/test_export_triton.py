@@ -330,3 +330,4 @@ def test_a_warmup_file_holding_other_bytes_is_never_replaced(store_uri, tmp_path
     result = _export(store_uri, repo, "--precision", "fp16", "--model-version", "2")
     assert_clean_error(result, 4, str(warmup), "other bytes than the golden sample")
     assert warmup.read_bytes() == b"not the golden sample"
+    assert not (repo / "digits" / "2").exists()  # found before anything was written
