@@ -311,6 +311,11 @@ def listing(listing: Listing) -> None:
                                         "sha256"], [
             [e.sku, ", ".join(e.compute_capabilities), e.precision, e.runtime.name, e.runtime.loads_with,
              human_size(e.plan.size_bytes), e.plan.sha256[:12]] for e in content.engines]))
+        golden = content.golden
+        names = printable(", ".join(t.name for t in golden.inputs)) if golden else ""
+        console.print(f"golden inputs: {golden.samples} sample(s) of {names} with FP32 reference outputs, "
+                      f"{human_size(golden.blob.size_bytes)}, sha256 {golden.blob.sha256[:12]}" if golden
+                      else "golden inputs: none (checked without --data)")
     elif listing.name is not None:
         console.print(table(f"{listing.name} in {printable(listing.store)}",
                             ["version", "engines", "size", "check", "published", "channels"], [

@@ -69,6 +69,8 @@ def test_the_python_api_verifies_what_it_writes(checked_build, tmp_path):
     result = pull_golden(store, "digits@1.0.0", tmp_path / "g.npz")
     assert (result.samples, [t.shape for t in result.outputs]) == (4, [[4, 10]])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["g.npz", "store"]  # nothing staged is left
+    listed = run_cli("ls", "digits@1.0.0", "--store", store)
+    assert "golden inputs: 4 sample(s) of image with FP32 reference outputs" in listed.stdout, listed.stderr
 
 
 def test_a_release_checked_without_data_has_no_golden_inputs(tmp_path, checked_build):
@@ -80,6 +82,7 @@ def test_a_release_checked_without_data_has_no_golden_inputs(tmp_path, checked_b
     store = str(tmp_path / "store")
     publish(build, store, "digits", "1.0.0")
     assert resolve(store, "digits@1.0.0").manifest.content.golden is None
+    assert "golden inputs: none (checked without --data)" in run_cli("ls", "digits@1.0.0", "--store", store).stdout
     out = tmp_path / "p.plan"
     result = run_cli("pull", "digits@1.0.0", "--store", store, "--sku", "rtx-4090", "--out", out, "--golden")
     assert result.exit_code == 2 and "has no golden inputs" in result.stderr and "--data" in result.stderr
