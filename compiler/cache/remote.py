@@ -30,7 +30,7 @@ KIND_FILES = {
     "engines": ("engine.plan", "engine.json", "layers.json", "build.log"),
     "calibrations": ("model.onnx", "model.onnx.data", "calibration.cache", "report.json", "calibration.json"),
     "prepared": ("fp16.onnx",),
-    "checks": ("check.json",),
+    "checks": ("check.json", "golden.npz"),
 }
 """The files an entry of each kind may hold: an index naming any other is refused (no path ever comes from it)."""
 
