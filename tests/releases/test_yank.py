@@ -26,7 +26,7 @@ def test_a_yanked_version_is_refused_and_allow_yanked_pulls_it(store, builds, tm
     assert not out.exists()
     promote = store.cli("promote", "digits@1.0.0", "--channel", "stable")
     assert_clean_error(promote, 1, "is yanked (calibrated on the wrong data")
-    export = store.cli("export", "triton", "digits@1.0.0", "--repo", tmp_path)
+    export = store.cli("export", "triton", "digits@1.0.0", "--repo", tmp_path, "--triton-release", "25.01")
     assert_clean_error(export, 1, "is yanked (calibrated on the wrong data")
     assert list(tmp_path.glob("digits/*")) == []
     allowed = store.cli("pull", "digits@1.0.0", "--sku", "rtx-3090", "--out", out, "--allow-yanked")
