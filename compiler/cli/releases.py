@@ -16,7 +16,6 @@ from compiler.cli.params import (
     OUTPUT,
     PRECISIONS,
     TARGETS,
-    BuildDirArgument,
     JsonOption,
     ReleaseArgument,
     StoreOption,
@@ -29,9 +28,11 @@ from compiler.stores import DEFAULT_STORE  # the interface only: each backend is
 
 
 @examples("compile publish engines --name digits --version 1.0.0",
-          "compile publish engines --store s3://models/team --name digits --version 1.0.0 --json")
+          "compile publish engines-ampere engines-ada --store s3://models/team --name digits --version 1.0.0 --json")
 def publish(
-    build_dir: BuildDirArgument,
+    build_dirs: Annotated[list[Path], typer.Argument(metavar="BUILD_DIR", show_default=False,
+                                                     help="The --out folders of compile build, one model's (e.g. "
+                                                          "one per CI runner).")],
     *,
     name: Annotated[str, option("NAME", INPUTS, "Release name (a-z 0-9 . _ -).", show_default=False)],
     version: Annotated[str, option("VERSION", INPUTS, "Release version (A-Z a-z 0-9 . _ -); published once, never "
@@ -41,11 +42,11 @@ def publish(
     store: StoreOption = DEFAULT_STORE,
     json: JsonOption = False,
 ) -> None:
-    """Publish a build folder as an immutable, content-addressed release."""
+    """Publish one or more build folders of a model as an immutable, content-addressed release."""
     from compiler.releases.publish import publish as publish_release
 
     with nullcontext() if json else render.phase_progress("blobs") as progress:
-        result = publish_release(build_dir, store, name, version, allow_failed=allow_failed, progress=progress)
+        result = publish_release(build_dirs, store, name, version, allow_failed=allow_failed, progress=progress)
     if json:
         render.emit_json(result)
     else:
@@ -66,7 +67,8 @@ def pull(
                                                    "10.8).")] = None,
     store: StoreOption = DEFAULT_STORE,
     no_cache: Annotated[bool, switch("--no-cache", CACHE, "Download even if the pull cache has the plan.")] = False,
-    out: Annotated[Path, option("FILE", OUTPUT, "Where the plan goes (engine.json is written beside it).",
+    out: Annotated[Path, option("FILE", OUTPUT, "Where the plan goes (its record, FILE.json, is written beside "
+                                "it).",
                                 show_default=False)],
     json: JsonOption = False,
 ) -> None:

@@ -27,6 +27,7 @@ from compiler.stores.base import HashingSink, Ref, check_sha256
 
 NAME_MAX = 255
 """The longest file name (bytes) Linux filesystems take."""
+RECORD_SUFFIX = ".json"
 
 
 def select_engine(manifest: ReleaseManifest, *, sku: str | None = None, compute_capability: str | None = None,
@@ -77,7 +78,7 @@ def local_compute_capability() -> str:
 
 
 class PulledEngine(ReleaseEngine):
-    """engine.json beside a pulled plan: the manifest's entry for it, and the release it came from."""
+    """The record beside a pulled plan (``X.plan.json``): the manifest's entry for it, and the release it came from."""
 
     format_version: int = RELEASE_FORMAT
     release: str
@@ -96,14 +97,17 @@ class PullResult(BaseModel):
     size_bytes: int
     out: str
     engine_json: str
+    """The record beside the plan, named after it (``X.plan`` -> ``X.plan.json``): pulls into one folder keep
+    one record each."""
     from_cache: bool
     seconds: float
 
 
 def pull(store: str | Store, ref: str | Ref, *, out: Path, sku: str | None = None, precision: str | None = None,
          tensorrt_version: str | None = None, cache_dir: Path | None = None, use_cache: bool = True) -> PullResult:
-    """The one verified plan of ``ref`` for ``sku`` (a catalog name or ``auto``), written to ``out`` with
-    engine.json beside it. Nothing is written to ``out`` unless the bytes hash to the manifest's digest."""
+    """The one verified plan of ``ref`` for ``sku`` (a catalog name or ``auto``), written to ``out`` with its
+    record (``X.plan.json``) beside it. Nothing is written to ``out`` unless the bytes hash to the manifest's
+    digest."""
     started = time.monotonic()
     ref = ref if isinstance(ref, Ref) else Ref.parse(ref)  # names first: nothing is asked of a store for a bad one
     out = Path(out)
@@ -125,7 +129,7 @@ def pull(store: str | Store, ref: str | Ref, *, out: Path, sku: str | None = Non
                         (cache_dir or default_cache_dir()) / "pulls" if use_cache else None)
     record = PulledEngine(**engine.model_dump(), release=f"{name}@{resolved.version}", version=resolved.version,
                           store=store.uri)
-    engine_json = out.with_name("engine.json")
+    engine_json = record_path(out)
     write_atomic(engine_json, record.model_dump_json(indent=2).encode())
     return PullResult(release=str(resolved.ref), version=resolved.version, channel=resolved.channel, sku=engine.sku,
                       precision=engine.precision, compute_capabilities=engine.compute_capabilities,
@@ -134,17 +138,20 @@ def pull(store: str | Store, ref: str | Ref, *, out: Path, sku: str | None = Non
                       seconds=round(time.monotonic() - started, 3))
 
 
+def record_path(out: Path) -> Path:
+    """The record beside a pulled plan, named after it, so two pulls into one folder keep two records."""
+    return out.with_name(out.name + RECORD_SUFFIX)
+
+
 def _check_out(out: Path) -> None:
-    if len(os.fsencode(out.name)) > NAME_MAX:
-        raise InvalidInput(f"--out {out}: the file name is longer than the {NAME_MAX} bytes a file name may have; "
-                           "choose a shorter one")
+    if len(os.fsencode(out.name + RECORD_SUFFIX)) > NAME_MAX:
+        raise InvalidInput(f"--out {out}: the file name is longer than the {NAME_MAX - len(RECORD_SUFFIX)} bytes a "
+                           f"plan's name may have (its record adds {RECORD_SUFFIX}); choose a shorter one")
     if out.name in ("", ".", "..") or out.is_dir():
         raise InvalidInput(f"--out {out}: give a file path for the plan (e.g. model.plan), not a folder")
-    if out.name == "engine.json":
-        raise InvalidInput(f"--out {out}: engine.json is written beside the plan; name the plan otherwise")
     if not out.parent.is_dir():
         raise InvalidInput(f"--out {out}: the folder {out.parent} does not exist; create it first")
-    for path in (out, out.with_name("engine.json")):
+    for path in (out, record_path(out)):
         try:
             mode = os.lstat(path).st_mode
         except FileNotFoundError:
