@@ -24,8 +24,7 @@ from pydantic import BaseModel
 from compiler.core.errors import Conflict, EnvironmentProblem, InvalidInput
 from compiler.core.files import default_cache_dir, write_atomic
 from compiler.core.records import ReleaseEngine, ReleaseManifest, TensorSignature
-from compiler.releases.manifest import resolve
-from compiler.releases.pull import fetch_verified
+from compiler.releases.pull import fetch_verified, resolve_trusted
 from compiler.stores import Store, open_store
 from compiler.stores.base import Ref
 
@@ -55,7 +54,8 @@ class TritonExport(BaseModel):
 
 def export_triton(store: str | Store, ref: str | Ref, repo: Path, *, model_name: str | None = None,
                   precision: str | None = None, triton_version: int = 1, default_plan: str | None = None,
-                  cache_dir: Path | None = None, use_cache: bool = True) -> TritonExport:
+                  cache_dir: Path | None = None, use_cache: bool = True,
+                  verify_key: Path | None = None) -> TritonExport:
     """Write ``ref`` into the Triton model repository ``repo`` as ``<model>/<triton_version>/``. ``default_plan``
     (a compute capability of the release) also sets ``default_model_filename`` to that plan."""
     started = time.monotonic()
@@ -68,7 +68,7 @@ def export_triton(store: str | Store, ref: str | Ref, repo: Path, *, model_name:
     if model_name is not None and (not MODEL_NAME.fullmatch(model_name) or ".." in model_name):
         raise InvalidInput(f"--model-name {model_name!r}: use 1 to 128 of A-Z a-z 0-9 . _ - (a folder name)")
     store = open_store(store)
-    resolved = resolve(store, ref)
+    resolved = resolve_trusted(store, ref, verify_key)  # with a key: nothing is written for an unsigned release
     manifest = resolved.manifest
     name = model_name or manifest.content.name
     engines = _engines(manifest, precision)

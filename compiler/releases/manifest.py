@@ -4,6 +4,7 @@ published or moved it. Every other reader of releases (pull, promote, ls, publis
 from __future__ import annotations
 
 import getpass
+import hashlib
 import os
 import socket
 import time
@@ -54,6 +55,8 @@ class Resolved(BaseModel):
     version: str
     channel: str | None
     manifest: ReleaseManifest
+    manifest_sha256: str
+    """sha256 of the manifest's bytes as the store holds them: what a release's signature names."""
 
 
 def resolve(store: str | Store, ref: str | Ref) -> Resolved:
@@ -74,7 +77,8 @@ def resolve(store: str | Store, ref: str | Ref) -> Resolved:
         raise InvalidInput(f"{ref}: no such version or channel in {store.uri}; {what_there_is(store, ref.name)}")
     version = record[0].version if channel else ref.tag
     return Resolved(ref=str(ref), version=version, channel=channel,
-                    manifest=parse_manifest(data, store, ref.name, version))
+                    manifest=parse_manifest(data, store, ref.name, version),
+                    manifest_sha256=hashlib.sha256(data).hexdigest())
 
 
 def what_there_is(store: Store, name: str) -> str:

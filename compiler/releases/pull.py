@@ -21,7 +21,8 @@ from pydantic import BaseModel
 from compiler.core.errors import CheckFailed, EnvironmentProblem, InvalidInput
 from compiler.core.files import copy_file, default_cache_dir, file_sha256, write_atomic
 from compiler.core.records import RELEASE_FORMAT, ReleaseEngine, ReleaseManifest
-from compiler.releases.manifest import damaged, resolve
+from compiler.releases.manifest import Resolved, damaged, resolve
+from compiler.releases.verify import require_signature, trusted_key
 from compiler.stores import Store, open_store
 from compiler.stores.base import HashingSink, Ref, check_sha256
 
@@ -104,10 +105,11 @@ class PullResult(BaseModel):
 
 
 def pull(store: str | Store, ref: str | Ref, *, out: Path, sku: str | None = None, precision: str | None = None,
-         tensorrt_version: str | None = None, cache_dir: Path | None = None, use_cache: bool = True) -> PullResult:
+         tensorrt_version: str | None = None, cache_dir: Path | None = None, use_cache: bool = True,
+         verify_key: Path | None = None) -> PullResult:
     """The one verified plan of ``ref`` for ``sku`` (a catalog name or ``auto``), written to ``out`` with its
     record (``X.plan.json``) beside it. Nothing is written to ``out`` unless the bytes hash to the manifest's
-    digest."""
+    digest; with ``verify_key`` (else ``$COMPILE_VERIFY_KEY``), nothing at all unless the release is signed by it."""
     started = time.monotonic()
     ref = ref if isinstance(ref, Ref) else Ref.parse(ref)  # names first: nothing is asked of a store for a bad one
     out = Path(out)
@@ -120,7 +122,7 @@ def pull(store: str | Store, ref: str | Ref, *, out: Path, sku: str | None = Non
 
         compute_capability = load_sku_catalog().get(sku).compute_capability
     store = open_store(store)
-    resolved = resolve(store, ref)
+    resolved = resolve_trusted(store, ref, verify_key)
     engine = select_engine(resolved.manifest, sku=None if sku == "auto" else sku,
                            compute_capability=compute_capability, precision=precision,
                            tensorrt_version=tensorrt_version)
@@ -141,6 +143,16 @@ def pull(store: str | Store, ref: str | Ref, *, out: Path, sku: str | None = Non
 def record_path(out: Path) -> Path:
     """The record beside a pulled plan, named after it, so two pulls into one folder keep two records."""
     return out.with_name(out.name + RECORD_SUFFIX)
+
+
+def resolve_trusted(store: Store, ref: str | Ref, verify_key: Path | None) -> Resolved:
+    """``ref``'s manifest; with ``verify_key`` (else ``$COMPILE_VERIFY_KEY``) refused (exit 1) unless the release
+    is signed by it, before its consumer writes anything. A bad key file is refused before any request."""
+    key = trusted_key(verify_key)
+    resolved = resolve(store, ref)
+    if key is not None:
+        require_signature(store, resolved, key)
+    return resolved
 
 
 def _check_out(out: Path) -> None:

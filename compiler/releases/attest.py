@@ -1,0 +1,65 @@
+"""At publish: a release's provenance and, with a key, its signature, kept beside its manifest.
+
+Both are written after the manifest (a signature names the manifest's bytes, and an OCI referrer needs its
+subject): a release is briefly visible unsigned, and a verifying consumer refuses it until the signature lands. A
+publisher killed in between leaves it so; publishing again adds what is missing. The first signature and
+provenance written stay (create-only, like the manifest).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from compiler.core.errors import Conflict, InvalidInput
+from compiler.core.records import ReleaseContent
+from compiler.releases.manifest import damaged, parse_manifest
+from compiler.releases.provenance import BuildContext, provenance_statement
+from compiler.releases.signing import load_signer, sign, statement
+from compiler.stores import Store
+
+RELEASE_SIGNATURE = "https://trt-compile.dev/release-signature/v1"
+"""The predicate of a release's signature statement: its subject is the manifest's bytes by sha256."""
+SIGN_KEY_ENV = "COMPILE_SIGN_KEY"
+
+
+def signer_of(key: Path | str | None, repository: Path | None = None):
+    """The signer of ``--sign-key`` (else ``$COMPILE_SIGN_KEY``), None for an unsigned release. A key file inside
+    ``repository`` (the pipeline's) is refused: a private key committed with the pipeline is no secret."""
+    key = key or os.environ.get(SIGN_KEY_ENV) or None
+    if key is None:
+        return None
+    path = Path(key)
+    if repository is not None and path.resolve().is_relative_to(repository.resolve()):
+        raise InvalidInput(f"signing key {path}: inside the pipeline's repository {repository}, where a private key "
+                           "is no secret; keep it outside (a CI secret written to a temporary file) and name it "
+                           "with $COMPILE_SIGN_KEY")
+    return load_signer(path)
+
+
+def attest(store: Store, content: ReleaseContent, content_sha256: str, signer, context: BuildContext | None
+           ) -> dict[str, Any]:
+    """Keep the provenance (signed with ``signer`` when given) and the manifest's signature beside the published
+    version; what was written and what was there already."""
+    name, version = content.name, content.version
+    manifest = store.read_manifest(name, version)
+    if manifest is None:
+        raise damaged(store, f"releases/{name}/{version}/manifest.json", "it vanished right after publishing")
+    if parse_manifest(manifest, store, name, version).content_sha256 != content_sha256:
+        raise Conflict(f"{name}@{version} in {store.uri} holds other content than this publish; not signing it")
+    provenance = provenance_statement(content, context)
+    provenance_bytes = sign(provenance, signer) if signer else json.dumps(provenance, indent=2).encode()
+    kept = store.attach(name, version, "provenance", provenance_bytes)
+    provenance_bytes = provenance_bytes if kept is None else kept
+    outcome = {"provenance": "written" if kept is None else "already there", "signature": "unsigned"}
+    if signer is not None:
+        subject = [{"name": f"{name}@{version}", "digest": {"sha256": hashlib.sha256(manifest).hexdigest()}}]
+        signed = sign(statement(subject, RELEASE_SIGNATURE, {
+            "contentSha256": content_sha256, "provenanceSha256": hashlib.sha256(provenance_bytes).hexdigest()}),
+            signer)
+        outcome["signature"] = "written" if store.attach(name, version, "signature", signed) is None \
+            else "already there"
+    return outcome
