@@ -18,26 +18,51 @@ from compiler.core.errors import Conflict, InvalidInput
 from compiler.core.records import ReleaseContent
 from compiler.releases.manifest import damaged, parse_manifest
 from compiler.releases.provenance import BuildContext, provenance_statement
-from compiler.releases.signing import load_signer, sign, statement
+from compiler.releases.signing import load_signer, sign, signer_from_pem, statement
 from compiler.stores import Store
 
 RELEASE_SIGNATURE = "https://trt-compile.dev/release-signature/v1"
 """The predicate of a release's signature statement: its subject is the manifest's bytes by sha256."""
 SIGN_KEY_ENV = "COMPILE_SIGN_KEY"
+ENV_REFERENCE = "env://"
+"""A pipeline's ``signing.key: env://VAR``: the key's PEM is in ``$VAR`` (cosign's spelling)."""
 
 
-def signer_of(key: Path | str | None, repository: Path | None = None):
-    """The signer of ``--sign-key`` (else ``$COMPILE_SIGN_KEY``), None for an unsigned release. A key file inside
-    ``repository`` (the pipeline's) is refused: a private key committed with the pipeline is no secret."""
+def signer_of(key: Path | str | None, reference: str | None = None, pipeline: Path | None = None):
+    """The signer for a publish, None for an unsigned release: ``--sign-key`` (else ``$COMPILE_SIGN_KEY``), else
+    the pipeline's ``signing.key`` reference (``env://VAR``: the PEM a CI secret put in ``$VAR``; else a file
+    path, relative to the pipeline). A key file inside the pipeline's repository is refused: committed with the
+    pipeline, it is no secret."""
+    role = "--sign-key" if key else f"${SIGN_KEY_ENV}"
     key = key or os.environ.get(SIGN_KEY_ENV) or None
+    if key is None and reference is not None and reference.startswith(ENV_REFERENCE):
+        variable = reference[len(ENV_REFERENCE):]
+        material = os.environ.get(variable)
+        if not material:
+            raise InvalidInput(f"{pipeline}: signing.key {reference}: ${variable} is not set; put the PEM key there "
+                               "from a CI secret")
+        return signer_from_pem(material.encode(), f"{pipeline}: signing.key {reference}")
+    if key is None and reference is not None:
+        key, role = (pipeline.parent if pipeline else Path()) / reference, f"{pipeline}: signing.key"
     if key is None:
         return None
     path = Path(key)
-    if repository is not None and path.resolve().is_relative_to(repository.resolve()):
-        raise InvalidInput(f"signing key {path}: inside the pipeline's repository {repository}, where a private key "
-                           "is no secret; keep it outside (a CI secret written to a temporary file) and name it "
-                           "with $COMPILE_SIGN_KEY")
-    return load_signer(path)
+    if pipeline is not None:
+        repository = repository_of(pipeline)
+        if path.resolve().is_relative_to(repository):
+            raise InvalidInput(f"signing key {path}: inside the pipeline's repository {repository}, where a private "
+                               "key is no secret; keep it outside (a CI secret written to a temporary file, or "
+                               "signing.key: env://VAR)")
+    return load_signer(path, role)
+
+
+def repository_of(pipeline: Path) -> Path:
+    """The repository a pipeline file is in (the nearest folder upward with ``.git``), else its folder."""
+    folder = pipeline.resolve().parent
+    for candidate in (folder, *folder.parents):
+        if (candidate / ".git").exists():
+            return candidate
+    return folder
 
 
 def attest(store: Store, content: ReleaseContent, content_sha256: str, signer, context: BuildContext | None

@@ -47,7 +47,7 @@ def _read_key_file(path: Path, role: str) -> bytes:
     return data
 
 
-def _accepted(key: Any, role: str, path: Path) -> Any:
+def _accepted(key: Any, label: str) -> Any:
     from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 
     if isinstance(key, ed25519.Ed25519PrivateKey | ed25519.Ed25519PublicKey):
@@ -55,29 +55,35 @@ def _accepted(key: Any, role: str, path: Path) -> Any:
     if isinstance(key, ec.EllipticCurvePrivateKey | ec.EllipticCurvePublicKey):
         if key.curve.name == "secp256r1":
             return key
-        raise InvalidInput(f"{role} {path}: an EC key on {key.curve.name}; only P-256 (prime256v1) or Ed25519 keys "
+        raise InvalidInput(f"{label}: an EC key on {key.curve.name}; only P-256 (prime256v1) or Ed25519 keys "
                            f"are accepted; {MAKE_KEY}")
     kind = type(key).__name__.removeprefix("_").replace("PrivateKey", "").replace("PublicKey", "") or "unknown"
-    raise InvalidInput(f"{role} {path}: a {kind} key; only EC P-256 or Ed25519 keys are accepted; {MAKE_KEY}")
+    raise InvalidInput(f"{label}: a {kind} key; only EC P-256 or Ed25519 keys are accepted; {MAKE_KEY}")
 
 
-def load_signer(path: Path):
+def load_signer(path: Path, role: str = "--sign-key"):
     """The signer of a private key file (EC P-256 or Ed25519, unencrypted PEM as openssl writes it)."""
+    return signer_from_pem(_read_key_file(path, role), f"{role} {path}")
+
+
+def signer_from_pem(data: bytes, label: str):
+    """The signer of PEM bytes (a key file's, or a CI secret's from an environment variable); ``label`` names
+    where they came from in an error, never the bytes."""
     from cryptography.hazmat.primitives.serialization import load_pem_private_key
     from securesystemslib.signer import CryptoSigner
 
-    role = "--sign-key"
-    data = _read_key_file(path, role)
+    if len(data) > MAX_KEY_BYTES:
+        raise InvalidInput(f"{label}: over {MAX_KEY_BYTES // 1024} KiB, not a PEM key; {MAKE_KEY}")
     try:
         key = load_pem_private_key(data, password=None)
     except TypeError:  # "Password was not given but private key is encrypted"
-        raise InvalidInput(f"{role} {path}: the key is encrypted with a passphrase; give it unencrypted, kept in "
-                           "a CI secret (`openssl pkey -in KEY -out plain.pem`)") from None
-    except (ValueError, Exception) as exc:  # cryptography raises ValueError or UnsupportedAlgorithm
+        raise InvalidInput(f"{label}: the key is encrypted with a passphrase; give it unencrypted, kept in a CI "
+                           "secret (`openssl pkey -in KEY -out plain.pem`)") from None
+    except Exception as exc:  # cryptography raises ValueError or UnsupportedAlgorithm
         if b"PUBLIC KEY" in data:
-            raise InvalidInput(f"{role} {path}: a public key; signing needs the private key ({MAKE_KEY})") from None
-        raise InvalidInput(f"{role} {path}: not a PEM private key ({type(exc).__name__}); {MAKE_KEY}") from None
-    return CryptoSigner(_accepted(key, role, path))
+            raise InvalidInput(f"{label}: a public key; signing needs the private key ({MAKE_KEY})") from None
+        raise InvalidInput(f"{label}: not a PEM private key ({type(exc).__name__}); {MAKE_KEY}") from None
+    return CryptoSigner(_accepted(key, label))
 
 
 def load_public_key(path: Path, role: str = "--key"):
@@ -88,12 +94,12 @@ def load_public_key(path: Path, role: str = "--key"):
     data = _read_key_file(path, role)
     try:
         key = load_pem_public_key(data)
-    except (ValueError, Exception) as exc:  # cryptography raises ValueError or UnsupportedAlgorithm
+    except Exception as exc:  # cryptography raises ValueError or UnsupportedAlgorithm
         if b"PRIVATE KEY" in data:
             raise InvalidInput(f"{role} {path}: a private key; give its public half (`openssl pkey -in KEY -pubout "
                                "-out release.pub`): verifying hosts never hold the private key") from None
         raise InvalidInput(f"{role} {path}: not a PEM public key ({type(exc).__name__}); {MAKE_KEY}") from None
-    return SSlibKey.from_crypto(_accepted(key, role, path))
+    return SSlibKey.from_crypto(_accepted(key, f"{role} {path}"))
 
 
 def statement(subjects: list[dict[str, Any]], predicate_type: str, predicate: dict[str, Any]) -> dict[str, Any]:
