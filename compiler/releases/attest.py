@@ -75,13 +75,16 @@ def attest(store: Store, content: ReleaseContent, content_sha256: str, signer, c
         raise damaged(store, f"releases/{name}/{version}/manifest.json", "it vanished right after publishing")
     if parse_manifest(manifest, store, name, version).content_sha256 != content_sha256:
         raise Conflict(f"{name}@{version} in {store.uri} holds other content than this publish; not signing it")
-    provenance = provenance_statement(content, context)
+    image = store.artifact(name, version)  # on OCI also the image manifest, the subject cosign looks for
+    extra = [{"name": image[0], "digest": {"sha256": image[1]}}] if image else []
+    provenance = provenance_statement(content, context, extra)
     provenance_bytes = sign(provenance, signer) if signer else json.dumps(provenance, indent=2).encode()
     kept = store.attach(name, version, "provenance", provenance_bytes)
     provenance_bytes = provenance_bytes if kept is None else kept
     outcome = {"provenance": "written" if kept is None else "already there", "signature": "unsigned"}
     if signer is not None:
-        subject = [{"name": f"{name}@{version}", "digest": {"sha256": hashlib.sha256(manifest).hexdigest()}}]
+        subject = [{"name": f"{name}@{version}", "digest": {"sha256": hashlib.sha256(manifest).hexdigest()}},
+                   *extra]
         signed = sign(statement(subject, RELEASE_SIGNATURE, {
             "contentSha256": content_sha256, "provenanceSha256": hashlib.sha256(provenance_bytes).hexdigest()}),
             signer)

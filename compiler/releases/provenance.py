@@ -33,9 +33,12 @@ class BuildContext(BaseModel):
     started_at: str | None = None
 
 
+PLAN_FILE = "engine.plan"
+
+
 def plan_name(engine) -> str:
     """A plan's name among the subjects: where it sits in the release (``SKU/PRECISION/engine.plan``)."""
-    return f"{engine.sku}/{engine.precision!s}/engine.plan"
+    return f"{engine.sku}/{engine.precision!s}/{PLAN_FILE}"
 
 
 def builder() -> tuple[str, str | None]:
@@ -63,10 +66,13 @@ def _tool_versions() -> list[dict[str, Any]]:
     return found
 
 
-def provenance_statement(content: ReleaseContent, context: BuildContext | None = None) -> dict[str, Any]:
-    """The release's provenance statement (unsigned)."""
+def provenance_statement(content: ReleaseContent, context: BuildContext | None = None,
+                         extra_subjects: list[dict[str, Any]] = ()) -> dict[str, Any]:
+    """The release's provenance statement (unsigned): its plans, and ``extra_subjects`` (an OCI release's image
+    manifest, which cosign's attestation checks look for)."""
     context = context or BuildContext()
     subjects = [{"name": plan_name(e), "digest": {"sha256": e.plan.sha256}} for e in content.engines]
+    subjects += list(extra_subjects)
     external: dict[str, Any] = {
         "release": f"{content.name}@{content.version}",
         "targets": [{"sku": e.sku, "precision": str(e.precision), "computeCapabilities": e.compute_capabilities,

@@ -21,7 +21,7 @@ from compiler.core.errors import CheckFailed
 from compiler.core.records import Progress
 from compiler.releases.attest import RELEASE_SIGNATURE
 from compiler.releases.manifest import Resolved, resolve
-from compiler.releases.provenance import SLSA_PROVENANCE, plan_name
+from compiler.releases.provenance import PLAN_FILE, SLSA_PROVENANCE, plan_name
 from compiler.releases.signing import BUNDLE, STATEMENT_TYPE, load_public_key, verify
 from compiler.stores import Store, open_store
 from compiler.stores.base import MAX_ATTACHMENT_BYTES, HashingSink, Ref
@@ -61,12 +61,12 @@ def require_signature(store: Store, resolved: Resolved, key) -> dict[str, Any]:
         raise CheckFailed(f"{what} is unsigned: it has no signature; its publisher signs it by publishing it again "
                           "with --sign-key")
     signed = verify(bundle, key, f"the signature of {what}")
-    subjects = signed.get("subject")
-    named = subjects[0] if isinstance(subjects, list) and len(subjects) == 1 and isinstance(subjects[0], dict) \
-        else {}
-    if signed.get("predicateType") != RELEASE_SIGNATURE or named.get("name") != f"{name}@{version}":
-        raise CheckFailed(f"the signature of {what} is a signature of something else ({named.get('name')!r}, "
-                          f"{str(signed.get('predicateType'))[:80]!r}), not of this release")
+    subjects = signed.get("subject") if isinstance(signed.get("subject"), list) else []
+    named = next((s for s in subjects if isinstance(s, dict) and s.get("name") == f"{name}@{version}"), None)
+    if signed.get("predicateType") != RELEASE_SIGNATURE or named is None:
+        names = ", ".join(str(s.get("name"))[:80] for s in subjects[:3] if isinstance(s, dict))
+        raise CheckFailed(f"the signature of {what} is a signature of something else ({names or 'no subject'}; "
+                          f"{str(signed.get('predicateType'))[:80]}), not of this release")
     if (named.get("digest") or {}).get("sha256") != resolved.manifest_sha256:
         raise CheckFailed(f"{what}: manifest mismatch: its manifest hashes to sha256:{resolved.manifest_sha256}, not "
                           "to the digest the signature names: it was changed after signing")
@@ -94,7 +94,7 @@ def verify_release(store: str | Store, ref: str | Ref, key_path: Path, *,
     wanted = sorted((plan_name(e), e.plan.sha256) for e in content.engines)
     subjects = statement.get("subject") if isinstance(statement.get("subject"), list) else []
     have = sorted((str(s.get("name")), str((s.get("digest") or {}).get("sha256"))) for s in subjects
-                  if isinstance(s, dict))
+                  if isinstance(s, dict) and str(s.get("name")).endswith("/" + PLAN_FILE))
     if have != wanted:
         raise CheckFailed(f"{what}: provenance mismatch: its subjects ({len(have)}) are not the manifest's plans "
                           f"({len(wanted)}) by sha256")

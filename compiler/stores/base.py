@@ -147,6 +147,11 @@ class Store(ABC):
         """What :meth:`attach` kept beside the version's manifest, None when nothing; never more than
         MAX_ATTACHMENT_BYTES + 1 bytes (the caller refuses more)."""
 
+    def artifact(self, name: str, version: str) -> tuple[str, str] | None:
+        """Where a version is an artifact of its own that signatures elsewhere name (an OCI image manifest):
+        its reference and sha256; None for the stores where the release is only its manifest."""
+        return None
+
     def stage(self, name: str, version: str, job: str, data: bytes) -> bytes | None:
         """Record one CI job's part of a release before it is published, create-only like a manifest: None when
         this call wrote it, else the part an earlier attempt of the job wrote."""

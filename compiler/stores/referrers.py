@@ -50,6 +50,11 @@ class Referrers:
         found = self._find(repo, subject, kind)
         return None if found is None else self._read_attached(repo, found, kind)
 
+    def artifact(self, name: str, version: str) -> tuple[str, str] | None:
+        """The version's image manifest, as cosign names it: ``host/repository/name`` and its sha256."""
+        digest = self._subject(self._repo(name), version)
+        return f"{self.host}/{self._repo(name)}", digest.removeprefix("sha256:")
+
     def _subject(self, repo: str, version: str, *, missing_ok: bool = False) -> str | None:
         digest = self._tag_digest(repo, check_version(version))
         if digest is None and not missing_ok:
