@@ -95,7 +95,7 @@ def measure_requests(args, work: Path, keys: dict[str, Path]) -> tuple[str, floa
     counts = {}
     with s3_server() as server:
         os.environ.update({k: v for k, v in server.env().items() if k.startswith("AWS_")})
-        for releases in (1, args.releases):
+        for releases in sorted({1, args.releases}):
             bucket = f"requests-{releases}"
             server.client().create_bucket(Bucket=bucket)
             store = open_store(f"s3://{bucket}")
