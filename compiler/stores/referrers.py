@@ -34,12 +34,13 @@ class Referrers:
             found = self._find(repo, subject, kind)
             if found is not None:
                 return self._read_attached(repo, found, kind)
-            descriptor = self._push_referrer(repo, subject, kind, data)
+            digest, descriptor = self._push_referrer(repo, subject, kind, data)
             if descriptor is not None:  # no referrers API: keep the fallback tag's index
                 self._add_to_index(repo, subject, descriptor)
                 self._settle()
-            if self._find(repo, subject, kind) is not None:
-                return None
+            found = self._find(repo, subject, kind)
+            if found is not None:  # ours, or a racing attacher's that was listed first: the first one stays
+                return None if found == digest else self._read_attached(repo, found, kind)
         raise EnvironmentProblem(f"store {self.uri}: the referrers of {repo}:{version} keep changing; try again")
 
     def attachment(self, name: str, version: str, kind: str) -> bytes | None:
@@ -86,14 +87,11 @@ class Referrers:
                                  headers={"Accept": IMAGE_INDEX})
         return None if response is None else (_manifests(response.content), response.content)
 
-    def _push_referrer(self, repo: str, subject: str, kind: str, data: bytes) -> dict[str, Any] | None:
-        """Push the artifact; its descriptor for the fallback index, None when the registry indexed it itself
-        (it answers with an ``OCI-Subject`` header)."""
-        sha256 = hashlib.sha256(data).hexdigest()
+    def _push_referrer(self, repo: str, subject: str, kind: str, data: bytes) -> tuple[str, dict[str, Any] | None]:
+        """Push the artifact: its digest, and its descriptor for the fallback index (None when the registry
+        indexed it itself: it answers with an ``OCI-Subject`` header)."""
         artifact_type = BUNDLE if _is_bundle(data) else STATEMENT
-        self._upload(repo, sha256, data, len(data))
-        empty = hashlib.sha256(EMPTY_BYTES).hexdigest()
-        self._upload(repo, empty, EMPTY_BYTES, len(EMPTY_BYTES))
+        sha256, empty = self._send(repo, data), self._send(repo, EMPTY_BYTES)
         annotations = {KIND: kind}
         manifest = {"schemaVersion": 2, "mediaType": IMAGE_MANIFEST, "artifactType": artifact_type,
                     "config": {"mediaType": EMPTY, "digest": f"sha256:{empty}", "size": len(EMPTY_BYTES)},
@@ -108,9 +106,16 @@ class Referrers:
                                  scope=self._scope(repo), ok=(201, 200), data=body,
                                  headers={"Content-Type": IMAGE_MANIFEST})
         if response is not None and response.headers.get("OCI-Subject"):
-            return None
-        return {"mediaType": IMAGE_MANIFEST, "digest": digest, "size": len(body), "artifactType": artifact_type,
-                "annotations": annotations}
+            return digest, None
+        return digest, {"mediaType": IMAGE_MANIFEST, "digest": digest, "size": len(body),
+                        "artifactType": artifact_type, "annotations": annotations}
+
+    def _send(self, repo: str, data: bytes) -> str:
+        """Upload a small blob unless the repository has it; its sha256."""
+        sha256 = hashlib.sha256(data).hexdigest()
+        if self._request("HEAD", f"/v2/{repo}/blobs/sha256:{sha256}", "a blob", scope=self._scope(repo)) is None:
+            self._upload(repo, sha256, data, len(data))
+        return sha256
 
     def _subject_size(self, repo: str, subject: str) -> int:
         response = self._request("HEAD", f"/v2/{repo}/manifests/{subject}", f"{repo}@{subject[:19]}",

@@ -73,6 +73,13 @@ def test_signed_release_of_two_build_folders_verifies_with_its_key_only(store, b
     assert (again["status"], again["signature"]) == ("unchanged", "already there")  # the first signature stays
     assert store.cli("verify", "digits@1.0.0", "--key", keys["ed25519.pub"]).exit_code == 0
 
+    repo = tmp_path / "triton"
+    repo.mkdir()
+    exported = store.cli("export", "triton", "digits@1.0.0", "--repo", repo, "--precision", "fp16", "--verify-key",
+                         keys["ed25519.pub"])
+    assert exported.exit_code == 0, exported.stderr
+    assert len(list(repo.glob("digits/1/*.plan"))) == 2  # the fp16 plans of both compute capabilities
+
     promoted = store.cli("promote", "digits@1.0.0", "--channel", "stable")
     assert promoted.exit_code == 0, promoted.stderr
     by_channel = store.cli("verify", "digits@stable", "--key", keys["ed25519.pub"], "--json")
@@ -145,3 +152,27 @@ def test_a_manifest_edited_in_the_store_fails_verification(store, builds, keys, 
                        keys["ed25519.pub"])
     assert pulled.exit_code == 1, pulled.stderr
     assert not out.exists() and not list(tmp_path.glob("*.json"))
+
+
+def test_the_builder_is_the_ci_run_when_there_is_one_else_user_at_host(monkeypatch):
+    from compiler.releases.provenance import builder
+
+    for name in ("GITHUB_ACTIONS", "GITHUB_REPOSITORY", "GITHUB_RUN_ID"):
+        monkeypatch.delenv(name, raising=False)
+    local, invocation = builder()
+    assert "@" in local and invocation is None
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_SERVER_URL", "https://github.com")
+    monkeypatch.setenv("GITHUB_REPOSITORY", "org/models")
+    monkeypatch.setenv("GITHUB_RUN_ID", "42")
+    monkeypatch.setenv("GITHUB_RUN_ATTEMPT", "2")
+    monkeypatch.setenv("GITHUB_WORKFLOW_REF", "org/models/.github/workflows/release.yml@refs/heads/main")
+    assert builder() == ("https://github.com/org/models/.github/workflows/release.yml@refs/heads/main",
+                         "https://github.com/org/models/actions/runs/42/attempts/2")
+
+
+@pytest.mark.parametrize("ref", ["digits", "digits@9.9.9", "../x@1", "digits@../1"])
+def test_verify_and_provenance_of_a_release_that_is_not_there_are_bad_input(ref, keys, tmp_path):
+    (tmp_path / "store").mkdir()
+    for args in (("verify", ref, "--key", keys["ed25519.pub"]), ("provenance", ref)):
+        assert_clean_error(run_cli(*args, "--store", tmp_path / "store"), 2)
