@@ -74,7 +74,8 @@ def attest(store: Store, content: ReleaseContent, content_sha256: str, signer, c
     if manifest is None:
         raise damaged(store, f"releases/{name}/{version}/manifest.json", "it vanished right after publishing")
     if parse_manifest(manifest, store, name, version).content_sha256 != content_sha256:
-        raise Conflict(f"{name}@{version} in {store.uri} holds other content than this publish; not signing it")
+        raise Conflict(f"{name}@{version} is already published in {store.uri} with other content (a racing "
+                       "publisher's, on a registry); releases are immutable: publish a new version")
     image = store.artifact(name, version)  # on OCI also the image manifest, the subject cosign looks for
     extra = [{"name": image[0], "digest": {"sha256": image[1]}}] if image else []
     provenance = provenance_statement(content, context, extra)
