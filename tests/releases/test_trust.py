@@ -176,3 +176,18 @@ def test_verify_and_provenance_of_a_release_that_is_not_there_are_bad_input(ref,
     (tmp_path / "store").mkdir()
     for args in (("verify", ref, "--key", keys["ed25519.pub"]), ("provenance", ref)):
         assert_clean_error(run_cli(*args, "--store", tmp_path / "store"), 2)
+
+
+def test_signature_and_signed_provenance_are_sigstore_bundles(builds, keys, tmp_path):
+    """Both parse as Sigstore bundle v0.3 with sigstore-python's own models (sigstore-models), a DSSE envelope of
+    an in-toto statement and a public-key hint: the form cosign reads."""
+    from sigstore_models.bundle.v1 import Bundle
+
+    store = str(tmp_path / "store")
+    assert run_cli("publish", builds["a"], "--name", "digits", "--version", "1.0.0", "--store", store,
+                   "--sign-key", keys["p256"]).exit_code == 0
+    for kind in ("signature", "provenance"):
+        bundle = Bundle.model_validate_json(open_store(store).attachment("digits", "1.0.0", kind))
+        assert bundle.media_type == "application/vnd.dev.sigstore.bundle.v0.3+json"
+        assert bundle.dsse_envelope.payload_type == "application/vnd.in-toto+json"
+        assert len(bundle.dsse_envelope.signatures) == 1 and bundle.verification_material.public_key.hint
