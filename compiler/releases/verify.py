@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from compiler.core.errors import CheckFailed
+from compiler.core.errors import CheckFailed, InvalidInput
 from compiler.core.records import Progress
 from compiler.releases.attest import RELEASE_SIGNATURE
 from compiler.releases.manifest import Resolved, resolve
@@ -47,6 +47,9 @@ class VerifyResult(BaseModel):
 def trusted_key(key: Path | str | None):
     """The public key of ``--verify-key`` (else ``$COMPILE_VERIFY_KEY``), loaded before any request; None: no
     verification asked."""
+    if not key and os.environ.get(VERIFY_KEY_ENV) == "":  # fail closed: a secret that did not arrive
+        raise InvalidInput(f"${VERIFY_KEY_ENV} is set but empty; give the path of the publisher's public key, or "
+                           "unset it to take releases without verifying their signature")
     key = key or os.environ.get(VERIFY_KEY_ENV) or None
     return load_public_key(Path(key), "--verify-key") if key else None
 

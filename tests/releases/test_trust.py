@@ -133,6 +133,9 @@ def test_verified_pull_and_export_refuse_an_unsigned_release_and_write_nothing(s
     assert_clean_error(by_env, 1, "unsigned")
     exported = store.cli("export", "triton", "digits@1.0.0", "--repo", out, "--verify-key", keys["ed25519.pub"])
     assert_clean_error(exported, 1, "unsigned")
+    empty = run_cli("pull", "digits@1.0.0", "--sku", "rtx-3090", "--out", out / "digits.plan", "--store", store.uri,
+                    env={**store.env, "COMPILE_VERIFY_KEY": ""})  # a secret that did not arrive: fail closed
+    assert_clean_error(empty, 2, "$COMPILE_VERIFY_KEY is set but empty")
     assert list(out.iterdir()) == []
 
 
