@@ -22,7 +22,7 @@ from compiler.core.records import Progress
 from compiler.releases.attest import RELEASE_SIGNATURE
 from compiler.releases.manifest import Resolved, resolve
 from compiler.releases.provenance import PLAN_FILE, SLSA_PROVENANCE, plan_name
-from compiler.releases.signing import BUNDLE, STATEMENT_TYPE, load_public_key, verify
+from compiler.releases.signing import BUNDLE, STATEMENT_TYPE, load_public_key, open_bundle, verify
 from compiler.stores import Store, open_store
 from compiler.stores.base import MAX_ATTACHMENT_BYTES, HashingSink, Ref
 
@@ -134,8 +134,6 @@ def read_provenance(store: str | Store, ref: str | Ref) -> dict[str, Any]:
 def _provenance(data: bytes, key, what: str) -> tuple[dict[str, Any], bool]:
     """The statement of a stored provenance (a signed bundle, checked with ``key`` when given, or a plain
     statement) and whether it was signed."""
-    from compiler.releases.signing import open_bundle
-
     try:
         parsed = json.loads(data)
     except ValueError:
