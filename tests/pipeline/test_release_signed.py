@@ -70,3 +70,25 @@ def test_a_bad_key_reference_is_refused_before_any_work(tmp_path, keys, key, fra
     assert_clean_error(result, 2, *fragments)
     assert "MC4CAQAwBQYDK2VwBCIEIB" not in result.stderr  # key material is never echoed
     assert not (tmp_path / "work").exists() and not (repo / "pipelines" / "artifacts").exists()
+
+
+def test_sharded_jobs_need_no_key_and_finalize_signs(tmp_path, keys):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    pipeline = _pipeline(repo, targets={"rtx-4090": ["fp16"], "rtx-3090": ["fp16"]},
+                         signing={"key": "env://RELEASE_KEY"})
+    without = {k: v for k, v in os.environ.items() if k not in ("RELEASE_KEY", "COMPILE_SIGN_KEY")}
+    for sku in ("rtx-4090", "rtx-3090"):  # a build runner holds no secret
+        job = _release(pipeline, tmp_path / "work", "--only-sku", sku, env=without)
+        assert job.exit_code == 0, job.stderr
+    unset = run_cli("release", pipeline, "--work", tmp_path / "work", "--finalize", env=without)
+    assert_clean_error(unset, 2, "$RELEASE_KEY is not set")
+    with_key = {**without, "RELEASE_KEY": keys["ed25519"].read_text()}
+    final = _release(pipeline, tmp_path / "work", "--finalize", env=with_key)
+    assert final.exit_code == 0, final.stderr
+    assert json.loads(final.stdout)["published"]["signature"] == "written"
+    verified = run_cli("verify", "digits@1.0.0", "--store", repo / "artifacts", "--key", keys["ed25519.pub"])
+    assert verified.exit_code == 0, verified.stderr
+    statement = json.loads(run_cli("provenance", "digits@1.0.0", "--store", repo / "artifacts", "--json").stdout)
+    assert statement["predicate"]["buildDefinition"]["externalParameters"]["pipeline"]["digest"]["sha256"] == \
+        hashlib.sha256(pipeline.read_bytes()).hexdigest()
