@@ -5,9 +5,11 @@ alternating rounds:
   sha256 of the same 100 stored plans (the least any check of every blob must do; target <= 1.1). Ours also reads
   the manifest, checks the signature and the provenance and hashes layers.json.
 - requests: S3 requests one verified pull (`pull(..., verify_key=...)`) makes in a store holding 1,000 signed
-  releases / in one holding 1 (target <= 1), counted with botocore's event hooks on a real SeaweedFS.
+  releases / in one holding 1 (target <= 1), counted with botocore's event hooks on a real SeaweedFS; and the HTTP
+  requests of one on an OCI registry (docker-registry, no referrers API) of ``--oci-releases`` releases / of 1,
+  counted with a requests response hook.
 
-usage: python benchmarks/verify.py [--rounds N] [--engines N] [--megabytes N] [--releases N]
+usage: python benchmarks/verify.py [--rounds N] [--engines N] [--megabytes N] [--releases N] [--oci-releases N]
 """
 
 from __future__ import annotations
@@ -110,18 +112,40 @@ def measure_requests(args, work: Path, keys: dict[str, Path]) -> tuple[str, floa
             float(counts[1]), "<= 1")
 
 
+def measure_oci_requests(args, work: Path, keys: dict[str, Path]) -> tuple[str, float, float, str]:
+    from tests.support.registry import registry_server
+
+    signer = load_signer(keys["ed25519"])
+    counts = {}
+    with registry_server() as registry:
+        for releases in sorted({1, args.oci_releases}):
+            store = open_store(registry.uri())
+            store.settle_seconds = 0  # one publisher: no racing push to wait for
+            for i in range(releases):
+                publish(work / "small", store, f"model-{i:04d}", "1.0.0", signer=signer)
+            seen: list[object] = []
+            store.session.hooks["response"].append(lambda response, seen=seen, **_: seen.append(response))
+            pull(store, "model-0000@1.0.0", sku="rtx-4090", out=work / "small.plan", use_cache=False,
+                 verify_key=keys["ed25519.pub"])
+            counts[releases] = len(seen)
+    return (f"requests: verified pull (OCI) in {args.oci_releases} releases / in 1", float(counts[args.oci_releases]),
+            float(counts[1]), "<= 1")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--engines", type=int, default=100)
     parser.add_argument("--megabytes", type=int, default=4, help="each plan's size")
     parser.add_argument("--releases", type=int, default=1000)
+    parser.add_argument("--oci-releases", type=int, default=100)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="compile-bench-verify-") as tmp:
         work = Path(tmp)
         (work / "keys").mkdir()
         keys = write_keys(work / "keys")
-        rows = [measure_verify(args, work, keys), measure_requests(args, work, keys)]
+        rows = [measure_verify(args, work, keys), measure_requests(args, work, keys),
+                measure_oci_requests(args, work, keys)]
     table = Table(title=f"verify benchmark, {args.rounds} alternating rounds")
     for column in ("figure", "ours", "baseline", "ratio", "target"):
         table.add_column(column)
