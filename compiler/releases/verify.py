@@ -160,7 +160,7 @@ def _attachment(store: Store, name: str, version: str, kind: str, what: str) -> 
 
 def _check_blob(store: Store, name: str, label: str, sha256: str, size: int, what: str) -> None:
     with open(os.devnull, "wb") as nowhere:
-        sink = HashingSink(nowhere, size, sha256, f"{what}: blob sha256:{sha256} ({label})")
+        sink = HashingSink(nowhere, size, sha256, f"{what}: blob mismatch: sha256:{sha256} ({label})")
         if not store.get_blob(name, sha256, sink, size):
             raise CheckFailed(f"{what}: blob mismatch: {label} (sha256:{sha256}) is missing from the store")
     if not sink.matches():

@@ -194,3 +194,14 @@ def test_signature_and_signed_provenance_are_sigstore_bundles(builds, keys, tmp_
         assert bundle.media_type == "application/vnd.dev.sigstore.bundle.v0.3+json"
         assert bundle.dsse_envelope.payload_type == "application/vnd.in-toto+json"
         assert len(bundle.dsse_envelope.signatures) == 1 and bundle.verification_material.public_key.hint
+
+
+@pytest.mark.parametrize("how", ["same-size", "longer"])
+def test_a_plan_changed_in_the_store_fails_verification_naming_it(store, builds, keys, how):
+    _publish(store, [builds["a"]], "1.0.0", "--sign-key", keys["ed25519"])
+    engine = json.loads((builds["a"] / "rtx-4090" / "fp16" / "engine.json").read_text())
+    original = (builds["a"] / "rtx-4090" / "fp16" / "engine.plan").read_bytes()
+    store.tamper(engine["sha256"], bytes(len(original)) if how == "same-size" else original + b"\0")
+    verdict = store.cli("verify", "digits@1.0.0", "--key", keys["ed25519.pub"])
+    assert_clean_error(verdict, 1, engine["sha256"])
+    assert "blob mismatch" in verdict.stderr
