@@ -205,3 +205,21 @@ def test_a_plan_changed_in_the_store_fails_verification_naming_it(store, builds,
     verdict = store.cli("verify", "digits@1.0.0", "--key", keys["ed25519.pub"])
     assert_clean_error(verdict, 1, engine["sha256"])
     assert "blob mismatch" in verdict.stderr
+
+
+@pytest.mark.parametrize("planted", [b"\x00\xff{not json", b"{" * (5 << 20)])
+def test_a_signature_planted_in_a_registry_is_refused(registry, builds, keys, tmp_path, planted):
+    """Whoever can push to the registry can attach an artifact of their own to a release: garbage, or one past
+    the size any bundle has, fails verification (exit 1) and a verified pull writes nothing."""
+    from tests.support.registry import environment_without_credentials
+
+    store = StoreUnderTest("oci", registry.uri(), environment_without_credentials(tmp_path), lambda *_: None)
+    _publish(store, [builds["a"]], "1.0.0")
+    assert open_store(store.uri).attach("digits", "1.0.0", "signature", planted) is None
+    assert_clean_error(store.cli("verify", "digits@1.0.0", "--key", keys["ed25519.pub"]), 1, "signature")
+    out = tmp_path / "out"
+    out.mkdir()
+    pulled = store.cli("pull", "digits@1.0.0", "--sku", "rtx-4090", "--out", out / "x.plan", "--verify-key",
+                       keys["ed25519.pub"])
+    assert_clean_error(pulled, 1, "signature")
+    assert list(out.iterdir()) == []
