@@ -16,7 +16,7 @@ from typing import Any
 
 from compiler.core.errors import Conflict, InvalidInput
 from compiler.core.records import ReleaseContent
-from compiler.releases.manifest import damaged, parse_manifest
+from compiler.releases.manifest import damaged, holds
 from compiler.releases.provenance import BuildContext, provenance_statement
 from compiler.releases.signing import load_signer, sign, signer_from_pem, statement
 from compiler.stores import Store
@@ -73,7 +73,7 @@ def attest(store: Store, content: ReleaseContent, content_sha256: str, signer, c
     manifest = store.read_manifest(name, version)
     if manifest is None:
         raise damaged(store, f"releases/{name}/{version}/manifest.json", "it vanished right after publishing")
-    if parse_manifest(manifest, store, name, version).content_sha256 != content_sha256:
+    if not holds(manifest, store, name, version, content_sha256):
         raise Conflict(f"{name}@{version} is already published in {store.uri} with other content (a racing "
                        "publisher's, on a registry); releases are immutable: publish a new version")
     image = store.artifact(name, version)  # on OCI also the image manifest, the subject cosign looks for

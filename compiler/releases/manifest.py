@@ -36,6 +36,12 @@ def damaged(store: Store, key: str, what: str) -> CheckFailed:
     return CheckFailed(f"store {store.uri}: {key} is damaged ({what}); publish it again or ask who owns the store")
 
 
+def holds(data: bytes, store: Store, name: str, version: str, content_sha256: str) -> bool:
+    """Whether the stored manifest ``data`` is of the content ``content_sha256`` names (one of an older format is
+    compared as this format reads it)."""
+    return hash_json(parse_manifest(data, store, name, version).content.model_dump(mode="json")) == content_sha256
+
+
 def parse_manifest(data: bytes, store: Store, name: str, version: str) -> ReleaseManifest:
     """A manifest as the store returned it, refused (exit 1) unless it is whole, ours, of this version, and its
     content still hashes to the digest it was published with."""

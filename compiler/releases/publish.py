@@ -39,7 +39,7 @@ from compiler.core.records import (
 from compiler.core.runtimes import runtime_of
 from compiler.engines.folder import Target, read_build
 from compiler.releases.attest import attest
-from compiler.releases.manifest import damaged, parse_manifest, provenance
+from compiler.releases.manifest import damaged, holds, provenance
 from compiler.releases.provenance import BuildContext
 from compiler.stores import Store, open_store
 from compiler.stores.base import VerifyingReader, check_name, check_version, staging_key
@@ -223,7 +223,7 @@ def _result(store: Store, release: Release, status: str, uploaded: list[_Blob], 
 def same_or_conflict(existing: bytes, content_sha256: str, store: Store, name: str, version: str) -> None:
     """Conflict unless the published release is this content (one of an older format is compared as this format
     reads it: the same build published again before and after the runtime was recorded is the same release)."""
-    if hash_json(parse_manifest(existing, store, name, version).content.model_dump(mode="json")) != content_sha256:
+    if not holds(existing, store, name, version, content_sha256):
         raise Conflict(f"{name}@{version} is already published in {store.uri} with other content; releases are "
                        "immutable: publish a new version")
 
