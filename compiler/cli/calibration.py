@@ -44,20 +44,24 @@ def calibrate(
     min_cosine: Annotated[float | None, option("X", GATES, CALIBRATE["min_cosine"])] = None,
     min_top1: Annotated[float | None, option("X", GATES, CALIBRATE["min_top1"])] = None,
     max_abs_error: Annotated[float | None, option("X", GATES, CALIBRATE["max_abs_error"])] = None,
+    min_sqnr: Annotated[float | None, option("DB", GATES, CALIBRATE["min_sqnr"])] = None,
     exclude: Annotated[list[str] | None, option("NODE|OP", CALIBRATION, CALIBRATE["exclude"])] = None,
     out: Annotated[Path, option("DIR", OUTPUT, "Output folder: model.onnx, calibration.json, calibration.cache, "
                                 "report.json.", show_default=False)],
     no_reuse: Annotated[bool, switch("--no-reuse", OUTPUT, "Recompute even if DIR holds this result.")] = False,
     json: JsonOption = False,
 ) -> None:
-    """Quantized (int8/fp8 Q/DQ) or converted (fp16) model, ranges, TensorRT calibration cache, accuracy report."""
+    """Quantized (int8/fp8 Q/DQ) or converted (fp16) model, ranges, TensorRT calibration cache, accuracy report.
+    The held-out accuracy is gated as compile check gates it (unset thresholds take the precision's defaults,
+    docs/check.md): a calibration that collapses accuracy exits 1 here."""
     from calibration import calibrate as run_calibration
     from compiler.core.options import CalibrationOptions
 
     options = CalibrationOptions(precision=precision, method=method, samples=samples, batch_size=batch_size,
                                  holdout=holdout, seed=seed, percentile=percentile, num_bins=num_bins,
                                  chunk_mb=chunk_mb, min_cosine=min_cosine, min_top1=min_top1,
-                                 max_abs_error=max_abs_error, exclude=tuple(exclude or ()), reuse=not no_reuse)
+                                 max_abs_error=max_abs_error, min_sqnr=min_sqnr, exclude=tuple(exclude or ()),
+                                 reuse=not no_reuse)
     with render.phase_progress() as update:
         result = run_calibration(model, data, out, options, progress=update)
     render.emit_json(result) if json else render.calibration(result)

@@ -45,6 +45,7 @@ def check(
     error_quantile: Annotated[list[str] | None, threshold(CHECK["error_quantile"])] = None,
     min_cosine: Annotated[list[str] | None, threshold(CHECK["min_cosine"])] = None,
     min_top1: Annotated[list[str] | None, threshold(CHECK["min_top1"])] = None,
+    min_sqnr: Annotated[list[str] | None, threshold(CHECK["min_sqnr"])] = None,
     chunk_mb: Annotated[int, option("MIB", INPUTS, CHECK["chunk_mb"])] = 256,
     no_lint: Annotated[bool, switch("--no-lint", INPUTS, "Skip the ONNX checker and Polygraphy lint.")] = False,
     no_reuse: Annotated[bool, switch("--no-reuse", OUTPUT, "Check again even if check.json was made from the same "
@@ -63,6 +64,7 @@ def check(
         error_stat=per_output("--error-stat", error_stat, number=False),
         error_quantile=per_output("--error-quantile", error_quantile),
         min_cosine=per_output("--min-cosine", min_cosine), min_top1=per_output("--min-top1", min_top1),
+        min_sqnr=per_output("--min-sqnr", min_sqnr),
         chunk_mb=chunk_mb, lint=not no_lint, reuse=not no_reuse)
     with nullcontext() if json else render.phase_progress() as progress:
         report = run_check(build_dir, options, progress=progress)

@@ -112,6 +112,7 @@ class CalibrationOptions(OptionGroup):
     min_cosine: float | None = Field(None, ge=-1, le=1)
     min_top1: float | None = Field(None, ge=0, le=1)
     max_abs_error: float | None = Field(None, ge=0)
+    min_sqnr: float | None = Field(None, ge=-200, le=200)
     exclude: tuple[str, ...] = ()
     reuse: bool = True
 
@@ -124,7 +125,7 @@ class CalibrationOptions(OptionGroup):
             raise ValueError("give node names or op types (non-empty text)")
         return value
 
-    @field_validator("holdout", "percentile", "min_cosine", "min_top1", "max_abs_error", mode="before")
+    @field_validator("holdout", "percentile", "min_cosine", "min_top1", "max_abs_error", "min_sqnr", mode="before")
     @classmethod
     def _not_a_flag(cls, value: Any) -> Any:
         if isinstance(value, bool):  # True is 1 to Python, not a number anyone meant
@@ -144,7 +145,9 @@ class CalibrationOptions(OptionGroup):
 
     @property
     def gates(self) -> dict[str, float | None]:
-        return {"min_cosine": self.min_cosine, "min_top1": self.min_top1, "max_abs_error": self.max_abs_error}
+        """The thresholds given; the unset ones take the precision's defaults (compiler.data.agreement)."""
+        return {"min_cosine": self.min_cosine, "min_top1": self.min_top1, "max_abs_error": self.max_abs_error,
+                "min_sqnr": self.min_sqnr}
 
 
 ERROR_STATS = ("elemwise", "max", "mean", "median", "quantile")
@@ -174,6 +177,7 @@ class CheckOptions(OptionGroup):
     error_quantile: dict[str, float] = {}
     min_cosine: dict[str, float] = {}
     min_top1: dict[str, float] = {}
+    min_sqnr: dict[str, float] = {}
     chunk_mb: StrictInt = Field(256, ge=1, le=MAX_CHUNK_MB)
     lint: bool = True
     reuse: bool = True
@@ -187,7 +191,7 @@ class CheckOptions(OptionGroup):
 
     def model_post_init(self, context: Any) -> None:
         bounds = {"atol": (0, None), "rtol": (0, None), "error_quantile": (0, 1), "min_cosine": (-1, 1),
-                  "min_top1": (0, 1)}
+                  "min_top1": (0, 1), "min_sqnr": (-200, 200)}
         for name, (low, high) in bounds.items():
             for output, value in getattr(self, name).items():
                 flag = f"--{name.replace('_', '-')} {f'{output}=' if output else ''}{value}"

@@ -204,6 +204,15 @@ class OutputReport(BaseModel):
     mean_abs_error: float
     top1_agreement: float | None = None
     """A fraction (0.97 is 97 %), like every other figure here."""
+    cosine_low: float | None = None
+    """The 5 % quantile of the per-sample cosines (what ``min-cosine-low`` gates; None in older reports)."""
+    sqnr_db: float | None = None
+    """Signal to quantization-noise ratio: the reference's spread (sum of squares about its mean) over the squared
+    error, in dB (200 for an exact match)."""
+    top5_agreement: float | None = None
+    """Class scores with more than 5 classes: how often the candidate's top-1 is among the reference's top 5."""
+    nonfinite: int = 0
+    """NaN/Inf values in the candidate's output."""
 
 
 class AccuracyReport(BaseModel):
