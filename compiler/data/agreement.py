@@ -158,8 +158,8 @@ def judge(output: OutputReport, limit: Limits) -> list[Gate]:
 def describe(gate: Gate) -> str:
     """A failed gate as one line naming the output, the figure and the threshold (and the flag that sets it)."""
     what = {"finite": f"{gate.value:.0f} NaN/Inf values (never allowed)",
-            "min-cosine": f"cosine mean {gate.value:.6f} below --min-cosine {gate.threshold:g}",
-            "min-cosine-low": f"cosine {COSINE_QUANTILE:.0%} quantile {gate.value:.6f} below {gate.threshold:g} "
+            "min-cosine": f"cosine mean {gate.value:.8f} below --min-cosine {gate.threshold:.8g}",
+            "min-cosine-low": f"cosine {COSINE_QUANTILE:.0%} quantile {gate.value:.8f} below {gate.threshold:.8g} "
                               f"(set by --min-cosine)",
             "min-sqnr": f"SQNR {gate.value:.1f} dB below --min-sqnr {gate.threshold:g} dB",
             "min-top1": f"top-1 agreement {gate.value:.2%} below --min-top1 {gate.threshold:.2%}",
