@@ -33,8 +33,12 @@ def check(build_dir: str | Path, options: CheckOptions | None = None, progress: 
     started = time.perf_counter()
     build = _checkable(read_build(Path(build_dir)))
     check_writable_folder(build.root, "BUILD_DIR")
-    inputs = [p for p in (options.data, options.model, options.rules, options.skus, options.profiles) if p]
+    inputs = [p for p in (options.data, options.model, options.rules, options.skus, options.profiles) if p] + [
+        folder / name for folder in options.calibration for name in ("model.onnx", "calibration.json")]
     check_not_overwriting([build.root / CHECK_RECORD, build.root / MARKDOWN], inputs, "BUILD_DIR")
+    for folder in options.calibration:
+        if not Path(folder).is_dir():
+            raise InvalidInput(f"--calibration {folder}: not a folder; pass the --out folder of compile calibrate")
     rules = load_rules(options.rules)  # bad rules fail before any work
     catalog = load_sku_catalog(options.skus)
     for target in build.targets:
@@ -50,7 +54,8 @@ def check(build_dir: str | Path, options: CheckOptions | None = None, progress: 
 
         dataset = open_dataset(options.data, source)
     try:
-        models = {t.label: built_model(t, source) for t in build.targets if t.engine is not None}
+        models = {t.label: built_model(t, source, calibrations=options.calibration)
+                  for t in build.targets if t.engine is not None}
         key = _inputs_sha256(build, source, dataset, options, models)
         earlier = _earlier(build.root / CHECK_RECORD, key) if options.reuse else None
         if earlier is not None:
@@ -97,7 +102,8 @@ def _inputs_sha256(build: BuildFolder, source: OnnxModel, dataset, options: Chec
         "engines": [[t.status.sku, t.status.precision, t.status.status, t.engine.sha256 if t.engine else None,
                      t.label in models and models[t.label][0] is not None] for t in build.targets],
         "files": {name: file_sha256(Path(path)) if path else None for name, path in files.items()},
-        "options": options.model_dump(mode="json", exclude={"data", "model", "rules", "skus", "profiles", "reuse"}),
+        "options": options.model_dump(mode="json", exclude={"data", "model", "rules", "skus", "profiles", "reuse",
+                                                              "calibration"}),
         "versions": {**versions(), **installed_versions()}})
 
 
@@ -177,7 +183,7 @@ def _run(build: BuildFolder, source: OnnxModel, profiles, rules, catalog, datase
             checks.append(_skipped("accuracy", "the fp32 engine was built from the FP32 model itself: nothing to "
                                                "compare in onnxruntime (engine-accuracy needs a GPU)"))
         elif path is None:
-            checks.append(_skipped("accuracy", f"the model the engine was built from is not at hand: {where}"))
+            checks.append(_unmeasured(engine.precision, where, options))
         else:
             key = engine.built_model_sha256
             if key not in accuracy:
@@ -198,6 +204,18 @@ def _run(build: BuildFolder, source: OnnxModel, profiles, rules, catalog, datase
     return _report(build, source, model_checks, engine_checks, options, started)
 
 
+
+
+def _unmeasured(precision: Precision, where: str, options: CheckOptions) -> CheckResult:
+    """Accuracy that cannot be measured for want of the model the engine was built from: a failure (a release
+    must not pass as checked when it was not), unless ``--allow-skip accuracy``."""
+    why = f"the {precision} model the engine was built from is not at hand: {where}"
+    if "accuracy" in options.allow_skip:
+        return _skipped("accuracy", f"{why} (--allow-skip accuracy)")
+    hint = ("pass its calibration folder with --calibration DIR, " if precision != Precision.FP16 else "") + \
+        "rebuild with compile build (the build cache keeps the model), or pass --allow-skip accuracy"
+    return CheckResult(name="accuracy", status=Status.FAILED, figures={"looked": where},
+                       summary=f"not measured: {why}; {hint}")
 
 
 def _skipped(name: str, why: str) -> CheckResult:

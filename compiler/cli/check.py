@@ -24,6 +24,7 @@ from compiler.core.flags import CHECK
 
 
 @examples("compile check engines --data data.npz",
+          "compile check engines --data data.npz --calibration calibrated",
           "compile check engines --data images/ --samples 256 --min-cosine logits=0.995 --rules rules.yaml --json")
 def check(
     build_dir: BuildDirArgument,
@@ -46,6 +47,8 @@ def check(
     min_cosine: Annotated[list[str] | None, threshold(CHECK["min_cosine"])] = None,
     min_top1: Annotated[list[str] | None, threshold(CHECK["min_top1"])] = None,
     min_sqnr: Annotated[list[str] | None, threshold(CHECK["min_sqnr"])] = None,
+    calibration: Annotated[list[Path] | None, option("DIR", INPUTS, CHECK["calibration"])] = None,
+    allow_skip: Annotated[list[str] | None, option("CHECK", GATES, CHECK["allow_skip"])] = None,
     chunk_mb: Annotated[int, option("MIB", INPUTS, CHECK["chunk_mb"])] = 256,
     no_lint: Annotated[bool, switch("--no-lint", INPUTS, "Skip the ONNX checker and Polygraphy lint.")] = False,
     no_reuse: Annotated[bool, switch("--no-reuse", OUTPUT, "Check again even if check.json was made from the same "
@@ -65,6 +68,7 @@ def check(
         error_quantile=per_output("--error-quantile", error_quantile),
         min_cosine=per_output("--min-cosine", min_cosine), min_top1=per_output("--min-top1", min_top1),
         min_sqnr=per_output("--min-sqnr", min_sqnr),
+        calibration=tuple(calibration or ()), allow_skip=tuple(allow_skip or ()),
         chunk_mb=chunk_mb, lint=not no_lint, reuse=not no_reuse)
     with nullcontext() if json else render.phase_progress() as progress:
         report = run_check(build_dir, options, progress=progress)

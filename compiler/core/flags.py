@@ -56,6 +56,10 @@ CHECK = {
     "min_cosine": "Gate: least mean cosine similarity (its 5 % quantile gets 5x the slack)",
     "min_top1": "Gate: least top-1 agreement (0.98: 98 %); top-5 gets half the slack",
     "min_sqnr": "Gate: least SQNR in dB against the output's spread",
+    "calibration": "A calibration folder (compile calibrate --out) to find an int8/fp8 engine's Q/DQ model in, "
+                   "by digest, besides the build cache and the path recorded. Repeat for more.",
+    "allow_skip": "Let a check that cannot be measured be skipped instead of failing (accuracy: the model an "
+                  "engine was built from is nowhere to be found).",
     "chunk_mb": "Intermediate tensors held at once by the FP16 range check.",
     "lint": "Run the ONNX checker and Polygraphy lint (--no-lint skips them).",
     "reuse": "Return the folder's check.json when it was made from exactly these inputs (--no-reuse checks "

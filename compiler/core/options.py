@@ -153,6 +153,8 @@ class CalibrationOptions(OptionGroup):
 ERROR_STATS = ("elemwise", "max", "mean", "median", "quantile")
 """Polygraphy's error statistics: which figure of the absolute/relative error is held to atol/rtol."""
 MAX_CHECK_SAMPLES = 1 << 16
+SKIPPABLE = ("accuracy",)
+"""Checks that fail when they cannot be measured, unless ``--allow-skip`` names them."""
 
 
 @described(flags.CHECK)
@@ -178,6 +180,8 @@ class CheckOptions(OptionGroup):
     min_cosine: dict[str, float] = {}
     min_top1: dict[str, float] = {}
     min_sqnr: dict[str, float] = {}
+    calibration: tuple[Path, ...] = ()
+    allow_skip: tuple[str, ...] = ()
     chunk_mb: StrictInt = Field(256, ge=1, le=MAX_CHUNK_MB)
     lint: bool = True
     reuse: bool = True
@@ -200,6 +204,9 @@ class CheckOptions(OptionGroup):
                 if value < low or (high is not None and value > high):
                     raise InvalidInput(f"{flag}: give {low} to {high}" if high is not None else
                                        f"{flag}: give at least {low}")
+        for name in self.allow_skip:
+            if name not in SKIPPABLE:
+                raise InvalidInput(f"--allow-skip {name}: choose from {', '.join(SKIPPABLE)}")
         for output, stat in self.error_stat.items():
             if stat not in ERROR_STATS:
                 raise InvalidInput(f"--error-stat {f'{output}=' if output else ''}{stat}: choose from "

@@ -129,7 +129,8 @@ def _from_cache(job: BuildJob, staging: Path, started: float, cache: BuildCache)
         "sku": job.sku, "model_sha256": job.model_sha256, "calibration_sha256": job.calibration_sha256,
         "cache_hit": True})
     write_atomic(staging / "engine.json", record.model_dump_json(indent=2).encode())
-    return _status(job, Status.OK, started, cache_hit=True, warnings=_builder_warnings(record.builder_warnings))
+    warnings = _builder_warnings(record.builder_warnings) + _keep_model(job, cache)
+    return _status(job, Status.OK, started, cache_hit=True, warnings=warnings)
 
 
 def _build(job: BuildJob, build: Build, staging: Path, progress: Progress | None, cancel: Any, started: float,
@@ -172,7 +173,19 @@ def _build(job: BuildJob, build: Build, staging: Path, progress: Progress | None
             cache.store(cache_key, staging, built.sha256)
         except OSError as exc:  # a full cache volume: the engine itself is whole, only the next run rebuilds it
             warnings.append(f"not kept in the build cache {cache.root}: {exc}")
+        warnings += _keep_model(job, cache)
     return _status(job, Status.OK, started, warnings=warnings)
+
+
+def _keep_model(job: BuildJob, cache: BuildCache) -> list[str]:
+    """The prepared model (FP16, Q/DQ) kept in the cache by digest, for check to find; a warning if it cannot be."""
+    if not job.use_cache or job.prepared_sha256 is None or not job.built_stat:
+        return []
+    try:
+        cache.keep_model(job.prepared_sha256, [Path(path) for path, _ in job.built_stat])
+    except OSError as exc:
+        return [f"the {job.precision} model was not kept in the build cache {cache.root}: {exc}"]
+    return []
 
 
 def _unbuilt(job: BuildJob, staging: Path, status: Status, started: float, errors: list[str]) -> TargetStatus:

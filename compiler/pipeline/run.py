@@ -114,7 +114,7 @@ def _build_and_publish(run: _Run, pipeline: LoadedPipeline, jobs, work: Path, on
     run.stage("inspect", lambda: _inspect(pipeline))
     run.stage("calibrate", lambda: _calibrate(pipeline, jobs, work, calibrations))
     run.stage("build", lambda: _build(pipeline, jobs, work, calibrations, build_dirs, engines))
-    run.stage("check", lambda: _check(pipeline, build_dirs))
+    run.stage("check", lambda: _check(pipeline, build_dirs, calibrations))
 
     def publish_step() -> str:
         from compiler.releases.publish import publish, stage
@@ -207,11 +207,12 @@ def _build(pipeline: LoadedPipeline, jobs, work: Path, calibrations: dict[str, P
     return f"{len(engines)} engines ({hits} from the cache)"
 
 
-def _check(pipeline: LoadedPipeline, build_dirs: list[Path]) -> str:
+def _check(pipeline: LoadedPipeline, build_dirs: list[Path], calibrations: dict[str, Path]) -> str:
     from compiler.check import check
 
     spec = pipeline.spec
-    options = spec.check.model_copy(update={"model": spec.model, "profiles": spec.profiles})
+    options = spec.check.model_copy(update={"model": spec.model, "profiles": spec.profiles,
+                                            "calibration": (*spec.check.calibration, *calibrations.values())})
     counts: dict[str, int] = {}
     reused = 0
     for folder in build_dirs:
