@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -18,6 +19,7 @@ from compiler.cli.params import (
     option,
     switch,
 )
+from compiler.core.text import printable
 from compiler.stores import DEFAULT_STORE
 
 
@@ -45,6 +47,8 @@ def triton(
 
     result = export_triton(store, release, repo, model_name=model_name, precision=precision,
                            triton_version=triton_version, default_plan=default_plan, use_cache=not no_cache)
+    for warning in result.warnings:
+        sys.stderr.write(f"warning: {printable(warning)}\n")
     if json:
         render.emit_json(result)
     else:

@@ -75,6 +75,8 @@ def pull(
 
     result = pull_engine(store, release, out=out, sku=sku, precision=precision, tensorrt_version=tensorrt_version,
                          use_cache=not no_cache)
+    for warning in result.warnings:
+        sys.stderr.write(f"warning: {printable(warning)}\n")
     if json:
         render.emit_json(result)
     else:
@@ -107,12 +109,15 @@ def promote(
     channel: Annotated[str, option("CHANNEL", INPUTS, "The channel to move (a-z 0-9 _ -, starting with a letter).",
                                    show_default=False)],
     store: StoreOption = DEFAULT_STORE,
+    allow_failed: Annotated[bool, switch("--allow-failed", INPUTS, "Promote a version whose check failed or that "
+                                                                   "was published with --allow-failed.")] = False,
     json: JsonOption = False,
 ) -> None:
-    """Point a channel at a published version (the one mutable operation, as a compare-and-swap)."""
+    """Point a channel at a published version (the one mutable operation, as a compare-and-swap). A version whose
+    check failed, or published with --allow-failed, is refused (exit 1) unless --allow-failed."""
     from compiler.releases.channels import promote as promote_release
 
-    result = promote_release(store, release, channel)
+    result = promote_release(store, release, channel, allow_failed=allow_failed)
     if json:
         render.emit_json(result)
     else:

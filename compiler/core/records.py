@@ -441,6 +441,19 @@ class ReleaseManifest(BaseModel):
     published: Provenance
     check_reports: list[BlobRef] = []
     """Each build folder's check.json (their timings differ between runs of one check: evidence, not content)."""
+    failed: list[str] = []
+    """What was wrong when this version was published with ``--allow-failed``: each failed check (``rtx-4090/fp16
+    fp16-range: ...``) and each target that did not build; empty for a clean release. ``promote`` refuses a
+    release with failures (or whose ``content.check`` did not pass) unless ``--allow-failed``; pull and export
+    warn."""
+
+    @property
+    def failures(self) -> list[str]:
+        """:attr:`failed`, or the check's verdict for a manifest written before it was recorded."""
+        if self.failed:
+            return self.failed
+        check = self.content.check
+        return ["compile check failed"] if check is not None and not check.passed else []
 
 
 class StagedPart(BaseModel):

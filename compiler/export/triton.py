@@ -25,7 +25,7 @@ from compiler.core.errors import Conflict, EnvironmentProblem, InvalidInput
 from compiler.core.files import default_cache_dir, write_atomic
 from compiler.core.records import ReleaseEngine, ReleaseManifest, TensorSignature
 from compiler.releases.manifest import resolve
-from compiler.releases.pull import fetch_verified
+from compiler.releases.pull import fetch_verified, release_warnings
 from compiler.stores import Store, open_store
 from compiler.stores.base import Ref
 
@@ -51,6 +51,8 @@ class TritonExport(BaseModel):
     sha256: dict[str, str]
     """Plan file -> sha256, as verified while written."""
     seconds: float
+    warnings: list[str] = []
+    """The release's failures (its check failed, or it was published with --allow-failed), one per line."""
 
 
 def export_triton(store: str | Store, ref: str | Ref, repo: Path, *, model_name: str | None = None,
@@ -82,7 +84,8 @@ def export_triton(store: str | Store, ref: str | Ref, repo: Path, *, model_name:
     files = {_file_name(e): e for e in engines}
     expected = {file: engine.plan.sha256 for file, engine in files.items()}
     result = TritonExport(release=str(resolved.ref), version=resolved.version, model=name, model_dir=str(model_dir),
-                          triton_version=triton_version, status="written", plans=plans, sha256=expected, seconds=0)
+                          triton_version=triton_version, status="written", plans=plans, sha256=expected, seconds=0,
+                          warnings=release_warnings(manifest))
     existing_config = model_dir / CONFIG
     if existing_config.is_file() and _body(existing_config.read_bytes()) != _body(config.encode()):
         raise Conflict(f"{existing_config}: describes other plans, inputs or outputs than {resolved.ref}; export to "
