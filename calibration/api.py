@@ -112,7 +112,7 @@ def calibrate(
             report is done, so a run stopped midway leaves no model of its own there, whole or cut short."""
             reference = session(source.path, "model")  # fail fast on a model onnxruntime cannot run
             value_ranges: dict[str, tuple[float, float]] = {}
-            header = cache = quantized_ops = None
+            header = cache = quantized_ops = prepared = None
             excluded: list[str] = []
             with ExitStack() as cleanup:
                 work = _temporary_folder(cleanup, None, "calibrate-")
@@ -147,7 +147,9 @@ def calibrate(
                 report = compare(reference, model_out, precision, dataset, chosen.holdout, batch_size, fixed_batch,
                                  counter("held-out", len(chosen.holdout), progress))
                 if quantized_ops is not None:
-                    report = report.model_copy(update={"quantized_nodes": sum(quantized_ops.values())})
+                    report = report.model_copy(update={"quantized_nodes": sum(quantized_ops.values()),
+                                                       **_sensitivity(source, prepared, model_out, dataset,
+                                                                      chosen.holdout, batch_size)})
                 if precision == "fp16":
                     report = _with_fp16_range(report, source, model_out, dataset, chosen.holdout, batch_size,
                                               options.chunk_mb)
@@ -204,6 +206,22 @@ def _with_fp16_range(report: AccuracyReport, source, converted: Path, dataset, h
                                                     "evidence": result.evidence}})
 
 
+SENSITIVITY_SAMPLES = 64
+"""Held-out samples the sensitivity pass runs on: a ranking, not a verdict."""
+
+
+def _sensitivity(source, prepared: Path, model_out: Path, dataset, holdout, batch_size: int) -> dict:
+    """report.json's ``sensitivity`` (every quantized node, most damaging first), or why it could not be made: a
+    ranking that cannot be computed does not cost the calibration."""
+    from calibration.sensitivity import local_errors, ranking
+
+    try:
+        errors = local_errors(prepared, model_out, dataset, holdout[:SENSITIVITY_SAMPLES], batch_size)
+    except CheckFailed as exc:
+        return {"sensitivity": None, "sensitivity_error": str(exc)}
+    return {"sensitivity": ranking(errors, model_out, {n.name for n in source.proto.graph.node if n.name})}
+
+
 def _resolve_exclude(proto, names: tuple[str, ...], path: Path) -> tuple[frozenset[str], frozenset[str]]:
     """``--exclude`` values as (node names, op types) of the model; one that is neither is refused, named."""
     nodes = {node.name for node in proto.graph.node if node.name}
@@ -217,9 +235,13 @@ def _resolve_exclude(proto, names: tuple[str, ...], path: Path) -> tuple[frozens
 
 
 def _matching(proto, keep_nodes: frozenset[str], keep_ops: frozenset[str]) -> list[str]:
-    """Names of the nodes ``--exclude`` keeps in float: those named, and every node of the op types."""
+    """Names of the nodes ``--exclude`` keeps in float: those named (also as onnxruntime's pre-processing renames a
+    node it fuses, ``NAME/MatMulAddFusion``), and every node of the op types."""
+    from calibration.sensitivity import source_name
+
     return sorted({node.name for node in proto.graph.node
-                   if node.name and (node.name in keep_nodes or node.op_type in keep_ops)})
+                   if node.name and (source_name(node.name, set(keep_nodes)) in keep_nodes
+                                     or node.op_type in keep_ops)})
 
 
 def _temporary_folder(cleanup: ExitStack, parent: Path | None, prefix: str) -> Path:

@@ -70,4 +70,15 @@ def calibrate(
         first = failed[0]
         raise CheckFailed(f"{len(failed)} gate(s) failed; {first.name} on output '{first.output}': "
                           f"{gate_figure(first.name, first.value)} vs threshold "
-                          f"{gate_figure(first.name, first.threshold)} (report: {Path(result.out) / 'report.json'})")
+                          f"{gate_figure(first.name, first.threshold)}{suggestion(result)} "
+                          f"(report: {Path(result.out) / 'report.json'})")
+
+
+def suggestion(result) -> str:
+    """For a failed int8/fp8 calibration: the most sensitive nodes and what to do about them."""
+    ranked = result.report.sensitivity or []
+    if not ranked:
+        return ""
+    worst = ", ".join(f"{s['exclude']} ({s['sqnr_db']:.1f} dB)" for s in ranked[:3])
+    return (f"; most sensitive nodes: {worst}: keep them in float with --exclude {ranked[0]['exclude']}, or let "
+            f"--fallback auto find the fewest to keep")

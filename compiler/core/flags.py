@@ -26,12 +26,12 @@ CALIBRATE = {
     "num_bins": "Histogram bins for entropy and percentile.",
     "chunk_mb": "Activation memory per onnxruntime chunk (MiB).",
     "min_cosine": "Gate: mean cosine similarity of every output (its 5 % quantile gets 5x the slack); default "
-                  "0.999 fp16, 0.99 int8/fp8.",
+                  "0.999 fp16, 0.98 int8, 0.96 fp8.",
     "min_top1": "Gate: top-1 agreement of class-score outputs (a fraction, 0.98 for 98 %); default 0.99 fp16, "
-                "0.95 int8/fp8.",
+                "0.90 int8/fp8.",
     "max_abs_error": "Gate: max absolute error of every output (no default: it depends on the output's scale).",
     "min_sqnr": "Gate: signal to quantization-noise ratio of every output in dB, against the output's spread; "
-                "default 30 fp16, 15 int8/fp8.",
+                "default 30 fp16, 12 int8/fp8.",
     "exclude": "Keep a node (by name) or every node of an op type (Softmax) out of the lower precision: no Q/DQ "
                "for int8/fp8, FP32 for fp16. Repeat for more.",
     "reuse": "Reuse a folder that holds this very result (--no-reuse recomputes).",

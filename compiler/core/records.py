@@ -228,6 +228,12 @@ class AccuracyReport(BaseModel):
     """What the comparison could and could not see (fp16: onnxruntime on CPU computes many FP16 ops in FP32)."""
     quantized_nodes: int | None = None
     """int8/fp8: how many nodes of the model run quantized (Q/DQ on their inputs); None for fp16."""
+    sensitivity: list[dict[str, Any]] | None = None
+    """int8/fp8: every quantized node, most damaging first: ``rank``, ``node`` (the Q/DQ model's name), ``exclude``
+    (the name ``--exclude`` takes), ``op``, ``sqnr_db`` (the node's output when it alone is quantized, fed the FP32
+    model's activations, against FP32's: lower hurts more) and ``tensors`` (its quantized activation inputs)."""
+    sensitivity_error: str | None = None
+    """Why ``sensitivity`` could not be computed, when it could not."""
     fp16_range: dict[str, Any] | None = None
     """fp16: the FP32 model's intermediate tensors on the held-out samples against FP16's range (the figures of
     ``compile check``'s fp16-range check: ``overflow``, ``underflow``, ``keep_fp32``...)."""

@@ -52,8 +52,8 @@ class Limits:
 
 DEFAULTS: dict[str, Limits] = {
     "fp16": Limits(min_cosine=0.999, min_sqnr_db=30.0, min_top1=0.99),
-    "int8": Limits(min_cosine=0.98, min_sqnr_db=12.0, min_top1=0.95),
-    "fp8": Limits(min_cosine=0.96, min_sqnr_db=12.0, min_top1=0.95),
+    "int8": Limits(min_cosine=0.98, min_sqnr_db=12.0, min_top1=0.90),
+    "fp8": Limits(min_cosine=0.96, min_sqnr_db=12.0, min_top1=0.90),
 }
 """Per precision; why each (and what the bundled and test models measure) is in docs/check.md. They catch a
 collapse (one outlier channel under per-tensor INT8: cosine 0.80) without failing sound conversions on rounding:
