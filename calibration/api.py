@@ -57,6 +57,7 @@ def calibrate(
     preprocess: ImagePreprocess | None = None,
     staged: bool = False,
     progress: Progress | None = None,
+    found: dict[str, dict] | None = None,
 ) -> CalibrationResult:
     """Calibrate (int8/fp8) or convert (fp16) ``model`` with ``data``; write the results into ``out``.
 
@@ -71,6 +72,11 @@ def calibrate(
     ``calibration.json`` last.
     """
     options = options or CalibrationOptions()
+    if options.fallback == "auto":
+        from calibration.fallback import calibrate_with_fallback
+
+        return calibrate_with_fallback(model, data, out, options, preprocess=preprocess, staged=staged,
+                                       progress=progress)
     precision, method = options.precision, None if options.precision == "fp16" else options.method
     batch_size = options.batch_size
     started = time.perf_counter()
@@ -174,6 +180,7 @@ def calibrate(
                 seconds=round(time.perf_counter() - started, 3), report=report,
                 quantized_nodes=None if quantized_ops is None else sum(quantized_ops.values()),
                 quantized_ops=quantized_ops, excluded=excluded,
+                exclusions=_exclusions(excluded, source.proto, found or {}),
             )
             _write(folder / CALIBRATION_RECORD, result.record().model_dump_json(indent=2) + "\n")
             return result
@@ -220,6 +227,21 @@ def _sensitivity(source, prepared: Path, model_out: Path, dataset, holdout, batc
     except CheckFailed as exc:
         return {"sensitivity": None, "sensitivity_error": str(exc)}
     return {"sensitivity": ranking(errors, model_out, {n.name for n in source.proto.graph.node if n.name})}
+
+
+def _exclusions(excluded: list[str], proto, found: dict[str, dict]) -> list[dict]:
+    """Each excluded node with why: ``given`` (``--exclude``) or ``found`` (``--fallback auto``, with its figure)."""
+    from calibration.sensitivity import source_name
+
+    names = {n.name for n in proto.graph.node if n.name}
+    return [{"node": node, **found.get(source_name(node, names), {"reason": "given"})} for node in excluded]
+
+
+def record_fallback(result: CalibrationResult, summary: dict, out: Path) -> CalibrationResult:
+    """``--fallback auto``'s summary (what it cost) added to the folder's calibration.json and the result."""
+    result = result.model_copy(update={"fallback": summary})
+    _write(out / CALIBRATION_RECORD, result.record().model_dump_json(indent=2) + "\n")
+    return result
 
 
 def _resolve_exclude(proto, names: tuple[str, ...], path: Path) -> tuple[frozenset[str], frozenset[str]]:

@@ -34,6 +34,9 @@ CALIBRATE = {
                 "default 30 fp16, 12 int8/fp8.",
     "exclude": "Keep a node (by name) or every node of an op type (Softmax) out of the lower precision: no Q/DQ "
                "for int8/fp8, FP32 for fp16. Repeat for more.",
+    "fallback": "auto: when a gate fails, keep the fewest nodes in higher precision until the gates pass "
+                "(ranked by sensitivity, then bisected; FP32 for fp16's overflowing nodes); recorded in "
+                "calibration.json.",
     "reuse": "Reuse a folder that holds this very result (--no-reuse recomputes).",
 }
 

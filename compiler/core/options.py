@@ -114,6 +114,7 @@ class CalibrationOptions(OptionGroup):
     max_abs_error: float | None = Field(None, ge=0)
     min_sqnr: float | None = Field(None, ge=-200, le=200)
     exclude: tuple[str, ...] = ()
+    fallback: str | None = None
     reuse: bool = True
 
     @field_validator("exclude", mode="before")
@@ -139,6 +140,8 @@ class CalibrationOptions(OptionGroup):
             raise InvalidInput(f"--precision {self.precision}: choose from {', '.join(CALIBRATE_PRECISIONS)}")
         if self.method not in METHODS:
             raise InvalidInput(f"--method {self.method}: choose from {', '.join(METHODS)}")
+        if self.fallback not in (None, "auto"):
+            raise InvalidInput(f"--fallback {self.fallback}: the only search is auto (or leave it out)")
         if self.holdout >= 1 and self.holdout != int(self.holdout):
             raise InvalidInput(f"--holdout {self.holdout}: give a fraction below 1 (0.2) or a whole count of "
                                f"samples (300)")

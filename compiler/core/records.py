@@ -281,6 +281,12 @@ class CalibrationRecord(BaseModel):
     """int8/fp8: ``quantized_nodes`` by op type."""
     excluded: list[str] = []
     """Nodes kept out of the lower precision (``--exclude``: by name, or every node of an op type)."""
+    exclusions: list[dict[str, Any]] = []
+    """``excluded`` with why: ``{"node", "reason": "given"}`` for ``--exclude``, ``{"node", "reason": "found",
+    "tensor", "sqnr_db"}`` (int8/fp8) or ``{..., "why": "overflows FP16"}`` for ``--fallback auto``."""
+    fallback: dict[str, Any] | None = None
+    """``--fallback auto``: whether it was needed, the regions ranked and kept, the nodes kept, the fraction of
+    Conv/MatMul/Gemm work still in the low precision, evaluations, seconds, and whether the gates passed."""
 
 
 class CalibrationResult(CalibrationRecord):
