@@ -3,7 +3,8 @@ field descriptions from here and the CLI its ``--help``, so the two cannot drift
 at start-up without importing pydantic."""
 
 BUILD = {
-    "calibration": "Output folder of compile calibrate (int8/fp8).",
+    "calibration": "Output folder of compile calibrate (int8/fp8, or fp16 to build its conversion); repeat for "
+                   "several precisions, each target takes the folder of its own.",
     "data": "Calibration data (.npz or image folder) to calibrate int8/fp8 now (kept in the cache) when "
             "--calibration is not given.",
     "method": "Calibration method with --data: minmax (the default), entropy, percentile.",

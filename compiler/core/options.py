@@ -61,7 +61,7 @@ class BuildOptions(OptionGroup):
     """How ``compile build`` prepares, builds and caches its targets (the SKUs, precisions and profiles are the
     targets themselves, not options)."""
 
-    calibration: Path | None = None
+    calibration: tuple[Path, ...] = ()
     data: Path | None = None
     method: str | None = None
     cache_dir: Path | None = None
@@ -71,9 +71,17 @@ class BuildOptions(OptionGroup):
     optimization_level: StrictInt | None = Field(None, ge=0, le=5)
     jobs: StrictInt = Field(1, ge=1, le=MAX_JOBS)
 
+    @field_validator("calibration", mode="before")
+    @classmethod
+    def _folders(cls, value: Any) -> Any:
+        """One folder (the Python API's ``calibration=path``) or several, one per calibrated precision."""
+        if value is None:
+            return ()
+        return (value,) if isinstance(value, str | Path) else value
+
     def model_post_init(self, context: Any) -> None:
         """The rules that join options (the field bounds are in the fields)."""
-        if self.calibration is not None and self.data is not None:
+        if self.calibration and self.data is not None:
             raise InvalidInput("--calibration and --data both given: pass --calibration DIR to build from a "
                                "finished calibration, or --data DATA.npz to calibrate now")
         if self.method is not None and self.data is None:

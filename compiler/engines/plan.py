@@ -165,7 +165,7 @@ def _inputs(model: Path, external: list[str], profiles: str | Path, options: Bui
             ) -> list[Path]:
     """Every file the build reads, and the cache it writes to: what no output of the run may overwrite or replace."""
     inputs = [model, *map(Path, external), Path(profiles), cache.root]
-    for folder, files in ((options.calibration, (*CALIBRATION_FILES, CALIBRATION_RECORD)),
+    for folder, files in (*((c, (*CALIBRATION_FILES, CALIBRATION_RECORD)) for c in options.calibration),
                           (options.data, ("preprocess.yaml",))):
         if folder is not None:
             inputs += [Path(folder), *(Path(folder) / name for name in files)]
@@ -227,6 +227,23 @@ def _parse(path: Path) -> tuple[dict[str, Any], tuple[Path, ...]]:
     return source.input_dims(), source.external_files  # the parsed model, as large as the file, is not kept
 
 
+def _calibration_for(folders: tuple[Path, ...], precision: Precision) -> Path | None:
+    """The ``--calibration`` folder of ``precision``: the one whose calibration.json says so; for int8/fp8 the only
+    folder given even if it says otherwise (opening it then names the mismatch); None when there is none (fp16
+    then converts the model itself)."""
+    from calibration.folder import read_calibration
+
+    matching = [f for f in folders if read_calibration(Path(f)).record.precision == precision.value]
+    if matching:
+        return matching[0]
+    if precision != Precision.FP16 and len(folders) == 1:
+        return folders[0]
+    if precision != Precision.FP16 and folders:
+        raise InvalidInput(f"--calibration: none of {', '.join(map(str, folders))} is calibrated for {precision}; "
+                           f"run compile calibrate --precision {precision} and pass its folder too")
+    return None
+
+
 def _prepare(precision: Precision, model: Path, model_sha: str | Future[str], options: BuildOptions,
              cache: BuildCache, calibration_progress: Progress | None
              ) -> tuple[Path, str | None, FileStats, str | None]:
@@ -235,14 +252,14 @@ def _prepare(precision: Precision, model: Path, model_sha: str | Future[str], op
     if precision == Precision.FP32:
         return model, None, [], None
     model_sha = model_sha if isinstance(model_sha, str) else model_sha.result()
-    if precision == Precision.FP16:
+    folder = _calibration_for(options.calibration, precision)
+    if precision == Precision.FP16 and folder is None:
         converted = cache.root / "prepared" / model_sha / "fp16.onnx"
         if not converted.is_file():
             from calibration import convert_fp16
 
             convert_fp16(model, converted)  # writes a staging file and renames it into place
         return converted, *_prepared_digest(converted, cache), None
-    folder = options.calibration
     if folder is None and options.data is not None:
         from calibration import calibrate
         from compiler.core.options import CalibrationOptions

@@ -86,6 +86,14 @@ def test_fp16_mid_graph_overflow_passes_with_fallback_auto(tmp_path):
     assert "scale_up_2" in record["excluded"] and record["fallback"]["passed"] is True
     assert all(e["reason"] == "found" and e["why"] == "overflows FP16" for e in record["exclusions"])
     assert json.loads(result.stdout)["report"]["fp16_range"]["overflow"] == {}
+    # the engine is built from that conversion (its folder given), and check finds no overflow in it
+    built = run_cli("build", model, "--profiles", profiles, "--sku", "rtx-4090", "--precision", "fp16",
+                    "--calibration", tmp_path / "fp16", "--out", tmp_path / "engines")
+    assert built.exit_code == 0, built.stderr
+    checked = run_cli("check", tmp_path / "engines", "--data", data, "--json")
+    assert checked.exit_code == 0, checked.stderr
+    [engine] = json.loads(checked.stdout)["engines"]
+    assert {c["name"]: c["status"] for c in engine["checks"]}["fp16-range"] == "ok"
 
 
 def test_bad_fallback_is_a_usage_error(outlier, tmp_path):
