@@ -18,13 +18,15 @@ from compiler.core.errors import CheckFailed, InvalidInput
 from compiler.core.records import AccuracyReport, Gate
 from compiler.data.agreement import Agreement, judge, limits
 from compiler.data.datasets import Dataset, batches
+from compiler.data.metric import Metric, MetricRun
 from compiler.data.model import first_line
 from compiler.data.session import run_batch, session
 
 
 def compare(ref: Any, candidate: Path, candidate_name: str, dataset: Dataset, indices: np.ndarray,
             batch_size: int, fixed_batch: int | None = None,
-            progress: Callable[[int], None] | None = None) -> AccuracyReport:
+            progress: Callable[[int], None] | None = None, metric: Metric | None = None,
+            labels: dict[str, np.ndarray] | None = None) -> AccuracyReport:
     """Per output, the scale-free figures of :mod:`compiler.data.agreement` (the ones ``compile check`` gates).
 
     ``ref`` is the FP32 model's onnxruntime session (the caller made it to fail fast).
@@ -35,6 +37,7 @@ def compare(ref: Any, candidate: Path, candidate_name: str, dataset: Dataset, in
     if [o.name for o in cand.get_outputs()] != names:
         raise CheckFailed(f"{candidate}: outputs differ from the original model's ({', '.join(names)})")
     agreement = Agreement(names)
+    scored = MetricRun(metric, names, labels, indices) if metric is not None else None
     for batch in batches(indices, batch_size):
         feed = dataset.read(batch)
         try:
@@ -46,20 +49,30 @@ def compare(ref: Any, candidate: Path, candidate_name: str, dataset: Dataset, in
         except Exception as exc:
             raise CheckFailed(f"onnxruntime cannot run the {candidate_name} model: {first_line(exc)}") from None
         agreement.add(expected, actual)
+        if scored is not None:
+            scored.add(expected, actual)
         if progress:
             progress(len(batch))
     return AccuracyReport(candidate=candidate_name, holdout_samples=len(indices), outputs=agreement.reports(),
+                          metric=None if scored is None else {"name": metric.name, "value": scored.value()},
                           seconds=round(time.perf_counter() - started, 3))
 
 
 def gates(report: AccuracyReport, min_cosine: float | None = None, min_top1: float | None = None,
-          max_abs_error: float | None = None, min_sqnr: float | None = None) -> list[Gate]:
+          max_abs_error: float | None = None, min_sqnr: float | None = None,
+          min_metric: float | None = None) -> list[Gate]:
     """Every output's gates at the precision's defaults (:data:`compiler.data.agreement.DEFAULTS`) but for the
     thresholds given, and the FP16 range gate of an fp16 conversion."""
     if min_top1 is not None and not any(out.top1_agreement is not None for out in report.outputs):
         raise InvalidInput("--min-top1 needs a class-score output ([batch, classes]); this model has none")
     limit = limits(report.candidate, min_cosine, min_sqnr, min_top1, max_abs_error)
     results = [gate for out in report.outputs for gate in judge(out, limit)]
+    if min_metric is not None:
+        if report.metric is None:
+            raise InvalidInput("--min-metric needs --metric MODULE:FUNCTION (the score it holds to the threshold)")
+        value = report.metric["value"]
+        results.append(Gate(name="min-metric", output=report.metric["name"], value=value, threshold=min_metric,
+                            passed=value >= min_metric))
     if report.fp16_range is not None:  # always a gate: an FP16 model that overflows is broken on a GPU
         overflow = report.fp16_range.get("overflow", {})
         worst = max(overflow.items(), key=lambda item: item[1]["abs_max"], default=None)

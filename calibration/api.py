@@ -85,7 +85,8 @@ def calibrate(
     dataset = open_dataset(data, source, preprocess)
     try:
         check_not_overwriting([out / name for name in (*CALIBRATION_FILES, CALIBRATION_RECORD)],
-                              [source.path, *source.external_files, *dataset.inputs()], "--out",
+                              [source.path, *source.external_files, *dataset.inputs(),
+                               *([Path(options.labels)] if options.labels else [])], "--out",
                               replaced=[out] if staged else [])
         fixed = {i.batch for i in model_inputs(source) if i.batch is not None}
         if len(fixed) > 1:
@@ -102,6 +103,10 @@ def calibrate(
         keep_nodes, keep_ops = _resolve_exclude(source.proto, options.exclude, source.path)
         if options.exclude:
             recorded["exclude"] = sorted(set(options.exclude))
+        metric, labels = metric_and_labels(options, dataset.count)
+        if metric is not None:  # the score is part of the report: another metric or labels is another result
+            recorded["metric"] = options.metric
+            recorded["labels_sha256"] = file_sha256(options.labels) if options.labels else None
         record = {
             "format_version": CALIBRATION_FORMAT, "precision": precision, "method": method,
             "model_sha256": source.sha256, "data_sha256": dataset.sha256, "samples": len(chosen.calibration),
@@ -151,7 +156,7 @@ def calibrate(
                     cache = calibrators.trt_cache(value_ranges, calibrators.tensor_names(source.proto), method)
                     header = cache.splitlines()[0]
                 report = compare(reference, model_out, precision, dataset, chosen.holdout, batch_size, fixed_batch,
-                                 counter("held-out", len(chosen.holdout), progress))
+                                 counter("held-out", len(chosen.holdout), progress), metric, labels)
                 if quantized_ops is not None:
                     report = report.model_copy(update={"quantized_nodes": sum(quantized_ops.values()),
                                                        **_sensitivity(source, prepared, model_out, dataset,
@@ -211,6 +216,17 @@ def _with_fp16_range(report: AccuracyReport, source, converted: Path, dataset, h
     return report.model_copy(update={"coverage": result.figures["coverage"],
                                      "fp16_range": {**result.figures, "summary": result.summary,
                                                     "evidence": result.evidence}})
+
+
+def metric_and_labels(options: CalibrationOptions, count: int):
+    """``--metric`` loaded and ``--labels`` read before any work (a bad one is exit 2 at once)."""
+    from compiler.data.metric import load_labels, load_metric
+
+    if options.metric is None:
+        if options.min_metric is not None:
+            raise InvalidInput("--min-metric needs --metric MODULE:FUNCTION (the score it holds to the threshold)")
+        return None, None
+    return load_metric(options.metric), load_labels(options.labels, count)
 
 
 SENSITIVITY_SAMPLES = 64

@@ -131,6 +131,9 @@ class Search:
                              self.dataset.path).holdout  # the very samples calibrate held out
         self.reference = session(source, "model")
         self.first, self.limits = first, options.gates
+        from calibration.api import metric_and_labels
+
+        self.metric, self.labels = metric_and_labels(options, self.dataset.count)  # the objective, when given
         self.evaluations = 0
 
     def close(self) -> None:
@@ -146,7 +149,7 @@ class Search:
         onnx.save_model(float_nodes(self.proto, self.prepared, nodes), path)
         self.evaluations += 1
         report = compare(self.reference, path, self.first.precision, self.dataset, self.holdout,
-                         self.first.batch_size, self.fixed)
+                         self.first.batch_size, self.fixed, metric=self.metric, labels=self.labels)
         return all(g.passed for g in gates(report, **self.limits))
 
     def shortest_prefix(self, ranked: list[Region]) -> tuple[int, int]:

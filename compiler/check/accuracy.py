@@ -20,6 +20,7 @@ from compiler.core.options import CheckOptions
 from compiler.core.records import CheckResult, EngineRecord, Precision, Status
 from compiler.data.agreement import Agreement, Limits, describe, judge, limits
 from compiler.data.datasets import Dataset, batches
+from compiler.data.metric import Metric, MetricRun
 from compiler.data.model import first_line
 from compiler.data.session import session
 
@@ -47,8 +48,8 @@ def tolerances(options: CheckOptions, output: str) -> dict[str, Any] | None:
 
 
 def check_accuracy(reference: dict[str, np.ndarray], candidate, precision: Precision, dataset: Dataset,
-                   indices: np.ndarray, options: CheckOptions, progress: Callable[[int], None] | None = None
-                   ) -> CheckResult:
+                   indices: np.ndarray, options: CheckOptions, progress: Callable[[int], None] | None = None,
+                   metric: Metric | None = None, labels: dict[str, np.ndarray] | None = None) -> CheckResult:
     """``candidate`` (the built model's path) against the FP32 ``reference`` outputs, batch by batch."""
     cand = session(candidate, f"{precision} model")
     names = list(reference)
@@ -58,6 +59,7 @@ def check_accuracy(reference: dict[str, np.ndarray], candidate, precision: Preci
     compare = _tolerance_compare(tolerance) if tolerance else None
     within = dict.fromkeys(tolerance, True)
     agreement = Agreement(names)
+    scored = MetricRun(metric, names, labels, indices) if metric is not None else None
     done = 0
     for chunk in batches(indices, options.batch_size):
         feed = dataset.read(chunk)
@@ -68,12 +70,27 @@ def check_accuracy(reference: dict[str, np.ndarray], candidate, precision: Preci
         expected = [reference[n][done:done + len(chunk)] for n in names]
         done += len(chunk)
         agreement.add(expected, actual)
+        if scored is not None:
+            scored.add(expected, actual)
         if compare is not None:
             for name, passed in compare(names, expected, actual).items():
                 within[name] &= passed
         if progress:
             progress(len(chunk))
-    return _verdict(agreement, options, precision, tolerance, within, len(indices))
+    verdict = _verdict(agreement, options, precision, tolerance, within, len(indices))
+    return verdict if scored is None else _with_metric(verdict, metric.name, scored.value(), options.min_metric)
+
+
+def _with_metric(result: CheckResult, name: str, value: float, threshold: float | None) -> CheckResult:
+    """The user's score among the figures, and its gate when ``--min-metric`` is given."""
+    figures = {**result.figures, "metric": {"name": name, "value": value, "threshold": threshold}}
+    line = f"metric {name}: {value:.6g}" + (f" (--min-metric {threshold:g})" if threshold is not None else "")
+    if threshold is None or value >= threshold:
+        return result.model_copy(update={"figures": figures, "evidence": [*result.evidence, line]})
+    failure = f"metric {name} {value:.6g} below --min-metric {threshold:g}"
+    return result.model_copy(update={"status": Status.FAILED, "figures": figures,
+                                     "evidence": [failure, *result.evidence, line],
+                                     "summary": f"{failure}; {result.summary}"})
 
 
 def _tolerance_compare(tolerance: dict[str, dict[str, Any]]):

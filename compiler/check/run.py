@@ -33,7 +33,8 @@ def check(build_dir: str | Path, options: CheckOptions | None = None, progress: 
     started = time.perf_counter()
     build = _checkable(read_build(Path(build_dir)))
     check_writable_folder(build.root, "BUILD_DIR")
-    inputs = [p for p in (options.data, options.model, options.rules, options.skus, options.profiles) if p] + [
+    inputs = [p for p in (options.data, options.model, options.rules, options.skus, options.profiles,
+                          options.labels) if p] + [
         folder / name for folder in options.calibration for name in ("model.onnx", "calibration.json")]
     check_not_overwriting([build.root / CHECK_RECORD, build.root / MARKDOWN], inputs, "BUILD_DIR")
     for folder in options.calibration:
@@ -54,6 +55,7 @@ def check(build_dir: str | Path, options: CheckOptions | None = None, progress: 
 
         dataset = open_dataset(options.data, source)
     try:
+        metric, labels = _metric(options, dataset)
         models = {t.label: built_model(t, source, calibrations=options.calibration)
                   for t in build.targets if t.engine is not None}
         key = _inputs_sha256(build, source, dataset, options, models)
@@ -62,13 +64,26 @@ def check(build_dir: str | Path, options: CheckOptions | None = None, progress: 
             return earlier
         with tempfile.TemporaryDirectory(prefix="compile-check-") as work:
             report = _run(build, source, profiles, rules, catalog, dataset, models, options, progress, Path(work),
-                          started)
+                          started, (metric, labels))
     finally:
         if dataset is not None:
             dataset.close()
     report = report.model_copy(update={"inputs_sha256": key})
     write_report(report, build.root)
     return report
+
+
+def _metric(options: CheckOptions, dataset):
+    """``--metric`` loaded and ``--labels`` read before any work; (None, None) without them."""
+    from compiler.data.metric import load_labels, load_metric
+
+    if options.metric is None:
+        if options.min_metric is not None:
+            raise InvalidInput("--min-metric needs --metric MODULE:FUNCTION (the score it holds to the threshold)")
+        return None, None
+    if dataset is None:
+        raise InvalidInput(f"--metric {options.metric}: needs --data (the samples it scores)")
+    return load_metric(options.metric), load_labels(options.labels, dataset.count)
 
 
 def _checkable(build: BuildFolder) -> BuildFolder:
@@ -96,14 +111,14 @@ def _inputs_sha256(build: BuildFolder, source: OnnxModel, dataset, options: Chec
     from compiler.core.records import CHECK_FORMAT
 
     files = {"rules": options.rules, "skus": options.skus or bundled_profiles_path("skus.yaml"),
-             "profiles": options.profiles}
+             "profiles": options.profiles, "labels": options.labels}
     return hash_json({
         "format": CHECK_FORMAT, "model": source.sha256, "data": dataset.sha256 if dataset is not None else None,
         "engines": [[t.status.sku, t.status.precision, t.status.status, t.engine.sha256 if t.engine else None,
                      t.label in models and models[t.label][0] is not None] for t in build.targets],
         "files": {name: file_sha256(Path(path)) if path else None for name, path in files.items()},
         "options": options.model_dump(mode="json", exclude={"data", "model", "rules", "skus", "profiles", "reuse",
-                                                              "calibration"}),
+                                                              "calibration", "labels"}),
         "versions": {**versions(), **installed_versions()}})
 
 
@@ -123,7 +138,7 @@ def _earlier(path: Path, key: str) -> CheckReport | None:
 
 
 def _run(build: BuildFolder, source: OnnxModel, profiles, rules, catalog, dataset, models, options: CheckOptions,
-         progress: Progress | None, work: Path, started: float) -> CheckReport:
+         progress: Progress | None, work: Path, started: float, scoring) -> CheckReport:
     from compiler.backends import default_backend
     from compiler.check.accuracy import check_accuracy, engine_accuracy
     from compiler.check.fusions import Graph, check_fusions
@@ -188,7 +203,7 @@ def _run(build: BuildFolder, source: OnnxModel, profiles, rules, catalog, datase
             key = engine.built_model_sha256
             if key not in accuracy:
                 accuracy[key] = check_accuracy(reference.outputs, path, engine.precision, dataset, indices, options,
-                                               counter(f"{engine.precision}", len(indices), progress))
+                                               counter(f"{engine.precision}", len(indices), progress), *scoring)
             checks.append(accuracy[key])
         if engine.precision == Precision.FP16:
             if reference is None:

@@ -47,6 +47,9 @@ def calibrate(
     min_sqnr: Annotated[float | None, option("DB", GATES, CALIBRATE["min_sqnr"])] = None,
     exclude: Annotated[list[str] | None, option("NODE|OP", CALIBRATION, CALIBRATE["exclude"])] = None,
     fallback: Annotated[str | None, option("auto", CALIBRATION, CALIBRATE["fallback"])] = None,
+    metric: Annotated[str | None, option("MODULE:FUNCTION", GATES, CALIBRATE["metric"])] = None,
+    min_metric: Annotated[float | None, option("X", GATES, CALIBRATE["min_metric"])] = None,
+    labels: Annotated[Path | None, option("FILE", INPUTS, CALIBRATE["labels"])] = None,
     out: Annotated[Path, option("DIR", OUTPUT, "Output folder: model.onnx, calibration.json, calibration.cache, "
                                 "report.json.", show_default=False)],
     no_reuse: Annotated[bool, switch("--no-reuse", OUTPUT, "Recompute even if DIR holds this result.")] = False,
@@ -62,7 +65,7 @@ def calibrate(
                                  holdout=holdout, seed=seed, percentile=percentile, num_bins=num_bins,
                                  chunk_mb=chunk_mb, min_cosine=min_cosine, min_top1=min_top1,
                                  max_abs_error=max_abs_error, min_sqnr=min_sqnr, exclude=tuple(exclude or ()),
-                                 fallback=fallback,
+                                 fallback=fallback, metric=metric, min_metric=min_metric, labels=labels,
                                  reuse=not no_reuse)
     with render.phase_progress() as update:
         result = run_calibration(model, data, out, options, progress=update)

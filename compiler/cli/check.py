@@ -48,6 +48,9 @@ def check(
     min_top1: Annotated[list[str] | None, threshold(CHECK["min_top1"])] = None,
     min_sqnr: Annotated[list[str] | None, threshold(CHECK["min_sqnr"])] = None,
     calibration: Annotated[list[Path] | None, option("DIR", INPUTS, CHECK["calibration"])] = None,
+    metric: Annotated[str | None, option("MODULE:FUNCTION", GATES, CHECK["metric"])] = None,
+    min_metric: Annotated[float | None, option("X", GATES, CHECK["min_metric"])] = None,
+    labels: Annotated[Path | None, option("FILE", INPUTS, CHECK["labels"])] = None,
     allow_skip: Annotated[list[str] | None, option("CHECK", GATES, CHECK["allow_skip"])] = None,
     chunk_mb: Annotated[int, option("MIB", INPUTS, CHECK["chunk_mb"])] = 256,
     no_lint: Annotated[bool, switch("--no-lint", INPUTS, "Skip the ONNX checker and Polygraphy lint.")] = False,
@@ -68,7 +71,8 @@ def check(
         error_quantile=per_output("--error-quantile", error_quantile),
         min_cosine=per_output("--min-cosine", min_cosine), min_top1=per_output("--min-top1", min_top1),
         min_sqnr=per_output("--min-sqnr", min_sqnr),
-        calibration=tuple(calibration or ()), allow_skip=tuple(allow_skip or ()),
+        calibration=tuple(calibration or ()), allow_skip=tuple(allow_skip or ()), metric=metric,
+        min_metric=min_metric, labels=labels,
         chunk_mb=chunk_mb, lint=not no_lint, reuse=not no_reuse)
     with nullcontext() if json else render.phase_progress() as progress:
         report = run_check(build_dir, options, progress=progress)

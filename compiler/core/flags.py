@@ -35,6 +35,10 @@ CALIBRATE = {
                 "default 30 fp16, 12 int8/fp8.",
     "exclude": "Keep a node (by name) or every node of an op type (Softmax) out of the lower precision: no Q/DQ "
                "for int8/fp8, FP32 for fp16. Repeat for more.",
+    "metric": "Your own score, MODULE:FUNCTION (a dotted module or a .py file): function(outputs, reference, labels) "
+              "-> float; reported, gated by --min-metric, the objective of --fallback auto.",
+    "min_metric": "Gate: least score of --metric.",
+    "labels": "An .npz of labels for --metric, one row per data sample (labels argument).",
     "fallback": "auto: when a gate fails, keep the fewest nodes in higher precision until the gates pass "
                 "(ranked by sensitivity, then bisected; FP32 for fp16's overflowing nodes); recorded in "
                 "calibration.json.",
@@ -64,6 +68,9 @@ CHECK = {
                    "by digest, besides the build cache and the path recorded. Repeat for more.",
     "allow_skip": "Let a check that cannot be measured be skipped instead of failing (accuracy: the model an "
                   "engine was built from is nowhere to be found).",
+    "metric": "Your own score, MODULE:FUNCTION: function(outputs, reference, labels) -> float, per engine's model.",
+    "min_metric": "Gate: least score of --metric.",
+    "labels": "An .npz of labels for --metric, one row per data sample.",
     "chunk_mb": "Intermediate tensors held at once by the FP16 range check.",
     "lint": "Run the ONNX checker and Polygraphy lint (--no-lint skips them).",
     "reuse": "Return the folder's check.json when it was made from exactly these inputs (--no-reuse checks "

@@ -123,6 +123,9 @@ class CalibrationOptions(OptionGroup):
     min_sqnr: float | None = Field(None, ge=-200, le=200)
     exclude: tuple[str, ...] = ()
     fallback: str | None = None
+    metric: str | None = None
+    min_metric: float | None = None
+    labels: Path | None = None
     reuse: bool = True
 
     @field_validator("exclude", mode="before")
@@ -134,7 +137,8 @@ class CalibrationOptions(OptionGroup):
             raise ValueError("give node names or op types (non-empty text)")
         return value
 
-    @field_validator("holdout", "percentile", "min_cosine", "min_top1", "max_abs_error", "min_sqnr", mode="before")
+    @field_validator("holdout", "percentile", "min_cosine", "min_top1", "max_abs_error", "min_sqnr", "min_metric",
+                     mode="before")
     @classmethod
     def _not_a_flag(cls, value: Any) -> Any:
         if isinstance(value, bool):  # True is 1 to Python, not a number anyone meant
@@ -158,7 +162,7 @@ class CalibrationOptions(OptionGroup):
     def gates(self) -> dict[str, float | None]:
         """The thresholds given; the unset ones take the precision's defaults (compiler.data.agreement)."""
         return {"min_cosine": self.min_cosine, "min_top1": self.min_top1, "max_abs_error": self.max_abs_error,
-                "min_sqnr": self.min_sqnr}
+                "min_sqnr": self.min_sqnr, "min_metric": self.min_metric}
 
 
 ERROR_STATS = ("elemwise", "max", "mean", "median", "quantile")
@@ -193,11 +197,14 @@ class CheckOptions(OptionGroup):
     min_sqnr: dict[str, float] = {}
     calibration: tuple[Path, ...] = ()
     allow_skip: tuple[str, ...] = ()
+    metric: str | None = None
+    min_metric: float | None = None
+    labels: Path | None = None
     chunk_mb: StrictInt = Field(256, ge=1, le=MAX_CHUNK_MB)
     lint: bool = True
     reuse: bool = True
 
-    @field_validator("headroom", "max_boundary_mb", mode="before")
+    @field_validator("headroom", "max_boundary_mb", "min_metric", mode="before")
     @classmethod
     def _a_number(cls, value: Any) -> Any:
         if isinstance(value, bool):

@@ -228,6 +228,8 @@ class AccuracyReport(BaseModel):
     """What the comparison could and could not see (fp16: onnxruntime on CPU computes many FP16 ops in FP32)."""
     quantized_nodes: int | None = None
     """int8/fp8: how many nodes of the model run quantized (Q/DQ on their inputs); None for fp16."""
+    metric: dict[str, Any] | None = None
+    """``--metric``: ``{"name": "module:function", "value": score}`` over the held-out samples."""
     sensitivity: list[dict[str, Any]] | None = None
     """int8/fp8: every quantized node, most damaging first: ``rank``, ``node`` (the Q/DQ model's name), ``exclude``
     (the name ``--exclude`` takes), ``op``, ``sqnr_db`` (the node's output when it alone is quantized, fed the FP32
