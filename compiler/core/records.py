@@ -114,6 +114,9 @@ class EngineRecord(BaseModel):
     plan_header: dict[str, Any] | None
     builder_warnings: list[str] = []
     """The builder's warnings (also in build.log); kept here so a cache hit reports them too."""
+    excluded: list[str] = []
+    """Nodes the calibration kept in higher precision (``--exclude``, ``--fallback auto``): calibration.json's
+    ``excluded``."""
 
 
 class Kernel(BaseModel):
@@ -455,6 +458,9 @@ class ReleaseManifest(BaseModel):
     published: Provenance
     check_reports: list[BlobRef] = []
     """Each build folder's check.json (their timings differ between runs of one check: evidence, not content)."""
+    excluded: dict[str, list[str]] = {}
+    """``sku/precision`` -> the nodes its calibration kept in higher precision (``--exclude``, ``--fallback auto``),
+    for the engines that have any."""
     failed: list[str] = []
     """What was wrong when this version was published with ``--allow-failed``: each failed check (``rtx-4090/fp16
     fp16-range: ...``) and each target that did not build; empty for a clean release. ``promote`` refuses a

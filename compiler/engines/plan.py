@@ -51,6 +51,8 @@ class BuildJob:
     source_stat: FileStats
     built_stat: FileStats
     """The same for the model actually built when that is another file (fp16, int8/fp8); empty otherwise."""
+    excluded: tuple[str, ...] = ()
+    """Nodes its calibration kept in higher precision (calibration.json's ``excluded``)."""
 
     @property
     def model_sha256(self) -> str:
@@ -156,6 +158,7 @@ def plan_builds(
                 cache_root=cache.root, use_cache=options.use_cache, target_dir=out / sku / precision,
                 model_digest=digest, prepared_sha256=built_sha, calibration_sha256=calibration_sha,
                 source_stat=source_stat, built_stat=built_stat,
+                excluded=_excluded(options.calibration, precision) if calibration_sha else (),
             ))
     writable_folder(out, "--out")
     return jobs
@@ -242,6 +245,14 @@ def _calibration_for(folders: tuple[Path, ...], precision: Precision) -> Path | 
         raise InvalidInput(f"--calibration: none of {', '.join(map(str, folders))} is calibrated for {precision}; "
                            f"run compile calibrate --precision {precision} and pass its folder too")
     return None
+
+
+def _excluded(folders: tuple[Path, ...], precision: Precision) -> tuple[str, ...]:
+    """What the calibration of ``precision`` kept in higher precision, for engine.json and the release."""
+    from calibration.folder import read_calibration
+
+    folder = _calibration_for(folders, precision)
+    return tuple(read_calibration(Path(folder)).record.excluded) if folder is not None else ()
 
 
 def _prepare(precision: Precision, model: Path, model_sha: str | Future[str], options: BuildOptions,

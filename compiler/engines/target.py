@@ -127,7 +127,7 @@ def _from_cache(job: BuildJob, staging: Path, started: float, cache: BuildCache)
     # build_seconds stay what the engine took to build (build.json has this run's seconds).
     record = record.model_copy(update={
         "sku": job.sku, "model_sha256": job.model_sha256, "calibration_sha256": job.calibration_sha256,
-        "cache_hit": True})
+        "excluded": list(job.excluded), "cache_hit": True})
     write_atomic(staging / "engine.json", record.model_dump_json(indent=2).encode())
     warnings = _builder_warnings(record.builder_warnings) + _keep_model(job, cache)
     return _status(job, Status.OK, started, cache_hit=True, warnings=warnings)
@@ -154,6 +154,7 @@ def _build(job: BuildJob, build: Build, staging: Path, progress: Progress | None
         model_sha256=job.model_sha256,
         built_model_sha256=job.built_sha256,
         calibration_sha256=job.calibration_sha256,
+        excluded=list(job.excluded),
         sku=job.sku,
         compute_capabilities=list(job.spec.compute_capabilities),
         precision=job.precision,

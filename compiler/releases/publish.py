@@ -71,6 +71,7 @@ class Release:
     check_reports: list[_Blob] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     failed_checks: list[str] = field(default_factory=list)
+    excluded: dict[str, list[str]] = field(default_factory=dict)
 
     @functools.cached_property
     def content_sha256(self) -> str:
@@ -179,7 +180,7 @@ def _create(store: Store, release: Release, check_reports: list[BlobRef]) -> str
     content won (Conflict when it had other content)."""
     content = release.content
     manifest = ReleaseManifest(content=content, content_sha256=release.content_sha256, published=provenance(),
-                               check_reports=check_reports,
+                               check_reports=check_reports, excluded=release.excluded,
                                failed=release.failed_checks + [f"not built: {s}" for s in release.skipped])
     raced = store.create_manifest(content.name, content.version, manifest.model_dump_json(indent=2).encode())
     if raced is None:
@@ -272,7 +273,7 @@ def read_builds(build_dirs: Path | list[Path], name: str, version: str, allow_fa
     parts = [_read_build(folder, name, version, allow_failed) for folder in folders]
     return Release(merge_contents([p.content for p in parts]), [b for p in parts for b in p.blobs],
                    [b for p in parts for b in p.check_reports], [s for p in parts for s in p.skipped],
-                   [f for p in parts for f in p.failed_checks])
+                   [f for p in parts for f in p.failed_checks], {k: v for p in parts for k, v in p.excluded.items()})
 
 
 def _read_build(build_dir: Path, name: str, version: str, allow_failed: bool) -> Release:
@@ -297,7 +298,8 @@ def _read_build(build_dir: Path, name: str, version: str, allow_failed: bool) ->
                              engines=sorted(engines, key=lambda e: (e.sku, e.precision)), inputs=inputs,
                              outputs=outputs)
     return Release(content, blobs, [check_blob] if check_blob else [],
-                   [p for p in problems if not p.startswith(CHECK_RECORD)], failed_checks)
+                   [p for p in problems if not p.startswith(CHECK_RECORD)], failed_checks,
+                   {t.label: t.engine.excluded for t in build.built if t.engine.excluded})
 
 
 def _signature(report: BuildReport) -> tuple[list[TensorSignature] | None, list[TensorSignature] | None]:

@@ -56,6 +56,14 @@ def test_fallback_auto_passes_keeping_most_matmuls_quantized_and_records_why(out
     assert built.exit_code == 0, built.stderr
     layers = json.loads((tmp_path / "engines" / "rtx-4090" / "int8" / "layers.json").read_text())
     assert layers["kernel_precisions"].get("Int8", 0) >= 1
+    engine = json.loads((tmp_path / "engines" / "rtx-4090" / "int8" / "engine.json").read_text())
+    assert engine["excluded"] == ["block3.matmul/MatMulAddFusion"]
+    (tmp_path / "store").mkdir()
+    published = run_cli("publish", tmp_path / "engines", "--name", "outlier", "--version", "1", "--store",
+                        tmp_path / "store")
+    assert published.exit_code == 0, published.stderr
+    [manifest] = (tmp_path / "store").rglob("outlier/1/manifest.json")
+    assert json.loads(manifest.read_text())["excluded"] == {"rtx-4090/int8": ["block3.matmul/MatMulAddFusion"]}
 
 
 def test_fallback_finds_two_outlier_regions(tmp_path):

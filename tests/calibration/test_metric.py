@@ -71,7 +71,7 @@ def test_check_scores_each_engine_with_the_metric(metrics, digits_model, digits_
 
 
 def test_bad_metrics_are_usage_errors(metrics, digits_model, digits_data, tmp_path):
-    module, labels = metrics
+    module, _ = metrics
     base = ("calibrate", digits_model, "--data", digits_data, "--out", tmp_path / "cal")
     assert_clean_error(run_cli(*base, "--metric", "nocolon"), 2, "--metric nocolon", "MODULE:FUNCTION")
     assert_clean_error(run_cli(*base, "--metric", f"{module}:missing"), 2, "has no function missing")
