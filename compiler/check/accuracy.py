@@ -78,7 +78,36 @@ def check_accuracy(reference: dict[str, np.ndarray], candidate, precision: Preci
         if progress:
             progress(len(chunk))
     verdict = _verdict(agreement, options, precision, tolerance, within, len(indices))
-    return verdict if scored is None else _with_metric(verdict, metric.name, scored.value(), options.min_metric)
+    if scored is not None:
+        verdict = _with_metric(verdict, metric.name, scored.value(), options.min_metric)
+    return _with_sensitivity(verdict, candidate) if verdict.status == Status.FAILED and precision.calibrated \
+        else verdict
+
+
+def _with_sensitivity(result: CheckResult, model) -> CheckResult:
+    """A failed int8/fp8 verdict with the most sensitive nodes, when the model's calibration folder is at hand
+    (its report.json ranks them, vouched for by calibration.json) and what to do about them."""
+    from pathlib import Path
+
+    from compiler.core.errors import CompileError
+    from compiler.core.files import file_sha256
+    from compiler.core.records import AccuracyReport, CalibrationRecord, read_record
+
+    folder = Path(model).parent
+    try:
+        record = read_record(folder / "calibration.json", CalibrationRecord, "")
+        if record.files.get("report.json") != file_sha256(folder / "report.json"):
+            return result
+        ranked = read_record(folder / "report.json", AccuracyReport, "").sensitivity or []
+    except (CompileError, OSError):
+        return result
+    if not ranked:
+        return result
+    worst = ", ".join(f"{s['exclude']} ({s['sqnr_db']:.1f} dB)" for s in ranked[:3])
+    advice = (f"most sensitive nodes: {worst}; keep them in float with compile calibrate --exclude "
+              f"{ranked[0]['exclude']}, or --fallback auto")
+    return result.model_copy(update={"summary": f"{result.summary}; {advice}", "evidence": [*result.evidence, advice],
+                                     "figures": {**result.figures, "sensitivity": ranked[:10]}})
 
 
 def _with_metric(result: CheckResult, name: str, value: float, threshold: float | None) -> CheckResult:

@@ -117,6 +117,8 @@ def _inputs_sha256(build: BuildFolder, source: OnnxModel, dataset, options: Chec
         "engines": [[t.status.sku, t.status.precision, t.status.status, t.engine.sha256 if t.engine else None,
                      t.label in models and models[t.label][0] is not None] for t in build.targets],
         "files": {name: file_sha256(Path(path)) if path else None for name, path in files.items()},
+        "calibrations": sorted(file_sha256(Path(c) / "calibration.json") for c in options.calibration
+                               if (Path(c) / "calibration.json").is_file()),  # where a failure's advice comes from
         "options": options.model_dump(mode="json", exclude={"data", "model", "rules", "skus", "profiles", "reuse",
                                                               "calibration", "labels"}),
         "versions": {**versions(), **installed_versions()}})

@@ -91,6 +91,12 @@ def test_a_collapsed_int8_calibration_fails_at_calibrate_and_its_build_at_check(
     assert checked.exit_code == 1, checked.stderr
     accuracy = next(c for c in json.loads(checked.stdout)["engines"][0]["checks"] if c["name"] == "accuracy")
     assert accuracy["status"] == "failed" and "below --min-cosine 0.98" in accuracy["summary"], accuracy
+    # with its calibration folder at hand, the failure names the most sensitive nodes and what to do
+    named = run_cli("check", tmp_path / "engines", "--data", data, "--calibration", tmp_path / "cal", "--json")
+    assert named.exit_code == 1, named.stderr
+    accuracy = next(c for c in json.loads(named.stdout)["engines"][0]["checks"] if c["name"] == "accuracy")
+    assert "most sensitive nodes: block3.matmul" in accuracy["summary"], accuracy["summary"]
+    assert "--exclude block3.matmul" in accuracy["summary"] and "--fallback auto" in accuracy["summary"]
 
 
 def test_one_near_zero_sample_does_not_fail_a_tensor_output_but_a_tail_of_bad_ones_does():
