@@ -44,6 +44,7 @@ from compiler.core.records import (
     read_record,
 )
 from compiler.data.datasets import ImagePreprocess, model_inputs, open_dataset, split
+from compiler.data.metric import metric_and_labels
 from compiler.data.model import load_model
 from compiler.data.session import session
 
@@ -75,7 +76,7 @@ def calibrate(
     if options.fallback == "auto":
         from calibration.fallback import calibrate_with_fallback
 
-        return calibrate_with_fallback(model, data, out, options, preprocess=preprocess, staged=staged,
+        return calibrate_with_fallback(calibrate, model, data, out, options, preprocess=preprocess, staged=staged,
                                        progress=progress)
     precision, method = options.precision, None if options.precision == "fp16" else options.method
     batch_size = options.batch_size
@@ -103,7 +104,7 @@ def calibrate(
         keep_nodes, keep_ops = _resolve_exclude(source.proto, options.exclude, source.path)
         if options.exclude:
             recorded["exclude"] = sorted(set(options.exclude))
-        metric, labels = metric_and_labels(options, dataset.count)
+        metric, labels = metric_and_labels(options.metric, options.min_metric, options.labels, dataset.count)
         if metric is not None:  # the score is part of the report: another metric or labels is another result
             recorded["metric"] = options.metric
             recorded["labels_sha256"] = file_sha256(options.labels) if options.labels else None
@@ -218,17 +219,6 @@ def _with_fp16_range(report: AccuracyReport, source, converted: Path, dataset, h
                                                     "evidence": result.evidence}})
 
 
-def metric_and_labels(options: CalibrationOptions, count: int):
-    """``--metric`` loaded and ``--labels`` read before any work (a bad one is exit 2 at once)."""
-    from compiler.data.metric import load_labels, load_metric
-
-    if options.metric is None:
-        if options.min_metric is not None:
-            raise InvalidInput("--min-metric needs --metric MODULE:FUNCTION (the score it holds to the threshold)")
-        return None, None
-    return load_metric(options.metric), load_labels(options.labels, count)
-
-
 SENSITIVITY_SAMPLES = 64
 """Held-out samples the sensitivity pass runs on: a ranking, not a verdict."""
 
@@ -251,13 +241,6 @@ def _exclusions(excluded: list[str], proto, found: dict[str, dict]) -> list[dict
 
     names = {n.name for n in proto.graph.node if n.name}
     return [{"node": node, **found.get(source_name(node, names), {"reason": "given"})} for node in excluded]
-
-
-def record_fallback(result: CalibrationResult, summary: dict, out: Path) -> CalibrationResult:
-    """``--fallback auto``'s summary (what it cost) added to the folder's calibration.json and the result."""
-    result = result.model_copy(update={"fallback": summary})
-    _write(out / CALIBRATION_RECORD, result.record().model_dump_json(indent=2) + "\n")
-    return result
 
 
 def _resolve_exclude(proto, names: tuple[str, ...], path: Path) -> tuple[frozenset[str], frozenset[str]]:

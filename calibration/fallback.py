@@ -29,10 +29,8 @@ from compiler.core.records import CalibrationResult
 MAX_FP16_ROUNDS = 4
 
 
-def calibrate_with_fallback(model, data, out, options, **kwargs) -> CalibrationResult:
-    """:func:`calibration.api.calibrate` with ``options.fallback == "auto"``."""
-    from calibration.api import calibrate
-
+def calibrate_with_fallback(calibrate, model, data, out, options, **kwargs) -> CalibrationResult:
+    """:func:`calibration.api.calibrate` (given as ``calibrate``) with ``options.fallback == "auto"``."""
     started = time.perf_counter()
     plain = options.model_copy(update={"fallback": None})
     first = calibrate(model, data, out, plain, **kwargs)
@@ -40,13 +38,12 @@ def calibrate_with_fallback(model, data, out, options, **kwargs) -> CalibrationR
         return _finish(first, {"needed": False, "evaluations": 1, "seconds": round(time.perf_counter() - started, 3),
                                "passed": True}, out)
     if options.precision == "fp16":
-        return _fp16(model, data, out, plain, first, started, kwargs)
-    return _quantized(model, data, out, plain, first, started, kwargs)
+        return _fp16(calibrate, model, data, out, plain, first, started, kwargs)
+    return _quantized(calibrate, model, data, out, plain, first, started, kwargs)
 
 
-def _fp16(model, data, out, plain, first: CalibrationResult, started: float, kwargs) -> CalibrationResult:
-    from calibration.api import calibrate
-
+def _fp16(calibrate, model, data, out, plain, first: CalibrationResult, started: float, kwargs
+          ) -> CalibrationResult:
     result, kept, evaluations = first, list(plain.exclude), 1
     for _ in range(MAX_FP16_ROUNDS):
         overflow = (result.report.fp16_range or {}).get("keep_fp32", [])
@@ -63,9 +60,8 @@ def _fp16(model, data, out, plain, first: CalibrationResult, started: float, kwa
     return _finish(result, summary, out)
 
 
-def _quantized(model, data, out, plain, first: CalibrationResult, started: float, kwargs) -> CalibrationResult:
-    from calibration.api import calibrate
-
+def _quantized(calibrate, model, data, out, plain, first: CalibrationResult, started: float, kwargs
+               ) -> CalibrationResult:
     ranked = _regions(first.report.sensitivity or [])
     if not ranked:
         raise CheckFailed(f"--fallback auto: {first.report.sensitivity_error or 'no quantized node was ranked'}; "
@@ -98,10 +94,14 @@ def _quantized(model, data, out, plain, first: CalibrationResult, started: float
 
 
 def _finish(result: CalibrationResult, summary: dict[str, Any], out) -> CalibrationResult:
-    """The summary into calibration.json (the record the final calibration wrote) and the result."""
-    from calibration.api import record_fallback
+    """The summary (what the search cost) into calibration.json (the record the final calibration wrote) and the
+    result."""
+    from compiler.core.files import write_atomic
+    from compiler.core.records import CALIBRATION_RECORD
 
-    return record_fallback(result, summary, Path(out))
+    result = result.model_copy(update={"fallback": summary})
+    write_atomic(Path(out) / CALIBRATION_RECORD, (result.record().model_dump_json(indent=2) + "\n").encode())
+    return result
 
 
 def _regions(sensitivity: list[dict[str, Any]]) -> list[Region]:
@@ -131,9 +131,10 @@ class Search:
                              self.dataset.path).holdout  # the very samples calibrate held out
         self.reference = session(source, "model")
         self.first, self.limits = first, options.gates
-        from calibration.api import metric_and_labels
+        from compiler.data.metric import metric_and_labels
 
-        self.metric, self.labels = metric_and_labels(options, self.dataset.count)  # the objective, when given
+        self.metric, self.labels = metric_and_labels(options.metric, options.min_metric, options.labels,
+                                                     self.dataset.count)  # the objective, when given
         self.evaluations = 0
 
     def close(self) -> None:

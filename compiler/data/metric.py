@@ -72,6 +72,16 @@ def load_metric(spec: str) -> Metric:
     return Metric(spec, function)
 
 
+def metric_and_labels(spec: str | None, threshold: float | None, labels: Path | None, count: int
+                      ) -> tuple[Metric | None, dict[str, np.ndarray] | None]:
+    """``--metric`` loaded and ``--labels`` read before any work (a bad one is exit 2 at once)."""
+    if spec is None:
+        if threshold is not None:
+            raise InvalidInput("--min-metric needs --metric MODULE:FUNCTION (the score it holds to the threshold)")
+        return None, None
+    return load_metric(spec), load_labels(labels, count)
+
+
 def load_labels(path: Path | None, count: int) -> dict[str, np.ndarray] | None:
     """``--labels FILE.npz``: arrays with one row per sample of the data (``count``), loaded without pickles."""
     if path is None:
