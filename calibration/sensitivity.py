@@ -14,7 +14,6 @@ fallback takes out is a :class:`Region`: a quantized tensor with all its quantiz
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,11 +22,11 @@ import onnx
 from onnx import helper
 
 from calibration.calibrators import TENSORRT_QUANTIZED_OPS
+from compiler.data.agreement import sqnr_db
 from compiler.data.datasets import Dataset, batches
 from compiler.data.session import session
 
 PREFIX = "sensitivity::"
-SQNR_CAP = 200.0
 
 
 @dataclass(frozen=True)
@@ -125,16 +124,7 @@ def local_errors(prepared: Path, qdq: Path, dataset: Dataset, indices: np.ndarra
             acc[1] += float((ref * ref).sum())
             acc[2] += float((err * err).sum())
             acc[3] += ref.size
-    return {node: (_sqnr(*sums[node]), compared[node][2]) for node in compared}
-
-
-def _sqnr(total: float, squares: float, noise: float, count: int) -> float:
-    spread = squares - total * total / max(count, 1)
-    if noise == 0:
-        return SQNR_CAP
-    if spread <= 0:
-        return -SQNR_CAP
-    return round(min(SQNR_CAP, 10 * math.log10(spread / noise)), 3)
+    return {node: (sqnr_db(*sums[node]), compared[node][2]) for node in compared}
 
 
 def regions(errors: dict[str, tuple[float, list[str]]]) -> list[Region]:

@@ -119,17 +119,27 @@ class Agreement:
 
     def _report(self, name: str, out: _Output) -> OutputReport:
         cosines = np.concatenate(out.cosines) if out.cosines else np.ones(1)
-        spread = out.signal_sq - out.signal * out.signal / max(out.elements, 1)  # sum of (ref - mean)^2
-        sqnr = SQNR_CAP if out.noise_sq == 0 else (
-            -SQNR_CAP if spread <= 0 else min(SQNR_CAP, 10 * math.log10(spread / out.noise_sq)))
+        sqnr = sqnr_db(out.signal, out.signal_sq, out.noise_sq, out.elements)
         samples = self.samples
         return OutputReport(
             name=name, kind="class-scores" if out.classes else "tensor", samples=samples,
             cosine_mean=float(cosines.mean()), cosine_min=float(cosines.min()),
-            cosine_low=float(np.quantile(cosines, COSINE_QUANTILE)), sqnr_db=round(sqnr, 3),
+            cosine_low=float(np.quantile(cosines, COSINE_QUANTILE)), sqnr_db=sqnr,
             max_abs_error=out.max_abs, mean_abs_error=out.abs_sum / max(out.elements, 1), nonfinite=out.nonfinite,
             top1_agreement=out.top1 / samples if out.classes and samples else None,
             top5_agreement=out.top5 / samples if out.classes > TOP_K and samples else None)
+
+
+def sqnr_db(total: float, squares: float, noise: float, count: int) -> float:
+    """10 log10(spread / noise), the spread being the sum of (ref - mean)^2; a reference with no spread (a
+    constant output) is measured against its own energy instead, and an exact match is :data:`SQNR_CAP`."""
+    if noise == 0:
+        return SQNR_CAP
+    spread = squares - total * total / max(count, 1)
+    base = spread if spread > 1e-9 * squares else squares
+    if base <= 0:
+        return -SQNR_CAP
+    return round(max(-SQNR_CAP, min(SQNR_CAP, 10 * math.log10(base / noise))), 3)
 
 
 def judge(output: OutputReport, limit: Limits) -> list[Gate]:

@@ -141,3 +141,11 @@ def test_the_outlier_fixture_is_seeded():
     assert make_outlier_mlp.build().SerializeToString() == make_outlier_mlp.build().SerializeToString()
     assert {n.name for n in make_outlier_mlp.build().graph.node} >= {"block2.matmul", "block3.matmul", "head"}
     assert onnx.checker.check_model(make_outlier_mlp.build()) is None
+
+
+def test_a_constant_output_is_measured_against_its_own_energy():
+    reference = np.full((16, 4), 3.0, np.float32)  # no spread at all: a constant score
+    agreement = Agreement(["score"])
+    agreement.add([reference], [reference * (1 + 1e-4)])
+    report = agreement.reports()[0]
+    assert 70 < report.sqnr_db < 90 and all(g.passed for g in _gates(report, "fp16").values()), report
