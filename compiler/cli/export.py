@@ -91,6 +91,8 @@ def rtx(
 
     result = export_rtx(store, release, out, model_name=model_name, precision=precision,
                         runtime_version=runtime_version, use_cache=not no_cache)
+    for warning in result.warnings:
+        sys.stderr.write(f"warning: {printable(warning)}\n")
     if json:
         render.emit_json(result)
     else:

@@ -59,7 +59,7 @@ def test_pull_and_export_warn_naming_the_failed_checks(failed_release, tmp_path)
     assert json.loads(pulled.stdout)["warnings"]  # --json: stdout stays one document, the warning in it too
     repo = tmp_path / "repo"
     repo.mkdir()
-    exported = run_cli("export", "triton", "digits@1.0.0", "--repo", repo, "--store", store)
+    exported = run_cli("export", "rtx", "digits@1.0.0", "--out", repo, "--store", store)
     assert exported.exit_code == 0, exported.stderr
     assert f"warning: digits@1.0.0 was published with a failure: {SKU}/fp16 accuracy" in exported.stderr
 
