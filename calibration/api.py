@@ -46,6 +46,7 @@ from compiler.core.records import (
     read_record,
 )
 from compiler.data.datasets import ImagePreprocess, model_inputs, open_dataset, split
+from compiler.data.metric import metric_and_labels
 from compiler.data.model import load_model
 from compiler.data.session import session
 
@@ -60,6 +61,7 @@ def calibrate(
     staged: bool = False,
     progress: Progress | None = None,
     shared: Any = None,
+    found: dict[str, dict] | None = None,
 ) -> CalibrationResult:
     """Calibrate (int8/fp8) or convert (fp16) ``model`` with ``data``; write the results into ``out``.
 
@@ -77,6 +79,11 @@ def calibrate(
     taken from the remote cache when it has it, and one made here is sent there.
     """
     options = options or CalibrationOptions()
+    if options.fallback == "auto":
+        from calibration.fallback import calibrate_with_fallback
+
+        return calibrate_with_fallback(calibrate, model, data, out, options, preprocess=preprocess, staged=staged,
+                                       progress=progress)
     precision, method = options.precision, None if options.precision == "fp16" else options.method
     batch_size = options.batch_size
     started = time.perf_counter()
@@ -85,7 +92,8 @@ def calibrate(
     dataset = open_dataset(data, source, preprocess)
     try:
         check_not_overwriting([out / name for name in (*CALIBRATION_FILES, CALIBRATION_RECORD)],
-                              [source.path, *source.external_files, *dataset.inputs()], "--out",
+                              [source.path, *source.external_files, *dataset.inputs(),
+                               *([Path(options.labels)] if options.labels else [])], "--out",
                               replaced=[out] if staged else [])
         fixed = {i.batch for i in model_inputs(source) if i.batch is not None}
         if len(fixed) > 1:
@@ -102,6 +110,10 @@ def calibrate(
         keep_nodes, keep_ops = _resolve_exclude(source.proto, options.exclude, source.path)
         if options.exclude:
             recorded["exclude"] = sorted(set(options.exclude))
+        metric, labels = metric_and_labels(options.metric, options.min_metric, options.labels, dataset.count)
+        if metric is not None:  # the score is part of the report: another metric or labels is another result
+            recorded["metric"] = options.metric
+            recorded["labels_sha256"] = file_sha256(options.labels) if options.labels else None
         record = {
             "format_version": CALIBRATION_FORMAT, "precision": precision, "method": method,
             "model_sha256": source.sha256, "data_sha256": dataset.sha256, "samples": len(chosen.calibration),
@@ -126,7 +138,7 @@ def calibrate(
             report is done, so a run stopped midway leaves no model of its own there, whole or cut short."""
             reference = session(source.path, "model")  # fail fast on a model onnxruntime cannot run
             value_ranges: dict[str, tuple[float, float]] = {}
-            header = cache = quantized_ops = None
+            header = cache = quantized_ops = prepared = None
             excluded: list[str] = []
             with ExitStack() as cleanup:
                 work = _temporary_folder(cleanup, None, "calibrate-")
@@ -159,9 +171,11 @@ def calibrate(
                     cache = calibrators.trt_cache(value_ranges, calibrators.tensor_names(source.proto), method)
                     header = cache.splitlines()[0]
                 report = compare(reference, model_out, precision, dataset, chosen.holdout, batch_size, fixed_batch,
-                                 counter("held-out", len(chosen.holdout), progress))
+                                 counter("held-out", len(chosen.holdout), progress), metric, labels)
                 if quantized_ops is not None:
-                    report = report.model_copy(update={"quantized_nodes": sum(quantized_ops.values())})
+                    report = report.model_copy(update={"quantized_nodes": sum(quantized_ops.values()),
+                                                       **_sensitivity(source, prepared, model_out, dataset,
+                                                                      chosen.holdout, batch_size)})
                 if precision == "fp16":
                     report = _with_fp16_range(report, source, model_out, dataset, chosen.holdout, batch_size,
                                               options.chunk_mb)
@@ -186,6 +200,7 @@ def calibrate(
                 seconds=round(time.perf_counter() - started, 3), report=report,
                 quantized_nodes=None if quantized_ops is None else sum(quantized_ops.values()),
                 quantized_ops=quantized_ops, excluded=excluded,
+                exclusions=_exclusions(excluded, source.proto, found or {}),
             )
             _write(folder / CALIBRATION_RECORD, result.record().model_dump_json(indent=2) + "\n")
             return result
@@ -252,6 +267,30 @@ def _with_fp16_range(report: AccuracyReport, source, converted: Path, dataset, h
                                                     "evidence": result.evidence}})
 
 
+SENSITIVITY_SAMPLES = 64
+"""Held-out samples the sensitivity pass runs on: a ranking, not a verdict."""
+
+
+def _sensitivity(source, prepared: Path, model_out: Path, dataset, holdout, batch_size: int) -> dict:
+    """report.json's ``sensitivity`` (every quantized node, most damaging first), or why it could not be made: a
+    ranking that cannot be computed does not cost the calibration."""
+    from calibration.sensitivity import local_errors, ranking
+
+    try:
+        errors = local_errors(prepared, model_out, dataset, holdout[:SENSITIVITY_SAMPLES], batch_size)
+    except CheckFailed as exc:
+        return {"sensitivity": None, "sensitivity_error": str(exc)}
+    return {"sensitivity": ranking(errors, model_out, {n.name for n in source.proto.graph.node if n.name})}
+
+
+def _exclusions(excluded: list[str], proto, found: dict[str, dict]) -> list[dict]:
+    """Each excluded node with why: ``given`` (``--exclude``) or ``found`` (``--fallback auto``, with its figure)."""
+    from calibration.sensitivity import source_name
+
+    names = {n.name for n in proto.graph.node if n.name}
+    return [{"node": node, **found.get(source_name(node, names), {"reason": "given"})} for node in excluded]
+
+
 def _resolve_exclude(proto, names: tuple[str, ...], path: Path) -> tuple[frozenset[str], frozenset[str]]:
     """``--exclude`` values as (node names, op types) of the model; one that is neither is refused, named."""
     nodes = {node.name for node in proto.graph.node if node.name}
@@ -265,9 +304,13 @@ def _resolve_exclude(proto, names: tuple[str, ...], path: Path) -> tuple[frozens
 
 
 def _matching(proto, keep_nodes: frozenset[str], keep_ops: frozenset[str]) -> list[str]:
-    """Names of the nodes ``--exclude`` keeps in float: those named, and every node of the op types."""
+    """Names of the nodes ``--exclude`` keeps in float: those named (also as onnxruntime's pre-processing renames a
+    node it fuses, ``NAME/MatMulAddFusion``), and every node of the op types."""
+    from calibration.sensitivity import source_name
+
     return sorted({node.name for node in proto.graph.node
-                   if node.name and (node.name in keep_nodes or node.op_type in keep_ops)})
+                   if node.name and (source_name(node.name, set(keep_nodes)) in keep_nodes
+                                     or node.op_type in keep_ops)})
 
 
 def _temporary_folder(cleanup: ExitStack, parent: Path | None, prefix: str) -> Path:

@@ -1,10 +1,11 @@
 """Accuracy: each built precision's model (the FP16 conversion or the Q/DQ model the engine was built from)
-against the FP32 model on the same samples in onnxruntime, compared with Polygraphy's comparator; and the engine
-itself, which needs a GPU of its compute capability.
+against the FP32 model on the same samples in onnxruntime, judged by the scale-free gates ``compile calibrate``
+uses (:mod:`compiler.data.agreement`: cosine mean and low quantile, SQNR, top-1/top-5 agreement, NaN/Inf); and the
+engine itself, which needs a GPU of its compute capability.
 
-Polygraphy defaults to atol = rtol = 1e-5 elementwise, which FP16 and INT8 fail on rounding alone (its users'
-most common complaint). The defaults here are per precision (:data:`DEFAULTS`, docs/check.md), and every threshold
-can be set per output.
+Absolute/relative tolerances are optional, per output, compared as Polygraphy's comparator does: they mean
+something only to someone who knows the output's scale, and an absolute default fails a large-logit model on
+rounding alone (docs/check.md).
 """
 
 from __future__ import annotations
@@ -17,54 +18,48 @@ import numpy as np
 from compiler.core.errors import CheckFailed
 from compiler.core.options import CheckOptions
 from compiler.core.records import CheckResult, EngineRecord, Precision, Status
+from compiler.data.agreement import Agreement, Limits, describe, judge, limits
 from compiler.data.datasets import Dataset, batches
+from compiler.data.metric import Metric, MetricRun
 from compiler.data.model import first_line
-from compiler.data.session import cosine_per_sample, session
-
-DEFAULTS: dict[Precision, dict[str, Any]] = {
-    Precision.FP16: {"atol": 5e-2, "rtol": 5e-2, "error_stat": "quantile", "error_quantile": 0.99,
-                     "min_cosine": 0.999, "min_top1": 0.99},
-    Precision.INT8: {"atol": 0.1, "rtol": 0.1, "error_stat": "mean", "error_quantile": 0.99,
-                     "min_cosine": 0.99, "min_top1": 0.97},
-    Precision.FP8: {"atol": 0.1, "rtol": 0.1, "error_stat": "mean", "error_quantile": 0.99,
-                    "min_cosine": 0.99, "min_top1": 0.97},
-}
-"""FP16 rounds each op to ~5e-4 relative and a deep network compounds it, so 5 % at the 99th percentile of
-elements (an element passes on either atol or rtol: those near 0 have large relative and tiny absolute errors).
-INT8/FP8 round every activation to one of 255 (or FP8's 256) levels, so their mean error is held to 10 % and
-the shape of the output (cosine, top-1) carries the gate. Tuned so well-converted models pass (the digits CNN:
-fp16 cosine 1.00000, int8 0.99997, top-1 100 %)."""
-THRESHOLDS = ("atol", "rtol", "error_stat", "error_quantile", "min_cosine", "min_top1")
+from compiler.data.session import session
 
 
-def thresholds(options: CheckOptions, precision: Precision, output: str) -> dict[str, Any]:
-    """The output's thresholds: named for it, else given for every output, else the precision's default."""
-    chosen = {}
-    for name in THRESHOLDS:
-        given = getattr(options, name)
-        chosen[name] = given.get(output, given.get("", DEFAULTS[precision][name]))
-    return chosen
+def output_limits(options: CheckOptions, precision: Precision, output: str) -> Limits:
+    """The output's gates: named for it, else given for every output, else the precision's default."""
+    def given(name: str) -> float | None:
+        chosen = getattr(options, name)
+        return chosen.get(output, chosen.get(""))
+
+    return limits(str(precision), given("min_cosine"), given("min_sqnr"), given("min_top1"))
+
+
+def tolerances(options: CheckOptions, output: str) -> dict[str, Any] | None:
+    """The output's atol/rtol gate when one of them is given (either, as Polygraphy: an element passes on one)."""
+    def given(name: str, default: Any) -> Any:
+        chosen = getattr(options, name)
+        return chosen.get(output, chosen.get("", default))
+
+    atol, rtol = given("atol", None), given("rtol", None)
+    if atol is None and rtol is None:
+        return None
+    return {"atol": atol or 0.0, "rtol": rtol or 0.0, "error_stat": given("error_stat", "elemwise"),
+            "error_quantile": given("error_quantile", 0.99)}
 
 
 def check_accuracy(reference: dict[str, np.ndarray], candidate, precision: Precision, dataset: Dataset,
-                   indices: np.ndarray, options: CheckOptions, progress: Callable[[int], None] | None = None
-                   ) -> CheckResult:
+                   indices: np.ndarray, options: CheckOptions, progress: Callable[[int], None] | None = None,
+                   metric: Metric | None = None, labels: dict[str, np.ndarray] | None = None) -> CheckResult:
     """``candidate`` (the built model's path) against the FP32 ``reference`` outputs, batch by batch."""
-    from polygraphy.comparator import Comparator, CompareFunc, IterationResult, RunResults
-    from polygraphy.logger import G_LOGGER
-
     cand = session(candidate, f"{precision} model")
     names = list(reference)
     if [o.name for o in cand.get_outputs()] != names:
         raise CheckFailed(f"{candidate}: outputs differ from the FP32 model's ({', '.join(names)})")
-    limits = {name: thresholds(options, precision, name) for name in names}
-    compare = CompareFunc.simple(
-        atol={n: t["atol"] for n, t in limits.items()}, rtol={n: t["rtol"] for n, t in limits.items()},
-        check_error_stat={n: t["error_stat"] for n, t in limits.items()},
-        error_quantile={n: t["error_quantile"] for n, t in limits.items()})
-    per_output: dict[str, dict[str, Any]] = {n: {"passed": True, "max_absdiff": 0.0, "max_reldiff": 0.0,
-                                                 "mean_absdiff": 0.0, "quantile_absdiff": 0.0, "cosines": [],
-                                                 "agree": 0, "nonfinite": 0} for n in names}
+    tolerance = {name: t for name in names if (t := tolerances(options, name)) is not None}
+    compare = _tolerance_compare(tolerance) if tolerance else None
+    within = dict.fromkeys(tolerance, True)
+    agreement = Agreement(names)
+    scored = MetricRun(metric, names, labels, indices) if metric is not None else None
     done = 0
     for chunk in batches(indices, options.batch_size):
         feed = dataset.read(chunk)
@@ -72,67 +67,106 @@ def check_accuracy(reference: dict[str, np.ndarray], candidate, precision: Preci
             actual = cand.run(names, feed)
         except Exception as exc:
             raise CheckFailed(f"onnxruntime cannot run the {precision} model {candidate}: {first_line(exc)}") from None
-        expected = {n: reference[n][done:done + len(chunk)] for n in names}
+        expected = [reference[n][done:done + len(chunk)] for n in names]
         done += len(chunk)
-        ref_result = IterationResult(outputs=expected, runner_name="fp32")
-        cand_result = IterationResult(outputs=dict(zip(names, actual, strict=True)), runner_name=str(precision))
-        with G_LOGGER.verbosity(G_LOGGER.CRITICAL):
-            valid = Comparator.validate(RunResults([(str(precision), [cand_result])]), check_inf=True,
-                                        check_nan=True)
-            results = compare(ref_result, cand_result)
-        for name, value in zip(names, actual, strict=True):
-            stats, result = per_output[name], results.get(name)
-            stats["passed"] &= bool(result)
-            for key in ("max_absdiff", "max_reldiff", "quantile_absdiff"):
-                stats[key] = max(stats[key], float(getattr(result, key, 0.0) or 0.0))
-            stats["mean_absdiff"] += float(getattr(result, "mean_absdiff", 0.0) or 0.0) * len(chunk)
-            if not valid:
-                stats["nonfinite"] += int(value.size - np.count_nonzero(np.isfinite(value)))
-            a = np.asarray(expected[name], dtype=np.float64).reshape(len(chunk), -1)
-            b = np.asarray(value, dtype=np.float64).reshape(len(chunk), -1)
-            stats["cosines"].append(cosine_per_sample(a, b))
-            stats["classes"] = value.ndim == 2 and value.shape[1] > 1 and np.issubdtype(value.dtype, np.floating)
-            if stats["classes"]:
-                stats["agree"] += int((expected[name].argmax(axis=1) == value.argmax(axis=1)).sum())
+        agreement.add(expected, actual)
+        if scored is not None:
+            scored.add(expected, actual)
+        if compare is not None:
+            for name, passed in compare(names, expected, actual).items():
+                within[name] &= passed
         if progress:
             progress(len(chunk))
-    return _verdict(per_output, limits, len(indices), precision)
+    verdict = _verdict(agreement, options, precision, tolerance, within, len(indices))
+    if scored is not None:
+        verdict = _with_metric(verdict, metric.name, scored.value(), options.min_metric)
+    return _with_sensitivity(verdict, candidate) if verdict.status == Status.FAILED and precision.calibrated \
+        else verdict
 
 
-def _verdict(per_output: dict[str, dict[str, Any]], limits: dict[str, dict[str, Any]], samples: int,
-             precision: Precision) -> CheckResult:
+def _with_sensitivity(result: CheckResult, model) -> CheckResult:
+    """A failed int8/fp8 verdict with the most sensitive nodes, when the model's calibration folder is at hand
+    (its report.json ranks them, vouched for by calibration.json) and what to do about them."""
+    from pathlib import Path
+
+    from compiler.core.errors import CompileError
+    from compiler.core.files import file_sha256
+    from compiler.core.records import AccuracyReport, CalibrationRecord, read_record
+
+    folder = Path(model).parent
+    try:
+        record = read_record(folder / "calibration.json", CalibrationRecord, "")
+        if record.files.get("report.json") != file_sha256(folder / "report.json"):
+            return result
+        ranked = read_record(folder / "report.json", AccuracyReport, "").sensitivity or []
+    except (CompileError, OSError):
+        return result
+    if not ranked:
+        return result
+    worst = ", ".join(f"{s['exclude']} ({s['sqnr_db']:.1f} dB)" for s in ranked[:3])
+    advice = (f"most sensitive nodes: {worst}; keep them in float with compile calibrate --exclude "
+              f"{ranked[0]['exclude']}, or --fallback auto")
+    return result.model_copy(update={"summary": f"{result.summary}; {advice}", "evidence": [*result.evidence, advice],
+                                     "figures": {**result.figures, "sensitivity": ranked[:10]}})
+
+
+def _with_metric(result: CheckResult, name: str, value: float, threshold: float | None) -> CheckResult:
+    """The user's score among the figures, and its gate when ``--min-metric`` is given."""
+    figures = {**result.figures, "metric": {"name": name, "value": value, "threshold": threshold}}
+    line = f"metric {name}: {value:.6g}" + (f" (--min-metric {threshold:g})" if threshold is not None else "")
+    if threshold is None or value >= threshold:
+        return result.model_copy(update={"figures": figures, "evidence": [*result.evidence, line]})
+    failure = f"metric {name} {value:.6g} below --min-metric {threshold:g}"
+    return result.model_copy(update={"status": Status.FAILED, "figures": figures,
+                                     "evidence": [failure, *result.evidence, line],
+                                     "summary": f"{failure}; {result.summary}"})
+
+
+def _tolerance_compare(tolerance: dict[str, dict[str, Any]]):
+    """Polygraphy's comparator on the outputs that have an atol/rtol gate; returns name -> passed per batch."""
+    from polygraphy.comparator import CompareFunc, IterationResult
+    from polygraphy.logger import G_LOGGER
+
+    compare = CompareFunc.simple(
+        atol={n: t["atol"] for n, t in tolerance.items()}, rtol={n: t["rtol"] for n, t in tolerance.items()},
+        check_error_stat={n: t["error_stat"] for n, t in tolerance.items()},
+        error_quantile={n: t["error_quantile"] for n, t in tolerance.items()})
+
+    def run(names: list[str], expected: list[np.ndarray], actual: list[np.ndarray]) -> dict[str, bool]:
+        chosen = [i for i, n in enumerate(names) if n in tolerance]
+        ref = IterationResult(outputs={names[i]: expected[i] for i in chosen}, runner_name="fp32")
+        cand = IterationResult(outputs={names[i]: np.nan_to_num(actual[i]) for i in chosen}, runner_name="candidate")
+        with G_LOGGER.verbosity(G_LOGGER.CRITICAL):
+            results = compare(ref, cand)
+        return {names[i]: bool(results.get(names[i])) for i in chosen}
+
+    return run
+
+
+def _verdict(agreement: Agreement, options: CheckOptions, precision: Precision, tolerance: dict[str, dict[str, Any]],
+             within: dict[str, bool], samples: int) -> CheckResult:
     figures, evidence, failures = {}, [], []
-    for name, stats in per_output.items():
-        limit, cosines = limits[name], np.concatenate(stats["cosines"])
-        top1 = stats["agree"] / samples if stats.get("classes") else None
-        figure = {"samples": samples, "cosine_mean": float(cosines.mean()), "cosine_min": float(cosines.min()),
-                  "max_abs_error": stats["max_absdiff"], "max_rel_error": stats["max_reldiff"],
-                  "mean_abs_error": stats["mean_absdiff"] / samples, "top1_agreement": top1,
-                  "nonfinite": stats["nonfinite"], "thresholds": limit}
-        figures[name] = figure
-        stat = limit["error_stat"]
-        line = (f"output {name}: cosine mean {figure['cosine_mean']:.6f} (min {figure['cosine_min']:.6f}), max abs "
-                f"error {figure['max_abs_error']:.4g}, mean abs error {figure['mean_abs_error']:.4g}"
-                + (f", top-1 agreement {top1:.2%}" if top1 is not None else ""))
-        evidence.append(line)
-        if not stats["passed"]:
-            failures.append(f"output {name}: {stat} error beyond atol {limit['atol']:g} and rtol {limit['rtol']:g} "
-                            f"(max abs error {figure['max_abs_error']:.4g}, max rel error "
-                            f"{figure['max_rel_error']:.4g})")
-        if figure["nonfinite"]:
-            failures.append(f"output {name}: {figure['nonfinite']} NaN/Inf values")
-        if figure["cosine_mean"] < limit["min_cosine"]:
-            failures.append(f"output {name}: cosine mean {figure['cosine_mean']:.6f} below --min-cosine "
-                            f"{limit['min_cosine']:g}")
-        if top1 is not None and top1 < limit["min_top1"]:
-            failures.append(f"output {name}: top-1 agreement {top1:.2%} below --min-top1 {limit['min_top1']:.2%}")
+    for out in agreement.reports():
+        limit = output_limits(options, precision, out.name)
+        gates = judge(out, limit)
+        figures[out.name] = {**out.model_dump(exclude={"name", "kind"}),
+                             "thresholds": {g.name: g.threshold for g in gates} | tolerance.get(out.name, {})}
+        evidence.append(f"output {out.name}: cosine mean {out.cosine_mean:.6f} (5 % quantile {out.cosine_low:.6f}, "
+                        f"min {out.cosine_min:.6f}), SQNR {out.sqnr_db:.1f} dB, max abs error "
+                        f"{out.max_abs_error:.4g}"
+                        + (f", top-1 agreement {out.top1_agreement:.2%}" if out.top1_agreement is not None else ""))
+        failures += [describe(g) for g in gates if not g.passed]
+        if out.name in tolerance and not within[out.name]:
+            t = tolerance[out.name]
+            failures.append(f"output {out.name}: {t['error_stat']} error beyond --atol {t['atol']:g} and --rtol "
+                            f"{t['rtol']:g} (max abs error {out.max_abs_error:.4g})")
     if failures:
         return CheckResult(name="accuracy", status=Status.FAILED, figures=figures, evidence=failures + evidence,
                            summary=f"{precision} vs FP32 on {samples} samples: {failures[0]}"
                                    + (f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""))
     return CheckResult(name="accuracy", status=Status.OK, figures=figures, evidence=evidence,
                        summary=f"{precision} vs FP32 on {samples} samples in onnxruntime: " + "; ".join(
-                           f"{n} cosine {f['cosine_mean']:.5f}, max abs error {f['max_abs_error']:.3g}"
+                           f"{n} cosine {f['cosine_mean']:.5f}, SQNR {f['sqnr_db']:.1f} dB"
                            for n, f in figures.items()))
 
 

@@ -35,9 +35,14 @@ def check(build_dir: str | Path, options: CheckOptions | None = None, progress: 
     started = time.perf_counter()
     build = _checkable(read_build(Path(build_dir)))
     check_writable_folder(build.root, "BUILD_DIR")
-    inputs = [p for p in (options.data, options.model, options.rules, options.skus, options.profiles) if p]
+    inputs = [p for p in (options.data, options.model, options.rules, options.skus, options.profiles,
+                          options.labels) if p] + [
+        folder / name for folder in options.calibration for name in ("model.onnx", "calibration.json")]
     check_not_overwriting([build.root / CHECK_RECORD, build.root / MARKDOWN, build.root / GOLDEN_FILE], inputs,
                           "BUILD_DIR")
+    for folder in options.calibration:
+        if not Path(folder).is_dir():
+            raise InvalidInput(f"--calibration {folder}: not a folder; pass the --out folder of compile calibrate")
     rules = load_rules(options.rules)  # bad rules fail before any work
     catalog = load_sku_catalog(options.skus)
     for target in build.targets:
@@ -53,7 +58,9 @@ def check(build_dir: str | Path, options: CheckOptions | None = None, progress: 
 
         dataset = open_dataset(options.data, source)
     try:
-        models = {t.label: built_model(t, source) for t in build.targets if t.engine is not None}
+        metric, labels = _metric(options, dataset)
+        models = {t.label: built_model(t, source, calibrations=options.calibration)
+                  for t in build.targets if t.engine is not None}
         key = _inputs_sha256(build, source, dataset, options, models)
         earlier = _earlier(build.root / CHECK_RECORD, key) if options.reuse else None
         if earlier is not None:
@@ -66,7 +73,7 @@ def check(build_dir: str | Path, options: CheckOptions | None = None, progress: 
                 return found.model_copy(update={"build_dir": str(build.root), "cache": miss})
         with tempfile.TemporaryDirectory(prefix="compile-check-") as work:
             report = _run(build, source, profiles, rules, catalog, dataset, models, options, progress, Path(work),
-                          started)
+                          started, (metric, labels))
     finally:
         if dataset is not None:
             dataset.close()
@@ -97,6 +104,19 @@ def _from_shared(shared: Any, key: str, root: Path) -> tuple[CheckReport | None,
     return found.model_copy(update={"reused": True}), outcome
 
 
+def _metric(options: CheckOptions, dataset):
+    """``--metric`` loaded and ``--labels`` read before any work; (None, None) without them."""
+    from compiler.data.metric import load_labels, load_metric
+
+    if options.metric is None:
+        if options.min_metric is not None:
+            raise InvalidInput("--min-metric needs --metric MODULE:FUNCTION (the score it holds to the threshold)")
+        return None, None
+    if dataset is None:
+        raise InvalidInput(f"--metric {options.metric}: needs --data (the samples it scores)")
+    return load_metric(options.metric), load_labels(options.labels, dataset.count)
+
+
 def _checkable(build: BuildFolder) -> BuildFolder:
     """The folder, refused unless every target that built still has its plan, layers.json and build.log: the
     fusion and memory checks read them."""
@@ -123,14 +143,17 @@ def _inputs_sha256(build: BuildFolder, source: OnnxModel, dataset, options: Chec
     from compiler.core.records import CHECK_FORMAT
 
     files = {"rules": options.rules, "skus": options.skus or bundled_profiles_path("skus.yaml"),
-             "profiles": options.profiles}
+             "profiles": options.profiles, "labels": options.labels}
     return hash_json({
         "format": CHECK_FORMAT, "model": source.sha256, "data": dataset.sha256 if dataset is not None else None,
         "golden": GOLDEN_SAMPLES if dataset is not None else None,  # a check.json from before golden inputs: rerun
         "engines": [[t.status.sku, t.status.precision, t.status.status, t.engine.sha256 if t.engine else None,
                      t.label in models and models[t.label][0] is not None] for t in build.targets],
         "files": {name: file_sha256(Path(path)) if path else None for name, path in files.items()},
-        "options": options.model_dump(mode="json", exclude={"data", "model", "rules", "skus", "profiles", "reuse"}),
+        "calibrations": sorted(file_sha256(Path(c) / "calibration.json") for c in options.calibration
+                               if (Path(c) / "calibration.json").is_file()),  # where a failure's advice comes from
+        "options": options.model_dump(mode="json", exclude={"data", "model", "rules", "skus", "profiles", "reuse",
+                                                              "calibration", "labels"}),
         "versions": {**versions(), **installed_versions()}})
 
 
@@ -157,7 +180,7 @@ def _earlier(path: Path, key: str) -> CheckReport | None:
 
 
 def _run(build: BuildFolder, source: OnnxModel, profiles, rules, catalog, dataset, models, options: CheckOptions,
-         progress: Progress | None, work: Path, started: float) -> CheckReport:
+         progress: Progress | None, work: Path, started: float, scoring) -> CheckReport:
     from compiler.backends import default_backend
     from compiler.check.accuracy import check_accuracy, engine_accuracy
     from compiler.check.fusions import Graph, check_fusions
@@ -219,12 +242,12 @@ def _run(build: BuildFolder, source: OnnxModel, profiles, rules, catalog, datase
             checks.append(_skipped("accuracy", "the fp32 engine was built from the FP32 model itself: nothing to "
                                                "compare in onnxruntime (engine-accuracy needs a GPU)"))
         elif path is None:
-            checks.append(_skipped("accuracy", f"the model the engine was built from is not at hand: {where}"))
+            checks.append(_unmeasured(engine.precision, where, options))
         else:
             key = engine.built_model_sha256
             if key not in accuracy:
                 accuracy[key] = check_accuracy(reference.outputs, path, engine.precision, dataset, indices, options,
-                                               counter(f"{engine.precision}", len(indices), progress))
+                                               counter(f"{engine.precision}", len(indices), progress), *scoring)
             checks.append(accuracy[key])
         if engine.precision == Precision.FP16:
             if reference is None:
@@ -240,6 +263,18 @@ def _run(build: BuildFolder, source: OnnxModel, profiles, rules, catalog, datase
     return _report(build, source, model_checks, engine_checks, options, started).model_copy(update={"golden": golden})
 
 
+
+
+def _unmeasured(precision: Precision, where: str, options: CheckOptions) -> CheckResult:
+    """Accuracy that cannot be measured for want of the model the engine was built from: a failure (a release
+    must not pass as checked when it was not), unless ``--allow-skip accuracy``."""
+    why = f"the {precision} model the engine was built from is not at hand: {where}"
+    if "accuracy" in options.allow_skip:
+        return _skipped("accuracy", f"{why} (--allow-skip accuracy)")
+    hint = ("pass its calibration folder with --calibration DIR, " if precision != Precision.FP16 else "") + \
+        "rebuild with compile build (the build cache keeps the model), or pass --allow-skip accuracy"
+    return CheckResult(name="accuracy", status=Status.FAILED, figures={"looked": where},
+                       summary=f"not measured: {why}; {hint}")
 
 
 def _skipped(name: str, why: str) -> CheckResult:

@@ -46,7 +46,12 @@ def calibrate(
     min_cosine: Annotated[float | None, option("X", GATES, CALIBRATE["min_cosine"])] = None,
     min_top1: Annotated[float | None, option("X", GATES, CALIBRATE["min_top1"])] = None,
     max_abs_error: Annotated[float | None, option("X", GATES, CALIBRATE["max_abs_error"])] = None,
+    min_sqnr: Annotated[float | None, option("DB", GATES, CALIBRATE["min_sqnr"])] = None,
     exclude: Annotated[list[str] | None, option("NODE|OP", CALIBRATION, CALIBRATE["exclude"])] = None,
+    fallback: Annotated[str | None, option("auto", CALIBRATION, CALIBRATE["fallback"])] = None,
+    metric: Annotated[str | None, option("MODULE:FUNCTION", GATES, CALIBRATE["metric"])] = None,
+    min_metric: Annotated[float | None, option("X", GATES, CALIBRATE["min_metric"])] = None,
+    labels: Annotated[Path | None, option("FILE", INPUTS, CALIBRATE["labels"])] = None,
     out: Annotated[Path, option("DIR", OUTPUT, "Output folder: model.onnx, calibration.json, calibration.cache, "
                                 "report.json.", show_default=False)],
     no_reuse: Annotated[bool, switch("--no-reuse", OUTPUT, "Recompute even if DIR holds this result.")] = False,
@@ -54,14 +59,18 @@ def calibrate(
     explain: ExplainOption = False,
     json: JsonOption = False,
 ) -> None:
-    """Quantized (int8/fp8 Q/DQ) or converted (fp16) model, ranges, TensorRT calibration cache, accuracy report."""
+    """Quantized (int8/fp8 Q/DQ) or converted (fp16) model, ranges, TensorRT calibration cache, accuracy report.
+    The held-out accuracy is gated as compile check gates it (unset thresholds take the precision's defaults,
+    docs/check.md): a calibration that collapses accuracy exits 1 here."""
     from calibration import calibrate as run_calibration
     from compiler.core.options import CalibrationOptions
 
     options = CalibrationOptions(precision=precision, method=method, samples=samples, batch_size=batch_size,
                                  holdout=holdout, seed=seed, percentile=percentile, num_bins=num_bins,
                                  chunk_mb=chunk_mb, min_cosine=min_cosine, min_top1=min_top1,
-                                 max_abs_error=max_abs_error, exclude=tuple(exclude or ()), reuse=not no_reuse)
+                                 max_abs_error=max_abs_error, min_sqnr=min_sqnr, exclude=tuple(exclude or ()),
+                                 fallback=fallback, metric=metric, min_metric=min_metric, labels=labels,
+                                 reuse=not no_reuse)
     from compiler.cache.tier import CacheTier
 
     shared = CacheTier(remote_cache, explain)
@@ -74,4 +83,15 @@ def calibrate(
         first = failed[0]
         raise CheckFailed(f"{len(failed)} gate(s) failed; {first.name} on output '{first.output}': "
                           f"{gate_figure(first.name, first.value)} vs threshold "
-                          f"{gate_figure(first.name, first.threshold)} (report: {Path(result.out) / 'report.json'})")
+                          f"{gate_figure(first.name, first.threshold)}{suggestion(result)} "
+                          f"(report: {Path(result.out) / 'report.json'})")
+
+
+def suggestion(result) -> str:
+    """For a failed int8/fp8 calibration: the most sensitive nodes and what to do about them."""
+    ranked = result.report.sensitivity or []
+    if not ranked:
+        return ""
+    worst = ", ".join(f"{s['exclude']} ({s['sqnr_db']:.1f} dB)" for s in ranked[:3])
+    return (f"; most sensitive nodes: {worst}: keep them in float with --exclude {ranked[0]['exclude']}, or let "
+            f"--fallback auto find the fewest to keep")

@@ -25,6 +25,7 @@ from compiler.core.flags import CHECK
 
 
 @examples("compile check engines --data data.npz",
+          "compile check engines --data data.npz --calibration calibrated",
           "compile check engines --data images/ --samples 256 --min-cosine logits=0.995 --rules rules.yaml --json")
 def check(
     build_dir: BuildDirArgument,
@@ -46,6 +47,12 @@ def check(
     error_quantile: Annotated[list[str] | None, threshold(CHECK["error_quantile"])] = None,
     min_cosine: Annotated[list[str] | None, threshold(CHECK["min_cosine"])] = None,
     min_top1: Annotated[list[str] | None, threshold(CHECK["min_top1"])] = None,
+    min_sqnr: Annotated[list[str] | None, threshold(CHECK["min_sqnr"])] = None,
+    calibration: Annotated[list[Path] | None, option("DIR", INPUTS, CHECK["calibration"])] = None,
+    metric: Annotated[str | None, option("MODULE:FUNCTION", GATES, CHECK["metric"])] = None,
+    min_metric: Annotated[float | None, option("X", GATES, CHECK["min_metric"])] = None,
+    labels: Annotated[Path | None, option("FILE", INPUTS, CHECK["labels"])] = None,
+    allow_skip: Annotated[list[str] | None, option("CHECK", GATES, CHECK["allow_skip"])] = None,
     chunk_mb: Annotated[int, option("MIB", INPUTS, CHECK["chunk_mb"])] = 256,
     no_lint: Annotated[bool, switch("--no-lint", INPUTS, "Skip the ONNX checker and Polygraphy lint.")] = False,
     no_reuse: Annotated[bool, switch("--no-reuse", OUTPUT, "Check again even if check.json was made from the same "
@@ -65,6 +72,9 @@ def check(
         error_stat=per_output("--error-stat", error_stat, number=False),
         error_quantile=per_output("--error-quantile", error_quantile),
         min_cosine=per_output("--min-cosine", min_cosine), min_top1=per_output("--min-top1", min_top1),
+        min_sqnr=per_output("--min-sqnr", min_sqnr),
+        calibration=tuple(calibration or ()), allow_skip=tuple(allow_skip or ()), metric=metric,
+        min_metric=min_metric, labels=labels,
         chunk_mb=chunk_mb, lint=not no_lint, reuse=not no_reuse)
     with nullcontext() if json else render.phase_progress() as progress:
         from compiler.cache.tier import CacheTier

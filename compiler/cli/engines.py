@@ -42,7 +42,7 @@ def build(
                                      show_default=False)],
     precision: Annotated[list[str], option(PRECISIONS, TARGETS, "Engine precision; repeat for several.",
                                            show_default=False)],
-    calibration: Annotated[Path | None, option("DIR", CALIBRATION, BUILD["calibration"])] = None,
+    calibration: Annotated[list[Path] | None, option("DIR", CALIBRATION, BUILD["calibration"])] = None,
     data: Annotated[Path | None, option("DATA", CALIBRATION, BUILD["data"])] = None,
     method: Annotated[str | None, option(METHODS, CALIBRATION, BUILD["method"])] = None,
     jobs: Annotated[int, option("N", TARGETS, BUILD["jobs"])] = 1,
@@ -60,7 +60,7 @@ def build(
     """One engine per SKU x precision under DIR/<sku>/<precision>/, with a content-addressed cache."""
     from compiler.engines import BuildOptions, execute_builds, plan_builds
 
-    options = BuildOptions(calibration=calibration, data=data, method=method, cache_dir=cache_dir,
+    options = BuildOptions(calibration=tuple(calibration or ()), data=data, method=method, cache_dir=cache_dir,
                            use_cache=not no_cache, backend=backend, workspace_mb=workspace_mb,
                            optimization_level=optimization_level, jobs=jobs, remote_cache=remote_cache,
                            explain=explain)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -20,6 +21,7 @@ from compiler.cli.params import (
     option,
     switch,
 )
+from compiler.core.text import printable
 from compiler.stores import DEFAULT_STORE
 
 
@@ -53,7 +55,6 @@ def triton(
 ) -> None:
     """A Triton model repository of a release: config.pbtxt (batching, warmup) and one verified plan per compute
     capability, for a Triton release whose TensorRT loads every plan."""
-    import sys
 
     from compiler.export.triton import export_triton
 
@@ -64,6 +65,8 @@ def triton(
                            model_version=model_version, triton_version=triton_version, triton_release=triton_release,
                            triton_tensorrt=triton_tensorrt, default_plan=default_plan, use_cache=not no_cache,
                            verify_key=verify_key, allow_yanked=allow_yanked)
+    for warning in result.warnings:
+        sys.stderr.write(f"warning: {printable(warning)}\n")
     if json:
         render.emit_json(result)
     else:
@@ -93,6 +96,8 @@ def rtx(
 
     result = export_rtx(store, release, out, model_name=model_name, precision=precision,
                         runtime_version=runtime_version, use_cache=not no_cache)
+    for warning in result.warnings:
+        sys.stderr.write(f"warning: {printable(warning)}\n")
     if json:
         render.emit_json(result)
     else:

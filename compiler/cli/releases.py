@@ -98,6 +98,8 @@ def pull(
                            "otherwise")
     result = pull_engine(store, release, out=out, sku=sku, precision=precision, tensorrt_version=tensorrt_version,
                          use_cache=not no_cache, verify_key=verify_key, allow_yanked=allow_yanked)
+    for warning in result.warnings:
+        sys.stderr.write(f"warning: {printable(warning)}\n")
     if golden:
         fetched = pull_golden(store, release, Path(out).with_name(GOLDEN_FILE), use_cache=not no_cache)
         result = result.model_copy(update={"golden": fetched})
@@ -134,12 +136,15 @@ def promote(
                                    show_default=False)],
     allow_yanked: AllowYankedOption = False,
     store: StoreOption = DEFAULT_STORE,
+    allow_failed: Annotated[bool, switch("--allow-failed", INPUTS, "Promote a version whose check failed or that "
+                                                                   "was published with --allow-failed.")] = False,
     json: JsonOption = False,
 ) -> None:
-    """Point a channel at a published version (the one mutable operation, as a compare-and-swap)."""
+    """Point a channel at a published version (the one mutable operation, as a compare-and-swap). A version whose
+    check failed, or published with --allow-failed, is refused (exit 1) unless --allow-failed."""
     from compiler.releases.channels import promote as promote_release
 
-    result = promote_release(store, release, channel, allow_yanked=allow_yanked)
+    result = promote_release(store, release, channel, allow_yanked=allow_yanked, allow_failed=allow_failed)
     if json:
         render.emit_json(result)
     else:

@@ -263,11 +263,17 @@ def calibration(result: CalibrationResult) -> None:
     console.print(f"[bold]{escape(str(result.out))}[/bold]  {what}  {result.samples} calibration + "
                   f"{result.holdout_samples} held-out samples  "
                   + ("reused (same model, data and options)" if result.reused else f"{result.seconds:.1f} s"))
-    console.print(table("Held-out accuracy against FP32", ["output", "cosine mean", "cosine min",
+    console.print(table("Held-out accuracy against FP32", ["output", "cosine mean", "cosine 5 %", "SQNR dB",
                                                            "max abs error", "top-1 agreement"], [
-        [o.name, f"{o.cosine_mean:.5f}", f"{o.cosine_min:.5f}", f"{o.max_abs_error:.4g}",
+        [o.name, f"{o.cosine_mean:.5f}", "-" if o.cosine_low is None else f"{o.cosine_low:.5f}",
+         "-" if o.sqnr_db is None else f"{o.sqnr_db:.1f}", f"{o.max_abs_error:.4g}",
          "-" if o.top1_agreement is None else f"{o.top1_agreement:.2%}"] for o in result.report.outputs
     ]))
+    if result.report.sensitivity:
+        console.print(table("Most sensitive quantized nodes (output SQNR when quantized alone; all in report.json)",
+                            ["rank", "node", "op", "SQNR dB", "quantized input"], [
+            [str(s["rank"]), s["exclude"], s["op"], f"{s['sqnr_db']:.1f}", ", ".join(s["tensors"])]
+            for s in result.report.sensitivity[:5]]))
     if result.report.fp16_range is not None:
         console.print(f"FP16 range: {escape(result.report.fp16_range['summary'])}")
         for line in result.report.fp16_range["evidence"][:5]:

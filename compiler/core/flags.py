@@ -3,7 +3,8 @@ field descriptions from here and the CLI its ``--help``, so the two cannot drift
 at start-up without importing pydantic."""
 
 BUILD = {
-    "calibration": "Output folder of compile calibrate (int8/fp8).",
+    "calibration": "Output folder of compile calibrate (int8/fp8, or fp16 to build its conversion); repeat for "
+                   "several precisions, each target takes the folder of its own.",
     "data": "Calibration data (.npz or image folder) to calibrate int8/fp8 now (kept in the cache) when "
             "--calibration is not given.",
     "method": "Calibration method with --data: minmax (the default), entropy, percentile.",
@@ -28,11 +29,22 @@ CALIBRATE = {
     "percentile": "Percentile kept by --method percentile.",
     "num_bins": "Histogram bins for entropy and percentile.",
     "chunk_mb": "Activation memory per onnxruntime chunk (MiB).",
-    "min_cosine": "Gate: mean cosine similarity of every output.",
-    "min_top1": "Gate: top-1 agreement of class-score outputs (a fraction, 0.98 for 98 %).",
-    "max_abs_error": "Gate: max absolute error of every output.",
+    "min_cosine": "Gate: mean cosine similarity of every output (its 5 % quantile gets 5x the slack); default "
+                  "0.999 fp16, 0.98 int8, 0.96 fp8.",
+    "min_top1": "Gate: top-1 agreement of class-score outputs (a fraction, 0.98 for 98 %); default 0.99 fp16, "
+                "0.90 int8/fp8.",
+    "max_abs_error": "Gate: max absolute error of every output (no default: it depends on the output's scale).",
+    "min_sqnr": "Gate: signal to quantization-noise ratio of every output in dB, against the output's spread; "
+                "default 30 fp16, 12 int8/fp8.",
     "exclude": "Keep a node (by name) or every node of an op type (Softmax) out of the lower precision: no Q/DQ "
                "for int8/fp8, FP32 for fp16. Repeat for more.",
+    "metric": "Your own score, MODULE:FUNCTION (a dotted module or a .py file): function(outputs, reference, labels) "
+              "-> float; reported, gated by --min-metric, the objective of --fallback auto.",
+    "min_metric": "Gate: least score of --metric.",
+    "labels": "An .npz of labels for --metric, one row per data sample (labels argument).",
+    "fallback": "auto: when a gate fails, keep the fewest nodes in higher precision until the gates pass "
+                "(ranked by sensitivity, then bisected; FP32 for fp16's overflowing nodes); recorded in "
+                "calibration.json.",
     "reuse": "Reuse a folder that holds this very result (--no-reuse recomputes).",
 }
 
@@ -48,12 +60,20 @@ CHECK = {
     "max_partitions": "Gate: most TensorRT partitions of the model.",
     "max_unsupported": "Gate: most nodes TensorRT does not take.",
     "max_boundary_mb": "Gate: most MiB crossing partition boundaries per inference.",
-    "atol": "Gate: absolute tolerance",
-    "rtol": "Gate: relative tolerance",
-    "error_stat": "Gate: elemwise, max, mean, median or quantile error",
-    "error_quantile": "Gate: the quantile of --error-stat quantile (0.99)",
-    "min_cosine": "Gate: least mean cosine similarity",
-    "min_top1": "Gate: least top-1 agreement (0.98: 98 %)",
+    "atol": "Gate (optional, off by default): absolute tolerance, with --rtol as Polygraphy compares",
+    "rtol": "Gate (optional, off by default): relative tolerance",
+    "error_stat": "With --atol/--rtol: elemwise (default), max, mean, median or quantile error",
+    "error_quantile": "With --error-stat quantile: the quantile (0.99)",
+    "min_cosine": "Gate: least mean cosine similarity (its 5 % quantile gets 5x the slack)",
+    "min_top1": "Gate: least top-1 agreement (0.98: 98 %); top-5 gets half the slack",
+    "min_sqnr": "Gate: least SQNR in dB against the output's spread",
+    "calibration": "A calibration folder (compile calibrate --out) to find an int8/fp8 engine's Q/DQ model in, "
+                   "by digest, besides the build cache and the path recorded. Repeat for more.",
+    "allow_skip": "Let a check that cannot be measured be skipped instead of failing (accuracy: the model an "
+                  "engine was built from is nowhere to be found).",
+    "metric": "Your own score, MODULE:FUNCTION: function(outputs, reference, labels) -> float, per engine's model.",
+    "min_metric": "Gate: least score of --metric.",
+    "labels": "An .npz of labels for --metric, one row per data sample.",
     "chunk_mb": "Intermediate tensors held at once by the FP16 range check.",
     "lint": "Run the ONNX checker and Polygraphy lint (--no-lint skips them).",
     "reuse": "Return the folder's check.json when it was made from exactly these inputs (--no-reuse checks "

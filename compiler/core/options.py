@@ -61,7 +61,7 @@ class BuildOptions(OptionGroup):
     """How ``compile build`` prepares, builds and caches its targets (the SKUs, precisions and profiles are the
     targets themselves, not options)."""
 
-    calibration: Path | None = None
+    calibration: tuple[Path, ...] = ()
     data: Path | None = None
     method: str | None = None
     cache_dir: Path | None = None
@@ -73,9 +73,17 @@ class BuildOptions(OptionGroup):
     optimization_level: StrictInt | None = Field(None, ge=0, le=5)
     jobs: StrictInt = Field(1, ge=1, le=MAX_JOBS)
 
+    @field_validator("calibration", mode="before")
+    @classmethod
+    def _folders(cls, value: Any) -> Any:
+        """One folder (the Python API's ``calibration=path``) or several, one per calibrated precision."""
+        if value is None:
+            return ()
+        return (value,) if isinstance(value, str | Path) else value
+
     def model_post_init(self, context: Any) -> None:
         """The rules that join options (the field bounds are in the fields)."""
-        if self.calibration is not None and self.data is not None:
+        if self.calibration and self.data is not None:
             raise InvalidInput("--calibration and --data both given: pass --calibration DIR to build from a "
                                "finished calibration, or --data DATA.npz to calibrate now")
         if self.method is not None and self.data is None:
@@ -114,7 +122,12 @@ class CalibrationOptions(OptionGroup):
     min_cosine: float | None = Field(None, ge=-1, le=1)
     min_top1: float | None = Field(None, ge=0, le=1)
     max_abs_error: float | None = Field(None, ge=0)
+    min_sqnr: float | None = Field(None, ge=-200, le=200)
     exclude: tuple[str, ...] = ()
+    fallback: str | None = None
+    metric: str | None = None
+    min_metric: float | None = None
+    labels: Path | None = None
     reuse: bool = True
 
     @field_validator("exclude", mode="before")
@@ -126,7 +139,8 @@ class CalibrationOptions(OptionGroup):
             raise ValueError("give node names or op types (non-empty text)")
         return value
 
-    @field_validator("holdout", "percentile", "min_cosine", "min_top1", "max_abs_error", mode="before")
+    @field_validator("holdout", "percentile", "min_cosine", "min_top1", "max_abs_error", "min_sqnr", "min_metric",
+                     mode="before")
     @classmethod
     def _not_a_flag(cls, value: Any) -> Any:
         if isinstance(value, bool):  # True is 1 to Python, not a number anyone meant
@@ -140,18 +154,24 @@ class CalibrationOptions(OptionGroup):
             raise InvalidInput(f"--precision {self.precision}: choose from {', '.join(CALIBRATE_PRECISIONS)}")
         if self.method not in METHODS:
             raise InvalidInput(f"--method {self.method}: choose from {', '.join(METHODS)}")
+        if self.fallback not in (None, "auto"):
+            raise InvalidInput(f"--fallback {self.fallback}: the only search is auto (or leave it out)")
         if self.holdout >= 1 and self.holdout != int(self.holdout):
             raise InvalidInput(f"--holdout {self.holdout}: give a fraction below 1 (0.2) or a whole count of "
                                f"samples (300)")
 
     @property
     def gates(self) -> dict[str, float | None]:
-        return {"min_cosine": self.min_cosine, "min_top1": self.min_top1, "max_abs_error": self.max_abs_error}
+        """The thresholds given; the unset ones take the precision's defaults (compiler.data.agreement)."""
+        return {"min_cosine": self.min_cosine, "min_top1": self.min_top1, "max_abs_error": self.max_abs_error,
+                "min_sqnr": self.min_sqnr, "min_metric": self.min_metric}
 
 
 ERROR_STATS = ("elemwise", "max", "mean", "median", "quantile")
 """Polygraphy's error statistics: which figure of the absolute/relative error is held to atol/rtol."""
 MAX_CHECK_SAMPLES = 1 << 16
+SKIPPABLE = ("accuracy",)
+"""Checks that fail when they cannot be measured, unless ``--allow-skip`` names them."""
 
 
 @described(flags.CHECK)
@@ -176,11 +196,17 @@ class CheckOptions(OptionGroup):
     error_quantile: dict[str, float] = {}
     min_cosine: dict[str, float] = {}
     min_top1: dict[str, float] = {}
+    min_sqnr: dict[str, float] = {}
+    calibration: tuple[Path, ...] = ()
+    allow_skip: tuple[str, ...] = ()
+    metric: str | None = None
+    min_metric: float | None = None
+    labels: Path | None = None
     chunk_mb: StrictInt = Field(256, ge=1, le=MAX_CHUNK_MB)
     lint: bool = True
     reuse: bool = True
 
-    @field_validator("headroom", "max_boundary_mb", mode="before")
+    @field_validator("headroom", "max_boundary_mb", "min_metric", mode="before")
     @classmethod
     def _a_number(cls, value: Any) -> Any:
         if isinstance(value, bool):
@@ -189,7 +215,7 @@ class CheckOptions(OptionGroup):
 
     def model_post_init(self, context: Any) -> None:
         bounds = {"atol": (0, None), "rtol": (0, None), "error_quantile": (0, 1), "min_cosine": (-1, 1),
-                  "min_top1": (0, 1)}
+                  "min_top1": (0, 1), "min_sqnr": (-200, 200)}
         for name, (low, high) in bounds.items():
             for output, value in getattr(self, name).items():
                 flag = f"--{name.replace('_', '-')} {f'{output}=' if output else ''}{value}"
@@ -198,6 +224,9 @@ class CheckOptions(OptionGroup):
                 if value < low or (high is not None and value > high):
                     raise InvalidInput(f"{flag}: give {low} to {high}" if high is not None else
                                        f"{flag}: give at least {low}")
+        for name in self.allow_skip:
+            if name not in SKIPPABLE:
+                raise InvalidInput(f"--allow-skip {name}: choose from {', '.join(SKIPPABLE)}")
         for output, stat in self.error_stat.items():
             if stat not in ERROR_STATS:
                 raise InvalidInput(f"--error-stat {f'{output}=' if output else ''}{stat}: choose from "

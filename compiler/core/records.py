@@ -115,6 +115,9 @@ class EngineRecord(BaseModel):
     plan_header: dict[str, Any] | None
     builder_warnings: list[str] = []
     """The builder's warnings (also in build.log); kept here so a cache hit reports them too."""
+    excluded: list[str] = []
+    """Nodes the calibration kept in higher precision (``--exclude``, ``--fallback auto``): calibration.json's
+    ``excluded``."""
 
 
 class Kernel(BaseModel):
@@ -216,6 +219,15 @@ class OutputReport(BaseModel):
     mean_abs_error: float
     top1_agreement: float | None = None
     """A fraction (0.97 is 97 %), like every other figure here."""
+    cosine_low: float | None = None
+    """The 5 % quantile of the per-sample cosines (what ``min-cosine-low`` gates; None in older reports)."""
+    sqnr_db: float | None = None
+    """Signal to quantization-noise ratio: the reference's spread (sum of squares about its mean) over the squared
+    error, in dB (200 for an exact match)."""
+    top5_agreement: float | None = None
+    """Class scores with more than 5 classes: how often the candidate's top-1 is among the reference's top 5."""
+    nonfinite: int = 0
+    """NaN/Inf values in the candidate's output."""
 
 
 class AccuracyReport(BaseModel):
@@ -231,6 +243,14 @@ class AccuracyReport(BaseModel):
     """What the comparison could and could not see (fp16: onnxruntime on CPU computes many FP16 ops in FP32)."""
     quantized_nodes: int | None = None
     """int8/fp8: how many nodes of the model run quantized (Q/DQ on their inputs); None for fp16."""
+    metric: dict[str, Any] | None = None
+    """``--metric``: ``{"name": "module:function", "value": score}`` over the held-out samples."""
+    sensitivity: list[dict[str, Any]] | None = None
+    """int8/fp8: every quantized node, most damaging first: ``rank``, ``node`` (the Q/DQ model's name), ``exclude``
+    (the name ``--exclude`` takes), ``op``, ``sqnr_db`` (the node's output when it alone is quantized, fed the FP32
+    model's activations, against FP32's: lower hurts more) and ``tensors`` (its quantized activation inputs)."""
+    sensitivity_error: str | None = None
+    """Why ``sensitivity`` could not be computed, when it could not."""
     fp16_range: dict[str, Any] | None = None
     """fp16: the FP32 model's intermediate tensors on the held-out samples against FP16's range (the figures of
     ``compile check``'s fp16-range check: ``overflow``, ``underflow``, ``keep_fp32``...)."""
@@ -278,6 +298,12 @@ class CalibrationRecord(BaseModel):
     """int8/fp8: ``quantized_nodes`` by op type."""
     excluded: list[str] = []
     """Nodes kept out of the lower precision (``--exclude``: by name, or every node of an op type)."""
+    exclusions: list[dict[str, Any]] = []
+    """``excluded`` with why: ``{"node", "reason": "given"}`` for ``--exclude``, ``{"node", "reason": "found",
+    "tensor", "sqnr_db"}`` (int8/fp8) or ``{..., "why": "overflows FP16"}`` for ``--fallback auto``."""
+    fallback: dict[str, Any] | None = None
+    """``--fallback auto``: whether it was needed, the regions ranked and kept, the nodes kept, the fraction of
+    Conv/MatMul/Gemm work still in the low precision, evaluations, seconds, and whether the gates passed."""
 
 
 class CalibrationResult(CalibrationRecord):
@@ -501,6 +527,22 @@ class ReleaseManifest(BaseModel):
     published: Provenance
     check_reports: list[BlobRef] = []
     """Each build folder's check.json (their timings differ between runs of one check: evidence, not content)."""
+    excluded: dict[str, list[str]] = {}
+    """``sku/precision`` -> the nodes its calibration kept in higher precision (``--exclude``, ``--fallback auto``),
+    for the engines that have any."""
+    failed: list[str] = []
+    """What was wrong when this version was published with ``--allow-failed``: each failed check (``rtx-4090/fp16
+    fp16-range: ...``) and each target that did not build; empty for a clean release. ``promote`` refuses a
+    release with failures (or whose ``content.check`` did not pass) unless ``--allow-failed``; pull and export
+    warn."""
+
+    @property
+    def failures(self) -> list[str]:
+        """:attr:`failed`, or the check's verdict for a manifest written before it was recorded."""
+        if self.failed:
+            return self.failed
+        check = self.content.check
+        return ["compile check failed"] if check is not None and not check.passed else []
 
 
 class StagedPart(BaseModel):

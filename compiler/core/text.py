@@ -48,4 +48,4 @@ def human_size(size: int) -> str:
 
 def gate_figure(gate: str, value: float) -> str:
     """A gate's value or threshold in the unit the accuracy table shows it: top-1 agreement as a percentage."""
-    return f"{value:.2%}" if gate == "min-top1" else f"{value:.5g}"
+    return f"{value:.2%}" if gate in ("min-top1", "min-top5") else f"{value:.5g}"

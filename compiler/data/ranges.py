@@ -187,9 +187,12 @@ def reference_pass(model: OnnxModel, dataset: Dataset, indices: np.ndarray, batc
         groups[-1].append(name)
         used += size * batch
     softmax_fed = _into_softmax(model.proto.graph) if wanted else set()
-    label = {id(node): node.name or f"{node.op_type} #{index}" for index, node in enumerate(model.proto.graph.node)}
+    # keyed by outputs (unique in ONNX), not id(): protobuf hands out a new wrapper object at each access
+    label = {tuple(node.output): node.name or f"{node.op_type} #{index}"
+             for index, node in enumerate(model.proto.graph.node)}
     readers_of = readers(model.proto.graph)
-    stats = {name: TensorStats(producers[name], readers=tuple(label[id(n)] for n in readers_of.get(name, ())),
+    stats = {name: TensorStats(producers[name], readers=tuple(label[tuple(n.output)]
+                                                              for n in readers_of.get(name, ())),
                                into_softmax=name in softmax_fed) for name in wanted}
     collected: dict[str, list[np.ndarray]] = {name: [] for name in names}
     base = model.proto

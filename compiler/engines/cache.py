@@ -120,3 +120,31 @@ class BuildCache:
                 return
         memo, _ = self.recall(PLAN_SHA256, [entry / "engine.plan"], content_stat)
         self.memorize(memo, {"sha256": plan_sha256})  # the first hit need not hash the plan again
+
+    def model_entry(self, sha256: str) -> Path:
+        """Where the model an engine was built from (FP16 conversion, Q/DQ model) is kept, by its digest."""
+        return self.root / "models" / sha256[:2] / sha256
+
+    def keep_model(self, sha256: str, files: list[Path]) -> None:
+        """Keep a built model (``files``: the model, then its external data files) under its digest, so check
+        measures an engine's accuracy even after the calibration folder it came from moved or went. Entries are
+        renamed into place whole; a model whose external data is outside its folder is not kept."""
+        entry = self.model_entry(sha256)
+        if entry.exists():
+            return
+        model, *external = files
+        try:
+            names = [file.relative_to(model.parent) for file in external]
+        except ValueError:
+            return
+        with staging_folder(entry.parent, sha256[:12]) as staging:
+            try:
+                link_or_copy(model, staging / "model.onnx")
+                for file, name in zip(external, names, strict=True):
+                    (staging / name).parent.mkdir(parents=True, exist_ok=True)
+                    link_or_copy(file, staging / name)
+                os.rename(staging, entry)
+            except OSError:
+                if not entry.exists():
+                    raise
+

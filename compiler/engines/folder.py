@@ -156,20 +156,29 @@ def source_model(build: BuildFolder, override: Path | None) -> OnnxModel:
     return model
 
 
-def built_model(target: Target, source: OnnxModel, cache_dir: Path | None = None) -> tuple[Path | None, str]:
+def built_model(target: Target, source: OnnxModel, cache_dir: Path | None = None,
+                calibrations: tuple[Path, ...] = ()) -> tuple[Path | None, str]:
     """The model ``target``'s engine was built from (the source, its FP16 conversion or a Q/DQ model) and where it
-    was found; None and where it was looked for when no candidate has the digest engine.json records."""
+    was found; None and where it was looked for when no candidate has the digest engine.json records.
+
+    Looked for, in order: the calibration folders given now (``calibrations``), the build cache's copy kept by
+    digest at build time, the file TensorRT parsed (build.log), the cache's calibrations and FP16 conversions.
+    The digest alone proves a candidate: the same bytes measure the same accuracy wherever they are."""
     engine = target.engine
     assert engine is not None
     if engine.precision == Precision.FP32:
         return (source.path, "the source model") if engine.built_model_sha256 == source.sha256 else \
             (None, "the source model's digest differs from built_model_sha256")
-    cache = Path(cache_dir) if cache_dir else default_cache_dir()
-    candidates = [Path(m["path"]) for m in _INPUT_FILENAME.finditer(target.log or "")]  # what TensorRT parsed
+    from compiler.engines.cache import BuildCache
+
+    cache = BuildCache(Path(cache_dir) if cache_dir else default_cache_dir())
+    candidates = [Path(folder) / "model.onnx" for folder in calibrations]
+    candidates.append(cache.model_entry(engine.built_model_sha256) / "model.onnx")
+    candidates += [Path(m["path"]) for m in _INPUT_FILENAME.finditer(target.log or "")]  # what TensorRT parsed
     if engine.precision == Precision.FP16:
-        candidates.append(cache / "prepared" / source.sha256 / "fp16.onnx")
+        candidates.append(cache.root / "prepared" / source.sha256 / "fp16.onnx")
     else:
-        folders = cache / "calibrations" / source.sha256
+        folders = cache.root / "calibrations" / source.sha256
         candidates += sorted(folders.glob(f"{engine.precision}-*/model.onnx")) if folders.is_dir() else []
     for candidate in dict.fromkeys(candidates):
         if _is_built_model(candidate, engine):
@@ -179,15 +188,10 @@ def built_model(target: Target, source: OnnxModel, cache_dir: Path | None = None
 
 
 def _is_built_model(path: Path, engine: EngineRecord) -> bool:
-    """Whether ``path`` is a regular file whose digest (with its external data) is the engine's built model's;
-    a calibration's Q/DQ model also needs its folder's calibration.json to be the one the build used."""
+    """Whether ``path`` is a regular file whose digest (with its external data) is the engine's built model's."""
     try:
         if not path.is_file():  # not a FIFO or a device: nothing here may block or read without end
             return False
-        if engine.calibration_sha256 is not None:
-            record = path.parent / "calibration.json"
-            if not record.is_file() or file_sha256(record) != engine.calibration_sha256:
-                return False
         model = load_model(path, infer_shapes=False, check=False, digest=False)
         digest = finish_model_digest(hash_model_file(path), model.external_files)
     except (InvalidInput, OSError):

@@ -57,6 +57,8 @@ class BuildJob:
     remote_cache: str | None = None
     """The remote cache's URI (:mod:`compiler.cache.remote`), when one is configured and the cache is on."""
     explain: bool = False
+    excluded: tuple[str, ...] = ()
+    """Nodes its calibration kept in higher precision (calibration.json's ``excluded``)."""
 
     @property
     def model_sha256(self) -> str:
@@ -165,6 +167,7 @@ def plan_builds(
                 cache_root=cache.root, use_cache=options.use_cache, target_dir=out / sku / precision,
                 model_digest=digest, prepared_sha256=built_sha, calibration_sha256=calibration_sha,
                 source_stat=source_stat, built_stat=built_stat, remote_cache=remote, explain=options.explain,
+                excluded=_excluded(options.calibration, precision) if calibration_sha else (),
             ))
     writable_folder(out, "--out")
     return jobs
@@ -174,7 +177,7 @@ def _inputs(model: Path, external: list[str], profiles: str | Path, options: Bui
             ) -> list[Path]:
     """Every file the build reads, and the cache it writes to: what no output of the run may overwrite or replace."""
     inputs = [model, *map(Path, external), Path(profiles), cache.root]
-    for folder, files in ((options.calibration, (*CALIBRATION_FILES, CALIBRATION_RECORD)),
+    for folder, files in (*((c, (*CALIBRATION_FILES, CALIBRATION_RECORD)) for c in options.calibration),
                           (options.data, ("preprocess.yaml",))):
         if folder is not None:
             inputs += [Path(folder), *(Path(folder) / name for name in files)]
@@ -236,6 +239,31 @@ def _parse(path: Path) -> tuple[dict[str, Any], tuple[Path, ...]]:
     return source.input_dims(), source.external_files  # the parsed model, as large as the file, is not kept
 
 
+def _calibration_for(folders: tuple[Path, ...], precision: Precision) -> Path | None:
+    """The ``--calibration`` folder of ``precision``: the one whose calibration.json says so; for int8/fp8 the only
+    folder given even if it says otherwise (opening it then names the mismatch); None when there is none (fp16
+    then converts the model itself)."""
+    from calibration.folder import read_calibration
+
+    matching = [f for f in folders if read_calibration(Path(f)).record.precision == precision.value]
+    if matching:
+        return matching[0]
+    if precision != Precision.FP16 and len(folders) == 1:
+        return folders[0]
+    if precision != Precision.FP16 and folders:
+        raise InvalidInput(f"--calibration: none of {', '.join(map(str, folders))} is calibrated for {precision}; "
+                           f"run compile calibrate --precision {precision} and pass its folder too")
+    return None
+
+
+def _excluded(folders: tuple[Path, ...], precision: Precision) -> tuple[str, ...]:
+    """What the calibration of ``precision`` kept in higher precision, for engine.json and the release."""
+    from calibration.folder import read_calibration
+
+    folder = _calibration_for(folders, precision)
+    return tuple(read_calibration(Path(folder)).record.excluded) if folder is not None else ()
+
+
 def _prepare(precision: Precision, model: Path, model_sha: str | Future[str], options: BuildOptions,
              cache: BuildCache, calibration_progress: Progress | None, remote: str | None
              ) -> tuple[Path, str | None, FileStats, str | None]:
@@ -244,7 +272,8 @@ def _prepare(precision: Precision, model: Path, model_sha: str | Future[str], op
     if precision == Precision.FP32:
         return model, None, [], None
     model_sha = model_sha if isinstance(model_sha, str) else model_sha.result()
-    if precision == Precision.FP16:
+    folder = _calibration_for(options.calibration, precision)
+    if precision == Precision.FP16 and folder is None:
         converted = cache.root / "prepared" / model_sha / "fp16.onnx"
         if not converted.is_file() and not (remote and fetch_prepared(remote, model_sha, converted)):
             from calibration import convert_fp16
@@ -253,7 +282,6 @@ def _prepare(precision: Precision, model: Path, model_sha: str | Future[str], op
             if remote:
                 send_prepared(remote, model_sha, converted)
         return converted, *_prepared_digest(converted, cache), None
-    folder = options.calibration
     if folder is None and options.data is not None:
         from calibration import calibrate
         from compiler.core.options import CalibrationOptions

@@ -152,9 +152,10 @@ def _from_cache(job: BuildJob, staging: Path, started: float, cache: BuildCache)
     # build_seconds stay what the engine took to build (build.json has this run's seconds).
     record = record.model_copy(update={
         "sku": job.sku, "model_sha256": job.model_sha256, "calibration_sha256": job.calibration_sha256,
-        "cache_hit": True})
+        "excluded": list(job.excluded), "cache_hit": True})
     write_atomic(staging / "engine.json", record.model_dump_json(indent=2).encode())
-    return _status(job, Status.OK, started, cache_hit=True, warnings=_builder_warnings(record.builder_warnings))
+    warnings = _builder_warnings(record.builder_warnings) + _keep_model(job, cache)
+    return _status(job, Status.OK, started, cache_hit=True, warnings=warnings)
 
 
 def _build(job: BuildJob, build: Build, staging: Path, progress: Progress | None, cancel: Any, started: float,
@@ -178,6 +179,7 @@ def _build(job: BuildJob, build: Build, staging: Path, progress: Progress | None
         model_sha256=job.model_sha256,
         built_model_sha256=job.built_sha256,
         calibration_sha256=job.calibration_sha256,
+        excluded=list(job.excluded),
         sku=job.sku,
         compute_capabilities=list(job.spec.compute_capabilities),
         precision=job.precision,
@@ -199,10 +201,22 @@ def _build(job: BuildJob, build: Build, staging: Path, progress: Progress | None
             cache.store(cache_key, staging, built.sha256)
         except OSError as exc:  # a full cache volume: the engine itself is whole, only the next run rebuilds it
             warnings.append(f"not kept in the build cache {cache.root}: {exc}")
+        warnings += _keep_model(job, cache)
         if job.remote_cache:
             warnings += filter(None, [send_engine(job.remote_cache, cache_key, staging, record)])
     status = _status(job, Status.OK, started, warnings=warnings)
     return status.model_copy(update={"cache": miss.model_copy(update={"warning": None}) if miss else None})
+
+
+def _keep_model(job: BuildJob, cache: BuildCache) -> list[str]:
+    """The prepared model (FP16, Q/DQ) kept in the cache by digest, for check to find; a warning if it cannot be."""
+    if not job.use_cache or job.prepared_sha256 is None or not job.built_stat:
+        return []
+    try:
+        cache.keep_model(job.prepared_sha256, [Path(path) for path, _ in job.built_stat])
+    except OSError as exc:
+        return [f"the {job.precision} model was not kept in the build cache {cache.root}: {exc}"]
+    return []
 
 
 def _unbuilt(job: BuildJob, staging: Path, status: Status, started: float, errors: list[str]) -> TargetStatus:

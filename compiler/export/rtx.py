@@ -33,7 +33,7 @@ from compiler.core.runtimes import Runtime, parse_version
 from compiler.export.triton import MODEL_NAME
 from compiler.releases.golden import save_golden
 from compiler.releases.manifest import resolve
-from compiler.releases.pull import fetch_verified
+from compiler.releases.pull import fetch_verified, release_warnings
 from compiler.stores import Store, open_store
 from compiler.stores.base import Ref
 
@@ -71,6 +71,8 @@ class RtxExport(BaseModel):
     files: dict[str, str]
     """Every file of the model folder but rtx.json -> its sha256."""
     seconds: float = 0.0
+    warnings: list[str] = []
+    """The release's failures (its check failed, or it was published with --allow-failed), one per line."""
 
 
 def export_rtx(store: str | Store, ref: str | Ref, out: Path, *, model_name: str | None = None,
@@ -102,7 +104,8 @@ def export_rtx(store: str | Store, ref: str | Ref, out: Path, *, model_name: str
         result = _write(store, manifest, engines, name, staged, cache)
         result = result.model_copy(update={"release": str(resolved.ref), "version": resolved.version,
                                            "model_dir": str(model_dir)})
-        index = result.model_dump_json(indent=2, exclude={"status", "seconds", "model_dir", "release"}).encode()
+        index = result.model_dump_json(indent=2, exclude={"status", "seconds", "model_dir", "release",
+                                                          "warnings"}).encode()
         write_atomic(staged / INDEX, index)
         if model_dir.exists() or model_dir.is_symlink():
             _same_or_conflict(model_dir, staged, resolved.ref)
@@ -118,6 +121,7 @@ def export_rtx(store: str | Store, ref: str | Ref, out: Path, *, model_name: str
     finally:
         shutil.rmtree(staged, ignore_errors=True)
     result.seconds = round(time.monotonic() - started, 3)
+    result.warnings = release_warnings(manifest)
     return result
 
 

@@ -32,7 +32,7 @@ from compiler.core.runtimes import FAMILY_NAMES, claimed_by_header
 from compiler.export.triton_config import WARMUP_FOLDER, parse_config, render_config
 from compiler.export.triton_releases import releases_running, tensorrt_of
 from compiler.releases.golden import read_golden
-from compiler.releases.pull import fetch_verified, resolve_trusted
+from compiler.releases.pull import fetch_verified, release_warnings, resolve_trusted
 from compiler.stores import Store, open_store
 from compiler.stores.base import Ref
 
@@ -65,6 +65,8 @@ class TritonExport(BaseModel):
     """What the server needs besides the repository (a version-compatible plan: Triton's version-compatible
     TensorRT backend setting)."""
     seconds: float
+    warnings: list[str] = []
+    """The release's failures (its check failed, or it was published with --allow-failed), one per line."""
 
 
 def export_triton(store: str | Store, ref: str | Ref, repo: Path, *, model_name: str | None = None,
@@ -108,7 +110,7 @@ def export_triton(store: str | Store, ref: str | Ref, repo: Path, *, model_name:
         model_version=version_folder, triton=triton, status="written", plans=plans, sha256=expected,
         max_batch_size=config.batching.max_batch_size, preferred_batch_sizes=config.batching.preferred,
         batching=config.batching.reason or f"max_batch_size {config.batching.max_batch_size} from the profiles",
-        warmup=sorted(config.warmup), notes=_notes(engines), seconds=0)
+        warmup=sorted(config.warmup), notes=_notes(engines), seconds=0, warnings=release_warnings(manifest))
     existing_config = model_dir / CONFIG
     if existing_config.is_file() and not _same_model(existing_config.read_bytes(), config.text.encode()):
         raise Conflict(f"{existing_config}: describes other plans, inputs, outputs or batching than {resolved.ref}; "

@@ -153,7 +153,7 @@ def _build_and_publish(run: _Run, pipeline: LoadedPipeline, jobs, work: Path, on
     run.stage("inspect", lambda: _inspect(pipeline))
     run.stage("calibrate", lambda: _calibrate(run, pipeline, jobs, work, calibrations))
     run.stage("build", lambda: _build(run, pipeline, jobs, work, calibrations, build_dirs, engines))
-    run.stage("check", lambda: _check(run, pipeline, build_dirs))
+    run.stage("check", lambda: _check(run, pipeline, build_dirs, calibrations))
 
     def publish_step() -> str:
         from compiler.releases.publish import publish, stage
@@ -205,28 +205,32 @@ def _calibrate(run: _Run, pipeline: LoadedPipeline, jobs, work: Path, calibratio
     from compiler.core.options import CalibrationOptions
 
     spec = pipeline.spec
-    wanted = sorted({p for job in jobs for p in job.precisions if Precision(p).calibrated})
+    targets = {p for job in jobs for p in job.precisions}
+    wanted = sorted(p for p in targets if Precision(p).calibrated)
+    c = spec.calibration
+    if wanted and c is None:
+        raise InvalidInput(f"{pipeline.path}: {', '.join(wanted)} targets need a calibration section (data)")
+    if c is not None and Precision.FP16 in targets and (c.fallback or c.exclude):
+        wanted.append(Precision.FP16.value)  # converted here, so its exclusions and fallback apply to the build
     if not wanted:
         return "skipped: no int8 or fp8 target"
-    if spec.calibration is None:
-        raise InvalidInput(f"{pipeline.path}: {', '.join(wanted)} targets need a calibration section (data)")
-    if len(wanted) > 1:
-        raise InvalidInput(f"{pipeline.path}: targets ask for both {' and '.join(wanted)}; one release calibrates "
-                           "one of them (split it into two pipelines)")
-    c = spec.calibration
-    folder = work / "calibration" / wanted[0]
-    result = calibrate(spec.model, c.data, folder, CalibrationOptions(
-        **c.model_dump(exclude={"data", "precision"}), precision=wanted[0]), staged=True, shared=run.shared)
-    run.outcomes["calibrate"] = result.cache
-    run.note(result.cache)
-    failed = [g for g in result.gates if not g.passed]
-    if failed:
-        raise CheckFailed(f"calibration gate {failed[0].name} on '{failed[0].output}': {failed[0].value:.4g} vs "
-                          f"{failed[0].threshold:.4g} (report: {folder / 'report.json'})")
-    calibrations[wanted[0]] = folder
-    how = "from the remote cache" if result.cache and result.cache.source == "remote" else \
-        "reused" if result.reused else "calibrated"
-    return f"{wanted[0]} {c.method}, {result.samples} samples, {how}"
+    done = []
+    for precision in wanted:  # each once; every build takes the folder of its precision
+        folder = work / "calibration" / precision
+        result = calibrate(spec.model, c.data, folder, CalibrationOptions(
+            **c.model_dump(exclude={"data", "precision"}), precision=precision), staged=True, shared=run.shared)
+        run.outcomes["calibrate"] = result.cache
+        run.note(result.cache)
+        failed = [g for g in result.gates if not g.passed]
+        if failed:
+            raise CheckFailed(f"{precision} calibration gate {failed[0].name} on '{failed[0].output}': "
+                              f"{failed[0].value:.4g} vs {failed[0].threshold:.4g} (report: {folder / 'report.json'})")
+        calibrations[precision] = folder
+        kept = f", {len(result.excluded)} node(s) kept in higher precision" if result.excluded else ""
+        how = "from the remote cache" if result.cache and result.cache.source == "remote" else \
+            "reused" if result.reused else "calibrated"
+        done.append(f"{precision}{f' {c.method}' if precision != 'fp16' else ''}{kept}, {how}")
+    return "; ".join(done)
 
 
 def _build(run: _Run, pipeline: LoadedPipeline, jobs, work: Path, calibrations: dict[str, Path],
@@ -235,12 +239,11 @@ def _build(run: _Run, pipeline: LoadedPipeline, jobs, work: Path, calibrations: 
     from compiler.engines import build_engines
 
     spec = pipeline.spec
-    calibration = next(iter(calibrations.values()), None)
     for job in jobs:
         out = work / "builds" / job.sku
-        wants_calibration = any(Precision(p).calibrated for p in job.precisions)
+        folders = tuple(calibrations[p] for p in job.precisions if p in calibrations)
         report = build_engines(spec.model, spec.profiles, [job.sku], job.precisions, out, BuildOptions(
-            calibration=calibration if wants_calibration else None, backend=spec.target(job.sku).backend,
+            calibration=folders, backend=spec.target(job.sku).backend,
             remote_cache=run.shared.uri or "", explain=run.shared.explain_misses))
         build_dirs.append(out)
         engines += [EngineLine(sku=t.sku, precision=t.precision, status=t.status, cache_hit=t.cache_hit,
@@ -256,11 +259,12 @@ def _build(run: _Run, pipeline: LoadedPipeline, jobs, work: Path, calibrations: 
     return f"{len(engines)} engines ({hits} from the cache" + (f", {remote} of them remote)" if remote else ")")
 
 
-def _check(run: _Run, pipeline: LoadedPipeline, build_dirs: list[Path]) -> str:
+def _check(run: _Run, pipeline: LoadedPipeline, build_dirs: list[Path], calibrations: dict[str, Path]) -> str:
     from compiler.check import check
 
     spec = pipeline.spec
-    options = spec.check.model_copy(update={"model": spec.model, "profiles": spec.profiles})
+    options = spec.check.model_copy(update={"model": spec.model, "profiles": spec.profiles,
+                                            "calibration": (*spec.check.calibration, *calibrations.values())})
     counts: dict[str, int] = {}
     reused = 0
     outcomes = []

@@ -8,7 +8,7 @@ import time
 
 from pydantic import BaseModel
 
-from compiler.core.errors import EnvironmentProblem
+from compiler.core.errors import CheckFailed, EnvironmentProblem
 from compiler.core.records import ChannelMove, ChannelRecord
 from compiler.releases.manifest import provenance, read_channel, resolve
 from compiler.stores import Store, open_store
@@ -29,13 +29,20 @@ class PromoteResult(BaseModel):
     attempts: int
 
 
-def promote(store: str | Store, ref: str | Ref, channel: str, allow_yanked: bool = False) -> PromoteResult:
+def promote(store: str | Store, ref: str | Ref, channel: str, allow_yanked: bool = False,
+            allow_failed: bool = False) -> PromoteResult:
     """Point ``channel`` at ``ref``'s version (which must be published), as a compare-and-swap retried against
-    concurrent promotions, so none is lost and every move stays in the channel's history."""
+    concurrent promotions, so none is lost and every move stays in the channel's history. A version whose check
+    failed, or that was published with ``--allow-failed``, is refused (CheckFailed) unless ``allow_failed``."""
     ref = ref if isinstance(ref, Ref) else Ref.parse(ref)
     check_channel(channel)
     store = open_store(store)
-    version = resolve(store, Ref(ref.name, ref.tag), allow_yanked=allow_yanked).version
+    resolved = resolve(store, Ref(ref.name, ref.tag), allow_yanked=allow_yanked)
+    version, failures = resolved.version, resolved.manifest.failures
+    if failures and not allow_failed:
+        raise CheckFailed(f"{ref.name}@{version}: not promoted to {channel}: it was published with failures "
+                          f"({'; '.join(failures[:3])}{'; ...' if len(failures) > 3 else ''}); fix and publish a new "
+                          f"version, or pass --allow-failed to promote it anyway")
     deadline = time.monotonic() + PROMOTE_SECONDS
     attempts = 0
     while True:

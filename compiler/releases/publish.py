@@ -80,6 +80,8 @@ class Release:
     blobs: list[_Blob] = field(default_factory=list)
     check_reports: list[_Blob] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    failed_checks: list[str] = field(default_factory=list)
+    excluded: dict[str, list[str]] = field(default_factory=dict)
 
     @functools.cached_property
     def content_sha256(self) -> str:
@@ -202,7 +204,8 @@ def _create(store: Store, release: Release, check_reports: list[BlobRef]) -> str
     content won (Conflict when it had other content)."""
     content = release.content
     manifest = ReleaseManifest(content=content, content_sha256=release.content_sha256, published=provenance(),
-                               check_reports=check_reports)
+                               check_reports=check_reports, excluded=release.excluded,
+                               failed=release.failed_checks + [f"not built: {s}" for s in release.skipped])
     raced = store.create_manifest(content.name, content.version, manifest.model_dump_json(indent=2).encode())
     if raced is None:
         return "published"
@@ -298,7 +301,8 @@ def read_builds(build_dirs: Path | list[Path], name: str, version: str, allow_fa
     folders = [Path(build_dirs)] if isinstance(build_dirs, str | Path) else [Path(d) for d in build_dirs]
     parts = [_read_build(folder, name, version, allow_failed) for folder in folders]
     return Release(merge_contents([p.content for p in parts]), [b for p in parts for b in p.blobs],
-                   [b for p in parts for b in p.check_reports], [s for p in parts for s in p.skipped])
+                   [b for p in parts for b in p.check_reports], [s for p in parts for s in p.skipped],
+                   [f for p in parts for f in p.failed_checks], {k: v for p in parts for k, v in p.excluded.items()})
 
 
 def _read_build(build_dir: Path, name: str, version: str, allow_failed: bool) -> Release:
@@ -309,7 +313,7 @@ def _read_build(build_dir: Path, name: str, version: str, allow_failed: bool) ->
     problems += [f"{t.label}: missing (no {t.folder / 'engine.plan'})" for t in build.targets if t.missing]
     engines = [_release_engine(t) for t in build.built]
     blobs = [blob for t in build.built for blob in _blobs(t)]
-    check, check_blob, golden = _read_check(build_dir, engines)
+    check, check_blob, golden, failed_checks = _read_check(build_dir, engines)
     if golden is not None:
         blobs.append(_Blob(_inside(build_dir, Path(GOLDEN_FILE)), golden.blob))
     if check is not None and not check.passed:
@@ -325,7 +329,8 @@ def _read_build(build_dir: Path, name: str, version: str, allow_failed: bool) ->
                              engines=sorted(engines, key=lambda e: (e.sku, e.precision)), inputs=inputs,
                              outputs=outputs, golden=golden)
     return Release(content, blobs, [check_blob] if check_blob else [],
-                   [p for p in problems if not p.startswith(CHECK_RECORD)])
+                   [p for p in problems if not p.startswith(CHECK_RECORD)], failed_checks,
+                   {t.label: t.engine.excluded for t in build.built if t.engine.excluded})
 
 
 def _signature(report: BuildReport) -> tuple[list[TensorSignature] | None, list[TensorSignature] | None]:
@@ -376,13 +381,14 @@ def _release_engine(target: Target) -> ReleaseEngine:
 
 
 def _read_check(build_dir: Path, engines: list[ReleaseEngine]
-                ) -> tuple[ReleaseCheck | None, _Blob | None, GoldenRecord | None]:
-    """check.json's verdict and golden inputs, when `compile check` ran on the folder, refused (exit 1) unless it
-    judged exactly the engines being published: a folder built again after its check keeps the old check.json.
-    golden.npz is sent as the check recorded it (its digest is verified as it is read)."""
+                ) -> tuple[ReleaseCheck | None, _Blob | None, GoldenRecord | None, list[str]]:
+    """check.json's verdict, golden inputs and failed checks (named), when `compile check` ran on the folder,
+    refused (exit 1) unless it judged exactly the engines being published: a folder built again after its check
+    keeps the old check.json. golden.npz is sent as the check recorded it (its digest is verified as it is
+    read)."""
     path = build_dir / CHECK_RECORD
     if not (path.exists() or path.is_symlink()):
-        return None, None, None
+        return None, None, None, []
     path = _inside(build_dir, Path(CHECK_RECORD))
     hint = f"run compile check {build_dir} again"
     report, blob = _record_blob(path, CheckReport, hint)
@@ -396,7 +402,8 @@ def _read_check(build_dir: Path, engines: list[ReleaseEngine]
                                or not (build_dir / GOLDEN_FILE).is_file()):
         raise CheckFailed(f"{build_dir / GOLDEN_FILE}: missing, or larger than the {GOLDEN_MAX_BYTES} bytes golden "
                           f"inputs may weigh, while {path} records it; {hint}")
-    return ReleaseCheck(passed=report.passed, summary=report.counts), blob, golden
+    failed = [f"{where} {check.name}: {check.summary}" for where, check in report.failures]
+    return ReleaseCheck(passed=report.passed, summary=report.counts), blob, golden, failed
 
 
 def _record_blob(path: Path, kind: type[Record], hint: str) -> tuple[Record, _Blob]:

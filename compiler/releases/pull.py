@@ -107,6 +107,8 @@ class PullResult(BaseModel):
     one record each."""
     from_cache: bool
     seconds: float
+    warnings: list[str] = []
+    """The release's failures (its check failed, or it was published with --allow-failed), one per line."""
     golden: Any = None
     """With ``compile pull --golden``: the golden inputs written beside the plan (compiler.releases.golden)."""
 
@@ -144,7 +146,13 @@ def pull(store: str | Store, ref: str | Ref, *, out: Path, sku: str | None = Non
                       precision=engine.precision, compute_capabilities=engine.compute_capabilities,
                       runtime=engine.runtime, sha256=engine.plan.sha256, size_bytes=engine.plan.size_bytes,
                       out=str(out), engine_json=str(engine_json), from_cache=from_cache,
-                      seconds=round(time.monotonic() - started, 3))
+                      seconds=round(time.monotonic() - started, 3), warnings=release_warnings(resolved.manifest))
+
+
+def release_warnings(manifest: ReleaseManifest) -> list[str]:
+    """One line per failure the release was published with, naming it (for pull and export to print)."""
+    release = f"{manifest.content.name}@{manifest.content.version}"
+    return [f"{release} was published with a failure: {failure}" for failure in manifest.failures]
 
 
 def record_path(out: Path) -> Path:

@@ -336,12 +336,17 @@ def test_a_check_that_could_not_find_a_built_model_is_not_reused_once_it_is_ther
     (folder / "check.json").unlink(missing_ok=True)
     cache = Path(os.environ["COMPILE_CACHE_DIR"])
     converted = cache / "prepared" / json.loads((folder / "build.json").read_text())["model_sha256"] / "fp16.onnx"
-    aside = tmp_path / "fp16.onnx"
-    shutil.move(converted, aside)
+    built_sha = json.loads((folder / SKU / "fp16" / "engine.json").read_text())["built_model_sha256"]
+    kept = cache / "models" / built_sha[:2] / built_sha  # the build cache's copy, by digest
+    assert (kept / "model.onnx").is_file()
+    moves = [(converted, tmp_path / "fp16.onnx"), (kept, tmp_path / "kept")]
+    for where, aside in moves:
+        shutil.move(where, aside)
     try:
-        blind = _check_cli(folder, "--data", digits_data)
+        blind = _check_cli(folder, "--data", digits_data, "--allow-skip", "accuracy")
         assert _checks(blind, f"{SKU}/fp16")["accuracy"]["status"] == "skipped"
     finally:
-        shutil.move(aside, converted)
-    seeing = _check_cli(folder, "--data", digits_data)
+        for where, aside in moves:
+            shutil.move(aside, where)
+    seeing = _check_cli(folder, "--data", digits_data, "--allow-skip", "accuracy")
     assert seeing["reused"] is False and _checks(seeing, f"{SKU}/fp16")["accuracy"]["status"] == "ok"

@@ -34,6 +34,17 @@ BAD = [
     (["--max-abs-error", "inf"], "--max-abs-error"),
     (["--min-cosine", "nan", "--precision", "fp16"], "--min-cosine"),
     (["--holdout", "nan", "--precision", "fp16"], "--holdout"),
+    (["--min-sqnr", "nan"], "--min-sqnr"),
+    (["--min-sqnr", "1e9"], "--min-sqnr"),
+    (["--min-metric", "nan"], "--min-metric"),
+    (["--min-metric", "0.5"], "--min-metric"),
+    (["--fallback", "manual"], "--fallback"),
+    (["--fallback", ""], "--fallback"),
+    (["--metric", "nocolon"], "--metric"),
+    (["--metric", ":f"], "--metric"),
+    (["--metric", "os.path:no_such_function"], "--metric"),
+    (["--metric", "/dev/null.py:f"], "--metric"),
+    (["--metric", "os.path:join", "--labels", "/no/such/labels.npz"], "--labels"),
 ]
 
 

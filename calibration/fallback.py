@@ -1,0 +1,231 @@
+"""``--fallback auto``: the fewest nodes to keep in higher precision until the gates pass.
+
+int8/fp8: the quantized regions (a quantized tensor with all its quantized readers: Q/DQ is per tensor, so they
+come out together) are ranked by sensitivity (:mod:`calibration.sensitivity`), then the shortest prefix of that
+ranking whose exclusion passes the gates is found by bisection: ``ceil(log2 n) + 1`` evaluations for ``n``
+regions. Each evaluation is the Q/DQ model with those nodes reading float tensors and float weights again (no new
+calibration: the other tensors' ranges do not change), compared on the held-out samples. The winner is then
+calibrated for real with ``--exclude`` and recorded (``calibration.json``: ``exclusions``, ``fallback``).
+
+fp16: the FP16 range check names the nodes whose values overflow; they are kept in FP32 and the model converted
+and checked again, until nothing overflows.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+
+from calibration.calibrators import TENSORRT_QUANTIZED_OPS
+from calibration.sensitivity import Region, source_name
+from compiler.core.errors import CheckFailed
+from compiler.core.records import CalibrationResult
+
+MAX_FP16_ROUNDS = 4
+
+
+def calibrate_with_fallback(calibrate, model, data, out, options, **kwargs) -> CalibrationResult:
+    """:func:`calibration.api.calibrate` (given as ``calibrate``) with ``options.fallback == "auto"``."""
+    started = time.perf_counter()
+    plain = options.model_copy(update={"fallback": None})
+    first = calibrate(model, data, out, plain, **kwargs)
+    if first.passed:
+        return _finish(first, {"needed": False, "evaluations": 1, "seconds": round(time.perf_counter() - started, 3),
+                               "passed": True}, out)
+    if options.precision == "fp16":
+        return _fp16(calibrate, model, data, out, plain, first, started, kwargs)
+    return _quantized(calibrate, model, data, out, plain, first, started, kwargs)
+
+
+def _fp16(calibrate, model, data, out, plain, first: CalibrationResult, started: float, kwargs
+          ) -> CalibrationResult:
+    result, kept, evaluations = first, list(plain.exclude), 1
+    for _ in range(MAX_FP16_ROUNDS):
+        overflow = (result.report.fp16_range or {}).get("keep_fp32", [])
+        new = [name for name in overflow if name not in kept]
+        if result.passed or not new:
+            break
+        kept += new
+        result = calibrate(model, data, out, plain.model_copy(update={"exclude": tuple(kept)}),
+                           found={name: {"reason": "found", "why": "overflows FP16"} for name in kept
+                                  if name not in plain.exclude}, **kwargs)
+        evaluations += 1
+    summary = {"needed": True, "evaluations": evaluations, "kept_fp32": [n for n in kept if n not in plain.exclude],
+               "seconds": round(time.perf_counter() - started, 3), "passed": result.passed}
+    return _finish(result, summary, out)
+
+
+def _quantized(calibrate, model, data, out, plain, first: CalibrationResult, started: float, kwargs
+               ) -> CalibrationResult:
+    ranked = _regions(first.report.sensitivity or [])
+    if not ranked:
+        raise CheckFailed(f"--fallback auto: {first.report.sensitivity_error or 'no quantized node was ranked'}; "
+                          f"keep nodes in float with --exclude NODE instead")
+    search = Search(Path(out) / "model.onnx", Path(first.model), data, first, plain, kwargs.get("preprocess"))
+    try:
+        count, evaluations = search.shortest_prefix(ranked)
+    finally:
+        search.close()
+    if not count:
+        raise CheckFailed(f"--fallback auto: no set of nodes kept in float reaches the gates: even with all "
+                          f"{len(ranked)} quantized regions ({sum(len(r.nodes) for r in ranked)} nodes) in float "
+                          f"the held-out accuracy fails ({evaluations + 1} evaluations); the folder holds the plain "
+                          f"{plain.precision} calibration: calibrate another precision (fp16)")
+    chosen = ranked[:count]
+    nodes = sorted({node for region in chosen for node in region.nodes})
+    source_names = {n.name for n in onnx.load_model(first.model, load_external_data=False).graph.node if n.name}
+    found = {}
+    for region in chosen:
+        for node in region.nodes:
+            found[source_name(node, source_names)] = {"reason": "found", "tensor": region.tensor,
+                                                      "sqnr_db": region.sqnr_db}
+    result = calibrate(model, data, out, plain.model_copy(update={"exclude": tuple(plain.exclude) + tuple(
+        n for n in found if n not in plain.exclude)}), found=found, **kwargs)
+    summary = {"needed": True, "regions": len(ranked), "regions_kept": len(chosen), "nodes_kept": nodes,
+               "evaluations": evaluations + 2,  # the plain calibration, the bisection, the final calibration
+               "low_precision_work": low_precision_work(Path(out) / "model.onnx"),
+               "seconds": round(time.perf_counter() - started, 3), "passed": result.passed}
+    return _finish(result, summary, out)
+
+
+def _finish(result: CalibrationResult, summary: dict[str, Any], out) -> CalibrationResult:
+    """The summary (what the search cost) into calibration.json (the record the final calibration wrote) and the
+    result."""
+    from compiler.core.files import write_atomic
+    from compiler.core.records import CALIBRATION_RECORD
+
+    result = result.model_copy(update={"fallback": summary})
+    write_atomic(Path(out) / CALIBRATION_RECORD, (result.record().model_dump_json(indent=2) + "\n").encode())
+    return result
+
+
+def _regions(sensitivity: list[dict[str, Any]]) -> list[Region]:
+    from calibration.sensitivity import regions
+
+    return regions({s["node"]: (s["sqnr_db"], s["tensors"]) for s in sensitivity})
+
+
+class Search:
+    """Evaluations of exclusion sets on one Q/DQ model: its quantized nodes given float inputs and weights back."""
+
+    def __init__(self, qdq: Path, source: Path, data, first: CalibrationResult, options, preprocess) -> None:
+        import tempfile
+
+        from calibration import calibrators
+        from compiler.data.datasets import model_inputs, open_dataset, split
+        from compiler.data.model import load_model
+        from compiler.data.session import session
+
+        self.work = Path(tempfile.mkdtemp(prefix="compile-fallback-"))
+        self.proto = onnx.load_model(qdq)
+        self.prepared = onnx.load_model(calibrators.prepare(source, self.work))
+        model = load_model(source)
+        self.dataset = open_dataset(data, model, preprocess)
+        self.fixed = next((i.batch for i in model_inputs(model) if i.batch is not None), None)
+        self.holdout = split(self.dataset.count, options.holdout, options.samples, options.seed, self.fixed,
+                             self.dataset.path).holdout  # the very samples calibrate held out
+        self.reference = session(source, "model")
+        self.first, self.limits = first, options.gates
+        from compiler.data.metric import metric_and_labels
+
+        self.metric, self.labels = metric_and_labels(options.metric, options.min_metric, options.labels,
+                                                     self.dataset.count)  # the objective, when given
+        self.evaluations = 0
+
+    def close(self) -> None:
+        import shutil
+
+        self.dataset.close()
+        shutil.rmtree(self.work, ignore_errors=True)
+
+    def passes(self, nodes: set[str]) -> bool:
+        from calibration.accuracy import compare, gates
+
+        path = self.work / f"candidate-{self.evaluations}.onnx"
+        onnx.save_model(float_nodes(self.proto, self.prepared, nodes), path)
+        self.evaluations += 1
+        report = compare(self.reference, path, self.first.precision, self.dataset, self.holdout,
+                         self.first.batch_size, self.fixed, metric=self.metric, labels=self.labels)
+        return all(g.passed for g in gates(report, **self.limits))
+
+    def shortest_prefix(self, ranked: list[Region]) -> tuple[int, int]:
+        """The fewest leading regions whose exclusion passes (0 when even all of them do not), and the evaluations
+        made: all of them first (can the gates be reached at all?), then bisection."""
+        def nodes(count: int) -> set[str]:
+            return {node for region in ranked[:count] for node in region.nodes}
+
+        low, high = 0, len(ranked)  # low fails (the plain calibration did), high is to be seen
+        if not self.passes(nodes(high)):
+            return 0, self.evaluations
+        while high - low > 1:
+            middle = (low + high) // 2
+            if self.passes(nodes(middle)):
+                high = middle
+            else:
+                low = middle
+        return high, self.evaluations
+
+
+def float_nodes(qdq: onnx.ModelProto, prepared: onnx.ModelProto, nodes: set[str]) -> onnx.ModelProto:
+    """A copy of the Q/DQ model whose ``nodes`` read their float activations and float weights (the prepared
+    model's) instead of the dequantized ones; Q/DQ pairs left without readers are dropped by onnxruntime."""
+    model = onnx.ModelProto()
+    model.CopyFrom(qdq)
+    graph = model.graph
+    quantized_from = {n.output[0]: n.input[0] for n in graph.node if n.op_type == "QuantizeLinear"}
+    weights = {i.name: i for i in prepared.graph.initializer}
+    present = {i.name for i in graph.initializer}
+    float_of: dict[str, str] = {}
+    for node in graph.node:
+        if node.op_type != "DequantizeLinear":
+            continue
+        source = node.input[0]
+        if source in quantized_from:
+            float_of[node.output[0]] = quantized_from[source]
+        elif source.endswith("_quantized") and source.removesuffix("_quantized") in weights:
+            float_of[node.output[0]] = source.removesuffix("_quantized")
+    for node in graph.node:
+        if node.name not in nodes:
+            continue
+        for index, name in enumerate(node.input):
+            if name in float_of:
+                original = float_of[name]
+                if original in weights and original not in present:
+                    graph.initializer.append(weights[original])
+                    present.add(original)
+                node.input[index] = original
+    return model
+
+
+def low_precision_work(qdq: Path) -> float | None:
+    """The fraction of Conv/ConvTranspose/Gemm/MatMul work (weight elements x output positions, symbolic dims as
+    1; activation x activation products by their shapes) still quantized in the model."""
+    proto = onnx.load_model(qdq, load_external_data=False)
+    graph = proto.graph
+    shapes = {v.name: [d.dim_value or 1 for d in v.type.tensor_type.shape.dim]
+              for v in (*graph.value_info, *graph.output, *graph.input) if v.type.tensor_type.HasField("shape")}
+    sizes = {i.name: int(np.prod(i.dims)) for i in graph.initializer}
+    dequantized = {n.output[0]: n.input[0] for n in graph.node if n.op_type == "DequantizeLinear"}
+    total = quantized = 0.0
+    for node in graph.node:
+        if node.op_type not in TENSORRT_QUANTIZED_OPS:
+            continue
+        weight = next((sizes.get(dequantized.get(i, i)) for i in node.input[1:2]), None)
+        out_shape = shapes.get(node.output[0])
+        if out_shape is None:
+            continue
+        positions = math.prod(out_shape[2:]) if node.op_type.startswith("Conv") else math.prod(out_shape[:-1])
+        if weight is None:  # activation x activation: the inner dimension from the first input
+            inner = (shapes.get(node.input[0]) or [1])[-1]
+            work = math.prod(out_shape) * inner
+        else:
+            work = weight * positions
+        total += work
+        if any(i in dequantized for i in node.input):
+            quantized += work
+    return round(quantized / total, 4) if total else None

@@ -1,0 +1,156 @@
+"""Which quantized nodes hurt: each node's local error when it alone is quantized, from one onnxruntime pass.
+
+For every node that runs quantized (Conv, ConvTranspose, Gemm, MatMul with DequantizeLinear inputs) the Q/DQ
+model's copy of it is fed the FP32 model's own activations through its Q/DQ pairs (and its quantized weights),
+and its output is compared with the FP32 model's output of that node: the error quantizing that one node adds,
+without the drift of everything before it. One graph holds the FP32 model and every such copy, so one run over a
+few samples ranks every node. (onnxruntime's ``qdq_loss_debug`` compares each tensor before and after its Q/DQ
+pair; on a tensor whose energy sits in one outlier channel that error is small while the other channels are
+rounded to zero, so the consumer's output is what is measured here.)
+
+Quantization is inserted per tensor: every quantized reader of a tensor shares its Q/DQ pair, so the unit a
+fallback takes out is a :class:`Region`: a quantized tensor with all its quantized readers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from calibration.calibrators import TENSORRT_QUANTIZED_OPS
+from compiler.data.agreement import sqnr_db
+from compiler.data.datasets import Dataset, batches
+from compiler.data.session import session
+
+PREFIX = "sensitivity::"
+
+
+@dataclass(frozen=True)
+class Region:
+    """A quantized activation tensor and the quantized nodes reading it: they come out of the low precision
+    together (or the tensor stays quantized for the others)."""
+
+    tensor: str
+    nodes: tuple[str, ...]
+    sqnr_db: float
+    """The worst local SQNR among ``nodes``."""
+
+
+def _quantized_nodes(graph: onnx.GraphProto) -> tuple[list[onnx.NodeProto], dict[str, str]]:
+    """The quantized nodes, and each DequantizeLinear output's float source (the activation its Q node reads; the
+    quantized initializer for weights)."""
+    quantized_from = {n.output[0]: n.input[0] for n in graph.node if n.op_type == "QuantizeLinear"}
+    dequantized = {n.output[0]: quantized_from.get(n.input[0], n.input[0]) for n in graph.node
+                   if n.op_type == "DequantizeLinear"}
+    nodes = [n for n in graph.node if n.op_type in TENSORRT_QUANTIZED_OPS and any(i in dequantized for i in n.input)]
+    return nodes, dequantized
+
+
+def local_errors(prepared: Path, qdq: Path, dataset: Dataset, indices: np.ndarray, batch_size: int
+                 ) -> dict[str, tuple[float, list[str]]]:
+    """Quantized node -> (its local SQNR in dB, its quantized activation inputs), over ``indices``."""
+    float_model = onnx.load_model(prepared)
+    quantized_model = onnx.load_model(qdq)
+    nodes, dequantized = _quantized_nodes(quantized_model.graph)
+    float_names = {i.name for i in float_model.graph.input} | {o for n in float_model.graph.node for o in n.output}
+    float_names |= {i.name for i in float_model.graph.initializer}
+    qdq_nodes = {n.output[0]: n for n in quantized_model.graph.node if n.op_type in ("QuantizeLinear",
+                                                                                       "DequantizeLinear")}
+    graph = float_model.graph
+    added: list[onnx.NodeProto] = []
+    copied: set[str] = set()
+
+    def local(name: str) -> str:
+        """The tensor as the Q/DQ model computes it from the FP32 model's own values (prefixed), adding the Q/DQ
+        nodes that make it; FP32 tensors stay themselves."""
+        if name in float_names or not name:
+            return name
+        producer = qdq_nodes.get(name)
+        if producer is not None and name not in copied:
+            copied.add(name)
+            inputs = [producer.input[0] if producer.op_type == "QuantizeLinear" and producer.input[0] in float_names
+                      else local(producer.input[0]), *(_initializer(i) for i in producer.input[1:])]
+            added.append(helper.make_node(producer.op_type, inputs, [PREFIX + name], PREFIX + producer.name,
+                                          domain=producer.domain, **{a.name: helper.get_attribute_value(a)
+                                                                     for a in producer.attribute}))
+        elif producer is None:
+            _initializer(name)
+        return PREFIX + name
+
+    initializers = {i.name: i for i in quantized_model.graph.initializer}
+
+    def _initializer(name: str) -> str:
+        if name in initializers and PREFIX + name not in {i.name for i in graph.initializer}:
+            copy = onnx.TensorProto()
+            copy.CopyFrom(initializers[name])
+            copy.name = PREFIX + name
+            graph.initializer.append(copy)
+        return PREFIX + name if name in initializers else name
+
+    compared: dict[str, tuple[str, str, list[str]]] = {}
+    for node in nodes:
+        if node.output[0] not in float_names:
+            continue  # a node the Q/DQ model renamed or fused: nothing of the FP32 model to compare with
+        inputs = [local(i) if i in dequantized else (i if i in float_names else _initializer(i)) for i in node.input]
+        added.append(helper.make_node(node.op_type, inputs, [PREFIX + node.output[0]], PREFIX + node.name,
+                                      domain=node.domain,
+                                      **{a.name: helper.get_attribute_value(a) for a in node.attribute}))
+        activations = [dequantized[i] for i in node.input if i in dequantized and dequantized[i] in float_names]
+        compared[node.name] = (node.output[0], PREFIX + node.output[0], activations)
+    graph.node.extend(added)
+    del graph.output[:]
+    for reference, local_name, _ in compared.values():
+        graph.output.extend([helper.make_tensor_value_info(reference, onnx.TensorProto.FLOAT, None),
+                             helper.make_tensor_value_info(local_name, onnx.TensorProto.FLOAT, None)])
+    path = qdq.with_name(qdq.name + ".sensitivity.onnx")
+    onnx.save_model(float_model, path)
+    try:
+        runner = session(path, "sensitivity model")
+    finally:
+        path.unlink(missing_ok=True)
+    names = [o.name for o in runner.get_outputs()]
+    sums = {node: [0.0, 0.0, 0.0, 0] for node in compared}  # sum x, sum x^2, sum err^2, count
+    for chunk in batches(indices, batch_size):
+        values = dict(zip(names, runner.run(names, dataset.read(chunk)), strict=True))
+        for node, (reference, local_name, _) in compared.items():
+            ref = values[reference].astype(np.float64)
+            err = ref - values[local_name].astype(np.float64)
+            acc = sums[node]
+            acc[0] += float(ref.sum())
+            acc[1] += float((ref * ref).sum())
+            acc[2] += float((err * err).sum())
+            acc[3] += ref.size
+    return {node: (sqnr_db(*sums[node]), compared[node][2]) for node in compared}
+
+
+def regions(errors: dict[str, tuple[float, list[str]]]) -> list[Region]:
+    """The quantized tensors with their quantized readers, most damaging (lowest local SQNR) first."""
+    readers: dict[str, list[str]] = {}
+    for node, (_, tensors) in errors.items():
+        for tensor in tensors:
+            readers.setdefault(tensor, []).append(node)
+    found = [Region(tensor, tuple(sorted(nodes)), min(errors[n][0] for n in nodes)) for tensor, nodes in
+             readers.items()]
+    return sorted(found, key=lambda r: (r.sqnr_db, r.tensor))
+
+
+def source_name(node: str, source_names: set[str]) -> str:
+    """The source model's name of a node of the prepared model: onnxruntime's pre-processing renames the nodes it
+    fuses ``NAME/MatMulAddFusion``; ``--exclude`` takes either."""
+    if node in source_names:
+        return node
+    head, _, tail = node.rpartition("/")
+    return head if head in source_names and tail.endswith("Fusion") else node
+
+
+def ranking(errors: dict[str, tuple[float, list[str]]], qdq: Path, source_names: set[str]) -> list[dict]:
+    """report.json's ``sensitivity``: every quantized node, most damaging (lowest local SQNR) first, with the name
+    ``--exclude`` takes for it."""
+    ops = {n.name: n.op_type for n in onnx.load_model(qdq, load_external_data=False).graph.node}
+    ranked = sorted(errors.items(), key=lambda item: (item[1][0], item[0]))
+    return [{"rank": i + 1, "node": node, "exclude": source_name(node, source_names), "op": ops.get(node, ""),
+             "sqnr_db": sqnr, "tensors": tensors} for i, (node, (sqnr, tensors)) in enumerate(ranked)]

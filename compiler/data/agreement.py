@@ -1,0 +1,178 @@
+"""How far a lower-precision model's outputs are from FP32's, in scale-free figures, and the default gates on them.
+
+``compile calibrate`` (held-out samples) and ``compile check`` (the model each engine was built from) use this one
+module, so a calibration that collapses accuracy fails where it is made, with the figures check would give.
+
+Why these figures (docs/check.md): an absolute tolerance means nothing for an output whose values are large (a
+detector's logits of +-40 fail ``atol 0.1`` on rounding alone while every decision agrees). Cosine similarity (the
+mean over samples, and a low quantile rather than the single worst sample of a near-zero output), the signal to
+quantization-noise ratio against the reference's spread (SQNR, dB), and top-1/top-5 agreement of class scores do not
+depend on the output's scale. NaN and Inf are always fatal.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from compiler.core.records import Gate, OutputReport
+from compiler.data.session import cosine_per_sample
+
+COSINE_QUANTILE = 0.05
+"""``cosine_low`` is this quantile of the per-sample cosines: one near-zero sample cannot fail a model alone, a
+tail of bad ones does."""
+LOW_COSINE_SLACK = 5.0
+"""``min-cosine-low`` allows the low quantile this many times the mean's shortfall (0.99 mean -> 0.95)."""
+SQNR_CAP = 200.0
+"""SQNR of an exact match (no noise at all), kept finite for JSON."""
+TOP_K = 5
+
+
+@dataclass(frozen=True)
+class Limits:
+    """One output's accuracy gates. ``max_abs_error`` is optional (no default): an absolute figure means something
+    only to someone who knows the output's scale."""
+
+    min_cosine: float
+    min_sqnr_db: float
+    min_top1: float
+    max_abs_error: float | None = None
+
+    @property
+    def min_cosine_low(self) -> float:
+        return max(-1.0, 1.0 - LOW_COSINE_SLACK * (1.0 - self.min_cosine))
+
+    @property
+    def min_top5(self) -> float:
+        """The reference's top-5 must hold the candidate's choice half as often as top-1 may miss."""
+        return (1.0 + self.min_top1) / 2
+
+
+DEFAULTS: dict[str, Limits] = {
+    "fp16": Limits(min_cosine=0.999, min_sqnr_db=30.0, min_top1=0.99),
+    "int8": Limits(min_cosine=0.98, min_sqnr_db=12.0, min_top1=0.90),
+    "fp8": Limits(min_cosine=0.96, min_sqnr_db=12.0, min_top1=0.90),
+}
+"""Per precision; why each (and what the bundled and test models measure) is in docs/check.md. They catch a
+collapse (one outlier channel under per-tensor INT8: cosine 0.80) without failing sound conversions on rounding:
+FP16 rounds to ~5e-4 relative (30 dB: an error 3 % of the output's spread); INT8 has 255 levels per tensor and
+FP8 E4M3 three mantissa bits (6 % relative per value), and 12 dB (an error a quarter of the spread) is where the
+decisions of the models measured start to move."""
+
+
+def limits(precision: str, min_cosine: float | None = None, min_sqnr_db: float | None = None,
+           min_top1: float | None = None, max_abs_error: float | None = None) -> Limits:
+    """The precision's defaults with the values given in their place."""
+    base = DEFAULTS[precision]
+    return Limits(min_cosine=base.min_cosine if min_cosine is None else min_cosine,
+                  min_sqnr_db=base.min_sqnr_db if min_sqnr_db is None else min_sqnr_db,
+                  min_top1=base.min_top1 if min_top1 is None else min_top1, max_abs_error=max_abs_error)
+
+
+class _Output:
+    def __init__(self) -> None:
+        self.cosines: list[np.ndarray] = []
+        self.signal = self.signal_sq = self.noise_sq = self.abs_sum = self.max_abs = 0.0
+        self.elements = self.nonfinite = self.top1 = self.top5 = 0
+        self.classes = 0
+
+
+class Agreement:
+    """Figures of every output, accumulated batch by batch (memory bounded by one batch)."""
+
+    def __init__(self, names: list[str]) -> None:
+        self.names = names
+        self.outputs = {name: _Output() for name in names}
+        self.samples = 0
+
+    def add(self, expected: list[np.ndarray], actual: list[np.ndarray]) -> None:
+        """One batch: the reference's outputs and the candidate's, in ``names`` order."""
+        count = len(expected[0]) if expected else 0
+        self.samples += count
+        for name, a, b in zip(self.names, expected, actual, strict=True):
+            out = self.outputs[name]
+            ref = np.asarray(a, dtype=np.float64).reshape(count, -1)
+            cand = np.asarray(b, dtype=np.float64).reshape(count, -1)
+            finite = np.isfinite(cand)
+            out.nonfinite += int(cand.size - np.count_nonzero(finite))
+            cand = np.where(finite, cand, 0.0)  # counted above; the other figures describe the finite values
+            out.cosines.append(cosine_per_sample(ref, cand))
+            diff = np.abs(ref - cand)
+            out.max_abs = max(out.max_abs, float(diff.max()) if diff.size else 0.0)
+            out.abs_sum += float(diff.sum())
+            out.noise_sq += float((diff * diff).sum())
+            out.signal += float(ref.sum())
+            out.signal_sq += float((ref * ref).sum())
+            out.elements += ref.size
+            if np.asarray(a).ndim == 2 and ref.shape[1] > 1 and np.issubdtype(np.asarray(a).dtype, np.floating):
+                out.classes = ref.shape[1]
+                chosen = cand.argmax(axis=1)
+                out.top1 += int((ref.argmax(axis=1) == chosen).sum())
+                if ref.shape[1] > TOP_K:
+                    best = np.argpartition(-ref, TOP_K - 1, axis=1)[:, :TOP_K]
+                    out.top5 += int((best == chosen[:, None]).any(axis=1).sum())
+
+    def reports(self) -> list[OutputReport]:
+        return [self._report(name, out) for name, out in self.outputs.items()]
+
+    def _report(self, name: str, out: _Output) -> OutputReport:
+        cosines = np.concatenate(out.cosines) if out.cosines else np.ones(1)
+        sqnr = sqnr_db(out.signal, out.signal_sq, out.noise_sq, out.elements)
+        samples = self.samples
+        return OutputReport(
+            name=name, kind="class-scores" if out.classes else "tensor", samples=samples,
+            cosine_mean=float(cosines.mean()), cosine_min=float(cosines.min()),
+            cosine_low=float(np.quantile(cosines, COSINE_QUANTILE)), sqnr_db=sqnr,
+            max_abs_error=out.max_abs, mean_abs_error=out.abs_sum / max(out.elements, 1), nonfinite=out.nonfinite,
+            top1_agreement=out.top1 / samples if out.classes and samples else None,
+            top5_agreement=out.top5 / samples if out.classes > TOP_K and samples else None)
+
+
+def sqnr_db(total: float, squares: float, noise: float, count: int) -> float:
+    """10 log10(spread / noise), the spread being the sum of (ref - mean)^2; a reference with no spread (a
+    constant output) is measured against its own energy instead, and an exact match is :data:`SQNR_CAP`."""
+    if noise == 0:
+        return SQNR_CAP
+    spread = squares - total * total / max(count, 1)
+    base = spread if spread > 1e-9 * squares else squares
+    if base <= 0:
+        return -SQNR_CAP
+    return round(max(-SQNR_CAP, min(SQNR_CAP, 10 * math.log10(base / noise))), 3)
+
+
+def judge(output: OutputReport, limit: Limits) -> list[Gate]:
+    """Every gate of one output: NaN/Inf (always), cosine mean and low quantile, SQNR, top-1/top-5 agreement (class
+    scores), max absolute error (when given)."""
+    def gate(name: str, value: float, threshold: float, passed: bool) -> Gate:
+        return Gate(name=name, output=output.name, value=value, threshold=threshold, passed=passed)
+
+    found = [gate("finite", float(output.nonfinite), 0.0, output.nonfinite == 0),
+             gate("min-cosine", output.cosine_mean, limit.min_cosine, output.cosine_mean >= limit.min_cosine)]
+    if output.cosine_low is not None:  # None: a report written before these figures
+        found.append(gate("min-cosine-low", output.cosine_low, limit.min_cosine_low,
+                          output.cosine_low >= limit.min_cosine_low))
+    if output.sqnr_db is not None:
+        found.append(gate("min-sqnr", output.sqnr_db, limit.min_sqnr_db, output.sqnr_db >= limit.min_sqnr_db))
+    if output.top1_agreement is not None:
+        found.append(gate("min-top1", output.top1_agreement, limit.min_top1, output.top1_agreement >= limit.min_top1))
+    if output.top5_agreement is not None:
+        found.append(gate("min-top5", output.top5_agreement, limit.min_top5, output.top5_agreement >= limit.min_top5))
+    if limit.max_abs_error is not None:
+        found.append(gate("max-abs-error", output.max_abs_error, limit.max_abs_error,
+                          output.max_abs_error <= limit.max_abs_error))
+    return found
+
+
+def describe(gate: Gate) -> str:
+    """A failed gate as one line naming the output, the figure and the threshold (and the flag that sets it)."""
+    what = {"finite": f"{gate.value:.0f} NaN/Inf values (never allowed)",
+            "min-cosine": f"cosine mean {gate.value:.8f} below --min-cosine {gate.threshold:.8g}",
+            "min-cosine-low": f"cosine {COSINE_QUANTILE:.0%} quantile {gate.value:.8f} below {gate.threshold:.8g} "
+                              f"(set by --min-cosine)",
+            "min-sqnr": f"SQNR {gate.value:.1f} dB below --min-sqnr {gate.threshold:g} dB",
+            "min-top1": f"top-1 agreement {gate.value:.2%} below --min-top1 {gate.threshold:.2%}",
+            "min-top5": f"top-5 agreement {gate.value:.2%} below {gate.threshold:.2%} (set by --min-top1)",
+            "max-abs-error": f"max abs error {gate.value:.4g} above --max-abs-error {gate.threshold:g}"}
+    return f"output {gate.output}: {what.get(gate.name, f'{gate.name} {gate.value:g} vs {gate.threshold:g}')}"

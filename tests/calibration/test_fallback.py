@@ -1,0 +1,110 @@
+"""Sensitivity and ``--fallback auto`` (issue 30): an outlier channel fails plain INT8 naming the nodes around it;
+the fallback keeps the fewest nodes in float, records them, and the result builds; an FP16 mid-graph overflow
+passes with the overflowing nodes in FP32."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from tests.calibration.test_transformer import _overflowing_model
+from tests.fixtures import make_outlier_mlp
+from tests.support.cli import assert_clean_error, run_cli
+
+
+@pytest.fixture(scope="module")
+def outlier(tmp_path_factory) -> tuple[Path, Path, Path]:
+    folder = tmp_path_factory.mktemp("outlier")
+    model, data = make_outlier_mlp.save(folder / "outlier.onnx")
+    return model, data, make_outlier_mlp.profiles(folder / "profiles.yaml")
+
+
+def test_plain_int8_fails_naming_the_nodes_around_the_outlier(outlier, tmp_path):
+    model, data, _ = outlier
+    result = run_cli("calibrate", model, "--data", data, "--out", tmp_path / "cal", "--json")
+    line = assert_clean_error(result, 1, "min-cosine", "most sensitive nodes: block3.matmul",
+                              "--exclude block3.matmul", "--fallback auto")
+    assert "report.json" in line
+    report = json.loads((tmp_path / "cal" / "report.json").read_text())
+    ranked = report["sensitivity"]
+    assert ranked[0]["exclude"] == "block3.matmul" and ranked[0]["tensors"] == ["block2.out"]  # reads the outlier
+    assert ranked[0]["sqnr_db"] < 3 < 25 < min(s["sqnr_db"] for s in ranked[1:])
+    assert [s["rank"] for s in ranked] == list(range(1, len(ranked) + 1)) and len(ranked) == 7
+    assert "Most sensitive quantized nodes" in run_cli("calibrate", model, "--data", data, "--out",
+                                                       tmp_path / "cal").stdout
+
+
+def test_fallback_auto_passes_keeping_most_matmuls_quantized_and_records_why(outlier, tmp_path):
+    model, data, profiles = outlier
+    result = run_cli("calibrate", model, "--data", data, "--out", tmp_path / "cal", "--fallback", "auto", "--json")
+    assert result.exit_code == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert document["passed"] is True and document["report"]["outputs"][0]["cosine_mean"] > 0.99
+    record = json.loads((tmp_path / "cal" / "calibration.json").read_text())
+    assert record["excluded"] == ["block3.matmul/MatMulAddFusion"]
+    [why] = record["exclusions"]
+    assert why["reason"] == "found" and why["tensor"] == "block2.out" and why["sqnr_db"] < 3
+    fallback = record["fallback"]
+    assert fallback["needed"] is True and fallback["passed"] is True and fallback["regions_kept"] == 1
+    assert record["quantized_nodes"] == 6 and fallback["low_precision_work"] > 0.75  # 6 of 7 MatMul/Gemm in INT8
+    assert fallback["evaluations"] <= 2 * math.ceil(math.log2(fallback["regions"])) + 4
+    built = run_cli("build", model, "--profiles", profiles, "--sku", "rtx-4090", "--precision", "int8",
+                    "--calibration", tmp_path / "cal", "--out", tmp_path / "engines")
+    assert built.exit_code == 0, built.stderr
+    layers = json.loads((tmp_path / "engines" / "rtx-4090" / "int8" / "layers.json").read_text())
+    assert layers["kernel_precisions"].get("Int8", 0) >= 1
+    engine = json.loads((tmp_path / "engines" / "rtx-4090" / "int8" / "engine.json").read_text())
+    assert engine["excluded"] == ["block3.matmul/MatMulAddFusion"]
+    (tmp_path / "store").mkdir()
+    published = run_cli("publish", tmp_path / "engines", "--name", "outlier", "--version", "1", "--store",
+                        tmp_path / "store")
+    assert published.exit_code == 0, published.stderr
+    [manifest] = (tmp_path / "store").rglob("outlier/1/manifest.json")
+    assert json.loads(manifest.read_text())["excluded"] == {"rtx-4090/int8": ["block3.matmul/MatMulAddFusion"]}
+
+
+def test_fallback_finds_two_outlier_regions(tmp_path):
+    model, data = make_outlier_mlp.save(tmp_path / "two.onnx", layers=8, outliers=(1, 5))
+    result = run_cli("calibrate", model, "--data", data, "--out", tmp_path / "cal", "--fallback", "auto", "--json")
+    assert result.exit_code == 0, result.stderr
+    record = json.loads((tmp_path / "cal" / "calibration.json").read_text())
+    found = {e["node"] for e in record["exclusions"]}
+    assert {"block2.matmul/MatMulAddFusion", "block6.matmul/MatMulAddFusion"} <= found, found
+    assert record["fallback"]["evaluations"] <= 2 * math.ceil(math.log2(record["fallback"]["regions"])) + 4
+    assert record["quantized_nodes"] >= 6
+
+
+def test_given_exclusions_are_recorded_as_given(outlier, tmp_path):
+    model, data, _ = outlier
+    result = run_cli("calibrate", model, "--data", data, "--out", tmp_path / "cal", "--exclude", "block3.matmul",
+                     "--min-top1", "0.5", "--json")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["exclusions"] == [{"node": "block3.matmul/MatMulAddFusion", "reason": "given"}]
+
+
+def test_fp16_mid_graph_overflow_passes_with_fallback_auto(tmp_path):
+    model, data, profiles = _overflowing_model(tmp_path)
+    result = run_cli("calibrate", model, "--data", data, "--out", tmp_path / "fp16", "--precision", "fp16",
+                     "--fallback", "auto", "--json")
+    assert result.exit_code == 0, result.stderr
+    record = json.loads((tmp_path / "fp16" / "calibration.json").read_text())
+    assert "scale_up_2" in record["excluded"] and record["fallback"]["passed"] is True
+    assert all(e["reason"] == "found" and e["why"] == "overflows FP16" for e in record["exclusions"])
+    assert json.loads(result.stdout)["report"]["fp16_range"]["overflow"] == {}
+    # the engine is built from that conversion (its folder given), and check finds no overflow in it
+    built = run_cli("build", model, "--profiles", profiles, "--sku", "rtx-4090", "--precision", "fp16",
+                    "--calibration", tmp_path / "fp16", "--out", tmp_path / "engines")
+    assert built.exit_code == 0, built.stderr
+    checked = run_cli("check", tmp_path / "engines", "--data", data, "--json")
+    assert checked.exit_code == 0, checked.stderr
+    [engine] = json.loads(checked.stdout)["engines"]
+    assert {c["name"]: c["status"] for c in engine["checks"]}["fp16-range"] == "ok"
+
+
+def test_bad_fallback_is_a_usage_error(outlier, tmp_path):
+    model, data, _ = outlier
+    assert_clean_error(run_cli("calibrate", model, "--data", data, "--out", tmp_path / "c", "--fallback", "manual"),
+                       2, "--fallback manual")
