@@ -157,6 +157,9 @@ class TargetStatus(BaseModel):
     errors: list[str] = []
     warnings: list[str] = []
     """What went wrong without costing the result (an engine the build cache could not keep)."""
+    refused: bool = False
+    """The failure is the input's, not the build's: TensorRT found the profiles' shapes not self-consistent
+    (the model cannot run at them). Reported as bad input (exit 2)."""
 
 
 class BuildReport(BaseModel):

@@ -201,7 +201,7 @@ def _build(pipeline: LoadedPipeline, jobs, work: Path, calibrations: dict[str, P
                                folder=t.path) for t in report.targets]
         if report.failed:
             first = report.failed[0]
-            raise CheckFailed(f"{first.sku}/{first.precision} failed to build: "
+            raise (InvalidInput if first.refused else CheckFailed)(f"{first.sku}/{first.precision} failed to build: "
                               f"{first.errors[0] if first.errors else first.status} (log: {first.path}/build.log)")
     hits = sum(e.cache_hit for e in engines)
     return f"{len(engines)} engines ({hits} from the cache)"
