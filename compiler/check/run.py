@@ -50,6 +50,10 @@ def check(build_dir: str | Path, options: CheckOptions | None = None, progress: 
 
         dataset = open_dataset(options.data, source)
     try:
+        if dataset is not None:
+            from compiler.check.data_shapes import check_data_shapes
+
+            check_data_shapes(dataset, source, engines)
         models = {t.label: built_model(t, source) for t in build.targets if t.engine is not None}
         key = _inputs_sha256(build, source, dataset, options, models)
         earlier = _earlier(build.root / CHECK_RECORD, key) if options.reuse else None
