@@ -179,7 +179,7 @@ class TensorRTBackend:
         network = self._network(builder)
         parser = trt.OnnxParser(network, logger)
         if not parser.parse_from_file(str(spec.model_path)):
-            errors = [_describe_parser_error(parser.get_error(i)) for i in range(parser.num_errors)]
+            errors = [_at_node(parser.get_error(i)) for i in range(parser.num_errors)]
             return BuildOutcome(None, time.perf_counter() - started, errors or logger.errors, logger.lines)
         config = builder.create_builder_config()
         config.profiling_verbosity = trt.ProfilingVerbosity.DETAILED
@@ -215,6 +215,13 @@ def _describe_parser_error(err: Any) -> str:
     desc = str(err.desc()).strip()
     code = str(err.code()).rsplit(".", 1)[-1]
     return f"{code}: {desc}" if desc else code
+
+
+def _at_node(err: Any) -> str:
+    """A parse error with the node it is about, where the parser names one."""
+    name = err.node_name() if err.node() >= 0 else ""
+    return f"node '{name}' ({err.node_operator()}): {_describe_parser_error(err)}" if name else \
+        _describe_parser_error(err)
 
 
 class _CapturingLogger:

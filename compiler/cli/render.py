@@ -272,6 +272,8 @@ def calibration(result: CalibrationResult) -> None:
             console.print(f"  {escape(line)}")
     if result.report.coverage:
         console.print(f"what the comparison could see: {escape(result.report.coverage)}")
+    if result.build_proof:
+        console.print(f"Q/DQ model {escape(result.build_proof)}")
     if result.gates:
         console.print(table("Gates", ["gate", "output", "value", "threshold", "status"], [
             [g.name, g.output, gate_figure(g.name, g.value), gate_figure(g.name, g.threshold),

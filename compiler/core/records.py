@@ -269,6 +269,9 @@ class CalibrationRecord(BaseModel):
     """int8/fp8: ``quantized_nodes`` by op type."""
     excluded: list[str] = []
     """Nodes kept out of the lower precision (``--exclude``: by name, or every node of an op type)."""
+    build_proof: str | None = None
+    """int8/fp8: the one real build that proved the Q/DQ model builds (backend, compute capability, shapes), or why
+    none could be tried here (no TensorRT backend installed). None for fp16."""
 
 
 class CalibrationResult(CalibrationRecord):
