@@ -187,7 +187,9 @@ def reference_pass(model: OnnxModel, dataset: Dataset, indices: np.ndarray, batc
         groups[-1].append(name)
         used += size * batch
     softmax_fed = _into_softmax(model.proto.graph) if wanted else set()
-    label = {id(node): node.name or f"{node.op_type} #{index}" for index, node in enumerate(model.proto.graph.node)}
+    # protobuf hands out a new wrapper per access unless one is alive: hold them all, or ids are reused
+    nodes = list(model.proto.graph.node)
+    label = {id(node): node.name or f"{node.op_type} #{index}" for index, node in enumerate(nodes)}
     readers_of = readers(model.proto.graph)
     stats = {name: TensorStats(producers[name], readers=tuple(label[id(n)] for n in readers_of.get(name, ())),
                                into_softmax=name in softmax_fed) for name in wanted}

@@ -119,8 +119,13 @@ def _from_cache(job: BuildJob, staging: Path, started: float, cache: BuildCache)
             return None
         entry, record = hit
         for name in ENGINE_FILES:
-            if name != "engine.json":
+            if name not in ("engine.json", "build.log"):
                 link_or_copy(entry / name, staging / name)
+        # The log names the model its build parsed, perhaps another run's calibration folder since replaced: say
+        # this run's too, where check looks for the model the engine was built from (same bytes, by the key).
+        write_atomic(staging / "build.log", (entry / "build.log").read_bytes() + (
+            f"[INFO] compile: taken from the build cache; this run's model (the same bytes):\n"
+            f"[INFO] Input filename:   {job.spec.model_path}\n").encode())
     except FileNotFoundError:  # the entry went away meanwhile (a cache cleaner, a concurrent eviction): a miss
         _clear(staging)
         return None
