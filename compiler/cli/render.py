@@ -338,4 +338,6 @@ def release_plan(plan: ReleasePlan) -> None:
 
 def stage_line(stage: str, status: str, detail: str) -> None:
     """One line per release stage as it ends, for a CI log."""
-    console.print(f"{stage:<10} ", status_text(status), f" {printable(detail)}", sep="", highlight=False)
+    from rich.markup import escape
+
+    console.print(f"{stage:<10} ", status_text(status), f" {escape(printable(detail))}", sep="", highlight=False)

@@ -42,16 +42,17 @@ def _attention(softmax_input=TensorProto.FLOAT16, dequantized: bool = False) -> 
 CHAIN = ["scores", "scale", "mask", "softmax", "context"]
 
 
-def test_attention_in_one_kernel_is_fused_and_split_attention_is_named():
+def test_attention_in_one_kernel_is_fused_and_split_attention_is_reported():
     rules = _rules("attention-fused")
     fused = check_fusions(rules, Precision.FP16, [_kernel("mha", "Half", CHAIN)], _attention(), "g")
     assert fused.status == "ok"
     split = check_fusions(rules, Precision.FP16, [_kernel("bmm1", "Half", ["scores"]),
                                                   _kernel("softmax", "Half", CHAIN[1:4]),
                                                   _kernel("bmm2", "Half", ["context"])], _attention(), "g")
-    assert split.status == "failed"
+    assert split.status == "ok"  # advisory: TensorRT fuses attention by shapes and head size
+    assert "advisory, not so here: attention-fused (1x)" in split.summary
     assert "scores -> scale -> mask -> softmax -> context: no one kernel computes it all" in split.evidence[0]
-    assert "bmm1 [scores]" in split.evidence[0]
+    assert "bmm1 (scores)" in split.evidence[0]
     assert check_fusions(rules, Precision.FP8, [_kernel("bmm1", "FP8", ["scores"])], _attention(), "g"
                          ).status == "skipped"  # not judged in fp8 builds
 
