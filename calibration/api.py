@@ -213,6 +213,9 @@ def _prove_build(model: Path, dataset, indices, source, precision: str) -> str:
     shapes = {name: array.shape for name, array in dataset.read(indices[:1]).items()}
     proof = prove_build(model, shapes, source.input_dims())
     if proof.status == Status.FAILED:
+        if prove_build(source.path, shapes, source.input_dims()).status == Status.FAILED:
+            raise CheckFailed(f"{source.path}: the model does not build with TensorRT even in FP32, so no "
+                              f"{precision} calibration of it can: {proof.detail}")
         raise CheckFailed(f"{source.path}: the {precision} Q/DQ model does not build: {proof.detail}; keep the node "
                           f"it names out of {precision} with --exclude NODE, or build in fp16")
     return proof.detail

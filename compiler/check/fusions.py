@@ -230,7 +230,8 @@ def _quantized(rule: Rule, kernels: list[Kernel], graph: Graph) -> list[str]:
         if naming and not any(kernel.precision in QUANTIZED for kernel in naming):
             precisions = ", ".join(sorted({kernel.precision or "none" for kernel in naming}))
             found.append(f"{node.name} ({node.op_type}) has Q/DQ inputs but no kernel computes it quantized "
-                         f"(its kernels compute in {precisions})")
+                         f"(its kernels compute in {precisions}); keep it out of int8/fp8 with calibrate "
+                         f"--exclude {node.name} (calibration.exclude in a pipeline)")
     return found
 
 
