@@ -58,6 +58,18 @@ def _tamper_local(root: Path) -> Callable[[str, bytes], None]:
     return tamper
 
 
+def _tamper_registry(registry, request) -> Callable[[str, bytes], None]:
+    """The registry keeps one copy of a blob for all its repositories (and the session shares one registry): the
+    original bytes come back after the test, or a later publish of the same plan would find it damaged."""
+    def tamper(sha256: str, data: bytes) -> None:
+        blob = registry.blob_file(sha256)
+        original = blob.read_bytes()
+        request.addfinalizer(lambda: blob.write_bytes(original))
+        blob.write_bytes(data)
+
+    return tamper
+
+
 @pytest.fixture(params=["local", "s3", "oci"])
 def store(request, tmp_path, monkeypatch) -> StoreUnderTest:
     if request.param == "local":
@@ -66,7 +78,7 @@ def store(request, tmp_path, monkeypatch) -> StoreUnderTest:
     if request.param == "oci":
         registry = request.getfixturevalue("registry")
         return StoreUnderTest("oci", registry.uri(), environment_without_credentials(tmp_path),
-                              lambda sha256, data: registry.blob_file(sha256).write_bytes(data), registry)
+                              _tamper_registry(registry, request), registry)
     server = request.getfixturevalue("s3")
     bucket = f"t-{uuid.uuid4().hex[:16]}"
     server.client().create_bucket(Bucket=bucket)
