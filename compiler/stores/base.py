@@ -136,6 +136,22 @@ class Store(ABC):
         """Move a channel if it is still what was read (``expected``; None: if it does not exist yet). False
         when someone moved it meanwhile: read again and retry."""
 
+    @abstractmethod
+    def attach(self, name: str, version: str, kind: str, data: bytes) -> bytes | None:
+        """Keep ``data`` (a signature or provenance, :data:`ATTACHMENTS`) beside a published version's manifest,
+        create-only: None when this call wrote it, else what is there already (a first signature is never
+        replaced)."""
+
+    @abstractmethod
+    def attachment(self, name: str, version: str, kind: str) -> bytes | None:
+        """What :meth:`attach` kept beside the version's manifest, None when nothing; never more than
+        MAX_ATTACHMENT_BYTES + 1 bytes (the caller refuses more)."""
+
+    def artifact(self, name: str, version: str) -> tuple[str, str] | None:
+        """Where a version is an artifact of its own that signatures elsewhere name (an OCI image manifest):
+        its reference and sha256; None for the stores where the release is only its manifest."""
+        return None
+
     def stage(self, name: str, version: str, job: str, data: bytes) -> bytes | None:
         """Record one CI job's part of a release before it is published, create-only like a manifest: None when
         this call wrote it, else the part an earlier attempt of the job wrote."""
@@ -158,7 +174,9 @@ class VerifyingReader:
     that stops on the error (a multipart upload aborts, a temporary file is removed) never stores bytes under a
     digest they do not have. A backend makes a blob visible only once :attr:`verified` is true."""
 
-    def __init__(self, path: Path, sha256: str, size: int) -> None:
+    def __init__(self, path: Path, sha256: str, size: int,
+                 recorded: str = "its engine.json records: the file changed after the build; build again") -> None:
+        self._recorded = recorded
         self.path, self.sha256, self.size = path, sha256, size
         self._handle = open(path, "rb")  # noqa: SIM115 - closed by close(), as the uploads that read it expect
         self._hash = hashlib.sha256()
@@ -202,8 +220,7 @@ class VerifyingReader:
             raise self._changed("it was not read whole")
 
     def _changed(self, what: str) -> CheckFailed:
-        return CheckFailed(f"{self.path}: {what}, not to the sha256 {self.sha256} its engine.json records: the "
-                           "file changed after the build; build again")
+        return CheckFailed(f"{self.path}: {what}, not to the sha256 {self.sha256} {self._recorded}")
 
     def close(self) -> None:
         self._handle.close()
@@ -250,6 +267,18 @@ def blob_key(sha256: str) -> str:
 
 def manifest_key(name: str, version: str) -> str:
     return f"releases/{check_name(name)}/{check_version(version)}/manifest.json"
+
+
+ATTACHMENTS = ("signature", "provenance")
+"""What a release may carry beside its manifest (docs/provenance.md)."""
+MAX_ATTACHMENT_BYTES = 4 << 20
+"""A signature bundle is a few KiB and a provenance of 1,000 engines a few hundred: more is not ours."""
+
+
+def attachment_key(name: str, version: str, kind: str) -> str:
+    if kind not in ATTACHMENTS:
+        raise ValueError(f"no attachment kind {kind!r}")  # a programming error, never user input
+    return f"releases/{check_name(name)}/{check_version(version)}/{kind}.json"
 
 
 def staging_key(name: str, version: str, job: str = "") -> str:
