@@ -75,10 +75,12 @@ def test_signed_release_of_two_build_folders_verifies_with_its_key_only(store, b
 
     repo = tmp_path / "triton"
     repo.mkdir()
-    exported = store.cli("export", "triton", "digits@1.0.0", "--repo", repo, "--precision", "fp16", "--verify-key",
-                         keys["ed25519.pub"])
-    assert exported.exit_code == 0, exported.stderr
-    assert len(list(repo.glob("digits/1/*.plan"))) == 2  # the fp16 plans of both compute capabilities
+    for key, code, fragment in ((keys["p256.pub"], 1, "bad signature"), (keys["ed25519.pub"], 2, "TensorRT-RTX")):
+        # the signature is checked first; past it, Triton's own rule refuses TensorRT-RTX plans (docs/triton.md)
+        exported = store.cli("export", "triton", "digits@1.0.0", "--repo", repo, "--precision", "fp16",
+                             "--triton-release", "25.01", "--verify-key", key)
+        assert_clean_error(exported, code, fragment)
+        assert list(repo.iterdir()) == []
 
     promoted = store.cli("promote", "digits@1.0.0", "--channel", "stable")
     assert promoted.exit_code == 0, promoted.stderr
@@ -131,7 +133,8 @@ def test_verified_pull_and_export_refuse_an_unsigned_release_and_write_nothing(s
     by_env = run_cli("pull", "digits@1.0.0", "--sku", "rtx-3090", "--out", out / "digits.plan", "--store",
                      store.uri, env=env)
     assert_clean_error(by_env, 1, "unsigned")
-    exported = store.cli("export", "triton", "digits@1.0.0", "--repo", out, "--verify-key", keys["ed25519.pub"])
+    exported = store.cli("export", "triton", "digits@1.0.0", "--repo", out, "--triton-release", "25.01",
+                         "--verify-key", keys["ed25519.pub"])
     assert_clean_error(exported, 1, "unsigned")
     empty = run_cli("pull", "digits@1.0.0", "--sku", "rtx-3090", "--out", out / "digits.plan", "--store", store.uri,
                     env={**store.env, "COMPILE_VERIFY_KEY": ""})  # a secret that did not arrive: fail closed
