@@ -179,7 +179,7 @@ class TensorRTBackend:
         network = self._network(builder)
         parser = trt.OnnxParser(network, logger)
         if not parser.parse_from_file(str(spec.model_path)):
-            errors = [_describe_parser_error(parser.get_error(i)) for i in range(parser.num_errors)]
+            errors = [_at_node(parser.get_error(i)) for i in range(parser.num_errors)]
             return BuildOutcome(None, time.perf_counter() - started, errors or logger.errors, logger.lines)
         config = builder.create_builder_config()
         config.profiling_verbosity = trt.ProfilingVerbosity.DETAILED
@@ -203,7 +203,8 @@ class TensorRTBackend:
         seconds = time.perf_counter() - started
         if serialized is None:
             cancelled = cancel is not None and cancel.is_set()
-            errors = ["build cancelled"] if cancelled else (logger.errors or ["the builder returned no engine"])
+            errors = ["build cancelled"] if cancelled else (
+                [_no_kernel(error, network) for error in logger.errors] or ["the builder returned no engine"])
             return BuildOutcome(None, seconds, errors, logger.lines, cancelled=cancelled)
         self.after_build(config, spec)
         plan = memoryview(serialized).cast("B")  # no copy: plans can be GBs
@@ -215,6 +216,33 @@ def _describe_parser_error(err: Any) -> str:
     desc = str(err.desc()).strip()
     code = str(err.code()).rsplit(".", 1)[-1]
     return f"{code}: {desc}" if desc else code
+
+
+_NO_RUNNERS = re.compile(r"(?P<layer>\S+) has no runners that implement it")
+
+
+def _no_kernel(error: str, network: Any) -> str:
+    """``nms_201 has no runners that implement it`` names a TensorRT layer: say which ONNX node it is, and that
+    this edition has no kernel for it here (the parser accepted it; only a build tells)."""
+    found = _NO_RUNNERS.search(error)
+    if found is None:
+        return error
+    for index in range(network.num_layers):
+        layer = network.get_layer(index)
+        if layer.name == found["layer"]:
+            node = str(getattr(layer, "metadata", "") or "").removeprefix("[ONNX Layer: ").removesuffix("]")
+            kind = str(layer.type).rsplit(".", 1)[-1]
+            return (f"node '{node or layer.name}' ({kind} layer {layer.name}): this TensorRT edition has no kernel "
+                    f"for it in this build, although its parser accepts it; run that part outside the engine (cut "
+                    f"the model before it) or build with another TensorRT edition. TensorRT says: {error}")
+    return error
+
+
+def _at_node(err: Any) -> str:
+    """A parse error with the node it is about, where the parser names one."""
+    name = err.node_name() if err.node() >= 0 else ""
+    return f"node '{name}' ({err.node_operator()}): {_describe_parser_error(err)}" if name else \
+        _describe_parser_error(err)
 
 
 class _CapturingLogger:

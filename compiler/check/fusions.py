@@ -22,6 +22,10 @@ from compiler.core.records import CheckResult, Kernel, Precision, Status
 from compiler.core.yaml import load_yaml
 
 QDQ = ("QuantizeLinear", "DequantizeLinear")
+QUANTIZED = ("Int8", "FP8", "Int4", "FP4")
+"""Kernel precisions (TensorRT's names) that compute quantized."""
+_ONNX_TYPES = {"Float": onnx.TensorProto.FLOAT, "Half": onnx.TensorProto.FLOAT16,
+               "BFloat16": onnx.TensorProto.BFLOAT16}
 MAX_EVIDENCE = 20
 """Findings listed per check (the count says how many there were in all)."""
 
@@ -32,10 +36,12 @@ class Rule(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str = Field(min_length=1)
-    kind: Literal["chain", "no-standalone", "precision"]
+    kind: Literal["chain", "together", "no-standalone", "precision", "quantized"]
     ops: list[str] = Field(min_length=1)
-    """chain: the ops in order (``Op?`` optional); no-standalone: the ops no kernel may consist of alone;
-    precision: the ops whose kernels may not compute in ``forbid``."""
+    """chain: the ops in order (``Op?`` optional), every kernel computing a later one naming the first;
+    together: the ops in order, some one kernel computing them all; no-standalone: the ops no kernel may consist
+    of alone; precision: the ops whose kernels may not compute in ``forbid``; quantized: the ops that, given Q/DQ
+    inputs, some kernel must compute in a quantized precision (Int8, FP8, …)."""
     around: list[str] = []
     """no-standalone: only nodes that feed one of these count (empty: all)."""
     forbid: list[str] = []
@@ -43,11 +49,14 @@ class Rule(BaseModel):
     precisions: list[Precision] = list(Precision)
     allow: list[str] = []
     """Node names (shell-style patterns) the rule does not apply to."""
+    gate: bool = True
+    """False: what the rule finds is reported (evidence, figures) but does not fail the check: for fusions
+    TensorRT makes or not by shapes and head sizes, which no model change can promise."""
     description: str = ""
 
     @model_validator(mode="after")
     def _complete(self) -> Rule:
-        if self.kind == "chain" and len([op for op in self.ops if not op.endswith("?")]) < 2:
+        if self.kind in ("chain", "together") and len([op for op in self.ops if not op.endswith("?")]) < 2:
             raise ValueError(f"rule '{self.name}': a chain needs at least two ops that are not optional")
         if self.kind == "precision" and not self.forbid:
             raise ValueError(f"rule '{self.name}': a precision rule needs forbid: [Float, ...]")
@@ -97,13 +106,30 @@ class Graph:
     """What the rules need of the model an engine was built from: each node's op type and who consumes what."""
 
     def __init__(self, proto: onnx.ModelProto) -> None:
-        nodes = proto.graph.node
+        graph = proto.graph
+        nodes = graph.node
         self.op = {n.name: n.op_type for n in nodes if n.name}
         self.nodes = [n for n in nodes if n.name]
         self.consumers: dict[str, list[onnx.NodeProto]] = {}
         for node in self.nodes:
             for name in node.input:
                 self.consumers.setdefault(name, []).append(node)
+        self.producer = {out: n.op_type for n in nodes for out in n.output}
+        self.types = {v.name: v.type.tensor_type.elem_type for v in (*graph.input, *graph.value_info, *graph.output)}
+        self.types.update({t.name: t.data_type for t in graph.initializer})
+
+    def dequantized(self, node: onnx.NodeProto) -> bool:
+        """Whether an input of ``node`` comes out of a DequantizeLinear: calibration quantized it."""
+        return any(self.producer.get(name) == "DequantizeLinear" for name in node.input)
+
+    def computes_in(self, name: str, precisions: list[str]) -> bool:
+        """Whether the model itself gives node ``name`` float inputs of one of ``precisions`` (TensorRT's names),
+        not through Q/DQ: kept so on purpose (``--exclude``), which a strongly typed build honours."""
+        node = next((n for n in self.nodes if n.name == name), None)
+        if node is None or self.dequantized(node):
+            return False
+        wanted = {_ONNX_TYPES[p] for p in precisions if p in _ONNX_TYPES}
+        return any(self.types.get(i) in wanted for i in node.input if i)
 
     def next_through_qdq(self, node: onnx.NodeProto) -> list[onnx.NodeProto]:
         """The nodes that consume ``node``'s first output, looking through Quantize/DequantizeLinear pairs."""
@@ -143,15 +169,16 @@ def check_fusions(rules: list[Rule], precision: Precision, kernels: list[Kernel]
     """Every rule that applies to ``precision``, over every kernel of every profile."""
     applied = [rule for rule in rules if precision in rule.precisions]
     violations: list[str] = []
+    advisory: list[str] = []
     per_rule: dict[str, int] = {}
     for rule in applied:
-        found = {"chain": _chain, "no-standalone": _standalone, "precision": _precision}[rule.kind](
+        found = {"chain": _chain, "together": _together, "no-standalone": _standalone, "precision": _precision,
+                 "quantized": _quantized}[rule.kind](
             rule, kernels, graph)
         per_rule[rule.name] = len(found)
-        violations += [f"{rule.name}: {line}" for line in found]
+        (violations if rule.gate else advisory).extend(f"{rule.name}: {line}" for line in found)
     figures = {"rules": [r.name for r in applied], "violations": per_rule, "kernels": len(kernels),
-               "graph": graph_note}
-    names = ", ".join(r.name for r in applied) or "none"
+               "graph": graph_note, "advisory": [r.name for r in applied if not r.gate]}
     if violations:
         return CheckResult(name="fusions", status=Status.FAILED, evidence=violations[:MAX_EVIDENCE], figures=figures,
                            summary=f"{len(violations)} violation(s) of {', '.join(n for n, c in per_rule.items() if c)}"
@@ -159,8 +186,11 @@ def check_fusions(rules: list[Rule], precision: Precision, kernels: list[Kernel]
     if not applied:
         return CheckResult(name="fusions", status=Status.SKIPPED, figures=figures,
                            summary=f"no rule applies to {precision} builds")
-    return CheckResult(name="fusions", status=Status.OK, figures=figures,
-                       summary=f"{len(applied)} rule(s) hold over {len(kernels)} kernels ({names})")
+    held = [r.name for r in applied if not per_rule[r.name]]
+    noted = "; advisory, not so here: " + ", ".join(
+        f"{name} ({count}x)" for name, count in per_rule.items() if count) if advisory else ""
+    return CheckResult(name="fusions", status=Status.OK, figures=figures, evidence=advisory[:MAX_EVIDENCE],
+                       summary=f"{len(held)} rule(s) hold over {len(kernels)} kernels ({', '.join(held)}){noted}")
 
 
 def _chain(rule: Rule, kernels: list[Kernel], graph: Graph) -> list[str]:
@@ -175,6 +205,33 @@ def _chain(rule: Rule, kernels: list[Kernel], graph: Graph) -> list[str]:
                 found.append(f"{' -> '.join(chain)} not fused: kernel {kernel.name} computes {', '.join(unfused)} "
                              f"without {head}{_profile(kernel)}")
                 break
+    return found
+
+
+def _together(rule: Rule, kernels: list[Kernel], graph: Graph) -> list[str]:
+    found = []
+    for chain in graph.chains(rule.ops):
+        if any(rule.allows(n) for n in chain):
+            continue
+        if not any(set(chain) <= set(kernel.onnx_nodes) for kernel in kernels):
+            split = [f"{kernel.name} ({', '.join(n for n in chain if n in kernel.onnx_nodes)})" for kernel in kernels
+                     if any(n in kernel.onnx_nodes for n in chain)]
+            found.append(f"{' -> '.join(chain)}: no one kernel computes it all; "
+                         f"{'; '.join(split[:4]) or 'no kernel names it'}")
+    return found
+
+
+def _quantized(rule: Rule, kernels: list[Kernel], graph: Graph) -> list[str]:
+    found = []
+    for node in graph.nodes:
+        if node.op_type not in rule.ops or rule.allows(node.name) or not graph.dequantized(node):
+            continue
+        naming = [kernel for kernel in kernels if node.name in kernel.onnx_nodes]
+        if naming and not any(kernel.precision in QUANTIZED for kernel in naming):
+            precisions = ", ".join(sorted({kernel.precision or "none" for kernel in naming}))
+            found.append(f"{node.name} ({node.op_type}) has Q/DQ inputs but no kernel computes it quantized "
+                         f"(its kernels compute in {precisions}); keep it out of int8/fp8 with calibrate "
+                         f"--exclude {node.name} (calibration.exclude in a pipeline)")
     return found
 
 
@@ -199,7 +256,8 @@ def _feeds(graph: Graph, name: str, ops: list[str]) -> bool:
 def _precision(rule: Rule, kernels: list[Kernel], graph: Graph) -> list[str]:
     found = []
     for kernel in kernels:
-        nodes = [n for n in kernel.onnx_nodes if graph.op.get(n) in rule.ops and not rule.allows(n)]
+        nodes = [n for n in kernel.onnx_nodes if graph.op.get(n) in rule.ops and not rule.allows(n)
+                 and not graph.computes_in(n, rule.forbid)]
         # a kernel that only converts (Float in, Half out: the cast before the first Conv) computes nothing in Float
         computes = kernel.precision in rule.forbid and all(t in rule.forbid for t in kernel.output_types)
         if nodes and computes:

@@ -58,6 +58,10 @@ def check(build_dir: str | Path, options: CheckOptions | None = None, progress: 
 
         dataset = open_dataset(options.data, source)
     try:
+        if dataset is not None:
+            from compiler.check.data_shapes import check_data_shapes
+
+            check_data_shapes(dataset, source, engines)
         metric, labels = _metric(options, dataset)
         models = {t.label: built_model(t, source, calibrations=options.calibration)
                   for t in build.targets if t.engine is not None}

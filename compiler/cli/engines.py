@@ -25,7 +25,7 @@ from compiler.cli.params import (
     option,
     switch,
 )
-from compiler.core.errors import CheckFailed
+from compiler.core.errors import CheckFailed, InvalidInput
 from compiler.core.flags import BUILD
 from compiler.core.text import printable
 
@@ -82,5 +82,6 @@ def build(
             sys.stderr.write(f"warning: {target.sku}/{target.precision}: {printable(warning)}\n")
     if report.failed:
         first = report.failed[0]
-        raise CheckFailed(f"{len(report.failed)} of {len(report.targets)} builds failed; {first.sku}/{first.precision}:"
-                          f" {first.errors[0] if first.errors else first.status} (log: {first.path}/build.log)")
+        problem = InvalidInput if first.refused else CheckFailed
+        raise problem(f"{len(report.failed)} of {len(report.targets)} builds failed; {first.sku}/{first.precision}:"
+                      f" {first.errors[0] if first.errors else first.status} (log: {first.path}/build.log)")

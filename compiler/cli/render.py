@@ -280,6 +280,8 @@ def calibration(result: CalibrationResult) -> None:
             console.print(f"  {escape(line)}")
     if result.report.coverage:
         console.print(f"what the comparison could see: {escape(result.report.coverage)}")
+    if result.build_proof:
+        console.print(f"Q/DQ model {escape(result.build_proof)}")
     if result.gates:
         console.print(table("Gates", ["gate", "output", "value", "threshold", "status"], [
             [g.name, g.output, gate_figure(g.name, g.value), gate_figure(g.name, g.threshold),
@@ -406,7 +408,9 @@ def release_plan(plan: ReleasePlan) -> None:
 
 def stage_line(stage: str, status: str, detail: str) -> None:
     """One line per release stage as it ends, for a CI log."""
-    console.print(f"{stage:<10} ", status_text(status), f" {printable(detail)}", sep="", highlight=False)
+    from rich.markup import escape
+
+    console.print(f"{stage:<10} ", status_text(status), f" {escape(printable(detail))}", sep="", highlight=False)
 
 
 def cache_outcome(what: str, outcome, explain: bool) -> None:

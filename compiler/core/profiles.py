@@ -227,6 +227,17 @@ def _check_input(where, name, dims: list[Dim] | None, shape: ShapeRange, symbols
     return errors
 
 
+def inconsistent_profiles(warnings: list[str]) -> str | None:
+    """The error for an engine TensorRT built for shapes it found not self-consistent (``Profile kMAX values are
+    not self-consistent. embeddings/add: … 512 != 128``): an engine that cannot run at its own profile."""
+    found = next((w for w in warnings if "not self-consistent" in w), None)
+    if found is None:
+        return None
+    detail = found.split(" In operator()")[0].split(" In executeContinuation")[0]
+    return (f"the shape profiles ask for shapes the model cannot run; TensorRT says: {detail} Lower the max of the "
+            f"input dims that reach that node (compile inspect MODEL --profiles FILE names them where it can)")
+
+
 def format_dims(dims: list[Dim] | tuple[Dim, ...] | None) -> str:
     """``[B, 1, 8, 8]``: a shape as errors and tables show it (``?`` an unknown dim, None an unknown rank)."""
     if dims is None:

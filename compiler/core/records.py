@@ -172,6 +172,9 @@ class TargetStatus(BaseModel):
     errors: list[str] = []
     warnings: list[str] = []
     """What went wrong without costing the result (an engine the build cache could not keep)."""
+    refused: bool = False
+    """The failure is the input's, not the build's: TensorRT found the profiles' shapes not self-consistent
+    (the model cannot run at them). Reported as bad input (exit 2)."""
 
 
 class BuildReport(BaseModel):
@@ -304,6 +307,9 @@ class CalibrationRecord(BaseModel):
     fallback: dict[str, Any] | None = None
     """``--fallback auto``: whether it was needed, the regions ranked and kept, the nodes kept, the fraction of
     Conv/MatMul/Gemm work still in the low precision, evaluations, seconds, and whether the gates passed."""
+    build_proof: str | None = None
+    """int8/fp8: the one real build that proved the Q/DQ model builds (backend, compute capability, shapes), or why
+    none could be tried here (no TensorRT backend installed). None for fp16."""
 
 
 class CalibrationResult(CalibrationRecord):

@@ -18,7 +18,7 @@ from compiler.core.errors import InvalidInput
 from compiler.core.files import check_writable_folder, hash_json, stat_key, writable_folder
 from compiler.core.options import BuildOptions
 from compiler.core.paths import check_not_overwriting
-from compiler.core.profiles import load_profiles, load_sku_catalog, profiles_problem, validate_profiles
+from compiler.core.profiles import ProfileSet, load_profiles, load_sku_catalog, profiles_problem, validate_profiles
 from compiler.core.records import BUILD_FORMAT, CALIBRATION_FILES, CALIBRATION_RECORD, PRECISIONS, Precision, Progress
 from compiler.data.skim import skim_inputs
 from compiler.engines.cache import BuildCache
@@ -111,7 +111,7 @@ def plan_builds(
     model_stat = _stat_or_none(model)  # before anything reads the model
     source = _model_facts(model, model_stat, cache)
     profile_set = load_profiles(profiles)
-    errors = validate_profiles(profile_set, source["inputs"])
+    errors = validate_profiles(profile_set, source["inputs"]) or _limit_errors(model, profile_set, cache)
     if errors:
         raise profiles_problem(profiles, errors, hint="see compile inspect --profiles")
     catalog = load_sku_catalog()
@@ -228,6 +228,24 @@ def _model_facts(path: Path, stat: list[Any] | None, cache: BuildCache) -> dict[
         return {**facts, "sha256": pool.submit(digest)}
     finally:
         pool.shutdown(wait=False)  # queued work still runs
+
+
+PROFILE_LIMITS = "profile-limits"
+"""The build cache's facts kind for what a model's constants allow of a profiles file (errors, if any)."""
+
+
+def _limit_errors(model: Path, profiles: ProfileSet, cache: BuildCache) -> list[str]:
+    """The shapes of the profiles the model cannot run (:func:`compiler.data.limits.profile_limit_errors`),
+    found once per model file and profiles (by content: the file may be a pipe, read once)."""
+    def compute() -> dict[str, Any]:
+        from compiler.data.limits import profile_limit_errors
+        from compiler.data.model import load_model
+
+        proto = load_model(model, infer_shapes=False, check=False, digest=False).proto
+        return {"errors": profile_limit_errors(proto, profiles)}
+
+    digest = hash_json(profiles.model_dump())
+    return cache.remember(PROFILE_LIMITS, [model], compute, stat=lambda path: [*stat_key(path), digest])["errors"]
 
 
 def _parse(path: Path) -> tuple[dict[str, Any], tuple[Path, ...]]:

@@ -7,6 +7,7 @@ child process, :mod:`compiler.backends.isolated`, so a builder that crashes fail
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections import Counter
@@ -18,6 +19,7 @@ from compiler.backends.isolated import BuiltPlan, Either
 from compiler.core.digest import finish_model_digest, hash_model_file
 from compiler.core.errors import CompileError
 from compiler.core.files import changed_since, link_or_copy, replace_dir, staging_folder, write_atomic
+from compiler.core.profiles import inconsistent_profiles
 from compiler.core.records import CacheOutcome, EngineRecord, Kernel, LayersRecord, Progress, Status, TargetStatus
 from compiler.engines.cache import ENGINE_FILES, BuildCache
 from compiler.engines.plan import BuildJob
@@ -142,8 +144,13 @@ def _from_cache(job: BuildJob, staging: Path, started: float, cache: BuildCache)
             return None
         entry, record = hit
         for name in ENGINE_FILES:
-            if name != "engine.json":
+            if name not in ("engine.json", "build.log"):
                 link_or_copy(entry / name, staging / name)
+        # The log names the model its build parsed, perhaps another run's calibration folder since replaced: say
+        # this run's too, where check looks for the model the engine was built from (same bytes, by the key).
+        write_atomic(staging / "build.log", (entry / "build.log").read_bytes() + (
+            f"[INFO] compile: taken from the build cache; this run's model (the same bytes):\n"
+            f"[INFO] Input filename:   {job.spec.model_path}\n").encode())
     except FileNotFoundError:  # the entry went away meanwhile (a cache cleaner, a concurrent eviction): a miss
         _clear(staging)
         return None
@@ -163,6 +170,9 @@ def _build(job: BuildJob, build: Build, staging: Path, progress: Progress | None
     built = build(job, staging, progress, cancel)
     if built.status != Status.OK:
         return _unbuilt(job, staging, built.status, started, built.errors or ["build failed"])
+    refusal = inconsistent_profiles(built.warnings)
+    if refusal:
+        return _unbuilt(job, staging, Status.FAILED, started, [refusal], refused=True)
     try:
         cache_key = job.cache_key  # waits for the model's digest if it is still being computed
         changed = _changed_input(job)
@@ -219,10 +229,12 @@ def _keep_model(job: BuildJob, cache: BuildCache) -> list[str]:
     return []
 
 
-def _unbuilt(job: BuildJob, staging: Path, status: Status, started: float, errors: list[str]) -> TargetStatus:
+def _unbuilt(job: BuildJob, staging: Path, status: Status, started: float, errors: list[str],
+             refused: bool = False) -> TargetStatus:
     """A build that yields no engine: only its build.log stays, so no plan of it looks like a result."""
     _clear(staging, keep="build.log")
-    return _status(job, status, started, errors=errors)
+    return _status(job, status, started, errors=errors, refused=refused)
+
 
 
 def layers_record(layers: list[Kernel]) -> LayersRecord:
@@ -248,10 +260,11 @@ def _changed_input(job: BuildJob) -> str | None:
 
 
 def _status(job: BuildJob, status: Status, started: float, cache_hit: bool = False,
-            errors: list[str] | None = None, warnings: list[str] | None = None) -> TargetStatus:
+            errors: list[str] | None = None, warnings: list[str] | None = None, refused: bool = False
+            ) -> TargetStatus:
     return TargetStatus(sku=job.sku, precision=job.precision, status=status, path=str(job.target_dir),
                         cache_hit=cache_hit, seconds=round(time.perf_counter() - started, 3), errors=errors or [],
-                        warnings=warnings or [])
+                        warnings=warnings or [], refused=refused)
 
 
 def failed(job: BuildJob, error: str, status: Status = Status.FAILED) -> TargetStatus:
@@ -266,5 +279,10 @@ def _clear(staging: Path, keep: str | None = None) -> None:
             partial.unlink()
 
 
+_INT64_BINDING = re.compile(r"Make sure input \S+ has Int64 binding")
+"""What the ONNX parser says of every int64 input: those inputs are int64 by design (token ids) and TensorRT-RTX
+binds them as such, so it is kept in build.log and engine.json but not repeated to the user."""
+
+
 def _builder_warnings(warnings: list[str]) -> list[str]:
-    return [f"builder: {warning}" for warning in warnings]
+    return [f"builder: {warning}" for warning in warnings if not _INT64_BINDING.search(warning)]

@@ -19,8 +19,16 @@ from compiler.backends.base import BuildSpec
 from compiler.backends.isolated import Builders
 from compiler.core.errors import CheckFailed, CompileError, InvalidInput
 from compiler.core.files import default_cache_dir, write_atomic
-from compiler.core.profiles import ProfileSet, load_profiles, load_sku_catalog, profiles_problem, validate_profiles
+from compiler.core.profiles import (
+    ProfileSet,
+    inconsistent_profiles,
+    load_profiles,
+    load_sku_catalog,
+    profiles_problem,
+    validate_profiles,
+)
 from compiler.core.records import Status, StepStatus
+from compiler.data.limits import profile_limit_errors
 from compiler.data.model import OnnxModel, TensorInfo, load_model, sparse_tensors, tensor_info
 
 CONTROL_FLOW_OPS = {"If", "Loop", "Scan"}
@@ -261,6 +269,9 @@ def build_check(model: OnnxModel, profiles: ProfileSet | None, sku: str, backend
         built = Builders().build(engine.name, spec, Path(folder), None, None)
     if built.status != Status.OK:
         return StepStatus(status=Status.FAILED, detail="; ".join(built.errors[:3]) or "the builder returned no engine")
+    refusal = inconsistent_profiles(built.warnings)
+    if refusal:
+        raise InvalidInput(f"{model.path}: {refusal}")
     shapes = ", ".join(p.name for p in profiles.profiles) if profiles else "static shapes"
     return StepStatus(
         status=Status.OK,
@@ -288,7 +299,7 @@ def inspect_model(
     profile_report = None
     problem: CompileError | None = None
     if profiles is not None:
-        errors = validate_profiles(profiles, model.input_dims())
+        errors = validate_profiles(profiles, model.input_dims()) or profile_limit_errors(model.proto, profiles)
         profile_report = ProfileReport(
             file=str(profiles_path), names=[p.name for p in profiles.profiles], valid=not errors, errors=errors
         )

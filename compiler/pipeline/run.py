@@ -252,7 +252,7 @@ def _build(run: _Run, pipeline: LoadedPipeline, jobs, work: Path, calibrations: 
         run.outcomes["build"] = combined([(f"{e.sku}/{e.precision}", e.cache) for e in engines])
         if report.failed:
             first = report.failed[0]
-            raise CheckFailed(f"{first.sku}/{first.precision} failed to build: "
+            raise (InvalidInput if first.refused else CheckFailed)(f"{first.sku}/{first.precision} failed to build: "
                               f"{first.errors[0] if first.errors else first.status} (log: {first.path}/build.log)")
     hits = sum(e.cache_hit for e in engines)
     remote = sum(bool(e.cache and e.cache.source == "remote") for e in engines)

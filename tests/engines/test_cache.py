@@ -372,22 +372,21 @@ def test_builder_options_key_the_cache(digits_model, digits_profiles, tmp_path):
                                          "workspace_mb": None, "optimization_level": 1}
 
 
-def test_builder_warnings_reach_the_user_and_survive_the_cache(digits_model, tmp_path):
-    """A profile whose largest batch (the largest dim TensorRT takes) overflows an inner tensor's volume builds,
-    but TensorRT warns; that must not hide in build.log, and a cache hit must say it again."""
+def test_a_profile_the_builder_finds_not_self_consistent_is_refused_and_never_cached(digits_model, tmp_path):
+    """A profile whose largest batch (the largest dim TensorRT takes) overflows an inner tensor's volume: TensorRT
+    builds it with only a warning, an engine that cannot run at its own max. It is refused as bad input (exit 2,
+    TensorRT's words kept), every time: nothing of it lands in the cache or the target's folder."""
     profiles = tmp_path / "huge.yaml"
     profiles.write_text("profiles:\n  - name: huge\n    shapes:\n"
                         "      image: {min: [1, 1, 8, 8], opt: [1, 1, 8, 8], max: [2147483647, 1, 8, 8]}\n")
-    for run, hit in (("a", False), ("b", True)):
+    for run in ("a", "b"):
         result = run_cli("build", digits_model, "--profiles", profiles, "--sku", "rtx-4090", "--precision", "fp32",
-                         "--out", tmp_path / run, "--cache-dir", tmp_path / "cache", "--json")
-        assert result.exit_code == 0, result.stderr
-        [target] = json.loads(result.stdout)["targets"]
-        assert (target["status"], target["cache_hit"]) == ("ok", hit)
-        assert [w.split(".")[0] for w in target["warnings"]] == ["builder: Profile kMAX values are not self-consistent"]
-        assert result.stderr.startswith("warning: rtx-4090/fp32: builder: Profile kMAX values are not self-consistent")
-        record = json.loads((tmp_path / run / "rtx-4090" / "fp32" / "engine.json").read_text())
-        assert record["builder_warnings"] == [target["warnings"][0].removeprefix("builder: ")]
+                         "--out", tmp_path / run, "--cache-dir", tmp_path / "cache")
+        assert_clean_error(result, 2, "rtx-4090/fp32", "shape profiles ask for shapes the model cannot run",
+                           "Profile kMAX values are not self-consistent", "tensor volume exceeds")
+        [target] = json.loads((tmp_path / run / "build.json").read_text())["targets"]
+        assert (target["status"], target["cache_hit"], target["refused"]) == ("failed", False, True)
+        assert sorted(p.name for p in (tmp_path / run / "rtx-4090" / "fp32").iterdir()) == ["build.log"]
 
 
 def test_an_entry_renamed_into_place_during_a_lookup_is_a_miss_not_evicted(tmp_path, monkeypatch):

@@ -74,3 +74,22 @@ def _builder(trt):
     if not _BUILDER:
         _BUILDER.append(trt.Builder(trt.Logger(trt.Logger.ERROR)))
     return _BUILDER[0]
+
+
+def test_the_largest_dim_on_a_model_with_a_position_table_is_refused_quickly_naming_the_limit(tmp_path):
+    """A sequence of 2**31-1 on the encoder: the Range of positions is not evaluated (its bounds are), the largest
+    size the model takes is found by bisection in ~31 inferences, and nothing is built."""
+    import time
+
+    from tests.fixtures.make_encoder import MODEL
+
+    shape = {"min": [1, 1], "opt": [1, 1], "max": [1, 2**31 - 1]}
+    profiles = tmp_path / "huge.yaml"
+    profiles.write_text(yaml.safe_dump({"profiles": [{"name": "huge", "shapes": {"input_ids": shape,
+                                                                                  "attention_mask": shape}}]}))
+    started = time.monotonic()
+    result = run_cli("build", MODEL, "--profiles", profiles, "--sku", "rtx-4090", "--precision", "fp32",
+                     "--out", tmp_path / "out")
+    assert_clean_error(result, 2, "profile 'huge'", "max 2147483647", "index 2147483646 of the 128",
+                       "lower the max to 128")
+    assert time.monotonic() - started < 60 and not (tmp_path / "out").exists()

@@ -1,0 +1,221 @@
+"""Transformer benchmark on a BERT-base-sized encoder (12 layers, hidden 768, 12 heads, sequence 128; random
+weights made in the run by tests/fixtures/make_encoder.py, with its Hugging Face mask): issue 33.
+
+Claims checked (exit 1 when missed):
+
+1. ``calibrate`` int8 (minmax) of 512 samples <= 1.1 x onnxruntime's ``quantize_static`` called directly with the
+   same placement (op_types_to_quantize MatMul/Gemm, per-channel symmetric weights, symmetric activations, float
+   bias) and method on the same samples. ``calibrate`` also measures the held-out accuracy and proves its Q/DQ
+   model builds (one TensorRT-RTX build): both are shown apart, as what limits the ratio.
+2. Peak RSS of ``calibrate`` with 2,048 samples <= 1.1 x with 256 (activations go to onnxruntime in chunks).
+3. ``compile build`` of the int8 Q/DQ model (rtx-4090) <= 1.1 x the raw TensorRT-RTX builder API on the same
+   model and profile (benchmarks/raw_build.py).
+
+Also reported: the INT8 and FP16 cosine of hidden states and logits against FP32 (held-out samples).
+Every run is a child process reporting its own peak RSS (VmHWM); paired runs alternate who goes first and the
+median is taken. Usage: ``python benchmarks/transformer.py [--samples 512] [--small 256] [--large 2048]
+[--repeat 3]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+BERT_BASE = {"layers": 12, "hidden": 768, "heads": 12, "ffn": 3072, "vocab": 30522}
+SEQUENCE = 128
+PROFILES = """\
+profiles:
+  - name: online
+    shapes:
+      input_ids: {min: [1, 16], opt: [8, 128], max: [16, 128]}
+      attention_mask: {min: [1, 16], opt: [8, 128], max: [16, 128]}
+"""
+
+
+def peak_rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise SystemExit("no /proc/self/status")
+
+
+def child_ours(args: argparse.Namespace) -> dict:
+    import onnxruntime.quantization.shape_inference  # noqa: F401 - imported before the clock, as the baseline does
+
+    from calibration import calibrate
+    from compiler.core.options import CalibrationOptions
+
+    started = time.perf_counter()
+    options = CalibrationOptions(precision=args.precision, method="minmax", samples=args.samples,
+                                 batch_size=args.batch_size, holdout=args.holdout, reuse=False)
+    result = calibrate(args.model, args.data, args.out, options)
+    proof = result.build_proof or ""
+    return {"seconds": time.perf_counter() - started, "samples": result.samples,
+            "proof_seconds": float(proof.rsplit(" in ", 1)[1].split()[0]) if " in " in proof else 0.0,
+            "cosine": {o.name: o.cosine_mean for o in result.report.outputs}}
+
+
+def child_onnxruntime(args: argparse.Namespace) -> dict:
+    """onnxruntime's own flow on the same samples, placement and method: quant_pre_process + quantize_static."""
+    import numpy as np
+    from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    from compiler.data.datasets import split
+
+    started = time.perf_counter()
+    with np.load(args.data, allow_pickle=False) as data:
+        arrays = {name: data[name] for name in data.files}
+    count = len(next(iter(arrays.values())))
+    chosen = split(count, args.holdout, args.samples, seed=0).calibration
+    batches = iter([{name: array[chosen[i:i + args.batch_size]] for name, array in arrays.items()}
+                    for i in range(0, len(chosen), args.batch_size)])
+
+    class Reader:
+        def get_next(self):
+            return next(batches, None)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        prepared = Path(tmp) / "prepared.onnx"
+        quant_pre_process(args.model, str(prepared), skip_symbolic_shape=True)
+        quantize_static(str(prepared), str(Path(tmp) / "qdq.onnx"), Reader(), quant_format=QuantFormat.QDQ,
+                        op_types_to_quantize=["MatMul", "Gemm"], per_channel=True,
+                        activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
+                        calibrate_method=CalibrationMethod.MinMax,
+                        extra_options={"ActivationSymmetric": True, "WeightSymmetric": True, "QuantizeBias": False})
+    return {"seconds": time.perf_counter() - started, "samples": len(chosen)}
+
+
+def run(command: list[str]) -> dict:
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        sys.stderr.write(done.stderr[-4000:])
+        raise SystemExit(f"{command[2:4]} failed")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def run_child(kind: str, **options) -> dict:
+    command = [sys.executable, __file__, "--child", kind]
+    for key, value in options.items():
+        command += [f"--{key.replace('_', '-')}", str(value)]
+    return run(command)
+
+
+def timed_build(side: str, model: Path, profiles: Path, out: Path, calibration: Path) -> float:
+    """One build in a fresh process, timed after its imports: raw builder API or compile's build_engines."""
+    code = f"""
+import sys, time
+sys.path[:0] = [{str(REPO)!r}, {str(REPO / 'benchmarks')!r}]
+if {side!r} == "raw":
+    import tensorrt_rtx
+    from raw_build import raw_build
+    build = lambda: raw_build({str(model)!r}, {str(profiles)!r}, "8.9", {str(out / 'raw.plan')!r})
+else:
+    from compiler.backends import load_backend
+    from compiler.engines import BuildOptions, build_engines
+    load_backend("tensorrt-rtx")
+    def build():
+        report = build_engines({str(model)!r}, {str(profiles)!r}, ["rtx-4090"], ["int8"], {str(out / 'ours')!r},
+                               BuildOptions(calibration={str(calibration)!r}, use_cache=False))
+        assert not report.failed, report.failed
+started = time.perf_counter()
+build()
+print('{{"seconds": %f}}' % (time.perf_counter() - started))
+"""
+    return run([sys.executable, "-c", code])["seconds"]
+
+
+def median(runs: list[dict]) -> dict:
+    middle = sorted(runs, key=lambda r: r["seconds"])[len(runs) // 2]
+    return {**middle, "peak_rss_mb": max(r.get("peak_rss_mb", 0) for r in runs)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--child", choices=["ours", "onnxruntime"])
+    parser.add_argument("--model")
+    parser.add_argument("--data")
+    parser.add_argument("--out")
+    parser.add_argument("--precision", default="int8")
+    parser.add_argument("--samples", type=int, default=512)
+    parser.add_argument("--small", type=int, default=256)
+    parser.add_argument("--large", type=int, default=2048)
+    parser.add_argument("--holdout", type=int, default=32)
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    if args.child:
+        figures = child_ours(args) if args.child == "ours" else child_onnxruntime(args)
+        figures["peak_rss_mb"] = peak_rss_mb()
+        print(json.dumps(figures))
+        return
+
+    import onnx
+    from rich.console import Console
+    from rich.table import Table
+
+    from tests.fixtures.make_encoder import build, make_data
+
+    console = Console()
+    with tempfile.TemporaryDirectory(prefix="transformer-bench-") as tmp:
+        root = Path(tmp)
+        model, profiles = root / "bert-base.onnx", root / "profiles.yaml"
+        onnx.save_model(build(**BERT_BASE), model)
+        profiles.write_text(PROFILES)
+        data = make_data(root / "data.npz", samples=max(args.samples, args.large) + args.holdout, sequence=SEQUENCE)
+        console.print(f"BERT-base-sized encoder: {model.stat().st_size / 2**20:.0f} MiB, sequence {SEQUENCE}")
+        common = dict(model=model, data=data, holdout=args.holdout, batch_size=args.batch_size)
+        ours, direct, raw, compiled = [], [], [], []
+        for i in range(args.repeat):  # alternating who goes first; medians below
+            pairs = [(ours, lambda: run_child("ours", out=root / "int8", samples=args.samples, **common)),
+                     (direct, lambda: run_child("onnxruntime", samples=args.samples, **common))]
+            for runs, action in pairs[:: 1 if i % 2 == 0 else -1]:
+                runs.append(action())
+        for i in range(args.repeat):
+            pairs = [(raw, lambda: timed_build("raw", root / "int8" / "model.onnx", profiles, root, root / "int8")),
+                     (compiled, lambda: timed_build("ours", model, profiles, root, root / "int8"))]
+            for runs, action in pairs[:: 1 if i % 2 == 0 else -1]:
+                runs.append({"seconds": action()})
+        small = run_child("ours", out=root / "small", samples=args.small, **common)
+        large = run_child("ours", out=root / "large", samples=args.large, **common)
+        fp16 = run_child("ours", out=root / "fp16", precision="fp16", samples=args.small, **common)
+    ours, direct, raw, compiled = median(ours), median(direct), median(raw), median(compiled)
+
+    table = Table(title=f"BERT-base-sized encoder, sequence {SEQUENCE}, batch {args.batch_size}, {args.holdout} "
+                        f"held-out; paired rows: median of {args.repeat} alternating runs", title_justify="left")
+    for column in ("run", "samples", "seconds", "peak RSS MiB"):
+        table.add_column(column, justify="left" if column == "run" else "right")
+    rows = [(f"calibrate int8 minmax (of which the build proof {ours['proof_seconds']:.1f} s)", ours),
+            ("onnxruntime quantize_static, same placement and method", direct),
+            (f"calibrate int8, {args.small} samples", small), (f"calibrate int8, {args.large} samples", large)]
+    for name, row in rows:
+        table.add_row(name, str(row["samples"]), f"{row['seconds']:.1f}", f"{row['peak_rss_mb']:.0f}")
+    table.add_row("compile build int8 (rtx-4090)", "", f"{compiled['seconds']:.1f}", "")
+    table.add_row("raw TensorRT-RTX builder, same Q/DQ model", "", f"{raw['seconds']:.1f}", "")
+    console.print(table)
+    for precision, row in (("int8", ours), ("fp16", fp16)):
+        console.print(f"{precision} held-out cosine vs FP32: " + ", ".join(
+            f"{name} {value:.5f}" for name, value in row["cosine"].items()))
+    checks = [(f"calibrate / quantize_static ({args.samples} samples)", ours["seconds"] / direct["seconds"], 1.1),
+              ("calibrate without its build proof / quantize_static",
+               (ours["seconds"] - ours["proof_seconds"]) / direct["seconds"], None),
+              (f"peak RSS {args.large} / {args.small} samples", large["peak_rss_mb"] / small["peak_rss_mb"], 1.1),
+              ("compile build / raw builder (int8 Q/DQ model)", compiled["seconds"] / raw["seconds"], 1.1)]
+    for label, value, limit in checks:
+        verdict = "(shown)" if limit is None else ("ok" if value <= limit else "FAILED")
+        console.print(f"{label}: {value:.2f}" + (f" (limit {limit}) " if limit else " ") + verdict)
+    if any(limit is not None and value > limit for _, value, limit in checks):
+        raise SystemExit(1)
+
+
+if __name__ == "__main__":
+    main()

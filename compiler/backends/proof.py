@@ -1,0 +1,81 @@
+"""One real build that proves a model builds: what `compile calibrate` does to its Q/DQ model before it says ok.
+
+TensorRT refuses Q/DQ placements onnxruntime writes without complaint (a quantized constant that feeds anything
+but a DequantizeLinear, an asymmetric zero point), and only a build tells. One engine of one profile (the shapes
+of one calibration sample) for compute capability 8.9, which takes INT8 and FP8, built in a child process as
+``compile inspect --build-check`` does; TensorRT-RTX is preferred because it builds without a GPU.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from pathlib import Path
+
+from compiler.backends import is_installed, load_backend
+from compiler.backends.base import BuildSpec
+from compiler.backends.isolated import Builders
+from compiler.core.errors import CompileError
+from compiler.core.profiles import ShapeProfile, ShapeRange
+from compiler.core.records import Status, StepStatus
+
+PROOF_CAPABILITY = "8.9"
+"""Ada: the oldest compute capability that takes both INT8 and FP8."""
+
+
+def prove_build(model: Path, shapes: dict[str, tuple[int, ...]], dims: dict[str, list | None]) -> StepStatus:
+    """Build ``model`` once for :data:`PROOF_CAPABILITY` with one profile: each dynamic input (``dims``: the model's
+    input dims, str/None for dynamic) at the shape of ``shapes`` (one sample's). OK with what was built, FAILED
+    with the builder's errors and the nodes they are about, SKIPPED when no backend here can build."""
+    backend = next((name for name in ("tensorrt-rtx", "tensorrt") if is_installed(name)), None)
+    if backend is None:
+        return StepStatus(status=Status.SKIPPED, detail="no TensorRT backend is installed to prove it builds")
+    fixed = {name: [d if isinstance(d, int) else size for d, size in zip(input_dims, shapes[name], strict=False)]
+             if input_dims is not None else list(shapes[name])
+             for name, input_dims in dims.items() if name in shapes}  # a static batch stays what the model says
+    profile = ShapeProfile(name="calibration", shapes={
+        name: ShapeRange(min=shape, opt=shape, max=shape) for name, shape in fixed.items()
+        if dims[name] is None or not all(isinstance(d, int) for d in dims[name])})
+    spec = BuildSpec(model_path=model, profiles=(profile,) if profile.shapes else (),
+                     compute_capabilities=(PROOF_CAPABILITY,), sku="calibration-proof")
+    try:
+        engine = load_backend(backend)
+        engine.check_targets(spec.compute_capabilities)
+    except CompileError as exc:  # datacenter TensorRT needs a GPU of the target to build
+        return StepStatus(status=Status.SKIPPED, detail=f"could not build here: {exc}")
+    with tempfile.TemporaryDirectory(prefix="compile-build-proof-") as folder:
+        built = Builders().build(engine.name, spec, Path(folder), None, None)
+    shown = ", ".join(f"{name} {list(r.min)}" for name, r in profile.shapes.items()) or "static shapes"
+    where = f"{engine.name} {engine.version}, compute capability {PROOF_CAPABILITY}, {shown}"
+    if built.status != Status.OK:
+        errors = [_SOURCE.sub("", error) for error in built.errors[:2]] or ["the builder returned no engine"]
+        return StepStatus(status=Status.FAILED, detail=f"{'; '.join(errors)}{_readers(model, errors)} ({where})")
+    return StepStatus(status=Status.OK, detail=f"built with {where} in {built.seconds:.1f} s")
+
+
+_SOURCE = re.compile(r" In \w+ at /\S+")
+"""Where in TensorRT's sources an error was raised: noise to a user."""
+_NAMED = re.compile(r"[(\"'`]([^()\"'`\s]+)[)\"'`]")
+
+
+def _readers(model: Path, errors: list[str]) -> str:
+    """``; node 'x' (Mul) reads 'half_quantized'``: the nodes that read the tensors an error names in brackets or
+    quotes (TensorRT names a refused quantized constant, not the node it feeds)."""
+    import onnx
+
+    from compiler.data.model import readers
+
+    named = {m for error in errors for m in _NAMED.findall(error)}
+    if not named:
+        return ""
+    graph = onnx.load_model(model, load_external_data=False).graph
+    found = readers(graph)
+    said = []
+    for name in sorted(named):
+        for node in found.get(name, []):
+            if node.name and node.name not in named:
+                fed = [f"'{r.name}' ({r.op_type})" for r in found.get(node.output[0], [])] \
+                    if node.op_type == "DequantizeLinear" else []
+                said.append(f"node '{node.name}' ({node.op_type}) reads '{name}'"
+                            + (f" for {', '.join(fed[:3])}" if fed else ""))
+    return "; " + ", ".join(said[:4]) if said else ""

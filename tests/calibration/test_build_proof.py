@@ -1,0 +1,48 @@
+"""`compile calibrate` proves its Q/DQ model builds (one real TensorRT-RTX build of one profile) before it says ok,
+and names the node when it does not (issue 33)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import calibration.calibrators as calibrators
+from calibration import calibrate
+from compiler.core.errors import CheckFailed
+from compiler.core.options import CalibrationOptions
+from tests.fixtures.make_encoder import MODEL, make_data
+from tests.support.cli import run_cli
+
+
+@pytest.fixture(scope="module")
+def encoder_data(tmp_path_factory):
+    return make_data(tmp_path_factory.mktemp("proof-data") / "encoder.npz", samples=24, sequence=16)
+
+
+@pytest.mark.parametrize("precision", ["int8", "fp8"])
+def test_the_calibration_record_says_which_build_proved_it(tmp_path, encoder_data, precision):
+    result = run_cli("calibrate", MODEL, "--data", encoder_data, "--out", tmp_path / "out", "--precision", precision,
+                     "--json")
+    assert result.exit_code == 0, result.stderr
+    proof = json.loads(result.stdout)["build_proof"]
+    assert proof.startswith("built with tensorrt-rtx") and "compute capability 8.9" in proof
+    assert "input_ids [1, 16], attention_mask [1, 16]" in proof
+    assert json.loads((tmp_path / "out" / "calibration.json").read_text())["build_proof"] == proof
+    shown = run_cli("calibrate", MODEL, "--data", encoder_data, "--out", tmp_path / "out", "--precision", precision)
+    assert "Q/DQ model built with tensorrt-rtx" in shown.stdout
+
+
+def test_a_q_dq_model_tensorrt_refuses_is_never_ok_and_its_node_is_named(tmp_path, encoder_data, monkeypatch):
+    """Fault injection: onnxruntime told to quantize every Mul and Add too (what it does by default) quantizes the
+    GELU's 0.5 constant, which TensorRT refuses."""
+    monkeypatch.setattr(calibrators, "TENSORRT_QUANTIZED_OPS", ("MatMul", "Gemm", "Mul", "Add"))
+    out = tmp_path / "out"
+    with pytest.raises(CheckFailed) as refused:
+        calibrate(MODEL, encoder_data, out, CalibrationOptions(precision="int8"))
+    message = str(refused.value)
+    for fragment in ("int8 Q/DQ model does not build", "Quantized constant (half_quantized)",
+                     "'layer.0/gelu/half' (Mul)", "--exclude NODE"):
+        assert fragment in message, message
+    assert "In matchQuantizedConstant" not in message  # TensorRT's source locations are left out
+    assert not (out / "calibration.json").exists() and not (out / "model.onnx").exists()
