@@ -217,14 +217,6 @@ def write_atomic(path: Path, data: bytes) -> None:
             raise
 
 
-def link_or_copy(source: Path, target: Path) -> None:
-    """Hard-link when possible (plans can be GBs); copy across filesystems."""
-    try:
-        os.link(source, target)
-    except OSError:
-        shutil.copy2(source, target)
-
-
 def copy_file(source: Path, target: Path) -> None:
     """An independent copy of ``source`` at ``target`` (created, must not exist): a reflink where the filesystem
     shares extents copy-on-write (btrfs, XFS), else a byte copy; never a hard link, so editing one cannot change

@@ -12,11 +12,16 @@ existing version folder is never overwritten with other content (exit 4).
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import fcntl
 import hashlib
 import os
 import re
 import shutil
+import stat
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -84,17 +89,18 @@ def export_triton(store: str | Store, ref: str | Ref, repo: Path, *, model_name:
     result = TritonExport(release=str(resolved.ref), version=resolved.version, model=name, model_dir=str(model_dir),
                           triton_version=triton_version, status="written", plans=plans, sha256=expected, seconds=0)
     existing_config = model_dir / CONFIG
-    if existing_config.is_file() and _body(existing_config.read_bytes()) != _body(config.encode()):
-        raise Conflict(f"{existing_config}: describes other plans, inputs or outputs than {resolved.ref}; export to "
-                       "another --model-name or --repo, or remove that model folder")
-    if target.exists():
-        _same_or_conflict(target, expected, resolved.ref)
-        result.status = "unchanged"
-    else:
-        model_dir.mkdir(exist_ok=True)
-        _stage(store, manifest.content.name, files, target,
-               (cache_dir or default_cache_dir()) / "pulls" if use_cache else None)
-    write_atomic(existing_config, config.encode())  # last: Triton sees the model only once its plans are there
+    with model_lock(repo, name):  # two exports into one model: one at a time, so a config never names the other's
+        if existing_config.is_file() and _body(existing_config.read_bytes()) != _body(config.encode()):
+            raise Conflict(f"{existing_config}: describes other plans, inputs or outputs than {resolved.ref}; export "
+                           "to another --model-name or --repo, or remove that model folder")
+        if target.exists():
+            _same_or_conflict(target, expected, resolved.ref)
+            result.status = "unchanged"
+        else:
+            model_dir.mkdir(exist_ok=True)
+            _stage(store, manifest.content.name, files, target,
+                   (cache_dir or default_cache_dir()) / "pulls" if use_cache else None)
+        write_atomic(existing_config, config.encode())  # last: Triton sees the model only once its plans are there
     result.seconds = round(time.monotonic() - started, 3)
     return result
 
@@ -252,3 +258,26 @@ def _same_or_conflict(target: Path, expected: dict[str, str], ref: object) -> No
     if found != expected:
         raise Conflict(f"{target}: this Triton version folder holds other files than {ref}'s plans; pass another "
                        "--triton-version (a new number), or remove it")
+
+
+@contextlib.contextmanager
+def model_lock(repo: Path, name: str) -> Iterator[None]:
+    """An exclusive ``flock`` on ``REPO/.<model>.lock`` while an export writes that model (released when the file
+    closes, also when the process dies). Opened without following a link or blocking on a FIFO that stands there
+    (O_NOFOLLOW, O_NONBLOCK); anything but a regular file is refused."""
+    path = repo / f".{name}.lock"
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                     0o644)
+    except OSError as exc:
+        what = {errno.ELOOP: "a symbolic link", errno.ENXIO: "a FIFO", errno.EISDIR: "a folder"}.get(exc.errno)
+        if what:
+            raise InvalidInput(f"--repo {repo}: {path.name} is {what}, not the lock file exports use; remove it"
+                               ) from None
+        raise EnvironmentProblem(f"--repo {repo}: cannot open {path.name} ({exc.strerror or exc})") from None
+    with os.fdopen(fd, "ab") as lock:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise InvalidInput(f"--repo {repo}: {path.name} is not a regular file, not the lock file exports use; "
+                               "remove it")
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield

@@ -10,10 +10,13 @@ from pydantic import BaseModel
 
 from compiler.core.errors import EnvironmentProblem
 from compiler.core.records import ChannelMove, ChannelRecord
-from compiler.releases.manifest import provenance, read_channel, resolve
+from compiler.releases.manifest import provenance, read_channel, refuse_shadowing, resolve
 from compiler.stores import Store, open_store
 from compiler.stores.base import Ref, check_channel
 
+MAX_HISTORY = 10_000
+"""Moves a channel record keeps (the latest; ~1 MB): a record must stay far below what a reader takes (64 MiB),
+or the channel would become unreadable after enough promotions."""
 PROMOTE_SECONDS = 60.0
 """How long a promotion keeps retrying against concurrent ones before it gives up."""
 
@@ -36,6 +39,7 @@ def promote(store: str | Store, ref: str | Ref, channel: str) -> PromoteResult:
     check_channel(channel)
     store = open_store(store)
     version = resolve(store, Ref(ref.name, ref.tag)).version
+    refuse_shadowing(store, ref.name, channel, new="channel")
     deadline = time.monotonic() + PROMOTE_SECONDS
     attempts = 0
     while True:
@@ -46,7 +50,8 @@ def promote(store: str | Store, ref: str | Ref, channel: str) -> PromoteResult:
             return PromoteResult(store=store.uri, name=ref.name, channel=channel, version=version, previous=previous,
                                  status="unchanged", attempts=attempts)
         who = provenance()
-        history = (current[0].history if current else []) + [ChannelMove(version=version, by=who.by, at=who.at)]
+        kept = current[0].history[-(MAX_HISTORY - 1):] if current else []
+        history = [*kept, ChannelMove(version=version, by=who.by, at=who.at)]
         record = ChannelRecord(name=ref.name, channel=channel, version=version, history=history)
         if store.write_channel(ref.name, channel, record.model_dump_json(indent=2).encode(),
                                current[1] if current else None):

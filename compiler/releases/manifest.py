@@ -11,11 +11,11 @@ from pathlib import PurePosixPath
 
 from pydantic import BaseModel
 
-from compiler.core.errors import CheckFailed, InvalidInput
+from compiler.core.errors import CheckFailed, Conflict, InvalidInput
 from compiler.core.files import hash_json
 from compiler.core.records import ChannelRecord, Provenance, ReleaseManifest, parse_record
 from compiler.stores import Store, open_store
-from compiler.stores.base import VERSION, Ref, manifest_key
+from compiler.stores.base import CHANNEL, VERSION, Ref, manifest_key
 
 
 def provenance() -> Provenance:
@@ -75,6 +75,19 @@ def resolve(store: str | Store, ref: str | Ref) -> Resolved:
     version = record[0].version if channel else ref.tag
     return Resolved(ref=str(ref), version=version, channel=channel,
                     manifest=parse_manifest(data, store, ref.name, version))
+
+
+def refuse_shadowing(store: Store, name: str, tag: str, *, new: str) -> None:
+    """A tag names a version first, then a channel: a version named like an existing channel would hide the
+    channel from every later pull (``--version stable``), and a channel named like a version would never be
+    reached. ``new`` is what is being made of ``tag``: ``version`` or ``channel``; Conflict (exit 4) if the other
+    exists."""
+    if new == "version" and CHANNEL.fullmatch(tag) and store.read_channel(name, tag) is not None:
+        raise Conflict(f"{name}@{tag}: {name} has a channel {tag}, which a version of that name would hide from "
+                       "every pull; choose another version")
+    if new == "channel" and store.read_manifest(name, tag) is not None:
+        raise Conflict(f"{name}@{tag}: {name} has a version {tag}, which a channel of that name could never be "
+                       "reached past; choose another channel name")
 
 
 def what_there_is(store: Store, name: str) -> str:

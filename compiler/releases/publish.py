@@ -34,7 +34,7 @@ from compiler.core.records import (
     read_record_bytes,
 )
 from compiler.engines.folder import Target, read_build
-from compiler.releases.manifest import damaged, parse_manifest, provenance
+from compiler.releases.manifest import damaged, parse_manifest, provenance, refuse_shadowing
 from compiler.stores import Store, open_store
 from compiler.stores.base import VerifyingReader, check_name, check_version, staging_key
 
@@ -177,6 +177,7 @@ def _create(store: Store, release: Release, check_reports: list[BlobRef]) -> str
     """Write the manifest, create-only; ``published``, or ``unchanged`` when a racing publisher of the same
     content won (Conflict when it had other content)."""
     content = release.content
+    refuse_shadowing(store, content.name, content.version, new="version")
     manifest = ReleaseManifest(content=content, content_sha256=release.content_sha256, published=provenance(),
                                check_reports=check_reports)
     raced = store.create_manifest(content.name, content.version, manifest.model_dump_json(indent=2).encode())
@@ -333,7 +334,32 @@ def _release_engine(target: Target) -> ReleaseEngine:
                          precision=record.precision, profiles=record.profiles, backend=record.backend,
                          builder_options=record.builder_options, plan=blobs[0].ref,
                          layers=blobs[1].ref if len(blobs) > 1 else None, built_model_sha256=record.built_model_sha256,
-                         calibration_sha256=record.calibration_sha256, plan_header=record.plan_header)
+                         calibration_sha256=record.calibration_sha256, plan_header=_plan_header(target))
+
+
+def _plan_header(target: Target) -> dict | None:
+    """What the plan's own header says, refused (exit 2) where its compute capabilities disagree with engine.json's:
+    a serving host resolves on the manifest's, so the plan itself decides. engine.json's header is kept where this
+    machine cannot read the edition's header (its TensorRT is not installed)."""
+    from compiler.backends import load_backend
+    from compiler.core.errors import EnvironmentProblem
+
+    record = target.engine
+    try:
+        backend = load_backend(record.backend.get("name", ""))
+    except EnvironmentProblem:
+        return record.plan_header
+    with open(target.plan, "rb") as handle:
+        head = handle.read(backend.plan_header_bytes)
+    header = backend.plan_header(head)
+    if header is None:
+        return record.plan_header
+    if sorted(header["compute_capabilities"]) != sorted(record.compute_capabilities):
+        raise InvalidInput(f"{target.plan}: its header says compute capabilities "
+                           f"{', '.join(header['compute_capabilities']) or 'none'}, its engine.json "
+                           f"{', '.join(record.compute_capabilities)}; the folder was edited after the build: build "
+                           "again")
+    return header
 
 
 def _read_check(build_dir: Path, engines: list[ReleaseEngine]) -> tuple[ReleaseCheck | None, _Blob | None]:

@@ -207,7 +207,7 @@ class S3Store(KeyedStore):
         for page in pages:
             names += [entry["Prefix"][start:].rstrip("/") for entry in page.get("CommonPrefixes", [])]
             names += [entry["Key"][start:] for entry in page.get("Contents", [])]
-        return names
+        return sorted(set(names))  # a stray object "releases/x" beside the prefix "releases/x/" is one name
 
 
 class _Taken(Exception):
