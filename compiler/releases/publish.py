@@ -12,10 +12,11 @@ import functools
 import time
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
-from compiler.core.errors import CheckFailed, Conflict, InvalidInput
+from compiler.core.errors import CheckFailed, Conflict, EnvironmentProblem, InvalidInput
 from compiler.core.files import hash_json
 from compiler.core.records import (
     CHECK_RECORD,
@@ -37,6 +38,9 @@ from compiler.engines.folder import Target, read_build
 from compiler.releases.manifest import damaged, parse_manifest, provenance, refuse_shadowing
 from compiler.stores import Store, open_store
 from compiler.stores.base import VerifyingReader, check_name, check_version, staging_key
+
+if TYPE_CHECKING:
+    from compiler.backends.base import TensorRTBackend
 
 
 class PublishResult(BaseModel):
@@ -337,17 +341,25 @@ def _release_engine(target: Target) -> ReleaseEngine:
                          calibration_sha256=record.calibration_sha256, plan_header=_plan_header(target))
 
 
+@functools.cache
+def _header_reader(name: str) -> TensorRTBackend | None:
+    """The backend that reads its plans' headers (once per publish of thousands of targets); None when its
+    TensorRT is not installed here."""
+    from compiler.backends import load_backend
+
+    try:
+        return load_backend(name)
+    except EnvironmentProblem:
+        return None
+
+
 def _plan_header(target: Target) -> dict | None:
     """What the plan's own header says, refused (exit 2) where its compute capabilities disagree with engine.json's:
     a serving host resolves on the manifest's, so the plan itself decides. engine.json's header is kept where this
     machine cannot read the edition's header (its TensorRT is not installed)."""
-    from compiler.backends import load_backend
-    from compiler.core.errors import EnvironmentProblem
-
     record = target.engine
-    try:
-        backend = load_backend(record.backend.get("name", ""))
-    except EnvironmentProblem:
+    backend = _header_reader(record.backend.get("name", ""))
+    if backend is None:
         return record.plan_header
     with open(target.plan, "rb") as handle:
         head = handle.read(backend.plan_header_bytes)
