@@ -27,7 +27,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from compiler.core.errors import Conflict, EnvironmentProblem, InvalidInput
-from compiler.core.files import default_cache_dir, write_atomic
+from compiler.core.files import default_cache_dir, sweep_partials, write_atomic
 from compiler.core.records import ReleaseEngine, ReleaseManifest, TensorSignature
 from compiler.releases.manifest import resolve
 from compiler.releases.pull import fetch_verified
@@ -98,6 +98,7 @@ def export_triton(store: str | Store, ref: str | Ref, repo: Path, *, model_name:
             result.status = "unchanged"
         else:
             model_dir.mkdir(exist_ok=True)
+            sweep_partials(model_dir)  # version folders that exports killed midway left
             _stage(store, manifest.content.name, files, target,
                    (cache_dir or default_cache_dir()) / "pulls" if use_cache else None)
         write_atomic(existing_config, config.encode())  # last: Triton sees the model only once its plans are there

@@ -19,7 +19,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from compiler.core.errors import CheckFailed, EnvironmentProblem, InvalidInput
-from compiler.core.files import copy_file, default_cache_dir, file_sha256, write_atomic
+from compiler.core.files import copy_file, default_cache_dir, file_sha256, sweep_partials, write_atomic
 from compiler.core.records import RELEASE_FORMAT, ReleaseEngine, ReleaseManifest
 from compiler.releases.manifest import damaged, resolve
 from compiler.stores import Store, open_store
@@ -161,6 +161,7 @@ def fetch_verified(store: Store, name: str, sha256: str, size: int, out: Path, c
     copy. True when the store was not asked for the bytes."""
     check_sha256(sha256)
     cached = cache / "sha256" / sha256 if cache else None
+    sweep_partials(out.parent, f".{out.name[:200]}.")  # what an earlier pull to out, killed, left
     temporary = out.with_name(f".{out.name[:200]}.{os.urandom(4).hex()}.partial")  # fits wherever out.name does
     try:
         if cached is not None and cached.is_file() and _verify_file(cached, sha256, size):

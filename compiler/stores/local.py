@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from compiler.core.errors import CheckFailed, EnvironmentProblem, InvalidInput
+from compiler.core.files import sweep_partials
 from compiler.core.records import MAX_RECORD_BYTES
 from compiler.stores.base import Sink, Token, VerifyingReader
 from compiler.stores.keyed import KeyedStore
@@ -28,6 +29,7 @@ class LocalStore(KeyedStore):
     def __init__(self, root: Path, *, create: bool = False) -> None:
         self.root = root
         self.uri = str(root)
+        self._swept: set[Path] = set()
         if create:
             try:
                 root.mkdir(parents=True, exist_ok=True)
@@ -47,6 +49,9 @@ class LocalStore(KeyedStore):
 
     def _temporary(self, path: Path) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
+        if path.parent not in self._swept:  # once per folder: what killed writers left there
+            self._swept.add(path.parent)
+            sweep_partials(path.parent)
         return path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.partial")
 
     def _size(self, key: str) -> int | None:
