@@ -38,6 +38,9 @@ def publish(
                                    "changed.", show_default=False)],
     allow_failed: Annotated[bool, switch("--allow-failed", INPUTS, "Publish the targets that built even if others "
                                                                    "or the check failed.")] = False,
+    repair: Annotated[bool, switch("--repair", INPUTS, "First read back every blob of the folder the store holds "
+                                                      "and replace damaged ones (what pull or ls --verify "
+                                                      "reported).")] = False,
     store: StoreOption = DEFAULT_STORE,
     json: JsonOption = False,
 ) -> None:
@@ -45,7 +48,8 @@ def publish(
     from compiler.releases.publish import publish as publish_release
 
     with nullcontext() if json else render.phase_progress("blobs") as progress:
-        result = publish_release(build_dir, store, name, version, allow_failed=allow_failed, progress=progress)
+        result = publish_release(build_dir, store, name, version, allow_failed=allow_failed, progress=progress,
+                                 repair=repair)
     if json:
         render.emit_json(result)
     else:

@@ -280,7 +280,8 @@ def calibration(result: CalibrationResult) -> None:
 
 
 def published(result: PublishResult) -> None:
-    what = ("published" if result.status == "published" else "already published with this content; nothing sent")
+    what = {"published": "published", "repaired": "already published with this content; damaged blobs replaced"
+            }.get(result.status, "already published with this content; nothing sent")
     console.print(f"{result.name}@{result.version} {what}: {result.engines} engines in {printable(result.store)}; "
                   f"{result.uploaded_blobs} blobs sent ({human_size(result.uploaded_bytes)}), "
                   f"{result.present_blobs} already there, {result.seconds:.2f} s")

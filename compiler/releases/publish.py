@@ -36,6 +36,7 @@ from compiler.core.records import (
 )
 from compiler.engines.folder import Target, read_build
 from compiler.releases.manifest import damaged, parse_manifest, provenance, refuse_shadowing
+from compiler.releases.repair import repair_blobs
 from compiler.stores import Store, open_store
 from compiler.stores.base import VerifyingReader, check_name, check_version, staging_key
 
@@ -48,8 +49,9 @@ class PublishResult(BaseModel):
     name: str
     version: str
     status: str
-    """``published``; ``unchanged`` when the store already held this exact release; ``staged`` or
-    ``already staged`` for one job's part of a sharded release."""
+    """``published``; ``unchanged`` when the store already held this exact release (``repaired`` when it did but
+    ``--repair`` replaced damaged blobs of it: counted as sent); ``staged`` or ``already staged`` for one job's
+    part of a sharded release."""
     engines: int
     content_sha256: str
     uploaded_blobs: int
@@ -81,17 +83,19 @@ class Release:
 
 
 def publish(build_dirs: Path | list[Path], store: str | Store, name: str, version: str, *,
-            allow_failed: bool = False, progress: Progress | None = None) -> PublishResult:
+            allow_failed: bool = False, progress: Progress | None = None, repair: bool = False) -> PublishResult:
     """Publish one or more build folders (of one model) as ``name@version``. Raises CheckFailed (a failed build or
     check), InvalidInput (not a build folder), Conflict (the version exists with other content),
-    EnvironmentProblem (the store)."""
+    EnvironmentProblem (the store). ``repair``: first read back every blob of the folders the store holds and
+    replace the damaged ones (:mod:`compiler.releases.repair`)."""
     started = time.monotonic()
     release = read_builds(build_dirs, name, version, allow_failed)
     store = open_store(store, create=True)
+    repaired = repair_blobs(store, name, release.blobs + release.check_reports) if repair else []
     existing = store.read_manifest(name, version)
     if existing is not None:
         same_or_conflict(existing, release.content_sha256, store, name, version)
-        return _result(store, release, "unchanged", [], 0, started)
+        return _result(store, release, "repaired" if repaired else "unchanged", repaired, 0, started)
     uploaded, present = _upload_missing(store, name, release.blobs + release.check_reports, progress)
     return _result(store, release, _create(store, release, [b.ref for b in release.check_reports]),
                    uploaded, present, started)

@@ -25,6 +25,7 @@ from compiler.releases.manifest import damaged, resolve
 from compiler.stores import Store, open_store
 from compiler.stores.base import HashingSink, Ref, check_sha256
 
+REPAIR_HINT = "publish the build folder again with --repair (or ask who owns the store)"
 NAME_MAX = 255
 """The longest file name (bytes) Linux filesystems take."""
 
@@ -173,16 +174,14 @@ def fetch_verified(store: Store, name: str, sha256: str, size: int, out: Path, c
             try:
                 found = store.get_blob(name, sha256, sink, size)
             except CheckFailed as exc:
-                raise CheckFailed(f"{exc}; nothing was written to {out}; republish the release or repair the "
-                                  "store") from None
+                raise CheckFailed(f"{exc}; nothing was written to {out}; {REPAIR_HINT}") from None
             if not found:
                 raise damaged(store, f"blobs/sha256/{sha256}", "the manifest names it but the store lacks it")
             handle.flush()
             os.fsync(handle.fileno())
         if not sink.matches():
             raise CheckFailed(f"store {store.uri}: blob sha256:{sha256} is corrupt: its {sink.size} bytes hash to "
-                              f"sha256:{sink.hexdigest()}; nothing was written to {out}; republish the release or "
-                              "repair the store")
+                              f"sha256:{sink.hexdigest()}; nothing was written to {out}; {REPAIR_HINT}")
         if cached is not None:
             _keep(temporary, cached)
         os.replace(temporary, out)

@@ -8,10 +8,12 @@ its mover read.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import hashlib
 import os
+import shutil
 import stat
 from pathlib import Path
 from typing import BinaryIO
@@ -79,6 +81,27 @@ class LocalStore(KeyedStore):
             return True
         finally:
             temporary.unlink(missing_ok=True)
+
+    def _remove_damaged(self, key: str, sha256: str, size: int) -> bool:
+        """Renamed aside in one step (the name is then free for a create-only write), then judged: a damaged
+        file is removed; a good one (a racing repair's) is linked back unless another good one took the name."""
+        path = self._path(key)
+        aside = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.damaged.partial")
+        try:
+            os.rename(path, aside)
+        except FileNotFoundError:
+            return False
+        try:
+            if _holds(aside, sha256, size):
+                with contextlib.suppress(FileExistsError):
+                    os.link(aside, path)
+                return False
+            return True
+        finally:
+            if aside.is_dir() and not aside.is_symlink():
+                shutil.rmtree(aside, ignore_errors=True)
+            else:
+                aside.unlink(missing_ok=True)
 
     def _open(self, key: str) -> BinaryIO | None:
         """A key's file for reading, None when there is none. What else stands there (a link, a FIFO, a folder)
@@ -194,3 +217,16 @@ class LocalStore(KeyedStore):
             if exc.errno in (errno.ENOENT, errno.ENOTDIR):
                 return []
             raise EnvironmentProblem(f"store {self.root}: cannot list {prefix} ({exc.strerror or exc})") from None
+
+
+def _holds(path: Path, sha256: str, size: int) -> bool:
+    """Whether ``path`` is a regular file of ``size`` bytes hashing to ``sha256`` (not following a link, not
+    blocking on a FIFO)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return False
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode) or os.fstat(fd).st_size != size:
+            return False
+        return hashlib.file_digest(handle, "sha256").hexdigest() == sha256
