@@ -24,7 +24,9 @@ from compiler.cli.params import (
     option,
     switch,
 )
+from compiler.core.errors import CheckFailed
 from compiler.core.text import printable
+from compiler.core.yaml import and_more
 from compiler.stores import DEFAULT_STORE  # the interface only: each backend is imported when its URI is used
 
 
@@ -85,16 +87,30 @@ def pull(
         render.pulled(result)
 
 
-@examples("compile ls", "compile ls digits --store s3://models/team", "compile ls digits@1.0.0 --json")
+@examples("compile ls", "compile ls digits --store s3://models/team", "compile ls digits@1.0.0 --json",
+          "compile ls --verify --store s3://models/team")
 def list_releases(
     release: Annotated[str | None, typer.Argument(metavar="[NAME[@VERSION]]", show_default=False,
                                                   help="A release, or one version of it.")] = None,
+    verify: Annotated[bool, switch("--verify", INPUTS, "Read every manifest, channel and blob (of NAME, or of the "
+                                                      "store) and list what is damaged, dangling or unreferenced; "
+                                                      "exit 1 if anything is damaged or dangling.")] = False,
     store: StoreOption = DEFAULT_STORE,
     json: JsonOption = False,
 ) -> None:
     """Releases, their versions and channels, and the engines of one version."""
     from compiler.releases.listing import list_store
 
+    if verify:
+        from compiler.releases.verify import verify_store
+
+        report = verify_store(store, release)
+        render.emit_json(report) if json else render.store_check(report)
+        if not report.passed:
+            broken = [f for f in report.findings if f.kind != "unreferenced"]
+            raise CheckFailed(f"store {printable(report.store)}: {len(broken)} damaged or dangling: "
+                              f"{printable(broken[0].key)} ({broken[0].kind})" + and_more(len(broken) - 1))
+        return
     listing = list_store(store, release)
     if json:
         render.emit_json(listing)

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from compiler.releases.listing import Listing
     from compiler.releases.publish import PublishResult
     from compiler.releases.pull import PullResult
+    from compiler.releases.verify import StoreCheck
 
 
 
@@ -315,6 +316,19 @@ def listing(listing: Listing) -> None:
             [r.name, len(r.versions), r.versions[-1] if r.versions else "-",
              ", ".join(f"{c}={v}" for c, v in r.channels.items())] for r in listing.releases]
             or [["-", 0, "-", "none published"]]))
+
+
+def store_check(report: StoreCheck) -> None:
+    scope = f"{report.name} in " if report.name else ""
+    console.print(f"{scope}{printable(report.store)}: {report.versions} versions, {report.channels} channels, "
+                  f"{report.blobs} blobs ({human_size(report.bytes_read)}) read"
+                  + ("" if report.unreferenced_listed else "; unreferenced blobs not listed (the registry lists "
+                     "none, or one release of a shared pool)"))
+    if report.findings:
+        console.print(table("Findings", ["kind", "where", "why"], [
+            [f.kind, printable(f.key), printable(f.why)] for f in report.findings]))
+    else:
+        console.print("nothing damaged, dangling or unreferenced")
 
 
 def promoted(result: PromoteResult) -> None:
