@@ -396,7 +396,7 @@ class OciStore(Store):
                 raise EnvironmentProblem(f"store {self.uri}: the registry does not list its repositories (no "
                                          "catalog API); name the release (compile ls NAME --store ...)")
             answer = _parse_json(response.content)
-            page = answer.get(field) if isinstance(answer, dict) else None
+            page = answer.get(field) if isinstance(answer, dict) else False
             if not isinstance(page, list | None):
                 raise EnvironmentProblem(f"store {self.uri}: {what}: the registry's answer is not a JSON listing")
             items += [item for item in page or [] if isinstance(item, str)]
