@@ -37,6 +37,7 @@ class LocalStore(KeyedStore):
                 root.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
                 raise EnvironmentProblem(f"store {root}: cannot create it ({exc.strerror or exc})") from None
+            sweep_partials(root / "blobs" / "sha256")  # a publisher's: what killed ones left where blobs go
         if not root.is_dir():
             what = "is not a folder" if root.exists() else "does not exist (nothing was published there)"
             raise EnvironmentProblem(f"store {root} {what}; give --store the folder you publish to")

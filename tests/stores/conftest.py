@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,14 +46,28 @@ def _tamper_local(root: Path) -> Callable[[str, bytes], None]:
 
 
 @pytest.fixture(params=["local", "s3", "oci"])
-def store(request, tmp_path, monkeypatch) -> StoreUnderTest:
+def store(request, tmp_path, monkeypatch) -> Iterator[StoreUnderTest]:
     if request.param == "local":
         root = tmp_path / "store"
-        return StoreUnderTest("local", str(root), dict(os.environ), _tamper_local(root))
+        yield StoreUnderTest("local", str(root), dict(os.environ), _tamper_local(root))
+        return
     if request.param == "oci":
         registry = request.getfixturevalue("registry")
-        return StoreUnderTest("oci", registry.uri(), environment_without_credentials(tmp_path),
-                              lambda sha256, data: registry.blob_file(sha256).write_bytes(data), registry)
+        originals: dict[Path, bytes] = {}
+
+        def tamper_oci(sha256: str, data: bytes) -> None:
+            """The registry keeps one copy of a blob for every repository: the original goes back afterwards,
+            so later tests publishing the same plan find it sound."""
+            path = registry.blob_file(sha256)
+            if path.is_file():
+                originals.setdefault(path, path.read_bytes())
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+
+        yield StoreUnderTest("oci", registry.uri(), environment_without_credentials(tmp_path), tamper_oci, registry)
+        for path, data in originals.items():
+            path.write_bytes(data)
+        return
     server = request.getfixturevalue("s3")
     bucket = f"t-{uuid.uuid4().hex[:16]}"
     server.client().create_bucket(Bucket=bucket)
@@ -64,7 +78,7 @@ def store(request, tmp_path, monkeypatch) -> StoreUnderTest:
     def tamper(sha256: str, data: bytes) -> None:
         server.client().put_object(Bucket=bucket, Key=f"team/blobs/sha256/{sha256}", Body=data)
 
-    return StoreUnderTest("s3", f"s3://{bucket}/team", server.env(), tamper)
+    yield StoreUnderTest("s3", f"s3://{bucket}/team", server.env(), tamper)
 
 
 def _build(out: Path, digits_model, digits_profiles, skus=SKUS, precisions=("fp16",)) -> Path:
