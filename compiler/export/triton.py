@@ -90,6 +90,7 @@ def export_triton(store: str | Store, ref: str | Ref, repo: Path, *, model_name:
                           triton_version=triton_version, status="written", plans=plans, sha256=expected, seconds=0)
     existing_config = model_dir / CONFIG
     with model_lock(repo, name):  # two exports into one model: one at a time, so a config never names the other's
+        _regular_or_absent(existing_config)
         if existing_config.is_file() and _body(existing_config.read_bytes()) != _body(config.encode()):
             raise Conflict(f"{existing_config}: describes other plans, inputs or outputs than {resolved.ref}; export "
                            "to another --model-name or --repo, or remove that model folder")
@@ -259,6 +260,18 @@ def _same_or_conflict(target: Path, expected: dict[str, str], ref: object) -> No
     if found != expected:
         raise Conflict(f"{target}: this Triton version folder holds other files than {ref}'s plans; pass another "
                        "--triton-version (a new number), or remove it")
+
+
+def _regular_or_absent(path: Path) -> None:
+    """config.pbtxt is replaced whole, never written through: what stands there must be a plain file (a link, a
+    FIFO or a folder is someone else's, refused rather than replaced or read)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(mode):
+        raise InvalidInput(f"{path}: not a regular file (a link, FIFO or folder stands there); remove it, or export "
+                           "to another --model-name")
 
 
 @contextlib.contextmanager

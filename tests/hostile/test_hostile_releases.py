@@ -291,10 +291,10 @@ def test_pipeline_yaml(request, hostile_base):
 # --- export targets -------------------------------------------------------------------------------------------
 
 EXPORT_DAMAGE = {
-    "intact": _codes(0), "repo-missing": _codes(2), "repo-file": _codes(2), "repo-link-out": _codes(0, 2),
+    "intact": _codes(0), "repo-missing": _codes(2), "repo-file": _codes(2),
     "model-file": _codes(2, 3), "model-fifo": _codes(2, 3), "model-link-out": _codes(2, 3, 4),
-    "version-other": _codes(4), "version-file": _codes(4), "config-garbage": _codes(4), "config-fifo": _codes(2, 3, 4),
-    "config-directory": _codes(2, 3, 4), "config-link-out": _codes(2, 3, 4), "lock-link-out": _codes(2),
+    "version-other": _codes(4), "version-file": _codes(4), "config-garbage": _codes(4), "config-fifo": _codes(2),
+    "config-directory": _codes(2), "config-link-out": _codes(2), "lock-link-out": _codes(2),
     "lock-fifo": _codes(2), "lock-directory": _codes(2), "stale-partial": _codes(0),
 }
 """What stands in the repository -> the exit codes the contract allows: a repository that is not a folder is bad
@@ -322,11 +322,6 @@ def _export_damage(kind: str, repo: Path, box: Sandbox) -> Path:
         shutil.rmtree(repo)
         repo.write_bytes(b"not a folder")
         return repo
-    if kind == "repo-link-out":
-        (box.outside / "repo").mkdir()
-        link = repo.with_name("repo-link")
-        link.symlink_to(box.outside / "repo")
-        return link
     if kind == "model-file":
         model.write_bytes(b"x")
     elif kind == "model-fifo":
@@ -372,7 +367,7 @@ def test_export_targets(request, hostile_base, store_template):
         name = recipe.model_name if recipe.model_name is not None else "m"
         valid_name = MODEL_RULE.fullmatch(name) is not None and ".." not in name
         codes = EXPORT_DAMAGE[recipe.damage] if valid_name else _codes(2)
-        if valid_name and name != "m" and recipe.damage not in ("repo-missing", "repo-file", "repo-link-out"):
+        if valid_name and name != "m" and recipe.damage not in ("repo-missing", "repo-file"):
             codes = _codes(0)  # the damage stands at model m; this export writes another model
         args = ["export", "triton", f"{NAME}@{VERSION}", "--store", store, "--repo", repo, "--model-name", name]
         return Case([*args, *_json(recipe.json_output)], Expect(codes, f"{recipe.damage} repo, model {name!r}",
