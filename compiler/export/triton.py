@@ -84,7 +84,7 @@ def export_triton(store: str | Store, ref: str | Ref, repo: Path, *, model_name:
     config = render_config(name, manifest, engines, plans, default_plan)
     model_dir = repo / name
     target = model_dir / str(triton_version)
-    files = {_file_name(e): e for e in engines}
+    files = {_file_name(e): e for e in engines if _file_name(e) in plans.values()}  # what the config names
     expected = {file: engine.plan.sha256 for file, engine in files.items()}
     result = TritonExport(release=str(resolved.ref), version=resolved.version, model=name, model_dir=str(model_dir),
                           triton_version=triton_version, status="written", plans=plans, sha256=expected, seconds=0)
@@ -98,10 +98,17 @@ def export_triton(store: str | Store, ref: str | Ref, repo: Path, *, model_name:
             _same_or_conflict(target, expected, resolved.ref)
             result.status = "unchanged"
         else:
+            created = not model_dir.exists()
             model_dir.mkdir(exist_ok=True)
             sweep_partials(model_dir)  # version folders that exports killed midway left
-            _stage(store, manifest.content.name, files, target,
-                   (cache_dir or default_cache_dir()) / "pulls" if use_cache else None)
+            try:
+                _stage(store, manifest.content.name, files, target,
+                       (cache_dir or default_cache_dir()) / "pulls" if use_cache else None)
+            except BaseException:
+                if created:  # a failed export leaves no empty model folder behind
+                    with contextlib.suppress(OSError):
+                        model_dir.rmdir()
+                raise
         write_atomic(existing_config, config.encode())  # last: Triton sees the model only once its plans are there
     result.seconds = round(time.monotonic() - started, 3)
     return result
@@ -112,7 +119,8 @@ def _engines(manifest: ReleaseManifest, precision: str | None) -> list[ReleaseEn
     engines = [e for e in manifest.content.engines if precision is None or e.precision == precision]
     precisions = sorted({e.precision.value for e in manifest.content.engines})
     if not engines:
-        raise InvalidInput(f"{release} has no {precision} engine; it has {', '.join(precisions)}")
+        what = f"no {precision} engine" if precision else "no engines"
+        raise InvalidInput(f"{release} has {what}" + (f"; it has {', '.join(precisions)}" if precisions else ""))
     if len({e.precision for e in engines}) > 1:
         raise InvalidInput(f"{release} has engines of {', '.join(precisions)}; one Triton model serves one "
                            f"precision: add --precision {' or '.join(precisions)}")

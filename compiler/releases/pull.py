@@ -21,11 +21,14 @@ from pydantic import BaseModel
 from compiler.core.errors import CheckFailed, EnvironmentProblem, InvalidInput
 from compiler.core.files import copy_file, default_cache_dir, file_sha256, sweep_partials, write_atomic
 from compiler.core.records import RELEASE_FORMAT, ReleaseEngine, ReleaseManifest
+from compiler.core.yaml import and_more
 from compiler.releases.manifest import damaged, resolve
 from compiler.stores import Store, open_store
 from compiler.stores.base import HashingSink, Ref, check_sha256
 
 REPAIR_HINT = "publish the build folder again with --repair (or ask who owns the store)"
+SHOWN = 10
+"""Engines an error line names (a manifest may list thousands)."""
 NAME_MAX = 255
 """The longest file name (bytes) Linux filesystems take."""
 
@@ -49,13 +52,14 @@ def select_engine(manifest: ReleaseManifest, *, sku: str | None = None, compute_
         return engines[0]
     have = "; ".join(f"{e.sku} ({', '.join(e.compute_capabilities)}) {e.precision} "
                      f"{e.backend.get('name', '?')} {e.backend.get('version', '?')}"
-                     for e in manifest.content.engines)
+                     for e in manifest.content.engines[:SHOWN]) + and_more(len(manifest.content.engines) - SHOWN)
     if not engines:
         raise InvalidInput(f"{release} has no engine for {wanted}; it has: {have}")
     choices = sorted({e.precision for e in engines})
     hint = "add --precision " + " or ".join(choices) if len(choices) > 1 else "add --tensorrt-version or --sku"
     raise InvalidInput(f"{release} has {len(engines)} engines for {wanted}: "
-                       f"{', '.join(f'{e.sku}/{e.precision}' for e in engines)}; {hint}")
+                       f"{', '.join(f'{e.sku}/{e.precision}' for e in engines[:SHOWN])}{and_more(len(engines) - SHOWN)}"
+                       f"; {hint}")
 
 
 def _same_version(have: str, want: str) -> bool:
