@@ -126,13 +126,15 @@ def promote(
     *,
     channel: Annotated[str, option("CHANNEL", INPUTS, "The channel to move (a-z 0-9 _ -, starting with a letter).",
                                    show_default=False)],
+    repair: Annotated[bool, switch("--repair", INPUTS, "Replace a damaged channel record (its history starts "
+                                                      "again at this move).")] = False,
     store: StoreOption = DEFAULT_STORE,
     json: JsonOption = False,
 ) -> None:
     """Point a channel at a published version (the one mutable operation, as a compare-and-swap)."""
     from compiler.releases.channels import promote as promote_release
 
-    result = promote_release(store, release, channel)
+    result = promote_release(store, release, channel, repair=repair)
     if json:
         render.emit_json(result)
     else:

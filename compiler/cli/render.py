@@ -333,8 +333,9 @@ def store_check(report: StoreCheck) -> None:
 
 def promoted(result: PromoteResult) -> None:
     moved = f"{result.previous} -> {result.version}" if result.previous else f"new, at {result.version}"
-    console.print(f"{result.name}@{result.channel}: " + (moved if result.status == "moved"
-                                                          else f"already at {result.version}"))
+    console.print(f"{result.name}@{result.channel}: " + {
+        "moved": moved, "repaired": f"damaged record replaced, at {result.version}"}.get(
+        result.status, f"already at {result.version}"))
 
 
 def exported(result: TritonExport) -> None:

@@ -104,7 +104,8 @@ def read_channel(store: Store, name: str, channel: str) -> tuple[ChannelRecord, 
         return None
     key = f"channels/{name}/{channel}"
     try:
-        record = parse_record(found[0], PurePosixPath(key), ChannelRecord, "promote it again")  # type: ignore[arg-type]
+        record = parse_record(found[0], PurePosixPath(key), ChannelRecord,
+                              "promote it again with --repair (its history is lost)")  # type: ignore[arg-type]
     except InvalidInput as exc:
         raise damaged(store, key, str(exc).removeprefix(f"{key}: ")) from None
     if (record.name, record.channel) != (name, channel):

@@ -151,6 +151,22 @@ def test_a_channel_keeps_its_latest_moves_only(store, monkeypatch):
     assert [move["version"] for move in record["history"]] == ["2.0.0", "1.0.0", "2.0.0"]
 
 
+def test_a_channel_grown_past_what_readers_take_is_repaired_by_promote(store, tmp_path):
+    channel = store / "channels" / NAME / "stable"
+    assert run_cli("promote", f"{NAME}@1.0.0", "--channel", "stable", "--store", store).exit_code == 0
+    with open(channel, "r+b") as handle:  # sparse: 65 MiB of a record no reader takes
+        handle.truncate(65 << 20)
+    assert_clean_error(run_cli("promote", f"{NAME}@2.0.0", "--channel", "stable", "--store", store), 1,
+                       "channels/digits/stable", "--repair")
+    repaired = run_cli("promote", f"{NAME}@2.0.0", "--channel", "stable", "--store", store, "--repair", "--json")
+    assert repaired.exit_code == 0, repaired.stderr
+    assert json.loads(repaired.stdout)["status"] == "repaired"
+    record = json.loads(channel.read_bytes())
+    assert (record["version"], len(record["history"])) == ("2.0.0", 1)
+    out = tmp_path / "digits.plan"
+    assert run_cli("pull", f"{NAME}@stable", "--sku", "rtx-4090", "--store", store, "--out", out).exit_code == 0
+
+
 def _pipeline(tmp_path: Path, targets: str, version: str = '"1.0.0"', head: str = "") -> Path:
     path = tmp_path / "pipeline.yaml"
     path.write_text(f"{head}release: {{name: digits, version: {version}}}\nmodel: {REPO}/compiler/examples/"
