@@ -145,7 +145,7 @@ def test_a_tampered_plan_writes_no_version(tmp_path, fleet_build):
     result = run_cli("export", "triton", "digits@1.0.0", "--store", store, "--repo", repo, "--precision", "fp16",
                      "--no-cache")
     assert_clean_error(result, 1, f"sha256:{engine.sha256}", "corrupt")
-    assert list((repo / "digits").iterdir()) == []  # no version folder, no config.pbtxt, nothing staged
+    assert [p.name for p in repo.iterdir()] == [".digits.lock"]  # no model folder, nothing staged; the lock stays
 
 
 def test_a_release_without_a_model_signature_is_refused(tmp_path, fleet_build, digits_model):
