@@ -44,7 +44,7 @@ def verify_store(store: str | Store, name: str | None = None) -> StoreCheck:
         raise InvalidInput(f"ls --verify {name}: give a release NAME (every version of it is read), or none")
     names = [name] if name else store.names()
     findings: list[Finding] = []
-    verified: dict[tuple[str, str], int] = {}  # (scope, digest) -> size read
+    verified: dict[tuple[str, str, int], int] = {}  # (scope, digest, size recorded) -> bytes read
     referenced: set[str] = set()
     versions = channels = 0
     for release in names:
@@ -59,16 +59,17 @@ def verify_store(store: str | Store, name: str | None = None) -> StoreCheck:
             for ref in refs:
                 referenced.add(ref.sha256)
                 scope = release if store.blobs_per_release else ""
-                if (scope, ref.sha256) in verified:
+                seen = (scope, ref.sha256, ref.size_bytes)  # a digest recorded with two sizes: one is wrong
+                if seen in verified:
                     continue
-                verified[scope, ref.sha256] = 0
+                verified[seen] = 0
                 state = _read(findings, blob_key(ref.sha256),
                               lambda r=release, b=ref: holds(store, r, b.sha256, b.size_bytes))
                 if state is None and not any(f.key == blob_key(ref.sha256) for f in findings):
                     findings.append(Finding(kind="dangling", key=blob_key(ref.sha256),
                                             why=f"{release}@{version} names it; the store lacks it"))
                 if state is not None:
-                    verified[scope, ref.sha256] = ref.size_bytes
+                    verified[seen] = ref.size_bytes
                 if state is False:
                     findings.append(Finding(kind="damaged", key=blob_key(ref.sha256),
                                             why=f"not the {ref.size_bytes} bytes hashing to its name that "
