@@ -27,14 +27,15 @@ def check(build_dir: str | Path, options: CheckOptions | None = None, progress: 
     from compiler.core.files import check_writable_folder
     from compiler.core.paths import check_not_overwriting
     from compiler.core.profiles import load_profiles, load_sku_catalog
-    from compiler.core.records import CHECK_RECORD
+    from compiler.core.records import CHECK_RECORD, GOLDEN_FILE
 
     options = options or CheckOptions()
     started = time.perf_counter()
     build = _checkable(read_build(Path(build_dir)))
     check_writable_folder(build.root, "BUILD_DIR")
     inputs = [p for p in (options.data, options.model, options.rules, options.skus, options.profiles) if p]
-    check_not_overwriting([build.root / CHECK_RECORD, build.root / MARKDOWN], inputs, "BUILD_DIR")
+    check_not_overwriting([build.root / CHECK_RECORD, build.root / MARKDOWN, build.root / GOLDEN_FILE], inputs,
+                          "BUILD_DIR")
     rules = load_rules(options.rules)  # bad rules fail before any work
     catalog = load_sku_catalog(options.skus)
     for target in build.targets:
@@ -85,6 +86,7 @@ def _inputs_sha256(build: BuildFolder, source: OnnxModel, dataset, options: Chec
     samples, the rules and catalog files by content, the options and the versions of the tools that judge. Paths
     are left out: the same inputs elsewhere give the same verdict."""
     from compiler.backends import installed_versions
+    from compiler.check.golden import SAMPLES as GOLDEN_SAMPLES
     from compiler.check.report import versions
     from compiler.core.files import file_sha256, hash_json
     from compiler.core.profiles import bundled_profiles_path
@@ -94,6 +96,7 @@ def _inputs_sha256(build: BuildFolder, source: OnnxModel, dataset, options: Chec
              "profiles": options.profiles}
     return hash_json({
         "format": CHECK_FORMAT, "model": source.sha256, "data": dataset.sha256 if dataset is not None else None,
+        "golden": GOLDEN_SAMPLES if dataset is not None else None,  # a check.json from before golden inputs: rerun
         "engines": [[t.status.sku, t.status.precision, t.status.status, t.engine.sha256 if t.engine else None,
                      t.label in models and models[t.label][0] is not None] for t in build.targets],
         "files": {name: file_sha256(Path(path)) if path else None for name, path in files.items()},
@@ -113,7 +116,14 @@ def _earlier(path: Path, key: str) -> CheckReport | None:
         report = read_record(path, CheckReport, "")
     except CompileError:
         return None
-    return report.model_copy(update={"reused": True}) if report.inputs_sha256 == key else None
+    if report.inputs_sha256 != key:
+        return None
+    if report.golden is not None:  # its golden inputs must still be the ones it wrote
+        from compiler.check.golden import still_there
+
+        if not still_there(path.parent, report.golden):
+            return None
+    return report.model_copy(update={"reused": True})
 
 
 def _run(build: BuildFolder, source: OnnxModel, profiles, rules, catalog, dataset, models, options: CheckOptions,
@@ -121,6 +131,7 @@ def _run(build: BuildFolder, source: OnnxModel, profiles, rules, catalog, datase
     from compiler.backends import default_backend
     from compiler.check.accuracy import check_accuracy, engine_accuracy
     from compiler.check.fusions import Graph, check_fusions
+    from compiler.check.golden import capture as capture_golden
     from compiler.check.lint import finish_lint, start_lint
     from compiler.check.memory import check_memory
     from compiler.check.partitions import check_partitions
@@ -142,7 +153,7 @@ def _run(build: BuildFolder, source: OnnxModel, profiles, rules, catalog, datase
 
     # accuracy and FP16 range share one FP32 pass over the samples
     accuracy: dict[str, CheckResult] = {}
-    reference = indices = None
+    reference = indices = golden = None
     if dataset is not None:
         from compiler.data.datasets import model_inputs
 
@@ -160,6 +171,7 @@ def _run(build: BuildFolder, source: OnnxModel, profiles, rules, catalog, datase
         wants_ranges = any(t.engine.precision == Precision.FP16 for t in built)
         reference = reference_pass(source, dataset, indices, options.batch_size, wants_ranges, options.chunk_mb,
                                    counter("fp32", len(indices), progress))
+        golden = capture_golden(build.root, dataset, indices, reference.outputs, max(fixed) if fixed else None)
     engine_checks = []
     for target in build.targets:
         if target.engine is None:
@@ -195,7 +207,7 @@ def _run(build: BuildFolder, source: OnnxModel, profiles, rules, catalog, datase
                                          engine_sha256=engine.sha256, status=_worst(checks), checks=checks))
     if lint is not None:
         model_checks.insert(0, finish_lint(lint))
-    return _report(build, source, model_checks, engine_checks, options, started)
+    return _report(build, source, model_checks, engine_checks, options, started).model_copy(update={"golden": golden})
 
 
 

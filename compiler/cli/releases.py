@@ -68,19 +68,31 @@ def pull(
     sku: Annotated[str, option("SKU", TARGETS, "GPU SKU from profiles/skus.yaml, or auto for this machine's GPU.",
                                show_default=False)],
     precision: Annotated[str | None, option(PRECISIONS, TARGETS, "The precision (when it has several).")] = None,
-    tensorrt_version: Annotated[str | None, option("VERSION", TARGETS, "The runtime's TensorRT version (e.g. "
-                                                   "10.8).")] = None,
+    tensorrt_version: Annotated[str | None, option(
+        "VERSION", TARGETS, "Your runtime's version (TensorRT 10.8, TensorRT-RTX 1.7.1.116): only a plan it may "
+                            "load is picked.")] = None,
     store: StoreOption = DEFAULT_STORE,
     no_cache: Annotated[bool, switch("--no-cache", CACHE, "Download even if the pull cache has the plan.")] = False,
     out: Annotated[Path, option("FILE", OUTPUT, "Where the plan goes (engine.json is written beside it).",
                                 show_default=False)],
+    golden: Annotated[bool, switch("--golden", OUTPUT, "Also write the release's golden inputs and FP32 reference "
+                                   "outputs beside the plan (golden.npz), verified.")] = False,
     json: JsonOption = False,
 ) -> None:
     """The one verified plan of a release for a GPU SKU."""
+    from compiler.core.errors import InvalidInput
+    from compiler.core.records import GOLDEN_FILE
+    from compiler.releases.golden import pull_golden
     from compiler.releases.pull import pull as pull_engine
 
+    if golden and Path(out).name == GOLDEN_FILE:
+        raise InvalidInput(f"--out {out}: {GOLDEN_FILE} is written beside the plan with --golden; name the plan "
+                           "otherwise")
     result = pull_engine(store, release, out=out, sku=sku, precision=precision, tensorrt_version=tensorrt_version,
                          use_cache=not no_cache)
+    if golden:
+        fetched = pull_golden(store, release, Path(out).with_name(GOLDEN_FILE), use_cache=not no_cache)
+        result = result.model_copy(update={"golden": fetched})
     if json:
         render.emit_json(result)
     else:

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from rich.text import Text
 
     from compiler.core.records import BuildReport, CalibrationResult, CheckReport
+    from compiler.export.rtx import RtxExport
     from compiler.export.triton import TritonExport
     from compiler.inspect.doctor import DoctorReport
     from compiler.inspect.summary import InspectReport
@@ -292,7 +293,13 @@ def pulled(result: PullResult) -> None:
     console.print(f"{printable(result.out)}: {result.sku} {result.precision} "
                   f"({', '.join(result.compute_capabilities)}) of {result.release} (version {result.version}), "
                   f"{human_size(result.size_bytes)}, sha256 {result.sha256[:12]} verified"
-                  + (", from the pull cache" if result.from_cache else ""))
+                  + (", from the pull cache" if result.from_cache else "")
+                  + f"; loads with {result.runtime.family_name} {result.runtime.loads_with}")
+    if result.golden is not None:
+        golden = result.golden
+        console.print(f"{printable(golden.out)}: {golden.samples} golden sample(s) of "
+                      f"{', '.join(t.name for t in golden.inputs)} with FP32 reference outputs, sha256 "
+                      f"{golden.sha256[:12]} verified")
 
 
 def listing(listing: Listing) -> None:
@@ -302,10 +309,15 @@ def listing(listing: Listing) -> None:
         console.print(f"{content.name}@{content.version} of {content.model_name} (sha256 "
                       f"{content.model_sha256[:12]}), published {listing.manifest.published.at} by "
                       f"{printable(listing.manifest.published.by)}")
-        console.print(table("Engines", ["sku", "compute capability", "precision", "backend", "size", "sha256"], [
-            [e.sku, ", ".join(e.compute_capabilities), e.precision, f"{e.backend.get('name')} "
-             f"{e.backend.get('version')}", human_size(e.plan.size_bytes), e.plan.sha256[:12]]
-            for e in content.engines]))
+        console.print(table("Engines", ["sku", "compute capability", "precision", "runtime", "loads with", "size",
+                                        "sha256"], [
+            [e.sku, ", ".join(e.compute_capabilities), e.precision, e.runtime.name, e.runtime.loads_with,
+             human_size(e.plan.size_bytes), e.plan.sha256[:12]] for e in content.engines]))
+        golden = content.golden
+        names = printable(", ".join(t.name for t in golden.inputs)) if golden else ""
+        console.print(f"golden inputs: {golden.samples} sample(s) of {names} with FP32 reference outputs, "
+                      f"{human_size(golden.blob.size_bytes)}, sha256 {golden.blob.sha256[:12]}" if golden
+                      else "golden inputs: none (checked without --data)")
     elif listing.name is not None:
         console.print(table(f"{listing.name} in {printable(listing.store)}",
                             ["version", "engines", "size", "check", "published", "channels"], [
@@ -340,8 +352,25 @@ def promoted(result: PromoteResult) -> None:
 
 def exported(result: TritonExport) -> None:
     what = "written" if result.status == "written" else "already there with these plans"
-    console.print(f"{printable(result.model_dir)}/{result.triton_version}: {result.release} (version "
-                  f"{result.version}) {what}; " + ", ".join(f"{cc} -> {file}" for cc, file in result.plans.items()))
+    console.print(f"{printable(result.model_dir)}/{result.model_version}: {result.release} (version "
+                  f"{result.version}) {what} for {result.triton}; "
+                  + ", ".join(f"{cc} -> {file}" for cc, file in result.plans.items()))
+    console.print(f"batching: {printable(result.batching)}"
+                  + (f"; preferred batch sizes {', '.join(map(str, result.preferred_batch_sizes))}"
+                     if result.preferred_batch_sizes else "")
+                  + (f"; warmup from {len(result.warmup)} golden sample file(s)" if result.warmup else ""))
+    for note in result.notes:
+        console.print(f"note: {printable(note)}")
+
+
+def exported_rtx(result: RtxExport) -> None:
+    what = "written" if result.status == "written" else "already there"
+    console.print(f"{printable(result.model_dir)}: {result.release} (version {result.version}) {what}; loads with "
+                  f"TensorRT-RTX {result.runtime.loads_with}")
+    console.print(table("Engines", ["compute capability", "sku", "precision", "engine", "EP-context model",
+                                    "validity"],
+                        [[t.compute_capability, t.sku, t.precision, t.engine, t.context_model, t.validity]
+                         for t in result.targets]))
 
 
 def release_plan(plan: ReleasePlan) -> None:

@@ -14,12 +14,13 @@ import stat
 from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, ClassVar, TypeVar
 
-from pydantic import AfterValidator, BaseModel, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, Field, ValidationError, model_validator
 
 from compiler.core.errors import InvalidInput
 from compiler.core.profiles import ShapeProfile
+from compiler.core.runtimes import FAMILY_NAMES, PLAN_MAGIC, Runtime, runtime_of
 
 Progress = Callable[[str, int, int], None]
 """How a long stage reports: (phase, steps done, steps total). Builds report TensorRT's phases, calibration
@@ -348,6 +349,8 @@ class CheckReport(BaseModel):
     """Of everything the verdict depends on (see ``compile check``'s reuse): an equal digest, an equal report."""
     reused: bool = False
     """True in what ``check()`` returns when it took the folder's check.json instead of checking again."""
+    golden: GoldenRecord | None = None
+    """golden.npz written beside check.json (with --data): what publish stores with the release."""
 
     @property
     def failures(self) -> list[tuple[str, CheckResult]]:
@@ -359,8 +362,11 @@ class CheckReport(BaseModel):
 
 # --- the artifact store ---------------------------------------------------------------------------------
 
-RELEASE_FORMAT = 1
-"""Of a release manifest (``releases/<name>/<version>/manifest.json``) and a channel (``channels/<name>/<channel>``)."""
+RELEASE_FORMAT = 2
+"""Of a release manifest (``releases/<name>/<version>/manifest.json``) and a channel (``channels/<name>/<channel>``):
+2 names each engine's runtime and adds the golden inputs. Format 1 is still read (each engine's runtime is then
+derived from its backend and builder options, the way publish derives it)."""
+READABLE_RELEASE_FORMATS = (1, 2)
 
 
 class BlobRef(BaseModel):
@@ -388,6 +394,27 @@ class ReleaseEngine(BaseModel):
     built_model_sha256: str
     calibration_sha256: str | None
     plan_header: dict[str, Any] | None
+    runtime: Runtime
+    """The runtime that loads the plan and which of its versions may (compiler.core.runtimes)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _runtime_of_format_1(cls, data: Any) -> Any:
+        """A manifest of format 1 names no runtime: it is what the backend and builder options say."""
+        if isinstance(data, dict) and "runtime" not in data and isinstance(data.get("backend"), dict):
+            data = {**data, "runtime": runtime_of(data["backend"], data.get("builder_options") or {})}
+        return data
+
+    @model_validator(mode="after")
+    def _runtime_agrees(self) -> ReleaseEngine:
+        """The runtime named is the one that built the plan: the backend's, and the one its header names."""
+        if (self.runtime.family, self.runtime.version) != (self.backend.get("name"), self.backend.get("version")):
+            raise ValueError(f"runtime {self.runtime.name} is not the backend that built the plan "
+                             f"({self.backend.get('name')} {self.backend.get('version')})")
+        magic = PLAN_MAGIC.get(str((self.plan_header or {}).get("magic")))
+        if magic is not None and magic != self.runtime.family:
+            raise ValueError(f"runtime {self.runtime.name}, but the plan's header is a {FAMILY_NAMES[magic]} plan's")
+        return self
 
 
 class ReleaseCheck(BaseModel):
@@ -409,6 +436,31 @@ class TensorSignature(BaseModel):
     """A str entry is a symbolic dim, None an unknown one; None when the rank is unknown."""
 
 
+GOLDEN_FILE = "golden.npz"
+"""The golden inputs ``compile check`` writes into the build folder it checked (with --data)."""
+GOLDEN_MAX_BYTES = 16 << 20
+"""The most a release's golden inputs and reference outputs may weigh: a few samples, not a data set."""
+
+
+class GoldenTensor(BaseModel):
+    name: str
+    dtype: str
+    shape: list[int]
+    """The samples on axis 0, then the tensor's own dims."""
+
+
+class GoldenRecord(BaseModel):
+    """golden.npz: a few of the check's samples and the FP32 model's outputs for them (onnxruntime on CPU), so a
+    host with the right GPU can run the exact plan on them and compare. Arrays ``input_<i>`` and ``output_<i>``,
+    in the order listed here (names may hold any character; array keys stay plain)."""
+
+    blob: BlobRef
+    samples: int
+    inputs: list[GoldenTensor]
+    outputs: list[GoldenTensor]
+    reference: str = "fp32 model, onnxruntime CPU"
+
+
 class ReleaseContent(BaseModel):
     """Everything a release *is*; two publishes of one version agree when their contents are equal."""
 
@@ -422,6 +474,8 @@ class ReleaseContent(BaseModel):
     outputs: list[TensorSignature] | None = None
     """The model's signature, read at publish time from the model build.json names when it is still there with
     the recorded sha256 (what `compile export triton` declares); None when it was not."""
+    golden: GoldenRecord | None = None
+    """The golden inputs and reference outputs (a blob of the release), when ``compile check --data`` wrote them."""
 
 
 class Provenance(BaseModel):
@@ -436,6 +490,7 @@ class Provenance(BaseModel):
 class ReleaseManifest(BaseModel):
     """releases/<name>/<version>/manifest.json: immutable once written."""
 
+    readable_formats: ClassVar = READABLE_RELEASE_FORMATS
     format_version: int = RELEASE_FORMAT
     content: ReleaseContent
     content_sha256: str
@@ -449,6 +504,7 @@ class StagedPart(BaseModel):
     """staging/<name>/<version>/<job>.json: one CI job's engines of a release, their blobs already in the store,
     waiting for ``compile release --finalize`` to publish every job's parts as one manifest."""
 
+    readable_formats: ClassVar = READABLE_RELEASE_FORMATS
     format_version: int = RELEASE_FORMAT
     job: str
     content: ReleaseContent
@@ -468,11 +524,15 @@ class ChannelMove(BaseModel):
 class ChannelRecord(BaseModel):
     """channels/<name>/<channel>: the version a channel points at, and every move it made, oldest first."""
 
+    readable_formats: ClassVar = READABLE_RELEASE_FORMATS
     format_version: int = RELEASE_FORMAT
     name: str
     channel: str
     version: str
     history: list[ChannelMove]
+
+
+CheckReport.model_rebuild()  # its golden record is defined with the store's records, below it
 
 
 # --- reading --------------------------------------------------------------------------------------------
@@ -508,13 +568,15 @@ def parse_record(raw: bytes, path: Path, kind: type[Record], hint: str) -> Recor
     import json
 
     expected = kind.model_fields["format_version"].default
+    readable = getattr(kind, "readable_formats", (expected,))
     try:
         data = json.loads(raw)
     except (ValueError, RecursionError) as exc:  # RecursionError: objects nested thousands deep
         raise InvalidInput(f"{path}: not JSON of ours ({str(exc) or type(exc).__name__}); {hint}") from None
     version = data.get("format_version") if isinstance(data, dict) else None
-    if isinstance(data, dict) and version != expected:
-        raise InvalidInput(f"{path}: format_version {version}, this version reads {expected}; {hint}")
+    if isinstance(data, dict) and (isinstance(version, bool) or version not in readable):
+        raise InvalidInput(f"{path}: format_version {version}, this version reads "
+                           f"{' or '.join(map(str, readable))}; {hint}")
     try:
         return kind.model_validate(data)
     except ValidationError as exc:

@@ -1,13 +1,17 @@
 """``compile export triton``: a release as a Triton model repository, one plan per compute capability.
 
-    DIR/<model>/config.pbtxt          platform tensorrt_plan, cc_model_filenames, inputs/outputs, profiles
+    DIR/<model>/config.pbtxt          platform tensorrt_plan, cc_model_filenames, batching, warmup, profiles
     DIR/<model>/<N>/<sku>-<precision>.plan
+    DIR/<model>/warmup/golden-<digest>  one golden sample per input (when the model batches)
 
-Triton picks the plan by the GPU's compute capability as the exact string ``"<major>.<minor>"`` in
-``cc_model_filenames``; ``default_model_filename`` is left unset unless asked, so a GPU the release has no engine
-for fails to load the model instead of loading a plan built for another GPU. Every plan is fetched through the
-pull's verified path (streamed, hashed, compared with the manifest) into a staged folder renamed into place; an
-existing version folder is never overwritten with other content (exit 4).
+Triton's TensorRT backend runs datacenter TensorRT, and a plan loads only under the runtime versions its manifest
+entry names: a TensorRT-RTX plan, or one the target Triton release's TensorRT may not load, is refused before
+anything is fetched (exit 2), naming the plan, its runtime and what to do. Triton picks the plan by the GPU's
+compute capability as the exact string ``"<major>.<minor>"`` in ``cc_model_filenames``; ``default_model_filename``
+is left unset unless asked, so a GPU the release has no engine for fails to load the model instead of loading a
+plan built for another GPU. Every plan is fetched through the pull's verified path (streamed, hashed, compared
+with the manifest) into a staged folder renamed into place, and its header must not name another runtime than
+the manifest claims; an existing version folder is never overwritten with other content (exit 4).
 """
 
 from __future__ import annotations
@@ -26,20 +30,19 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from compiler.core.errors import Conflict, EnvironmentProblem, InvalidInput
+from compiler.core.errors import CheckFailed, Conflict, EnvironmentProblem, InvalidInput
 from compiler.core.files import default_cache_dir, sweep_partials, write_atomic
-from compiler.core.records import ReleaseEngine, ReleaseManifest, TensorSignature
+from compiler.core.records import ReleaseEngine, ReleaseManifest
+from compiler.core.runtimes import FAMILY_NAMES, claimed_by_header
+from compiler.export.triton_config import WARMUP_FOLDER, parse_config, render_config
+from compiler.export.triton_releases import releases_running, tensorrt_of
+from compiler.releases.golden import read_golden
 from compiler.releases.manifest import resolve
 from compiler.releases.pull import fetch_verified
 from compiler.stores import Store, open_store
 from compiler.stores.base import Ref
 
 MODEL_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,126}[A-Za-z0-9])?")
-TRITON_TYPES = {"bool": "TYPE_BOOL", "uint8": "TYPE_UINT8", "uint16": "TYPE_UINT16", "uint32": "TYPE_UINT32",
-                "uint64": "TYPE_UINT64", "int8": "TYPE_INT8", "int16": "TYPE_INT16", "int32": "TYPE_INT32",
-                "int64": "TYPE_INT64", "float16": "TYPE_FP16", "float32": "TYPE_FP32", "float64": "TYPE_FP64",
-                "bfloat16": "TYPE_BF16", "object": "TYPE_STRING"}
-"""numpy's type names (what a release records) to Triton's DataType."""
 CONFIG = "config.pbtxt"
 
 
@@ -48,52 +51,74 @@ class TritonExport(BaseModel):
     version: str
     model: str
     model_dir: str
-    triton_version: int
+    model_version: int
+    """The numeric version folder written (``--model-version``)."""
+    triton: str
+    """The Triton the repository is for, and the TensorRT it runs."""
     status: str
     """``written``, or ``unchanged`` when the repository already held this version with these plans."""
     plans: dict[str, str]
     """Compute capability -> plan file (in the version folder)."""
     sha256: dict[str, str]
     """Plan file -> sha256, as verified while written."""
+    max_batch_size: int
+    """0 when Triton cannot batch the model; ``batching`` says why."""
+    preferred_batch_sizes: list[int]
+    batching: str
+    warmup: list[str]
+    """The files written to ``<model>/warmup/`` for ``model_warmup`` (empty: ``batching`` or the config says why)."""
+    notes: list[str] = []
+    """What the server needs besides the repository (a version-compatible plan: Triton's version-compatible
+    TensorRT backend setting)."""
     seconds: float
 
 
 def export_triton(store: str | Store, ref: str | Ref, repo: Path, *, model_name: str | None = None,
-                  precision: str | None = None, triton_version: int = 1, default_plan: str | None = None,
-                  cache_dir: Path | None = None, use_cache: bool = True) -> TritonExport:
-    """Write ``ref`` into the Triton model repository ``repo`` as ``<model>/<triton_version>/``. ``default_plan``
-    (a compute capability of the release) also sets ``default_model_filename`` to that plan."""
+                  precision: str | None = None, model_version: int | None = None, triton_release: str | None = None,
+                  triton_tensorrt: str | None = None, default_plan: str | None = None, cache_dir: Path | None = None,
+                  use_cache: bool = True, triton_version: int | None = None) -> TritonExport:
+    """Write ``ref`` into the Triton model repository ``repo`` as ``<model>/<model_version>/`` for the Triton
+    ``triton_release`` (``YY.MM``; or name its TensorRT with ``triton_tensorrt``). ``default_plan`` (a compute
+    capability of the release) also sets ``default_model_filename``. ``triton_version`` is the deprecated name of
+    ``model_version``."""
     started = time.monotonic()
     repo = Path(repo)
+    version_folder = _model_version(model_version, triton_version)
     if not repo.is_dir():
         raise InvalidInput(f"--repo {repo}: not a folder; create the model repository folder first")
-    if isinstance(triton_version, bool) or not isinstance(triton_version, int) or not 1 <= triton_version < 2**63:
-        raise InvalidInput(f"--triton-version {triton_version}: give a positive integer (Triton's version folders "
-                           "are numbers)")
     if model_name is not None and (not MODEL_NAME.fullmatch(model_name) or ".." in model_name):
         raise InvalidInput(f"--model-name {model_name!r}: use 1 to 128 of A-Z a-z 0-9 . _ - (a folder name)")
+    triton, tensorrt = tensorrt_of(triton_release, triton_tensorrt)
     store = open_store(store)
     resolved = resolve(store, ref)
     manifest = resolved.manifest
     name = model_name or manifest.content.name
     engines = _engines(manifest, precision)
+    _loadable(manifest, engines, triton, tensorrt)
     plans = _plan_files(engines)
     if default_plan is not None and default_plan not in plans:
         raise InvalidInput(f"--default-plan {default_plan}: the release has no engine for that compute capability; "
                            f"it has {', '.join(plans)}")
-    config = render_config(name, manifest, engines, plans, default_plan)
+    cache = (cache_dir or default_cache_dir()) / "pulls" if use_cache else None
+    golden = read_golden(store, manifest, cache) if manifest.content.golden is not None else None
+    config = render_config(name, manifest, engines, plans, default_plan, golden.inputs if golden else None)
     model_dir = repo / name
-    target = model_dir / str(triton_version)
+    target = model_dir / str(version_folder)
     files = {_file_name(e): e for e in engines if _file_name(e) in plans.values()}  # what the config names
     expected = {file: engine.plan.sha256 for file, engine in files.items()}
-    result = TritonExport(release=str(resolved.ref), version=resolved.version, model=name, model_dir=str(model_dir),
-                          triton_version=triton_version, status="written", plans=plans, sha256=expected, seconds=0)
+    result = TritonExport(
+        release=str(resolved.ref), version=resolved.version, model=name, model_dir=str(model_dir),
+        model_version=version_folder, triton=triton, status="written", plans=plans, sha256=expected,
+        max_batch_size=config.batching.max_batch_size, preferred_batch_sizes=config.batching.preferred,
+        batching=config.batching.reason or f"max_batch_size {config.batching.max_batch_size} from the profiles",
+        warmup=sorted(config.warmup), notes=_notes(engines), seconds=0)
     existing_config = model_dir / CONFIG
     with model_lock(repo, name):  # two exports into one model: one at a time, so a config never names the other's
         _regular_or_absent(existing_config)
-        if existing_config.is_file() and _body(existing_config.read_bytes()) != _body(config.encode()):
-            raise Conflict(f"{existing_config}: describes other plans, inputs or outputs than {resolved.ref}; export "
-                           "to another --model-name or --repo, or remove that model folder")
+        if existing_config.is_file() and not _same_model(existing_config.read_bytes(), config.text.encode()):
+            raise Conflict(f"{existing_config}: describes other plans, inputs, outputs or batching than "
+                           f"{resolved.ref}; export to another --model-name or --repo, or remove that model folder")
+        _write_warmup(model_dir / WARMUP_FOLDER, config.warmup, check_only=True)
         if target.exists():
             _same_or_conflict(target, expected, resolved.ref)
             result.status = "unchanged"
@@ -102,16 +127,88 @@ def export_triton(store: str | Store, ref: str | Ref, repo: Path, *, model_name:
             model_dir.mkdir(exist_ok=True)
             sweep_partials(model_dir)  # version folders that exports killed midway left
             try:
-                _stage(store, manifest.content.name, files, target,
-                       (cache_dir or default_cache_dir()) / "pulls" if use_cache else None)
+                _stage(store, manifest.content.name, files, target, cache)
             except BaseException:
                 if created:  # a failed export leaves no empty model folder behind
                     with contextlib.suppress(OSError):
                         model_dir.rmdir()
                 raise
-        write_atomic(existing_config, config.encode())  # last: Triton sees the model only once its plans are there
+        _write_warmup(model_dir / WARMUP_FOLDER, config.warmup)
+        write_atomic(existing_config, config.text.encode())  # last: Triton sees the model once its files are there
     result.seconds = round(time.monotonic() - started, 3)
     return result
+
+
+def _model_version(model_version: int | None, triton_version: int | None) -> int:
+    if triton_version is not None:
+        import warnings
+
+        warnings.warn("export_triton(triton_version=...) is deprecated: it names the model's version folder; use "
+                      "model_version", DeprecationWarning, stacklevel=3)
+    if triton_version is not None and model_version is not None and triton_version != model_version:
+        raise InvalidInput(f"--triton-version {triton_version} and --model-version {model_version} disagree; "
+                           "--triton-version is the deprecated name of --model-version: give only --model-version")
+    chosen = model_version if model_version is not None else triton_version if triton_version is not None else 1
+    flag = "--model-version" if model_version is not None or triton_version is None else "--triton-version"
+    if isinstance(chosen, bool) or not isinstance(chosen, int) or not 1 <= chosen < 2**63:
+        raise InvalidInput(f"{flag} {chosen}: give a positive integer (Triton's model version folders are numbers)")
+    return chosen
+
+
+def _loadable(manifest: ReleaseManifest, engines: list[ReleaseEngine], triton: str, tensorrt: str) -> None:
+    """Refuse (exit 2) an engine Triton's TensorRT backend cannot load, naming it, its runtime and what to do."""
+    release = f"{manifest.content.name}@{manifest.content.version}"
+    for engine in engines:
+        runtime, plan = engine.runtime, _file_name(engine)
+        if runtime.family != "tensorrt":
+            raise InvalidInput(
+                f"{release}: plan {plan} is a {runtime.name} plan; Triton's TensorRT backend ({triton}) runs "
+                f"datacenter TensorRT, which cannot load it: build the {engine.sku} engines with datacenter TensorRT "
+                f"on a runner of that SKU (backend: tensorrt) and publish them, or serve this plan where the "
+                f"TensorRT-RTX runtime loads it (compile export rtx)")
+        if not runtime.loads(tensorrt):
+            matching = releases_running(runtime.loads)
+            raise InvalidInput(
+                f"{release}: plan {plan} is a {runtime.name} plan (loads with {runtime.loads_with}), and "
+                f"{triton} cannot load it: "
+                + (f"pick a Triton release that runs a TensorRT it loads ({', '.join(matching)}), " if matching
+                   else "no Triton release of the table runs a TensorRT it loads; ")
+                + f"or build the {engine.sku} engine again with TensorRT {tensorrt}")
+
+
+def _notes(engines: list[ReleaseEngine]) -> list[str]:
+    if any(e.runtime.version_compatible for e in engines):
+        return ["version-compatible plans: start Triton with --backend-config=tensorrt,version-compatible=true "
+                "(they carry a lean runtime Triton runs only when told to)"]
+    return []
+
+
+def _same_model(existing: bytes, written: bytes) -> bool:
+    """Whether config.pbtxt already describes this model: the same message apart from its warmup samples (which
+    name golden files by content, so the next release of the same plans is the same model, its next version)."""
+    old, new = parse_config(existing), parse_config(written)
+    if old is None or new is None:
+        return False
+    old.ClearField("model_warmup")
+    new.ClearField("model_warmup")
+    return old == new
+
+
+def _write_warmup(folder: Path, files: dict[str, bytes], *, check_only: bool = False) -> None:
+    """The golden samples Triton warms the model up with; a file of that name (its content digest) holding other
+    bytes is never replaced (exit 4), and that is found before anything is written (``check_only``)."""
+    if not files:
+        return
+    if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+        raise Conflict(f"{folder}: not a folder of warmup files; remove it or export to another --model-name")
+    for file, data in sorted(files.items()):
+        path = folder / file
+        if path.is_symlink() or (path.exists() and (not path.is_file() or path.stat().st_size != len(data)
+                                                    or path.read_bytes() != data)):
+            raise Conflict(f"{path}: holds other bytes than the golden sample it is named for; remove it")
+        if not check_only and not path.exists():
+            folder.mkdir(exist_ok=True)
+            write_atomic(path, data)
 
 
 def _engines(manifest: ReleaseManifest, precision: str | None) -> list[ReleaseEngine]:
@@ -147,99 +244,6 @@ def _plan_files(engines: list[ReleaseEngine]) -> dict[str, str]:
     return dict(sorted(plans.items(), key=lambda item: tuple(int(p) for p in item[0].split("."))))
 
 
-def _body(config: bytes) -> bytes:
-    """A config without its comment lines (which name the release it was written for): the next release of the
-    same plans, inputs and outputs is the same model, exported as the next version."""
-    return b"\n".join(line for line in config.splitlines() if not line.lstrip().startswith(b"#"))
-
-
-def render_config(name: str, manifest: ReleaseManifest, engines: list[ReleaseEngine], plans: dict[str, str],
-                  default_plan: str | None = None) -> str:
-    """config.pbtxt: Triton's ModelConfig message (tritonclient's ``model_config_pb2``), built field by field and
-    printed in protobuf text format, one field a line with comments naming the release and its profiles. The text
-    is parsed back and must give the very message built, so nothing a manifest holds (a tensor name with a quote,
-    a newline in a comment) can add a field."""
-    model_config_pb2, text_format = _protobuf()
-    content = manifest.content
-    release = f"{content.name}@{content.version}"
-    if not content.inputs or not content.outputs:
-        raise InvalidInput(f"{release} records no model inputs and outputs (published from a build folder whose "
-                           "model was not at the path build.json names); publish a new version where the model is")
-    profiles = engines[0].profiles
-    if any(e.profiles != profiles for e in engines):
-        raise InvalidInput(f"{release}: its engines were built with different shape profiles; one Triton model "
-                           "needs one profile list")
-    config = model_config_pb2.ModelConfig(name=name, platform="tensorrt_plan", max_batch_size=0)
-    for kind, tensors in (("input", content.inputs), ("output", content.outputs)):
-        for tensor in tensors:
-            _tensor(getattr(config, kind).add(), kind, tensor, release, model_config_pb2)
-    for capability, file in plans.items():
-        config.cc_model_filenames[capability] = file
-    if default_plan is not None:
-        config.default_model_filename = plans[default_plan]
-    group = config.instance_group.add(kind=model_config_pb2.ModelInstanceGroup.KIND_GPU, count=1)
-    group.profile.extend(str(index) for index in range(len(profiles)))
-
-    lines = [_comment(f"{release} ({content.model_name}, sha256 {content.model_sha256[:12]}), written by compile "
-                      "export triton"), f"name: {_string(config.name)}", f"platform: {_string(config.platform)}",
-             f"max_batch_size: {config.max_batch_size}  # the batch dimension is explicit in dims"]
-    for kind in ("input", "output"):
-        for tensor in getattr(config, kind):
-            dims = ", ".join(str(d) for d in tensor.dims)
-            lines.append(f"{kind} [ {{ name: {_string(tensor.name)} data_type: "
-                         f"{model_config_pb2.DataType.Name(tensor.data_type)} dims: [ {dims} ] }} ]")
-    for capability in plans:
-        lines.append(f"cc_model_filenames {{ key: {_string(capability)} value: "
-                     f"{_string(config.cc_model_filenames[capability])} }}")
-    if config.default_model_filename:
-        lines.append(f"default_model_filename: {_string(config.default_model_filename)}")
-    for index, profile in enumerate(profiles):
-        shapes = "; ".join(f"{tensor} min {r.min} opt {r.opt} max {r.max}" for tensor, r in profile.shapes.items())
-        lines.append(_comment(f"profile {index} ({profile.name}): {shapes}"))
-    for group in config.instance_group:
-        indices = ", ".join(_string(index) for index in group.profile)
-        lines.append(f"instance_group [ {{ kind: {model_config_pb2.ModelInstanceGroup.Kind.Name(group.kind)} "
-                     f"count: {group.count} profile: [ {indices} ] }} ]")
-    text = "\n".join(lines) + "\n"
-    if text_format.Parse(text, model_config_pb2.ModelConfig()) != config:  # a guard: never expected to fire
-        raise InvalidInput(f"{release}: config.pbtxt would not say what its ModelConfig says; not written")
-    return text
-
-
-def _protobuf():
-    try:
-        from google.protobuf import text_format
-        from tritonclient.grpc import model_config_pb2
-    except ImportError as exc:
-        raise EnvironmentProblem(f"compile export triton writes config.pbtxt with tritonclient's ModelConfig, which "
-                                 f"is not installed ({exc}); install the [triton] extra") from None
-    return model_config_pb2, text_format
-
-
-def _tensor(message, kind: str, tensor: TensorSignature, release: str, model_config_pb2) -> None:
-    data_type = TRITON_TYPES.get(tensor.dtype)
-    if data_type is None:
-        raise InvalidInput(f"{release}: {kind} {tensor.name!r} is of type {tensor.dtype}, which Triton has no "
-                           "type for")
-    if tensor.shape is None:
-        raise InvalidInput(f"{release}: {kind} {tensor.name!r} has no known rank; Triton needs its dims")
-    message.name = tensor.name
-    message.data_type = model_config_pb2.DataType.Value(data_type)
-    message.dims.extend(d if isinstance(d, int) and d >= 0 else -1 for d in tensor.shape)
-
-
-def _string(text: str) -> str:
-    """A protobuf text-format string literal (quotes, backslashes and control characters escaped)."""
-    from google.protobuf import text_encoding
-
-    return f'"{text_encoding.CEscape(text, as_utf8=True)}"'
-
-
-def _comment(text: str) -> str:
-    """A comment line, its text kept to one line (a manifest's model or profile name could hold a newline)."""
-    return "# " + "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in text)
-
-
 def _stage(store: Store, name: str, files: dict[str, ReleaseEngine], target: Path, cache: Path | None) -> None:
     """Fetch every plan verified into a hidden sibling, then rename it to ``target`` in one step."""
     staged = target.with_name(f".{target.name}.{os.getpid()}.{os.urandom(4).hex()}.partial")
@@ -247,6 +251,12 @@ def _stage(store: Store, name: str, files: dict[str, ReleaseEngine], target: Pat
     try:
         for file, engine in files.items():
             fetch_verified(store, name, engine.plan.sha256, engine.plan.size_bytes, staged / file, cache)
+            with open(staged / file, "rb") as handle:
+                claimed = claimed_by_header(handle.read(4))
+            if claimed is not None and claimed != engine.runtime.family:
+                raise CheckFailed(f"store {store.uri}: {name}'s plan {file} claims to be a {engine.runtime.name} plan "
+                                  f"but its header is a {FAMILY_NAMES[claimed]} plan's; nothing was exported; "
+                                  "republish the release from its build folder")
         try:
             os.rename(staged, target)  # fails if another export put the version there meanwhile
         except OSError:
@@ -267,7 +277,7 @@ def _same_or_conflict(target: Path, expected: dict[str, str], ref: object) -> No
             found[path.name] = hashlib.file_digest(handle, "sha256").hexdigest()
     if found != expected:
         raise Conflict(f"{target}: this Triton version folder holds other files than {ref}'s plans; pass another "
-                       "--triton-version (a new number), or remove it")
+                       "--model-version (a new number), or remove it")
 
 
 def _regular_or_absent(path: Path) -> None:

@@ -14,15 +14,18 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from compiler.core.errors import CheckFailed, Conflict, EnvironmentProblem, InvalidInput
 from compiler.core.files import hash_json
 from compiler.core.records import (
     CHECK_RECORD,
+    GOLDEN_FILE,
+    GOLDEN_MAX_BYTES,
     BlobRef,
     BuildReport,
     CheckReport,
+    GoldenRecord,
     Progress,
     Record,
     ReleaseCheck,
@@ -34,6 +37,7 @@ from compiler.core.records import (
     parse_record,
     read_record_bytes,
 )
+from compiler.core.runtimes import runtime_of
 from compiler.engines.folder import Target, read_build
 from compiler.releases.manifest import damaged, parse_manifest, provenance, refuse_shadowing
 from compiler.releases.repair import repair_blobs
@@ -155,6 +159,10 @@ def finalize(store: str | Store, name: str, version: str, jobs: Jobs,
     staged = [staged_part(store, name, version, job, parts[job], pipeline_sha256, precisions)
               for job, precisions in sorted(jobs.items())]
     content = merge_contents([part.content for part in staged])
+    golden = content.golden
+    if golden is not None and store.blob_size(name, golden.blob.sha256) != golden.blob.size_bytes:
+        raise CheckFailed(f"{name}@{version}: the golden inputs (blob sha256:{golden.blob.sha256}) are not in the "
+                          "store as staged; run the job that checked with --data again")
     for engine in content.engines:
         for blob in filter(None, (engine.plan, engine.layers)):
             if store.blob_size(name, blob.sha256) != blob.size_bytes:
@@ -206,7 +214,9 @@ def _result(store: Store, release: Release, status: str, uploaded: list[_Blob], 
 
 
 def same_or_conflict(existing: bytes, content_sha256: str, store: Store, name: str, version: str) -> None:
-    if parse_manifest(existing, store, name, version).content_sha256 != content_sha256:
+    """Conflict unless the published release is this content (one of an older format is compared as this format
+    reads it: the same build published again before and after the runtime was recorded is the same release)."""
+    if hash_json(parse_manifest(existing, store, name, version).content.model_dump(mode="json")) != content_sha256:
         raise Conflict(f"{name}@{version} is already published in {store.uri} with other content; releases are "
                        "immutable: publish a new version")
 
@@ -241,8 +251,9 @@ def merge_contents(parts: list[ReleaseContent]) -> ReleaseContent:
                 counts[status] = counts.get(status, 0) + count
         check = ReleaseCheck(passed=all(c.passed for c in checks), summary=counts)
     signed = next((part for part in parts if part.inputs), first)  # a part whose publisher had the model
+    golden = next((part.golden for part in parts if part.golden), None)  # the first part checked with --data
     return first.model_copy(update={"engines": engines, "check": check, "inputs": signed.inputs,
-                                    "outputs": signed.outputs})
+                                    "outputs": signed.outputs, "golden": golden})
 
 
 def _upload_missing(store: Store, name: str, blobs: list[_Blob], progress: Progress | None) -> tuple[list[_Blob], int]:
@@ -257,7 +268,9 @@ def _upload_missing(store: Store, name: str, blobs: list[_Blob], progress: Progr
         stored = store.blob_size(name, blob.ref.sha256)
         if stored == blob.ref.size_bytes:
             continue
-        with VerifyingReader(blob.path, blob.ref.sha256, blob.ref.size_bytes) as source:
+        hint = {"recorded": "check.json records: the file changed after the check; run compile check again"} \
+            if blob.path.name == GOLDEN_FILE else {}
+        with VerifyingReader(blob.path, blob.ref.sha256, blob.ref.size_bytes, **hint) as source:
             created = store.put_blob(name, blob.ref.sha256, source)
         if not created or stored is not None:
             stored = store.blob_size(name, blob.ref.sha256)
@@ -289,7 +302,9 @@ def _read_build(build_dir: Path, name: str, version: str, allow_failed: bool) ->
     problems += [f"{t.label}: missing (no {t.folder / 'engine.plan'})" for t in build.targets if t.missing]
     engines = [_release_engine(t) for t in build.built]
     blobs = [blob for t in build.built for blob in _blobs(t)]
-    check, check_blob = _read_check(build_dir, engines)
+    check, check_blob, golden = _read_check(build_dir, engines)
+    if golden is not None:
+        blobs.append(_Blob(_inside(build_dir, Path(GOLDEN_FILE)), golden.blob))
     if check is not None and not check.passed:
         problems.append(f"{CHECK_RECORD}: the check failed")
     if problems and not allow_failed:
@@ -301,7 +316,7 @@ def _read_build(build_dir: Path, name: str, version: str, allow_failed: bool) ->
     content = ReleaseContent(name=name, version=version, model_sha256=report.model_sha256,
                              model_name=Path(report.model).name, check=check,
                              engines=sorted(engines, key=lambda e: (e.sku, e.precision)), inputs=inputs,
-                             outputs=outputs)
+                             outputs=outputs, golden=golden)
     return Release(content, blobs, [check_blob] if check_blob else [],
                    [p for p in problems if not p.startswith(CHECK_RECORD)])
 
@@ -338,11 +353,19 @@ def _release_engine(target: Target) -> ReleaseEngine:
     """A built target as the manifest lists it."""
     record = target.engine
     blobs = _blobs(target)
-    return ReleaseEngine(sku=record.sku, compute_capabilities=record.compute_capabilities,
-                         precision=record.precision, profiles=record.profiles, backend=record.backend,
-                         builder_options=record.builder_options, plan=blobs[0].ref,
-                         layers=blobs[1].ref if len(blobs) > 1 else None, built_model_sha256=record.built_model_sha256,
-                         calibration_sha256=record.calibration_sha256, plan_header=_plan_header(target))
+    try:
+        return ReleaseEngine(sku=record.sku, compute_capabilities=record.compute_capabilities,
+                             precision=record.precision, profiles=record.profiles, backend=record.backend,
+                             builder_options=record.builder_options, plan=blobs[0].ref,
+                             layers=blobs[1].ref if len(blobs) > 1 else None,
+                             built_model_sha256=record.built_model_sha256, calibration_sha256=record.calibration_sha256,
+                             plan_header=_plan_header(target),
+                             runtime=runtime_of(record.backend, record.builder_options))
+    except ValueError as exc:  # pydantic's ValidationError is one
+        from compiler.core.yaml import describe_validation_error
+
+        why = describe_validation_error(exc) if isinstance(exc, ValidationError) else str(exc)
+        raise InvalidInput(f"{target.folder / 'engine.json'}: {why}; build it again") from None
 
 
 @functools.cache
@@ -378,12 +401,14 @@ def _plan_header(target: Target) -> dict | None:
     return header
 
 
-def _read_check(build_dir: Path, engines: list[ReleaseEngine]) -> tuple[ReleaseCheck | None, _Blob | None]:
-    """check.json's verdict, when `compile check` ran on the folder, refused (exit 1) unless it judged exactly the
-    engines being published: a folder built again after its check keeps the old check.json."""
+def _read_check(build_dir: Path, engines: list[ReleaseEngine]
+                ) -> tuple[ReleaseCheck | None, _Blob | None, GoldenRecord | None]:
+    """check.json's verdict and golden inputs, when `compile check` ran on the folder, refused (exit 1) unless it
+    judged exactly the engines being published: a folder built again after its check keeps the old check.json.
+    golden.npz is sent as the check recorded it (its digest is verified as it is read)."""
     path = build_dir / CHECK_RECORD
     if not (path.exists() or path.is_symlink()):
-        return None, None
+        return None, None, None
     path = _inside(build_dir, Path(CHECK_RECORD))
     hint = f"run compile check {build_dir} again"
     report, blob = _record_blob(path, CheckReport, hint)
@@ -392,7 +417,12 @@ def _read_check(build_dir: Path, engines: list[ReleaseEngine]) -> tuple[ReleaseC
     if stale:
         raise CheckFailed(f"{path}: judged other engines than {', '.join(stale)} now in {build_dir} (built again "
                           f"since?); {hint}")
-    return ReleaseCheck(passed=report.passed, summary=report.counts), blob
+    golden = report.golden
+    if golden is not None and (golden.blob.size_bytes > GOLDEN_MAX_BYTES
+                               or not (build_dir / GOLDEN_FILE).is_file()):
+        raise CheckFailed(f"{build_dir / GOLDEN_FILE}: missing, or larger than the {GOLDEN_MAX_BYTES} bytes golden "
+                          f"inputs may weigh, while {path} records it; {hint}")
+    return ReleaseCheck(passed=report.passed, summary=report.counts), blob, golden
 
 
 def _record_blob(path: Path, kind: type[Record], hint: str) -> tuple[Record, _Blob]:

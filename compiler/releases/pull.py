@@ -15,12 +15,14 @@ import os
 import stat
 import time
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel
 
 from compiler.core.errors import CheckFailed, EnvironmentProblem, InvalidInput
 from compiler.core.files import copy_file, default_cache_dir, file_sha256, sweep_partials, write_atomic
 from compiler.core.records import RELEASE_FORMAT, ReleaseEngine, ReleaseManifest
+from compiler.core.runtimes import Runtime, parse_version
 from compiler.core.yaml import and_more
 from compiler.releases.manifest import damaged, resolve
 from compiler.stores import Store, open_store
@@ -36,12 +38,19 @@ NAME_MAX = 255
 def select_engine(manifest: ReleaseManifest, *, sku: str | None = None, compute_capability: str | None = None,
                   precision: str | None = None, tensorrt_version: str | None = None) -> ReleaseEngine:
     """The one engine for a GPU: its compute capability exactly (as Triton's ``cc_model_filenames``), then the
-    precision and runtime version when given; among engines of one compute capability, the named SKU's own."""
+    precision and the runtime version when given (an engine whose runtime rule lets that version load it: the
+    build version, or a later one of its major for a version-compatible plan); among engines of one compute
+    capability, the named SKU's own."""
     release = f"{manifest.content.name}@{manifest.content.version}"
+    if tensorrt_version is not None:
+        try:
+            parse_version(tensorrt_version)
+        except ValueError as exc:
+            raise InvalidInput(f"--tensorrt-version: {exc}") from None
     engines = [e for e in manifest.content.engines
                if (compute_capability is None or compute_capability in e.compute_capabilities)
                and (precision is None or e.precision == precision)
-               and (tensorrt_version is None or _same_version(e.backend.get("version", ""), tensorrt_version))]
+               and (tensorrt_version is None or e.runtime.loads(tensorrt_version))]
     if sku is not None and len(engines) > 1 and any(e.sku == sku for e in engines):
         engines = [e for e in engines if e.sku == sku]
     wanted = ", ".join(part for part in (
@@ -50,9 +59,9 @@ def select_engine(manifest: ReleaseManifest, *, sku: str | None = None, compute_
         f"TensorRT {tensorrt_version}" if tensorrt_version else "") if part) or "any engine"
     if len(engines) == 1:
         return engines[0]
-    have = "; ".join(f"{e.sku} ({', '.join(e.compute_capabilities)}) {e.precision} "
-                     f"{e.backend.get('name', '?')} {e.backend.get('version', '?')}"
-                     for e in manifest.content.engines[:SHOWN]) + and_more(len(manifest.content.engines) - SHOWN)
+    have = "; ".join(f"{e.sku} ({', '.join(e.compute_capabilities)}) {e.precision} {e.runtime.name} (loads with "
+                     f"{e.runtime.loads_with})" for e in manifest.content.engines[:SHOWN]) + and_more(
+        len(manifest.content.engines) - SHOWN)
     if not engines:
         raise InvalidInput(f"{release} has no engine for {wanted}; it has: {have}")
     choices = sorted({e.precision for e in engines})
@@ -60,11 +69,6 @@ def select_engine(manifest: ReleaseManifest, *, sku: str | None = None, compute_
     raise InvalidInput(f"{release} has {len(engines)} engines for {wanted}: "
                        f"{', '.join(f'{e.sku}/{e.precision}' for e in engines[:SHOWN])}{and_more(len(engines) - SHOWN)}"
                        f"; {hint}")
-
-
-def _same_version(have: str, want: str) -> bool:
-    """``10.8`` matches a runtime ``10.8.0.43``: the parts given must agree."""
-    return have.split(".")[:len(want.split("."))] == want.split(".")
 
 
 def local_compute_capability() -> str:
@@ -97,12 +101,16 @@ class PullResult(BaseModel):
     sku: str
     precision: str
     compute_capabilities: list[str]
+    runtime: Runtime
+    """The runtime that loads the plan and the versions of it that may."""
     sha256: str
     size_bytes: int
     out: str
     engine_json: str
     from_cache: bool
     seconds: float
+    golden: Any = None
+    """With ``compile pull --golden``: the golden inputs written beside the plan (compiler.releases.golden)."""
 
 
 def pull(store: str | Store, ref: str | Ref, *, out: Path, sku: str | None = None, precision: str | None = None,
@@ -134,8 +142,8 @@ def pull(store: str | Store, ref: str | Ref, *, out: Path, sku: str | None = Non
     write_atomic(engine_json, record.model_dump_json(indent=2).encode())
     return PullResult(release=str(resolved.ref), version=resolved.version, channel=resolved.channel, sku=engine.sku,
                       precision=engine.precision, compute_capabilities=engine.compute_capabilities,
-                      sha256=engine.plan.sha256, size_bytes=engine.plan.size_bytes, out=str(out),
-                      engine_json=str(engine_json), from_cache=from_cache,
+                      runtime=engine.runtime, sha256=engine.plan.sha256, size_bytes=engine.plan.size_bytes,
+                      out=str(out), engine_json=str(engine_json), from_cache=from_cache,
                       seconds=round(time.monotonic() - started, 3))
 
 

@@ -173,7 +173,9 @@ class VerifyingReader:
     that stops on the error (a multipart upload aborts, a temporary file is removed) never stores bytes under a
     digest they do not have. A backend makes a blob visible only once :attr:`verified` is true."""
 
-    def __init__(self, path: Path, sha256: str, size: int) -> None:
+    def __init__(self, path: Path, sha256: str, size: int,
+                 recorded: str = "its engine.json records: the file changed after the build; build again") -> None:
+        self._recorded = recorded
         self.path, self.sha256, self.size = path, sha256, size
         self._handle = open(path, "rb")  # noqa: SIM115 - closed by close(), as the uploads that read it expect
         self._hash = hashlib.sha256()
@@ -217,8 +219,7 @@ class VerifyingReader:
             raise self._changed("it was not read whole")
 
     def _changed(self, what: str) -> CheckFailed:
-        return CheckFailed(f"{self.path}: {what}, not to the sha256 {self.sha256} its engine.json records: the "
-                           "file changed after the build; build again")
+        return CheckFailed(f"{self.path}: {what}, not to the sha256 {self.sha256} {self._recorded}")
 
     def close(self) -> None:
         self._handle.close()

@@ -229,7 +229,18 @@ def _hostile_release(backend: Backend, build: Path, version: str, change: Callab
 
 def _export(backend: Backend, ref: str, repo: Path) -> CliResult:
     repo.mkdir(parents=True, exist_ok=True)
-    return backend.cli("export", "triton", ref, "--repo", repo, "--no-cache")
+    return backend.cli("export", "triton", ref, "--repo", repo, "--no-cache", "--triton-release", "25.10")
+
+
+def _as_datacenter(backend: Backend, content: dict) -> None:
+    """The engine as a datacenter TensorRT build would publish it, which Triton's release 25.10 loads (a stand-in
+    plan blob: datacenter TensorRT cannot build here, tests/support/serving.py)."""
+    data = b"datacenter TensorRT 10.11.0.33 plan stand-in"
+    digest = hashlib.sha256(data).hexdigest()
+    backend.write_blob(digest, data)
+    content["engines"][0].update(backend={"name": "tensorrt", "version": "10.11.0.33"}, plan_header=None,
+                                 plan={"sha256": digest, "size_bytes": len(data)},
+                                 runtime={"family": "tensorrt", "version": "10.11.0.33"})
 
 
 def _files_under(root: Path) -> list[str]:
@@ -272,7 +283,8 @@ def test_a_model_name_with_a_newline_stays_a_comment(backend, build, tmp_path):
     from tritonclient.grpc import model_config_pb2
 
     hostile = 'm.onnx)\ndefault_model_filename: "evil.plan"\n# ('
-    ref = _hostile_release(backend, build, "2.0.0", lambda c: c.update(model_name=hostile))
+    ref = _hostile_release(backend, build, "2.0.0",
+                           lambda c: (c.update(model_name=hostile), _as_datacenter(backend, c)))
     repo = tmp_path / "repo"
     result = _export(backend, ref, repo)
     assert result.exit_code == 0, result.stderr

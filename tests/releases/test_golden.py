@@ -1,0 +1,102 @@
+"""Issue 34: golden inputs in every release: ``compile check --data`` keeps a few samples and the FP32 model's
+outputs for them (golden.npz), publish stores them as a content-addressed blob of the release, and
+``compile pull --golden`` / ``pull_golden`` fetch and verify them (digest, size, and the arrays the manifest
+lists). The reference outputs are recomputed here with onnxruntime to show they are the model's."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from compiler.core.records import GOLDEN_MAX_BYTES
+from compiler.releases import publish, resolve
+from compiler.releases.golden import pull_golden
+from tests.support.cli import run_cli
+
+
+@pytest.fixture(scope="module")
+def checked_build(tmp_path_factory, digits_model, digits_profiles, digits_data) -> Path:
+    from compiler.engines import build_engines
+
+    out = tmp_path_factory.mktemp("golden") / "build"
+    assert not build_engines(digits_model, digits_profiles, ["rtx-4090"], ["fp32"], out).failed
+    result = run_cli("check", out, "--data", digits_data, "--json")
+    assert result.exit_code == 0, result.stderr
+    return out
+
+
+@pytest.mark.parametrize("store_kind", ["local", "s3"])
+def test_golden_inputs_are_published_pulled_and_verified(checked_build, tmp_path, digits_model, digits_data,
+                                                         store_kind, request):
+    import onnxruntime
+
+    record = json.loads((checked_build / "check.json").read_text())["golden"]
+    assert record["samples"] == 4 and record["inputs"][0]["name"] == "image"
+    store, env = str(tmp_path / "store"), None
+    if store_kind == "s3":
+        import uuid
+
+        server = request.getfixturevalue("s3")
+        bucket = f"t-{uuid.uuid4().hex[:16]}"
+        server.client().create_bucket(Bucket=bucket)
+        store, env = f"s3://{bucket}/team", server.env()
+    published = run_cli("publish", checked_build, "--store", store, "--name", "digits", "--version", "1.0.0",
+                        env=env)
+    assert published.exit_code == 0, published.stderr
+    golden = resolve(store, "digits@1.0.0").manifest.content.golden if store_kind == "local" else None
+    if golden is not None:
+        assert golden.blob.sha256 == record["blob"]["sha256"] and golden.blob.size_bytes <= GOLDEN_MAX_BYTES
+    out = tmp_path / "serve" / "digits.plan"
+    out.parent.mkdir()
+    pulled = run_cli("pull", "digits@1.0.0", "--store", store, "--sku", "rtx-4090", "--out", out, "--golden",
+                     "--json", env=env)
+    assert pulled.exit_code == 0, pulled.stderr
+    assert json.loads(pulled.stdout)["golden"]["sha256"] == record["blob"]["sha256"]
+    with np.load(out.with_name("golden.npz"), allow_pickle=False) as arrays:
+        images, logits = arrays["input_0"], arrays["output_0"]
+    with np.load(digits_data, allow_pickle=False) as data:
+        assert np.array_equal(images, data["image"][:4].astype(images.dtype))
+    session = onnxruntime.InferenceSession(str(digits_model), providers=["CPUExecutionProvider"])
+    np.testing.assert_allclose(logits, session.run(None, {"image": images})[0], rtol=1e-5, atol=1e-5)
+
+
+def test_the_python_api_verifies_what_it_writes(checked_build, tmp_path):
+    store = str(tmp_path / "store")
+    publish(checked_build, store, "digits", "1.0.0")
+    result = pull_golden(store, "digits@1.0.0", tmp_path / "g.npz")
+    assert (result.samples, [t.shape for t in result.outputs]) == (4, [[4, 10]])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["g.npz", "store"]  # nothing staged is left
+    listed = run_cli("ls", "digits@1.0.0", "--store", store)
+    assert "golden inputs: 4 sample(s) of image with FP32 reference outputs" in listed.stdout, listed.stderr
+
+
+def test_a_release_checked_without_data_has_no_golden_inputs(tmp_path, checked_build):
+    import shutil
+
+    build = tmp_path / "build"
+    shutil.copytree(checked_build, build)
+    assert run_cli("check", build, "--json").exit_code == 0  # no --data: no golden inputs recorded
+    store = str(tmp_path / "store")
+    publish(build, store, "digits", "1.0.0")
+    assert resolve(store, "digits@1.0.0").manifest.content.golden is None
+    assert "golden inputs: none (checked without --data)" in run_cli("ls", "digits@1.0.0", "--store", store).stdout
+    out = tmp_path / "p.plan"
+    result = run_cli("pull", "digits@1.0.0", "--store", store, "--sku", "rtx-4090", "--out", out, "--golden")
+    assert result.exit_code == 2 and "has no golden inputs" in result.stderr and "--data" in result.stderr
+
+
+def test_a_check_reused_after_its_golden_file_was_removed_writes_it_again(tmp_path, checked_build, digits_data):
+    import shutil
+
+    build = tmp_path / "build"
+    shutil.copytree(checked_build, build)
+    before = (build / "golden.npz").read_bytes()
+    (build / "golden.npz").unlink()
+    result = run_cli("check", build, "--data", digits_data, "--json")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["reused"] is False and (build / "golden.npz").read_bytes() == before
+    again = run_cli("check", build, "--data", digits_data, "--json")
+    assert json.loads(again.stdout)["reused"] is True
