@@ -38,8 +38,11 @@ from tests.hostile.harness import Case, Expect, Sandbox, run_cases, snapshot, sn
 from tests.support.cli import CliResult, run_cli
 from tests.support.hostile_registry import Answer, endless, hostile_registry, nested
 from tests.support.registry import environment_without_credentials
+from tests.support.serving import datacenter_copy
 
 NAME, VERSION, OTHER, CHANNEL, SKU = "digits", "1.0.0", "1.0.1", "stable", "rtx-4090"
+TRITON = ("--triton-release", "25.10")
+"""The Triton release served (its TensorRT 10.11 loads the datacenter stand-in plans)."""
 
 
 def _codes(*codes: int) -> frozenset[int]:
@@ -161,11 +164,23 @@ class ValueCase:
     json_output: bool
 
 
-def test_store_values(request, hostile_base, store_template):
+@pytest.fixture(scope="module")
+def served_template(store_build, tmp_path_factory) -> Path:
+    """A local store like conftest's store_template (digits@1.0.0 and 1.0.1, stable at 1.0.0) of datacenter
+    TensorRT stand-ins of the build (tests/support/serving.py): what Triton serves, so export runs too."""
+    root = tmp_path_factory.mktemp("served")
+    build, store = datacenter_copy(store_build, root / "build"), root / "store"
+    for version in (VERSION, OTHER):
+        assert run_cli("publish", build, "--store", store, "--name", NAME, "--version", version).exit_code == 0
+    assert run_cli("promote", f"{NAME}@{VERSION}", "--channel", CHANNEL, "--store", store).exit_code == 0
+    return store
+
+
+def test_store_values(request, hostile_base, served_template):
     def setup(recipe: ValueCase, box: Sandbox) -> Case:
         writes = recipe.command == "promote"
         store = (box.out if writes else box.inputs) / "store"
-        shutil.copytree(store_template, store, symlinks=True)
+        shutil.copytree(served_template, store, symlinks=True)
         part = _damage(recipe.kind, store, box)
         box.out.mkdir(exist_ok=True)
         out, repo = box.out / "digits.plan", box.out / "repo"
@@ -174,7 +189,7 @@ def test_store_values(request, hostile_base, store_template):
         args = {"ls": ["ls"], "ls-name": ["ls", NAME], "ls-version": ["ls", f"{NAME}@{VERSION}"],
                 "verify": ["ls", "--verify"], "pull": ["pull", f"{NAME}@{VERSION}", "--sku", SKU, "--out", out],
                 "promote": ["promote", f"{NAME}@{OTHER}", "--channel", CHANNEL],
-                "export": ["export", "triton", f"{NAME}@{VERSION}", "--repo", repo]}[recipe.command]
+                "export": ["export", "triton", f"{NAME}@{VERSION}", "--repo", repo, *TRITON]}[recipe.command]
 
         def after(result: CliResult) -> list[str]:
             problems = []
@@ -372,10 +387,10 @@ def _export_damage(kind: str, repo: Path, box: Sandbox) -> Path:
     return repo
 
 
-def test_export_targets(request, hostile_base, store_template):
+def test_export_targets(request, hostile_base, served_template):
     def setup(recipe: ExportCase, box: Sandbox) -> Case:
         store = box.inputs / "store"
-        shutil.copytree(store_template, store, symlinks=True)
+        shutil.copytree(served_template, store, symlinks=True)
         box.out.mkdir(exist_ok=True)
         root = box.out / "repo"
         root.mkdir()
@@ -385,7 +400,8 @@ def test_export_targets(request, hostile_base, store_template):
         codes = EXPORT_DAMAGE[recipe.damage] if valid_name else _codes(2)
         if valid_name and name != "m" and recipe.damage not in ("repo-missing", "repo-file"):
             codes = _codes(0)  # the damage stands at model m; this export writes another model
-        args = ["export", "triton", f"{NAME}@{VERSION}", "--store", store, "--repo", repo, "--model-name", name]
+        args = ["export", "triton", f"{NAME}@{VERSION}", "--store", store, "--repo", repo, "--model-name", name,
+                *TRITON]
         return Case([*args, *_json(recipe.json_output)], Expect(codes, f"{recipe.damage} repo, model {name!r}",
                                                                ("--repo", "--model-name", "m", "config")),
                     recipe.json_output, reports_failures=False)

@@ -16,8 +16,11 @@ import pytest
 
 from compiler.core.files import STALE_PARTIAL_SECONDS, hash_json
 from tests.support.cli import REPO, assert_clean_error, run_cli
+from tests.support.serving import datacenter_copy
 
 NAME = "digits"
+TRITON = ("--triton-release", "25.10")
+"""The Triton release served (its TensorRT 10.11 loads the stand-in plans)."""
 
 
 @pytest.fixture(scope="module")
@@ -35,10 +38,12 @@ def builds(tmp_path_factory, digits_model, digits_profiles) -> dict[str, Path]:
 
 @pytest.fixture
 def store(builds, tmp_path) -> Path:
-    """A local store with digits@1.0.0 (fp16) and digits@2.0.0 (fp32)."""
+    """A local store with digits@1.0.0 (fp16) and digits@2.0.0 (fp32), as datacenter TensorRT stand-ins (what
+    Triton serves; tests/support/serving.py)."""
     root = tmp_path / "store"
     for version, precision in (("1.0.0", "fp16"), ("2.0.0", "fp32")):
-        done = run_cli("publish", builds[precision], "--store", root, "--name", NAME, "--version", version)
+        folder = datacenter_copy(builds[precision], tmp_path / f"datacenter-{precision}")
+        done = run_cli("publish", folder, "--store", root, "--name", NAME, "--version", version)
         assert done.exit_code == 0, done.stderr
     return root
 
@@ -85,7 +90,7 @@ def test_racing_exports_of_two_releases_into_one_model_never_mix(store, tmp_path
         repo.mkdir()
         processes = [subprocess.Popen(
             [sys.executable, "-m", "compiler", "export", "triton", f"{NAME}@{version}", "--store", str(store),
-             "--repo", str(repo), "--model-name", "m", "--triton-version", str(number), "--no-cache"],
+             "--repo", str(repo), "--model-name", "m", "--model-version", str(number), "--no-cache", *TRITON],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
             for number, version in ((1, "1.0.0"), (2, "2.0.0"))]
         outcomes = [(p.wait(120), p.stderr.read()) for p in processes]
@@ -107,13 +112,14 @@ def test_an_export_lock_that_is_a_link_or_fifo_is_refused_and_never_followed(sto
     repo.mkdir()
     outside.mkdir()
     (repo / ".m.lock").symlink_to(outside / "created")
-    result = run_cli("export", "triton", f"{NAME}@1.0.0", "--store", store, "--repo", repo, "--model-name", "m")
+    result = run_cli("export", "triton", f"{NAME}@1.0.0", "--store", store, "--repo", repo, "--model-name", "m",
+                     *TRITON)
     assert_clean_error(result, 2, ".m.lock", "symbolic link")
     assert not (outside / "created").exists()
     (repo / ".m.lock").unlink()
     os.mkfifo(repo / ".m.lock")
     result = run_cli("export", "triton", f"{NAME}@1.0.0", "--store", store, "--repo", repo, "--model-name", "m",
-                     timeout=60)
+                     *TRITON, timeout=60)
     assert_clean_error(result, 2, ".m.lock", "FIFO")
 
 
@@ -137,7 +143,7 @@ def test_what_killed_writers_left_is_swept_and_fresh_work_is_not(builds, store, 
     assert run_cli("pull", f"{NAME}@1.0.0", "--sku", "rtx-4090", "--store", store, "--out", out).exit_code == 0
     assert not old_pull.exists()
     assert run_cli("export", "triton", f"{NAME}@1.0.0", "--store", store, "--repo", repo,
-                   "--model-name", "m").exit_code == 0
+                   "--model-name", "m", *TRITON).exit_code == 0
     assert sorted(p.name for p in (repo / "m").iterdir()) == ["1", "config.pbtxt"]
 
 
