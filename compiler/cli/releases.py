@@ -114,7 +114,7 @@ def list_releases(
     from compiler.releases.listing import list_store
 
     if verify:
-        from compiler.releases.verify import verify_store
+        from compiler.releases.fsck import verify_store
 
         report = verify_store(store, release)
         render.emit_json(report) if json else render.store_check(report)

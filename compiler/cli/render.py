@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from compiler.releases.listing import Listing
     from compiler.releases.publish import PublishResult
     from compiler.releases.pull import PullResult
-    from compiler.releases.verify import StoreCheck
+    from compiler.releases.fsck import StoreCheck
 
 
 
