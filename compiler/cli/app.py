@@ -16,7 +16,7 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperCommand, TyperGroup
 
-from compiler.cli import calibration, check, engines, export, inspect, pipeline, releases
+from compiler.cli import calibration, check, engines, export, inspect, pipeline, releases, trust
 from compiler.cli.params import FLAG
 
 
@@ -88,6 +88,8 @@ for _command in (inspect.doctor, inspect.inspect, engines.build, calibration.cal
     _register(app, _command)
 _register(app, releases.list_releases, "ls")
 _register(app, releases.promote)
+_register(app, trust.verify)
+_register(app, trust.provenance)
 app.add_typer(export_app)
 _register(export_app, export.triton)
 _register(export_app, export.rtx)

@@ -14,6 +14,7 @@ from compiler.cli.params import (
     JsonOption,
     ReleaseArgument,
     StoreOption,
+    VerifyKeyOption,
     examples,
     option,
     switch,
@@ -43,6 +44,7 @@ def triton(
                                             "several).")] = None,
     default_plan: Annotated[str | None, option("CC", TARGETS, "Also set default_model_filename to this compute "
                                                "capability's plan (unset: an unknown GPU fails to load).")] = None,
+    verify_key: VerifyKeyOption = None,
     store: StoreOption = DEFAULT_STORE,
     no_cache: Annotated[bool, switch("--no-cache", CACHE, "Download even if the pull cache has the plans.")] = False,
     json: JsonOption = False,
@@ -58,7 +60,8 @@ def triton(
                          "Triton release; use --model-version (and --triton-release for the release)\n")
     result = export_triton(store, release, repo, model_name=model_name, precision=precision,
                            model_version=model_version, triton_version=triton_version, triton_release=triton_release,
-                           triton_tensorrt=triton_tensorrt, default_plan=default_plan, use_cache=not no_cache)
+                           triton_tensorrt=triton_tensorrt, default_plan=default_plan, use_cache=not no_cache,
+                           verify_key=verify_key)
     if json:
         render.emit_json(result)
     else:

@@ -37,6 +37,12 @@ def switch(flag: str, panel: str, help: str) -> Any:
 
 JsonOption = Annotated[bool, switch("--json", OUTPUT, "Print one JSON document on stdout and nothing else.")]
 ModelArgument = Annotated[Path, typer.Argument(metavar="MODEL", help="The ONNX model (FP32).", show_default=False)]
+SignKeyOption = Annotated[Path | None, option("KEY.pem", INPUTS, "Sign the release with this private key (EC P-256 "
+                                             "or Ed25519 PEM); default $COMPILE_SIGN_KEY.",
+                                             envvar="COMPILE_SIGN_KEY", show_default=False)]
+VerifyKeyOption = Annotated[Path | None, option("PUB.pem", INPUTS, "Refuse a release not signed by this public key "
+                                               "(before anything is written); default $COMPILE_VERIFY_KEY.",
+                                               envvar="COMPILE_VERIFY_KEY", show_default=False)]
 BuildDirArgument = Annotated[Path, typer.Argument(metavar="BUILD_DIR", show_default=False,
                                                   help="The --out folder of compile build.")]
 StoreOption = Annotated[str, option("URI", STORE, "A folder, s3://BUCKET/PREFIX or oci://HOST/REPOSITORY "

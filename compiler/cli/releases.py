@@ -16,10 +16,11 @@ from compiler.cli.params import (
     OUTPUT,
     PRECISIONS,
     TARGETS,
-    BuildDirArgument,
     JsonOption,
     ReleaseArgument,
+    SignKeyOption,
     StoreOption,
+    VerifyKeyOption,
     examples,
     option,
     switch,
@@ -31,9 +32,12 @@ from compiler.stores import DEFAULT_STORE  # the interface only: each backend is
 
 
 @examples("compile publish engines --name digits --version 1.0.0",
-          "compile publish engines --store s3://models/team --name digits --version 1.0.0 --json")
+          "compile publish engines-ampere engines-ada --store s3://models/team --name digits --version 1.0.0 "
+          "--sign-key /run/secrets/release.pem")
 def publish(
-    build_dir: BuildDirArgument,
+    build_dirs: Annotated[list[Path], typer.Argument(metavar="BUILD_DIR", show_default=False,
+                                                     help="The --out folders of compile build, one model's (e.g. "
+                                                          "one per CI runner).")],
     *,
     name: Annotated[str, option("NAME", INPUTS, "Release name (a-z 0-9 . _ -).", show_default=False)],
     version: Annotated[str, option("VERSION", INPUTS, "Release version (A-Z a-z 0-9 . _ -); published once, never "
@@ -43,15 +47,19 @@ def publish(
     repair: Annotated[bool, switch("--repair", INPUTS, "First read back every blob of the folder the store holds "
                                                       "and replace damaged ones (what pull or ls --verify "
                                                       "reported).")] = False,
+    sign_key: SignKeyOption = None,
     store: StoreOption = DEFAULT_STORE,
     json: JsonOption = False,
 ) -> None:
-    """Publish a build folder as an immutable, content-addressed release."""
+    """Publish one or more build folders of a model as an immutable, content-addressed release, with its
+    provenance; signed with --sign-key."""
+    from compiler.releases.attest import signer_of
     from compiler.releases.publish import publish as publish_release
 
+    signer = signer_of(sign_key)  # a bad key is refused before anything is read or sent
     with nullcontext() if json else render.phase_progress("blobs") as progress:
-        result = publish_release(build_dir, store, name, version, allow_failed=allow_failed, progress=progress,
-                                 repair=repair)
+        result = publish_release(build_dirs, store, name, version, allow_failed=allow_failed, progress=progress,
+                                 signer=signer, repair=repair)
     if json:
         render.emit_json(result)
     else:
@@ -61,7 +69,8 @@ def publish(
 
 
 @examples("compile pull digits@1.0.0 --sku rtx-4090 --out digits.plan",
-          "compile pull digits@stable --store s3://models/team --sku auto --precision fp16 --out /models/digits.plan")
+          "compile pull digits@stable --store s3://models/team --sku auto --precision fp16 --out /models/digits.plan "
+          "--verify-key release.pub")
 def pull(
     release: ReleaseArgument,
     *,
@@ -71,9 +80,11 @@ def pull(
     tensorrt_version: Annotated[str | None, option(
         "VERSION", TARGETS, "Your runtime's version (TensorRT 10.8, TensorRT-RTX 1.7.1.116): only a plan it may "
                             "load is picked.")] = None,
+    verify_key: VerifyKeyOption = None,
     store: StoreOption = DEFAULT_STORE,
     no_cache: Annotated[bool, switch("--no-cache", CACHE, "Download even if the pull cache has the plan.")] = False,
-    out: Annotated[Path, option("FILE", OUTPUT, "Where the plan goes (engine.json is written beside it).",
+    out: Annotated[Path, option("FILE", OUTPUT, "Where the plan goes (its record, FILE.json, is written beside "
+                                "it).",
                                 show_default=False)],
     golden: Annotated[bool, switch("--golden", OUTPUT, "Also write the release's golden inputs and FP32 reference "
                                    "outputs beside the plan (golden.npz), verified.")] = False,
@@ -89,7 +100,7 @@ def pull(
         raise InvalidInput(f"--out {out}: {GOLDEN_FILE} is written beside the plan with --golden; name the plan "
                            "otherwise")
     result = pull_engine(store, release, out=out, sku=sku, precision=precision, tensorrt_version=tensorrt_version,
-                         use_cache=not no_cache)
+                         use_cache=not no_cache, verify_key=verify_key)
     if golden:
         fetched = pull_golden(store, release, Path(out).with_name(GOLDEN_FILE), use_cache=not no_cache)
         result = result.model_copy(update={"golden": fetched})

@@ -24,10 +24,11 @@ if TYPE_CHECKING:
     from compiler.inspect.summary import InspectReport
     from compiler.pipeline.plan import ReleasePlan
     from compiler.releases.channels import PromoteResult
+    from compiler.releases.fsck import StoreCheck
     from compiler.releases.listing import Listing
     from compiler.releases.publish import PublishResult
     from compiler.releases.pull import PullResult
-    from compiler.releases.fsck import StoreCheck
+    from compiler.releases.verify import VerifyResult
 
 
 
@@ -287,6 +288,9 @@ def published(result: PublishResult) -> None:
     console.print(f"{result.name}@{result.version} {what}: {result.engines} engines in {printable(result.store)}; "
                   f"{result.uploaded_blobs} blobs sent ({human_size(result.uploaded_bytes)}), "
                   f"{result.present_blobs} already there, {result.seconds:.2f} s")
+    if result.provenance:
+        signed = {"written": "signed", "already there": "signature already there"}.get(result.signature, "unsigned")
+        console.print(f"provenance {result.provenance}; {signed}")
 
 
 def pulled(result: PullResult) -> None:
@@ -371,6 +375,28 @@ def exported_rtx(result: RtxExport) -> None:
                                     "validity"],
                         [[t.compute_capability, t.sku, t.precision, t.engine, t.context_model, t.validity]
                          for t in result.targets]))
+
+
+def verified(result: VerifyResult) -> None:
+    console.print(f"{result.release} (version {result.version}) verified with {printable(result.key)}: signature "
+                  f"over manifest sha256 {result.manifest_sha256[:12]}, provenance "
+                  f"{'signed' if result.provenance_signed else 'named by the signature'} with {result.subjects} "
+                  f"subjects = the manifest's plans, {result.blobs} blobs ({human_size(result.bytes)}) hash to their "
+                  f"digests; {result.seconds:.2f} s")
+
+
+def provenance(statement: dict[str, Any]) -> None:
+    """A provenance statement: its subjects and what made them."""
+    predicate = statement.get("predicate") or {}
+    definition, run = predicate.get("buildDefinition") or {}, predicate.get("runDetails") or {}
+    console.print(f"built by {printable(str((run.get('builder') or {}).get('id')))}, "
+                  f"{(run.get('metadata') or {}).get('startedOn')} to {(run.get('metadata') or {}).get('finishedOn')}")
+    console.print(table("Subjects", ["plan", "sha256"], [[s.get("name"), (s.get("digest") or {}).get("sha256")]
+                                                         for s in statement.get("subject") or []]))
+    console.print(table("Resolved dependencies", ["name", "role", "sha256 or version"], [
+        [d.get("name"), (d.get("annotations") or {}).get("role", "tool"),
+         (d.get("digest") or {}).get("sha256") or d.get("uri", "")]
+        for d in definition.get("resolvedDependencies") or []]))
 
 
 def release_plan(plan: ReleasePlan) -> None:

@@ -37,8 +37,7 @@ from compiler.core.runtimes import FAMILY_NAMES, claimed_by_header
 from compiler.export.triton_config import WARMUP_FOLDER, parse_config, render_config
 from compiler.export.triton_releases import releases_running, tensorrt_of
 from compiler.releases.golden import read_golden
-from compiler.releases.manifest import resolve
-from compiler.releases.pull import fetch_verified
+from compiler.releases.pull import fetch_verified, resolve_trusted
 from compiler.stores import Store, open_store
 from compiler.stores.base import Ref
 
@@ -76,11 +75,13 @@ class TritonExport(BaseModel):
 def export_triton(store: str | Store, ref: str | Ref, repo: Path, *, model_name: str | None = None,
                   precision: str | None = None, model_version: int | None = None, triton_release: str | None = None,
                   triton_tensorrt: str | None = None, default_plan: str | None = None, cache_dir: Path | None = None,
-                  use_cache: bool = True, triton_version: int | None = None) -> TritonExport:
+                  use_cache: bool = True, triton_version: int | None = None,
+                  verify_key: Path | None = None) -> TritonExport:
     """Write ``ref`` into the Triton model repository ``repo`` as ``<model>/<model_version>/`` for the Triton
     ``triton_release`` (``YY.MM``; or name its TensorRT with ``triton_tensorrt``). ``default_plan`` (a compute
     capability of the release) also sets ``default_model_filename``. ``triton_version`` is the deprecated name of
-    ``model_version``."""
+    ``model_version``. With ``verify_key`` (else ``$COMPILE_VERIFY_KEY``) nothing is written unless the release is
+    signed by it."""
     started = time.monotonic()
     repo = Path(repo)
     version_folder = _model_version(model_version, triton_version)
@@ -90,7 +91,7 @@ def export_triton(store: str | Store, ref: str | Ref, repo: Path, *, model_name:
         raise InvalidInput(f"--model-name {model_name!r}: use 1 to 128 of A-Z a-z 0-9 . _ - (a folder name)")
     triton, tensorrt = tensorrt_of(triton_release, triton_tensorrt)
     store = open_store(store)
-    resolved = resolve(store, ref)
+    resolved = resolve_trusted(store, ref, verify_key)  # with a key: nothing is written for an unsigned release
     manifest = resolved.manifest
     name = model_name or manifest.content.name
     engines = _engines(manifest, precision)

@@ -68,6 +68,7 @@ def release(pipeline_path: str | Path, *, store: str | None = None, only_sku: st
     if only_sku is not None and finalize:
         raise InvalidInput("--only-sku and --finalize are separate jobs: run each --only-sku job, then --finalize")
     spec = pipeline.spec
+    signer = None if only_sku else _signer(pipeline)  # a bad key is refused before any work; jobs never sign
     work = Path(work) if work else Path("release") / f"{spec.release.name}-{spec.release.version}"
     mode = "dry-run" if dry_run else "finalize" if finalize else f"only-sku {only_sku}" if only_sku else "release"
     run = _Run(on_stage)
@@ -77,9 +78,9 @@ def release(pipeline_path: str | Path, *, store: str | None = None, only_sku: st
     if dry_run:
         run.stage("validate", lambda: _validate(pipeline, plan))
     elif finalize:
-        run.stage("finalize", lambda: _finalize(pipeline, plan, published))
+        run.stage("finalize", lambda: _finalize(pipeline, plan, published, signer))
     else:
-        _build_and_publish(run, pipeline, jobs, work, only_sku, engines, published)
+        _build_and_publish(run, pipeline, jobs, work, only_sku, engines, published, signer)
     report = ReleaseReport(pipeline=str(pipeline.path), name=spec.release.name, version=spec.release.version,
                            store=spec.store, mode=mode, passed=run.failure is None, stages=run.stages,
                            engines=engines, published=published or None, plan=plan, work=str(work),
@@ -90,8 +91,29 @@ def release(pipeline_path: str | Path, *, store: str | None = None, only_sku: st
     return report
 
 
+def _signer(pipeline: LoadedPipeline):
+    from compiler.releases.attest import signer_of
+
+    signing = pipeline.spec.signing
+    return signer_of(None, signing.key if signing else None, pipeline.path)
+
+
+def _context(pipeline: LoadedPipeline, calibrations: dict[str, Path]):
+    """What the provenance records of the pipeline run: the file and its digest, the calibration data's digest."""
+    from compiler.core.records import CALIBRATION_RECORD, CalibrationRecord, parse_record, read_record_bytes
+    from compiler.releases.provenance import BuildContext
+
+    data = data_sha256 = None
+    for folder in calibrations.values():
+        path = folder / CALIBRATION_RECORD
+        record = parse_record(read_record_bytes(path, "calibrate again"), path, CalibrationRecord, "calibrate again")
+        data, data_sha256 = record.data, record.data_sha256
+    return BuildContext(pipeline=str(pipeline.path), pipeline_sha256=pipeline.sha256, calibration_data=data,
+                        calibration_data_sha256=data_sha256)
+
+
 def _build_and_publish(run: _Run, pipeline: LoadedPipeline, jobs, work: Path, only_sku: str | None,
-                       engines: list[EngineLine], published: dict[str, object]) -> None:
+                       engines: list[EngineLine], published: dict[str, object], signer=None) -> None:
     from compiler.stores import open_store
 
     spec = pipeline.spec
@@ -121,10 +143,12 @@ def _build_and_publish(run: _Run, pipeline: LoadedPipeline, jobs, work: Path, on
 
         name, version = spec.release.name, spec.release.version
         result = (stage(build_dirs, store, name, version, only_sku, pipeline_sha256=pipeline.sha256) if only_sku
-                  else publish(build_dirs, store, name, version))
+                  else publish(build_dirs, store, name, version, signer=signer,
+                               context=_context(pipeline, calibrations)))
         published.update(result.model_dump())
         return (f"{result.status}: {name}@{version}, {result.engines} engines in {result.store}; "
-                f"{result.uploaded_blobs} blobs sent ({result.uploaded_bytes} bytes), {result.present_blobs} there")
+                f"{result.uploaded_blobs} blobs sent ({result.uploaded_bytes} bytes), {result.present_blobs} there"
+                + (f"; signature {result.signature}" if signer is not None else ""))
 
     run.stage("stage" if only_sku else "publish", publish_step)
 
@@ -226,11 +250,11 @@ def _check(pipeline: LoadedPipeline, build_dirs: list[Path]) -> str:
         (f" ({reused} of {len(build_dirs)} folders' check.json reused)" if reused else "")
 
 
-def _finalize(pipeline: LoadedPipeline, plan: ReleasePlan, published: dict[str, object]) -> str:
+def _finalize(pipeline: LoadedPipeline, plan: ReleasePlan, published: dict[str, object], signer=None) -> str:
     from compiler.releases.publish import finalize
 
     result = finalize(pipeline.spec.store, plan.name, plan.version, {job.sku: job.precisions for job in plan.jobs},
-                      pipeline.sha256)
+                      pipeline.sha256, signer=signer, context=_context(pipeline, {}))
     published.update(result.model_dump())
     return f"{result.status}: {plan.name}@{plan.version}, {result.engines} engines from {len(plan.jobs)} jobs"
 

@@ -7,6 +7,7 @@ the field and its line.
 from __future__ import annotations
 
 import hashlib
+import re
 from pathlib import Path
 from typing import Any
 
@@ -90,6 +91,27 @@ class CheckSpec(CheckOptions):
     __init__ = BaseModel.__init__
 
 
+class SigningSpec(_Strict):
+    key: str
+    """Where the release's signing key is: ``env://VAR`` (the PEM a CI secret put in ``$VAR``) or a file path
+    outside the repository (relative to the pipeline file). Never the key itself."""
+
+    @field_validator("key")
+    @classmethod
+    def _reference(cls, value: str) -> str:
+        if "BEGIN" in value or "\n" in value:
+            raise ValueError("holds key material; name where the key is (env://VAR or a file path outside the "
+                             "repository), never the key itself")
+        scheme = value.split("://", 1)[0] if "://" in value else None
+        if scheme is not None and scheme != "env":
+            raise ValueError(f"{scheme}:// keys are not supported; use env://VAR or a file path")
+        if scheme == "env" and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,127}", value[len("env://"):]):
+            raise ValueError("env://VAR: VAR must be an environment variable's name")
+        if not value:
+            raise ValueError("empty; use env://VAR or a file path")
+        return value
+
+
 class Pipeline(_Strict):
     release: ReleaseSpec
     model: Path
@@ -100,6 +122,8 @@ class Pipeline(_Strict):
     check: CheckSpec = CheckSpec()
     store: str = "./artifacts"
     """A store URI; a local path is relative to the pipeline file."""
+    signing: SigningSpec | None = None
+    """Sign the release (docs/provenance.md); ``$COMPILE_SIGN_KEY`` takes precedence."""
 
     @field_validator("targets", mode="before")
     @classmethod

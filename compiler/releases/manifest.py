@@ -4,6 +4,7 @@ published or moved it. Every other reader of releases (pull, promote, ls, publis
 from __future__ import annotations
 
 import getpass
+import hashlib
 import json
 import os
 import socket
@@ -35,6 +36,12 @@ def damaged(store: Store, key: str, what: str) -> CheckFailed:
     return CheckFailed(f"store {store.uri}: {key} is damaged ({what}); publish it again or ask who owns the store")
 
 
+def holds(data: bytes, store: Store, name: str, version: str, content_sha256: str) -> bool:
+    """Whether the stored manifest ``data`` is of the content ``content_sha256`` names (one of an older format is
+    compared as this format reads it)."""
+    return hash_json(parse_manifest(data, store, name, version).content.model_dump(mode="json")) == content_sha256
+
+
 def parse_manifest(data: bytes, store: Store, name: str, version: str) -> ReleaseManifest:
     """A manifest as the store returned it, refused (exit 1) unless it is whole, ours, of this version, and its
     content still hashes to the digest it was published with."""
@@ -55,6 +62,8 @@ class Resolved(BaseModel):
     version: str
     channel: str | None
     manifest: ReleaseManifest
+    manifest_sha256: str
+    """sha256 of the manifest's bytes as the store holds them: what a release's signature names."""
 
 
 def resolve(store: str | Store, ref: str | Ref) -> Resolved:
@@ -75,7 +84,8 @@ def resolve(store: str | Store, ref: str | Ref) -> Resolved:
         raise InvalidInput(f"{ref}: no such version or channel in {store.uri}; {what_there_is(store, ref.name)}")
     version = record[0].version if channel else ref.tag
     return Resolved(ref=str(ref), version=version, channel=channel,
-                    manifest=parse_manifest(data, store, ref.name, version))
+                    manifest=parse_manifest(data, store, ref.name, version),
+                    manifest_sha256=hashlib.sha256(data).hexdigest())
 
 
 def refuse_shadowing(store: Store, name: str, tag: str, *, new: str) -> None:

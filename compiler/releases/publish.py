@@ -39,7 +39,9 @@ from compiler.core.records import (
 )
 from compiler.core.runtimes import runtime_of
 from compiler.engines.folder import Target, read_build
-from compiler.releases.manifest import damaged, parse_manifest, provenance, refuse_shadowing
+from compiler.releases.attest import attest
+from compiler.releases.manifest import damaged, holds, provenance, refuse_shadowing
+from compiler.releases.provenance import BuildContext
 from compiler.releases.repair import repair_blobs
 from compiler.stores import Store, open_store
 from compiler.stores.base import VerifyingReader, check_name, check_version, staging_key
@@ -64,6 +66,10 @@ class PublishResult(BaseModel):
     skipped_targets: list[str]
     """Targets left out with ``--allow-failed`` (sku/precision: status)."""
     seconds: float
+    signature: str = "unsigned"
+    """``written``, ``already there`` (the first signature stays) or ``unsigned`` (no key given)."""
+    provenance: str = ""
+    """``written`` or ``already there``; empty for a staged part."""
 
 
 @dataclass
@@ -87,8 +93,10 @@ class Release:
 
 
 def publish(build_dirs: Path | list[Path], store: str | Store, name: str, version: str, *,
-            allow_failed: bool = False, progress: Progress | None = None, repair: bool = False) -> PublishResult:
-    """Publish one or more build folders (of one model) as ``name@version``. Raises CheckFailed (a failed build or
+            allow_failed: bool = False, progress: Progress | None = None, signer=None,
+            context: BuildContext | None = None, repair: bool = False) -> PublishResult:
+    """Publish one or more build folders (of one model) as ``name@version``, with its provenance, signed by
+    ``signer`` (:func:`compiler.releases.attest.signer_of`) when given. Raises CheckFailed (a failed build or
     check), InvalidInput (not a build folder), Conflict (the version exists with other content),
     EnvironmentProblem (the store). ``repair``: first read back every blob of the folders the store holds and
     replace the damaged ones (:mod:`compiler.releases.repair`)."""
@@ -99,10 +107,18 @@ def publish(build_dirs: Path | list[Path], store: str | Store, name: str, versio
     existing = store.read_manifest(name, version)
     if existing is not None:
         same_or_conflict(existing, release.content_sha256, store, name, version)
-        return _result(store, release, "repaired" if repaired else "unchanged", repaired, 0, started)
+        return _attested(store, release, _result(store, release, "repaired" if repaired else "unchanged", repaired,
+                                                 0, started), signer, context)
     uploaded, present = _upload_missing(store, name, release.blobs + release.check_reports, progress)
-    return _result(store, release, _create(store, release, [b.ref for b in release.check_reports]),
-                   uploaded, present, started)
+    status = _create(store, release, [b.ref for b in release.check_reports])
+    return _attested(store, release, _result(store, release, status, uploaded, present, started), signer, context)
+
+
+def _attested(store: Store, release: Release, result: PublishResult, signer, context: BuildContext | None
+              ) -> PublishResult:
+    """The result once the provenance (and signature) are beside the manifest (docs/provenance.md)."""
+    outcome = attest(store, release.content, release.content_sha256, signer, context)
+    return result.model_copy(update=outcome)
 
 
 Jobs = dict[str, list[str]]
@@ -144,8 +160,8 @@ def staged_part(store: Store, name: str, version: str, job: str, data: bytes, pi
     return part
 
 
-def finalize(store: str | Store, name: str, version: str, jobs: Jobs,
-             pipeline_sha256: str | None = None) -> PublishResult:
+def finalize(store: str | Store, name: str, version: str, jobs: Jobs, pipeline_sha256: str | None = None, *,
+             signer=None, context: BuildContext | None = None) -> PublishResult:
     """Publish ``name@version`` from every job's staged part; CheckFailed naming the jobs not staged yet, or a part
     that does not hold its job's engines; Conflict for a part of another pipeline."""
     started = time.monotonic()
@@ -172,9 +188,10 @@ def finalize(store: str | Store, name: str, version: str, jobs: Jobs,
     existing = store.read_manifest(name, version)
     if existing is not None:
         same_or_conflict(existing, release.content_sha256, store, name, version)
-        return _result(store, release, "unchanged", [], 0, started)
+        return _attested(store, release, _result(store, release, "unchanged", [], 0, started), signer, context)
     reports = [ref for part in staged for ref in part.check_reports]
-    return _result(store, release, _create(store, release, reports), [], 0, started)
+    status = _create(store, release, reports)
+    return _attested(store, release, _result(store, release, status, [], 0, started), signer, context)
 
 
 def _parse_part(store: Store, name: str, version: str, job: str, data: bytes) -> StagedPart:
@@ -216,7 +233,7 @@ def _result(store: Store, release: Release, status: str, uploaded: list[_Blob], 
 def same_or_conflict(existing: bytes, content_sha256: str, store: Store, name: str, version: str) -> None:
     """Conflict unless the published release is this content (one of an older format is compared as this format
     reads it: the same build published again before and after the runtime was recorded is the same release)."""
-    if hash_json(parse_manifest(existing, store, name, version).content.model_dump(mode="json")) != content_sha256:
+    if not holds(existing, store, name, version, content_sha256):
         raise Conflict(f"{name}@{version} is already published in {store.uri} with other content; releases are "
                        "immutable: publish a new version")
 

@@ -24,7 +24,8 @@ from compiler.core.files import copy_file, default_cache_dir, file_sha256, sweep
 from compiler.core.records import RELEASE_FORMAT, ReleaseEngine, ReleaseManifest
 from compiler.core.runtimes import Runtime, parse_version
 from compiler.core.yaml import and_more
-from compiler.releases.manifest import damaged, resolve
+from compiler.releases.manifest import Resolved, damaged, resolve
+from compiler.releases.verify import require_signature, trusted_key
 from compiler.stores import Store, open_store
 from compiler.stores.base import HashingSink, Ref, check_sha256
 
@@ -33,6 +34,7 @@ SHOWN = 10
 """Engines an error line names (a manifest may list thousands)."""
 NAME_MAX = 255
 """The longest file name (bytes) Linux filesystems take."""
+RECORD_SUFFIX = ".json"
 
 
 def select_engine(manifest: ReleaseManifest, *, sku: str | None = None, compute_capability: str | None = None,
@@ -86,7 +88,7 @@ def local_compute_capability() -> str:
 
 
 class PulledEngine(ReleaseEngine):
-    """engine.json beside a pulled plan: the manifest's entry for it, and the release it came from."""
+    """The record beside a pulled plan (``X.plan.json``): the manifest's entry for it, and the release it came from."""
 
     format_version: int = RELEASE_FORMAT
     release: str
@@ -107,6 +109,8 @@ class PullResult(BaseModel):
     size_bytes: int
     out: str
     engine_json: str
+    """The record beside the plan, named after it (``X.plan`` -> ``X.plan.json``): pulls into one folder keep
+    one record each."""
     from_cache: bool
     seconds: float
     golden: Any = None
@@ -114,9 +118,11 @@ class PullResult(BaseModel):
 
 
 def pull(store: str | Store, ref: str | Ref, *, out: Path, sku: str | None = None, precision: str | None = None,
-         tensorrt_version: str | None = None, cache_dir: Path | None = None, use_cache: bool = True) -> PullResult:
-    """The one verified plan of ``ref`` for ``sku`` (a catalog name or ``auto``), written to ``out`` with
-    engine.json beside it. Nothing is written to ``out`` unless the bytes hash to the manifest's digest."""
+         tensorrt_version: str | None = None, cache_dir: Path | None = None, use_cache: bool = True,
+         verify_key: Path | None = None) -> PullResult:
+    """The one verified plan of ``ref`` for ``sku`` (a catalog name or ``auto``), written to ``out`` with its
+    record (``X.plan.json``) beside it. Nothing is written to ``out`` unless the bytes hash to the manifest's
+    digest; with ``verify_key`` (else ``$COMPILE_VERIFY_KEY``), nothing at all unless the release is signed by it."""
     started = time.monotonic()
     ref = ref if isinstance(ref, Ref) else Ref.parse(ref)  # names first: nothing is asked of a store for a bad one
     out = Path(out)
@@ -129,7 +135,7 @@ def pull(store: str | Store, ref: str | Ref, *, out: Path, sku: str | None = Non
 
         compute_capability = load_sku_catalog().get(sku).compute_capability
     store = open_store(store)
-    resolved = resolve(store, ref)
+    resolved = resolve_trusted(store, ref, verify_key)
     engine = select_engine(resolved.manifest, sku=None if sku == "auto" else sku,
                            compute_capability=compute_capability, precision=precision,
                            tensorrt_version=tensorrt_version)
@@ -138,7 +144,7 @@ def pull(store: str | Store, ref: str | Ref, *, out: Path, sku: str | None = Non
                         (cache_dir or default_cache_dir()) / "pulls" if use_cache else None)
     record = PulledEngine(**engine.model_dump(), release=f"{name}@{resolved.version}", version=resolved.version,
                           store=store.uri)
-    engine_json = out.with_name("engine.json")
+    engine_json = record_path(out)
     write_atomic(engine_json, record.model_dump_json(indent=2).encode())
     return PullResult(release=str(resolved.ref), version=resolved.version, channel=resolved.channel, sku=engine.sku,
                       precision=engine.precision, compute_capabilities=engine.compute_capabilities,
@@ -147,17 +153,30 @@ def pull(store: str | Store, ref: str | Ref, *, out: Path, sku: str | None = Non
                       seconds=round(time.monotonic() - started, 3))
 
 
+def record_path(out: Path) -> Path:
+    """The record beside a pulled plan, named after it, so two pulls into one folder keep two records."""
+    return out.with_name(out.name + RECORD_SUFFIX)
+
+
+def resolve_trusted(store: Store, ref: str | Ref, verify_key: Path | None) -> Resolved:
+    """``ref``'s manifest; with ``verify_key`` (else ``$COMPILE_VERIFY_KEY``) refused (exit 1) unless the release
+    is signed by it, before its consumer writes anything. A bad key file is refused before any request."""
+    key = trusted_key(verify_key)
+    resolved = resolve(store, ref)
+    if key is not None:
+        require_signature(store, resolved, key)
+    return resolved
+
+
 def _check_out(out: Path) -> None:
-    if len(os.fsencode(out.name)) > NAME_MAX:
-        raise InvalidInput(f"--out {out}: the file name is longer than the {NAME_MAX} bytes a file name may have; "
-                           "choose a shorter one")
+    if len(os.fsencode(out.name + RECORD_SUFFIX)) > NAME_MAX:
+        raise InvalidInput(f"--out {out}: the file name is longer than the {NAME_MAX - len(RECORD_SUFFIX)} bytes a "
+                           f"plan's name may have (its record adds {RECORD_SUFFIX}); choose a shorter one")
     if out.name in ("", ".", "..") or out.is_dir():
         raise InvalidInput(f"--out {out}: give a file path for the plan (e.g. model.plan), not a folder")
-    if out.name == "engine.json":
-        raise InvalidInput(f"--out {out}: engine.json is written beside the plan; name the plan otherwise")
     if not out.parent.is_dir():
         raise InvalidInput(f"--out {out}: the folder {out.parent} does not exist; create it first")
-    for path in (out, out.with_name("engine.json")):
+    for path in (out, record_path(out)):
         try:
             mode = os.lstat(path).st_mode
         except FileNotFoundError:

@@ -136,6 +136,22 @@ class Store(ABC):
         """Move a channel if it is still what was read (``expected``; None: if it does not exist yet). False
         when someone moved it meanwhile: read again and retry."""
 
+    @abstractmethod
+    def attach(self, name: str, version: str, kind: str, data: bytes) -> bytes | None:
+        """Keep ``data`` (a signature or provenance, :data:`ATTACHMENTS`) beside a published version's manifest,
+        create-only: None when this call wrote it, else what is there already (a first signature is never
+        replaced)."""
+
+    @abstractmethod
+    def attachment(self, name: str, version: str, kind: str) -> bytes | None:
+        """What :meth:`attach` kept beside the version's manifest, None when nothing; never more than
+        MAX_ATTACHMENT_BYTES + 1 bytes (the caller refuses more)."""
+
+    def artifact(self, name: str, version: str) -> tuple[str, str] | None:
+        """Where a version is an artifact of its own that signatures elsewhere name (an OCI image manifest):
+        its reference and sha256; None for the stores where the release is only its manifest."""
+        return None
+
     blobs_per_release = False
     """Whether each release keeps blobs of its own (OCI repositories) rather than one shared pool."""
 
@@ -285,6 +301,18 @@ def blob_key(sha256: str) -> str:
 
 def manifest_key(name: str, version: str) -> str:
     return f"releases/{check_name(name)}/{check_version(version)}/manifest.json"
+
+
+ATTACHMENTS = ("signature", "provenance")
+"""What a release may carry beside its manifest (docs/provenance.md)."""
+MAX_ATTACHMENT_BYTES = 4 << 20
+"""A signature bundle is a few KiB and a provenance of 1,000 engines a few hundred: more is not ours."""
+
+
+def attachment_key(name: str, version: str, kind: str) -> str:
+    if kind not in ATTACHMENTS:
+        raise ValueError(f"no attachment kind {kind!r}")  # a programming error, never user input
+    return f"releases/{check_name(name)}/{check_version(version)}/{kind}.json"
 
 
 def staging_key(name: str, version: str, job: str = "") -> str:

@@ -2,6 +2,8 @@
 
     blobs/sha256/<digest>                       content-addressed plans and records
     releases/<name>/<version>/manifest.json     one immutable manifest per release version
+    releases/<name>/<version>/signature.json    its signature (a Sigstore bundle), when signed
+    releases/<name>/<version>/provenance.json   its SLSA provenance (signed: a Sigstore bundle)
     channels/<name>/<channel>                   the version a channel points at, and its history
 """
 
@@ -18,6 +20,7 @@ from compiler.stores.base import (
     Store,
     Token,
     VerifyingReader,
+    attachment_key,
     blob_key,
     channel_key,
     check_channel,
@@ -89,6 +92,13 @@ class KeyedStore(Store):
 
     def read_manifest(self, name: str, version: str) -> bytes | None:
         found = self._read(manifest_key(name, version))
+        return None if found is None else found[0]
+
+    def attach(self, name: str, version: str, kind: str, data: bytes) -> bytes | None:
+        return self._create_or_read(attachment_key(name, version, kind), data)
+
+    def attachment(self, name: str, version: str, kind: str) -> bytes | None:
+        found = self._read(attachment_key(name, version, kind))
         return None if found is None else found[0]
 
     def names(self) -> list[str]:

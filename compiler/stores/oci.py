@@ -5,7 +5,8 @@ Layout (docs/store-oci.md): release ``NAME`` is the repository ``<repository>/NA
 an OCI image manifest of ``artifactType`` :data:`RELEASE_ARTIFACT` whose config blob is the release manifest JSON and
 whose layers are the release's blobs (one per engine plan, with SKU, compute capability and precision annotations;
 layers.json and check.json). Channel ``C`` is the tag ``_channel.C`` (no version starts with ``_``), a manifest of
-``artifactType`` :data:`CHANNEL_ARTIFACT` whose config blob is the channel record.
+``artifactType`` :data:`CHANNEL_ARTIFACT` whose config blob is the channel record. A version's signature and
+provenance refer to its manifest as cosign's bundles do (:mod:`compiler.stores.referrers`).
 
 Why ``requests`` and not the ``oras`` client: the store streams a :class:`VerifyingReader` as the upload body (oras
 opens files by path), needs the registry's digests and status codes to create, compare and confirm tags (oras
@@ -50,6 +51,7 @@ from compiler.stores.base import (
     check_sha256,
     check_version,
 )
+from compiler.stores.referrers import Referrers
 
 MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 RELEASE_ARTIFACT = "application/vnd.trt-compile.release.v1+json"
@@ -111,7 +113,7 @@ def parse_oci_uri(uri: str) -> tuple[str, str, str]:
     return scheme, host, repository
 
 
-class OciStore(Store):
+class OciStore(Referrers, Store):
     settle_seconds = SETTLE_SECONDS
     """How long a tag push waits before it re-reads the tag to see whether a racing push overwrote it."""
 

@@ -2,7 +2,7 @@
 the same contract as the rest of tests/hostile (harness.py), plus the store's own clauses:
 
 - a refused publish leaves the store as it was (exit 2: not even created; exit 1: no release visible);
-- a refused pull writes nothing to --out (no plan, no engine.json, no ``*.partial``), and a pull that succeeds
+- a refused pull writes nothing to --out (no plan, no record, no ``*.partial``), and a pull that succeeds
   wrote the bytes of the digest the release records;
 - a promote that fails leaves the store byte for byte as it was; pull and ls never change it (their store is
   under in/, which the harness holds unchanged);
@@ -529,7 +529,7 @@ OPTIONS: tuple[tuple[str, str, str, frozenset[int]], ...] = (
     ("publish", "--version", "", _codes(2)), ("publish", "--version", "1..0", _codes(2)),
     ("publish", "--version", "-1", _codes(2)),
     ("pull", "--out", "@out-folder", _codes(2)), ("pull", "--out", "@missing-parent", _codes(2)),
-    ("pull", "--out", "@engine.json", _codes(2)), ("pull", "--out", "", _codes(2)),
+    ("pull", "--out", "@engine.json", _codes(0)), ("pull", "--out", "", _codes(2)),
     ("pull", "--out", "@long-name", _codes(2)), ("pull", "--out", "@under-file", _codes(2)),
     ("pull", "--out", "@link-out", _codes(0)), ("pull", "--out", "@dot", _codes(2)),
     ("pull", "--sku", "no-such-gpu", _codes(2)), ("pull", "--sku", "", _codes(2)), ("pull", "--sku", "auto", _codes(3)),
@@ -545,10 +545,10 @@ OPTIONS: tuple[tuple[str, str, str, frozenset[int]], ...] = (
     ("promote", "release", f"{NAME}@{LONG}", _codes(2)), ("promote", "release", "nothere@1.0.0", _codes(2)),
 )
 """(command, option, value, codes): issue 21: names, versions and channels from a strict character set,
-checked before any request (exit 2); --out a file path in an existing folder, not engine.json (2); an unknown
-SKU, a precision or runtime version the release has no engine for (2); --sku auto without a GPU (3). "release"
-is the positional NAME@VERSION. An --out that is a link to a file outside is replaced, the file it led to left
-alone."""
+checked before any request (exit 2); --out a file path in an existing folder (2; a plan may be named engine.json:
+its record is engine.json.json, issue 31); an unknown SKU, a precision or runtime version the release has no
+engine for (2); --sku auto without a GPU (3). "release" is the positional NAME@VERSION. An --out that is a link to
+a file outside is replaced, the file it led to left alone."""
 
 
 REFS = (f"{NAME}@{VERSION}", f"{NAME}@{OTHER}", f"{NAME}@{CHANNEL}")

@@ -42,7 +42,7 @@ def test_a_tensorrt_rtx_engine_loads_only_with_the_release_that_built_it(rtx_bui
     major, minor, *_ = version.split(".")
     ok = pull(store, "digits@1.0.0", sku="rtx-4090", out=tmp_path / "a.plan", tensorrt_version=f"{major}.{minor}")
     assert ok.runtime.loads_with == f"=={version}"
-    assert json.loads((tmp_path / "engine.json").read_text())["runtime"]["family"] == "tensorrt-rtx"
+    assert json.loads((tmp_path / "a.plan.json").read_text())["runtime"]["family"] == "tensorrt-rtx"
     later = ".".join([major, minor, *version.split(".")[2:-1], str(int(version.split(".")[-1]) + 1)])
     with pytest.raises(InvalidInput, match=rf"TensorRT {later}; it has: .*loads with =={version}"):
         pull(store, "digits@1.0.0", sku="rtx-4090", out=tmp_path / "b.plan", tensorrt_version=later)

@@ -47,7 +47,7 @@ def test_publish_ls_pull_by_version_and_channel(store, builds, tmp_path):
     pulled = store.cli("pull", "digits@1.0.0", "--sku", "rtx-3090", "--out", out, "--json")
     assert pulled.exit_code == 0, pulled.stderr
     assert hashlib.sha256(out.read_bytes()).hexdigest() == plans["rtx-3090"].sha256
-    beside = json.loads((out.parent / "engine.json").read_text())
+    beside = json.loads((out.parent / "digits.plan.json").read_text())
     assert (beside["sku"], beside["release"], beside["compute_capabilities"]) == ("rtx-3090", "digits@1.0.0", ["8.6"])
 
     promoted = store.cli("promote", "digits@1.0.0", "--channel", "stable", "--json")

@@ -81,7 +81,9 @@ def test_channels_are_tags_no_version_can_be(registry, build):
     run = run_cli("promote", "digits@1.0.0", "--channel", "stable", "--store", uri)
     assert run.exit_code == 0, run.stderr
     repository = uri.split("/", 3)[3] + "/digits"
-    assert sorted(_get(registry, f"{repository}/tags/list", "*/*").json()["tags"]) == ["1.0.0", "_channel.stable"]
+    image = open_store(uri).artifact("digits", "1.0.0")[1]  # its provenance's referrers index is a tag too
+    assert sorted(_get(registry, f"{repository}/tags/list", "*/*").json()["tags"]) == [
+        "1.0.0", "_channel.stable", f"sha256-{image}"]
     assert _get(registry, f"{repository}/manifests/_channel.stable").json()["artifactType"] == CHANNEL_ARTIFACT
     store = open_store(uri)
     assert (store.versions("digits"), store.channels("digits")) == (["1.0.0"], ["stable"])

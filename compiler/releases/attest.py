@@ -1,0 +1,94 @@
+"""At publish: a release's provenance and, with a key, its signature, kept beside its manifest.
+
+Both are written after the manifest (a signature names the manifest's bytes, and an OCI referrer needs its
+subject): a release is briefly visible unsigned, and a verifying consumer refuses it until the signature lands. A
+publisher killed in between leaves it so; publishing again adds what is missing. The first signature and
+provenance written stay (create-only, like the manifest).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from compiler.core.errors import Conflict, InvalidInput
+from compiler.core.records import ReleaseContent
+from compiler.releases.manifest import damaged, holds
+from compiler.releases.provenance import BuildContext, provenance_statement
+from compiler.releases.signing import load_signer, sign, signer_from_pem, statement
+from compiler.stores import Store
+
+RELEASE_SIGNATURE = "https://trt-compile.dev/release-signature/v1"
+"""The predicate of a release's signature statement: its subject is the manifest's bytes by sha256."""
+SIGN_KEY_ENV = "COMPILE_SIGN_KEY"
+ENV_REFERENCE = "env://"
+"""A pipeline's ``signing.key: env://VAR``: the key's PEM is in ``$VAR`` (cosign's spelling)."""
+
+
+def signer_of(key: Path | str | None, reference: str | None = None, pipeline: Path | None = None):
+    """The signer for a publish, None for an unsigned release: ``--sign-key`` (else ``$COMPILE_SIGN_KEY``), else
+    the pipeline's ``signing.key`` reference (``env://VAR``: the PEM a CI secret put in ``$VAR``; else a file
+    path, relative to the pipeline). A key file inside the pipeline's repository is refused: committed with the
+    pipeline, it is no secret."""
+    role = "--sign-key" if key else f"${SIGN_KEY_ENV}"
+    key = key or os.environ.get(SIGN_KEY_ENV) or None
+    if key is None and reference is not None and reference.startswith(ENV_REFERENCE):
+        variable = reference[len(ENV_REFERENCE):]
+        material = os.environ.get(variable)
+        if not material:
+            raise InvalidInput(f"{pipeline}: signing.key {reference}: ${variable} is not set; put the PEM key there "
+                               "from a CI secret")
+        return signer_from_pem(material.encode(), f"{pipeline}: signing.key {reference}")
+    if key is None and reference is not None:
+        key, role = (pipeline.parent if pipeline else Path()) / reference, f"{pipeline}: signing.key"
+    if key is None:
+        return None
+    path = Path(key)
+    if pipeline is not None:
+        repository = repository_of(pipeline)
+        if path.resolve().is_relative_to(repository):
+            raise InvalidInput(f"signing key {path}: inside the pipeline's repository {repository}, where a private "
+                               "key is no secret; keep it outside (a CI secret written to a temporary file, or "
+                               "signing.key: env://VAR)")
+    return load_signer(path, role)
+
+
+def repository_of(pipeline: Path) -> Path:
+    """The repository a pipeline file is in (the nearest folder upward with ``.git``), else its folder."""
+    folder = pipeline.resolve().parent
+    for candidate in (folder, *folder.parents):
+        if (candidate / ".git").exists():
+            return candidate
+    return folder
+
+
+def attest(store: Store, content: ReleaseContent, content_sha256: str, signer, context: BuildContext | None
+           ) -> dict[str, Any]:
+    """Keep the provenance (signed with ``signer`` when given) and the manifest's signature beside the published
+    version; what was written and what was there already."""
+    name, version = content.name, content.version
+    manifest = store.read_manifest(name, version)
+    if manifest is None:
+        raise damaged(store, f"releases/{name}/{version}/manifest.json", "it vanished right after publishing")
+    if not holds(manifest, store, name, version, content_sha256):
+        raise Conflict(f"{name}@{version} is already published in {store.uri} with other content (a racing "
+                       "publisher's, on a registry); releases are immutable: publish a new version")
+    image = store.artifact(name, version)  # on OCI also the image manifest, the subject cosign looks for
+    extra = [{"name": image[0], "digest": {"sha256": image[1]}}] if image else []
+    provenance = provenance_statement(content, context, extra)
+    provenance_bytes = sign(provenance, signer) if signer else json.dumps(provenance, indent=2).encode()
+    kept = store.attach(name, version, "provenance", provenance_bytes)
+    provenance_bytes = provenance_bytes if kept is None else kept
+    outcome = {"provenance": "written" if kept is None else "already there", "signature": "unsigned"}
+    if signer is not None:
+        subject = [{"name": f"{name}@{version}", "digest": {"sha256": hashlib.sha256(manifest).hexdigest()}},
+                   *extra]
+        signed = sign(statement(subject, RELEASE_SIGNATURE, {
+            "contentSha256": content_sha256, "provenanceSha256": hashlib.sha256(provenance_bytes).hexdigest()}),
+            signer)
+        outcome["signature"] = "written" if store.attach(name, version, "signature", signed) is None \
+            else "already there"
+    return outcome

@@ -1,0 +1,171 @@
+"""Keys, and in-toto statements signed into Sigstore bundles: the one place a release is signed or a signature
+checked.
+
+The envelope is DSSE (securesystemslib's :class:`~securesystemslib.dsse.Envelope`, its signer and keys over
+``cryptography``), wrapped as a Sigstore bundle v0.3 whose verification material is a public-key hint: the form
+cosign writes for a key pair, so ``cosign verify --key`` reads it. No cryptography is written here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+from compiler.core.errors import CheckFailed, InvalidInput
+
+BUNDLE = "application/vnd.dev.sigstore.bundle.v0.3+json"
+PAYLOAD_TYPE = "application/vnd.in-toto+json"
+STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
+MAX_KEY_BYTES = 64 << 10
+"""A PEM key of the accepted kinds is a few hundred bytes; a bigger file is not one."""
+MAKE_KEY = ("make one with `openssl genpkey -algorithm ed25519 -out release.pem` (or `openssl ecparam -name "
+            "prime256v1 -genkey -noout -out release.pem`), its public half with `openssl pkey -in release.pem "
+            "-pubout -out release.pub`")
+
+
+def _read_key_file(path: Path, role: str) -> bytes:
+    """At most MAX_KEY_BYTES + 1 bytes of a regular file (a FIFO or device is refused without blocking on it)."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise InvalidInput(f"{role} {path}: no such file; {MAKE_KEY}") from None
+    except OSError as exc:
+        raise InvalidInput(f"{role} {path}: cannot read it ({exc.strerror or exc})") from None
+    if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+        os.close(descriptor)
+        raise InvalidInput(f"{role} {path}: not a regular file; give a PEM key file")
+    with os.fdopen(descriptor, "rb") as handle:
+        try:
+            data = handle.read(MAX_KEY_BYTES + 1)
+        except OSError as exc:
+            raise InvalidInput(f"{role} {path}: cannot read it ({exc.strerror or exc})") from None
+    if len(data) > MAX_KEY_BYTES:
+        raise InvalidInput(f"{role} {path}: over {MAX_KEY_BYTES // 1024} KiB, not a PEM key; {MAKE_KEY}")
+    return data
+
+
+def _accepted(key: Any, label: str) -> Any:
+    from cryptography.hazmat.primitives.asymmetric import ec, ed25519
+
+    if isinstance(key, ed25519.Ed25519PrivateKey | ed25519.Ed25519PublicKey):
+        return key
+    if isinstance(key, ec.EllipticCurvePrivateKey | ec.EllipticCurvePublicKey):
+        if key.curve.name == "secp256r1":
+            return key
+        raise InvalidInput(f"{label}: an EC key on {key.curve.name}; only P-256 (prime256v1) or Ed25519 keys "
+                           f"are accepted; {MAKE_KEY}")
+    kind = type(key).__name__.removeprefix("_").replace("PrivateKey", "").replace("PublicKey", "") or "unknown"
+    raise InvalidInput(f"{label}: a {kind} key; only EC P-256 or Ed25519 keys are accepted; {MAKE_KEY}")
+
+
+def load_signer(path: Path, role: str = "--sign-key"):
+    """The signer of a private key file (EC P-256 or Ed25519, unencrypted PEM as openssl writes it)."""
+    return signer_from_pem(_read_key_file(path, role), f"{role} {path}")
+
+
+def signer_from_pem(data: bytes, label: str):
+    """The signer of PEM bytes (a key file's, or a CI secret's from an environment variable); ``label`` names
+    where they came from in an error, never the bytes."""
+    from cryptography.hazmat.primitives.serialization import load_pem_private_key
+    from securesystemslib.signer import CryptoSigner
+
+    if len(data) > MAX_KEY_BYTES:
+        raise InvalidInput(f"{label}: over {MAX_KEY_BYTES // 1024} KiB, not a PEM key; {MAKE_KEY}")
+    try:
+        key = load_pem_private_key(data, password=None)
+    except TypeError:  # "Password was not given but private key is encrypted"
+        raise InvalidInput(f"{label}: the key is encrypted with a passphrase; give it unencrypted, kept in a CI "
+                           "secret (`openssl pkey -in KEY -out plain.pem`)") from None
+    except Exception as exc:  # cryptography raises ValueError or UnsupportedAlgorithm
+        if b"PUBLIC KEY" in data:
+            raise InvalidInput(f"{label}: a public key; signing needs the private key ({MAKE_KEY})") from None
+        raise InvalidInput(f"{label}: not a PEM private key ({type(exc).__name__}); {MAKE_KEY}") from None
+    return CryptoSigner(_accepted(key, label))
+
+
+def load_public_key(path: Path, role: str = "--key"):
+    """The public key of a PEM file (EC P-256 or Ed25519), as securesystemslib verifies with it."""
+    from cryptography.hazmat.primitives.serialization import load_pem_public_key
+    from securesystemslib.signer import SSlibKey
+
+    data = _read_key_file(path, role)
+    try:
+        key = load_pem_public_key(data)
+    except Exception as exc:  # cryptography raises ValueError or UnsupportedAlgorithm
+        if b"PRIVATE KEY" in data:
+            raise InvalidInput(f"{role} {path}: a private key; give its public half (`openssl pkey -in KEY -pubout "
+                               "-out release.pub`): verifying hosts never hold the private key") from None
+        raise InvalidInput(f"{role} {path}: not a PEM public key ({type(exc).__name__}); {MAKE_KEY}") from None
+    return SSlibKey.from_crypto(_accepted(key, f"{role} {path}"))
+
+
+def statement(subjects: list[dict[str, Any]], predicate_type: str, predicate: dict[str, Any]) -> dict[str, Any]:
+    """An in-toto Statement v1, validated with in-toto-attestation (its JSON is written from the dicts: the
+    protobuf Struct would turn every integer into a float)."""
+    from in_toto_attestation.v1.resource_descriptor import ResourceDescriptor
+    from in_toto_attestation.v1.statement import STATEMENT_TYPE_URI, Statement
+
+    descriptors = [ResourceDescriptor(name=s["name"], digest=s["digest"]).pb for s in subjects]
+    Statement(descriptors, predicate_type, predicate).validate()
+    return {"_type": STATEMENT_TYPE_URI, "subject": subjects, "predicateType": predicate_type, "predicate": predicate}
+
+
+def sign(statement_: dict[str, Any], signer) -> bytes:
+    """A Sigstore bundle of ``statement_`` in a DSSE envelope signed by ``signer``."""
+    from securesystemslib.dsse import Envelope
+
+    payload = json.dumps(statement_, sort_keys=True, separators=(",", ":")).encode()
+    envelope = Envelope(payload, PAYLOAD_TYPE, {})
+    envelope.sign(signer)
+    bundle = {"mediaType": BUNDLE,
+              "verificationMaterial": {"publicKey": {"hint": signer.public_key.keyid}, "tlogEntries": []},
+              "dsseEnvelope": envelope.to_dict()}
+    return json.dumps(bundle, indent=2).encode()
+
+
+def open_bundle(data: bytes, what: str) -> tuple[Any, dict[str, Any]]:
+    """A stored bundle's DSSE envelope and the statement it carries, unchecked; CheckFailed when it is not a
+    bundle of an in-toto statement."""
+    from securesystemslib.dsse import Envelope
+
+    try:
+        bundle = json.loads(data)
+        if bundle.get("mediaType") != BUNDLE:
+            raise ValueError(f"mediaType {str(bundle.get('mediaType'))[:80]!r}")
+        envelope = Envelope.from_dict(bundle["dsseEnvelope"])
+        if envelope.payload_type != PAYLOAD_TYPE:
+            raise ValueError(f"payloadType {str(envelope.payload_type)[:80]!r}")
+        carried = json.loads(envelope.payload)
+        if not isinstance(carried, dict) or carried.get("_type") != STATEMENT_TYPE:
+            raise ValueError("no in-toto Statement v1 inside")
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise CheckFailed(f"{what} is not a Sigstore bundle of an in-toto statement ({_short(exc)})") from None
+    except Exception as exc:  # securesystemslib's FormatError for a malformed signature entry
+        raise CheckFailed(f"{what} is not a Sigstore bundle of an in-toto statement ({_short(exc)})") from None
+    return envelope, carried
+
+
+def verify(data: bytes, key, what: str) -> dict[str, Any]:
+    """The statement of a bundle, once a signature in it verifies with ``key``; CheckFailed otherwise. The DSSE
+    ``keyid`` is a hint (cosign leaves it empty), so every signature is tried against the key."""
+    from securesystemslib.exceptions import UnverifiedSignatureError
+    from securesystemslib.signer import Signature
+
+    envelope, carried = open_bundle(data, what)
+    pae = envelope.pae()
+    for signature in envelope.signatures.values():
+        try:
+            key.verify_signature(Signature(key.keyid, signature.signature), pae)
+            return carried
+        except UnverifiedSignatureError:
+            continue
+        except Exception:  # a signature of another key type, or not a signature at all
+            continue
+    raise CheckFailed(f"{what}: bad signature: no signature in it verifies with the key given")
+
+
+def _short(exc: BaseException) -> str:
+    return (str(exc) or type(exc).__name__).splitlines()[0][:160]

@@ -1,0 +1,159 @@
+"""A release's signature and provenance in an OCI registry, the way cosign attaches Sigstore bundles
+(sigstore/cosign specs/BUNDLE_SPEC.md): each is an artifact manifest whose ``subject`` is the release's image
+manifest, found through the registry's referrers API or, on a registry without it (CNCF Distribution 2.x), through
+the OCI spec's fallback tag ``sha256-<digest>``: an image index listing the referrers, which the attacher keeps.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from compiler.core.errors import EnvironmentProblem
+from compiler.stores.base import MAX_ATTACHMENT_BYTES, check_version
+
+IMAGE_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+IMAGE_INDEX = "application/vnd.oci.image.index.v1+json"
+EMPTY = "application/vnd.oci.empty.v1+json"
+EMPTY_BYTES = b"{}"
+BUNDLE = "application/vnd.dev.sigstore.bundle.v0.3+json"
+STATEMENT = "application/vnd.in-toto+json"
+KIND = "vnd.trt-compile.attachment"
+"""Annotation naming what an attached artifact is (``signature`` or ``provenance``)."""
+
+
+class Referrers:
+    """Mixed into :class:`compiler.stores.oci.OciStore`: it supplies ``_repo``, ``_request``, ``_scope``,
+    ``_tag_digest``, ``_manifest``, ``_upload``, ``_put_manifest``, ``_read_small_blob``, ``_settle``, ``uri``."""
+
+    def attach(self, name: str, version: str, kind: str, data: bytes) -> bytes | None:
+        repo = self._repo(name)
+        subject = self._subject(repo, version)
+        for _ in range(3):  # the fallback index is read, extended and written: a racing attacher is retried
+            found = self._find(repo, subject, kind)
+            if found is not None:
+                return self._read_attached(repo, found, kind)
+            digest, descriptor = self._push_referrer(repo, subject, kind, data)
+            if descriptor is not None:  # no referrers API: keep the fallback tag's index
+                self._add_to_index(repo, subject, descriptor)
+                self._settle()
+            found = self._find(repo, subject, kind)
+            if found is not None:  # ours, or a racing attacher's that was listed first: the first one stays
+                return None if found == digest else self._read_attached(repo, found, kind)
+        raise EnvironmentProblem(f"store {self.uri}: the referrers of {repo}:{version} keep changing; try again")
+
+    def attachment(self, name: str, version: str, kind: str) -> bytes | None:
+        repo = self._repo(name)
+        subject = self._subject(repo, version, missing_ok=True)
+        if subject is None:
+            return None
+        found = self._find(repo, subject, kind)
+        return None if found is None else self._read_attached(repo, found, kind)
+
+    def artifact(self, name: str, version: str) -> tuple[str, str] | None:
+        """The version's image manifest, as cosign names it: ``host/repository/name`` and its sha256."""
+        digest = self._subject(self._repo(name), version)
+        return f"{self.host}/{self._repo(name)}", digest.removeprefix("sha256:")
+
+    def _subject(self, repo: str, version: str, *, missing_ok: bool = False) -> str | None:
+        digest = self._tag_digest(repo, check_version(version))
+        if digest is None and not missing_ok:
+            raise EnvironmentProblem(f"store {self.uri}: {repo}:{version} vanished before its {version} attachment "
+                                     "was written; publish again")
+        return digest
+
+    def _find(self, repo: str, subject: str, kind: str) -> str | None:
+        """The digest of the first artifact of ``kind`` referring to ``subject``."""
+        for entry in self._index(repo, subject):
+            annotations = entry.get("annotations") if isinstance(entry, dict) else None
+            if isinstance(annotations, dict) and annotations.get(KIND) == kind \
+                    and isinstance(entry.get("digest"), str) and entry["digest"].startswith("sha256:"):
+                return entry["digest"]
+        return None
+
+    def _index(self, repo: str, subject: str) -> list[Any]:
+        """The referrers of ``subject``: the referrers API's answer, else the fallback tag's index."""
+        response = self._request("GET", f"/v2/{repo}/referrers/{subject}", f"the referrers of {repo}@{subject[:19]}",
+                                 scope=self._scope(repo), headers={"Accept": IMAGE_INDEX})
+        if response is None or not response.headers.get("Content-Type", "").startswith(IMAGE_INDEX):
+            found = self._fallback(repo, subject)
+            return found[0] if found else []
+        return _manifests(response.content)
+
+    def _fallback(self, repo: str, subject: str) -> tuple[list[Any], bytes] | None:
+        tag = subject.replace(":", "-")
+        response = self._request("GET", f"/v2/{repo}/manifests/{tag}", f"{repo}:{tag}", scope=self._scope(repo),
+                                 headers={"Accept": IMAGE_INDEX})
+        return None if response is None else (_manifests(response.content), response.content)
+
+    def _push_referrer(self, repo: str, subject: str, kind: str, data: bytes) -> tuple[str, dict[str, Any] | None]:
+        """Push the artifact: its digest, and its descriptor for the fallback index (None when the registry
+        indexed it itself: it answers with an ``OCI-Subject`` header)."""
+        artifact_type = BUNDLE if _is_bundle(data) else STATEMENT
+        sha256, empty = self._send(repo, data), self._send(repo, EMPTY_BYTES)
+        annotations = {KIND: kind}
+        manifest = {"schemaVersion": 2, "mediaType": IMAGE_MANIFEST, "artifactType": artifact_type,
+                    "config": {"mediaType": EMPTY, "digest": f"sha256:{empty}", "size": len(EMPTY_BYTES)},
+                    "layers": [{"mediaType": artifact_type, "digest": f"sha256:{sha256}", "size": len(data),
+                                "annotations": {"org.opencontainers.image.title": f"sha256-{sha256}.sigstore.json"}}],
+                    "subject": {"mediaType": IMAGE_MANIFEST, "digest": subject, "size": self._subject_size(repo,
+                                                                                                          subject)},
+                    "annotations": annotations}
+        body = json.dumps(manifest, separators=(",", ":")).encode()
+        digest = "sha256:" + hashlib.sha256(body).hexdigest()
+        response = self._request("PUT", f"/v2/{repo}/manifests/{digest}", f"the {kind} of {repo}@{subject[:19]}",
+                                 scope=self._scope(repo), ok=(201, 200), data=body,
+                                 headers={"Content-Type": IMAGE_MANIFEST})
+        if response is not None and response.headers.get("OCI-Subject"):
+            return digest, None
+        return digest, {"mediaType": IMAGE_MANIFEST, "digest": digest, "size": len(body),
+                        "artifactType": artifact_type, "annotations": annotations}
+
+    def _send(self, repo: str, data: bytes) -> str:
+        """Upload a small blob unless the repository has it; its sha256."""
+        sha256 = hashlib.sha256(data).hexdigest()
+        if self._request("HEAD", f"/v2/{repo}/blobs/sha256:{sha256}", "a blob", scope=self._scope(repo)) is None:
+            self._upload(repo, sha256, data, len(data))
+        return sha256
+
+    def _subject_size(self, repo: str, subject: str) -> int:
+        response = self._request("HEAD", f"/v2/{repo}/manifests/{subject}", f"{repo}@{subject[:19]}",
+                                 scope=self._scope(repo), headers={"Accept": IMAGE_MANIFEST})
+        return int(response.headers.get("Content-Length", 0)) if response is not None else 0
+
+    def _add_to_index(self, repo: str, subject: str, descriptor: dict[str, Any]) -> None:
+        found = self._fallback(repo, subject)
+        entries = [e for e in (found[0] if found else []) if isinstance(e, dict)]
+        index = {"schemaVersion": 2, "mediaType": IMAGE_INDEX, "manifests": [*entries, descriptor]}
+        tag = subject.replace(":", "-")
+        self._request("PUT", f"/v2/{repo}/manifests/{tag}", f"tag {repo}:{tag}", scope=self._scope(repo),
+                      ok=(201, 200), data=json.dumps(index, separators=(",", ":")).encode(),
+                      headers={"Content-Type": IMAGE_INDEX})
+
+    def _read_attached(self, repo: str, digest: str, kind: str) -> bytes:
+        found = self._manifest(repo, digest)
+        layers = found[0].get("layers") if found else None
+        what = f"the {kind} of {repo} ({digest[:19]})"
+        if not isinstance(layers, list) or not layers or not isinstance(layers[0], dict):
+            raise self._damaged(what, "its artifact manifest has no layer")
+        size = layers[0].get("size")
+        if not isinstance(size, int) or size > MAX_ATTACHMENT_BYTES:
+            raise self._damaged(what, f"its layer is not a record of at most {MAX_ATTACHMENT_BYTES} bytes")
+        return self._read_small_blob(repo, layers[0], what)
+
+
+def _manifests(body: bytes) -> list[Any]:
+    try:
+        index = json.loads(body) if len(body) <= MAX_ATTACHMENT_BYTES else None
+    except ValueError:
+        index = None
+    manifests = index.get("manifests") if isinstance(index, dict) else None
+    return manifests if isinstance(manifests, list) else []
+
+
+def _is_bundle(data: bytes) -> bool:
+    try:
+        return json.loads(data).get("mediaType") == BUNDLE
+    except (ValueError, AttributeError):
+        return False

@@ -1,0 +1,145 @@
+"""Hostile inputs to signing and verification (issue 31), through the real CLI on a local store:
+
+- key files that are not what they must be (not PEM, a public key to sign or a private key to verify, RSA, EC
+  P-384, encrypted, huge, empty, a FIFO, a folder, a device, missing) given to `publish --sign-key`, `verify --key`
+  and `pull --verify-key`: exit 2, one error line naming the key, before the store is touched (a publish creates
+  no store);
+- a signature or provenance in the store that is damaged, planted or of another release (garbage, empty, huge, a
+  FIFO, a link out, JSON that is no bundle, a bundle with a flipped signature byte, another version's signature):
+  verify and a verified pull exit 1 naming what is wrong (2 for a link leading out of the store, refused as the
+  store refuses any), write nothing, and change no byte of the store.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.hostile.harness import snapshot, snapshot_changes
+from tests.support.cli import assert_clean_error, run_cli
+from tests.support.keys import write_keys
+
+NAME, SKU = "digits", "rtx-3090"
+
+
+@pytest.fixture(scope="module")
+def keys(tmp_path_factory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("keys")
+    paths = write_keys(folder)
+    paths["huge"] = folder / "huge.pem"
+    with open(paths["huge"], "wb") as handle:
+        handle.truncate(1 << 30)  # sparse: a GiB that costs no disk
+    paths["empty"] = folder / "empty.pem"
+    paths["empty"].write_bytes(b"")
+    paths["fifo"] = folder / "fifo.pem"
+    os.mkfifo(paths["fifo"])
+    paths["folder"] = folder / "folder.pem"
+    paths["folder"].mkdir()
+    paths["device"] = Path("/dev/zero")
+    paths["missing"] = folder / "missing.pem"
+    return paths
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory, digits_model, digits_profiles, keys) -> Path:
+    """A store with 1.0.0 and 1.0.1 signed by the Ed25519 key, and 2.0.0 unsigned."""
+    root = tmp_path_factory.mktemp("trust")
+    build = root / "build"
+    built = run_cli("build", digits_model, "--profiles", digits_profiles, "--sku", SKU, "--precision", "fp16",
+                    "--out", build)
+    assert built.exit_code == 0, built.stderr
+    store = root / "store"
+    for version, sign in (("1.0.0", True), ("1.0.1", True), ("2.0.0", False)):
+        args = ["--sign-key", keys["ed25519"]] if sign else []
+        done = run_cli("publish", build, "--name", NAME, "--version", version, "--store", store, *args)
+        assert done.exit_code == 0, done.stderr
+    (root / "build-path").write_text(str(build))
+    return root
+
+
+KEY_CASES = ("not-pem", "rsa", "p384", "encrypted", "huge", "empty", "fifo", "folder", "device", "missing")
+
+
+@pytest.mark.parametrize("bad", [*KEY_CASES, "ed25519.pub"])
+def test_a_bad_signing_key_is_refused_before_the_store_is_touched(bad, keys, template, tmp_path):
+    store = tmp_path / "store"
+    build = Path((template / "build-path").read_text())
+    result = run_cli("publish", build, "--name", NAME, "--version", "3.0.0", "--store", store, "--sign-key",
+                     keys[bad], timeout=60)
+    assert_clean_error(result, 2, "--sign-key", str(keys[bad]))
+    assert not store.exists()
+
+
+@pytest.mark.parametrize("bad", [*KEY_CASES, "ed25519"])
+@pytest.mark.parametrize("command", ["verify", "pull"])
+def test_a_bad_verification_key_is_refused_and_nothing_is_written(bad, command, keys, template, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    option = "--key" if command == "verify" else "--verify-key"
+    args = ["--out", out / "digits.plan", "--sku", SKU] if command == "pull" else []
+    result = run_cli(command, f"{NAME}@1.0.0", "--store", template / "store", option, keys[bad], *args, timeout=60)
+    assert_clean_error(result, 2, option, str(keys[bad]))
+    assert list(out.iterdir()) == []
+
+
+def _flip_signature(data: bytes) -> bytes:
+    bundle = json.loads(data)
+    signature = bundle["dsseEnvelope"]["signatures"][0]
+    raw = bytearray(base64.b64decode(signature["sig"]))
+    raw[-1] ^= 1
+    signature["sig"] = base64.b64encode(bytes(raw)).decode()
+    return json.dumps(bundle).encode()
+
+
+def _plant(store: Path, kind: str, how: str, outside: Path) -> None:
+    path = store / "releases" / NAME / "1.0.0" / f"{kind}.json"
+    original = path.read_bytes()
+    path.unlink()
+    if how == "fifo":
+        os.mkfifo(path)
+    elif how == "link-out":
+        (outside / "planted.json").write_bytes(original)
+        path.symlink_to(outside / "planted.json")
+    elif how == "huge":
+        with open(path, "wb") as handle:
+            handle.truncate(5 << 20)
+    else:
+        other = (store / "releases" / NAME / "1.0.1" / f"{kind}.json").read_bytes()
+        path.write_bytes({"garbage": b"\x00\xff{not json", "empty": b"", "not-a-bundle": b'{"mediaType": "x"}',
+                          "flipped": _flip_signature(original) if kind == "signature" else b"{}",
+                          "other-version": other}[how])
+
+
+SIGNATURE_CASES = ("garbage", "empty", "not-a-bundle", "flipped", "other-version", "huge", "fifo", "link-out")
+"""(how the signature is damaged): verify and a verified pull exit 1."""
+PROVENANCE_CASES = ("garbage", "empty", "not-a-bundle", "other-version", "huge")
+
+
+@pytest.mark.parametrize(("kind", "how"), [*(("signature", h) for h in SIGNATURE_CASES),
+                                           *(("provenance", h) for h in PROVENANCE_CASES)])
+def test_a_damaged_or_planted_attachment_fails_verification(kind, how, keys, template, tmp_path):
+    store = tmp_path / "store"
+    shutil.copytree(template / "store", store, symlinks=True)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    _plant(store, kind, how, outside)
+    before = snapshot(tmp_path, [])
+    code = 2 if how == "link-out" else 1  # the store refuses a link leading out of it as it does for a manifest
+    verdict = run_cli("verify", f"{NAME}@1.0.0", "--store", store, "--key", keys["ed25519.pub"], timeout=60)
+    assert_clean_error(verdict, code, f"{kind}.json" if how in ("fifo", "link-out") else f"{NAME}@1.0.0")
+    out = tmp_path / "out"
+    out.mkdir()
+    pulled = run_cli("pull", f"{NAME}@1.0.0", "--store", store, "--sku", SKU, "--out", out / "digits.plan",
+                     "--verify-key", keys["ed25519.pub"], timeout=60)
+    if kind == "signature":  # a pull checks the signature; the provenance is verify's
+        assert_clean_error(pulled, code)
+        assert list(out.iterdir()) == []
+    else:
+        assert pulled.exit_code == 0, pulled.stderr
+    out.rename(tmp_path / "pulled")
+    assert snapshot_changes(before, snapshot(tmp_path, [tmp_path / "pulled"])) == []
