@@ -26,7 +26,9 @@ from compiler.cli.params import (
     option,
     switch,
 )
+from compiler.core.errors import CheckFailed
 from compiler.core.text import printable
+from compiler.core.yaml import and_more
 from compiler.stores import DEFAULT_STORE  # the interface only: each backend is imported when its URI is used
 
 
@@ -43,6 +45,9 @@ def publish(
                                    "changed.", show_default=False)],
     allow_failed: Annotated[bool, switch("--allow-failed", INPUTS, "Publish the targets that built even if others "
                                                                    "or the check failed.")] = False,
+    repair: Annotated[bool, switch("--repair", INPUTS, "First read back every blob of the folder the store holds "
+                                                      "and replace damaged ones (what pull or ls --verify "
+                                                      "reported).")] = False,
     sign_key: SignKeyOption = None,
     store: StoreOption = DEFAULT_STORE,
     json: JsonOption = False,
@@ -55,7 +60,7 @@ def publish(
     signer = signer_of(sign_key)  # a bad key is refused before anything is read or sent
     with nullcontext() if json else render.phase_progress("blobs") as progress:
         result = publish_release(build_dirs, store, name, version, allow_failed=allow_failed, progress=progress,
-                                 signer=signer)
+                                 signer=signer, repair=repair)
     if json:
         render.emit_json(result)
     else:
@@ -109,16 +114,30 @@ def pull(
         render.pulled(result)
 
 
-@examples("compile ls", "compile ls digits --store s3://models/team", "compile ls digits@1.0.0 --json")
+@examples("compile ls", "compile ls digits --store s3://models/team", "compile ls digits@1.0.0 --json",
+          "compile ls --verify --store s3://models/team")
 def list_releases(
     release: Annotated[str | None, typer.Argument(metavar="[NAME[@VERSION]]", show_default=False,
                                                   help="A release, or one version of it.")] = None,
+    verify: Annotated[bool, switch("--verify", INPUTS, "Read every manifest, channel and blob (of NAME, or of the "
+                                                      "store) and list what is damaged, dangling or unreferenced; "
+                                                      "exit 1 if anything is damaged or dangling.")] = False,
     store: StoreOption = DEFAULT_STORE,
     json: JsonOption = False,
 ) -> None:
     """Releases, their versions and channels, and the engines of one version."""
     from compiler.releases.listing import list_store
 
+    if verify:
+        from compiler.releases.fsck import verify_store
+
+        report = verify_store(store, release)
+        render.emit_json(report) if json else render.store_check(report)
+        if not report.passed:
+            broken = [f for f in report.findings if f.kind != "unreferenced"]
+            raise CheckFailed(f"store {printable(report.store)}: {len(broken)} damaged or dangling: "
+                              f"{printable(broken[0].key)} ({broken[0].kind})" + and_more(len(broken) - 1))
+        return
     listing = list_store(store, release)
     if json:
         render.emit_json(listing)
@@ -135,6 +154,8 @@ def promote(
     channel: Annotated[str, option("CHANNEL", INPUTS, "The channel to move (a-z 0-9 _ -, starting with a letter).",
                                    show_default=False)],
     allow_yanked: AllowYankedOption = False,
+    repair: Annotated[bool, switch("--repair", INPUTS, "Replace a damaged channel record (its history starts "
+                                                      "again at this move).")] = False,
     store: StoreOption = DEFAULT_STORE,
     allow_failed: Annotated[bool, switch("--allow-failed", INPUTS, "Promote a version whose check failed or that "
                                                                    "was published with --allow-failed.")] = False,
@@ -144,7 +165,8 @@ def promote(
     check failed, or published with --allow-failed, is refused (exit 1) unless --allow-failed."""
     from compiler.releases.channels import promote as promote_release
 
-    result = promote_release(store, release, channel, allow_yanked=allow_yanked, allow_failed=allow_failed)
+    result = promote_release(store, release, channel, allow_yanked=allow_yanked, allow_failed=allow_failed,
+                             repair=repair)
     if json:
         render.emit_json(result)
     else:

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from compiler.inspect.summary import InspectReport
     from compiler.pipeline.plan import ReleasePlan
     from compiler.releases.channels import PromoteResult
+    from compiler.releases.fsck import StoreCheck
     from compiler.releases.listing import Listing
     from compiler.releases.publish import PublishResult
     from compiler.releases.pull import PullResult
@@ -290,7 +291,8 @@ def calibration(result: CalibrationResult) -> None:
 
 
 def published(result: PublishResult) -> None:
-    what = ("published" if result.status == "published" else "already published with this content; nothing sent")
+    what = {"published": "published", "repaired": "already published with this content; damaged blobs replaced"
+            }.get(result.status, "already published with this content; nothing sent")
     console.print(f"{result.name}@{result.version} {what}: {result.engines} engines in {printable(result.store)}; "
                   f"{result.uploaded_blobs} blobs sent ({human_size(result.uploaded_bytes)}), "
                   f"{result.present_blobs} already there, {result.seconds:.2f} s")
@@ -349,10 +351,24 @@ def yanked(result) -> None:
     console.print(f"{result.name}@{result.version} {what}: {printable(result.reason)}")
 
 
+def store_check(report: StoreCheck) -> None:
+    scope = f"{report.name} in " if report.name else ""
+    console.print(f"{scope}{printable(report.store)}: {report.versions} versions, {report.channels} channels, "
+                  f"{report.blobs} blobs ({human_size(report.bytes_read)}) read"
+                  + ("" if report.unreferenced_listed else "; unreferenced blobs not listed (the registry lists "
+                     "none, or one release of a shared pool)"))
+    if report.findings:
+        console.print(table("Findings", ["kind", "where", "why"], [
+            [f.kind, printable(f.key), printable(f.why)] for f in report.findings]))
+    else:
+        console.print("nothing damaged, dangling or unreferenced")
+
+
 def promoted(result: PromoteResult) -> None:
     moved = f"{result.previous} -> {result.version}" if result.previous else f"new, at {result.version}"
-    console.print(f"{result.name}@{result.channel}: " + (moved if result.status == "moved"
-                                                          else f"already at {result.version}"))
+    console.print(f"{result.name}@{result.channel}: " + {
+        "moved": moved, "repaired": f"damaged record replaced, at {result.version}"}.get(
+        result.status, f"already at {result.version}"))
 
 
 def exported(result: TritonExport) -> None:

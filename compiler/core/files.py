@@ -217,14 +217,6 @@ def write_atomic(path: Path, data: bytes) -> None:
             raise
 
 
-def link_or_copy(source: Path, target: Path) -> None:
-    """Hard-link when possible (plans can be GBs); copy across filesystems."""
-    try:
-        os.link(source, target)
-    except OSError:
-        shutil.copy2(source, target)
-
-
 def copy_file(source: Path, target: Path) -> None:
     """An independent copy of ``source`` at ``target`` (created, must not exist): a reflink where the filesystem
     shares extents copy-on-write (btrfs, XFS), else a byte copy; never a hard link, so editing one cannot change
@@ -234,3 +226,28 @@ def copy_file(source: Path, target: Path) -> None:
             fcntl.ioctl(dst.fileno(), 0x40049409, src.fileno())  # FICLONE
         except OSError:
             shutil.copyfileobj(src, dst, 1 << 20)
+
+
+STALE_PARTIAL_SECONDS = 3600
+"""A write in progress touches its temporary file at every chunk; one untouched for an hour was left by a writer
+that was killed (``kill -9``, a power cut) and can no longer clean up after itself."""
+
+
+def sweep_partials(folder: Path, prefix: str = ".") -> None:
+    """Remove the ``<prefix>….partial`` files and folders in ``folder`` that interrupted writes left (untouched
+    for :data:`STALE_PARTIAL_SECONDS`); best effort, never following a link."""
+    cutoff = time.time() - STALE_PARTIAL_SECONDS
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return
+    for entry in entries:
+        if not (entry.name.startswith(prefix) and entry.name.endswith(".partial")):
+            continue
+        with suppress(OSError):
+            if entry.stat(follow_symlinks=False).st_mtime >= cutoff:
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path, ignore_errors=True)
+            else:
+                os.unlink(entry.path)

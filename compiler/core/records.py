@@ -28,6 +28,7 @@ its samples."""
 
 
 SKU_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 COMPUTE_CAPABILITY_NAME = re.compile(r"[0-9]{1,2}\.[0-9]{1,2}")
 
 
@@ -44,6 +45,16 @@ def _compute_capability(value: str) -> str:
     return value
 
 
+def _sha256(value: str) -> str:
+    if not SHA256_HEX.fullmatch(value):
+        raise ValueError(f"{value[:80]!r} is not a sha256 (64 lower-case hex digits)")
+    return value
+
+
+Sha256 = Annotated[str, AfterValidator(_sha256)]
+"""A content digest; it becomes a key (``blobs/sha256/<digest>``) and a file name."""
+ByteSize = Annotated[int, Field(ge=0, lt=2**63)]
+"""A file's size: what a filesystem, S3 or a registry can hold (a 10**4000 in a manifest is not a size)."""
 SkuName = Annotated[str, AfterValidator(_sku_name)]
 """A SKU as records name it; it becomes a folder and file name (build folders, Triton plan files)."""
 ComputeCapability = Annotated[str, AfterValidator(_compute_capability)]
@@ -98,8 +109,8 @@ class EngineRecord(BaseModel):
     """engine.json: exactly what one plan file is."""
 
     format_version: int = BUILD_FORMAT
-    sha256: str
-    size_bytes: int
+    sha256: Sha256
+    size_bytes: ByteSize
     model_sha256: str
     built_model_sha256: str
     calibration_sha256: str | None
@@ -407,8 +418,8 @@ READABLE_RELEASE_FORMATS = (1, 2)
 class BlobRef(BaseModel):
     """A file in the store, by content: ``blobs/sha256/<sha256>``."""
 
-    sha256: str
-    size_bytes: int
+    sha256: Sha256
+    size_bytes: ByteSize
 
 
 class ReleaseEngine(BaseModel):

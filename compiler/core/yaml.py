@@ -76,12 +76,55 @@ def read_yaml(path: str | Path) -> Any:
     except OSError as exc:
         raise InvalidInput(f"{path}: cannot read the file ({exc.strerror or exc})") from None
     try:
-        return yaml.load(text, Loader=_UniqueKeyLoader)  # a safe loader: no Python tags
+        return _load_bounded(text, path)
     except yaml.YAMLError as exc:
         raise InvalidInput(f"{path}: not valid YAML ({_yaml_problem(exc)})") from None
     except (ValueError, RecursionError) as exc:  # an integer of thousands of digits; nesting thousands deep
         why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise InvalidInput(f"{path}: not a YAML file of ours ({why})") from None
+
+
+MAX_YAML_NODES = 1_000_000
+"""Values a document may expand to, aliases counted at every use: a 500-byte "billion laughs" of nested anchors
+expands to 10**8 and more; our largest files are a few thousand."""
+
+
+def _load_bounded(text: str, path: Path) -> Any:
+    """The document, constructed only once its expansion is known to stay under :data:`MAX_YAML_NODES` (the
+    composed graph shares each anchored node among its aliases, so counting costs what reading did)."""
+    loader = _UniqueKeyLoader(text)  # a safe loader: no Python tags
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        if _expanded_size(node) > MAX_YAML_NODES:
+            raise InvalidInput(f"{path}: its aliases expand to more than {MAX_YAML_NODES:,} values, which no YAML "
+                               "file of ours has (an alias bomb?); write the values out")
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def _expanded_size(root: yaml.Node) -> int:
+    """How many values ``root`` stands for once every alias is expanded (each node counted once per use); a node
+    that contains itself (``&a [*a]``) counts as endless."""
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        children = ([part for pair in node.value for part in pair] if isinstance(node, yaml.MappingNode)
+                    else node.value if isinstance(node, yaml.SequenceNode) else [])
+        if children_done:
+            open_nodes.discard(id(node))
+            sizes[id(node)] = min(1 + sum(sizes[id(child)] for child in children), MAX_YAML_NODES + 1)
+        elif id(node) in open_nodes:
+            return MAX_YAML_NODES + 1
+        elif id(node) not in sizes:
+            open_nodes.add(id(node))
+            stack.append((node, True))
+            stack.extend((child, False) for child in children)
+    return sizes[id(root)]
 
 
 def describe_validation_error(exc: ValidationError) -> str:

@@ -18,10 +18,10 @@ from typing import Any
 
 from compiler.core.files import (
     content_stat,
+    copy_file,
     default_cache_dir,
     file_sha256,
     hash_json,
-    link_or_copy,
     staging_folder,
     stat_key,
     write_atomic,
@@ -41,9 +41,9 @@ class BuildCache:
         return self.remember("sha256", [path], lambda: {"sha256": file_sha256(path)})["sha256"]
 
     def plan_intact(self, plan: Path, sha256: str) -> bool:
-        """Whether a cached plan still has the bytes it was stored with. Hits hard-link it into OUT folders,
-        where it can be rewritten in place (``cp`` onto ``engine.plan``); it is hashed again only when its
-        size, mtime or inode moved, so a hit stays a stat and a small read."""
+        """Whether a cached plan still has the bytes it was stored with. Hits copy it into OUT folders (a
+        reflink where the filesystem has them), so only an edit of the cache itself changes it; it is hashed again
+        only when its size, mtime or inode moved, so a hit stays a stat and a small read."""
         facts = self.remember(PLAN_SHA256, [plan], lambda: {"sha256": file_sha256(plan)}, stat=content_stat)
         return facts["sha256"] == sha256
 
@@ -112,7 +112,7 @@ class BuildCache:
         with staging_folder(entry.parent, key[:12]) as staging:
             try:
                 for name in ENGINE_FILES:
-                    link_or_copy(source / name, staging / name)
+                    copy_file(source / name, staging / name)
                 os.rename(staging, entry)
             except OSError:
                 if not entry.exists():
@@ -139,10 +139,10 @@ class BuildCache:
             return
         with staging_folder(entry.parent, sha256[:12]) as staging:
             try:
-                link_or_copy(model, staging / "model.onnx")
+                copy_file(model, staging / "model.onnx")
                 for file, name in zip(external, names, strict=True):
                     (staging / name).parent.mkdir(parents=True, exist_ok=True)
-                    link_or_copy(file, staging / name)
+                    copy_file(file, staging / name)
                 os.rename(staging, entry)
             except OSError:
                 if not entry.exists():

@@ -18,7 +18,7 @@ from typing import Any
 from compiler.backends.isolated import BuiltPlan, Either
 from compiler.core.digest import finish_model_digest, hash_model_file
 from compiler.core.errors import CompileError
-from compiler.core.files import changed_since, link_or_copy, replace_dir, staging_folder, write_atomic
+from compiler.core.files import changed_since, copy_file, replace_dir, staging_folder, write_atomic
 from compiler.core.profiles import inconsistent_profiles
 from compiler.core.records import CacheOutcome, EngineRecord, Kernel, LayersRecord, Progress, Status, TargetStatus
 from compiler.engines.cache import ENGINE_FILES, BuildCache
@@ -98,7 +98,7 @@ def _produce(job: BuildJob, build: Build, staging: Path, progress: Progress | No
 
 def _cached_entry(cache: BuildCache, key: str) -> tuple[Path, EngineRecord] | None:
     """The cache's entry for ``key`` and its record when it is whole; a damaged one (a plan of another size,
-    or rewritten in place through a hard link in some OUT folder) is evicted."""
+    or rewritten in place in the cache) is evicted."""
     entry = cache.lookup(key)
     if entry is None:
         return None
@@ -145,7 +145,7 @@ def _from_cache(job: BuildJob, staging: Path, started: float, cache: BuildCache)
         entry, record = hit
         for name in ENGINE_FILES:
             if name not in ("engine.json", "build.log"):
-                link_or_copy(entry / name, staging / name)
+                copy_file(entry / name, staging / name)  # a copy (reflink): OUT and the cache never share a file
         # The log names the model its build parsed, perhaps another run's calibration folder since replaced: say
         # this run's too, where check looks for the model the engine was built from (same bytes, by the key).
         write_atomic(staging / "build.log", (entry / "build.log").read_bytes() + (

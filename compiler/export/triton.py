@@ -16,17 +16,22 @@ the manifest claims; an existing version folder is never overwritten with other 
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import fcntl
 import hashlib
 import os
 import re
 import shutil
+import stat
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from pydantic import BaseModel
 
-from compiler.core.errors import CheckFailed, Conflict, InvalidInput
-from compiler.core.files import default_cache_dir, write_atomic
+from compiler.core.errors import CheckFailed, Conflict, EnvironmentProblem, InvalidInput
+from compiler.core.files import default_cache_dir, sweep_partials, write_atomic
 from compiler.core.records import ReleaseEngine, ReleaseManifest
 from compiler.core.runtimes import FAMILY_NAMES, claimed_by_header
 from compiler.export.triton_config import WARMUP_FOLDER, parse_config, render_config
@@ -103,7 +108,7 @@ def export_triton(store: str | Store, ref: str | Ref, repo: Path, *, model_name:
     config = render_config(name, manifest, engines, plans, default_plan, golden.inputs if golden else None)
     model_dir = repo / name
     target = model_dir / str(version_folder)
-    files = {_file_name(e): e for e in engines}
+    files = {_file_name(e): e for e in engines if _file_name(e) in plans.values()}  # what the config names
     expected = {file: engine.plan.sha256 for file, engine in files.items()}
     result = TritonExport(
         release=str(resolved.ref), version=resolved.version, model=name, model_dir=str(model_dir),
@@ -112,18 +117,28 @@ def export_triton(store: str | Store, ref: str | Ref, repo: Path, *, model_name:
         batching=config.batching.reason or f"max_batch_size {config.batching.max_batch_size} from the profiles",
         warmup=sorted(config.warmup), notes=_notes(engines), seconds=0, warnings=release_warnings(manifest))
     existing_config = model_dir / CONFIG
-    if existing_config.is_file() and not _same_model(existing_config.read_bytes(), config.text.encode()):
-        raise Conflict(f"{existing_config}: describes other plans, inputs, outputs or batching than {resolved.ref}; "
-                       "export to another --model-name or --repo, or remove that model folder")
-    _write_warmup(model_dir / WARMUP_FOLDER, config.warmup, check_only=True)
-    if target.exists():
-        _same_or_conflict(target, expected, resolved.ref)
-        result.status = "unchanged"
-    else:
-        model_dir.mkdir(exist_ok=True)
-        _stage(store, manifest.content.name, files, target, cache)
-    _write_warmup(model_dir / WARMUP_FOLDER, config.warmup)
-    write_atomic(existing_config, config.text.encode())  # last: Triton sees the model only once its files are there
+    with model_lock(repo, name):  # two exports into one model: one at a time, so a config never names the other's
+        _regular_or_absent(existing_config)
+        if existing_config.is_file() and not _same_model(existing_config.read_bytes(), config.text.encode()):
+            raise Conflict(f"{existing_config}: describes other plans, inputs, outputs or batching than "
+                           f"{resolved.ref}; export to another --model-name or --repo, or remove that model folder")
+        _write_warmup(model_dir / WARMUP_FOLDER, config.warmup, check_only=True)
+        if target.exists():
+            _same_or_conflict(target, expected, resolved.ref)
+            result.status = "unchanged"
+        else:
+            created = not model_dir.exists()
+            model_dir.mkdir(exist_ok=True)
+            sweep_partials(model_dir)  # version folders that exports killed midway left
+            try:
+                _stage(store, manifest.content.name, files, target, cache)
+            except BaseException:
+                if created:  # a failed export leaves no empty model folder behind
+                    with contextlib.suppress(OSError):
+                        model_dir.rmdir()
+                raise
+        _write_warmup(model_dir / WARMUP_FOLDER, config.warmup)
+        write_atomic(existing_config, config.text.encode())  # last: Triton sees the model once its files are there
     result.seconds = round(time.monotonic() - started, 3)
     return result
 
@@ -205,7 +220,8 @@ def _engines(manifest: ReleaseManifest, precision: str | None) -> list[ReleaseEn
     engines = [e for e in manifest.content.engines if precision is None or e.precision == precision]
     precisions = sorted({e.precision.value for e in manifest.content.engines})
     if not engines:
-        raise InvalidInput(f"{release} has no {precision} engine; it has {', '.join(precisions)}")
+        what = f"no {precision} engine" if precision else "no engines"
+        raise InvalidInput(f"{release} has {what}" + (f"; it has {', '.join(precisions)}" if precisions else ""))
     if len({e.precision for e in engines}) > 1:
         raise InvalidInput(f"{release} has engines of {', '.join(precisions)}; one Triton model serves one "
                            f"precision: add --precision {' or '.join(precisions)}")
@@ -266,3 +282,38 @@ def _same_or_conflict(target: Path, expected: dict[str, str], ref: object) -> No
     if found != expected:
         raise Conflict(f"{target}: this Triton version folder holds other files than {ref}'s plans; pass another "
                        "--model-version (a new number), or remove it")
+
+
+def _regular_or_absent(path: Path) -> None:
+    """config.pbtxt is replaced whole, never written through: what stands there must be a plain file (a link, a
+    FIFO or a folder is someone else's, refused rather than replaced or read)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(mode):
+        raise InvalidInput(f"{path}: not a regular file (a link, FIFO or folder stands there); remove it, or export "
+                           "to another --model-name")
+
+
+@contextlib.contextmanager
+def model_lock(repo: Path, name: str) -> Iterator[None]:
+    """An exclusive ``flock`` on ``REPO/.<model>.lock`` while an export writes that model (released when the file
+    closes, also when the process dies). Opened without following a link or blocking on a FIFO that stands there
+    (O_NOFOLLOW, O_NONBLOCK); anything but a regular file is refused."""
+    path = repo / f".{name}.lock"
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                     0o644)
+    except OSError as exc:
+        what = {errno.ELOOP: "a symbolic link", errno.ENXIO: "a FIFO", errno.EISDIR: "a folder"}.get(exc.errno)
+        if what:
+            raise InvalidInput(f"--repo {repo}: {path.name} is {what}, not the lock file exports use; remove it"
+                               ) from None
+        raise EnvironmentProblem(f"--repo {repo}: cannot open {path.name} ({exc.strerror or exc})") from None
+    with os.fdopen(fd, "ab") as lock:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise InvalidInput(f"--repo {repo}: {path.name} is not a regular file, not the lock file exports use; "
+                               "remove it")
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield

@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from compiler.backends import BACKENDS
 from compiler.core.errors import InvalidInput
 from compiler.core.options import CalibrationOptions, CheckOptions
 from compiler.core.records import Precision
@@ -37,10 +38,15 @@ class ReleaseSpec(_Strict):
     @field_validator("version", mode="before")
     @classmethod
     def _version(cls, value: Any) -> str:
-        if isinstance(value, float):  # YAML reads 1.10 as the number 1.1: the version meant is lost
-            raise ValueError(f"{value!r} was read as a number (YAML reads 1.10 as 1.1); quote the version, e.g. "
-                             'version: "1.10"')
-        return _as_value_error(check_version, value if isinstance(value, str) else str(value))
+        """Only a string: YAML reads ``1.10`` as 1.1, ``010`` as 8, ``0x1F`` as 31, ``12:30`` as 750 and ``yes``
+        as true, so any other type has already lost the version that was written."""
+        if not isinstance(value, str):
+            kind = "a number" if isinstance(value, int | float) and not isinstance(value, bool) else \
+                "a boolean" if isinstance(value, bool) else "a list" if isinstance(value, list) else \
+                "a mapping" if isinstance(value, dict) else "no value" if value is None else type(value).__name__
+            raise ValueError(f"YAML read it as {kind}, not the text written (1.10 reads as 1.1, 010 as 8); quote "
+                             'the version, e.g. version: "1.10"')
+        return _as_value_error(check_version, value)
 
 
 def _as_value_error(check, value: str) -> str:
@@ -54,6 +60,22 @@ class TargetSpec(_Strict):
     precisions: list[Precision] = Field(min_length=1)
     backend: str | None = None
     """Overrides the SKU's backend (tensorrt-rtx, tensorrt)."""
+
+    @field_validator("precisions")
+    @classmethod
+    def _once_each(cls, value: list[Precision]) -> list[Precision]:
+        """A SKU's engine of one precision is one target: listed twice, its release could never be finalized."""
+        twice = sorted({p.value for p in value if value.count(p) > 1})
+        if twice:
+            raise ValueError(f"{', '.join(twice)} listed more than once; list each precision once")
+        return value
+
+    @field_validator("backend")
+    @classmethod
+    def _known_backend(cls, value: str | None) -> str | None:
+        if value is not None and value not in BACKENDS:
+            raise ValueError(f"unknown backend {value[:80]!r}; choose one of: {', '.join(BACKENDS)}")
+        return value
 
 
 class CalibrationSpec(CalibrationOptions):

@@ -10,10 +10,13 @@ from pydantic import BaseModel
 
 from compiler.core.errors import CheckFailed, EnvironmentProblem
 from compiler.core.records import ChannelMove, ChannelRecord
-from compiler.releases.manifest import provenance, read_channel, resolve
+from compiler.releases.manifest import provenance, read_channel, refuse_shadowing, resolve
 from compiler.stores import Store, open_store
 from compiler.stores.base import Ref, check_channel
 
+MAX_HISTORY = 10_000
+"""Moves a channel record keeps (the latest; ~1 MB): a record must stay far below what a reader takes (64 MiB),
+or the channel would become unreadable after enough promotions."""
 PROMOTE_SECONDS = 60.0
 """How long a promotion keeps retrying against concurrent ones before it gives up."""
 
@@ -25,15 +28,18 @@ class PromoteResult(BaseModel):
     version: str
     previous: str | None
     status: str
-    """``moved``, or ``unchanged`` when the channel already pointed there."""
+    """``moved``, ``unchanged`` when the channel already pointed there, or ``repaired`` when ``--repair``
+    replaced a damaged record."""
     attempts: int
 
 
 def promote(store: str | Store, ref: str | Ref, channel: str, allow_yanked: bool = False,
-            allow_failed: bool = False) -> PromoteResult:
+            allow_failed: bool = False, repair: bool = False) -> PromoteResult:
     """Point ``channel`` at ``ref``'s version (which must be published), as a compare-and-swap retried against
     concurrent promotions, so none is lost and every move stays in the channel's history. A version whose check
-    failed, or that was published with ``--allow-failed``, is refused (CheckFailed) unless ``allow_failed``."""
+    failed, or that was published with ``--allow-failed``, is refused (CheckFailed) unless ``allow_failed``.
+    ``repair``: a channel record that is damaged (unreadable, too large, not ours) is replaced, still by
+    compare-and-swap on what was there, with a history that starts at this move."""
     ref = ref if isinstance(ref, Ref) else Ref.parse(ref)
     check_channel(channel)
     store = open_store(store)
@@ -43,23 +49,38 @@ def promote(store: str | Store, ref: str | Ref, channel: str, allow_yanked: bool
         raise CheckFailed(f"{ref.name}@{version}: not promoted to {channel}: it was published with failures "
                           f"({'; '.join(failures[:3])}{'; ...' if len(failures) > 3 else ''}); fix and publish a new "
                           f"version, or pass --allow-failed to promote it anyway")
+    refuse_shadowing(store, ref.name, channel, new="channel")
     deadline = time.monotonic() + PROMOTE_SECONDS
     attempts = 0
     while True:
         attempts += 1
-        current = read_channel(store, ref.name, channel)
+        current, expected = _current(store, ref.name, channel, repair)
         previous = current[0].version if current else None
         if previous == version:
             return PromoteResult(store=store.uri, name=ref.name, channel=channel, version=version, previous=previous,
                                  status="unchanged", attempts=attempts)
         who = provenance()
-        history = (current[0].history if current else []) + [ChannelMove(version=version, by=who.by, at=who.at)]
+        kept = current[0].history[-(MAX_HISTORY - 1):] if current else []
+        history = [*kept, ChannelMove(version=version, by=who.by, at=who.at)]
         record = ChannelRecord(name=ref.name, channel=channel, version=version, history=history)
-        if store.write_channel(ref.name, channel, record.model_dump_json(indent=2).encode(),
-                               current[1] if current else None):
+        if store.write_channel(ref.name, channel, record.model_dump_json(indent=2).encode(), expected):
             return PromoteResult(store=store.uri, name=ref.name, channel=channel, version=version, previous=previous,
-                                 status="moved", attempts=attempts)
+                                 status="moved" if current or expected is None else "repaired", attempts=attempts)
         if time.monotonic() > deadline:
             raise EnvironmentProblem(f"{ref.name}@{channel}: still moving under other promotions after "
                                      f"{attempts} attempts; try again")
         time.sleep(random.uniform(0.01, 0.05 * min(attempts, 10)))
+
+
+def _current(store: Store, name: str, channel: str, repair: bool) -> tuple[tuple[ChannelRecord, str] | None,
+                                                                          str | None]:
+    """The channel's record and the token a move must name; with ``repair``, a damaged record counts as none
+    (its token still guards the swap, so a concurrent repair or move is not overwritten)."""
+    try:
+        current = read_channel(store, name, channel)
+    except CheckFailed:
+        if not repair:
+            raise
+        found = store.read_channel(name, channel)
+        return None, found[1] if found else None
+    return current, current[1] if current else None

@@ -13,12 +13,12 @@ from pathlib import PurePosixPath
 
 from pydantic import BaseModel
 
-from compiler.core.errors import CheckFailed, InvalidInput
+from compiler.core.errors import CheckFailed, Conflict, InvalidInput
 from compiler.core.files import hash_json
 from compiler.core.records import ChannelRecord, Provenance, ReleaseManifest, YankRecord, parse_record
 from compiler.core.text import printable
 from compiler.stores import Store, open_store
-from compiler.stores.base import VERSION, Ref, manifest_key, yank_key
+from compiler.stores.base import CHANNEL, VERSION, Ref, manifest_key, yank_key
 
 
 def provenance() -> Provenance:
@@ -91,6 +91,19 @@ def resolve(store: str | Store, ref: str | Ref, *, allow_yanked: bool = True) ->
                     manifest_sha256=hashlib.sha256(data).hexdigest())
 
 
+def refuse_shadowing(store: Store, name: str, tag: str, *, new: str) -> None:
+    """A tag names a version first, then a channel: a version named like an existing channel would hide the
+    channel from every later pull (``--version stable``), and a channel named like a version would never be
+    reached. ``new`` is what is being made of ``tag``: ``version`` or ``channel``; Conflict (exit 4) if the other
+    exists."""
+    if new == "version" and CHANNEL.fullmatch(tag) and store.read_channel(name, tag) is not None:
+        raise Conflict(f"{name}@{tag}: {name} has a channel {tag}, which a version of that name would hide from "
+                       "every pull; choose another version")
+    if new == "channel" and store.read_manifest(name, tag) is not None:
+        raise Conflict(f"{name}@{tag}: {name} has a version {tag}, which a channel of that name could never be "
+                       "reached past; choose another channel name")
+
+
 def what_there_is(store: Store, name: str) -> str:
     versions, channels = store.versions(name), store.channels(name)
     if not versions:
@@ -105,7 +118,8 @@ def read_channel(store: Store, name: str, channel: str) -> tuple[ChannelRecord, 
         return None
     key = f"channels/{name}/{channel}"
     try:
-        record = parse_record(found[0], PurePosixPath(key), ChannelRecord, "promote it again")  # type: ignore[arg-type]
+        record = parse_record(found[0], PurePosixPath(key), ChannelRecord,
+                              "promote it again with --repair (its history is lost)")  # type: ignore[arg-type]
     except InvalidInput as exc:
         raise damaged(store, key, str(exc).removeprefix(f"{key}: ")) from None
     if (record.name, record.channel) != (name, channel):

@@ -12,10 +12,11 @@ import functools
 import time
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ValidationError
 
-from compiler.core.errors import CheckFailed, Conflict, InvalidInput
+from compiler.core.errors import CheckFailed, Conflict, EnvironmentProblem, InvalidInput
 from compiler.core.files import hash_json
 from compiler.core.records import (
     CHECK_RECORD,
@@ -39,10 +40,14 @@ from compiler.core.records import (
 from compiler.core.runtimes import runtime_of
 from compiler.engines.folder import Target, read_build
 from compiler.releases.attest import attest
-from compiler.releases.manifest import damaged, holds, provenance
+from compiler.releases.manifest import damaged, holds, provenance, refuse_shadowing
 from compiler.releases.provenance import BuildContext
+from compiler.releases.repair import repair_blobs
 from compiler.stores import Store, open_store
 from compiler.stores.base import VerifyingReader, check_name, check_version, staging_key
+
+if TYPE_CHECKING:
+    from compiler.backends.base import TensorRTBackend
 
 
 class PublishResult(BaseModel):
@@ -50,8 +55,9 @@ class PublishResult(BaseModel):
     name: str
     version: str
     status: str
-    """``published``; ``unchanged`` when the store already held this exact release; ``staged`` or
-    ``already staged`` for one job's part of a sharded release."""
+    """``published``; ``unchanged`` when the store already held this exact release (``repaired`` when it did but
+    ``--repair`` replaced damaged blobs of it: counted as sent); ``staged`` or ``already staged`` for one job's
+    part of a sharded release."""
     engines: int
     content_sha256: str
     uploaded_blobs: int
@@ -90,18 +96,21 @@ class Release:
 
 def publish(build_dirs: Path | list[Path], store: str | Store, name: str, version: str, *,
             allow_failed: bool = False, progress: Progress | None = None, signer=None,
-            context: BuildContext | None = None) -> PublishResult:
+            context: BuildContext | None = None, repair: bool = False) -> PublishResult:
     """Publish one or more build folders (of one model) as ``name@version``, with its provenance, signed by
     ``signer`` (:func:`compiler.releases.attest.signer_of`) when given. Raises CheckFailed (a failed build or
     check), InvalidInput (not a build folder), Conflict (the version exists with other content),
-    EnvironmentProblem (the store)."""
+    EnvironmentProblem (the store). ``repair``: first read back every blob of the folders the store holds and
+    replace the damaged ones (:mod:`compiler.releases.repair`)."""
     started = time.monotonic()
     release = read_builds(build_dirs, name, version, allow_failed)
     store = open_store(store, create=True)
+    repaired = repair_blobs(store, name, release.blobs + release.check_reports) if repair else []
     existing = store.read_manifest(name, version)
     if existing is not None:
         same_or_conflict(existing, release.content_sha256, store, name, version)
-        return _attested(store, release, _result(store, release, "unchanged", [], 0, started), signer, context)
+        return _attested(store, release, _result(store, release, "repaired" if repaired else "unchanged", repaired,
+                                                 0, started), signer, context)
     uploaded, present = _upload_missing(store, name, release.blobs + release.check_reports, progress)
     status = _create(store, release, [b.ref for b in release.check_reports])
     return _attested(store, release, _result(store, release, status, uploaded, present, started), signer, context)
@@ -203,6 +212,7 @@ def _create(store: Store, release: Release, check_reports: list[BlobRef]) -> str
     """Write the manifest, create-only; ``published``, or ``unchanged`` when a racing publisher of the same
     content won (Conflict when it had other content)."""
     content = release.content
+    refuse_shadowing(store, content.name, content.version, new="version")
     manifest = ReleaseManifest(content=content, content_sha256=release.content_sha256, published=provenance(),
                                check_reports=check_reports, excluded=release.excluded,
                                failed=release.failed_checks + [f"not built: {s}" for s in release.skipped])
@@ -371,13 +381,46 @@ def _release_engine(target: Target) -> ReleaseEngine:
                              builder_options=record.builder_options, plan=blobs[0].ref,
                              layers=blobs[1].ref if len(blobs) > 1 else None,
                              built_model_sha256=record.built_model_sha256, calibration_sha256=record.calibration_sha256,
-                             plan_header=record.plan_header,
+                             plan_header=_plan_header(target),
                              runtime=runtime_of(record.backend, record.builder_options))
     except ValueError as exc:  # pydantic's ValidationError is one
         from compiler.core.yaml import describe_validation_error
 
         why = describe_validation_error(exc) if isinstance(exc, ValidationError) else str(exc)
         raise InvalidInput(f"{target.folder / 'engine.json'}: {why}; build it again") from None
+
+
+@functools.cache
+def _header_reader(name: str) -> TensorRTBackend | None:
+    """The backend that reads its plans' headers (once per publish of thousands of targets); None when its
+    TensorRT is not installed here."""
+    from compiler.backends import load_backend
+
+    try:
+        return load_backend(name)
+    except EnvironmentProblem:
+        return None
+
+
+def _plan_header(target: Target) -> dict | None:
+    """What the plan's own header says, refused (exit 2) where its compute capabilities disagree with engine.json's:
+    a serving host resolves on the manifest's, so the plan itself decides. engine.json's header is kept where this
+    machine cannot read the edition's header (its TensorRT is not installed)."""
+    record = target.engine
+    backend = _header_reader(record.backend.get("name", ""))
+    if backend is None:
+        return record.plan_header
+    with open(target.plan, "rb") as handle:
+        head = handle.read(backend.plan_header_bytes)
+    header = backend.plan_header(head)
+    if header is None:
+        return record.plan_header
+    if sorted(header["compute_capabilities"]) != sorted(record.compute_capabilities):
+        raise InvalidInput(f"{target.plan}: its header says compute capabilities "
+                           f"{', '.join(header['compute_capabilities']) or 'none'}, its engine.json "
+                           f"{', '.join(record.compute_capabilities)}; the folder was edited after the build: build "
+                           "again")
+    return header
 
 
 def _read_check(build_dir: Path, engines: list[ReleaseEngine]

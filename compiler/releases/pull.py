@@ -20,14 +20,18 @@ from typing import Any
 from pydantic import BaseModel
 
 from compiler.core.errors import CheckFailed, EnvironmentProblem, InvalidInput
-from compiler.core.files import copy_file, default_cache_dir, file_sha256, write_atomic
+from compiler.core.files import copy_file, default_cache_dir, file_sha256, sweep_partials, write_atomic
 from compiler.core.records import RELEASE_FORMAT, ReleaseEngine, ReleaseManifest
 from compiler.core.runtimes import Runtime, parse_version
+from compiler.core.yaml import and_more
 from compiler.releases.manifest import Resolved, damaged, resolve
 from compiler.releases.verify import require_signature, trusted_key
 from compiler.stores import Store, open_store
 from compiler.stores.base import HashingSink, Ref, check_sha256
 
+REPAIR_HINT = "publish the build folder again with --repair (or ask who owns the store)"
+SHOWN = 10
+"""Engines an error line names (a manifest may list thousands)."""
 NAME_MAX = 255
 """The longest file name (bytes) Linux filesystems take."""
 RECORD_SUFFIX = ".json"
@@ -58,13 +62,15 @@ def select_engine(manifest: ReleaseManifest, *, sku: str | None = None, compute_
     if len(engines) == 1:
         return engines[0]
     have = "; ".join(f"{e.sku} ({', '.join(e.compute_capabilities)}) {e.precision} {e.runtime.name} (loads with "
-                     f"{e.runtime.loads_with})" for e in manifest.content.engines)
+                     f"{e.runtime.loads_with})" for e in manifest.content.engines[:SHOWN]) + and_more(
+        len(manifest.content.engines) - SHOWN)
     if not engines:
         raise InvalidInput(f"{release} has no engine for {wanted}; it has: {have}")
     choices = sorted({e.precision for e in engines})
     hint = "add --precision " + " or ".join(choices) if len(choices) > 1 else "add --tensorrt-version or --sku"
     raise InvalidInput(f"{release} has {len(engines)} engines for {wanted}: "
-                       f"{', '.join(f'{e.sku}/{e.precision}' for e in engines)}; {hint}")
+                       f"{', '.join(f'{e.sku}/{e.precision}' for e in engines[:SHOWN])}{and_more(len(engines) - SHOWN)}"
+                       f"; {hint}")
 
 
 def local_compute_capability() -> str:
@@ -195,6 +201,7 @@ def fetch_verified(store: Store, name: str, sha256: str, size: int, out: Path, c
     copy. True when the store was not asked for the bytes."""
     check_sha256(sha256)
     cached = cache / "sha256" / sha256 if cache else None
+    sweep_partials(out.parent, f".{out.name[:200]}.")  # what an earlier pull to out, killed, left
     temporary = out.with_name(f".{out.name[:200]}.{os.urandom(4).hex()}.partial")  # fits wherever out.name does
     try:
         if cached is not None and cached.is_file() and _verify_file(cached, sha256, size):
@@ -206,16 +213,14 @@ def fetch_verified(store: Store, name: str, sha256: str, size: int, out: Path, c
             try:
                 found = store.get_blob(name, sha256, sink, size)
             except CheckFailed as exc:
-                raise CheckFailed(f"{exc}; nothing was written to {out}; republish the release or repair the "
-                                  "store") from None
+                raise CheckFailed(f"{exc}; nothing was written to {out}; {REPAIR_HINT}") from None
             if not found:
                 raise damaged(store, f"blobs/sha256/{sha256}", "the manifest names it but the store lacks it")
             handle.flush()
             os.fsync(handle.fileno())
         if not sink.matches():
             raise CheckFailed(f"store {store.uri}: blob sha256:{sha256} is corrupt: its {sink.size} bytes hash to "
-                              f"sha256:{sink.hexdigest()}; nothing was written to {out}; republish the release or "
-                              "repair the store")
+                              f"sha256:{sink.hexdigest()}; nothing was written to {out}; {REPAIR_HINT}")
         if cached is not None:
             _keep(temporary, cached)
         os.replace(temporary, out)

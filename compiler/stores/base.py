@@ -152,6 +152,21 @@ class Store(ABC):
         its reference and sha256; None for the stores where the release is only its manifest."""
         return None
 
+    blobs_per_release = False
+    """Whether each release keeps blobs of its own (OCI repositories) rather than one shared pool."""
+
+    def blobs(self, name: str) -> list[str] | None:
+        """The digests of every blob the store holds (the shared pool; ``name``'s own where blobs are per
+        release), sorted; None where the backend cannot list blobs (the registry API has no such call)."""
+        return None
+
+    def remove_damaged_blob(self, name: str, sha256: str, size: int) -> bool:
+        """Take the blob named ``sha256`` away if its bytes are not ``size`` bytes hashing to it, so a verified
+        copy can be created in its place (blobs are create-only). Safe against a racing repair: a good blob put
+        there meanwhile is never removed (kept, or put back). True when a damaged blob was removed."""
+        raise EnvironmentProblem(f"store {self.uri}: a damaged blob cannot be replaced in this store; ask who owns "
+                                 "it to remove blob sha256:" + check_sha256(sha256))
+
     def stage(self, name: str, version: str, job: str, data: bytes) -> bytes | None:
         """Record one CI job's part of a release before it is published, create-only like a manifest: None when
         this call wrote it, else the part an earlier attempt of the job wrote."""
@@ -275,6 +290,25 @@ class VerifyingReader:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class Discard:
+    """A sink that keeps nothing: for a blob read only to be hashed."""
+
+    def write(self, data: bytes) -> int:
+        return len(data)
+
+
+def holds(store: Store, name: str, sha256: str, size: int) -> bool | None:
+    """Whether the store's blob ``sha256`` is ``size`` bytes hashing to it, read whole (and no further than one
+    byte past ``size``); None when there is no such blob. A blob that is a link, a FIFO or longer is damaged."""
+    sink = HashingSink(Discard(), size, sha256)
+    try:
+        if not store.get_blob(name, sha256, sink, size):
+            return None
+    except CheckFailed:
+        return False
+    return sink.matches()
 
 
 class HashingSink:

@@ -59,6 +59,10 @@ class KeyedStore(Store):
     def _swap(self, key: str, data: bytes, expected: Token | None) -> bool: ...
 
     @abstractmethod
+    def _remove_damaged(self, key: str, sha256: str, size: int) -> bool:
+        """Remove ``key`` if it is not ``size`` bytes hashing to ``sha256`` (see :meth:`remove_damaged_blob`)."""
+
+    @abstractmethod
     def _children(self, prefix: str) -> list[str]:
         """The names one level below ``prefix`` (which ends with ``/``)."""
 
@@ -78,6 +82,12 @@ class KeyedStore(Store):
 
     def get_blob(self, name: str, sha256: str, sink: Sink, size: int | None = None) -> bool:
         return self._stream(blob_key(sha256), sink, size)
+
+    def blobs(self, name: str) -> list[str]:
+        return sorted(d for d in self._children("blobs/sha256/") if SHA256.fullmatch(d))
+
+    def remove_damaged_blob(self, name: str, sha256: str, size: int) -> bool:
+        return self._remove_damaged(blob_key(sha256), sha256, size)
 
     def _create_or_read(self, key: str, data: bytes) -> bytes | None:
         """None when this call created ``key``, else what is there."""

@@ -13,11 +13,13 @@ import errno
 import fcntl
 import hashlib
 import os
+import shutil
 import stat
 from pathlib import Path
 from typing import BinaryIO
 
 from compiler.core.errors import CheckFailed, EnvironmentProblem, InvalidInput
+from compiler.core.files import sweep_partials
 from compiler.core.records import MAX_RECORD_BYTES
 from compiler.stores.base import Sink, Token, VerifyingReader
 from compiler.stores.keyed import KeyedStore
@@ -29,11 +31,13 @@ class LocalStore(KeyedStore):
     def __init__(self, root: Path, *, create: bool = False) -> None:
         self.root = root
         self.uri = str(root)
+        self._swept: set[Path] = set()
         if create:
             try:
                 root.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
                 raise EnvironmentProblem(f"store {root}: cannot create it ({exc.strerror or exc})") from None
+            sweep_partials(root / "blobs" / "sha256")  # a publisher's: what killed ones left where blobs go
         if not root.is_dir():
             what = "is not a folder" if root.exists() else "does not exist (nothing was published there)"
             raise EnvironmentProblem(f"store {root} {what}; give --store the folder you publish to")
@@ -48,6 +52,9 @@ class LocalStore(KeyedStore):
 
     def _temporary(self, path: Path) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
+        if path.parent not in self._swept:  # once per folder: what killed writers left there
+            self._swept.add(path.parent)
+            sweep_partials(path.parent)
         return path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.partial")
 
     def _size(self, key: str) -> int | None:
@@ -75,6 +82,27 @@ class LocalStore(KeyedStore):
             return True
         finally:
             temporary.unlink(missing_ok=True)
+
+    def _remove_damaged(self, key: str, sha256: str, size: int) -> bool:
+        """Renamed aside in one step (the name is then free for a create-only write), then judged: a damaged
+        file is removed; a good one (a racing repair's) is linked back unless another good one took the name."""
+        path = self._path(key)
+        aside = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.damaged.partial")
+        try:
+            os.rename(path, aside)
+        except FileNotFoundError:
+            return False
+        try:
+            if _holds(aside, sha256, size):
+                with contextlib.suppress(FileExistsError):
+                    os.link(aside, path)
+                return False
+            return True
+        finally:
+            if aside.is_dir() and not aside.is_symlink():
+                shutil.rmtree(aside, ignore_errors=True)
+            else:
+                aside.unlink(missing_ok=True)
 
     def _open(self, key: str) -> BinaryIO | None:
         """A key's file for reading, None when there is none. What else stands there (a link, a FIFO, a folder)
@@ -210,3 +238,15 @@ class LocalStore(KeyedStore):
                 if stat.S_ISREG(facts.st_mode):
                     found[name] = (facts.st_size, facts.st_mtime)
         return found
+
+def _holds(path: Path, sha256: str, size: int) -> bool:
+    """Whether ``path`` is a regular file of ``size`` bytes hashing to ``sha256`` (not following a link, not
+    blocking on a FIFO)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return False
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode) or os.fstat(fd).st_size != size:
+            return False
+        return hashlib.file_digest(handle, "sha256").hexdigest() == sha256

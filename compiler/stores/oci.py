@@ -73,7 +73,11 @@ built on its own."""
 CHANNEL_TAG = "_channel."
 """Channel tags start with ``_``, which no version may: the two can never collide."""
 MAX_MANIFEST_BYTES = 4 << 20
-"""What registries accept for a manifest (Distribution's limit); a bigger answer is not one of ours."""
+"""What registries accept for a manifest (Distribution's limit); a bigger answer is not one of ours. Every answer
+but a blob's (a manifest, a page of tags or repositories, a token, an error) is read up to this and refused past
+it, never read whole."""
+MAX_PAGES = 10_000
+"""Pages of a tag list or catalog (1000 entries each): ten million tags is no registry's."""
 CHUNK = 1 << 20
 TIMEOUT = (5, 60)
 """Seconds to connect and between bytes: an unreachable registry fails fast, a slow upload does not."""
@@ -149,13 +153,17 @@ class OciStore(OciRecords, Referrers, Store):
         url = urljoin(self.base + "/", url)
         same_host = urlsplit(url).netloc == self.host  # credentials go to the registry only, never to a Location
         given = kwargs.pop("headers", {})
+        streamed = kwargs.pop("stream", False)
         resendable = not isinstance(kwargs.get("data"), _Body)  # a streamed file is read once
         for attempt in range(2):
             headers = dict(given)
             if same_host and (authorization := self._auth.header(scope)):
                 headers["Authorization"] = authorization
             try:
-                response = self.session.request(method, url, headers=headers, timeout=TIMEOUT, **kwargs)
+                response = self.session.request(method, url, headers=headers, timeout=TIMEOUT,
+                                                **{**kwargs, "stream": True})
+                if not streamed:
+                    _read_bounded(response, f"store {self.uri}: the registry's answer to {what}")
             except requests.exceptions.SSLError:
                 raise EnvironmentProblem(f"store {self.uri}: TLS to {self.host} failed; if the registry speaks plain "
                                          f"HTTP (a local one), spell the store oci+http://{self.host}/"
@@ -164,13 +172,17 @@ class OciStore(OciRecords, Referrers, Store):
                 raise EnvironmentProblem(f"store {self.uri}: cannot reach the registry {self.host} "
                                          f"({type(exc).__name__}); is it up, and is the address right?") from None
             if response.status_code == 401 and attempt == 0 and same_host and resendable:
+                response.close()
                 self._auth.challenge(response, scope)
                 continue
             break
         if response.status_code in ok:
             return response
         if response.status_code == 404:
+            response.close()
             return None
+        if streamed:
+            _read_bounded(response, f"store {self.uri}: the registry's answer to {what}")
         code, message = _error_of(response)
         refused = _Refused(response.status_code, code, message, f"store {self.uri}: the registry refused {what} "
                                                                 f"({response.status_code} {code}: {message[:200]})")
@@ -189,7 +201,12 @@ class OciStore(OciRecords, Referrers, Store):
         repo = self._repo(name)
         response = self._request("HEAD", f"/v2/{repo}/blobs/sha256:{check_sha256(sha256)}", f"blob {sha256[:12]}",
                                  scope=self._scope(repo))
-        return None if response is None else int(response.headers.get("Content-Length", -1))
+        if response is None:
+            return None
+        length = response.headers.get("Content-Length", "")
+        if not length.isascii() or not length.isdigit() or len(length) > 19:
+            raise self._damaged(f"blob {sha256[:12]}", f"the registry gave its size as {length[:40]!r}")
+        return int(length)
 
     def put_blob(self, name: str, sha256: str, source: VerifyingReader) -> bool:
         """The registry stores a blob only under the digest its bytes hash to (it verifies the PUT), so writing a
@@ -228,13 +245,16 @@ class OciStore(OciRecords, Referrers, Store):
             self._request("DELETE", location, "an unfinished upload", scope=self._scope(repo), ok=(204, 200))
 
     def get_blob(self, name: str, sha256: str, sink: Sink, size: int | None = None) -> bool:
-        return self._get_blob(self._repo(name), check_sha256(sha256), sink)  # the sink stops a longer body
+        return self._get_blob(self._repo(name), check_sha256(sha256), sink, size)
 
-    def _get_blob(self, repo: str, sha256: str, sink: Sink) -> bool:
+    def _get_blob(self, repo: str, sha256: str, sink: Sink, size: int | None = None) -> bool:
+        """Told the expected ``size``, asks for one byte more than that (``Range``), so even a registry that
+        would send a longer blob sends no more than it takes to tell; the sink refuses the byte past it."""
         import requests
 
+        ranged = {"Range": f"bytes=0-{size}"} if size else {}
         response = self._request("GET", f"/v2/{repo}/blobs/sha256:{sha256}", f"blob {sha256[:12]}",
-                                 scope=self._scope(repo), stream=True)
+                                 scope=self._scope(repo), stream=True, ok=(200, 206), headers=ranged)
         if response is None:
             return False
         with response:
@@ -255,7 +275,7 @@ class OciStore(OciRecords, Referrers, Store):
             raise self._damaged(what, "its config descriptor is not a sha256 blob of a record's size")
         buffer = io.BytesIO()
         sink = HashingSink(buffer, size, digest[7:], f"store {self.uri}: {what}'s config blob")
-        if not SHA256.fullmatch(digest[7:]) or not self._get_blob(repo, digest[7:], sink):
+        if not SHA256.fullmatch(digest[7:]) or not self._get_blob(repo, digest[7:], sink, size):
             raise self._damaged(what, f"its config blob {digest[:19]} is missing")
         if sink.size != size or sink.hexdigest() != digest[7:]:
             raise self._damaged(what, f"its config blob does not hash to {digest[:19]}")
@@ -275,10 +295,7 @@ class OciStore(OciRecords, Referrers, Store):
             return None
         body = response.content
         digest = "sha256:" + hashlib.sha256(body).hexdigest()
-        try:
-            manifest = json.loads(body) if len(body) <= MAX_MANIFEST_BYTES else None
-        except ValueError:
-            manifest = None
+        manifest = _parse_json(body)
         if not isinstance(manifest, dict):
             raise self._damaged(f"{repo}:{tag}", "its manifest is not OCI JSON")
         return manifest, digest
@@ -382,19 +399,25 @@ class OciStore(OciRecords, Referrers, Store):
     def _paged(self, url: str, field: str, what: str, scope: str, *, missing_is_empty: bool = True) -> list[str]:
         """A listing the registry pages with ``Link: <next>; rel="next"`` headers."""
         items: list[str] = []
+        seen: set[str] = set()
         while url:
+            if url in seen or len(seen) >= MAX_PAGES:
+                raise self._damaged(what, f"its pages lead back to one already read, or past {MAX_PAGES} pages")
+            seen.add(url)
             response = self._request("GET", url, what, scope=scope)
             if response is None:
                 if missing_is_empty:
                     return items
                 raise EnvironmentProblem(f"store {self.uri}: the registry does not list its repositories (no "
                                          "catalog API); name the release (compile ls NAME --store ...)")
-            try:
-                page = response.json().get(field) or []
-            except (ValueError, AttributeError):
-                raise EnvironmentProblem(f"store {self.uri}: {what}: the registry's answer is not JSON") from None
-            items += [item for item in page if isinstance(item, str)]
+            answer = _parse_json(response.content)
+            page = answer.get(field) if isinstance(answer, dict) else False
+            if not isinstance(page, list | None):
+                raise EnvironmentProblem(f"store {self.uri}: {what}: the registry's answer is not a JSON listing")
+            items += [item for item in page or [] if isinstance(item, str)]
             url = response.links.get("next", {}).get("url", "")
+            if url and urlsplit(urljoin(self.base + "/", url)).netloc != self.host:
+                raise self._damaged(what, "its next page is on another host")
         return items
 
     def versions(self, name: str) -> list[str]:
@@ -460,13 +483,40 @@ class _Body:
             yield data
 
 
+def _read_bounded(response, what: str) -> None:
+    """Read a streamed answer's body, refusing it past :data:`MAX_MANIFEST_BYTES` (what no answer of a registry
+    but a blob has), so ``response.content`` is then that body: a hostile endless answer costs 4 MiB, not all."""
+    if response.raw is None:  # built with its body already (as a test's injected answer is)
+        return
+    parts, size = [], 0
+    try:
+        for data in response.iter_content(CHUNK):
+            size += len(data)
+            if size > MAX_MANIFEST_BYTES:
+                response.close()
+                raise EnvironmentProblem(f"{what} is longer than {MAX_MANIFEST_BYTES >> 20} MiB, which no answer but "
+                                         "a blob is; the registry is not one this tool can use")
+            parts.append(data)
+    finally:
+        response.close()
+    response._content = b"".join(parts)  # what requests' own .content would hold, read within the bound
+
+
+def _parse_json(body: bytes) -> Any:
+    """JSON, or None for what is not (nested thousands deep included: Python's parser recurses)."""
+    try:
+        return json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+
+
 def _error_of(response) -> tuple[str, str]:
     """The first error code and message of a distribution error body (``{"errors": [{"code", "message"}]}``)."""
     try:
-        error = (response.json().get("errors") or [{}])[0]
-        return str(error.get("code", "")), str(error.get("message", ""))
-    except (ValueError, AttributeError, IndexError, TypeError):
-        return "", response.reason or ""
+        error = (_parse_json(response.content).get("errors") or [{}])[0]
+        return str(error.get("code", ""))[:80], str(error.get("message", ""))[:200]
+    except (ValueError, AttributeError, IndexError, TypeError, KeyError):
+        return "", str(response.reason or "")[:80]
 
 
 def _release_layers(data: bytes) -> tuple[list[dict[str, Any]], dict[str, str]]:
@@ -541,19 +591,18 @@ class _Authorizer:
         try:
             if credentials is not None and credentials[0] == "<token>":  # an identity (refresh) token
                 grant = {"grant_type": "refresh_token", "client_id": "trt-compile", "refresh_token": credentials[1]}
-                answer = self.store.session.post(realm, data={**query, **grant}, timeout=TIMEOUT)
+                answer = self.store.session.post(realm, data={**query, **grant}, timeout=TIMEOUT, stream=True)
             else:
-                answer = self.store.session.get(realm, params=query, auth=credentials, timeout=TIMEOUT)
+                answer = self.store.session.get(realm, params=query, auth=credentials, timeout=TIMEOUT, stream=True)
+            _read_bounded(answer, f"store {self.store.uri}: the token service's answer")
         except requests.exceptions.RequestException as exc:
             raise EnvironmentProblem(f"store {self.store.uri}: cannot reach the registry's token service "
                                      f"{urlsplit(realm).netloc} ({type(exc).__name__})") from None
         if answer.status_code in (401, 403):
             raise EnvironmentProblem(f"store {self.store.uri}: the registry {self.store.host} refused the "
                                      "credentials; log in again with `docker login`")
-        try:
-            token = answer.json().get("token") or answer.json().get("access_token")
-        except (ValueError, AttributeError):
-            token = None
+        found = _parse_json(answer.content)
+        token = (found.get("token") or found.get("access_token")) if isinstance(found, dict) else None
         if answer.status_code != 200 or not isinstance(token, str):
             raise EnvironmentProblem(f"store {self.store.uri}: the registry's token service answered "
                                      f"{answer.status_code} without a token")

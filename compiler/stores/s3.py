@@ -15,7 +15,7 @@ from typing import Any
 
 from compiler.core.errors import CheckFailed, EnvironmentProblem, InvalidInput
 from compiler.core.records import MAX_RECORD_BYTES
-from compiler.stores.base import Sink, Token, VerifyingReader
+from compiler.stores.base import Discard, HashingSink, Sink, Token, VerifyingReader
 from compiler.stores.keyed import KeyedStore
 
 BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
@@ -195,6 +195,34 @@ class S3Store(KeyedStore):
             return False
         return True
 
+    def _remove_damaged(self, key: str, sha256: str, size: int) -> bool:
+        """Judged by the bytes of one object version (its ETag), then deleted only if it still has that ETag
+        (``If-Match``): a good blob a racing repair put there meanwhile has another and stays."""
+        try:
+            etag = self._call(key, self.client.head_object, Bucket=self.bucket, Key=self.prefix + key)["ETag"]
+        except KeyError:
+            return False
+        sink = HashingSink(Discard(), size, sha256)
+        ranged = {"Range": f"bytes=0-{size}"} if size else {}  # one byte past: enough to tell a longer one
+        try:
+            response = self._call(key, self.client.get_object, Bucket=self.bucket, Key=self.prefix + key,
+                                  IfMatch=etag, **ranged)
+            with response["Body"] as body:
+                while data := self._call(key, body.read, 1 << 20):
+                    sink.write(data)
+        except (KeyError, _Taken):
+            return False  # gone or changed meanwhile: a racing repair's
+        except (CheckFailed, _Short):
+            pass  # longer, or an empty object asked for a byte: damaged
+        else:
+            if sink.matches():
+                return False
+        try:
+            self._call(key, self.client.delete_object, Bucket=self.bucket, Key=self.prefix + key, IfMatch=etag)
+        except (KeyError, _Taken):
+            return False
+        return True
+
     def _children(self, prefix: str) -> list[str]:
         paginator = self.client.get_paginator("list_objects_v2")
         names: list[str] = []
@@ -207,7 +235,7 @@ class S3Store(KeyedStore):
         for page in pages:
             names += [entry["Prefix"][start:].rstrip("/") for entry in page.get("CommonPrefixes", [])]
             names += [entry["Key"][start:] for entry in page.get("Contents", [])]
-        return names
+        return sorted(set(names))  # a stray object "releases/x" beside the prefix "releases/x/" is one name
 
 
     def _delete(self, key: str) -> None:

@@ -161,7 +161,7 @@ def test_a_tampered_plan_writes_no_version(tmp_path, fleet_build):
     result = run_cli("export", "triton", "digits@1.0.0", "--store", store, "--repo", repo, "--precision", "fp16",
                      "--no-cache", "--triton-release", "25.10")
     assert_clean_error(result, 1, f"sha256:{engine.sha256}", "corrupt")
-    assert list((repo / "digits").iterdir()) == []  # no version folder, no config.pbtxt, nothing staged
+    assert [p.name for p in repo.iterdir()] == [".digits.lock"]  # no model folder, nothing staged; the lock stays
 
 
 def test_a_release_without_a_model_signature_is_refused(tmp_path, fleet_build, digits_model):
@@ -318,7 +318,7 @@ def test_a_manifest_claiming_datacenter_tensorrt_for_a_tensorrt_rtx_plan_exports
     result = _export(store, repo, "--precision", "fp16")
     assert_clean_error(result, 1, "claims to be a datacenter TensorRT 10.11.0.33 plan",
                        "its header is a TensorRT-RTX plan's", "nothing was exported")
-    assert list((repo / "digits").iterdir()) == []
+    assert [p.name for p in repo.iterdir()] == [".digits.lock"]  # no model folder; the lock stays
 
 
 def test_a_warmup_file_holding_other_bytes_is_never_replaced(store_uri, tmp_path):

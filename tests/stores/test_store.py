@@ -17,98 +17,12 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-
-from compiler.core.records import EngineRecord
 from compiler.stores import open_store
+from tests.stores.conftest import SKUS, StoreUnderTest, _engine
 from tests.support.cli import CliResult, assert_clean_error, run_cli
-from tests.support.registry import Registry, environment_without_credentials
-
-SKUS = ("rtx-3090", "rtx-4090")
-
-
-@dataclass
-class StoreUnderTest:
-    kind: str
-    uri: str
-    env: dict[str, str]
-    tamper: Callable[[str, bytes], None]
-    """Replace a blob's bytes behind the store's back."""
-    registry: Registry | None = None
-    """The OCI registry serving the store, for the tests that look into its storage."""
-
-    def cli(self, *args: str | Path, **kwargs) -> CliResult:
-        return run_cli(*args, "--store", self.uri, env=self.env, **kwargs)
-
-    def manifest(self, name: str, version: str) -> bytes | None:
-        return open_store(self.uri).read_manifest(name, version)
-
-
-def _tamper_local(root: Path) -> Callable[[str, bytes], None]:
-    def tamper(sha256: str, data: bytes) -> None:
-        blob = root / "blobs" / "sha256" / sha256
-        blob.chmod(0o644)
-        blob.write_bytes(data)
-
-    return tamper
-
-
-def _tamper_registry(registry, request) -> Callable[[str, bytes], None]:
-    """The registry keeps one copy of a blob for all its repositories (and the session shares one registry): the
-    original bytes come back after the test, or a later publish of the same plan would find it damaged."""
-    def tamper(sha256: str, data: bytes) -> None:
-        blob = registry.blob_file(sha256)
-        original = blob.read_bytes()
-        request.addfinalizer(lambda: blob.write_bytes(original))
-        blob.write_bytes(data)
-
-    return tamper
-
-
-@pytest.fixture(params=["local", "s3", "oci"])
-def store(request, tmp_path, monkeypatch) -> StoreUnderTest:
-    if request.param == "local":
-        root = tmp_path / "store"
-        return StoreUnderTest("local", str(root), dict(os.environ), _tamper_local(root))
-    if request.param == "oci":
-        registry = request.getfixturevalue("registry")
-        return StoreUnderTest("oci", registry.uri(), environment_without_credentials(tmp_path),
-                              _tamper_registry(registry, request), registry)
-    server = request.getfixturevalue("s3")
-    bucket = f"t-{uuid.uuid4().hex[:16]}"
-    server.client().create_bucket(Bucket=bucket)
-    for key, value in server.env().items():
-        if key.startswith("AWS_"):
-            monkeypatch.setenv(key, value)
-
-    def tamper(sha256: str, data: bytes) -> None:
-        server.client().put_object(Bucket=bucket, Key=f"team/blobs/sha256/{sha256}", Body=data)
-
-    return StoreUnderTest("s3", f"s3://{bucket}/team", server.env(), tamper)
-
-
-def _build(out: Path, digits_model, digits_profiles, skus=SKUS, precisions=("fp16",)) -> Path:
-    args = [a for sku in skus for a in ("--sku", sku)] + [a for p in precisions for a in ("--precision", p)]
-    result = run_cli("build", digits_model, "--profiles", digits_profiles, *args, "--out", out)
-    assert result.exit_code == 0, result.stderr
-    return out
-
-
-@pytest.fixture(scope="module")
-def builds(tmp_path_factory, digits_model, digits_profiles) -> dict[str, Path]:
-    """Two build folders of other content: fp16 for two SKUs, fp32 for one."""
-    root = tmp_path_factory.mktemp("builds")
-    return {"a": _build(root / "a", digits_model, digits_profiles),
-            "b": _build(root / "b", digits_model, digits_profiles, skus=("rtx-3090",), precisions=("fp32",))}
-
-
-def _engine(build: Path, sku: str, precision: str = "fp16") -> EngineRecord:
-    return EngineRecord.model_validate_json((build / sku / precision / "engine.json").read_bytes())
 
 
 def _publish(store: StoreUnderTest, build: Path, version: str, *extra: str) -> CliResult:
@@ -224,16 +138,17 @@ def test_racing_promotions_end_on_one_and_keep_every_move(store, builds):
 
 
 def _big_build(builds: Path, root: Path, megabytes: int) -> Path:
-    """A copy of build "a" whose rtx-3090 plan is ``megabytes`` of random bytes, its engine.json saying so: a
-    plan large enough to kill its publisher mid-upload."""
+    """A copy of build "a" whose rtx-3090 plan is its header then ``megabytes`` of random bytes, its engine.json
+    saying so: a plan large enough to kill its publisher mid-upload (publish reads the header)."""
     big = root / "big"
     shutil.copytree(builds, big)
     plan = big / "rtx-3090" / "fp16" / "engine.plan"
+    header = plan.read_bytes()[:64]
     plan.unlink()
     digest = hashlib.sha256()
     with open(plan, "wb") as handle:
-        for _ in range(megabytes):
-            chunk = os.urandom(1 << 20)
+        for index in range(megabytes):
+            chunk = header + os.urandom((1 << 20) - 64) if index == 0 else os.urandom(1 << 20)
             digest.update(chunk)
             handle.write(chunk)
     record = _engine(big, "rtx-3090").model_copy(update={"sha256": digest.hexdigest(), "size_bytes": megabytes << 20})

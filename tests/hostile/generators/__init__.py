@@ -12,7 +12,8 @@ Inputs are made by mutating the real files the project ships (``compiler/example
 Files a case must never read or change are made under the sandbox's ``outside`` folder. Where a bug would make the
 tool read one, it is a FIFO with no writer: opening it blocks, so a read shows up as a timeout, not as nothing.
 
-The families, one module each: ``models``, ``profiles``, ``npz``, ``images``, ``calibration``, ``options``;
+The families, one module each: ``models``, ``profiles``, ``npz``, ``images``, ``calibration``, ``options``,
+``releases`` (manifest values, pipeline YAML);
 ``common`` holds what they share. Tests use them as ``from tests.hostile import generators as g``.
 """
 
@@ -23,3 +24,4 @@ from tests.hostile.generators.models import *  # noqa: F403
 from tests.hostile.generators.npz import *  # noqa: F403
 from tests.hostile.generators.options import *  # noqa: F403
 from tests.hostile.generators.profiles import *  # noqa: F403
+from tests.hostile.generators.releases import *  # noqa: F403
