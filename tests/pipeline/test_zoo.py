@@ -9,8 +9,9 @@ import shutil
 import onnx
 import pytest
 
-from tests.fixtures.make_zoo import ZOO
-from tests.support.cli import assert_clean_error, run_cli
+from tests.support.cli import REPO, assert_clean_error, run_cli
+
+ZOO = REPO / "tests" / "fixtures" / "zoo"  # made by tests/fixtures/make_zoo.py (needs torch; the tests do not)
 
 
 def _release(pipeline, tmp_path, name: str):

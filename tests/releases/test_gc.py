@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from compiler.stores import open_store
-from tests.stores.test_store import _engine, _publish, store  # noqa: F401 - the shared store fixture
+from tests.stores.conftest import _engine
+from tests.stores.test_store import _publish
 from tests.support.cli import assert_clean_error, run_cli
 
 
@@ -43,7 +44,7 @@ def _pulls_verified(tested, version: str, build: Path, tmp_path: Path) -> None:
     assert hashlib.sha256(out.read_bytes()).hexdigest() == _engine(build, "rtx-3090").sha256
 
 
-def test_gc_keeps_the_channel_and_the_newest_two_and_frees_the_rest(store, fresh_builds, tmp_path):  # noqa: F811
+def test_gc_keeps_the_channel_and_the_newest_two_and_frees_the_rest(store, fresh_builds, tmp_path):
     versions = [f"1.0.{i}" for i in range(5)]
     for version, build in zip(versions, fresh_builds, strict=False):
         assert _publish(store, build, version).exit_code == 0
@@ -77,7 +78,7 @@ def test_gc_keeps_the_channel_and_the_newest_two_and_frees_the_rest(store, fresh
         _pulls_verified(store, version, fresh_builds[versions.index(version)], tmp_path)
 
 
-def test_gc_during_five_racing_publishers_loses_none_of_them(store, fresh_builds, tmp_path):  # noqa: F811
+def test_gc_during_five_racing_publishers_loses_none_of_them(store, fresh_builds, tmp_path):
     for index, build in enumerate(fresh_builds[:3]):
         assert _publish(store, build, f"0.{index}").exit_code == 0
     time.sleep(7)  # the old versions are older than the grace (6 s)

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 
-from tests.stores.test_store import _publish, builds, store  # noqa: F401 - the shared store fixtures
+from tests.stores.test_store import _publish
 from tests.support.cli import assert_clean_error
 
 
-def test_a_yanked_version_is_refused_and_allow_yanked_pulls_it(store, builds, tmp_path):  # noqa: F811
+def test_a_yanked_version_is_refused_and_allow_yanked_pulls_it(store, builds, tmp_path):
     assert _publish(store, builds["a"], "1.0.0").exit_code == 0
     assert _publish(store, builds["b"], "1.1.0").exit_code == 0
     before = store.manifest("digits", "1.0.0")
@@ -40,7 +40,7 @@ def test_a_yanked_version_is_refused_and_allow_yanked_pulls_it(store, builds, tm
     assert one["yanked"]["reason"] == "calibrated on the wrong data"
 
 
-def test_a_channel_on_a_yanked_version_is_refused_too(store, builds, tmp_path):  # noqa: F811
+def test_a_channel_on_a_yanked_version_is_refused_too(store, builds, tmp_path):
     assert _publish(store, builds["a"], "2.0.0").exit_code == 0
     assert store.cli("promote", "digits@2.0.0", "--channel", "stable").exit_code == 0
     assert store.cli("yank", "digits@2.0.0", "--reason", "regression").exit_code == 0
@@ -48,7 +48,7 @@ def test_a_channel_on_a_yanked_version_is_refused_too(store, builds, tmp_path): 
     assert_clean_error(refused, 1, "digits@2.0.0 is yanked (regression")
 
 
-def test_hostile_yank_inputs_are_one_error_line(store, builds, tmp_path):  # noqa: F811
+def test_hostile_yank_inputs_are_one_error_line(store, builds, tmp_path):
     assert _publish(store, builds["a"], "3.0.0").exit_code == 0
     assert_clean_error(store.cli("yank", "digits@9.9.9", "--reason", "x"), 2, "digits@9.9.9: no such version")
     assert_clean_error(store.cli("yank", "digits@3.0.0", "--reason", "  "), 2, "--reason: say why")
