@@ -314,7 +314,8 @@ def test_pulling_costs_the_same_requests_however_many_releases_the_store_holds(s
         store.client.meta.events.register("before-send.s3", lambda request, seen=requests, **_: seen.append(request))
         pull(store, "model-0@1.0.0", sku="rtx-3090", out=tmp_path / f"{releases}.plan", use_cache=False)
         counts[releases] = len(requests)
-    assert counts[1] == counts[12] <= 3, counts
+    # the manifest, the version's yank mark, the blob: a handful, the same whatever the store holds
+    assert counts[1] == counts[12] <= 4, (counts, [f"{r.method} {r.url}" for r in requests])
 
 
 def test_a_check_json_of_other_engines_is_refused(builds, tmp_path, digits_data):
