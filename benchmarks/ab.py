@@ -25,9 +25,9 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests"))
+sys.path.insert(0, str(HERE.parent))
 
-import synthetic  # noqa: E402
+from tests.support import synthetic  # noqa: E402
 
 PROFILES = ("profiles:\n  - name: p\n    shapes:\n"
             "      image: {min: [1, 3, 224, 224], opt: [4, 3, 224, 224], max: [8, 3, 224, 224]}\n")

@@ -57,12 +57,12 @@ from rich.console import Console
 from rich.table import Table
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parent / "tests")]
+sys.path[:0] = [str(HERE), str(HERE.parent)]
 
-import synthetic  # noqa: E402
 from raw_build import raw_build  # noqa: E402
 
 from compiler.engines import BuildOptions, build_engines  # noqa: E402
+from tests.support import synthetic  # noqa: E402
 
 JOBS_FIGURE = "two targets: --jobs 1 / --jobs 2, CLI, new model file (speed-up)"
 JOBS_CEILING = "ceiling of the jobs figure: raw API, one start-up, in sequence / forked"

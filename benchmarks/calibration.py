@@ -26,7 +26,6 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "tests"))
 
 
 def peak_rss_mb() -> float:
@@ -98,10 +97,10 @@ def run_child(kind: str, **options) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def _median_run(runs: list[dict]) -> dict:
-    """The run of median wall time, with the highest peak RSS any of them reached."""
+def median_run(runs: list[dict]) -> dict:
+    """The run of median wall time, with the highest peak RSS any of them reached (0 where none was taken)."""
     middle = sorted(runs, key=lambda run: run["seconds"])[len(runs) // 2]
-    return {**middle, "peak_rss_mb": max(run["peak_rss_mb"] for run in runs)}
+    return {**middle, "peak_rss_mb": max(run.get("peak_rss_mb", 0) for run in runs)}
 
 
 def main() -> None:
@@ -126,9 +125,10 @@ def main() -> None:
         return
 
     import numpy as np
-    import synthetic
     from rich.console import Console
     from rich.table import Table
+
+    from tests.support import synthetic
 
     with tempfile.TemporaryDirectory(prefix="calibration-bench-") as tmp:
         root = Path(tmp)
@@ -147,7 +147,7 @@ def main() -> None:
                     (direct, lambda: run_child("onnxruntime", samples=args.large, **common))]
             for runs, action in pair[:: 1 if i % 2 == 0 else -1]:
                 runs.append(action())
-    large, direct = _median_run(large), _median_run(direct)
+    large, direct = median_run(large), median_run(direct)
     rows = {f"calibrate, {args.small} samples": small, f"calibrate, {args.large} samples": large,
             f"onnxruntime calibrator, {args.large} samples": direct}
     memory_ratio = large["peak_rss_mb"] / small["peak_rss_mb"]

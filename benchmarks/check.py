@@ -24,7 +24,6 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "tests"))
 
 
 def floor(models: list[Path], data: Path, samples: int, batch: int) -> float:
@@ -70,13 +69,13 @@ def main() -> int:
     args = parser.parse_args()
 
     import numpy as np
-    import synthetic
     import yaml
 
     from compiler.check import check
     from compiler.core.options import CheckOptions
     from compiler.engines import BuildOptions, build_engines
     from compiler.engines.folder import built_model, read_build, source_model
+    from tests.support import synthetic
 
     with tempfile.TemporaryDirectory(prefix="compile-bench-check-") as work:
         root = Path(work)

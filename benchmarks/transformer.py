@@ -30,6 +30,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from benchmarks.calibration import median_run, peak_rss_mb  # noqa: E402 - after the path
+
 BERT_BASE = {"layers": 12, "hidden": 768, "heads": 12, "ffn": 3072, "vocab": 30522}
 SEQUENCE = 128
 PROFILES = """\
@@ -39,13 +41,6 @@ profiles:
       input_ids: {min: [1, 16], opt: [8, 128], max: [16, 128]}
       attention_mask: {min: [1, 16], opt: [8, 128], max: [16, 128]}
 """
-
-
-def peak_rss_mb() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    raise SystemExit("no /proc/self/status")
 
 
 def child_ours(args: argparse.Namespace) -> dict:
@@ -134,11 +129,6 @@ print('{{"seconds": %f}}' % (time.perf_counter() - started))
     return run([sys.executable, "-c", code])["seconds"]
 
 
-def median(runs: list[dict]) -> dict:
-    middle = sorted(runs, key=lambda r: r["seconds"])[len(runs) // 2]
-    return {**middle, "peak_rss_mb": max(r.get("peak_rss_mb", 0) for r in runs)}
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--child", choices=["ours", "onnxruntime"])
@@ -188,7 +178,7 @@ def main() -> None:
         small = run_child("ours", out=root / "small", samples=args.small, **common)
         large = run_child("ours", out=root / "large", samples=args.large, **common)
         fp16 = run_child("ours", out=root / "fp16", precision="fp16", samples=args.small, **common)
-    ours, direct, raw, compiled = median(ours), median(direct), median(raw), median(compiled)
+    ours, direct, raw, compiled = median_run(ours), median_run(direct), median_run(raw), median_run(compiled)
 
     table = Table(title=f"BERT-base-sized encoder, sequence {SEQUENCE}, batch {args.batch_size}, {args.holdout} "
                         f"held-out; paired rows: median of {args.repeat} alternating runs", title_justify="left")

@@ -326,7 +326,7 @@ def _matching(proto, keep_nodes: frozenset[str], keep_ops: frozenset[str]) -> li
     from calibration.sensitivity import source_name
 
     return sorted({node.name for node in proto.graph.node
-                   if node.name and (source_name(node.name, set(keep_nodes)) in keep_nodes
+                   if node.name and (source_name(node.name, keep_nodes) in keep_nodes
                                      or node.op_type in keep_ops)})
 
 

@@ -21,8 +21,9 @@ from typing import Any
 import numpy as np
 import onnx
 
+from calibration import calibrators
 from calibration.calibrators import TENSORRT_QUANTIZED_OPS
-from calibration.sensitivity import Region, source_name
+from calibration.sensitivity import Region, regions, source_name
 from compiler.core.errors import CheckFailed
 from compiler.core.records import CalibrationResult
 
@@ -105,8 +106,6 @@ def _finish(result: CalibrationResult, summary: dict[str, Any], out) -> Calibrat
 
 
 def _regions(sensitivity: list[dict[str, Any]]) -> list[Region]:
-    from calibration.sensitivity import regions
-
     return regions({s["node"]: (s["sqnr_db"], s["tensors"]) for s in sensitivity})
 
 
@@ -116,7 +115,6 @@ class Search:
     def __init__(self, qdq: Path, source: Path, data, first: CalibrationResult, options, preprocess) -> None:
         import tempfile
 
-        from calibration import calibrators
         from compiler.data.datasets import model_inputs, open_dataset, split
         from compiler.data.model import load_model
         from compiler.data.session import session

@@ -82,13 +82,15 @@ def local_errors(prepared: Path, qdq: Path, dataset: Dataset, indices: np.ndarra
         return PREFIX + name
 
     initializers = {i.name: i for i in quantized_model.graph.initializer}
+    present = {i.name for i in graph.initializer}
 
     def _initializer(name: str) -> str:
-        if name in initializers and PREFIX + name not in {i.name for i in graph.initializer}:
+        if name in initializers and PREFIX + name not in present:
             copy = onnx.TensorProto()
             copy.CopyFrom(initializers[name])
             copy.name = PREFIX + name
             graph.initializer.append(copy)
+            present.add(copy.name)
         return PREFIX + name if name in initializers else name
 
     compared: dict[str, tuple[str, str, list[str]]] = {}

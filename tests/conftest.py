@@ -46,6 +46,17 @@ def digits_profiles() -> Path:
 
 
 @pytest.fixture(scope="session")
+def outlier(tmp_path_factory) -> tuple[Path, Path, Path]:
+    """An MLP whose one activation channel is ~1000x the others (tests/fixtures/make_outlier_mlp.py): model, data,
+    profiles. Plain per-tensor INT8 collapses on it."""
+    from tests.fixtures import make_outlier_mlp
+
+    folder = tmp_path_factory.mktemp("outlier")
+    model, data = make_outlier_mlp.save(folder / "outlier.onnx")
+    return model, data, make_outlier_mlp.profiles(folder / "profiles.yaml")
+
+
+@pytest.fixture(scope="session")
 def s3():
     """One SeaweedFS server for the session (each test takes a bucket or prefix of its own)."""
     from tests.support.s3server import s3_server

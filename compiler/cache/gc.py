@@ -9,8 +9,8 @@ import time
 from pydantic import BaseModel, ValidationError
 
 from compiler.cache.remote import EntryIndex, open_remote
-from compiler.cache.sweep import KINDS, sweep_blobs
-from compiler.core.errors import EnvironmentProblem, InvalidInput
+from compiler.cache.sweep import KINDS, Sweep, sweep_or_note
+from compiler.core.errors import InvalidInput
 
 
 class CacheGcReport(BaseModel):
@@ -62,24 +62,15 @@ def gc_cache(uri: str, *, keep_days: float | None = None, max_bytes: int | None 
                 break
             if (kind, key) not in doomed:
                 doomed.append((kind, key))
-    kept = {d: s for _, kind, key, blobs in entries if (kind, key) not in doomed for d, s in blobs.items()}
     if not dry_run:
         for kind, key in doomed:
             store.delete_entry(kind, key)
             count()
-    sweep, note = None, None
-    try:
-        sweep = sweep_blobs(store, set(doomed), grace_minutes * 60, dry_run,
-                            pool=f"cache/{KINDS[0]}", count=count)
-    except EnvironmentProblem as exc:
-        if "not available" not in str(exc):
-            raise
-        note = "blobs are freed by the registry's own garbage collection (registry garbage-collect)"
+    sweep, note = sweep_or_note(store, set(doomed), grace_minutes * 60, dry_run, count=count)
     return CacheGcReport(store=store.uri, dry_run=dry_run, entries=len(entries),
-                         removed_entries=[f"{kind}/{key}" for kind, key in doomed], kept_bytes=sum(kept.values()),
-                         removed_blobs=len(sweep.removed) if sweep else 0,
-                         freed_bytes=sweep.freed_bytes if sweep else 0,
-                         marked_blobs=len(sweep.marked) if sweep else 0, blob_note=note, requests=requests[0],
+                         removed_entries=[f"{kind}/{key}" for kind, key in doomed],
+                         kept_bytes=_live_bytes(entries, doomed),
+                         **Sweep.figures(sweep), blob_note=note, requests=requests[0],
                          seconds=round(time.monotonic() - started, 3))
 
 

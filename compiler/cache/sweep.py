@@ -15,12 +15,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from compiler.cache.remote import KIND_FILES
 from compiler.stores import Store
+from compiler.stores.base import Unsupported
 
 DIGEST = re.compile(rb"[0-9a-f]{64}")
 MARKS = "marks"
 """The cache kind whose entries are the marks of unreferenced blobs (key: the blob's digest)."""
-KINDS = ("engines", "calibrations", "prepared", "checks")
+KINDS = tuple(KIND_FILES)
+POOL = "cache/engines"
+"""The blob pool gc lists and removes from (one pool holds every blob of a store, releases' and the cache's)."""
 
 
 @dataclass
@@ -29,7 +33,14 @@ class Sweep:
     freed_bytes: int = 0
     marked: list[str] = field(default_factory=list)
     """Unreferenced, but found so only now (or within the grace): removed by a later sweep."""
-    requests: int = 0
+
+    @staticmethod
+    def figures(sweep: Sweep | None) -> dict[str, int]:
+        """The report fields of a sweep (zeros when none ran, as on a registry)."""
+        if sweep is None:
+            return {"removed_blobs": 0, "freed_bytes": 0, "marked_blobs": 0}
+        return {"removed_blobs": len(sweep.removed), "freed_bytes": sweep.freed_bytes,
+                "marked_blobs": len(sweep.marked)}
 
 
 def references(store: Store, skip: set[tuple[str, str]] = frozenset(), count: Callable[[], None] = lambda: None,
@@ -63,23 +74,31 @@ def references(store: Store, skip: set[tuple[str, str]] = frozenset(), count: Ca
 
 
 def _keys(store: Store, kind: str) -> list[str]:
-    from compiler.core.errors import EnvironmentProblem
-
     try:
         return store.entry_keys(kind)
-    except EnvironmentProblem:  # a store without a remote cache holds no entries
+    except Unsupported:  # a store without a remote cache holds no entries (a denied listing is no such store)
         return []
 
 
+def sweep_or_note(store: Store, skip: set[tuple[str, str]], grace_seconds: float, dry_run: bool,
+                  count: Callable[[], None] = lambda: None, known: dict[tuple[str, str], bytes] | None = None
+                  ) -> tuple[Sweep | None, str | None]:
+    """:func:`sweep_blobs`, or on a store that cannot list its blobs (a registry) no sweep and what frees them."""
+    try:
+        return sweep_blobs(store, skip, grace_seconds, dry_run, count, known), None
+    except Unsupported:
+        return None, "blobs are freed by the registry's own garbage collection (registry garbage-collect)"
+
+
 def sweep_blobs(store: Store, skip: set[tuple[str, str]], grace_seconds: float, dry_run: bool,
-                pool: str = "cache/engines", count: Callable[[], None] = lambda: None,
+                count: Callable[[], None] = lambda: None,
                 known: dict[tuple[str, str], bytes] | None = None) -> Sweep:
     """Mark unreferenced blobs, remove those marked longer than the grace ago (and written before it). The blobs are
     listed before the references are read: a manifest written after the listing is seen, a blob sent after it is
     not a candidate at all."""
     now = time.time()
     result = Sweep()
-    blobs = store.blob_digests(pool)
+    blobs = store.blob_digests(POOL)
     count()
     referenced = references(store, skip, count, known)
     marks = {key: _mark_time(store, key, count) for key in _keys(store, MARKS)}
@@ -102,7 +121,7 @@ def sweep_blobs(store: Store, skip: set[tuple[str, str]], grace_seconds: float, 
         result.removed.append(digest)
         result.freed_bytes += size
         if not dry_run:
-            store.delete_blob(pool, digest)
+            store.delete_blob(POOL, digest)
             count()
             if marked_at is not None:
                 store.delete_entry(MARKS, digest)

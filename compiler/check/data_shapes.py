@@ -11,19 +11,17 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-import numpy as np
-
 from compiler.core.errors import InvalidInput
 from compiler.core.profiles import ShapeProfile, format_dims
 from compiler.core.records import EngineRecord
-from compiler.data.datasets import Dataset
+from compiler.data.datasets import Dataset, sample_shapes
 from compiler.data.model import OnnxModel
 
 
 def check_data_shapes(dataset: Dataset, model: OnnxModel, engines: list[EngineRecord]) -> None:
     """Raise InvalidInput naming the input, the samples' shape and the profile's range when the samples disagree
     on a symbolic dim or fit no profile of some engine."""
-    shapes = _sample_shapes(dataset)
+    shapes = sample_shapes(dataset)
     _check_shared_dims(dataset, model, shapes)
     judged: dict[str, list[str]] = defaultdict(list)  # one verdict per distinct profile set
     sets: dict[str, tuple[ShapeProfile, ...]] = {}
@@ -42,15 +40,6 @@ def check_data_shapes(dataset: Dataset, model: OnnxModel, engines: list[EngineRe
                 f"engine {', '.join(judged[key])}: profile '{profile.name}' takes dim {axis} from "
                 f"{shape.min[axis]} to {shape.max[axis]}, the samples have {size}{others}; give samples within "
                 f"the profiles, or build with a profile that covers them")
-
-
-def _sample_shapes(dataset: Dataset) -> dict[str, tuple[int, ...]]:
-    """Each input's array shape, samples on axis 0 (an image folder's samples all have its first's shape)."""
-    members = getattr(dataset, "members", None)
-    if members is not None:
-        return {name: tuple(member.shape) for name, member in members.items()}
-    first = dataset.read(np.array([0]))
-    return {name: (dataset.count, *array.shape[1:]) for name, array in first.items()}
 
 
 def _check_shared_dims(dataset: Dataset, model: OnnxModel, shapes: dict[str, tuple[int, ...]]) -> None:

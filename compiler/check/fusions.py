@@ -110,6 +110,7 @@ class Graph:
         nodes = graph.node
         self.op = {n.name: n.op_type for n in nodes if n.name}
         self.nodes = [n for n in nodes if n.name]
+        self.by_name = {n.name: n for n in self.nodes}
         self.consumers: dict[str, list[onnx.NodeProto]] = {}
         for node in self.nodes:
             for name in node.input:
@@ -125,7 +126,7 @@ class Graph:
     def computes_in(self, name: str, precisions: list[str]) -> bool:
         """Whether the model itself gives node ``name`` float inputs of one of ``precisions`` (TensorRT's names),
         not through Q/DQ: kept so on purpose (``--exclude``), which a strongly typed build honours."""
-        node = next((n for n in self.nodes if n.name == name), None)
+        node = self.by_name.get(name)
         if node is None or self.dequantized(node):
             return False
         wanted = {_ONNX_TYPES[p] for p in precisions if p in _ONNX_TYPES}
@@ -249,18 +250,20 @@ def _standalone(rule: Rule, kernels: list[Kernel], graph: Graph) -> list[str]:
 
 
 def _feeds(graph: Graph, name: str, ops: list[str]) -> bool:
-    node = next((n for n in graph.nodes if n.name == name), None)
+    node = graph.by_name.get(name)
     return node is not None and any(c.op_type in ops for c in graph.next_through_qdq(node))
 
 
 def _precision(rule: Rule, kernels: list[Kernel], graph: Graph) -> list[str]:
     found = []
     for kernel in kernels:
-        nodes = [n for n in kernel.onnx_nodes if graph.op.get(n) in rule.ops and not rule.allows(n)
-                 and not graph.computes_in(n, rule.forbid)]
         # a kernel that only converts (Float in, Half out: the cast before the first Conv) computes nothing in Float
         computes = kernel.precision in rule.forbid and all(t in rule.forbid for t in kernel.output_types)
-        if nodes and computes:
+        if not computes:
+            continue
+        nodes = [n for n in kernel.onnx_nodes if graph.op.get(n) in rule.ops and not rule.allows(n)
+                 and not graph.computes_in(n, rule.forbid)]
+        if nodes:
             found.append(f"kernel {kernel.name} runs {', '.join(nodes)} in {kernel.precision}{_profile(kernel)}")
     return found
 

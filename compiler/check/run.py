@@ -110,15 +110,11 @@ def _from_shared(shared: Any, key: str, root: Path) -> tuple[CheckReport | None,
 
 def _metric(options: CheckOptions, dataset):
     """``--metric`` loaded and ``--labels`` read before any work; (None, None) without them."""
-    from compiler.data.metric import load_labels, load_metric
+    from compiler.data.metric import metric_and_labels
 
-    if options.metric is None:
-        if options.min_metric is not None:
-            raise InvalidInput("--min-metric needs --metric MODULE:FUNCTION (the score it holds to the threshold)")
-        return None, None
-    if dataset is None:
+    if options.metric is not None and dataset is None:
         raise InvalidInput(f"--metric {options.metric}: needs --data (the samples it scores)")
-    return load_metric(options.metric), load_labels(options.labels, dataset.count)
+    return metric_and_labels(options.metric, options.min_metric, options.labels, dataset.count if dataset else 0)
 
 
 def _checkable(build: BuildFolder) -> BuildFolder:

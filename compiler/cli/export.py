@@ -21,7 +21,6 @@ from compiler.cli.params import (
     option,
     switch,
 )
-from compiler.core.text import printable
 from compiler.stores import DEFAULT_STORE
 
 
@@ -65,8 +64,7 @@ def triton(
                            model_version=model_version, triton_version=triton_version, triton_release=triton_release,
                            triton_tensorrt=triton_tensorrt, default_plan=default_plan, use_cache=not no_cache,
                            verify_key=verify_key, allow_yanked=allow_yanked)
-    for warning in result.warnings:
-        sys.stderr.write(f"warning: {printable(warning)}\n")
+    render.warnings(result.warnings)
     if json:
         render.emit_json(result)
     else:
@@ -96,8 +94,7 @@ def rtx(
 
     result = export_rtx(store, release, out, model_name=model_name, precision=precision,
                         runtime_version=runtime_version, use_cache=not no_cache)
-    for warning in result.warnings:
-        sys.stderr.write(f"warning: {printable(warning)}\n")
+    render.warnings(result.warnings)
     if json:
         render.emit_json(result)
     else:

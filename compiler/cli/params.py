@@ -53,14 +53,14 @@ ReleaseArgument = Annotated[str, typer.Argument(metavar="NAME@VERSION|NAME@CHANN
 PipelineArgument = Annotated[Path, typer.Argument(metavar="PIPELINE", show_default=False,
                                                  help="The pipeline YAML (docs/pipeline.md).")]
 
-RemoteCacheOption = Annotated[str | None, option("URI", "Cache", "Remote cache shared by runners: a folder, "
+RemoteCacheOption = Annotated[str | None, option("URI", CACHE, "Remote cache shared by runners: a folder, "
                                                 "s3://BUCKET/PREFIX or oci://HOST/REPOSITORY; a local miss asks it "
                                                 "first and what is made is sent there (default "
                                                 "$COMPILE_REMOTE_CACHE; '' for none).")]
-ExplainOption = Annotated[bool, switch("--explain", "Cache", "For each cache miss, say which input of its key "
+ExplainOption = Annotated[bool, switch("--explain", CACHE, "For each cache miss, say which input of its key "
                                                               "changed against the nearest cached entry.")]
 
-AllowYankedOption = Annotated[bool, switch("--allow-yanked", "Inputs", "Use the version even if it was withdrawn "
+AllowYankedOption = Annotated[bool, switch("--allow-yanked", INPUTS, "Use the version even if it was withdrawn "
                                                                      "with compile yank.")]
 
 Command = TypeVar("Command", bound=Callable[..., Any])

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -69,8 +68,7 @@ def release(
 
     report = run_release(pipeline, store=store, only_sku=only_sku, finalize=finalize, dry_run=dry_run, work=work,
                          on_stage=None if json else render.stage_line, remote_cache=remote_cache, explain=explain)
-    for warning in report.warnings:
-        sys.stderr.write(f"warning: {printable(warning)}\n")
+    render.warnings(report.warnings)
     if explain and not json:
         for stage in report.stages:
             if stage.cache is not None:

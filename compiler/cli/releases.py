@@ -27,8 +27,7 @@ from compiler.cli.params import (
     switch,
 )
 from compiler.core.errors import CheckFailed
-from compiler.core.text import printable
-from compiler.core.yaml import and_more
+from compiler.core.text import and_more, printable
 from compiler.stores import DEFAULT_STORE  # the interface only: each backend is imported when its URI is used
 
 
@@ -103,8 +102,7 @@ def pull(
                            "otherwise")
     result = pull_engine(store, release, out=out, sku=sku, precision=precision, tensorrt_version=tensorrt_version,
                          use_cache=not no_cache, verify_key=verify_key, allow_yanked=allow_yanked)
-    for warning in result.warnings:
-        sys.stderr.write(f"warning: {printable(warning)}\n")
+    render.warnings(result.warnings)
     if golden:
         fetched = pull_golden(store, release, Path(out).with_name(GOLDEN_FILE), use_cache=not no_cache)
         result = result.model_copy(update={"golden": fetched})

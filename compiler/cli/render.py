@@ -429,12 +429,18 @@ def stage_line(stage: str, status: str, detail: str) -> None:
     console.print(f"{stage:<10} ", status_text(status), f" {escape(printable(detail))}", sep="", highlight=False)
 
 
+def warnings(lines: list[str]) -> None:
+    """Each line as one ``warning:`` line on stderr (stdout stays the result, or the JSON document)."""
+    for line in lines:
+        sys.stderr.write(f"warning: {printable(line)}\n")
+
+
 def cache_outcome(what: str, outcome, explain: bool) -> None:
     """A cached result's warning (a damaged remote entry) on stderr, and with --explain where it came from."""
     if outcome is None:
         return
     if outcome.warning:
-        sys.stderr.write(f"warning: {printable(outcome.warning)}\n")
+        warnings([outcome.warning])
     if explain:
         console.print(f"{outcome.source} {what}" + (f": {printable(outcome.reason)}" if outcome.reason else ""))
 

@@ -11,12 +11,13 @@ import json
 import os
 import re
 import shutil
+import stat
 import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from compiler.core.errors import InvalidInput, stop_signals_held
 
@@ -251,3 +252,42 @@ def sweep_partials(folder: Path, prefix: str = ".") -> None:
                 shutil.rmtree(entry.path, ignore_errors=True)
             else:
                 os.unlink(entry.path)
+
+
+class NotRegularFile(OSError):
+    """Something other than a regular file stands where one belongs; ``what`` says what ("a symbolic link", "a FIFO",
+    "a folder", or "not a regular file")."""
+
+    def __init__(self, path: Path, what: str) -> None:
+        super().__init__(f"{path}: {what}")
+        self.what = what
+
+
+_NOT_REGULAR = {errno.ELOOP: "a symbolic link", errno.ENXIO: "a FIFO", errno.EISDIR: "a folder"}
+
+
+def _regular(fd: int, path: Path) -> int:
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise NotRegularFile(path, "not a regular file")
+    return fd
+
+
+def open_lock_file(path: Path) -> BinaryIO:
+    """``path`` opened (created) to ``flock``: a link standing there is never followed (O_NOFOLLOW) and a FIFO never
+    blocks the opener (O_NONBLOCK); either, a folder or anything but a regular file raises :class:`NotRegularFile`."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                     0o644)
+    except OSError as exc:
+        if exc.errno in _NOT_REGULAR:
+            raise NotRegularFile(path, _NOT_REGULAR[exc.errno]) from None
+        raise
+    return os.fdopen(_regular(fd, path), "ab")
+
+
+def read_regular(path: Path, limit: int) -> bytes:
+    """At most ``limit`` + 1 bytes of the regular file ``path`` (so a caller can tell a file over ``limit``), opened
+    without blocking: a FIFO, device or folder put where a file belongs raises :class:`NotRegularFile`."""
+    with os.fdopen(_regular(os.open(path, os.O_RDONLY | os.O_NONBLOCK), path), "rb") as handle:
+        return handle.read(limit + 1)

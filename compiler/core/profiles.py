@@ -25,7 +25,8 @@ from pydantic import (
 )
 
 from compiler.core.errors import InvalidInput
-from compiler.core.yaml import and_more, describe_validation_error, load_yaml
+from compiler.core.text import and_more
+from compiler.core.yaml import describe_validation_error, load_yaml
 
 Dim = int | str | None
 """A model dimension: fixed size, symbolic name (dynamic), or unknown (dynamic)."""

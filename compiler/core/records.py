@@ -8,9 +8,7 @@ line, never a crash in the stage that trusted it.
 
 from __future__ import annotations
 
-import os
 import re
-import stat
 from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
@@ -19,6 +17,7 @@ from typing import Annotated, Any, ClassVar, TypeVar
 from pydantic import AfterValidator, BaseModel, Field, ValidationError, model_validator
 
 from compiler.core.errors import InvalidInput
+from compiler.core.files import NotRegularFile, read_regular
 from compiler.core.profiles import ShapeProfile
 from compiler.core.runtimes import FAMILY_NAMES, PLAN_MAGIC, Runtime, runtime_of
 
@@ -623,11 +622,9 @@ def read_record(path: Path, kind: type[Record], hint: str) -> Record:
 def read_record_bytes(path: Path, hint: str) -> bytes:
     """A record file's bytes (for a caller that also hashes exactly what it validates)."""
     try:
-        # O_NONBLOCK: opening a FIFO put where a record belongs must not wait for a writer that never comes
-        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as handle:
-            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-                raise InvalidInput(f"{path}: not a regular file; {hint}")
-            raw = handle.read(MAX_RECORD_BYTES + 1)
+        raw = read_regular(path, MAX_RECORD_BYTES)
+    except NotRegularFile:
+        raise InvalidInput(f"{path}: not a regular file; {hint}") from None
     except OSError as exc:
         raise InvalidInput(f"{path}: cannot read it ({exc.strerror or exc}); {hint}") from None
     if len(raw) > MAX_RECORD_BYTES:

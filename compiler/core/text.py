@@ -49,3 +49,8 @@ def human_size(size: int) -> str:
 def gate_figure(gate: str, value: float) -> str:
     """A gate's value or threshold in the unit the accuracy table shows it: top-1 agreement as a percentage."""
     return f"{value:.2%}" if gate in ("min-top1", "min-top5") else f"{value:.5g}"
+
+
+def and_more(count: int, hint: str = "") -> str:
+    """`` (and 3 more; hint)`` after the first of several problems (our errors are one line), or ``""``."""
+    return f" (and {count} more{'; ' + hint if hint else ''})" if count > 0 else ""

@@ -10,6 +10,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from compiler.core.errors import InvalidInput
+from compiler.core.text import and_more
 
 Schema = TypeVar("Schema", bound=BaseModel)
 
@@ -137,11 +138,6 @@ def describe_validation_error(exc: ValidationError) -> str:
     if error["type"] == "extra_forbidden":
         message = "unknown key; remove it or check its spelling"
     return (f"{location}: {message}" if location else message) + and_more(len(exc.errors()) - 1)
-
-
-def and_more(count: int, hint: str = "") -> str:
-    """`` (and 3 more; hint)`` after the first of several problems (our errors are one line), or ``""``."""
-    return f" (and {count} more{'; ' + hint if hint else ''})" if count > 0 else ""
 
 
 Describe = Callable[[ValidationError, Any], str]

@@ -502,6 +502,14 @@ def _validate(dataset: Dataset, inputs: list[ModelInput], model: OnnxModel) -> N
             _check_array(where, name, array.dtype, (dataset.count, *array.shape[1:]), expected[name])
 
 
+def sample_shapes(dataset: Dataset) -> dict[str, tuple[int, ...]]:
+    """Each input's array shape, samples on axis 0 (an image folder's samples all have its first's shape)."""
+    if isinstance(dataset, NpzDataset):
+        return {name: tuple(member.shape) for name, member in dataset.members.items()}
+    first = dataset.read(np.array([0]))
+    return {name: (dataset.count, *array.shape[1:]) for name, array in first.items()}
+
+
 def _check_array(where: Path, name: str, dtype: np.dtype, shape: tuple[int, ...], spec: ModelInput) -> None:
     if dtype != spec.dtype:
         raise InvalidInput(f"{where}: array '{name}' is {dtype}, the model's input '{name}' needs {spec.dtype}; "

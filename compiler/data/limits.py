@@ -21,10 +21,10 @@ import onnx
 from onnx import numpy_helper
 
 from compiler.core.profiles import Dim, ProfileSet, ShapeProfile
+from compiler.data.model import STUB_BYTES, tensor_info
 
 FOLD_ELEMENTS = 1 << 16
 """The largest tensor evaluated and folded: shape arithmetic is tiny; weights are never touched."""
-_STUB_BYTES = 4096
 _PASS_THROUGH = {"Unsqueeze", "Squeeze", "Reshape", "Expand", "Identity", "Cast", "Flatten", "Tile"}
 """Ops that keep the values (so the bounds) of a Range too long to evaluate."""
 _UNEVALUATED = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"}
@@ -102,10 +102,7 @@ def _dynamic_groups(model: onnx.ModelProto) -> dict[str, list[tuple[str, int]]]:
 
 
 def _dims(value: onnx.ValueInfoProto) -> list[Dim]:
-    if not value.type.tensor_type.HasField("shape"):
-        return []
-    return [d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
-            for d in value.type.tensor_type.shape.dim]
+    return tensor_info(value).shape or []
 
 
 def _skeleton(proto: onnx.ModelProto) -> onnx.ModelProto:
@@ -119,7 +116,7 @@ def _skeleton(proto: onnx.ModelProto) -> onnx.ModelProto:
     graph.output.extend(proto.graph.output)
     graph.sparse_initializer.extend(proto.graph.sparse_initializer)
     for tensor in proto.graph.initializer:
-        if tensor.data_location == onnx.TensorProto.EXTERNAL or tensor.ByteSize() > _STUB_BYTES:
+        if tensor.data_location == onnx.TensorProto.EXTERNAL or tensor.ByteSize() > STUB_BYTES:
             stub = graph.initializer.add(name=tensor.name, data_type=tensor.data_type, dims=tensor.dims)
             stub.data_location = onnx.TensorProto.EXTERNAL
             stub.external_data.add(key="location", value="compile-limits-stub")

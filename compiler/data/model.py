@@ -145,7 +145,7 @@ def _external_files(model: onnx.ModelProto, path: Path) -> tuple[Path, ...]:
     return tuple(files)
 
 
-_STUB_BYTES = 4096
+STUB_BYTES = 4096
 """Shape inference never needs the values of tensors this big; it only needs their shapes."""
 
 
@@ -158,7 +158,7 @@ def _infer_shapes(proto: onnx.ModelProto) -> onnx.ModelProto:
     """
     stashed: list[tuple[onnx.TensorProto, tuple[bytes, bool]]] = []
     for tensor in external_data_helper._get_all_tensors(proto):
-        big = tensor.HasField("raw_data") and tensor.ByteSize() > _STUB_BYTES
+        big = tensor.HasField("raw_data") and tensor.ByteSize() > STUB_BYTES
         if big and tensor.data_location != onnx.TensorProto.EXTERNAL:
             stashed.append((tensor, (tensor.raw_data, tensor.HasField("data_location"))))
             tensor.ClearField("raw_data")

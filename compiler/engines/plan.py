@@ -139,6 +139,7 @@ def plan_builds(
     if remote is not None:
         open_remote(remote)  # a URI it cannot be is refused now, before any work
     prepared = {p: _prepare(p, model, digest, options, cache, calibration_progress, remote) for p in precisions}
+    excluded = {p: _excluded(options.calibration, p) if prepared[p][3] else () for p in precisions}
     source_stat = _files_stat(model, model_stat, source["files"])
     jobs = []
     for sku, target in targets.items():
@@ -167,7 +168,7 @@ def plan_builds(
                 cache_root=cache.root, use_cache=options.use_cache, target_dir=out / sku / precision,
                 model_digest=digest, prepared_sha256=built_sha, calibration_sha256=calibration_sha,
                 source_stat=source_stat, built_stat=built_stat, remote_cache=remote, explain=options.explain,
-                excluded=_excluded(options.calibration, precision) if calibration_sha else (),
+                excluded=excluded[precision],
             ))
     writable_folder(out, "--out")
     return jobs
@@ -307,7 +308,7 @@ def _prepare(precision: Precision, model: Path, model_sha: str | Future[str], op
         method = options.method or "minmax"
         folder = cache.root / "calibrations" / model_sha / f"{precision}-{method}"
         calibrate(model, options.data, folder, CalibrationOptions(precision=precision.value, method=method),
-                  staged=True, progress=calibration_progress, shared=CacheTier(remote or "") if remote else None)
+                  staged=True, progress=calibration_progress, shared=CacheTier(remote) if remote else None)
     if folder is None:
         raise InvalidInput(f"{precision} needs calibration: pass --data DATA.npz to calibrate now, or run "
                            f"compile calibrate --precision {precision} and pass its folder with --calibration DIR")

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from compiler.cache.explain import describe, engine_candidates, engine_material, nearest, profile_changes
 from compiler.cache.remote import Damaged, open_remote
 from compiler.core.errors import CompileError
-from compiler.core.files import file_sha256, hash_json, new_folder, staging_folder
+from compiler.core.files import hash_json, staging_folder
 from compiler.core.records import CacheOutcome, EngineRecord
 from compiler.engines.cache import ENGINE_FILES, BuildCache
 
@@ -90,24 +90,18 @@ def prepared_key(model_sha256: str) -> str:
 def fetch_prepared(uri: str, model_sha256: str, converted: Path) -> bool:
     """The FP16 conversion of the model from the remote, renamed into its place in the local cache when whole."""
     remote = open_remote(uri)
-    converted.parent.mkdir(parents=True, exist_ok=True)
-    folder = new_folder(converted.parent, ".remote-")
-    try:
-        if remote.fetch("prepared", prepared_key(model_sha256), folder) is None:
+    with staging_folder(converted.parent, "remote-fp16") as folder:
+        try:
+            if remote.fetch("prepared", prepared_key(model_sha256), folder) is None:
+                return False
+            (folder / PREPARED_FP16).replace(converted)
+            return True
+        except Damaged:
             return False
-        (folder / PREPARED_FP16).replace(converted)
-        return True
-    except Damaged:
-        return False
-    except CompileError as exc:
-        remote.unreachable("prepared", prepared_key(model_sha256), exc)
-        return False
-    finally:
-        for leftover in folder.iterdir():
-            leftover.unlink()
-        folder.rmdir()
+        except CompileError as exc:
+            remote.unreachable("prepared", prepared_key(model_sha256), exc)
+            return False
 
 
 def send_prepared(uri: str, model_sha256: str, converted: Path) -> None:
-    open_remote(uri).send_quietly("prepared", prepared_key(model_sha256), converted.parent, [converted.name],
-                                  digests={converted.name: file_sha256(converted)})
+    open_remote(uri).send_quietly("prepared", prepared_key(model_sha256), converted.parent, [converted.name])

@@ -23,7 +23,7 @@ from compiler.core.profiles import inconsistent_profiles
 from compiler.core.records import CacheOutcome, EngineRecord, Kernel, LayersRecord, Progress, Status, TargetStatus
 from compiler.engines.cache import ENGINE_FILES, BuildCache
 from compiler.engines.plan import BuildJob
-from compiler.engines.shared import fetch_engine, send_engine
+from compiler.engines.shared import explain_engine, fetch_engine, send_engine
 
 Build = Callable[[BuildJob, Path, Progress | None, Any], BuiltPlan]
 """(job, staging folder, progress, cancel) -> the build's outcome, its files written into the staging folder."""
@@ -131,8 +131,6 @@ def _from_caches(job: BuildJob, staging: Path, started: float, cache: BuildCache
 def _missed(job: BuildJob, cache: BuildCache, reason: str) -> CacheOutcome:
     """A miss, with ``--explain`` the input of the key that changed against the nearest cached engine."""
     if job.explain:
-        from compiler.engines.shared import explain_engine
-
         reason = explain_engine(job, cache.root) or reason
     return CacheOutcome(source="miss", reason=reason)
 

@@ -18,7 +18,6 @@ compute capability, since the EP matches an engine to its GPU by it.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import time
@@ -27,9 +26,10 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from compiler.core.errors import Conflict, InvalidInput
-from compiler.core.files import default_cache_dir, write_atomic
+from compiler.core.files import default_cache_dir, file_sha256, write_atomic
 from compiler.core.records import GOLDEN_FILE, ReleaseEngine, ReleaseManifest, TensorSignature
 from compiler.core.runtimes import Runtime, parse_version
+from compiler.export import engine_per_capability
 from compiler.export.triton import MODEL_NAME
 from compiler.releases.golden import save_golden
 from compiler.releases.manifest import resolve
@@ -154,33 +154,27 @@ def _write(store: Store, manifest: ReleaseManifest, engines: list[ReleaseEngine]
            cache: Path | None) -> RtxExport:
     """Every plan (verified), its EP-context model, and the golden inputs, into ``folder``."""
     content = manifest.content
-    targets, owner = [], {}
-    for engine in engines:
-        for capability in engine.compute_capabilities:
-            if capability in owner and owner[capability].plan.sha256 != engine.plan.sha256:
-                raise InvalidInput(f"{owner[capability].sku} and {engine.sku} both have a {engine.precision} engine "
-                                   f"for compute capability {capability}; an application picks by compute "
-                                   "capability: add --precision, or publish one of them per compute capability")
-            if capability in owner:
-                continue
-            owner[capability] = engine
-            sub = folder / f"sm{capability.replace('.', '')}"
-            sub.mkdir()
-            plan = sub / f"{engine.sku}-{engine.precision.value}.engine"
-            fetch_verified(store, content.name, engine.plan.sha256, engine.plan.size_bytes, plan, cache)
-            context = sub / f"{name}_ctx.onnx"
-            write_atomic(context, context_model(name, content.model_name, content.inputs, content.outputs,
-                                                plan.name, capability, engine.runtime))
-            targets.append(RtxTarget(compute_capability=capability, sku=engine.sku, precision=engine.precision.value,
-                                     engine=plan.relative_to(folder).as_posix(),
-                                     context_model=context.relative_to(folder).as_posix(),
-                                     sha256=engine.plan.sha256, size_bytes=engine.plan.size_bytes,
-                                     validity=engine_validity(plan)))
+    targets = []
+    owner = engine_per_capability(engines, "an application picks by compute capability: add --precision, or publish "
+                                           "one of them per compute capability")
+    for capability, engine in owner.items():
+        sub = folder / f"sm{capability.replace('.', '')}"
+        sub.mkdir()
+        plan = sub / f"{engine.sku}-{engine.precision.value}.engine"
+        fetch_verified(store, content.name, engine.plan.sha256, engine.plan.size_bytes, plan, cache)
+        context = sub / f"{name}_ctx.onnx"
+        write_atomic(context, context_model(name, content.model_name, content.inputs, content.outputs,
+                                            plan.name, capability, engine.runtime))
+        targets.append(RtxTarget(compute_capability=capability, sku=engine.sku, precision=engine.precision.value,
+                                 engine=plan.relative_to(folder).as_posix(),
+                                 context_model=context.relative_to(folder).as_posix(),
+                                 sha256=engine.plan.sha256, size_bytes=engine.plan.size_bytes,
+                                 validity=engine_validity(plan)))
     golden = None
     if content.golden is not None:
         save_golden(store, manifest, folder / GOLDEN_FILE, cache)
         golden = GOLDEN_FILE
-    files = {path.relative_to(folder).as_posix(): _sha256(path) for path in sorted(folder.rglob("*"))
+    files = {path.relative_to(folder).as_posix(): file_sha256(path) for path in sorted(folder.rglob("*"))
              if path.is_file()}
     return RtxExport(release="", version="", model=name, model_dir="", status="written", runtime=engines[0].runtime,
                      targets=targets, golden=golden, files=files)
@@ -244,11 +238,6 @@ def engine_validity(plan: Path) -> str:
     return str(validity).rsplit(".", 1)[-1].lower() + (f" ({', '.join(flags)})" if flags else "")
 
 
-def _sha256(path: Path) -> str:
-    with open(path, "rb") as handle:
-        return hashlib.file_digest(handle, "sha256").hexdigest()
-
-
 def _same_or_conflict(existing: Path, staged: Path, ref: object) -> None:
     """An export already there is the same one when its files hash alike; anything else is never overwritten."""
     def digests(root: Path) -> dict[str, str] | None:
@@ -259,7 +248,7 @@ def _same_or_conflict(existing: Path, staged: Path, ref: object) -> None:
             if path.is_symlink() or (not path.is_file() and not path.is_dir()):
                 return None
             if path.is_file():
-                found[path.relative_to(root).as_posix()] = _sha256(path)
+                found[path.relative_to(root).as_posix()] = file_sha256(path)
         return found
 
     if digests(existing) != digests(staged):

@@ -17,7 +17,6 @@ the manifest claims; an existing version folder is never overwritten with other 
 from __future__ import annotations
 
 import contextlib
-import errno
 import fcntl
 import hashlib
 import os
@@ -31,9 +30,10 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from compiler.core.errors import CheckFailed, Conflict, EnvironmentProblem, InvalidInput
-from compiler.core.files import default_cache_dir, sweep_partials, write_atomic
+from compiler.core.files import NotRegularFile, default_cache_dir, open_lock_file, sweep_partials, write_atomic
 from compiler.core.records import ReleaseEngine, ReleaseManifest
 from compiler.core.runtimes import FAMILY_NAMES, claimed_by_header
+from compiler.export import engine_per_capability
 from compiler.export.triton_config import WARMUP_FOLDER, parse_config, render_config
 from compiler.export.triton_releases import releases_running, tensorrt_of
 from compiler.releases.golden import read_golden
@@ -233,18 +233,10 @@ def _file_name(engine: ReleaseEngine) -> str:
 
 
 def _plan_files(engines: list[ReleaseEngine]) -> dict[str, str]:
-    """Compute capability -> plan file. Triton tells GPUs apart only by compute capability, so two engines of
-    one (an A10 and an A40 plan, both 8.6) cannot both be served: refused, naming them."""
-    plans: dict[str, str] = {}
-    owner: dict[str, ReleaseEngine] = {}
-    for engine in engines:
-        for capability in engine.compute_capabilities:
-            if capability in owner and owner[capability].plan.sha256 != engine.plan.sha256:
-                raise InvalidInput(f"{owner[capability].sku} and {engine.sku} both have a {engine.precision} engine "
-                                   f"for compute capability {capability}; Triton picks plans by compute capability "
-                                   "only: publish one of them per compute capability")
-            owner.setdefault(capability, engine)
-            plans.setdefault(capability, _file_name(owner[capability]))
+    """Compute capability -> plan file, in compute capability order."""
+    owner = engine_per_capability(engines, "Triton picks plans by compute capability only: publish one of them per "
+                                           "compute capability")
+    plans = {capability: _file_name(engine) for capability, engine in owner.items()}
     return dict(sorted(plans.items(), key=lambda item: tuple(int(p) for p in item[0].split("."))))
 
 
@@ -303,17 +295,12 @@ def model_lock(repo: Path, name: str) -> Iterator[None]:
     (O_NOFOLLOW, O_NONBLOCK); anything but a regular file is refused."""
     path = repo / f".{name}.lock"
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
-                     0o644)
+        lock = open_lock_file(path)
+    except NotRegularFile as exc:
+        raise InvalidInput(f"--repo {repo}: {path.name} is {exc.what}, not the lock file exports use; remove it"
+                           ) from None
     except OSError as exc:
-        what = {errno.ELOOP: "a symbolic link", errno.ENXIO: "a FIFO", errno.EISDIR: "a folder"}.get(exc.errno)
-        if what:
-            raise InvalidInput(f"--repo {repo}: {path.name} is {what}, not the lock file exports use; remove it"
-                               ) from None
         raise EnvironmentProblem(f"--repo {repo}: cannot open {path.name} ({exc.strerror or exc})") from None
-    with os.fdopen(fd, "ab") as lock:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise InvalidInput(f"--repo {repo}: {path.name} is not a regular file, not the lock file exports use; "
-                               "remove it")
+    with lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         yield

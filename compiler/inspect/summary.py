@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import stat
 import tempfile
 import time
 from collections import Counter
@@ -18,7 +16,7 @@ from compiler.backends import default_backend, installed_versions, load_backend
 from compiler.backends.base import BuildSpec
 from compiler.backends.isolated import Builders
 from compiler.core.errors import CheckFailed, CompileError, InvalidInput
-from compiler.core.files import default_cache_dir, write_atomic
+from compiler.core.files import default_cache_dir, read_regular, write_atomic
 from compiler.core.profiles import (
     ProfileSet,
     inconsistent_profiles,
@@ -210,8 +208,7 @@ def tensorrt_view(model: OnnxModel, backend_name: str) -> TensorRTView:
 
 def _cached_view(path: Path) -> TensorRTView | None:
     try:
-        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as handle:  # a FIFO there cannot block us
-            data = handle.read(MAX_CACHED_VIEW_BYTES + 1) if stat.S_ISREG(os.fstat(handle.fileno()).st_mode) else b""
+        data = read_regular(path, MAX_CACHED_VIEW_BYTES)  # a FIFO there cannot block us
         return TensorRTView.model_validate_json(data) if len(data) <= MAX_CACHED_VIEW_BYTES else None
     except (OSError, ValueError):  # missing, unreadable or damaged: parse again
         return None

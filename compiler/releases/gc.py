@@ -9,8 +9,8 @@ from calendar import timegm
 
 from pydantic import BaseModel
 
-from compiler.cache.sweep import sweep_blobs
-from compiler.core.errors import CompileError, EnvironmentProblem, InvalidInput
+from compiler.cache.sweep import Sweep, sweep_or_note
+from compiler.core.errors import CompileError, InvalidInput
 from compiler.releases.manifest import parse_manifest, read_channel
 from compiler.stores import Store, open_store
 
@@ -83,17 +83,10 @@ def gc_store(store: str | Store, *, keep: int | None = None, keep_days: float | 
         for name, version in sorted(doomed):
             store.delete_manifest(name, version)
             count()
-    sweep, note = None, None
-    try:
-        # the removed versions are skipped even when the store still lists them for a moment (S3 listings lag)
-        sweep = sweep_blobs(store, doomed, grace_minutes * 60, dry_run, count=count, known=known)
-    except EnvironmentProblem as exc:
-        if "not available" not in str(exc):
-            raise
-        note = "blobs are freed by the registry's own garbage collection (registry garbage-collect)"
+    # the removed versions are skipped even when the store still lists them for a moment (S3 listings lag)
+    sweep, note = sweep_or_note(store, doomed, grace_minutes * 60, dry_run, count=count, known=known)
     return GcReport(store=store.uri, dry_run=dry_run, versions=fates, removed_versions=len(doomed),
-                    removed_blobs=len(sweep.removed) if sweep else 0, freed_bytes=sweep.freed_bytes if sweep else 0,
-                    marked_blobs=len(sweep.marked) if sweep else 0, blob_note=note, requests=requests[0],
+                    **Sweep.figures(sweep), blob_note=note, requests=requests[0],
                     seconds=round(time.monotonic() - started, 3))
 
 

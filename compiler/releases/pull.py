@@ -23,7 +23,7 @@ from compiler.core.errors import CheckFailed, EnvironmentProblem, InvalidInput
 from compiler.core.files import copy_file, default_cache_dir, file_sha256, sweep_partials, write_atomic
 from compiler.core.records import RELEASE_FORMAT, ReleaseEngine, ReleaseManifest
 from compiler.core.runtimes import Runtime, parse_version
-from compiler.core.yaml import and_more
+from compiler.core.text import and_more
 from compiler.releases.manifest import Resolved, damaged, resolve
 from compiler.releases.verify import require_signature, trusted_key
 from compiler.stores import Store, open_store

@@ -9,12 +9,11 @@ cosign writes for a key pair, so ``cosign verify --key`` reads it. No cryptograp
 from __future__ import annotations
 
 import json
-import os
-import stat
 from pathlib import Path
 from typing import Any
 
 from compiler.core.errors import CheckFailed, InvalidInput
+from compiler.core.files import NotRegularFile, read_regular
 
 BUNDLE = "application/vnd.dev.sigstore.bundle.v0.3+json"
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
@@ -29,19 +28,13 @@ MAKE_KEY = ("make one with `openssl genpkey -algorithm ed25519 -out release.pem`
 def _read_key_file(path: Path, role: str) -> bytes:
     """At most MAX_KEY_BYTES + 1 bytes of a regular file (a FIFO or device is refused without blocking on it)."""
     try:
-        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        data = read_regular(path, MAX_KEY_BYTES)
     except FileNotFoundError:
         raise InvalidInput(f"{role} {path}: no such file; {MAKE_KEY}") from None
+    except NotRegularFile:
+        raise InvalidInput(f"{role} {path}: not a regular file; give a PEM key file") from None
     except OSError as exc:
         raise InvalidInput(f"{role} {path}: cannot read it ({exc.strerror or exc})") from None
-    if not stat.S_ISREG(os.fstat(descriptor).st_mode):
-        os.close(descriptor)
-        raise InvalidInput(f"{role} {path}: not a regular file; give a PEM key file")
-    with os.fdopen(descriptor, "rb") as handle:
-        try:
-            data = handle.read(MAX_KEY_BYTES + 1)
-        except OSError as exc:
-            raise InvalidInput(f"{role} {path}: cannot read it ({exc.strerror or exc})") from None
     if len(data) > MAX_KEY_BYTES:
         raise InvalidInput(f"{role} {path}: over {MAX_KEY_BYTES // 1024} KiB, not a PEM key; {MAKE_KEY}")
     return data

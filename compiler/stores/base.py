@@ -51,6 +51,10 @@ def check_sha256(digest: str) -> str:
     return _checked(SHA256, digest, "digest", "64 lower-case hex digits (a sha256)")
 
 
+class Unsupported(EnvironmentProblem):
+    """This kind of store cannot do that at all (a registry lists no blobs): not a failure of the store at hand."""
+
+
 @dataclass(frozen=True)
 class Ref:
     """``NAME@VERSION``, ``NAME@CHANNEL`` or, where a command allows it, ``NAME``. Every channel name is also a
@@ -217,9 +221,9 @@ class Store(ABC):
         """Every blob of ``name``'s pool: digest -> (size, seconds since the epoch it was written)."""
         raise self._unsupported("compile gc")
 
-    def _unsupported(self, what: str) -> EnvironmentProblem:
-        return EnvironmentProblem(f"store {self.uri}: {what} is not available on this kind of store; use a "
-                                  "folder, s3:// or oci://")
+    def _unsupported(self, what: str) -> Unsupported:
+        return Unsupported(f"store {self.uri}: {what} is not available on this kind of store; use a folder, s3:// "
+                           "or oci://")
 
     def _no_staging(self) -> EnvironmentProblem:
         return EnvironmentProblem(f"store {self.uri}: sharded releases (--only-sku, --finalize) need a local "

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from compiler.core.errors import CheckFailed, EnvironmentProblem, InvalidInput
-from compiler.core.files import sweep_partials
+from compiler.core.files import NotRegularFile, open_lock_file, sweep_partials
 from compiler.core.records import MAX_RECORD_BYTES
 from compiler.stores.base import Sink, Token, VerifyingReader
 from compiler.stores.keyed import KeyedStore
@@ -185,20 +185,12 @@ class LocalStore(KeyedStore):
         damaged store content."""
         lock_key = f"{key.rpartition('/')[0]}/{path.name}"
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
-                         0o644)
+            return open_lock_file(path)
+        except NotRegularFile as exc:
+            plain = exc.what in ("a symbolic link", "not a regular file")
+            raise self._damaged(lock_key, exc.what if plain else f"{exc.what}, not a regular file") from None
         except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                raise self._damaged(lock_key, "a symbolic link") from None
-            if exc.errno == errno.ENXIO:  # a FIFO nobody reads
-                raise self._damaged(lock_key, "a FIFO, not a regular file") from None
-            if exc.errno == errno.EISDIR:
-                raise self._damaged(lock_key, "a folder, not a regular file") from None
             raise EnvironmentProblem(f"store {self.root}: cannot open {lock_key} ({exc.strerror or exc})") from None
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            os.close(fd)
-            raise self._damaged(lock_key, "not a regular file")
-        return os.fdopen(fd, "ab")
 
     def names(self) -> list[str]:
         return [name for name in super().names() if self.versions(name)]

@@ -223,20 +223,22 @@ class S3Store(KeyedStore):
             return False
         return True
 
-    def _children(self, prefix: str) -> list[str]:
+    def _pages(self, prefix: str) -> list[dict]:
+        """Every page of the listing one level below ``prefix`` (objects, and common prefixes as folders)."""
         paginator = self.client.get_paginator("list_objects_v2")
-        names: list[str] = []
         try:
-            pages = self._call(prefix, lambda: list(paginator.paginate(
+            return self._call(prefix, lambda: list(paginator.paginate(
                 Bucket=self.bucket, Prefix=self.prefix + prefix, Delimiter="/")))
         except KeyError:
             raise self._no_bucket() from None
+
+    def _children(self, prefix: str) -> list[str]:
+        names: list[str] = []
         start = len(self.prefix + prefix)
-        for page in pages:
+        for page in self._pages(prefix):
             names += [entry["Prefix"][start:].rstrip("/") for entry in page.get("CommonPrefixes", [])]
             names += [entry["Key"][start:] for entry in page.get("Contents", [])]
         return sorted(set(names))  # a stray object "releases/x" beside the prefix "releases/x/" is one name
-
 
     def _delete(self, key: str) -> None:
         try:
@@ -245,15 +247,9 @@ class S3Store(KeyedStore):
             return
 
     def _listing(self, prefix: str) -> dict[str, tuple[int, float]]:
-        paginator = self.client.get_paginator("list_objects_v2")
-        try:
-            pages = self._call(prefix, lambda: list(paginator.paginate(
-                Bucket=self.bucket, Prefix=self.prefix + prefix, Delimiter="/")))
-        except KeyError:
-            raise self._no_bucket() from None
         start = len(self.prefix + prefix)
         return {entry["Key"][start:]: (entry["Size"], entry["LastModified"].timestamp())
-                for page in pages for entry in page.get("Contents", [])}
+                for page in self._pages(prefix) for entry in page.get("Contents", [])}
 
 
 class _Taken(Exception):

@@ -6,20 +6,10 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
-
-import pytest
 
 from tests.calibration.test_transformer import _overflowing_model
 from tests.fixtures import make_outlier_mlp
 from tests.support.cli import assert_clean_error, run_cli
-
-
-@pytest.fixture(scope="module")
-def outlier(tmp_path_factory) -> tuple[Path, Path, Path]:
-    folder = tmp_path_factory.mktemp("outlier")
-    model, data = make_outlier_mlp.save(folder / "outlier.onnx")
-    return model, data, make_outlier_mlp.profiles(folder / "profiles.yaml")
 
 
 def test_plain_int8_fails_naming_the_nodes_around_the_outlier(outlier, tmp_path):

@@ -69,13 +69,6 @@ def test_large_logits_int8_passes_the_default_gates_in_calibrate_and_check(large
     assert_clean_error(strict, 1, "accuracy", "--atol 0.1")
 
 
-@pytest.fixture(scope="module")
-def outlier(tmp_path_factory) -> tuple[Path, Path, Path]:
-    folder = tmp_path_factory.mktemp("outlier")
-    model, data = make_outlier_mlp.save(folder / "outlier.onnx")
-    return model, data, make_outlier_mlp.profiles(folder / "profiles.yaml")
-
-
 def test_a_collapsed_int8_calibration_fails_at_calibrate_and_its_build_at_check(outlier, tmp_path):
     model, data, profiles = outlier
     calibrated = run_cli("calibrate", model, "--data", data, "--out", tmp_path / "cal", "--json")
