@@ -26,7 +26,7 @@ MODELS = {
 }
 _WRAPPER = ("import resource, subprocess, sys; done = subprocess.run(sys.argv[1:], capture_output=True, text=True); "
             "print(done.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); "
-            "print(done.stdout if done.returncode in (0, 1) else done.stderr)")
+            "print(done.stdout if done.stdout.strip() else done.stderr)")
 
 
 def run(model: str, data: str, precision: str, quantizer: str, out: Path) -> dict:
@@ -40,8 +40,9 @@ def run(model: str, data: str, precision: str, quantizer: str, out: Path) -> dic
     seconds = time.perf_counter() - started
     head, _, body = done.stdout.partition("\n")
     code, rss_kb = map(int, head.split())
-    if code not in (0, 1):
-        return {"error": body.strip().splitlines()[-1] if body.strip() else f"exit {code}", "seconds": seconds}
+    if not body.lstrip().startswith("{"):  # an error line instead of the record
+        return {"error": f"exit {code}, {body.strip().splitlines()[-1] if body.strip() else 'no output'}",
+                "seconds": seconds}
     result = json.loads(body)
     return {"quantized": result["quantized_nodes"], "passed": result["passed"], "seconds": seconds,
             "peak_rss_mb": rss_kb / 1024,

@@ -159,11 +159,12 @@ def calibrate(
                     excluded = _matching(source.proto, keep_nodes, keep_ops)
                     convert_fp16(source.path, model_out, keep_nodes, keep_ops)
                 elif modelopt:
-                    from calibration.modelopt import quantize
+                    from calibration.modelopt import float_twin, quantize
 
-                    prepared, excluded = source.path, _matching(source.proto, keep_nodes, keep_ops)
+                    excluded = _matching(source.proto, keep_nodes, keep_ops)
                     value_ranges = quantize(source, dataset.read(chosen.calibration), precision, method, model_out,
                                             work, keep_nodes, keep_ops)
+                    prepared = float_twin(source, model_out, work)
                 else:
                     prepared = calibrators.prepare(source.path, work)
                     excluded = _matching(onnx.load_model(prepared, load_external_data=False), keep_nodes, keep_ops)

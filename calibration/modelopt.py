@@ -16,8 +16,8 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from compiler.core.errors import CheckFailed, InvalidInput
-from compiler.core.modelopt import interpreter, last_line
+from compiler.core.errors import CheckFailed, EnvironmentProblem, InvalidInput
+from compiler.core.modelopt import ENV, interpreter, last_line
 from compiler.core.options import CalibrationOptions
 from compiler.data.model import OnnxModel
 
@@ -69,10 +69,27 @@ def quantize(source: OnnxModel, arrays: dict[str, np.ndarray], precision: str, m
         child.kill()
         child.wait()
         raise
+    if child.returncode != 0 and re.search(r"^(ModuleNotFoundError|ImportError)\b", output, re.MULTILINE):
+        raise EnvironmentProblem(f"${ENV}={str(python)!r} cannot import ModelOpt's quantizer ({last_line(output)}); "
+                                 f"make its venv again (docs/calibrate.md), or use --quantizer onnxruntime")
     if child.returncode != 0 or not out.is_file():
         raise CheckFailed(f"{source.path}: ModelOpt could not quantize it to {precision} (exit {child.returncode}: "
                           f"{last_line(output) or 'no output'}); try --quantizer onnxruntime")
     return activation_ranges(out, precision)
+
+
+def float_twin(source: OnnxModel, quantized: Path, work: Path) -> Path:
+    """The FP32 model at the Q/DQ model's opset, for the sensitivity pass to run both in one graph: ModelOpt raises
+    fp8 models to opset 19 (FP8 Q/DQ), as onnxruntime's quantizer does to the model it prepares."""
+    opset = {o.domain: o.version for o in onnx.load_model(quantized, load_external_data=False).opset_import}.get("", 0)
+    twin = onnx.ModelProto()
+    twin.CopyFrom(source.proto)
+    for entry in twin.opset_import:
+        if entry.domain in ("", "ai.onnx"):
+            entry.version = max(entry.version, opset)
+    path = work / "float.onnx"
+    onnx.save_model(twin, path)
+    return path
 
 
 def activation_ranges(path: Path, precision: str) -> dict[str, tuple[float, float]]:

@@ -20,8 +20,9 @@ ENV = "COMPILE_MODELOPT_PYTHON"
 PROBE_SECONDS = 300.0
 """Importing torch and ModelOpt the first time on a cold, loaded machine takes tens of seconds, not minutes."""
 _PROBE = """
-import importlib.metadata as m, json
-import modelopt.onnx.quantization  # what --quantizer modelopt runs; fails here when cupy or torch is broken
+import importlib.metadata as m, json, sys
+if sys.argv[1:] == ["import"]:
+    import modelopt.onnx.quantization  # what --quantizer modelopt runs; fails here when cupy or torch is broken
 print(json.dumps({n: m.version(p) for n, p in (("modelopt", "nvidia-modelopt"), ("modelopt_onnxruntime",
       "onnxruntime-gpu"), ("modelopt_onnx", "onnx"), ("modelopt_torch", "torch"))}))
 """
@@ -40,19 +41,20 @@ def interpreter() -> Path:
     return path
 
 
-def versions() -> dict[str, str]:
+def versions(imports: bool = False) -> dict[str, str]:
     """ModelOpt's and its environment's versions (part of a calibration's content key); exit 3 when the interpreter
-    cannot import ModelOpt's quantizer."""
+    has no ModelOpt. ``imports`` also imports its quantizer (torch, cupy: tens of seconds on a loaded machine, so
+    only ``doctor`` pays it; ``calibrate`` learns of a broken import from the quantizer itself, also exit 3)."""
     path = interpreter()
     stat = path.stat()
-    return dict(_probe(str(path), stat.st_mtime_ns, stat.st_size))
+    return dict(_probe(str(path), stat.st_mtime_ns, stat.st_size, imports))
 
 
 @lru_cache(maxsize=4)
-def _probe(path: str, mtime: int, size: int) -> tuple[tuple[str, str], ...]:
+def _probe(path: str, mtime: int, size: int, imports: bool) -> tuple[tuple[str, str], ...]:
     try:
-        done = subprocess.run([path, "-c", _PROBE], capture_output=True, text=True, timeout=PROBE_SECONDS,
-                              stdin=subprocess.DEVNULL, errors="replace")
+        done = subprocess.run([path, "-c", _PROBE, *(["import"] if imports else [])], capture_output=True,
+                              text=True, timeout=PROBE_SECONDS, stdin=subprocess.DEVNULL, errors="replace")
     except (OSError, subprocess.SubprocessError) as exc:
         raise EnvironmentProblem(f"${ENV}={path!r} could not be run ({type(exc).__name__}: {exc}): {_ADVICE}") from None
     try:
@@ -60,21 +62,21 @@ def _probe(path: str, mtime: int, size: int) -> tuple[tuple[str, str], ...]:
     except (ValueError, IndexError):
         found = None
     if not isinstance(found, dict) or not all(isinstance(v, str) for v in found.values()):
-        raise EnvironmentProblem(f"${ENV}={path!r} cannot import ModelOpt's ONNX quantizer "
+        raise EnvironmentProblem(f"${ENV}={path!r} has no working ModelOpt "
                                  f"({last_line(done.stderr) or f'exit {done.returncode}'}): {_ADVICE}")
     return tuple(sorted(found.items()))
 
 
 def last_line(text: str) -> str:
-    """The last non-empty line of a child's output (its error), cut to one readable line."""
+    """The last non-empty line of a child's output (its error), cut to one printable line."""
     lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[-1][:300] if lines else ""
+    return "".join(c if c.isprintable() else "?" for c in lines[-1][:300]) if lines else ""
 
 
 def status() -> str:
     """``compile doctor``'s line: usable with its versions, or why not (never raises)."""
     try:
-        found = versions()
+        found = versions(imports=True)
     except EnvironmentProblem as exc:
         return f"not usable: {exc}"
     return (f"usable: nvidia-modelopt {found['modelopt']} (onnxruntime-gpu {found['modelopt_onnxruntime']}, torch "
