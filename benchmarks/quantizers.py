@@ -51,7 +51,7 @@ def run(model: str, data: str, precision: str, quantizer: str, out: Path) -> dic
 
 def size_mb(python: str) -> float:
     """The venv holding ``python`` (its site-packages and all), in MB."""
-    root = Path(python).resolve().parents[1]
+    root = Path(python).absolute().parents[1]  # the venv, not where its python links to
     return sum(f.stat().st_size for f in root.rglob("*") if f.is_file() and not f.is_symlink()) / 1e6
 
 

@@ -88,3 +88,27 @@ def test_no_quantized_node_is_exit_1(modelopt_python, tmp_path):
                    env={**os.environ, ENV: modelopt_python})
     assert_clean_error(done, 1, "quantized no node", "ModelOpt selected none", "--precision fp16")
     assert not (tmp_path / "out" / "calibration.json").exists()
+
+
+def _pipeline(folder: Path, quantizer: str) -> Path:
+    """The digits CNN's int8 release for rtx-4090, calibrated by ``quantizer``."""
+    examples = REPO / "compiler" / "examples"
+    pipeline = folder / "pipeline.yaml"
+    pipeline.write_text(f"release: {{name: digits, version: 1.0.0}}\nmodel: {examples / 'digits_cnn.onnx'}\n"
+                        f"profiles: {REPO / 'profiles/digits.yaml'}\ntargets: {{rtx-4090: [int8]}}\ncalibration:\n"
+                        f"  data: {examples / 'digits.npz'}\n  quantizer: {quantizer}\ncheck:\n"
+                        f"  data: {examples / 'digits.npz'}\n  samples: 64\n")
+    return pipeline
+
+
+def test_a_release_pipeline_quantizes_with_modelopt(modelopt_python, tmp_path):
+    """`calibration.quantizer: modelopt` in the pipeline YAML: calibrate, build, check (default gates) and publish."""
+    done = run_cli("release", _pipeline(tmp_path, "modelopt"), "--work", tmp_path / "work", "--store",
+                   tmp_path / "store", "--json", env={**os.environ, ENV: modelopt_python})
+    assert done.exit_code == 0, done.stderr
+    record = json.loads((tmp_path / "work" / "calibration" / "int8" / "calibration.json").read_text())
+    assert record["options"]["quantizer"] == "modelopt" and record["quantized_nodes"] > 0
+
+
+def test_the_pipeline_refuses_an_unknown_quantizer(tmp_path):
+    assert_clean_error(run_cli("plan", _pipeline(tmp_path, "tensorrt")), 2, "quantizer")
