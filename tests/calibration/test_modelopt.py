@@ -112,3 +112,20 @@ def test_a_release_pipeline_quantizes_with_modelopt(modelopt_python, tmp_path):
 
 def test_the_pipeline_refuses_an_unknown_quantizer(tmp_path):
     assert_clean_error(run_cli("plan", _pipeline(tmp_path, "tensorrt")), 2, "quantizer")
+
+
+def test_exclude_maps_to_modelopts_nodes_and_op_types(runs, modelopt_python, monkeypatch, tmp_path):
+    """``--exclude NODE`` becomes ``--nodes_to_exclude`` (the exact name), ``--exclude OP`` becomes
+    ``--op_types_to_exclude``: the named MatMul runs in float, the others stay quantized."""
+    import onnx
+
+    monkeypatch.setenv(ENV, modelopt_python)
+    node = "layer.0/attention/query/MatMul"
+    result = calibrate(FIXTURES / "encoder.onnx", FIXTURES / "encoder_data.npz", tmp_path / "out",
+                       CalibrationOptions(quantizer="modelopt", exclude=(node, "Gemm")))
+    assert result.quantized_ops == {"MatMul": runs["encoder-int8"].quantized_ops["MatMul"] - 1}
+    assert result.excluded == ["classifier/Gemm", node] and result.options["exclude"] == ["Gemm", node]
+    graph = onnx.load_model(Path(result.out) / "model.onnx").graph
+    dequantized = {o for n in graph.node if n.op_type == "DequantizeLinear" for o in n.output}
+    kept = next(n for n in graph.node if n.name == node)
+    assert not dequantized & set(kept.input)
