@@ -129,3 +129,11 @@ def test_exclude_maps_to_modelopts_nodes_and_op_types(runs, modelopt_python, mon
     dequantized = {o for n in graph.node if n.op_type == "DequantizeLinear" for o in n.output}
     kept = next(n for n in graph.node if n.name == node)
     assert not dequantized & set(kept.input)
+
+
+def test_modelopt_leaves_the_source_model_alone(runs):
+    """ModelOpt writes inferred shapes back into the model it reads: it is handed a copy."""
+    from compiler.core.files import file_sha256
+
+    for result in runs.values():
+        assert file_sha256(result.model) == result.model_sha256
