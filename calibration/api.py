@@ -79,6 +79,11 @@ def calibrate(
     taken from the remote cache when it has it, and one made here is sent there.
     """
     options = options or CalibrationOptions()
+    modelopt = options.quantizer == "modelopt" and options.precision != "fp16"  # fp16 converts, quantizes nothing
+    if modelopt:
+        from calibration.modelopt import refuse_unsupported
+
+        refuse_unsupported(options)
     if options.fallback == "auto":
         from calibration.fallback import calibrate_with_fallback
 
@@ -110,6 +115,12 @@ def calibrate(
         keep_nodes, keep_ops = _resolve_exclude(source.proto, options.exclude, source.path)
         if options.exclude:
             recorded["exclude"] = sorted(set(options.exclude))
+        versions = _versions()
+        if modelopt:  # another quantizer, another result (its versions checked now: a broken one is exit 3 here)
+            from compiler.core.modelopt import versions as modelopt_versions
+
+            recorded["quantizer"] = "modelopt"
+            versions |= modelopt_versions()
         metric, labels = metric_and_labels(options.metric, options.min_metric, options.labels, dataset.count)
         if metric is not None:  # the score is part of the report: another metric or labels is another result
             recorded["metric"] = options.metric
@@ -117,7 +128,7 @@ def calibrate(
         record = {
             "format_version": CALIBRATION_FORMAT, "precision": precision, "method": method,
             "model_sha256": source.sha256, "data_sha256": dataset.sha256, "samples": len(chosen.calibration),
-            "batch_size": batch_size, "seed": options.seed, "options": recorded, "versions": _versions(),
+            "batch_size": batch_size, "seed": options.seed, "options": recorded, "versions": versions,
         }
         key = hash_json(record)
         if options.reuse and (previous := _reusable(out, key)) is not None:  # same data bytes: already checked
@@ -147,6 +158,13 @@ def calibrate(
                 if precision == "fp16":
                     excluded = _matching(source.proto, keep_nodes, keep_ops)
                     convert_fp16(source.path, model_out, keep_nodes, keep_ops)
+                elif modelopt:
+                    from calibration.modelopt import float_twin, quantize
+
+                    excluded = _matching(source.proto, keep_nodes, keep_ops)
+                    value_ranges = quantize(source, dataset.read(chosen.calibration), precision, method, model_out,
+                                            work, keep_nodes, keep_ops)
+                    prepared = float_twin(source, model_out, work)
                 else:
                     prepared = calibrators.prepare(source.path, work)
                     excluded = _matching(onnx.load_model(prepared, load_external_data=False), keep_nodes, keep_ops)
@@ -159,10 +177,12 @@ def calibrate(
                     value_ranges = calibrators.ranges(tensors)
                     calibrators.quantize(prepared, tensors, precision, method, model_out, work, frozenset(excluded))
                     calibrators.keep_float_consumers(model_out, frozenset(excluded))
+                if precision != "fp16":
                     quantized_ops = calibrators.quantized_nodes(model_out)
                     if not quantized_ops:
                         reason = (f"every one of them is excluded (--exclude {' --exclude '.join(options.exclude)})"
-                                  if excluded else "the model has none to quantize")
+                                  if excluded else "ModelOpt selected none of them" if modelopt
+                                  else "the model has none to quantize")
                         raise CheckFailed(
                             f"{source.path}: {precision} calibration quantized no node: TensorRT runs "
                             f"{precision.upper()} only in {', '.join(calibrators.TENSORRT_QUANTIZED_OPS)} with float "

@@ -13,6 +13,7 @@ from compiler.cli.params import (
     INPUTS,
     METHODS,
     OUTPUT,
+    QUANTIZERS,
     ExplainOption,
     JsonOption,
     ModelArgument,
@@ -49,6 +50,7 @@ def calibrate(
     min_sqnr: Annotated[float | None, option("DB", GATES, CALIBRATE["min_sqnr"])] = None,
     exclude: Annotated[list[str] | None, option("NODE|OP", CALIBRATION, CALIBRATE["exclude"])] = None,
     fallback: Annotated[str | None, option("auto", CALIBRATION, CALIBRATE["fallback"])] = None,
+    quantizer: Annotated[str, option(QUANTIZERS, CALIBRATION, CALIBRATE["quantizer"])] = "onnxruntime",
     metric: Annotated[str | None, option("MODULE:FUNCTION", GATES, CALIBRATE["metric"])] = None,
     min_metric: Annotated[float | None, option("X", GATES, CALIBRATE["min_metric"])] = None,
     labels: Annotated[Path | None, option("FILE", INPUTS, CALIBRATE["labels"])] = None,
@@ -69,8 +71,8 @@ def calibrate(
                                  holdout=holdout, seed=seed, percentile=percentile, num_bins=num_bins,
                                  chunk_mb=chunk_mb, min_cosine=min_cosine, min_top1=min_top1,
                                  max_abs_error=max_abs_error, min_sqnr=min_sqnr, exclude=tuple(exclude or ()),
-                                 fallback=fallback, metric=metric, min_metric=min_metric, labels=labels,
-                                 reuse=not no_reuse)
+                                 fallback=fallback, quantizer=quantizer, metric=metric, min_metric=min_metric,
+                                 labels=labels, reuse=not no_reuse)
     from compiler.cache.tier import CacheTier
 
     shared = CacheTier(remote_cache, explain)

@@ -22,6 +22,7 @@ INPUTS, TARGETS, CALIBRATION, GATES, CACHE, STORE, OUTPUT = ("Inputs", "Targets"
 PRECISIONS = "[fp32|fp16|int8|fp8]"
 CALIBRATE_PRECISIONS = "[int8|fp8|fp16]"
 METHODS = "[minmax|entropy|percentile]"
+QUANTIZERS = "[onnxruntime|modelopt]"
 BACKENDS = "[tensorrt-rtx|tensorrt]"
 """Closed sets as the help shows them (the values are checked by the option groups, with their own message)."""
 

@@ -200,6 +200,9 @@ def doctor(report: DoctorReport) -> None:
                         gpu_rows or [["-", f"none ({report.gpu_detail})", "", ""]]))
     console.print(f"onnx {report.onnx}, onnxruntime {report.onnxruntime} "
                   f"(providers: {', '.join(report.onnxruntime_providers)}), polygraphy {report.polygraphy}")
+    from rich.markup import escape
+
+    console.print(f"modelopt (--quantizer modelopt): {escape(report.modelopt)}")
 
 
 def inspection(report: InspectReport) -> None:

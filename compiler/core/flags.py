@@ -46,6 +46,8 @@ CALIBRATE = {
                 "(ranked by sensitivity, then bisected; FP32 for fp16's overflowing nodes); recorded in "
                 "calibration.json.",
     "reuse": "Reuse a folder that holds this very result (--no-reuse recomputes).",
+    "quantizer": "Who places Q/DQ and calibrates (int8/fp8): onnxruntime (default) or modelopt (NVIDIA ModelOpt, "
+                 "run by the Python that $COMPILE_MODELOPT_PYTHON names; minmax/entropy, no --fallback auto).",
 }
 
 CHECK = {

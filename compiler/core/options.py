@@ -20,6 +20,8 @@ MAX_WORKSPACE_MB = 1 << 20
 MAX_JOBS = 64
 METHODS = ("minmax", "entropy", "percentile")
 """How calibration turns activations into ranges."""
+QUANTIZERS = ("onnxruntime", "modelopt")
+"""Who places Q/DQ and calibrates: onnxruntime here (the default), or NVIDIA ModelOpt in its own interpreter."""
 
 
 class OptionGroup(BaseModel):
@@ -125,6 +127,7 @@ class CalibrationOptions(OptionGroup):
     min_sqnr: float | None = Field(None, ge=-200, le=200)
     exclude: tuple[str, ...] = ()
     fallback: str | None = None
+    quantizer: str = "onnxruntime"
     metric: str | None = None
     min_metric: float | None = None
     labels: Path | None = None
@@ -154,6 +157,8 @@ class CalibrationOptions(OptionGroup):
             raise InvalidInput(f"--precision {self.precision}: choose from {', '.join(CALIBRATE_PRECISIONS)}")
         if self.method not in METHODS:
             raise InvalidInput(f"--method {self.method}: choose from {', '.join(METHODS)}")
+        if self.quantizer not in QUANTIZERS:
+            raise InvalidInput(f"--quantizer {self.quantizer}: choose from {', '.join(QUANTIZERS)}")
         if self.fallback not in (None, "auto"):
             raise InvalidInput(f"--fallback {self.fallback}: the only search is auto (or leave it out)")
         if self.holdout >= 1 and self.holdout != int(self.holdout):

@@ -12,6 +12,7 @@ from compiler import version
 from compiler.backends import BACKENDS, load_backend
 from compiler.core.errors import CompileError
 from compiler.core.gpu import list_gpus
+from compiler.core.modelopt import status as modelopt_status
 
 
 class BackendStatus(BaseModel):
@@ -39,6 +40,8 @@ class DoctorReport(BaseModel):
     onnxruntime: str
     onnxruntime_providers: list[str]
     polygraphy: str | None
+    modelopt: str = ""
+    """Whether ``calibrate --quantizer modelopt`` can run: its versions, or why not ($COMPILE_MODELOPT_PYTHON)."""
 
 
 def _version(package: str) -> str | None:
@@ -86,4 +89,5 @@ def diagnose() -> DoctorReport:
         onnxruntime=ort_version,
         onnxruntime_providers=providers,
         polygraphy=_version("polygraphy"),
+        modelopt=modelopt_status(),
     )

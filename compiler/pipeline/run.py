@@ -229,7 +229,8 @@ def _calibrate(run: _Run, pipeline: LoadedPipeline, jobs, work: Path, calibratio
         kept = f", {len(result.excluded)} node(s) kept in higher precision" if result.excluded else ""
         how = "from the remote cache" if result.cache and result.cache.source == "remote" else \
             "reused" if result.reused else "calibrated"
-        done.append(f"{precision}{f' {c.method}' if precision != 'fp16' else ''}{kept}, {how}")
+        via = f" via {c.quantizer}" if c.quantizer != "onnxruntime" else ""
+        done.append(f"{precision}{f' {c.method}{via}' if precision != 'fp16' else ''}{kept}, {how}")
     return "; ".join(done)
 
 
