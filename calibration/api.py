@@ -138,7 +138,7 @@ def calibrate(
             report is done, so a run stopped midway leaves no model of its own there, whole or cut short."""
             reference = session(source.path, "model")  # fail fast on a model onnxruntime cannot run
             value_ranges: dict[str, tuple[float, float]] = {}
-            header = cache = quantized_ops = prepared = build_proof = None
+            header = cache = quantized_ops = prepared = build_proof = reformats = None
             excluded: list[str] = []
             with ExitStack() as cleanup:
                 work = _temporary_folder(cleanup, None, "calibrate-")
@@ -168,7 +168,8 @@ def calibrate(
                             f"{precision.upper()} only in {', '.join(calibrators.TENSORRT_QUANTIZED_OPS)} with float "
                             f"activations, and {reason}; build it in fp16 (--precision fp16) instead")
                     calibrators.keep_metadata(source.proto, model_out)
-                    build_proof = _prove_build(model_out, dataset, chosen.calibration, source, precision)
+                    build_proof, reformats = _prove_build(model_out, dataset, chosen.calibration, source,
+                                                          precision)
                     cache = calibrators.trt_cache(value_ranges, calibrators.tensor_names(source.proto), method)
                     header = cache.splitlines()[0]
                 report = compare(reference, model_out, precision, dataset, chosen.holdout, batch_size, fixed_batch,
@@ -200,7 +201,7 @@ def calibrate(
                         for name, (lo, hi) in value_ranges.items()},
                 seconds=round(time.perf_counter() - started, 3), report=report,
                 quantized_nodes=None if quantized_ops is None else sum(quantized_ops.values()),
-                quantized_ops=quantized_ops, excluded=excluded, build_proof=build_proof,
+                quantized_ops=quantized_ops, excluded=excluded, build_proof=build_proof, reformats=reformats,
                 exclusions=_exclusions(excluded, source.proto, found or {}),
             )
             _write(folder / CALIBRATION_RECORD, result.record().model_dump_json(indent=2) + "\n")
@@ -292,8 +293,9 @@ def _exclusions(excluded: list[str], proto, found: dict[str, dict]) -> list[dict
     return [{"node": node, **found.get(source_name(node, names), {"reason": "given"})} for node in excluded]
 
 
-def _prove_build(model: Path, dataset, indices, source, precision: str) -> str:
-    """One real build of the Q/DQ model (:func:`compiler.backends.proof.prove_build`) before anything says ok."""
+def _prove_build(model: Path, dataset, indices, source, precision: str):
+    """One real build of the Q/DQ model (:func:`compiler.backends.proof.prove_build`) before anything says ok: what
+    proved it, and the reformat kernels that build got."""
     from compiler.backends.proof import prove_build
     from compiler.core.records import Status
 
@@ -305,7 +307,7 @@ def _prove_build(model: Path, dataset, indices, source, precision: str) -> str:
                               f"{precision} calibration of it can: {proof.detail}")
         raise CheckFailed(f"{source.path}: the {precision} Q/DQ model does not build: {proof.detail}; keep the node "
                           f"it names out of {precision} with --exclude NODE, or build in fp16")
-    return proof.detail
+    return proof.detail, proof.reformats
 
 
 def _resolve_exclude(proto, names: tuple[str, ...], path: Path) -> tuple[frozenset[str], frozenset[str]]:

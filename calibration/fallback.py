@@ -90,6 +90,7 @@ def _quantized(calibrate, model, data, out, plain, first: CalibrationResult, sta
     summary = {"needed": True, "regions": len(ranked), "regions_kept": len(chosen), "nodes_kept": nodes,
                "evaluations": evaluations + 2,  # the plain calibration, the bisection, the final calibration
                "low_precision_work": low_precision_work(Path(out) / "model.onnx"),
+               "reformats": _count(result), "plain_reformats": _count(first),
                "seconds": round(time.perf_counter() - started, 3), "passed": result.passed}
     return _finish(result, summary, out)
 
@@ -103,6 +104,11 @@ def _finish(result: CalibrationResult, summary: dict[str, Any], out) -> Calibrat
     result = result.model_copy(update={"fallback": summary})
     write_atomic(Path(out) / CALIBRATION_RECORD, (result.record().model_dump_json(indent=2) + "\n").encode())
     return result
+
+
+def _count(result: CalibrationResult) -> int | None:
+    """The precision-boundary reformat kernels its build proof got (None when no build could be made here)."""
+    return None if result.reformats is None else result.reformats.count
 
 
 def _regions(sensitivity: list[dict[str, Any]]) -> list[Region]:

@@ -97,6 +97,22 @@ class StepStatus(BaseModel):
     detail: str = ""
 
 
+class Reformats(BaseModel):
+    """The precision-boundary reformat kernels of a built engine: kernels that only convert a tensor between
+    precisions (a Q/DQ/Cast left alone in a kernel of its own, or TensorRT's reformat/copy layers) instead of
+    riding in a compute kernel's prologue or epilogue. A proxy for the fusions a mixed-precision engine loses."""
+
+    count: int
+    layers: list[str] = []
+    """The first few, by the ONNX nodes they cover (or the kernel's name when it names none)."""
+
+
+class BuildProof(StepStatus):
+    """The one real build ``compile calibrate`` makes of its model, and the reformat kernels that build got."""
+
+    reformats: Reformats | None = None
+
+
 # --- compile build ---------------------------------------------------------------------------------------
 
 BUILD_FORMAT = 3
@@ -320,6 +336,8 @@ class CalibrationRecord(BaseModel):
     build_proof: str | None = None
     """int8/fp8: the one real build that proved the Q/DQ model builds (backend, compute capability, shapes), or why
     none could be tried here (no TensorRT backend installed). None for fp16."""
+    reformats: Reformats | None = None
+    """int8/fp8: the precision-boundary reformat kernels of that build; None when no build could be made here."""
 
 
 class CalibrationResult(CalibrationRecord):

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import math
 
+import onnx
+
 from tests.calibration.test_transformer import _overflowing_model
 from tests.fixtures import make_outlier_mlp
 from tests.support.cli import assert_clean_error, run_cli
@@ -41,6 +43,13 @@ def test_fallback_auto_passes_keeping_most_matmuls_quantized_and_records_why(out
     assert fallback["needed"] is True and fallback["passed"] is True and fallback["regions_kept"] == 1
     assert record["quantized_nodes"] == 6 and fallback["low_precision_work"] > 0.75  # 6 of 7 MatMul/Gemm in INT8
     assert fallback["evaluations"] <= 2 * math.ceil(math.log2(fallback["regions"])) + 4
+    # the cost read from the proof's real engine: the float block3 leaves block3.out's quantize alone in a kernel
+    # of its own, a boundary the plain INT8 engine fused into block3's epilogue
+    assert record["reformats"]["count"] == fallback["reformats"] > fallback["plain_reformats"] >= 0
+    ops = {n.name: n.op_type for n in onnx.load_model(tmp_path / "cal" / "model.onnx").graph.node}
+    assert {ops[n] for layer in record["reformats"]["layers"] for n in layer.split(", ")} == {"QuantizeLinear"}
+    assert "precision-boundary reformat kernel(s) (plain int8: " in run_cli(
+        "calibrate", model, "--data", data, "--out", tmp_path / "cal", "--fallback", "auto").stdout
     built = run_cli("build", model, "--profiles", profiles, "--sku", "rtx-4090", "--precision", "int8",
                     "--calibration", tmp_path / "cal", "--out", tmp_path / "engines")
     assert built.exit_code == 0, built.stderr
