@@ -7,8 +7,12 @@ regions. Each evaluation is the Q/DQ model with those nodes reading float tensor
 calibration: the other tensors' ranges do not change), compared on the held-out samples. The winner is then
 calibrated for real with ``--exclude`` and recorded (``calibration.json``: ``exclusions``, ``fallback``).
 
-fp16: the FP16 range check names the nodes whose values overflow; they are kept in FP32 and the model converted
-and checked again, until nothing overflows.
+Every node taken out brings the nodes TensorRT fuses with it (:func:`fusion_groups`: a Conv/MatMul/Gemm with the
+bias Add, BatchNormalization and activation it feeds alone, a residual Add with both its inputs), so no fusion
+is cut in half by a precision boundary.
+
+fp16: the FP16 range check names the nodes whose values overflow; they are kept in FP32 (with their fusion
+groups) and the model converted and checked again, until nothing overflows.
 """
 
 from __future__ import annotations
@@ -46,8 +50,10 @@ def calibrate_with_fallback(calibrate, model, data, out, options, **kwargs) -> C
 def _fp16(calibrate, model, data, out, plain, first: CalibrationResult, started: float, kwargs
           ) -> CalibrationResult:
     result, kept, evaluations = first, list(plain.exclude), 1
+    graph = onnx.load_model(model, load_external_data=False).graph
     for _ in range(MAX_FP16_ROUNDS):
         overflow = (result.report.fp16_range or {}).get("keep_fp32", [])
+        overflow = [*overflow, *sorted(fusion_groups(graph, set(overflow)) - set(overflow))]
         new = [name for name in overflow if name not in kept]
         if result.passed or not new:
             break
@@ -78,13 +84,17 @@ def _quantized(calibrate, model, data, out, plain, first: CalibrationResult, sta
                           f"the held-out accuracy fails ({evaluations + 1} evaluations); the folder holds the plain "
                           f"{plain.precision} calibration: calibrate another precision (fp16)")
     chosen = ranked[:count]
-    nodes = sorted({node for region in chosen for node in region.nodes})
+    nodes = sorted(search.nodes(chosen))
     source_names = {n.name for n in onnx.load_model(first.model, load_external_data=False).graph.node if n.name}
     found = {}
     for region in chosen:
         for node in region.nodes:
             found[source_name(node, source_names)] = {"reason": "found", "tensor": region.tensor,
                                                       "sqnr_db": region.sqnr_db}
+        for node in sorted(fusion_groups(search.proto.graph, set(region.nodes)) - set(region.nodes)):
+            found.setdefault(source_name(node, source_names), {
+                "reason": "found", "tensor": region.tensor, "sqnr_db": region.sqnr_db, "why": "fused with "
+                + ", ".join(region.nodes)})
     result = calibrate(model, data, out, plain.model_copy(update={"exclude": tuple(plain.exclude) + tuple(
         n for n in found if n not in plain.exclude)}), found=found, **kwargs)
     summary = {"needed": True, "regions": len(ranked), "regions_kept": len(chosen), "nodes_kept": nodes,
@@ -147,6 +157,11 @@ class Search:
         self.dataset.close()
         shutil.rmtree(self.work, ignore_errors=True)
 
+    def nodes(self, chosen: list[Region]) -> set[str]:
+        """The nodes of ``chosen`` with the nodes TensorRT fuses with them."""
+        named = {node for region in chosen for node in region.nodes}
+        return named | fusion_groups(self.proto.graph, named)
+
     def passes(self, nodes: set[str]) -> bool:
         from calibration.accuracy import compare, gates
 
@@ -161,7 +176,7 @@ class Search:
         """The fewest leading regions whose exclusion passes (0 when even all of them do not), and the evaluations
         made: all of them first (can the gates be reached at all?), then bisection."""
         def nodes(count: int) -> set[str]:
-            return {node for region in ranked[:count] for node in region.nodes}
+            return self.nodes(ranked[:count])
 
         low, high = 0, len(ranked)  # low fails (the plain calibration did), high is to be seen
         if not self.passes(nodes(high)):
@@ -173,6 +188,45 @@ class Search:
             else:
                 low = middle
         return high, self.evaluations
+
+
+COMPUTE_OPS = frozenset({*TENSORRT_QUANTIZED_OPS, "MatMulInteger", "ConvInteger"})
+EPILOGUE_OPS = frozenset({"Add", "BatchNormalization", "Relu", "LeakyRelu", "PRelu", "Clip", "Sigmoid", "Tanh",
+                          "HardSigmoid", "HardSwish", "Gelu", "Elu", "Selu", "Softplus"})
+"""What TensorRT fuses into a convolution's or matrix product's epilogue: bias and residual Add, batch norm and
+pointwise activations."""
+
+
+def fusion_groups(graph: onnx.GraphProto, nodes: set[str]) -> set[str]:
+    """The nodes fused with ``nodes`` (by name; those themselves included): from an epilogue op up through the
+    producers that feed only it to the compute node heading the chain, and from every compute node down through
+    the epilogue ops reading its value alone (a graph output or a second reader ends the chain: that value is
+    materialized anyway). A residual Add is reached from either branch and keeps both inputs with it."""
+    from compiler.data.model import readers
+
+    by_name = {n.name: n for n in graph.node if n.name}
+    producer = {out: n for n in graph.node for out in n.output}
+    found = readers(graph)
+    outputs = {o.name for o in graph.output}
+
+    def alone(tensor: str) -> bool:
+        return tensor not in outputs and len(found.get(tensor, [])) == 1
+
+    group: set[str] = set()
+    pending = [by_name[name] for name in nodes if name in by_name]
+    while pending:
+        node = pending.pop()
+        if node.name in group:
+            continue
+        group.add(node.name)
+        if node.op_type in EPILOGUE_OPS:  # up: what feeds it alone, to the compute node
+            pending += [producer[i] for i in node.input if i in producer and alone(i)
+                        and producer[i].op_type in COMPUTE_OPS | EPILOGUE_OPS]
+        if node.op_type in COMPUTE_OPS | EPILOGUE_OPS and node.output and alone(node.output[0]):  # down
+            [reader] = found[node.output[0]]
+            if reader.op_type in EPILOGUE_OPS:
+                pending.append(reader)
+    return group - {""}
 
 
 def float_nodes(qdq: onnx.ModelProto, prepared: onnx.ModelProto, nodes: set[str]) -> onnx.ModelProto:

@@ -7,8 +7,10 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
 import onnx
 
+from calibration.fallback import fusion_groups
 from tests.calibration.test_transformer import _overflowing_model
 from tests.fixtures import make_outlier_mlp
 from tests.support.cli import assert_clean_error, run_cli
@@ -36,9 +38,11 @@ def test_fallback_auto_passes_keeping_most_matmuls_quantized_and_records_why(out
     document = json.loads(result.stdout)
     assert document["passed"] is True and document["report"]["outputs"][0]["cosine_mean"] > 0.99
     record = json.loads((tmp_path / "cal" / "calibration.json").read_text())
-    assert record["excluded"] == ["block3.matmul/MatMulAddFusion"]
-    [why] = record["exclusions"]
+    kept = ["block3.matmul/MatMulAddFusion", "block3.relu"]  # the Gemm with the activation fused into it
+    assert record["excluded"] == kept
+    why, fused = record["exclusions"]
     assert why["reason"] == "found" and why["tensor"] == "block2.out" and why["sqnr_db"] < 3
+    assert fused == {**why, "node": "block3.relu", "why": "fused with block3.matmul/MatMulAddFusion"}
     fallback = record["fallback"]
     assert fallback["needed"] is True and fallback["passed"] is True and fallback["regions_kept"] == 1
     assert record["quantized_nodes"] == 6 and fallback["low_precision_work"] > 0.75  # 6 of 7 MatMul/Gemm in INT8
@@ -56,13 +60,13 @@ def test_fallback_auto_passes_keeping_most_matmuls_quantized_and_records_why(out
     layers = json.loads((tmp_path / "engines" / "rtx-4090" / "int8" / "layers.json").read_text())
     assert layers["kernel_precisions"].get("Int8", 0) >= 1
     engine = json.loads((tmp_path / "engines" / "rtx-4090" / "int8" / "engine.json").read_text())
-    assert engine["excluded"] == ["block3.matmul/MatMulAddFusion"]
+    assert engine["excluded"] == kept
     (tmp_path / "store").mkdir()
     published = run_cli("publish", tmp_path / "engines", "--name", "outlier", "--version", "1", "--store",
                         tmp_path / "store")
     assert published.exit_code == 0, published.stderr
     [manifest] = (tmp_path / "store").rglob("outlier/1/manifest.json")
-    assert json.loads(manifest.read_text())["excluded"] == {"rtx-4090/int8": ["block3.matmul/MatMulAddFusion"]}
+    assert json.loads(manifest.read_text())["excluded"] == {"rtx-4090/int8": kept}
 
 
 def test_fallback_finds_two_outlier_regions(tmp_path):
@@ -107,3 +111,32 @@ def test_bad_fallback_is_a_usage_error(outlier, tmp_path):
     model, data, _ = outlier
     assert_clean_error(run_cli("calibrate", model, "--data", data, "--out", tmp_path / "c", "--fallback", "manual"),
                        2, "--fallback manual")
+
+
+def _graph(*nodes, outputs=("y",)):
+    """A graph of ``(name, op, inputs, outputs)`` nodes, float tensors, ``w``/``b``/``s`` as initializers."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    weights = [numpy_helper.from_array(np.ones(4, np.float32), name) for name in ("w", "b", "s")]
+    return helper.make_graph([helper.make_node(op, list(i), list(o), name) for name, op, i, o in nodes], "g",
+                             [helper.make_tensor_value_info("x", TensorProto.FLOAT, None)],
+                             [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outputs], weights)
+
+
+def test_fusion_groups_take_a_conv_with_its_epilogue_and_a_residual_add_with_both_branches():
+    graph = _graph(("conv", "Conv", ("x", "w"), ("c",)),
+                   ("bn", "BatchNormalization", ("c", "s", "b", "b", "s"), ("n",)), ("relu", "Relu", ("n",), ("r",)),
+                   ("conv2", "Conv", ("r", "w"), ("c2",)),
+                   ("proj", "Conv", ("x", "w"), ("p",)), ("add", "Add", ("c2", "p"), ("a",)),
+                   ("act", "Relu", ("a",), ("y",)))
+    assert fusion_groups(graph, {"bn"}) == {"conv", "bn", "relu"}  # from the middle of the chain: all of it
+    assert fusion_groups(graph, {"conv"}) == {"conv", "bn", "relu"}  # not conv2: a quantized reader, not fused
+    assert fusion_groups(graph, {"conv2"}) == {"conv2", "add", "proj", "act"}  # the residual Add's both inputs
+
+
+def test_fusion_groups_stop_where_a_value_is_materialized_anyway():
+    graph = _graph(("mm", "MatMul", ("x", "w"), ("m",)), ("bias", "Add", ("m", "b"), ("y",)),
+                   ("gelu", "Relu", ("y",), ("g",)), ("other", "Relu", ("m",), ("o",)), outputs=("y", "g", "o"))
+    assert fusion_groups(graph, {"mm"}) == {"mm"}  # its value has two readers
+    assert fusion_groups(graph, {"bias"}) == {"bias"}  # a graph output: the next Relu reads a written tensor
+    assert fusion_groups(graph, {"missing"}) == set()
