@@ -110,7 +110,7 @@ def calibrate(
         keep_nodes, keep_ops = _resolve_exclude(source.proto, options.exclude, source.path)
         if options.exclude:
             recorded["exclude"] = sorted(set(options.exclude))
-        metric, labels = metric_and_labels(options.metric, options.min_metric, options.labels, dataset.count)
+        metric, labels = metric_and_labels(options.metric, options.min_metric, options.labels, dataset)
         if metric is not None:  # the score is part of the report: another metric or labels is another result
             recorded["metric"] = options.metric
             recorded["labels_sha256"] = file_sha256(options.labels) if options.labels else None

@@ -148,7 +148,7 @@ class Search:
         from compiler.data.metric import metric_and_labels
 
         self.metric, self.labels = metric_and_labels(options.metric, options.min_metric, options.labels,
-                                                     self.dataset.count)  # the objective, when given
+                                                     self.dataset)  # the objective, when given
         self.evaluations = 0
 
     def close(self) -> None:
