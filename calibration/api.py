@@ -62,6 +62,7 @@ def calibrate(
     progress: Progress | None = None,
     shared: Any = None,
     found: dict[str, dict] | None = None,
+    reuse: Any = None,
 ) -> CalibrationResult:
     """Calibrate (int8/fp8) or convert (fp16) ``model`` with ``data``; write the results into ``out``.
 
@@ -77,6 +78,9 @@ def calibrate(
 
     ``shared``: the caches beyond ``out`` (a :class:`compiler.cache.tier.CacheTier`): a result ``out`` lacks is
     taken from the remote cache when it has it, and one made here is sent there.
+
+    ``found`` and ``reuse`` are ``--fallback auto``'s: why it excluded each node, and the prepared model and
+    ranges of its first calibration (:class:`calibration.fallback.Reuse`).
     """
     options = options or CalibrationOptions()
     if options.fallback == "auto":
@@ -148,14 +152,17 @@ def calibrate(
                     excluded = _matching(source.proto, keep_nodes, keep_ops)
                     convert_fp16(source.path, model_out, keep_nodes, keep_ops)
                 else:
-                    prepared = calibrators.prepare(source.path, work)
+                    prepared = (reuse.prepare if reuse else calibrators.prepare)(source.path, work)
                     excluded = _matching(onnx.load_model(prepared, load_external_data=False), keep_nodes, keep_ops)
-                    tensors = calibrators.collect_ranges(
-                        prepared, dataset, chosen.calibration, method, batch_size,
-                        HistogramOptions(num_bins=options.num_bins, percentile=options.percentile),
-                        options.chunk_mb, work,
-                        counter("calibrate", len(chosen.calibration), progress),
-                        calibrators.tensors_to_calibrate(prepared, frozenset(excluded)))
+                    wanted = calibrators.tensors_to_calibrate(prepared, frozenset(excluded))
+                    tensors = reuse.ranges(wanted) if reuse else None
+                    if tensors is None:
+                        tensors = calibrators.collect_ranges(
+                            prepared, dataset, chosen.calibration, method, batch_size,
+                            HistogramOptions(num_bins=options.num_bins, percentile=options.percentile),
+                            options.chunk_mb, work, counter("calibrate", len(chosen.calibration), progress), wanted)
+                        if reuse:
+                            reuse.keep(tensors)
                     value_ranges = calibrators.ranges(tensors)
                     calibrators.quantize(prepared, tensors, precision, method, model_out, work, frozenset(excluded))
                     calibrators.keep_float_consumers(model_out, frozenset(excluded))

@@ -38,13 +38,54 @@ def calibrate_with_fallback(calibrate, model, data, out, options, **kwargs) -> C
     """:func:`calibration.api.calibrate` (given as ``calibrate``) with ``options.fallback == "auto"``."""
     started = time.perf_counter()
     plain = options.model_copy(update={"fallback": None})
-    first = calibrate(model, data, out, plain, **kwargs)
-    if first.passed:
-        return _finish(first, {"needed": False, "evaluations": 1, "seconds": round(time.perf_counter() - started, 3),
-                               "passed": True}, out)
-    if options.precision == "fp16":
-        return _fp16(calibrate, model, data, out, plain, first, started, kwargs)
-    return _quantized(calibrate, model, data, out, plain, first, started, kwargs)
+    with Reuse() as reuse:
+        if options.precision != "fp16":
+            kwargs = {**kwargs, "reuse": reuse}
+        first = calibrate(model, data, out, plain, **kwargs)
+        if first.passed:
+            return _finish(first, {"needed": False, "evaluations": 1,
+                                   "seconds": round(time.perf_counter() - started, 3), "passed": True}, out)
+        if options.precision == "fp16":
+            return _fp16(calibrate, model, data, out, plain, first, started, kwargs)
+        return _quantized(calibrate, model, data, out, plain, first, started, kwargs)
+
+
+class Reuse:
+    """What the first calibration of a fallback made that the later steps take as is: the pre-processed model
+    (made once, not once per step) and the collected ranges. Excluding nodes only removes Q/DQ pairs, and each
+    tensor's range is its own statistic of the FP32 model's values over the same samples (min/max, or its own
+    histogram), so the final calibration's ranges are the first's for the tensors still quantized."""
+
+    def __init__(self) -> None:
+        import tempfile
+
+        self.folder = Path(tempfile.mkdtemp(prefix="compile-fallback-"))
+        self.prepared: Path | None = None
+        self.tensors: Any = None
+
+    def __enter__(self) -> Reuse:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        import shutil
+
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def prepare(self, source: Path, _work: Path | None = None) -> Path:
+        if self.prepared is None:
+            self.prepared = calibrators.prepare(source, self.folder)
+        return self.prepared
+
+    def keep(self, tensors: Any) -> None:
+        self.tensors = tensors
+
+    def ranges(self, wanted: set[str]) -> Any:
+        """The kept ranges of the tensors ``wanted``, or None when some were never collected."""
+        if self.tensors is None or not wanted <= set(self.tensors.data):
+            return None
+        from onnxruntime.quantization.calibrate import TensorsData
+
+        return TensorsData(self.tensors.calibration_method, {name: self.tensors.data[name] for name in wanted})
 
 
 def _fp16(calibrate, model, data, out, plain, first: CalibrationResult, started: float, kwargs
@@ -73,7 +114,8 @@ def _quantized(calibrate, model, data, out, plain, first: CalibrationResult, sta
     if not ranked:
         raise CheckFailed(f"--fallback auto: {first.report.sensitivity_error or 'no quantized node was ranked'}; "
                           f"keep nodes in float with --exclude NODE instead")
-    search = Search(Path(out) / "model.onnx", Path(first.model), data, first, plain, kwargs.get("preprocess"))
+    search = Search(Path(out) / "model.onnx", Path(first.model), data, first, plain, kwargs.get("preprocess"),
+                    kwargs.get("reuse"))
     try:
         count, evaluations = search.shortest_prefix(ranked)
     finally:
@@ -128,7 +170,8 @@ def _regions(sensitivity: list[dict[str, Any]]) -> list[Region]:
 class Search:
     """Evaluations of exclusion sets on one Q/DQ model: its quantized nodes given float inputs and weights back."""
 
-    def __init__(self, qdq: Path, source: Path, data, first: CalibrationResult, options, preprocess) -> None:
+    def __init__(self, qdq: Path, source: Path, data, first: CalibrationResult, options, preprocess,
+                 reuse: Reuse | None = None) -> None:
         import tempfile
 
         from compiler.data.datasets import model_inputs, open_dataset, split
@@ -137,7 +180,7 @@ class Search:
 
         self.work = Path(tempfile.mkdtemp(prefix="compile-fallback-"))
         self.proto = onnx.load_model(qdq)
-        self.prepared = onnx.load_model(calibrators.prepare(source, self.work))
+        self.prepared = onnx.load_model(reuse.prepare(source) if reuse else calibrators.prepare(source, self.work))
         model = load_model(source)
         self.dataset = open_dataset(data, model, preprocess)
         self.fixed = next((i.batch for i in model_inputs(model) if i.batch is not None), None)

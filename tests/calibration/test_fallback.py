@@ -69,6 +69,22 @@ def test_fallback_auto_passes_keeping_most_matmuls_quantized_and_records_why(out
     assert json.loads(manifest.read_text())["excluded"] == {"rtx-4090/int8": kept}
 
 
+def test_the_final_calibration_reuses_the_first_ones_ranges_unchanged(outlier, tmp_path):
+    """The fallback does not collect ranges again for its final calibration: they are the ones a calibration with
+    the same exclusions given collects itself."""
+    model, data, _ = outlier
+    found = run_cli("calibrate", model, "--data", data, "--out", tmp_path / "found", "--fallback", "auto")
+    assert found.exit_code == 0, found.stderr
+    record = json.loads((tmp_path / "found" / "calibration.json").read_text())
+    assert record["excluded"] == ["block3.matmul/MatMulAddFusion", "block3.relu"]
+    given = run_cli("calibrate", model, "--data", data, "--out", tmp_path / "given", "--min-top1", "0", "--json",
+                    "--exclude", "block3.matmul", "--exclude", "block3.relu")
+    assert given.exit_code == 0, given.stderr
+    assert json.loads(given.stdout)["ranges"] == record["ranges"] and "block2.out" not in record["ranges"]
+    assert json.loads(given.stdout)["report"]["outputs"] == json.loads(
+        (tmp_path / "found" / "report.json").read_text())["outputs"]
+
+
 def test_fallback_finds_two_outlier_regions(tmp_path):
     model, data = make_outlier_mlp.save(tmp_path / "two.onnx", layers=8, outliers=(1, 5))
     result = run_cli("calibrate", model, "--data", data, "--out", tmp_path / "cal", "--fallback", "auto", "--json")
