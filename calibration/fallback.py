@@ -10,6 +10,9 @@ calibrated for real with ``--exclude`` and recorded (``calibration.json``: ``exc
 Every node taken out brings the nodes TensorRT fuses with it (:func:`fusion_groups`: a Conv/MatMul/Gemm with the
 bias Add, BatchNormalization and activation it feeds alone, a residual Add with both its inputs), so no fusion
 is cut in half by a precision boundary.
+When the last region the bisection needs ties in sensitivity with one ranked after it (within
+:data:`TIE_DB`), the set with that one instead is evaluated too; if both pass, each is built once and the one
+whose engine gets fewer precision-boundary reformat kernels is kept (:meth:`Search.fewest_reformats`).
 
 fp16: the FP16 range check names the nodes whose values overflow; they are kept in FP32 (with their fusion
 groups) and the model converted and checked again, until nothing overflows.
@@ -32,6 +35,8 @@ from compiler.core.errors import CheckFailed
 from compiler.core.records import CalibrationResult
 
 MAX_FP16_ROUNDS = 4
+TIE_DB = 1.0
+"""Regions whose local SQNRs are this close are equally damaging as far as the ranking can tell."""
 
 
 def calibrate_with_fallback(calibrate, model, data, out, options, **kwargs) -> CalibrationResult:
@@ -118,6 +123,8 @@ def _quantized(calibrate, model, data, out, plain, first: CalibrationResult, sta
                     kwargs.get("reuse"))
     try:
         count, evaluations = search.shortest_prefix(ranked)
+        chosen, alternatives = search.fewest_reformats(ranked, count) if count else ([], [])
+        evaluations = search.evaluations
     finally:
         search.close()
     if not count:
@@ -125,7 +132,6 @@ def _quantized(calibrate, model, data, out, plain, first: CalibrationResult, sta
                           f"{len(ranked)} quantized regions ({sum(len(r.nodes) for r in ranked)} nodes) in float "
                           f"the held-out accuracy fails ({evaluations + 1} evaluations); the folder holds the plain "
                           f"{plain.precision} calibration: calibrate another precision (fp16)")
-    chosen = ranked[:count]
     nodes = sorted(search.nodes(chosen))
     source_names = {n.name for n in onnx.load_model(first.model, load_external_data=False).graph.node if n.name}
     found = {}
@@ -140,7 +146,8 @@ def _quantized(calibrate, model, data, out, plain, first: CalibrationResult, sta
     result = calibrate(model, data, out, plain.model_copy(update={"exclude": tuple(plain.exclude) + tuple(
         n for n in found if n not in plain.exclude)}), found=found, **kwargs)
     summary = {"needed": True, "regions": len(ranked), "regions_kept": len(chosen), "nodes_kept": nodes,
-               "evaluations": evaluations + 2,  # the plain calibration, the bisection, the final calibration
+               "evaluations": evaluations + 2,  # the plain calibration, the search, the final calibration
+               **({"alternatives": alternatives} if alternatives else {}),
                "low_precision_work": low_precision_work(Path(out) / "model.onnx"),
                "reformats": _count(result), "plain_reformats": _count(first),
                "seconds": round(time.perf_counter() - started, 3), "passed": result.passed}
@@ -184,6 +191,7 @@ class Search:
         model = load_model(source)
         self.dataset = open_dataset(data, model, preprocess)
         self.fixed = next((i.batch for i in model_inputs(model) if i.batch is not None), None)
+        self.dims = model.input_dims()
         self.holdout = split(self.dataset.count, options.holdout, options.samples, options.seed, self.fixed,
                              self.dataset.path).holdout  # the very samples calibrate held out
         self.reference = session(source, "model")
@@ -214,6 +222,34 @@ class Search:
         report = compare(self.reference, path, self.first.precision, self.dataset, self.holdout,
                          self.first.batch_size, self.fixed, metric=self.metric, labels=self.labels)
         return all(g.passed for g in gates(report, **self.limits))
+
+    def fewest_reformats(self, ranked: list[Region], count: int) -> tuple[list[Region], list[dict[str, Any]]]:
+        """The first ``count`` regions, or those with the last swapped for a region tied with it that passes too and
+        whose engine gets fewer precision-boundary reformat kernels; and the sets weighed (none without a tie)."""
+        found = ranked[:count]
+        tied = [r for r in ranked[count:] if r.sqnr_db - found[-1].sqnr_db <= TIE_DB]
+        if not tied:
+            return found, []
+        swapped = [*found[:-1], tied[0]]
+        weighed = [{"tensors": [r.tensor for r in found], "passed": True},
+                   {"tensors": [r.tensor for r in swapped], "passed": self.passes(self.nodes(swapped))}]
+        if not weighed[1]["passed"]:
+            return found, weighed
+        for entry, candidate in zip(weighed, (found, swapped), strict=True):
+            entry["reformats"] = self.reformats(self.nodes(candidate))
+        counts = [entry["reformats"] for entry in weighed]
+        return (swapped if None not in counts and counts[1] < counts[0] else found), weighed
+
+    def reformats(self, nodes: set[str]) -> int | None:
+        """The precision-boundary reformat kernels of the engine TensorRT builds from the Q/DQ model with ``nodes``
+        in float (one build, as calibrate's proof); None when nothing here can build it."""
+        from compiler.backends.proof import prove_build
+
+        path = self.work / f"reformats-{len(list(self.work.iterdir()))}.onnx"
+        onnx.save_model(float_nodes(self.proto, self.prepared, nodes), path)
+        shapes = {name: array.shape for name, array in self.dataset.read(self.holdout[:1]).items()}
+        proof = prove_build(path, shapes, self.dims)
+        return None if proof.reformats is None else proof.reformats.count
 
     def shortest_prefix(self, ranked: list[Region]) -> tuple[int, int]:
         """The fewest leading regions whose exclusion passes (0 when even all of them do not), and the evaluations

@@ -10,7 +10,10 @@ import math
 import numpy as np
 import onnx
 
-from calibration.fallback import fusion_groups
+from calibration import calibrate
+from calibration.fallback import TIE_DB, Search, fusion_groups
+from calibration.sensitivity import Region
+from compiler.core.options import CalibrationOptions
 from tests.calibration.test_transformer import _overflowing_model
 from tests.fixtures import make_outlier_mlp
 from tests.support.cli import assert_clean_error, run_cli
@@ -156,3 +159,23 @@ def test_fusion_groups_stop_where_a_value_is_materialized_anyway():
     assert fusion_groups(graph, {"mm"}) == {"mm"}  # its value has two readers
     assert fusion_groups(graph, {"bias"}) == {"bias"}  # a graph output: the next Relu reads a written tensor
     assert fusion_groups(graph, {"missing"}) == set()
+
+
+def test_of_two_tied_sets_that_pass_the_one_whose_engine_gets_fewer_reformats_is_kept(outlier, tmp_path):
+    """Gates every set passes, and two regions the ranking cannot tell apart: the float block5 leaves its output's
+    quantize for the head alone in a kernel; the float head leaves no boundary after it (read from both builds)."""
+    model, data, _ = outlier
+    lenient = CalibrationOptions(precision="int8", min_cosine=-1, min_top1=0, min_sqnr=-200, reuse=False)
+    first = calibrate(model, data, tmp_path / "cal", lenient)
+    search = Search(tmp_path / "cal" / "model.onnx", model, data, first, lenient, None)
+    try:
+        middle = Region("block4.out", ("block5.matmul/MatMulAddFusion",), 30.0)
+        last = Region("block5.out", ("head",), 30.0 + TIE_DB / 2)
+        chosen, weighed = search.fewest_reformats([middle, last], 1)
+        assert chosen == [last] and search.evaluations == 1  # the swapped set evaluated once
+        assert [w["tensors"] for w in weighed] == [["block4.out"], ["block5.out"]]
+        assert weighed[0]["reformats"] > weighed[1]["reformats"] >= 0
+        assert search.fewest_reformats([middle, Region("block5.out", ("head",), 30.0 + 2 * TIE_DB)], 1) == (
+            [middle], [])  # no tie: nothing weighed, nothing built
+    finally:
+        search.close()
