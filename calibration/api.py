@@ -184,7 +184,7 @@ def calibrate(
                 if quantized_ops is not None:
                     report = report.model_copy(update={"quantized_nodes": sum(quantized_ops.values()),
                                                        **_sensitivity(source, prepared, model_out, dataset,
-                                                                      chosen.holdout, batch_size)})
+                                                                      chosen.holdout, batch_size, reuse)})
                 if precision == "fp16":
                     report = _with_fp16_range(report, source, model_out, dataset, chosen.holdout, batch_size,
                                               options.chunk_mb)
@@ -280,16 +280,22 @@ SENSITIVITY_SAMPLES = 64
 """Held-out samples the sensitivity pass runs on: a ranking, not a verdict."""
 
 
-def _sensitivity(source, prepared: Path, model_out: Path, dataset, holdout, batch_size: int) -> dict:
+def _sensitivity(source, prepared: Path, model_out: Path, dataset, holdout, batch_size: int, reuse=None) -> dict:
     """report.json's ``sensitivity`` (every quantized node, most damaging first), or why it could not be made: a
-    ranking that cannot be computed does not cost the calibration."""
+    ranking that cannot be computed does not cost the calibration. A fallback's final calibration takes its first
+    one's (:meth:`calibration.fallback.Reuse.ranking`)."""
     from calibration.sensitivity import local_errors, ranking
 
+    if reuse and (kept := reuse.ranking(model_out)) is not None:
+        return {"sensitivity": kept}
     try:
         errors = local_errors(prepared, model_out, dataset, holdout[:SENSITIVITY_SAMPLES], batch_size)
     except CheckFailed as exc:
         return {"sensitivity": None, "sensitivity_error": str(exc)}
-    return {"sensitivity": ranking(errors, model_out, {n.name for n in source.proto.graph.node if n.name})}
+    ranked = ranking(errors, model_out, {n.name for n in source.proto.graph.node if n.name})
+    if reuse:
+        reuse.ranked = ranked
+    return {"sensitivity": ranked}
 
 
 def _exclusions(excluded: list[str], proto, found: dict[str, dict]) -> list[dict]:

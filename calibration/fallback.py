@@ -59,7 +59,9 @@ class Reuse:
     """What the first calibration of a fallback made that the later steps take as is: the pre-processed model
     (made once, not once per step) and the collected ranges. Excluding nodes only removes Q/DQ pairs, and each
     tensor's range is its own statistic of the FP32 model's values over the same samples (min/max, or its own
-    histogram), so the final calibration's ranges are the first's for the tensors still quantized."""
+    histogram), so the final calibration's ranges are the first's for the tensors still quantized. So is each
+    still quantized node's sensitivity: its local error is measured from FP32 activations through its own Q/DQ
+    pairs, which did not change."""
 
     def __init__(self) -> None:
         import tempfile
@@ -67,6 +69,7 @@ class Reuse:
         self.folder = Path(tempfile.mkdtemp(prefix="compile-fallback-"))
         self.prepared: Path | None = None
         self.tensors: Any = None
+        self.ranked: list[dict[str, Any]] | None = None
 
     def __enter__(self) -> Reuse:
         return self
@@ -83,6 +86,19 @@ class Reuse:
 
     def keep(self, tensors: Any) -> None:
         self.tensors = tensors
+
+    def ranking(self, qdq: Path) -> list[dict[str, Any]] | None:
+        """The first calibration's sensitivity ranking of the nodes still quantized in ``qdq``, ranked again; None
+        when there is none or ``qdq`` quantizes a node it did not rank."""
+        if self.ranked is None:
+            return None
+        from calibration.sensitivity import quantized_node_names
+
+        names = quantized_node_names(qdq)
+        kept = [entry for entry in self.ranked if entry["node"] in names]
+        if len(kept) != len(names):
+            return None
+        return [{**entry, "rank": rank} for rank, entry in enumerate(kept, 1)]
 
     def ranges(self, wanted: set[str]) -> Any:
         """The kept ranges of the tensors ``wanted``, or None when some were never collected."""

@@ -50,6 +50,11 @@ def _quantized_nodes(graph: onnx.GraphProto) -> tuple[list[onnx.NodeProto], dict
     return nodes, dequantized
 
 
+def quantized_node_names(qdq: Path) -> set[str]:
+    """The names of the nodes ``qdq`` runs quantized."""
+    return {n.name for n in _quantized_nodes(onnx.load_model(qdq, load_external_data=False).graph)[0]}
+
+
 def local_errors(prepared: Path, qdq: Path, dataset: Dataset, indices: np.ndarray, batch_size: int
                  ) -> dict[str, tuple[float, list[str]]]:
     """Quantized node -> (its local SQNR in dB, its quantized activation inputs), over ``indices``."""

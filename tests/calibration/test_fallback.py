@@ -73,8 +73,8 @@ def test_fallback_auto_passes_keeping_most_matmuls_quantized_and_records_why(out
 
 
 def test_the_final_calibration_reuses_the_first_ones_ranges_unchanged(outlier, tmp_path):
-    """The fallback does not collect ranges again for its final calibration: they are the ones a calibration with
-    the same exclusions given collects itself."""
+    """The fallback does not collect ranges or measure sensitivity again for its final calibration: they are the
+    ones a calibration with the same exclusions given makes itself."""
     model, data, _ = outlier
     found = run_cli("calibrate", model, "--data", data, "--out", tmp_path / "found", "--fallback", "auto")
     assert found.exit_code == 0, found.stderr
@@ -84,8 +84,10 @@ def test_the_final_calibration_reuses_the_first_ones_ranges_unchanged(outlier, t
                     "--exclude", "block3.matmul", "--exclude", "block3.relu")
     assert given.exit_code == 0, given.stderr
     assert json.loads(given.stdout)["ranges"] == record["ranges"] and "block2.out" not in record["ranges"]
-    assert json.loads(given.stdout)["report"]["outputs"] == json.loads(
-        (tmp_path / "found" / "report.json").read_text())["outputs"]
+    report = json.loads((tmp_path / "found" / "report.json").read_text())
+    assert json.loads(given.stdout)["report"]["outputs"] == report["outputs"]
+    assert json.loads(given.stdout)["report"]["sensitivity"] == report["sensitivity"]  # the first's, ranked again
+    assert len(report["sensitivity"]) == 6 and [s["rank"] for s in report["sensitivity"]] == list(range(1, 7))
 
 
 def test_fallback_finds_two_outlier_regions(tmp_path):
