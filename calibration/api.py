@@ -164,8 +164,12 @@ def calibrate(
                         if reuse:
                             reuse.keep(tensors)
                     value_ranges = calibrators.ranges(tensors)
-                    calibrators.quantize(prepared, tensors, precision, method, model_out, work, frozenset(excluded))
-                    calibrators.keep_float_consumers(model_out, frozenset(excluded))
+                    if not (reuse and reuse.write_without(model_out, frozenset(excluded))):
+                        calibrators.quantize(prepared, tensors, precision, method, model_out, work,
+                                             frozenset(excluded))
+                        calibrators.keep_float_consumers(model_out, frozenset(excluded))
+                        if reuse:
+                            reuse.keep_model(model_out)
                     quantized_ops = calibrators.quantized_nodes(model_out)
                     if not quantized_ops:
                         reason = (f"every one of them is excluded (--exclude {' --exclude '.join(options.exclude)})"

@@ -61,7 +61,8 @@ class Reuse:
     tensor's range is its own statistic of the FP32 model's values over the same samples (min/max, or its own
     histogram), so the final calibration's ranges are the first's for the tensors still quantized. So is each
     still quantized node's sensitivity: its local error is measured from FP32 activations through its own Q/DQ
-    pairs, which did not change."""
+    pairs, which did not change. And the final Q/DQ model is the first with the excluded nodes reading float
+    values again and the Q/DQ pairs left without readers dropped, not a second run of the quantizer."""
 
     def __init__(self) -> None:
         import tempfile
@@ -70,6 +71,7 @@ class Reuse:
         self.prepared: Path | None = None
         self.tensors: Any = None
         self.ranked: list[dict[str, Any]] | None = None
+        self.qdq: Path | None = None
 
     def __enter__(self) -> Reuse:
         return self
@@ -86,6 +88,21 @@ class Reuse:
 
     def keep(self, tensors: Any) -> None:
         self.tensors = tensors
+
+    def keep_model(self, qdq: Path) -> None:
+        """A copy of the first Q/DQ model (one whose weights sit in a file of their own is not kept)."""
+        import shutil
+
+        if not qdq.with_name(qdq.name + ".data").exists():
+            self.qdq = Path(shutil.copyfile(qdq, self.folder / "first.onnx"))
+
+    def write_without(self, out: Path, excluded: frozenset[str]) -> bool:
+        """The kept Q/DQ model with ``excluded`` nodes in float written to ``out``; False when none is kept."""
+        if self.qdq is None or self.prepared is None:
+            return False
+        model = float_nodes(onnx.load_model(self.qdq), onnx.load_model(self.prepared), set(excluded))
+        onnx.save_model(without_orphans(model), out)
+        return True
 
     def ranking(self, qdq: Path) -> list[dict[str, Any]] | None:
         """The first calibration's sensitivity ranking of the nodes still quantized in ``qdq``, ranked again; None
@@ -352,6 +369,24 @@ def float_nodes(qdq: onnx.ModelProto, prepared: onnx.ModelProto, nodes: set[str]
                     graph.initializer.append(weights[original])
                     present.add(original)
                 node.input[index] = original
+    return model
+
+
+def without_orphans(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` without the Q/DQ nodes nothing reads any more and the initializers nothing names (what
+    onnxruntime would drop at load, and the quantizer never writes)."""
+    graph = model.graph
+    while True:
+        read = {name for node in graph.node for name in node.input} | {o.name for o in graph.output}
+        orphans = [node for node in graph.node if node.op_type in ("QuantizeLinear", "DequantizeLinear")
+                   and not any(out in read for out in node.output)]
+        if not orphans:
+            break
+        for node in orphans:
+            graph.node.remove(node)
+    named = {name for node in graph.node for name in node.input} | {i.name for i in graph.input}
+    for initializer in [i for i in graph.initializer if i.name not in named]:
+        graph.initializer.remove(initializer)
     return model
 
 

@@ -73,8 +73,8 @@ def test_fallback_auto_passes_keeping_most_matmuls_quantized_and_records_why(out
 
 
 def test_the_final_calibration_reuses_the_first_ones_ranges_unchanged(outlier, tmp_path):
-    """The fallback does not collect ranges or measure sensitivity again for its final calibration: they are the
-    ones a calibration with the same exclusions given makes itself."""
+    """The fallback does not quantize, collect ranges or measure sensitivity again for its final calibration: its
+    model, ranges and ranking are the ones a calibration with the same exclusions given makes itself."""
     model, data, _ = outlier
     found = run_cli("calibrate", model, "--data", data, "--out", tmp_path / "found", "--fallback", "auto")
     assert found.exit_code == 0, found.stderr
@@ -88,6 +88,10 @@ def test_the_final_calibration_reuses_the_first_ones_ranges_unchanged(outlier, t
     assert json.loads(given.stdout)["report"]["outputs"] == report["outputs"]
     assert json.loads(given.stdout)["report"]["sensitivity"] == report["sensitivity"]  # the first's, ranked again
     assert len(report["sensitivity"]) == 6 and [s["rank"] for s in report["sensitivity"]] == list(range(1, 7))
+    made = {name: onnx.load_model(tmp_path / name / "model.onnx").graph for name in ("found", "given")}
+    assert sorted(n.op_type for n in made["found"].node) == sorted(n.op_type for n in made["given"].node)
+    assert {i.name for i in made["found"].initializer} == {i.name for i in made["given"].initializer}
+    assert record["reformats"] == json.loads(given.stdout)["reformats"]
 
 
 def test_fallback_finds_two_outlier_regions(tmp_path):
@@ -181,3 +185,15 @@ def test_of_two_tied_sets_that_pass_the_one_whose_engine_gets_fewer_reformats_is
             [middle], [])  # no tie: nothing weighed, nothing built
     finally:
         search.close()
+
+
+def test_fp8_fallback_ranks_its_nodes(outlier, tmp_path):
+    """FP8 Q/DQ needs opset 19: the sensitivity model takes the Q/DQ model's opset (it failed on the prepared
+    model's 13, so an fp8 fallback had nothing to rank)."""
+    model, data, _ = outlier
+    result = run_cli("calibrate", model, "--data", data, "--out", tmp_path / "cal", "--precision", "fp8",
+                     "--fallback", "auto", "--json")
+    assert result.exit_code == 0, result.stderr
+    report = json.loads((tmp_path / "cal" / "report.json").read_text())
+    assert report["sensitivity_error"] is None and len(report["sensitivity"]) == json.loads(result.stdout)[
+        "quantized_nodes"] >= 1
