@@ -332,7 +332,9 @@ class CalibrationRecord(BaseModel):
     "tensor", "sqnr_db"}`` (int8/fp8) or ``{..., "why": "overflows FP16"}`` for ``--fallback auto``."""
     fallback: dict[str, Any] | None = None
     """``--fallback auto``: whether it was needed, the regions ranked and kept, the nodes kept, the fraction of
-    Conv/MatMul/Gemm work still in the low precision, evaluations, seconds, and whether the gates passed."""
+    Conv/MatMul/Gemm work still in the low precision, the precision-boundary reformat kernels of the result's
+    and the plain calibration's build proofs (``reformats``, ``plain_reformats``), the tied sets weighed by their
+    reformats (``alternatives``, when any), evaluations, seconds, and whether the gates passed."""
     build_proof: str | None = None
     """int8/fp8: the one real build that proved the Q/DQ model builds (backend, compute capability, shapes), or why
     none could be tried here (no TensorRT backend installed). None for fp16."""
