@@ -39,15 +39,17 @@ from calibration.fallback import Search, _regions, low_precision_work  # noqa: E
 from compiler.core.options import CalibrationOptions  # noqa: E402
 from tests.fixtures import make_encoder, make_outlier_mlp  # noqa: E402
 
+FFN = 3072
+"""BERT-base's feed-forward width."""
+
 
 def encoder(folder: Path, layers: int, outlier_layers: tuple[int, ...], samples: int) -> tuple[Path, Path]:
     """A BERT-base-wide encoder with one FFN channel 1000x the others in each of ``outlier_layers``."""
-    make_encoder.HIDDEN, make_encoder.HEADS, make_encoder.FFN, make_encoder.LAYERS = 768, 12, 3072, layers
-    proto = make_encoder.build()
+    proto = make_encoder.build(layers=layers, hidden=768, heads=12, ffn=FFN)
     weights = {i.name: i for i in proto.graph.initializer}
     rng = np.random.default_rng(5)
     for layer in outlier_layers:
-        channel = int(rng.integers(make_encoder.FFN))
+        channel = int(rng.integers(FFN))
         for name, index, factor in ((f"layer.{layer}/intermediate.weight", (slice(None), channel), 1000.0),
                                     (f"layer.{layer}/intermediate.bias", (channel,), 1000.0),
                                     (f"layer.{layer}/output.weight", (channel, slice(None)), 1e-3)):

@@ -62,6 +62,7 @@ def calibrate(
     progress: Progress | None = None,
     shared: Any = None,
     found: dict[str, dict] | None = None,
+    reuse: Any = None,
 ) -> CalibrationResult:
     """Calibrate (int8/fp8) or convert (fp16) ``model`` with ``data``; write the results into ``out``.
 
@@ -77,6 +78,9 @@ def calibrate(
 
     ``shared``: the caches beyond ``out`` (a :class:`compiler.cache.tier.CacheTier`): a result ``out`` lacks is
     taken from the remote cache when it has it, and one made here is sent there.
+
+    ``found`` and ``reuse`` are ``--fallback auto``'s: why it excluded each node, and the prepared model and
+    ranges of its first calibration (:class:`calibration.fallback.Reuse`).
     """
     options = options or CalibrationOptions()
     modelopt = options.quantizer == "modelopt" and options.precision != "fp16"  # fp16 converts, quantizes nothing
@@ -121,7 +125,7 @@ def calibrate(
 
             recorded["quantizer"] = "modelopt"
             versions |= modelopt_versions()
-        metric, labels = metric_and_labels(options.metric, options.min_metric, options.labels, dataset.count)
+        metric, labels = metric_and_labels(options.metric, options.min_metric, options.labels, dataset)
         if metric is not None:  # the score is part of the report: another metric or labels is another result
             recorded["metric"] = options.metric
             recorded["labels_sha256"] = file_sha256(options.labels) if options.labels else None
@@ -149,7 +153,7 @@ def calibrate(
             report is done, so a run stopped midway leaves no model of its own there, whole or cut short."""
             reference = session(source.path, "model")  # fail fast on a model onnxruntime cannot run
             value_ranges: dict[str, tuple[float, float]] = {}
-            header = cache = quantized_ops = prepared = build_proof = None
+            header = cache = quantized_ops = prepared = build_proof = reformats = None
             excluded: list[str] = []
             with ExitStack() as cleanup:
                 work = _temporary_folder(cleanup, None, "calibrate-")
@@ -166,17 +170,24 @@ def calibrate(
                                             work, keep_nodes, keep_ops)
                     prepared = float_twin(source, model_out, work)
                 else:
-                    prepared = calibrators.prepare(source.path, work)
+                    prepared = (reuse.prepare if reuse else calibrators.prepare)(source.path, work)
                     excluded = _matching(onnx.load_model(prepared, load_external_data=False), keep_nodes, keep_ops)
-                    tensors = calibrators.collect_ranges(
-                        prepared, dataset, chosen.calibration, method, batch_size,
-                        HistogramOptions(num_bins=options.num_bins, percentile=options.percentile),
-                        options.chunk_mb, work,
-                        counter("calibrate", len(chosen.calibration), progress),
-                        calibrators.tensors_to_calibrate(prepared, frozenset(excluded)))
+                    wanted = calibrators.tensors_to_calibrate(prepared, frozenset(excluded))
+                    tensors = reuse.ranges(wanted) if reuse else None
+                    if tensors is None:
+                        tensors = calibrators.collect_ranges(
+                            prepared, dataset, chosen.calibration, method, batch_size,
+                            HistogramOptions(num_bins=options.num_bins, percentile=options.percentile),
+                            options.chunk_mb, work, counter("calibrate", len(chosen.calibration), progress), wanted)
+                        if reuse:
+                            reuse.keep(tensors)
                     value_ranges = calibrators.ranges(tensors)
-                    calibrators.quantize(prepared, tensors, precision, method, model_out, work, frozenset(excluded))
-                    calibrators.keep_float_consumers(model_out, frozenset(excluded))
+                    if not (reuse and reuse.write_without(model_out, frozenset(excluded))):
+                        calibrators.quantize(prepared, tensors, precision, method, model_out, work,
+                                             frozenset(excluded))
+                        calibrators.keep_float_consumers(model_out, frozenset(excluded))
+                        if reuse:
+                            reuse.keep_model(model_out)
                 if precision != "fp16":
                     quantized_ops = calibrators.quantized_nodes(model_out)
                     if not quantized_ops:
@@ -188,7 +199,8 @@ def calibrate(
                             f"{precision.upper()} only in {', '.join(calibrators.TENSORRT_QUANTIZED_OPS)} with float "
                             f"activations, and {reason}; build it in fp16 (--precision fp16) instead")
                     calibrators.keep_metadata(source.proto, model_out)
-                    build_proof = _prove_build(model_out, dataset, chosen.calibration, source, precision)
+                    build_proof, reformats = _prove_build(model_out, dataset, chosen.calibration, source,
+                                                          precision)
                     cache = calibrators.trt_cache(value_ranges, calibrators.tensor_names(source.proto), method)
                     header = cache.splitlines()[0]
                 report = compare(reference, model_out, precision, dataset, chosen.holdout, batch_size, fixed_batch,
@@ -196,7 +208,7 @@ def calibrate(
                 if quantized_ops is not None:
                     report = report.model_copy(update={"quantized_nodes": sum(quantized_ops.values()),
                                                        **_sensitivity(source, prepared, model_out, dataset,
-                                                                      chosen.holdout, batch_size)})
+                                                                      chosen.holdout, batch_size, reuse)})
                 if precision == "fp16":
                     report = _with_fp16_range(report, source, model_out, dataset, chosen.holdout, batch_size,
                                               options.chunk_mb)
@@ -220,7 +232,7 @@ def calibrate(
                         for name, (lo, hi) in value_ranges.items()},
                 seconds=round(time.perf_counter() - started, 3), report=report,
                 quantized_nodes=None if quantized_ops is None else sum(quantized_ops.values()),
-                quantized_ops=quantized_ops, excluded=excluded, build_proof=build_proof,
+                quantized_ops=quantized_ops, excluded=excluded, build_proof=build_proof, reformats=reformats,
                 exclusions=_exclusions(excluded, source.proto, found or {}),
             )
             _write(folder / CALIBRATION_RECORD, result.record().model_dump_json(indent=2) + "\n")
@@ -292,16 +304,22 @@ SENSITIVITY_SAMPLES = 64
 """Held-out samples the sensitivity pass runs on: a ranking, not a verdict."""
 
 
-def _sensitivity(source, prepared: Path, model_out: Path, dataset, holdout, batch_size: int) -> dict:
+def _sensitivity(source, prepared: Path, model_out: Path, dataset, holdout, batch_size: int, reuse=None) -> dict:
     """report.json's ``sensitivity`` (every quantized node, most damaging first), or why it could not be made: a
-    ranking that cannot be computed does not cost the calibration."""
+    ranking that cannot be computed does not cost the calibration. A fallback's final calibration takes its first
+    one's (:meth:`calibration.fallback.Reuse.ranking`)."""
     from calibration.sensitivity import local_errors, ranking
 
+    if reuse and (kept := reuse.ranking(model_out)) is not None:
+        return {"sensitivity": kept}
     try:
         errors = local_errors(prepared, model_out, dataset, holdout[:SENSITIVITY_SAMPLES], batch_size)
     except CheckFailed as exc:
         return {"sensitivity": None, "sensitivity_error": str(exc)}
-    return {"sensitivity": ranking(errors, model_out, {n.name for n in source.proto.graph.node if n.name})}
+    ranked = ranking(errors, model_out, {n.name for n in source.proto.graph.node if n.name})
+    if reuse:
+        reuse.ranked = ranked
+    return {"sensitivity": ranked}
 
 
 def _exclusions(excluded: list[str], proto, found: dict[str, dict]) -> list[dict]:
@@ -312,8 +330,9 @@ def _exclusions(excluded: list[str], proto, found: dict[str, dict]) -> list[dict
     return [{"node": node, **found.get(source_name(node, names), {"reason": "given"})} for node in excluded]
 
 
-def _prove_build(model: Path, dataset, indices, source, precision: str) -> str:
-    """One real build of the Q/DQ model (:func:`compiler.backends.proof.prove_build`) before anything says ok."""
+def _prove_build(model: Path, dataset, indices, source, precision: str):
+    """One real build of the Q/DQ model (:func:`compiler.backends.proof.prove_build`) before anything says ok: what
+    proved it, and the reformat kernels that build got."""
     from compiler.backends.proof import prove_build
     from compiler.core.records import Status
 
@@ -325,7 +344,7 @@ def _prove_build(model: Path, dataset, indices, source, precision: str) -> str:
                               f"{precision} calibration of it can: {proof.detail}")
         raise CheckFailed(f"{source.path}: the {precision} Q/DQ model does not build: {proof.detail}; keep the node "
                           f"it names out of {precision} with --exclude NODE, or build in fp16")
-    return proof.detail
+    return proof.detail, proof.reformats
 
 
 def _resolve_exclude(proto, names: tuple[str, ...], path: Path) -> tuple[frozenset[str], frozenset[str]]:

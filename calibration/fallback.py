@@ -7,8 +7,15 @@ regions. Each evaluation is the Q/DQ model with those nodes reading float tensor
 calibration: the other tensors' ranges do not change), compared on the held-out samples. The winner is then
 calibrated for real with ``--exclude`` and recorded (``calibration.json``: ``exclusions``, ``fallback``).
 
-fp16: the FP16 range check names the nodes whose values overflow; they are kept in FP32 and the model converted
-and checked again, until nothing overflows.
+Every node taken out brings the nodes TensorRT fuses with it (:func:`fusion_groups`: a Conv/MatMul/Gemm with the
+bias Add, BatchNormalization and activation it feeds alone, a residual Add with both its inputs), so no fusion
+is cut in half by a precision boundary.
+When the last region the bisection needs ties in sensitivity with one ranked after it (within
+:data:`TIE_DB`), the set with that one instead is evaluated too; if both pass, each is built once and the one
+whose engine gets fewer precision-boundary reformat kernels is kept (:meth:`Search.fewest_reformats`).
+
+fp16: the FP16 range check names the nodes whose values overflow; they are kept in FP32 (with their fusion
+groups) and the model converted and checked again, until nothing overflows.
 """
 
 from __future__ import annotations
@@ -28,26 +35,104 @@ from compiler.core.errors import CheckFailed
 from compiler.core.records import CalibrationResult
 
 MAX_FP16_ROUNDS = 4
+TIE_DB = 1.0
+"""Regions whose local SQNRs are this close are equally damaging as far as the ranking can tell."""
 
 
 def calibrate_with_fallback(calibrate, model, data, out, options, **kwargs) -> CalibrationResult:
     """:func:`calibration.api.calibrate` (given as ``calibrate``) with ``options.fallback == "auto"``."""
     started = time.perf_counter()
     plain = options.model_copy(update={"fallback": None})
-    first = calibrate(model, data, out, plain, **kwargs)
-    if first.passed:
-        return _finish(first, {"needed": False, "evaluations": 1, "seconds": round(time.perf_counter() - started, 3),
-                               "passed": True}, out)
-    if options.precision == "fp16":
-        return _fp16(calibrate, model, data, out, plain, first, started, kwargs)
-    return _quantized(calibrate, model, data, out, plain, first, started, kwargs)
+    with Reuse() as reuse:
+        if options.precision != "fp16":
+            kwargs = {**kwargs, "reuse": reuse}
+        first = calibrate(model, data, out, plain, **kwargs)
+        if first.passed:
+            return _finish(first, {"needed": False, "evaluations": 1,
+                                   "seconds": round(time.perf_counter() - started, 3), "passed": True}, out)
+        if options.precision == "fp16":
+            return _fp16(calibrate, model, data, out, plain, first, started, kwargs)
+        return _quantized(calibrate, model, data, out, plain, first, started, kwargs)
+
+
+class Reuse:
+    """What the first calibration of a fallback made that the later steps take as is: the pre-processed model
+    (made once, not once per step) and the collected ranges. Excluding nodes only removes Q/DQ pairs, and each
+    tensor's range is its own statistic of the FP32 model's values over the same samples (min/max, or its own
+    histogram), so the final calibration's ranges are the first's for the tensors still quantized. So is each
+    still quantized node's sensitivity: its local error is measured from FP32 activations through its own Q/DQ
+    pairs, which did not change. And the final Q/DQ model is the first with the excluded nodes reading float
+    values again and the Q/DQ pairs left without readers dropped, not a second run of the quantizer."""
+
+    def __init__(self) -> None:
+        import tempfile
+
+        self.folder = Path(tempfile.mkdtemp(prefix="compile-fallback-"))
+        self.prepared: Path | None = None
+        self.tensors: Any = None
+        self.ranked: list[dict[str, Any]] | None = None
+        self.qdq: Path | None = None
+
+    def __enter__(self) -> Reuse:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        import shutil
+
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def prepare(self, source: Path, _work: Path | None = None) -> Path:
+        if self.prepared is None:
+            self.prepared = calibrators.prepare(source, self.folder)
+        return self.prepared
+
+    def keep(self, tensors: Any) -> None:
+        self.tensors = tensors
+
+    def keep_model(self, qdq: Path) -> None:
+        """A copy of the first Q/DQ model (one whose weights sit in a file of their own is not kept)."""
+        import shutil
+
+        if not qdq.with_name(qdq.name + ".data").exists():
+            self.qdq = Path(shutil.copyfile(qdq, self.folder / "first.onnx"))
+
+    def write_without(self, out: Path, excluded: frozenset[str]) -> bool:
+        """The kept Q/DQ model with ``excluded`` nodes in float written to ``out``; False when none is kept."""
+        if self.qdq is None or self.prepared is None:
+            return False
+        model = float_nodes(onnx.load_model(self.qdq), onnx.load_model(self.prepared), set(excluded))
+        onnx.save_model(without_orphans(model), out)
+        return True
+
+    def ranking(self, qdq: Path) -> list[dict[str, Any]] | None:
+        """The first calibration's sensitivity ranking of the nodes still quantized in ``qdq``, ranked again; None
+        when there is none or ``qdq`` quantizes a node it did not rank."""
+        if self.ranked is None:
+            return None
+        from calibration.sensitivity import quantized_node_names
+
+        names = quantized_node_names(qdq)
+        kept = [entry for entry in self.ranked if entry["node"] in names]
+        if len(kept) != len(names):
+            return None
+        return [{**entry, "rank": rank} for rank, entry in enumerate(kept, 1)]
+
+    def ranges(self, wanted: set[str]) -> Any:
+        """The kept ranges of the tensors ``wanted``, or None when some were never collected."""
+        if self.tensors is None or not wanted <= set(self.tensors.data):
+            return None
+        from onnxruntime.quantization.calibrate import TensorsData
+
+        return TensorsData(self.tensors.calibration_method, {name: self.tensors.data[name] for name in wanted})
 
 
 def _fp16(calibrate, model, data, out, plain, first: CalibrationResult, started: float, kwargs
           ) -> CalibrationResult:
     result, kept, evaluations = first, list(plain.exclude), 1
+    graph = onnx.load_model(model, load_external_data=False).graph
     for _ in range(MAX_FP16_ROUNDS):
         overflow = (result.report.fp16_range or {}).get("keep_fp32", [])
+        overflow = [*overflow, *sorted(fusion_groups(graph, set(overflow)) - set(overflow))]
         new = [name for name in overflow if name not in kept]
         if result.passed or not new:
             break
@@ -67,9 +152,12 @@ def _quantized(calibrate, model, data, out, plain, first: CalibrationResult, sta
     if not ranked:
         raise CheckFailed(f"--fallback auto: {first.report.sensitivity_error or 'no quantized node was ranked'}; "
                           f"keep nodes in float with --exclude NODE instead")
-    search = Search(Path(out) / "model.onnx", Path(first.model), data, first, plain, kwargs.get("preprocess"))
+    search = Search(Path(out) / "model.onnx", Path(first.model), data, first, plain, kwargs.get("preprocess"),
+                    kwargs.get("reuse"))
     try:
         count, evaluations = search.shortest_prefix(ranked)
+        chosen, alternatives = search.fewest_reformats(ranked, count) if count else ([], [])
+        evaluations = search.evaluations
     finally:
         search.close()
     if not count:
@@ -77,19 +165,24 @@ def _quantized(calibrate, model, data, out, plain, first: CalibrationResult, sta
                           f"{len(ranked)} quantized regions ({sum(len(r.nodes) for r in ranked)} nodes) in float "
                           f"the held-out accuracy fails ({evaluations + 1} evaluations); the folder holds the plain "
                           f"{plain.precision} calibration: calibrate another precision (fp16)")
-    chosen = ranked[:count]
-    nodes = sorted({node for region in chosen for node in region.nodes})
+    nodes = sorted(search.nodes(chosen))
     source_names = {n.name for n in onnx.load_model(first.model, load_external_data=False).graph.node if n.name}
     found = {}
     for region in chosen:
         for node in region.nodes:
             found[source_name(node, source_names)] = {"reason": "found", "tensor": region.tensor,
                                                       "sqnr_db": region.sqnr_db}
+        for node in sorted(fusion_groups(search.proto.graph, set(region.nodes)) - set(region.nodes)):
+            found.setdefault(source_name(node, source_names), {
+                "reason": "found", "tensor": region.tensor, "sqnr_db": region.sqnr_db, "why": "fused with "
+                + ", ".join(region.nodes)})
     result = calibrate(model, data, out, plain.model_copy(update={"exclude": tuple(plain.exclude) + tuple(
         n for n in found if n not in plain.exclude)}), found=found, **kwargs)
     summary = {"needed": True, "regions": len(ranked), "regions_kept": len(chosen), "nodes_kept": nodes,
-               "evaluations": evaluations + 2,  # the plain calibration, the bisection, the final calibration
+               "evaluations": evaluations + 2,  # the plain calibration, the search, the final calibration
+               **({"alternatives": alternatives} if alternatives else {}),
                "low_precision_work": low_precision_work(Path(out) / "model.onnx"),
+               "reformats": _count(result), "plain_reformats": _count(first),
                "seconds": round(time.perf_counter() - started, 3), "passed": result.passed}
     return _finish(result, summary, out)
 
@@ -105,6 +198,11 @@ def _finish(result: CalibrationResult, summary: dict[str, Any], out) -> Calibrat
     return result
 
 
+def _count(result: CalibrationResult) -> int | None:
+    """The precision-boundary reformat kernels its build proof got (None when no build could be made here)."""
+    return None if result.reformats is None else result.reformats.count
+
+
 def _regions(sensitivity: list[dict[str, Any]]) -> list[Region]:
     return regions({s["node"]: (s["sqnr_db"], s["tensors"]) for s in sensitivity})
 
@@ -112,7 +210,8 @@ def _regions(sensitivity: list[dict[str, Any]]) -> list[Region]:
 class Search:
     """Evaluations of exclusion sets on one Q/DQ model: its quantized nodes given float inputs and weights back."""
 
-    def __init__(self, qdq: Path, source: Path, data, first: CalibrationResult, options, preprocess) -> None:
+    def __init__(self, qdq: Path, source: Path, data, first: CalibrationResult, options, preprocess,
+                 reuse: Reuse | None = None) -> None:
         import tempfile
 
         from compiler.data.datasets import model_inputs, open_dataset, split
@@ -121,10 +220,11 @@ class Search:
 
         self.work = Path(tempfile.mkdtemp(prefix="compile-fallback-"))
         self.proto = onnx.load_model(qdq)
-        self.prepared = onnx.load_model(calibrators.prepare(source, self.work))
+        self.prepared = onnx.load_model(reuse.prepare(source) if reuse else calibrators.prepare(source, self.work))
         model = load_model(source)
         self.dataset = open_dataset(data, model, preprocess)
         self.fixed = next((i.batch for i in model_inputs(model) if i.batch is not None), None)
+        self.dims = model.input_dims()
         self.holdout = split(self.dataset.count, options.holdout, options.samples, options.seed, self.fixed,
                              self.dataset.path).holdout  # the very samples calibrate held out
         self.reference = session(source, "model")
@@ -132,7 +232,7 @@ class Search:
         from compiler.data.metric import metric_and_labels
 
         self.metric, self.labels = metric_and_labels(options.metric, options.min_metric, options.labels,
-                                                     self.dataset.count)  # the objective, when given
+                                                     self.dataset)  # the objective, when given
         self.evaluations = 0
 
     def close(self) -> None:
@@ -140,6 +240,11 @@ class Search:
 
         self.dataset.close()
         shutil.rmtree(self.work, ignore_errors=True)
+
+    def nodes(self, chosen: list[Region]) -> set[str]:
+        """The nodes of ``chosen`` with the nodes TensorRT fuses with them."""
+        named = {node for region in chosen for node in region.nodes}
+        return named | fusion_groups(self.proto.graph, named)
 
     def passes(self, nodes: set[str]) -> bool:
         from calibration.accuracy import compare, gates
@@ -151,11 +256,39 @@ class Search:
                          self.first.batch_size, self.fixed, metric=self.metric, labels=self.labels)
         return all(g.passed for g in gates(report, **self.limits))
 
+    def fewest_reformats(self, ranked: list[Region], count: int) -> tuple[list[Region], list[dict[str, Any]]]:
+        """The first ``count`` regions, or those with the last swapped for a region tied with it that passes too and
+        whose engine gets fewer precision-boundary reformat kernels; and the sets weighed (none without a tie)."""
+        found = ranked[:count]
+        tied = [r for r in ranked[count:] if r.sqnr_db - found[-1].sqnr_db <= TIE_DB]
+        if not tied:
+            return found, []
+        swapped = [*found[:-1], tied[0]]
+        weighed = [{"tensors": [r.tensor for r in found], "passed": True},
+                   {"tensors": [r.tensor for r in swapped], "passed": self.passes(self.nodes(swapped))}]
+        if not weighed[1]["passed"]:
+            return found, weighed
+        for entry, candidate in zip(weighed, (found, swapped), strict=True):
+            entry["reformats"] = self.reformats(self.nodes(candidate))
+        counts = [entry["reformats"] for entry in weighed]
+        return (swapped if None not in counts and counts[1] < counts[0] else found), weighed
+
+    def reformats(self, nodes: set[str]) -> int | None:
+        """The precision-boundary reformat kernels of the engine TensorRT builds from the Q/DQ model with ``nodes``
+        in float (one build, as calibrate's proof); None when nothing here can build it."""
+        from compiler.backends.proof import prove_build
+
+        path = self.work / f"reformats-{len(list(self.work.iterdir()))}.onnx"
+        onnx.save_model(float_nodes(self.proto, self.prepared, nodes), path)
+        shapes = {name: array.shape for name, array in self.dataset.read(self.holdout[:1]).items()}
+        proof = prove_build(path, shapes, self.dims)
+        return None if proof.reformats is None else proof.reformats.count
+
     def shortest_prefix(self, ranked: list[Region]) -> tuple[int, int]:
         """The fewest leading regions whose exclusion passes (0 when even all of them do not), and the evaluations
         made: all of them first (can the gates be reached at all?), then bisection."""
         def nodes(count: int) -> set[str]:
-            return {node for region in ranked[:count] for node in region.nodes}
+            return self.nodes(ranked[:count])
 
         low, high = 0, len(ranked)  # low fails (the plain calibration did), high is to be seen
         if not self.passes(nodes(high)):
@@ -167,6 +300,45 @@ class Search:
             else:
                 low = middle
         return high, self.evaluations
+
+
+COMPUTE_OPS = frozenset({*TENSORRT_QUANTIZED_OPS, "MatMulInteger", "ConvInteger"})
+EPILOGUE_OPS = frozenset({"Add", "BatchNormalization", "Relu", "LeakyRelu", "PRelu", "Clip", "Sigmoid", "Tanh",
+                          "HardSigmoid", "HardSwish", "Gelu", "Elu", "Selu", "Softplus"})
+"""What TensorRT fuses into a convolution's or matrix product's epilogue: bias and residual Add, batch norm and
+pointwise activations."""
+
+
+def fusion_groups(graph: onnx.GraphProto, nodes: set[str]) -> set[str]:
+    """The nodes fused with ``nodes`` (by name; those themselves included): from an epilogue op up through the
+    producers that feed only it to the compute node heading the chain, and from every compute node down through
+    the epilogue ops reading its value alone (a graph output or a second reader ends the chain: that value is
+    materialized anyway). A residual Add is reached from either branch and keeps both inputs with it."""
+    from compiler.data.model import readers
+
+    by_name = {n.name: n for n in graph.node if n.name}
+    producer = {out: n for n in graph.node for out in n.output}
+    found = readers(graph)
+    outputs = {o.name for o in graph.output}
+
+    def alone(tensor: str) -> bool:
+        return tensor not in outputs and len(found.get(tensor, [])) == 1
+
+    group: set[str] = set()
+    pending = [by_name[name] for name in nodes if name in by_name]
+    while pending:
+        node = pending.pop()
+        if node.name in group:
+            continue
+        group.add(node.name)
+        if node.op_type in EPILOGUE_OPS:  # up: what feeds it alone, to the compute node
+            pending += [producer[i] for i in node.input if i in producer and alone(i)
+                        and producer[i].op_type in COMPUTE_OPS | EPILOGUE_OPS]
+        if node.op_type in COMPUTE_OPS | EPILOGUE_OPS and node.output and alone(node.output[0]):  # down
+            [reader] = found[node.output[0]]
+            if reader.op_type in EPILOGUE_OPS:
+                pending.append(reader)
+    return group - {""}
 
 
 def float_nodes(qdq: onnx.ModelProto, prepared: onnx.ModelProto, nodes: set[str]) -> onnx.ModelProto:
@@ -197,6 +369,24 @@ def float_nodes(qdq: onnx.ModelProto, prepared: onnx.ModelProto, nodes: set[str]
                     graph.initializer.append(weights[original])
                     present.add(original)
                 node.input[index] = original
+    return model
+
+
+def without_orphans(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` without the Q/DQ nodes nothing reads any more and the initializers nothing names (what
+    onnxruntime would drop at load, and the quantizer never writes)."""
+    graph = model.graph
+    while True:
+        read = {name for node in graph.node for name in node.input} | {o.name for o in graph.output}
+        orphans = [node for node in graph.node if node.op_type in ("QuantizeLinear", "DequantizeLinear")
+                   and not any(out in read for out in node.output)]
+        if not orphans:
+            break
+        for node in orphans:
+            graph.node.remove(node)
+    named = {name for node in graph.node for name in node.input} | {i.name for i in graph.input}
+    for initializer in [i for i in graph.initializer if i.name not in named]:
+        graph.initializer.remove(initializer)
     return model
 
 

@@ -50,11 +50,18 @@ def _quantized_nodes(graph: onnx.GraphProto) -> tuple[list[onnx.NodeProto], dict
     return nodes, dequantized
 
 
+def quantized_node_names(qdq: Path) -> set[str]:
+    """The names of the nodes ``qdq`` runs quantized."""
+    return {n.name for n in _quantized_nodes(onnx.load_model(qdq, load_external_data=False).graph)[0]}
+
+
 def local_errors(prepared: Path, qdq: Path, dataset: Dataset, indices: np.ndarray, batch_size: int
                  ) -> dict[str, tuple[float, list[str]]]:
     """Quantized node -> (its local SQNR in dB, its quantized activation inputs), over ``indices``."""
     float_model = onnx.load_model(prepared)
     quantized_model = onnx.load_model(qdq)
+    del float_model.opset_import[:]  # FP8 Q/DQ needs the opset (19) the quantizer raised the Q/DQ model to
+    float_model.opset_import.extend(quantized_model.opset_import)
     nodes, dequantized = _quantized_nodes(quantized_model.graph)
     float_names = {i.name for i in float_model.graph.input} | {o for n in float_model.graph.node for o in n.output}
     float_names |= {i.name for i in float_model.graph.initializer}

@@ -114,7 +114,7 @@ def _metric(options: CheckOptions, dataset):
 
     if options.metric is not None and dataset is None:
         raise InvalidInput(f"--metric {options.metric}: needs --data (the samples it scores)")
-    return metric_and_labels(options.metric, options.min_metric, options.labels, dataset.count if dataset else 0)
+    return metric_and_labels(options.metric, options.min_metric, options.labels, dataset)
 
 
 def _checkable(build: BuildFolder) -> BuildFolder:

@@ -285,12 +285,31 @@ def calibration(result: CalibrationResult) -> None:
     if result.report.coverage:
         console.print(f"what the comparison could see: {escape(result.report.coverage)}")
     if result.build_proof:
-        console.print(f"Q/DQ model {escape(result.build_proof)}")
+        console.print(f"Q/DQ model {escape(result.build_proof)}"
+                      + (f": {escape('; '.join(result.reformats.layers))}" if result.reformats and
+                         result.reformats.layers else ""))
+    if result.fallback and result.fallback.get("needed"):
+        console.print(escape(fallback_cost(result.precision, result.fallback)))
     if result.gates:
         console.print(table("Gates", ["gate", "output", "value", "threshold", "status"], [
             [g.name, g.output, gate_figure(g.name, g.value), gate_figure(g.name, g.threshold),
              "ok" if g.passed else "FAILED"] for g in result.gates
         ]))
+
+
+def fallback_cost(precision: str, cost: dict) -> str:
+    """``--fallback auto``'s cost in one line: what it kept in float, the work left low, the reformat kernels."""
+    if "kept_fp32" in cost:
+        return (f"fallback: {len(cost['kept_fp32'])} node(s) kept in FP32, {cost['evaluations']} evaluations, "
+                f"{cost['seconds']:.1f} s")
+    work = cost.get("low_precision_work")
+    reformats = cost.get("reformats")
+    return (f"fallback: {len(cost['nodes_kept'])} node(s) kept in float ({cost['regions_kept']} of "
+            f"{cost['regions']} regions), " + ("" if work is None else f"{work:.0%} of Conv/MatMul/Gemm work in "
+                                               f"{precision}, ")
+            + ("" if reformats is None else f"{reformats} precision-boundary reformat kernel(s) (plain "
+                                            f"{precision}: {cost.get('plain_reformats')}), ")
+            + f"{cost['evaluations']} evaluations, {cost['seconds']:.1f} s")
 
 
 def published(result: PublishResult) -> None:

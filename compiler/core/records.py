@@ -97,6 +97,22 @@ class StepStatus(BaseModel):
     detail: str = ""
 
 
+class Reformats(BaseModel):
+    """The precision-boundary reformat kernels of a built engine: kernels that only convert a tensor between
+    precisions (a Q/DQ/Cast left alone in a kernel of its own, or TensorRT's reformat/copy layers) instead of
+    riding in a compute kernel's prologue or epilogue. A proxy for the fusions a mixed-precision engine loses."""
+
+    count: int
+    layers: list[str] = []
+    """The first few, by the ONNX nodes they cover (or the kernel's name when it names none)."""
+
+
+class BuildProof(StepStatus):
+    """The one real build ``compile calibrate`` makes of its model, and the reformat kernels that build got."""
+
+    reformats: Reformats | None = None
+
+
 # --- compile build ---------------------------------------------------------------------------------------
 
 BUILD_FORMAT = 3
@@ -316,10 +332,14 @@ class CalibrationRecord(BaseModel):
     "tensor", "sqnr_db"}`` (int8/fp8) or ``{..., "why": "overflows FP16"}`` for ``--fallback auto``."""
     fallback: dict[str, Any] | None = None
     """``--fallback auto``: whether it was needed, the regions ranked and kept, the nodes kept, the fraction of
-    Conv/MatMul/Gemm work still in the low precision, evaluations, seconds, and whether the gates passed."""
+    Conv/MatMul/Gemm work still in the low precision, the precision-boundary reformat kernels of the result's
+    and the plain calibration's build proofs (``reformats``, ``plain_reformats``), the tied sets weighed by their
+    reformats (``alternatives``, when any), evaluations, seconds, and whether the gates passed."""
     build_proof: str | None = None
     """int8/fp8: the one real build that proved the Q/DQ model builds (backend, compute capability, shapes), or why
     none could be tried here (no TensorRT backend installed). None for fp16."""
+    reformats: Reformats | None = None
+    """int8/fp8: the precision-boundary reformat kernels of that build; None when no build could be made here."""
 
 
 class CalibrationResult(CalibrationRecord):

@@ -107,6 +107,11 @@ class ImagePreprocess(BaseModel):
         return 3 if self.color == "RGB" else 1
 
 
+LABELS_ARRAY = "labels"
+"""The ``.npz`` array that holds the labels ``--metric`` is given: set aside, never fed to the model (unless the
+model has an input of that name)."""
+
+
 class Dataset:
     """Samples for each model input, read a few at a time. Subclasses implement ``_read``."""
 
@@ -121,6 +126,10 @@ class Dataset:
 
     def _read(self, name: str, indices: np.ndarray) -> np.ndarray:
         raise NotImplementedError
+
+    def labels(self) -> np.ndarray | None:
+        """The data file's own :data:`LABELS_ARRAY`, whole; None when it has none."""
+        return None
 
     @property
     def sha256(self) -> str:
@@ -291,6 +300,7 @@ class NpzDataset(Dataset):
     def __init__(self, path: Path) -> None:
         self.path = path
         self.members: dict[str, _NpyMember] = {}
+        self.labels_member: _NpyMember | None = None
         try:
             self.zf = zipfile.ZipFile(path)
         except (zipfile.BadZipFile, ValueError, OSError, EOFError) as exc:
@@ -320,6 +330,16 @@ class NpzDataset(Dataset):
         self.names = tuple(self.members)
         self.count = min(self.counts.values(), default=0)
 
+    def set_labels_aside(self) -> None:
+        """:data:`LABELS_ARRAY` out of the inputs (and the sample count), kept for :meth:`labels`."""
+        self.labels_member = self.members.pop(LABELS_ARRAY, None)
+        self.names = tuple(self.members)
+        self.count = min(self.counts.values(), default=0)
+
+    def labels(self) -> np.ndarray | None:
+        member = self.labels_member
+        return None if member is None else member.rows(np.arange(member.shape[0] if member.shape else 0))
+
     @property
     def counts(self) -> dict[str, int]:
         """Samples (axis 0) per array; :attr:`count` is the smallest."""
@@ -327,7 +347,7 @@ class NpzDataset(Dataset):
 
     def check_values(self) -> None:
         """Every member read once in full: damage (CRC) and NaN/Inf found before calibrating, not midway."""
-        for member in self.members.values():
+        for member in (*self.members.values(), *filter(None, [self.labels_member])):
             member.verify()
 
     def _read(self, name: str, indices: np.ndarray) -> np.ndarray:
@@ -338,7 +358,7 @@ class NpzDataset(Dataset):
         return file_sha256(self.path)
 
     def close(self) -> None:
-        for member in self.members.values():
+        for member in (*self.members.values(), *filter(None, [self.labels_member])):
             member.close()
         self.zf.close()
 
@@ -424,6 +444,8 @@ def open_dataset(data: str | Path, model: OnnxModel, preprocess: ImagePreprocess
         if not path.is_file():  # a FIFO or a device would block the zip reader for good
             raise InvalidInput(f"{path}: not a regular file; pass the .npz file itself")
         dataset = NpzDataset(path)
+        if LABELS_ARRAY not in {i.name for i in inputs}:
+            dataset.set_labels_aside()
     else:
         raise InvalidInput(f"{path}: unsupported data; pass an .npz file (one array per input name, samples "
                            f"on axis 0) or an image folder with {PREPROCESS_FILE}")

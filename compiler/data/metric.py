@@ -5,7 +5,8 @@ ranking): a function given the candidate's outputs, the FP32 reference's and the
         return float((outputs["logits"].argmax(1) == labels["labels"]).mean())
 
 ``outputs`` and ``reference`` map each output name to its array over every compared sample (samples on axis 0);
-``labels`` maps each array of ``--labels FILE.npz`` to its rows for those samples, or is None. The module is a
+``labels`` maps each array of ``--labels FILE.npz`` (and ``labels``, the data file's own array of that name, never
+fed to the model) to its rows for those samples, or is None. The module is a
 dotted name importable from the working directory or a ``.py`` file path. It is the user's own code, run as is.
 """
 
@@ -22,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from compiler.core.errors import InvalidInput
+from compiler.data.datasets import LABELS_ARRAY, Dataset
 from compiler.data.model import first_line
 
 MetricFunction = Callable[[dict[str, np.ndarray], dict[str, np.ndarray], dict[str, np.ndarray] | None], float]
@@ -72,18 +74,31 @@ def load_metric(spec: str) -> Metric:
     return Metric(spec, function)
 
 
-def metric_and_labels(spec: str | None, threshold: float | None, labels: Path | None, count: int
+def metric_and_labels(spec: str | None, threshold: float | None, labels: Path | None, dataset: Dataset | None
                       ) -> tuple[Metric | None, dict[str, np.ndarray] | None]:
-    """``--metric`` loaded and ``--labels`` read before any work (a bad one is exit 2 at once)."""
+    """``--metric`` loaded and its labels read before any work (a bad one is exit 2 at once): ``--labels`` and the
+    data file's own ``labels`` array, which must agree when both are given."""
     if spec is None:
         if threshold is not None:
             raise InvalidInput("--min-metric needs --metric MODULE:FUNCTION (the score it holds to the threshold)")
         return None, None
-    return load_metric(spec), load_labels(labels, count)
+    count = dataset.count if dataset is not None else 0
+    given = load_labels(labels, count)
+    inline = None if dataset is None else dataset.labels()
+    if inline is None:
+        return load_metric(spec), given
+    where = f"{dataset.path}: array '{LABELS_ARRAY}'"
+    _check_rows(where, inline, count)
+    if given is not None and LABELS_ARRAY in given and not np.array_equal(given[LABELS_ARRAY], inline):
+        differs = _difference(given[LABELS_ARRAY], inline)
+        raise InvalidInput(f"--labels {labels}: array '{LABELS_ARRAY}' disagrees with {where} ({differs}); give the "
+                           f"labels in one place")
+    return load_metric(spec), {LABELS_ARRAY: inline, **(given or {})}
 
 
 def load_labels(path: Path | None, count: int) -> dict[str, np.ndarray] | None:
-    """``--labels FILE.npz``: arrays with one row per sample of the data (``count``), loaded without pickles."""
+    """``--labels FILE.npz``: arrays of numbers with one row per sample of the data (``count``), loaded without
+    pickles."""
     if path is None:
         return None
     path = Path(path)
@@ -95,10 +110,23 @@ def load_labels(path: Path | None, count: int) -> dict[str, np.ndarray] | None:
     except Exception as exc:
         raise InvalidInput(f"--labels {path}: not a readable .npz ({first_line(exc)})") from None
     for name, array in labels.items():
-        if array.ndim == 0 or len(array) != count:
-            raise InvalidInput(f"--labels {path}: array '{name}' has {len(array) if array.ndim else 0} rows; the "
-                               f"data has {count} samples")
+        _check_rows(f"--labels {path}: array '{name}'", array, count)
     return labels
+
+
+def _check_rows(where: str, array: np.ndarray, count: int) -> None:
+    if array.dtype.kind not in "biuf":
+        raise InvalidInput(f"{where} is {array.dtype}; labels are numbers (integers, floats or booleans)")
+    if array.ndim == 0 or len(array) != count:
+        raise InvalidInput(f"{where} has {len(array) if array.ndim else 0} rows; the data has {count} samples: give "
+                           f"one label row per sample")
+
+
+def _difference(a: np.ndarray, b: np.ndarray) -> str:
+    if a.shape != b.shape:
+        return f"shape {list(a.shape)} against {list(b.shape)}"
+    row = int(np.argmax((a != b).reshape(len(a), -1).any(axis=1)))
+    return f"first at row {row}: {a[row]} against {b[row]}"
 
 
 class MetricRun:

@@ -46,3 +46,18 @@ def test_a_q_dq_model_tensorrt_refuses_is_never_ok_and_its_node_is_named(tmp_pat
         assert fragment in message, message
     assert "In matchQuantizedConstant" not in message  # TensorRT's source locations are left out
     assert not (out / "calibration.json").exists() and not (out / "model.onnx").exists()
+
+
+def test_a_cnn_excluding_a_conv_gets_more_reformat_kernels_than_plain_int8(tmp_path, digits_model, digits_data):
+    """Measured on TensorRT-RTX (Myelin): plain INT8 quantizes each Conv's input in the previous kernel's epilogue;
+    with the second Conv in float, its output's quantize for the Gemm is a kernel of its own."""
+    counts = {}
+    for name, extra in (("plain", []), ("excluded", ["--exclude", "/features/features.3/Conv"])):
+        result = run_cli("calibrate", digits_model, "--data", digits_data, "--out", tmp_path / name, *extra, "--json")
+        assert result.exit_code == 0, result.stderr
+        reformats = json.loads((tmp_path / name / "calibration.json").read_text())["reformats"]
+        assert reformats == json.loads(result.stdout)["reformats"] and reformats["count"] == len(reformats["layers"])
+        counts[name] = reformats["count"]
+        assert f"; {reformats['count']} precision-boundary reformat kernel(s)" in json.loads(result.stdout)[
+            "build_proof"]
+    assert counts["excluded"] > counts["plain"], counts

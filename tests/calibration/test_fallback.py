@@ -7,6 +7,13 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
+import onnx
+
+from calibration import calibrate
+from calibration.fallback import TIE_DB, Search, fusion_groups
+from calibration.sensitivity import Region
+from compiler.core.options import CalibrationOptions
 from tests.calibration.test_transformer import _overflowing_model
 from tests.fixtures import make_outlier_mlp
 from tests.support.cli import assert_clean_error, run_cli
@@ -34,26 +41,57 @@ def test_fallback_auto_passes_keeping_most_matmuls_quantized_and_records_why(out
     document = json.loads(result.stdout)
     assert document["passed"] is True and document["report"]["outputs"][0]["cosine_mean"] > 0.99
     record = json.loads((tmp_path / "cal" / "calibration.json").read_text())
-    assert record["excluded"] == ["block3.matmul/MatMulAddFusion"]
-    [why] = record["exclusions"]
+    kept = ["block3.matmul/MatMulAddFusion", "block3.relu"]  # the Gemm with the activation fused into it
+    assert record["excluded"] == kept
+    why, fused = record["exclusions"]
     assert why["reason"] == "found" and why["tensor"] == "block2.out" and why["sqnr_db"] < 3
+    assert fused == {**why, "node": "block3.relu", "why": "fused with block3.matmul/MatMulAddFusion"}
     fallback = record["fallback"]
     assert fallback["needed"] is True and fallback["passed"] is True and fallback["regions_kept"] == 1
     assert record["quantized_nodes"] == 6 and fallback["low_precision_work"] > 0.75  # 6 of 7 MatMul/Gemm in INT8
     assert fallback["evaluations"] <= 2 * math.ceil(math.log2(fallback["regions"])) + 4
+    # the cost read from the proof's real engine: the float block3 leaves block3.out's quantize alone in a kernel
+    # of its own, a boundary the plain INT8 engine fused into block3's epilogue
+    assert record["reformats"]["count"] == fallback["reformats"] > fallback["plain_reformats"] >= 0
+    ops = {n.name: n.op_type for n in onnx.load_model(tmp_path / "cal" / "model.onnx").graph.node}
+    assert {ops[n] for layer in record["reformats"]["layers"] for n in layer.split(", ")} == {"QuantizeLinear"}
+    assert "precision-boundary reformat kernel(s) (plain int8: " in run_cli(
+        "calibrate", model, "--data", data, "--out", tmp_path / "cal", "--fallback", "auto").stdout
     built = run_cli("build", model, "--profiles", profiles, "--sku", "rtx-4090", "--precision", "int8",
                     "--calibration", tmp_path / "cal", "--out", tmp_path / "engines")
     assert built.exit_code == 0, built.stderr
     layers = json.loads((tmp_path / "engines" / "rtx-4090" / "int8" / "layers.json").read_text())
     assert layers["kernel_precisions"].get("Int8", 0) >= 1
     engine = json.loads((tmp_path / "engines" / "rtx-4090" / "int8" / "engine.json").read_text())
-    assert engine["excluded"] == ["block3.matmul/MatMulAddFusion"]
+    assert engine["excluded"] == kept
     (tmp_path / "store").mkdir()
     published = run_cli("publish", tmp_path / "engines", "--name", "outlier", "--version", "1", "--store",
                         tmp_path / "store")
     assert published.exit_code == 0, published.stderr
     [manifest] = (tmp_path / "store").rglob("outlier/1/manifest.json")
-    assert json.loads(manifest.read_text())["excluded"] == {"rtx-4090/int8": ["block3.matmul/MatMulAddFusion"]}
+    assert json.loads(manifest.read_text())["excluded"] == {"rtx-4090/int8": kept}
+
+
+def test_the_final_calibration_reuses_the_first_ones_ranges_unchanged(outlier, tmp_path):
+    """The fallback does not quantize, collect ranges or measure sensitivity again for its final calibration: its
+    model, ranges and ranking are the ones a calibration with the same exclusions given makes itself."""
+    model, data, _ = outlier
+    found = run_cli("calibrate", model, "--data", data, "--out", tmp_path / "found", "--fallback", "auto")
+    assert found.exit_code == 0, found.stderr
+    record = json.loads((tmp_path / "found" / "calibration.json").read_text())
+    assert record["excluded"] == ["block3.matmul/MatMulAddFusion", "block3.relu"]
+    given = run_cli("calibrate", model, "--data", data, "--out", tmp_path / "given", "--min-top1", "0", "--json",
+                    "--exclude", "block3.matmul", "--exclude", "block3.relu")
+    assert given.exit_code == 0, given.stderr
+    assert json.loads(given.stdout)["ranges"] == record["ranges"] and "block2.out" not in record["ranges"]
+    report = json.loads((tmp_path / "found" / "report.json").read_text())
+    assert json.loads(given.stdout)["report"]["outputs"] == report["outputs"]
+    assert json.loads(given.stdout)["report"]["sensitivity"] == report["sensitivity"]  # the first's, ranked again
+    assert len(report["sensitivity"]) == 6 and [s["rank"] for s in report["sensitivity"]] == list(range(1, 7))
+    made = {name: onnx.load_model(tmp_path / name / "model.onnx").graph for name in ("found", "given")}
+    assert sorted(n.op_type for n in made["found"].node) == sorted(n.op_type for n in made["given"].node)
+    assert {i.name for i in made["found"].initializer} == {i.name for i in made["given"].initializer}
+    assert record["reformats"] == json.loads(given.stdout)["reformats"]
 
 
 def test_fallback_finds_two_outlier_regions(tmp_path):
@@ -98,3 +136,64 @@ def test_bad_fallback_is_a_usage_error(outlier, tmp_path):
     model, data, _ = outlier
     assert_clean_error(run_cli("calibrate", model, "--data", data, "--out", tmp_path / "c", "--fallback", "manual"),
                        2, "--fallback manual")
+
+
+def _graph(*nodes, outputs=("y",)):
+    """A graph of ``(name, op, inputs, outputs)`` nodes, float tensors, ``w``/``b``/``s`` as initializers."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    weights = [numpy_helper.from_array(np.ones(4, np.float32), name) for name in ("w", "b", "s")]
+    return helper.make_graph([helper.make_node(op, list(i), list(o), name) for name, op, i, o in nodes], "g",
+                             [helper.make_tensor_value_info("x", TensorProto.FLOAT, None)],
+                             [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outputs], weights)
+
+
+def test_fusion_groups_take_a_conv_with_its_epilogue_and_a_residual_add_with_both_branches():
+    graph = _graph(("conv", "Conv", ("x", "w"), ("c",)),
+                   ("bn", "BatchNormalization", ("c", "s", "b", "b", "s"), ("n",)), ("relu", "Relu", ("n",), ("r",)),
+                   ("conv2", "Conv", ("r", "w"), ("c2",)),
+                   ("proj", "Conv", ("x", "w"), ("p",)), ("add", "Add", ("c2", "p"), ("a",)),
+                   ("act", "Relu", ("a",), ("y",)))
+    assert fusion_groups(graph, {"bn"}) == {"conv", "bn", "relu"}  # from the middle of the chain: all of it
+    assert fusion_groups(graph, {"conv"}) == {"conv", "bn", "relu"}  # not conv2: a quantized reader, not fused
+    assert fusion_groups(graph, {"conv2"}) == {"conv2", "add", "proj", "act"}  # the residual Add's both inputs
+
+
+def test_fusion_groups_stop_where_a_value_is_materialized_anyway():
+    graph = _graph(("mm", "MatMul", ("x", "w"), ("m",)), ("bias", "Add", ("m", "b"), ("y",)),
+                   ("gelu", "Relu", ("y",), ("g",)), ("other", "Relu", ("m",), ("o",)), outputs=("y", "g", "o"))
+    assert fusion_groups(graph, {"mm"}) == {"mm"}  # its value has two readers
+    assert fusion_groups(graph, {"bias"}) == {"bias"}  # a graph output: the next Relu reads a written tensor
+    assert fusion_groups(graph, {"missing"}) == set()
+
+
+def test_of_two_tied_sets_that_pass_the_one_whose_engine_gets_fewer_reformats_is_kept(outlier, tmp_path):
+    """Gates every set passes, and two regions the ranking cannot tell apart: the float block5 leaves its output's
+    quantize for the head alone in a kernel; the float head leaves no boundary after it (read from both builds)."""
+    model, data, _ = outlier
+    lenient = CalibrationOptions(precision="int8", min_cosine=-1, min_top1=0, min_sqnr=-200, reuse=False)
+    first = calibrate(model, data, tmp_path / "cal", lenient)
+    search = Search(tmp_path / "cal" / "model.onnx", model, data, first, lenient, None)
+    try:
+        middle = Region("block4.out", ("block5.matmul/MatMulAddFusion",), 30.0)
+        last = Region("block5.out", ("head",), 30.0 + TIE_DB / 2)
+        chosen, weighed = search.fewest_reformats([middle, last], 1)
+        assert chosen == [last] and search.evaluations == 1  # the swapped set evaluated once
+        assert [w["tensors"] for w in weighed] == [["block4.out"], ["block5.out"]]
+        assert weighed[0]["reformats"] > weighed[1]["reformats"] >= 0
+        assert search.fewest_reformats([middle, Region("block5.out", ("head",), 30.0 + 2 * TIE_DB)], 1) == (
+            [middle], [])  # no tie: nothing weighed, nothing built
+    finally:
+        search.close()
+
+
+def test_fp8_fallback_ranks_its_nodes(outlier, tmp_path):
+    """FP8 Q/DQ needs opset 19: the sensitivity model takes the Q/DQ model's opset (it failed on the prepared
+    model's 13, so an fp8 fallback had nothing to rank)."""
+    model, data, _ = outlier
+    result = run_cli("calibrate", model, "--data", data, "--out", tmp_path / "cal", "--precision", "fp8",
+                     "--fallback", "auto", "--json")
+    assert result.exit_code == 0, result.stderr
+    report = json.loads((tmp_path / "cal" / "report.json").read_text())
+    assert report["sensitivity_error"] is None and len(report["sensitivity"]) == json.loads(result.stdout)[
+        "quantized_nodes"] >= 1

@@ -91,4 +91,69 @@ def test_the_metric_is_the_objective_of_the_fallback(metrics, tmp_path):
     assert result.exit_code == 0, result.stderr
     document = json.loads(result.stdout)
     assert document["report"]["metric"]["value"] >= 0.9
-    assert [e["node"] for e in document["exclusions"]] == ["block3.matmul/MatMulAddFusion"]
+    assert [e["node"] for e in document["exclusions"]] == ["block3.matmul/MatMulAddFusion", "block3.relu"]
+
+
+def _with_labels(data: Path, out: Path, labels) -> Path:
+    """``data`` with a ``labels`` array of its own."""
+    with np.load(data) as archive:
+        np.savez(out, **dict(archive), labels=labels)
+    return out
+
+
+def test_labels_inside_the_data_file_are_scored_and_never_fed_to_the_model(metrics, digits_model, digits_data,
+                                                                           digits_profiles, tmp_path):
+    from sklearn.datasets import load_digits
+
+    module, labels = metrics
+    data = _with_labels(digits_data, tmp_path / "labelled.npz", load_digits().target)
+    common = ("--metric", f"{module}:top1", "--min-metric", "0.9", "--json")
+    inline = run_cli("calibrate", digits_model, "--data", data, "--out", tmp_path / "inline", *common)
+    assert inline.exit_code == 0, inline.stderr
+    apart = run_cli("calibrate", digits_model, "--data", digits_data, "--out", tmp_path / "apart", "--labels",
+                    labels, *common)
+    assert apart.exit_code == 0, apart.stderr
+    value = json.loads(inline.stdout)["report"]["metric"]["value"]
+    assert 0.9 < value == json.loads(apart.stdout)["report"]["metric"]["value"]  # the same labels, the same rows
+    both = run_cli("calibrate", digits_model, "--data", data, "--out", tmp_path / "both", "--labels", labels, *common)
+    assert both.exit_code == 0, both.stderr  # given twice, agreeing
+    plain = run_cli("calibrate", digits_model, "--data", data, "--out", tmp_path / "plain", "--json")
+    assert plain.exit_code == 0, plain.stderr  # no --metric: the labels are simply not used
+    built = run_cli("build", digits_model, "--profiles", digits_profiles, "--sku", "rtx-4090", "--precision", "fp16",
+                    "--out", tmp_path / "engines")
+    assert built.exit_code == 0, built.stderr
+    checked = run_cli("check", tmp_path / "engines", "--data", data, "--no-lint", *common)
+    assert checked.exit_code == 0, checked.stderr
+    accuracy = next(c for c in json.loads(checked.stdout)["engines"][0]["checks"] if c["name"] == "accuracy")
+    assert accuracy["figures"]["metric"]["value"] > 0.9
+
+
+@pytest.mark.parametrize(("labels", "said"), [
+    (np.zeros(5, np.int64), "array 'labels' has 5 rows; the data has 1797 samples"),
+    (np.array(["a"] * 1797), "array 'labels' is <U1; labels are numbers"),
+    (np.zeros(1797, np.complex64), "array 'labels' is complex64"),
+    (np.array(3), "array 'labels' is a scalar"),
+])
+def test_bad_labels_inside_the_data_file_are_usage_errors(metrics, digits_model, digits_data, tmp_path, labels,
+                                                          said):
+    module, _ = metrics
+    data = _with_labels(digits_data, tmp_path / "bad.npz", labels)
+    result = run_cli("calibrate", digits_model, "--data", data, "--out", tmp_path / "cal", "--metric",
+                     f"{module}:top1")
+    assert_clean_error(result, 2, str(data), said)
+    assert not (tmp_path / "cal").exists()
+
+
+def test_object_labels_and_disagreeing_labels_are_usage_errors(metrics, digits_model, digits_data, tmp_path):
+    from sklearn.datasets import load_digits
+
+    module, labels = metrics
+    objects = tmp_path / "objects.npz"
+    with np.load(digits_data) as archive:
+        np.savez(objects, **dict(archive), labels=np.array([{"a": 1}] * 1797, dtype=object))
+    base = ("calibrate", digits_model, "--out", tmp_path / "cal", "--metric", f"{module}:top1")
+    assert_clean_error(run_cli(*base, "--data", objects), 2, "array 'labels' holds Python objects")
+    shifted = _with_labels(digits_data, tmp_path / "shifted.npz", (load_digits().target + 1) % 10)
+    assert_clean_error(run_cli(*base, "--data", shifted, "--labels", labels), 2,
+                       "array 'labels' disagrees with", "first at row 0: 0 against 1", "give the labels in one place")
+    assert not (tmp_path / "cal").exists()

@@ -235,3 +235,18 @@ def test_any_damage_is_invalid_input_naming_the_file(tmp_path, digits_model, dig
             dataset.close()
     except InvalidInput as exc:
         assert str(exc).startswith(str(path)), exc
+
+
+@pytest.mark.parametrize("labels", [_npy((10**9,), b"\0" * 8 * 1797, "<i8"),
+                                    _npy((1797,), np.full(1797, np.nan, np.float32).tobytes())],
+                         ids=["lying-header", "nan"])
+def test_a_labels_array_set_aside_is_still_read_as_hostile(tmp_path, digits_model, images, labels):
+    """The data file's ``labels`` (for --metric, never fed to the model) is checked like any member."""
+    data = tmp_path / "labelled.npz"
+    with zipfile.ZipFile(data, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("image.npy", _npy(images.shape, images.tobytes()))
+        archive.writestr("labels.npy", labels)
+    done = _calibrate(digits_model, data, tmp_path / "out")
+    line = assert_clean_error(done, 2, str(data), "array 'labels'")
+    assert "damaged" in line or "NaN" in line
+    assert not (tmp_path / "out" / "calibration.json").exists()
