@@ -121,10 +121,11 @@ class PullResult(BaseModel):
 
 def pull(store: str | Store, ref: str | Ref, *, out: Path, sku: str | None = None, precision: str | None = None,
          tensorrt_version: str | None = None, cache_dir: Path | None = None, use_cache: bool = True,
-         verify_key: Path | None = None, allow_yanked: bool = False) -> PullResult:
+         verify_key: Path | None = None, allow_yanked: bool = False, golden: Path | None = None) -> PullResult:
     """The one verified plan of ``ref`` for ``sku`` (a catalog name or ``auto``), written to ``out`` with its
-    record (``X.plan.json``) beside it. Nothing is written to ``out`` unless the bytes hash to the manifest's
-    digest; with ``verify_key`` (else ``$COMPILE_VERIFY_KEY``), nothing at all unless the release is signed by it."""
+    record (``X.plan.json``) beside it, and with ``golden`` the release's golden inputs there, from the same
+    manifest. Nothing is written to ``out`` unless the bytes hash to the manifest's digest; with ``verify_key``
+    (else ``$COMPILE_VERIFY_KEY``), nothing at all unless the release is signed by it."""
     started = time.monotonic()
     ref = ref if isinstance(ref, Ref) else Ref.parse(ref)  # names first: nothing is asked of a store for a bad one
     out = Path(out)
@@ -141,18 +142,28 @@ def pull(store: str | Store, ref: str | Ref, *, out: Path, sku: str | None = Non
     engine = select_engine(resolved.manifest, sku=None if sku == "auto" else sku,
                            compute_capability=compute_capability, precision=precision,
                            tensorrt_version=tensorrt_version)
+    if golden is not None:
+        from compiler.releases.golden import require_golden
+
+        require_golden(resolved)  # before the plan is written
     name = resolved.manifest.content.name
-    from_cache = fetch_verified(store, name, engine.plan.sha256, engine.plan.size_bytes, out,
-                        (cache_dir or default_cache_dir()) / "pulls" if use_cache else None)
+    cache = (cache_dir or default_cache_dir()) / "pulls" if use_cache else None
+    from_cache = fetch_verified(store, name, engine.plan.sha256, engine.plan.size_bytes, out, cache)
     record = PulledEngine(**engine.model_dump(), release=f"{name}@{resolved.version}", version=resolved.version,
                           store=store.uri)
     engine_json = record_path(out)
     write_atomic(engine_json, record.model_dump_json(indent=2).encode())
+    fetched = None
+    if golden is not None:
+        from compiler.releases.golden import write_golden
+
+        fetched = write_golden(store, resolved, golden, cache, time.monotonic())
     return PullResult(release=str(resolved.ref), version=resolved.version, channel=resolved.channel, sku=engine.sku,
                       precision=engine.precision, compute_capabilities=engine.compute_capabilities,
                       runtime=engine.runtime, sha256=engine.plan.sha256, size_bytes=engine.plan.size_bytes,
                       out=str(out), engine_json=str(engine_json), from_cache=from_cache,
-                      seconds=round(time.monotonic() - started, 3), warnings=release_warnings(resolved.manifest))
+                      seconds=round(time.monotonic() - started, 3), warnings=release_warnings(resolved.manifest),
+                      golden=fetched)
 
 
 def release_warnings(manifest: ReleaseManifest) -> list[str]:
