@@ -48,7 +48,9 @@ def test_a_pipeline_signs_with_a_key_from_the_environment(tmp_path, keys):
 
 @pytest.mark.parametrize(("key", "fragments"), [
     ("-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIB\n-----END PRIVATE KEY-----\n", ["signing.key", "material"]),
-    ("awskms:///alias/release", ["signing.key", "awskms:// keys are not supported"]),
+    ("awskms:///alias/release", ["signing.key", "not a awskms key reference"]),
+    ("gcpkms:nope", ["signing.key", "not a gcpkms key reference"]),
+    ("vault://secret/release", ["signing.key", "vault:// keys are not supported"]),
     ("env://NOT A NAME", ["signing.key", "environment variable"]),
     ("env://UNSET_RELEASE_KEY_31", ["signing.key", "$UNSET_RELEASE_KEY_31 is not set"]),
     ("@inside", ["inside the pipeline's repository"]),
