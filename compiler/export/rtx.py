@@ -31,8 +31,9 @@ from compiler.core.records import GOLDEN_FILE, ReleaseEngine, ReleaseManifest, T
 from compiler.core.runtimes import Runtime, parse_version
 from compiler.export import engine_per_capability
 from compiler.export.triton import MODEL_NAME
+from compiler.releases.fetch import fetch_verified, resolve_trusted
 from compiler.releases.golden import save_golden
-from compiler.releases.pull import fetch_verified, release_warnings, resolve_trusted
+from compiler.releases.pull import release_warnings
 from compiler.stores import Store, open_store
 from compiler.stores.base import Ref
 

@@ -23,8 +23,8 @@ from pydantic import BaseModel
 from compiler.core.errors import CheckFailed, InvalidInput
 from compiler.core.files import default_cache_dir
 from compiler.core.records import GOLDEN_MAX_BYTES, GoldenRecord, GoldenTensor, ReleaseManifest
+from compiler.releases.fetch import fetch_verified, resolve_trusted
 from compiler.releases.manifest import Resolved, damaged
-from compiler.releases.pull import fetch_verified, resolve_trusted
 from compiler.stores import Store, open_store
 from compiler.stores.base import Ref
 
