@@ -164,4 +164,11 @@ def redacted_reason(exc: BaseException) -> str:
 
 
 def _shown(value: str) -> str:
-    return value if len(value) <= 200 else value[:200] + "…"
+    """A reference as an error line shows it: one line, at most 200 characters, and no query but a token label
+    (a PIN written into the URI by mistake is not echoed)."""
+    from compiler.core.text import printable
+
+    base, mark, query = value.partition("?")
+    if mark and not re.fullmatch(r"label=[A-Za-z0-9%+._-]{1,128}", query):
+        value = base + "?…"
+    return printable(value if len(value) <= 200 else value[:200] + "…")
