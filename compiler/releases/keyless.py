@@ -14,6 +14,7 @@ import json
 from typing import Any
 
 from compiler.core.errors import CheckFailed, EnvironmentProblem, InvalidInput
+from compiler.releases.keyrefs import redacted_reason
 
 BUNDLE_PREFIX = "application/vnd.dev.sigstore.bundle"
 INSTALL = "install compile's [sigstore] extra (sigstore==4.5.1)"
@@ -39,7 +40,7 @@ class KeylessSigner:
                 self._signer = Signer(self._token, context, cache=True)
             return self._signer.sign_dsse(Statement(payload)).to_json().encode()
         except Exception as exc:  # network, Fulcio or Rekor refusals: sigstore raises its own and requests' errors
-            raise EnvironmentProblem(f"{self._label} sigstore: keyless signing failed ({_first_line(exc)}); "
+            raise EnvironmentProblem(f"{self._label} sigstore: keyless signing failed ({redacted_reason(exc)}); "
                                      "publishing again adds the signature") from None
 
 
@@ -53,7 +54,7 @@ def ambient_signer(label: str) -> KeylessSigner:
         token = detect_credential()
     except Exception as exc:  # sigstore's IdentityError: a CI that offers a credential but refused it
         raise EnvironmentProblem(f"{label} sigstore: the CI's OIDC credential could not be had "
-                                 f"({_first_line(exc)}); on GitHub Actions give the job `permissions: id-token: "
+                                 f"({redacted_reason(exc)}); on GitHub Actions give the job `permissions: id-token: "
                                  "write`") from None
     if token is None:
         raise EnvironmentProblem(f"{label} sigstore: no ambient OIDC credential (keyless signing runs in CI: on "
@@ -62,7 +63,7 @@ def ambient_signer(label: str) -> KeylessSigner:
     try:
         return KeylessSigner(IdentityToken(token), label)
     except Exception as exc:  # an expired or malformed token
-        raise EnvironmentProblem(f"{label} sigstore: the CI's OIDC token is not usable ({_first_line(exc)})") \
+        raise EnvironmentProblem(f"{label} sigstore: the CI's OIDC token is not usable ({redacted_reason(exc)})") \
             from None
 
 
@@ -102,25 +103,21 @@ class KeylessIdentity:
                 raise ValueError("no Sigstore bundle mediaType")
             bundle = Bundle.from_json(data)
         except Exception as exc:  # sigstore's InvalidBundle, pydantic's ValidationError, ValueError
-            raise CheckFailed(f"{what} is not a keyless Sigstore bundle ({_first_line(exc)})") from None
+            raise CheckFailed(f"{what} is not a keyless Sigstore bundle ({redacted_reason(exc)})") from None
         from sigstore.verify import Verifier, policy
 
         try:
             verifier = Verifier.production()
         except Exception as exc:  # TUF cannot reach Sigstore's trust root
-            raise EnvironmentProblem(f"--identity: Sigstore's trust root could not be had ({_first_line(exc)}); "
+            raise EnvironmentProblem(f"--identity: Sigstore's trust root could not be had ({redacted_reason(exc)}); "
                                      "keyless verification needs to reach it once (then it is cached)") from None
         try:
             kind, payload = verifier.verify_dsse(bundle, policy.Identity(identity=self.identity, issuer=self.issuer))
         except Exception as exc:  # sigstore's VerificationError and the certificate checks it wraps
-            raise CheckFailed(f"{what}: bad signature: not signed by {self} ({_first_line(exc)})") from None
+            raise CheckFailed(f"{what}: bad signature: not signed by {self} ({redacted_reason(exc)})") from None
         if kind != payload_type:
             raise CheckFailed(f"{what}: its envelope carries {str(kind)[:80]}, not an in-toto statement")
         try:
             return json.loads(payload)
         except ValueError:
             raise CheckFailed(f"{what}: its statement is not JSON") from None
-
-
-def _first_line(exc: BaseException) -> str:
-    return (str(exc) or type(exc).__name__).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__

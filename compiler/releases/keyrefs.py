@@ -156,7 +156,8 @@ def _import(scheme: str, value: str):
 
 def redacted_reason(exc: BaseException) -> str:
     """An exception's first line without any secret of the environment (a PIN, a key, a token) in it."""
-    text = (str(exc) or type(exc).__name__).splitlines()[0][:200]
+    text = str(exc).strip()
+    text = text.splitlines()[0][:200] if text else type(exc).__name__
     for name, secret in os.environ.items():
         if len(secret) >= 4 and any(word in name.upper() for word in ("PIN", "SECRET", "TOKEN", "PASSWORD", "KEY")):
             text = text.replace(secret, "***")
