@@ -84,16 +84,20 @@ def rtx(
     model_name: Annotated[str | None, option("N", OUTPUT, "The model's folder name (default: the release "
                                              "name).")] = None,
     precision: Annotated[str | None, option(PRECISIONS, TARGETS, "Only this precision's engines.")] = None,
+    verify_key: VerifyKeyOption = None,
     store: StoreOption = DEFAULT_STORE,
     no_cache: Annotated[bool, switch("--no-cache", CACHE, "Download even if the pull cache has the plans.")] = False,
+    allow_yanked: AllowYankedOption = False,
     json: JsonOption = False,
 ) -> None:
     """A TensorRT-RTX release for applications: each compute capability's engine and an ONNX Runtime EP-context
-    model naming it (TensorRT RTX execution provider), with rtx.json and the golden inputs."""
+    model naming it (TensorRT RTX execution provider), with rtx.json and the golden inputs, verified before any
+    file is written."""
     from compiler.export.rtx import export_rtx
 
     result = export_rtx(store, release, out, model_name=model_name, precision=precision,
-                        runtime_version=runtime_version, use_cache=not no_cache)
+                        runtime_version=runtime_version, use_cache=not no_cache, verify_key=verify_key,
+                        allow_yanked=allow_yanked)
     render.warnings(result.warnings)
     if json:
         render.emit_json(result)

@@ -38,9 +38,10 @@ def switch(flag: str, panel: str, help: str) -> Any:
 
 JsonOption = Annotated[bool, switch("--json", OUTPUT, "Print one JSON document on stdout and nothing else.")]
 ModelArgument = Annotated[Path, typer.Argument(metavar="MODEL", help="The ONNX model (FP32).", show_default=False)]
-SignKeyOption = Annotated[Path | None, option("KEY.pem", INPUTS, "Sign the release with this private key (EC P-256 "
-                                             "or Ed25519 PEM); default $COMPILE_SIGN_KEY.",
-                                             envvar="COMPILE_SIGN_KEY", show_default=False)]
+SignKeyOption = Annotated[str | None, option("KEY", INPUTS, "Sign the release with this private key (EC P-256 or "
+                                            "Ed25519 PEM), an HSM or KMS key URI (hsm:, awskms:, gcpkms:, azurekms:) "
+                                            "or sigstore: for keyless CI signing; default $COMPILE_SIGN_KEY.",
+                                            envvar="COMPILE_SIGN_KEY", show_default=False)]
 VerifyKeyOption = Annotated[Path | None, option("PUB.pem", INPUTS, "Refuse a release not signed by this public key "
                                                "(before anything is written); default $COMPILE_VERIFY_KEY.",
                                                envvar="COMPILE_VERIFY_KEY", show_default=False)]

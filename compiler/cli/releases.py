@@ -94,18 +94,15 @@ def pull(
     """The one verified plan of a release for a GPU SKU."""
     from compiler.core.errors import InvalidInput
     from compiler.core.records import GOLDEN_FILE
-    from compiler.releases.golden import pull_golden
     from compiler.releases.pull import pull as pull_engine
 
     if golden and Path(out).name == GOLDEN_FILE:
         raise InvalidInput(f"--out {out}: {GOLDEN_FILE} is written beside the plan with --golden; name the plan "
                            "otherwise")
     result = pull_engine(store, release, out=out, sku=sku, precision=precision, tensorrt_version=tensorrt_version,
-                         use_cache=not no_cache, verify_key=verify_key, allow_yanked=allow_yanked)
+                         use_cache=not no_cache, verify_key=verify_key, allow_yanked=allow_yanked,
+                         golden=Path(out).with_name(GOLDEN_FILE) if golden else None)
     render.warnings(result.warnings)
-    if golden:
-        fetched = pull_golden(store, release, Path(out).with_name(GOLDEN_FILE), use_cache=not no_cache)
-        result = result.model_copy(update={"golden": fetched})
     if json:
         render.emit_json(result)
     else:

@@ -320,7 +320,12 @@ def published(result: PublishResult) -> None:
                   f"{result.present_blobs} already there, {result.seconds:.2f} s")
     if result.provenance:
         signed = {"written": "signed", "already there": "signature already there"}.get(result.signature, "unsigned")
-        console.print(f"provenance {result.provenance}; {signed}")
+        console.print(f"provenance {result.provenance}; {signed}"
+                      + (f" keyless as {printable(result.signed_by)}" if result.signed_by else ""))
+    if result.public_key:
+        console.print("the signing key's public half, for `compile verify --key` (save it as release.pub):")
+        for line in result.public_key.strip().splitlines():
+            console.print(line, markup=False, highlight=False)
 
 
 def pulled(result: PullResult) -> None:

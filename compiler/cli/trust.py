@@ -12,22 +12,30 @@ from compiler.stores import DEFAULT_STORE
 
 
 @examples("compile verify digits@1.0.0 --key release.pub",
-          "compile verify digits@stable --store s3://models/team --key release.pub --json")
+          "compile verify digits@stable --store s3://models/team --key release.pub --json",
+          "compile verify digits@1.0.0 --identity https://github.com/ORG/REPO/.github/workflows/release.yml@refs/"
+          "heads/main --issuer https://token.actions.githubusercontent.com")
 def verify(
     release: ReleaseArgument,
     *,
-    key: Annotated[Path, option("PUB.pem", INPUTS, "The publisher's public key (EC P-256 or Ed25519 PEM).",
-                                show_default=False)],
+    key: Annotated[Path | None, option("PUB.pem", INPUTS, "The publisher's public key (EC P-256 or Ed25519 PEM).",
+                                       show_default=False)] = None,
+    identity: Annotated[str | None, option("ID", INPUTS, "For a keyless (Sigstore) release: the signer's identity "
+                                           "as its certificate names it (a CI workflow URL or an email).",
+                                           show_default=False)] = None,
+    issuer: Annotated[str | None, option("URL", INPUTS, "With --identity: the OIDC issuer that vouched for it "
+                                         "(GitHub Actions: https://token.actions.githubusercontent.com).",
+                                         show_default=False)] = None,
     store: StoreOption = DEFAULT_STORE,
     json: JsonOption = False,
 ) -> None:
-    """Check a release against a public key: the signature over its manifest, its provenance's subjects against
-    the manifest's plans, and every blob's sha256. Exit 0 verified, 1 unsigned, bad signature or a mismatch
-    (saying which), 2 bad input."""
+    """Check a release against a public key (or a keyless signer's identity): the signature over its manifest,
+    its provenance's subjects against the manifest's plans, and every blob's sha256. Exit 0 verified, 1 unsigned,
+    bad signature or a mismatch (saying which), 2 bad input, 3 Sigstore unreachable (keyless)."""
     from compiler.releases.verify import verify_release
 
     with nullcontext() if json else render.phase_progress("blobs") as progress:
-        result = verify_release(store, release, key, progress=progress)
+        result = verify_release(store, release, key, identity=identity, issuer=issuer, progress=progress)
     if json:
         render.emit_json(result)
     else:

@@ -31,9 +31,9 @@ from compiler.core.records import GOLDEN_FILE, ReleaseEngine, ReleaseManifest, T
 from compiler.core.runtimes import Runtime, parse_version
 from compiler.export import engine_per_capability
 from compiler.export.triton import MODEL_NAME
+from compiler.releases.fetch import fetch_verified, resolve_trusted
 from compiler.releases.golden import save_golden
-from compiler.releases.manifest import resolve
-from compiler.releases.pull import fetch_verified, release_warnings
+from compiler.releases.pull import release_warnings
 from compiler.stores import Store, open_store
 from compiler.stores.base import Ref
 
@@ -77,9 +77,11 @@ class RtxExport(BaseModel):
 
 def export_rtx(store: str | Store, ref: str | Ref, out: Path, *, model_name: str | None = None,
                precision: str | None = None, runtime_version: str | None = None, cache_dir: Path | None = None,
-               use_cache: bool = True) -> RtxExport:
+               use_cache: bool = True, verify_key: Path | None = None, allow_yanked: bool = False) -> RtxExport:
     """Write ``ref``'s TensorRT-RTX engines into ``out/<model>/`` for applications and ONNX Runtime; refuses
-    (exit 2) an engine of another runtime or one ``runtime_version`` (the application's TensorRT-RTX) cannot load."""
+    (exit 2) an engine of another runtime or one ``runtime_version`` (the application's TensorRT-RTX) cannot load.
+    As export triton and pull: a yanked version is refused unless ``allow_yanked``, and with ``verify_key`` (else
+    ``$COMPILE_VERIFY_KEY``) nothing is written unless the release is signed by it."""
     started = time.monotonic()
     out = Path(out)
     if not out.is_dir():
@@ -92,7 +94,7 @@ def export_rtx(store: str | Store, ref: str | Ref, out: Path, *, model_name: str
         except ValueError as exc:
             raise InvalidInput(f"--runtime-version: {exc}") from None
     store = open_store(store)
-    resolved = resolve(store, ref)
+    resolved = resolve_trusted(store, ref, verify_key, allow_yanked=allow_yanked)
     manifest = resolved.manifest
     name = model_name or manifest.content.name
     engines = _engines(manifest, precision, runtime_version)

@@ -36,8 +36,9 @@ from compiler.core.runtimes import FAMILY_NAMES, claimed_by_header
 from compiler.export import engine_per_capability
 from compiler.export.triton_config import WARMUP_FOLDER, parse_config, render_config
 from compiler.export.triton_releases import releases_running, tensorrt_of
+from compiler.releases.fetch import fetch_verified, resolve_trusted
 from compiler.releases.golden import read_golden
-from compiler.releases.pull import fetch_verified, release_warnings, resolve_trusted
+from compiler.releases.pull import release_warnings
 from compiler.stores import Store, open_store
 from compiler.stores.base import Ref
 

@@ -93,18 +93,27 @@ class CheckSpec(CheckOptions):
 
 class SigningSpec(_Strict):
     key: str
-    """Where the release's signing key is: ``env://VAR`` (the PEM a CI secret put in ``$VAR``) or a file path
-    outside the repository (relative to the pipeline file). Never the key itself."""
+    """Where the release's signing key is: ``env://VAR`` (the PEM a CI secret put in ``$VAR``), an HSM or KMS key
+    URI (``hsm:``, ``awskms:``, ``gcpkms:``, ``azurekms:``), ``sigstore:`` (keyless, the CI's OIDC identity) or a
+    file path outside the repository (relative to the pipeline file). Never the key itself."""
 
     @field_validator("key")
     @classmethod
     def _reference(cls, value: str) -> str:
         if "BEGIN" in value or "\n" in value:
-            raise ValueError("holds key material; name where the key is (env://VAR or a file path outside the "
-                             "repository), never the key itself")
+            raise ValueError("holds key material; name where the key is (env://VAR, an HSM or KMS key URI, "
+                             "sigstore:, or a file path outside the repository), never the key itself")
+        from compiler.releases.keyrefs import is_reference, shape_problem
+
+        if is_reference(value):
+            problem = shape_problem(value)
+            if problem:
+                raise ValueError(problem)
+            return value
         scheme = value.split("://", 1)[0] if "://" in value else None
         if scheme is not None and scheme != "env":
-            raise ValueError(f"{scheme}:// keys are not supported; use env://VAR or a file path")
+            raise ValueError(f"{scheme}:// keys are not supported; use env://VAR, hsm:, awskms:, gcpkms:, "
+                             "azurekms:, sigstore: or a file path")
         if scheme == "env" and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,127}", value[len("env://"):]):
             raise ValueError("env://VAR: VAR must be an environment variable's name")
         if not value:

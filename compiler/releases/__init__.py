@@ -8,9 +8,10 @@ manifests and channel records), ``pull``, ``channels`` (promote), ``listing`` (l
 """
 
 from compiler.releases.channels import promote
+from compiler.releases.fetch import fetch_verified
 from compiler.releases.listing import list_store
 from compiler.releases.manifest import resolve
 from compiler.releases.publish import publish
-from compiler.releases.pull import fetch_verified, pull, select_engine
+from compiler.releases.pull import pull, select_engine
 
 __all__ = ["fetch_verified", "list_store", "promote", "publish", "pull", "resolve", "select_engine"]

@@ -30,11 +30,17 @@ ENV_REFERENCE = "env://"
 
 def signer_of(key: Path | str | None, reference: str | None = None, pipeline: Path | None = None):
     """The signer for a publish, None for an unsigned release: ``--sign-key`` (else ``$COMPILE_SIGN_KEY``), else
-    the pipeline's ``signing.key`` reference (``env://VAR``: the PEM a CI secret put in ``$VAR``; else a file
-    path, relative to the pipeline). A key file inside the pipeline's repository is refused: committed with the
-    pipeline, it is no secret."""
+    the pipeline's ``signing.key`` reference (``env://VAR``: the PEM a CI secret put in ``$VAR``; an HSM, KMS or
+    ``sigstore:`` keyless URI, :mod:`compiler.releases.keyrefs`; else a file path, relative to the pipeline). A key
+    file inside the pipeline's repository is refused: committed with the pipeline, it is no secret."""
+    from compiler.releases.keyrefs import is_reference, reference_signer
+
     role = "--sign-key" if key else f"${SIGN_KEY_ENV}"
     key = key or os.environ.get(SIGN_KEY_ENV) or None
+    if is_reference(key):
+        return reference_signer(key, role)
+    if key is None and is_reference(reference):
+        return reference_signer(reference, f"{pipeline}: signing.key")
     if key is None and reference is not None and reference.startswith(ENV_REFERENCE):
         variable = reference[len(ENV_REFERENCE):]
         material = os.environ.get(variable)
@@ -91,4 +97,8 @@ def attest(store: Store, content: ReleaseContent, content_sha256: str, signer, c
             signer)
         outcome["signature"] = "written" if store.attach(name, version, "signature", signed) is None \
             else "already there"
+        from compiler.releases.keyrefs import exported_public_key
+
+        outcome["public_key"] = exported_public_key(signer)
+        outcome["signed_by"] = getattr(signer, "identity", None)
     return outcome

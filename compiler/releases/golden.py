@@ -23,8 +23,8 @@ from pydantic import BaseModel
 from compiler.core.errors import CheckFailed, InvalidInput
 from compiler.core.files import default_cache_dir
 from compiler.core.records import GOLDEN_MAX_BYTES, GoldenRecord, GoldenTensor, ReleaseManifest
-from compiler.releases.manifest import damaged, resolve
-from compiler.releases.pull import fetch_verified
+from compiler.releases.fetch import fetch_verified, resolve_trusted
+from compiler.releases.manifest import Resolved, damaged
 from compiler.stores import Store, open_store
 from compiler.stores.base import Ref
 
@@ -121,19 +121,29 @@ class GoldenPull(BaseModel):
 
 
 def pull_golden(store: str | Store, ref: str | Ref, out: Path, *, cache_dir: Path | None = None,
-                use_cache: bool = True) -> GoldenPull:
-    """The release's golden.npz written to ``out``, verified (digest, size, and the arrays the manifest lists)."""
+                use_cache: bool = True, verify_key: Path | None = None, allow_yanked: bool = True) -> GoldenPull:
+    """The release's golden.npz written to ``out``, verified (digest, size, and the arrays the manifest lists);
+    with ``verify_key`` (else ``$COMPILE_VERIFY_KEY``) only from a release signed by it."""
     started = time.monotonic()
-    ref = ref if isinstance(ref, Ref) else Ref.parse(ref)
     store = open_store(store)
-    resolved = resolve(store, ref)
-    manifest = resolved.manifest
-    if manifest.content.golden is None:
+    resolved = resolve_trusted(store, ref, verify_key, allow_yanked=allow_yanked)
+    return write_golden(store, resolved, out, (cache_dir or default_cache_dir()) / "pulls" if use_cache else None,
+                        started)
+
+
+def require_golden(resolved: Resolved) -> None:
+    """Refuse (exit 2) a release without golden inputs, before anything of it is written."""
+    if resolved.manifest.content.golden is None:
         raise InvalidInput(f"{resolved.ref} has no golden inputs (published from a build folder not checked with "
                            "--data); check the build with --data and publish a new version")
-    from_cache = save_golden(store, manifest, out, (cache_dir or default_cache_dir()) / "pulls" if use_cache
-                             else None)
-    record = manifest.content.golden
+
+
+def write_golden(store: Store, resolved: Resolved, out: Path, cache: Path | None, started: float) -> GoldenPull:
+    """The golden.npz of a release already resolved (and verified, when asked): a pull with ``--golden`` reads
+    the manifest once for the plan and its golden inputs."""
+    require_golden(resolved)
+    from_cache = save_golden(store, resolved.manifest, out, cache)
+    record = resolved.manifest.content.golden
     return GoldenPull(release=str(resolved.ref), version=resolved.version, out=str(out), sha256=record.blob.sha256,
                       size_bytes=record.blob.size_bytes, samples=record.samples, inputs=record.inputs,
                       outputs=record.outputs, from_cache=from_cache, seconds=round(time.monotonic() - started, 3))

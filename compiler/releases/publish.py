@@ -70,6 +70,10 @@ class PublishResult(BaseModel):
     """``written``, ``already there`` (the first signature stays) or ``unsigned`` (no key given)."""
     provenance: str = ""
     """``written`` or ``already there``; empty for a staged part."""
+    public_key: str | None = None
+    """Signed with an HSM or KMS key: its public half (PEM), which verifiers give to ``compile verify --key``."""
+    signed_by: str | None = None
+    """Signed keyless: the CI identity Fulcio certified (``compile verify --identity``)."""
 
 
 @dataclass

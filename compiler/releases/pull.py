@@ -19,17 +19,16 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from compiler.core.errors import CheckFailed, EnvironmentProblem, InvalidInput
-from compiler.core.files import copy_file, default_cache_dir, file_sha256, sweep_partials, write_atomic
+from compiler.core.errors import EnvironmentProblem, InvalidInput
+from compiler.core.files import default_cache_dir, write_atomic
 from compiler.core.records import RELEASE_FORMAT, ReleaseEngine, ReleaseManifest
 from compiler.core.runtimes import Runtime, parse_version
 from compiler.core.text import and_more
-from compiler.releases.manifest import Resolved, damaged, resolve
-from compiler.releases.verify import require_signature, trusted_key
+from compiler.releases.fetch import fetch_verified, resolve_trusted
+from compiler.releases.golden import require_golden, write_golden
 from compiler.stores import Store, open_store
-from compiler.stores.base import HashingSink, Ref, check_sha256
+from compiler.stores.base import Ref
 
-REPAIR_HINT = "publish the build folder again with --repair (or ask who owns the store)"
 SHOWN = 10
 """Engines an error line names (a manifest may list thousands)."""
 NAME_MAX = 255
@@ -121,10 +120,11 @@ class PullResult(BaseModel):
 
 def pull(store: str | Store, ref: str | Ref, *, out: Path, sku: str | None = None, precision: str | None = None,
          tensorrt_version: str | None = None, cache_dir: Path | None = None, use_cache: bool = True,
-         verify_key: Path | None = None, allow_yanked: bool = False) -> PullResult:
+         verify_key: Path | None = None, allow_yanked: bool = False, golden: Path | None = None) -> PullResult:
     """The one verified plan of ``ref`` for ``sku`` (a catalog name or ``auto``), written to ``out`` with its
-    record (``X.plan.json``) beside it. Nothing is written to ``out`` unless the bytes hash to the manifest's
-    digest; with ``verify_key`` (else ``$COMPILE_VERIFY_KEY``), nothing at all unless the release is signed by it."""
+    record (``X.plan.json``) beside it, and with ``golden`` the release's golden inputs there, from the same
+    manifest. Nothing is written to ``out`` unless the bytes hash to the manifest's digest; with ``verify_key``
+    (else ``$COMPILE_VERIFY_KEY``), nothing at all unless the release is signed by it."""
     started = time.monotonic()
     ref = ref if isinstance(ref, Ref) else Ref.parse(ref)  # names first: nothing is asked of a store for a bad one
     out = Path(out)
@@ -141,18 +141,24 @@ def pull(store: str | Store, ref: str | Ref, *, out: Path, sku: str | None = Non
     engine = select_engine(resolved.manifest, sku=None if sku == "auto" else sku,
                            compute_capability=compute_capability, precision=precision,
                            tensorrt_version=tensorrt_version)
+    if golden is not None:
+        require_golden(resolved)  # before the plan is written
     name = resolved.manifest.content.name
-    from_cache = fetch_verified(store, name, engine.plan.sha256, engine.plan.size_bytes, out,
-                        (cache_dir or default_cache_dir()) / "pulls" if use_cache else None)
+    cache = (cache_dir or default_cache_dir()) / "pulls" if use_cache else None
+    from_cache = fetch_verified(store, name, engine.plan.sha256, engine.plan.size_bytes, out, cache)
     record = PulledEngine(**engine.model_dump(), release=f"{name}@{resolved.version}", version=resolved.version,
                           store=store.uri)
     engine_json = record_path(out)
     write_atomic(engine_json, record.model_dump_json(indent=2).encode())
+    fetched = None
+    if golden is not None:
+        fetched = write_golden(store, resolved, golden, cache, time.monotonic())
     return PullResult(release=str(resolved.ref), version=resolved.version, channel=resolved.channel, sku=engine.sku,
                       precision=engine.precision, compute_capabilities=engine.compute_capabilities,
                       runtime=engine.runtime, sha256=engine.plan.sha256, size_bytes=engine.plan.size_bytes,
                       out=str(out), engine_json=str(engine_json), from_cache=from_cache,
-                      seconds=round(time.monotonic() - started, 3), warnings=release_warnings(resolved.manifest))
+                      seconds=round(time.monotonic() - started, 3), warnings=release_warnings(resolved.manifest),
+                      golden=fetched)
 
 
 def release_warnings(manifest: ReleaseManifest) -> list[str]:
@@ -164,16 +170,6 @@ def release_warnings(manifest: ReleaseManifest) -> list[str]:
 def record_path(out: Path) -> Path:
     """The record beside a pulled plan, named after it, so two pulls into one folder keep two records."""
     return out.with_name(out.name + RECORD_SUFFIX)
-
-
-def resolve_trusted(store: Store, ref: str | Ref, verify_key: Path | None, allow_yanked: bool = True) -> Resolved:
-    """``ref``'s manifest; with ``verify_key`` (else ``$COMPILE_VERIFY_KEY``) refused (exit 1) unless the release
-    is signed by it, before its consumer writes anything. A bad key file is refused before any request."""
-    key = trusted_key(verify_key)
-    resolved = resolve(store, ref, allow_yanked=allow_yanked)
-    if key is not None:
-        require_signature(store, resolved, key)
-    return resolved
 
 
 def _check_out(out: Path) -> None:
@@ -194,56 +190,3 @@ def _check_out(out: Path) -> None:
         if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):  # a link is replaced, never written through
             raise InvalidInput(f"--out {out}: {path} is a device, FIFO or socket, not a regular file; a pull "
                                "replaces regular files only: give another path")
-
-
-def fetch_verified(store: Store, name: str, sha256: str, size: int, out: Path, cache: Path | None) -> bool:
-    """Write the blob to ``out`` through a temporary sibling, verified; from the pull cache when it holds a good
-    copy. True when the store was not asked for the bytes."""
-    check_sha256(sha256)
-    cached = cache / "sha256" / sha256 if cache else None
-    sweep_partials(out.parent, f".{out.name[:200]}.")  # what an earlier pull to out, killed, left
-    temporary = out.with_name(f".{out.name[:200]}.{os.urandom(4).hex()}.partial")  # fits wherever out.name does
-    try:
-        if cached is not None and cached.is_file() and _verify_file(cached, sha256, size):
-            copy_file(cached, temporary)  # a copy: editing the pulled plan must not change the cache
-            os.replace(temporary, out)
-            return True
-        with open(temporary, "xb") as handle:
-            sink = HashingSink(handle, size, sha256, f"store {store.uri}: blob sha256:{sha256}")
-            try:
-                found = store.get_blob(name, sha256, sink, size)
-            except CheckFailed as exc:
-                raise CheckFailed(f"{exc}; nothing was written to {out}; {REPAIR_HINT}") from None
-            if not found:
-                raise damaged(store, f"blobs/sha256/{sha256}", "the manifest names it but the store lacks it")
-            handle.flush()
-            os.fsync(handle.fileno())
-        if not sink.matches():
-            raise CheckFailed(f"store {store.uri}: blob sha256:{sha256} is corrupt: its {sink.size} bytes hash to "
-                              f"sha256:{sink.hexdigest()}; nothing was written to {out}; {REPAIR_HINT}")
-        if cached is not None:
-            _keep(temporary, cached)
-        os.replace(temporary, out)
-        return False
-    finally:
-        temporary.unlink(missing_ok=True)
-
-
-def _verify_file(path: Path, sha256: str, size: int) -> bool:
-    """A cached blob is used only if it still is what its name says (a pulled plan is a copy, never a link to the
-    cache, but the cache itself may have been edited)."""
-    good = path.stat().st_size == size and file_sha256(path) == sha256
-    if not good:
-        path.unlink(missing_ok=True)
-    return good
-
-
-def _keep(verified: Path, cached: Path) -> None:
-    """Add a verified download to the pull cache (best effort: a full or read-only cache costs only the reuse)."""
-    try:
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        staged = cached.with_name(f".{cached.name}.{os.urandom(4).hex()}")
-        copy_file(verified, staged)
-        os.replace(staged, cached)
-    except OSError:
-        pass

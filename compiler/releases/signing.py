@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from compiler.core.errors import CheckFailed, InvalidInput
+from compiler.core.errors import CheckFailed, EnvironmentProblem, InvalidInput
 from compiler.core.files import NotRegularFile, read_regular
 
 BUNDLE = "application/vnd.dev.sigstore.bundle.v0.3+json"
@@ -107,12 +107,26 @@ def statement(subjects: list[dict[str, Any]], predicate_type: str, predicate: di
 
 
 def sign(statement_: dict[str, Any], signer) -> bytes:
-    """A Sigstore bundle of ``statement_`` in a DSSE envelope signed by ``signer``."""
+    """A Sigstore bundle of ``statement_`` in a DSSE envelope signed by ``signer``: a key's (file, HSM or KMS), or
+    keyless (compiler.releases.keyless)."""
     from securesystemslib.dsse import Envelope
+    from securesystemslib.signer import CryptoSigner
+
+    from compiler.releases.keyless import KeylessSigner
 
     payload = json.dumps(statement_, sort_keys=True, separators=(",", ":")).encode()
+    if isinstance(signer, KeylessSigner):
+        return signer.sign_statement(payload)
     envelope = Envelope(payload, PAYLOAD_TYPE, {})
-    envelope.sign(signer)
+    try:
+        envelope.sign(signer)
+    except Exception as exc:
+        if isinstance(signer, CryptoSigner):
+            raise
+        from compiler.releases.keyrefs import redacted_reason
+
+        raise EnvironmentProblem(f"signing with the HSM or KMS key failed ({redacted_reason(exc)}); publishing "
+                                 "again adds the signature") from None
     bundle = {"mediaType": BUNDLE,
               "verificationMaterial": {"publicKey": {"hint": signer.public_key.keyid}, "tlogEntries": []},
               "dsseEnvelope": envelope.to_dict()}
@@ -147,6 +161,16 @@ def verify(data: bytes, key, what: str) -> dict[str, Any]:
     from securesystemslib.exceptions import UnverifiedSignatureError
     from securesystemslib.signer import Signature
 
+    from compiler.releases.keyless import KeylessIdentity
+
+    if isinstance(key, KeylessIdentity):
+        carried = key.verify(data, what, PAYLOAD_TYPE)
+        if not isinstance(carried, dict) or carried.get("_type") != STATEMENT_TYPE:
+            raise CheckFailed(f"{what}: its envelope carries no in-toto Statement v1")
+        return carried
+    if _keyless(data):
+        raise CheckFailed(f"{what} is signed keyless (a Sigstore certificate, no key); verify it with --identity "
+                          "and --issuer")
     envelope, carried = open_bundle(data, what)
     pae = envelope.pae()
     for signature in envelope.signatures.values():
@@ -158,6 +182,14 @@ def verify(data: bytes, key, what: str) -> dict[str, Any]:
         except Exception:  # a signature of another key type, or not a signature at all
             continue
     raise CheckFailed(f"{what}: bad signature: no signature in it verifies with the key given")
+
+
+def _keyless(data: bytes) -> bool:
+    try:
+        material = json.loads(data).get("verificationMaterial")
+    except (ValueError, AttributeError):
+        return False
+    return isinstance(material, dict) and ("certificate" in material or "x509CertificateChain" in material)
 
 
 def _short(exc: BaseException) -> str:

@@ -76,12 +76,14 @@ def require_signature(store: Store, resolved: Resolved, key) -> dict[str, Any]:
     return signed
 
 
-def verify_release(store: str | Store, ref: str | Ref, key_path: Path, *,
+def verify_release(store: str | Store, ref: str | Ref, key_path: Path | None = None, *,
+                   identity: str | None = None, issuer: str | None = None,
                    progress: Progress | None = None) -> VerifyResult:
-    """Verify ``ref`` (NAME@VERSION or NAME@CHANNEL) with the public key at ``key_path``."""
+    """Verify ``ref`` (NAME@VERSION or NAME@CHANNEL) with the public key at ``key_path``, or, for a keyless
+    release, against the signer's ``identity`` and OIDC ``issuer`` (compiler.releases.keyless)."""
     started = time.monotonic()
+    key = trust_of(key_path, identity, issuer)
     ref = ref if isinstance(ref, Ref) else Ref.parse(ref)
-    key = load_public_key(Path(key_path))
     store = open_store(store)
     resolved = resolve(store, ref)
     signed = require_signature(store, resolved, key)
@@ -113,9 +115,27 @@ def verify_release(store: str | Store, ref: str | Ref, key_path: Path, *,
     if progress:
         progress("verify", len(blobs), len(blobs))
     return VerifyResult(release=str(resolved.ref), version=resolved.version, channel=resolved.channel,
-                        store=store.uri, key=str(key_path), manifest_sha256=resolved.manifest_sha256,
+                        store=store.uri, key=str(key_path or key), manifest_sha256=resolved.manifest_sha256,
                         provenance_signed=provenance_signed, subjects=len(have), blobs=len(blobs), bytes=total,
                         verified=True, seconds=round(time.monotonic() - started, 3))
+
+
+def trust_of(key_path: Path | None, identity: str | None, issuer: str | None):
+    """What a release must be signed by: a public key, or a keyless identity and its issuer (exit 2 for any other
+    combination, before any request)."""
+    if key_path is not None and (identity is not None or issuer is not None):
+        raise InvalidInput("--key and --identity/--issuer: give one way to trust the signer, a public key or a "
+                           "keyless identity")
+    if key_path is not None:
+        return load_public_key(Path(key_path))
+    if identity is None or issuer is None:
+        raise InvalidInput("give --key PUB.pem, or --identity and --issuer together for a keyless release" if
+                           identity is None and issuer is None else
+                           f"--{'issuer' if identity is not None else 'identity'} is missing: a keyless signature "
+                           "is trusted for an identity from one OIDC issuer, both given")
+    from compiler.releases.keyless import KeylessIdentity
+
+    return KeylessIdentity(identity, issuer)
 
 
 def read_provenance(store: str | Store, ref: str | Ref) -> dict[str, Any]:

@@ -211,6 +211,8 @@ class Store(ABC):
         raise self._unsupported("a remote cache")
 
     def delete_manifest(self, name: str, version: str) -> None:
+        """Remove a version for gc: its signature and provenance, its manifest, then its yank mark (last, so a
+        yanked version never shows unyanked while its manifest is there); absent parts are fine."""
         raise self._unsupported("compile gc")
 
     def delete_blob(self, name: str, sha256: str) -> None:

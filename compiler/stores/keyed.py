@@ -12,6 +12,7 @@ from __future__ import annotations
 from abc import abstractmethod
 
 from compiler.stores.base import (
+    ATTACHMENTS,
     CHANNEL,
     NAME,
     SHA256,
@@ -156,7 +157,10 @@ class KeyedStore(Store):
         self._delete(entry_key(kind, key))
 
     def delete_manifest(self, name: str, version: str) -> None:
+        for kind in ATTACHMENTS:
+            self._delete(attachment_key(name, version, kind))
         self._delete(manifest_key(name, version))
+        self._delete(yank_key(name, version))
 
     def delete_blob(self, name: str, sha256: str) -> None:
         self._delete(blob_key(sha256))

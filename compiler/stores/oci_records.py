@@ -69,14 +69,19 @@ class OciRecords:
         deletes (``storage.delete.enabled``). Its blobs go in the registry's own garbage collection."""
         digest = self._tag_digest(repo, tag)
         if digest is not None:
-            self._request("DELETE", f"/v2/{repo}/manifests/{digest}", f"removing {repo}:{tag}",
-                          scope=f"repository:{repo}:pull,push,delete", ok=(202, 200))
+            self._delete_digest(repo, digest, f"{repo}:{tag}")
+
+    def _delete_digest(self, repo: str, digest: str, what: str) -> None:
+        self._request("DELETE", f"/v2/{repo}/manifests/{digest}", f"removing {what}",
+                      scope=f"repository:{repo}:pull,push,delete", ok=(202, 200))
 
     def delete_entry(self, kind: str, key: str) -> None:
         self._delete_tag(self._repo(f"cache/{kind}"), check_sha256(key))
 
     def delete_manifest(self, name: str, version: str) -> None:
+        self._delete_attachments(name, version)  # found through the version's manifest: before it goes
         self._delete_tag(self._repo(name), check_version(version))
+        self._delete_tag(self._repo(name), YANK_TAG + check_version(version))
 
     def delete_blob(self, name: str, sha256: str) -> None:
         repo = self._repo(name)

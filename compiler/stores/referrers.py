@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from compiler.core.errors import EnvironmentProblem
-from compiler.stores.base import MAX_ATTACHMENT_BYTES, check_version
+from compiler.stores.base import ATTACHMENTS, MAX_ATTACHMENT_BYTES, SHA256, check_version
 
 IMAGE_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 IMAGE_INDEX = "application/vnd.oci.image.index.v1+json"
@@ -25,7 +25,8 @@ KIND = "vnd.trt-compile.attachment"
 
 class Referrers:
     """Mixed into :class:`compiler.stores.oci.OciStore`: it supplies ``_repo``, ``_request``, ``_scope``,
-    ``_tag_digest``, ``_manifest``, ``_upload``, ``_put_manifest``, ``_read_small_blob``, ``_settle``, ``uri``."""
+    ``_tag_digest``, ``_manifest``, ``_upload``, ``_put_manifest``, ``_read_small_blob``, ``_settle``, ``uri``, and
+    (from :class:`compiler.stores.oci_records.OciRecords`) ``_delete_digest``."""
 
     def attach(self, name: str, version: str, kind: str, data: bytes) -> bytes | None:
         repo = self._repo(name)
@@ -50,6 +51,23 @@ class Referrers:
             return None
         found = self._find(repo, subject, kind)
         return None if found is None else self._read_attached(repo, found, kind)
+
+    def _delete_attachments(self, name: str, version: str) -> None:
+        """Remove the version's signature and provenance artifacts and the fallback tag's index listing them."""
+        repo = self._repo(name)
+        subject = self._subject(repo, version, missing_ok=True)
+        if subject is None:
+            return
+        for entry in self._index(repo, subject):
+            annotations = entry.get("annotations") if isinstance(entry, dict) else None
+            digest = entry.get("digest") if isinstance(entry, dict) else None
+            if isinstance(annotations, dict) and annotations.get(KIND) in ATTACHMENTS \
+                    and isinstance(digest, str) and SHA256.fullmatch(digest.removeprefix("sha256:")):
+                self._delete_digest(repo, digest, f"the {annotations[KIND]} of {repo}:{version}")
+        index = self._fallback(repo, subject)  # an image index: removed by the digest of its bytes
+        if index is not None:
+            self._delete_digest(repo, "sha256:" + hashlib.sha256(index[1]).hexdigest(), f"the referrers of {repo}:"
+                                f"{version}")
 
     def artifact(self, name: str, version: str) -> tuple[str, str] | None:
         """The version's image manifest, as cosign names it: ``host/repository/name`` and its sha256."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -127,3 +128,35 @@ def test_hostile_options_are_refused(release, tmp_path, args, fragment):
     store, _ = release
     assert_clean_error(_export(store, tmp_path, *args), 2, fragment)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_yanked_and_unsigned_releases_are_refused_as_pull_and_export_triton_refuse_them(release, tmp_path):
+    """Before anything is written: a yanked version (unless --allow-yanked), and with --verify-key (or
+    $COMPILE_VERIFY_KEY) a release not signed by that key."""
+    from tests.support.keys import write_keys
+
+    _, build = release
+    (tmp_path / "keys").mkdir()
+    keys = write_keys(tmp_path / "keys")
+    store = str(tmp_path / "store")
+    publish(build, store, "digits", "1.0.0")
+    assert run_cli("publish", build, "--store", store, "--name", "digits", "--version", "1.1.0", "--sign-key",
+                   keys["p256"]).exit_code == 0
+    assert run_cli("yank", "digits@1.0.0", "--store", store, "--reason", "wrong data").exit_code == 0
+    out = tmp_path / "out"
+    out.mkdir()
+    assert_clean_error(_export(store, out), 1, "digits@1.0.0 is yanked (wrong data", "--allow-yanked")
+    assert_clean_error(_export(store, out, "--allow-yanked", "--verify-key", keys["p256.pub"]), 1, "unsigned")
+    by_env = run_cli("export", "rtx", "digits@1.0.0", "--store", store, "--out", out, "--allow-yanked",
+                     env={**os.environ, "COMPILE_VERIFY_KEY": str(keys["p256.pub"])})
+    assert_clean_error(by_env, 1, "unsigned")
+    other = run_cli("export", "rtx", "digits@1.1.0", "--store", store, "--out", out, "--verify-key",
+                    keys["ed25519.pub"])
+    assert_clean_error(other, 1, "bad signature")
+    assert list(out.iterdir()) == []
+    signed = run_cli("export", "rtx", "digits@1.1.0", "--store", store, "--out", out, "--verify-key",
+                     keys["p256.pub"], "--json")
+    assert signed.exit_code == 0, signed.stderr
+    assert json.loads(signed.stdout)["version"] == "1.1.0"
+    allowed = _export(store, tmp_path / "out", "--allow-yanked", "--model-name", "old")
+    assert allowed.exit_code == 0, allowed.stderr

@@ -143,3 +143,35 @@ def test_a_damaged_or_planted_attachment_fails_verification(kind, how, keys, tem
         assert pulled.exit_code == 0, pulled.stderr
     out.rename(tmp_path / "pulled")
     assert snapshot_changes(before, snapshot(tmp_path, [tmp_path / "pulled"])) == []
+
+
+@pytest.mark.parametrize("reference", [
+    "awskms:alias/x\nerror: forged", "hsm:2?label=\x1b[31mred", "gcpkms:" + "p" * 100_000, "azurekms://",
+    "hsm:2?label=release&pin=1234", "sigstore:\u202eevil", "awskms:arn:aws:kms:eu-west-1:1:key/\u2028x"])
+@pytest.mark.parametrize("how", ["option", "environment"])
+def test_a_hostile_key_reference_is_one_clean_line_before_the_store_is_touched(reference, how, template, tmp_path):
+    store = tmp_path / "store"
+    build = Path((template / "build-path").read_text())
+    env = {k: v for k, v in os.environ.items() if k != "COMPILE_SIGN_KEY"}
+    if how == "environment":
+        env["COMPILE_SIGN_KEY"] = reference
+    args = ("--sign-key", reference) if how == "option" else ()
+    result = run_cli("publish", build, "--name", NAME, "--version", "3.0.0", "--store", store, *args, env=env,
+                     timeout=60)
+    assert_clean_error(result, 2, "--sign-key")  # the variable is the option's default
+    assert "\x1b" not in result.stderr and "1234" not in result.stderr and len(result.stderr) < 2000
+    assert not store.exists()
+
+
+@pytest.mark.parametrize(("identity", "issuer", "fragment"), [
+    ("ci\nerror: forged", "https://token.actions.githubusercontent.com", "--identity"),
+    ("x" * 5000, "https://token.actions.githubusercontent.com", "--identity"),
+    ("https://github.com/o/r/.github/workflows/r.yml@refs/heads/main", "token.actions.githubusercontent.com",
+     "--issuer"),
+    ("https://github.com/o/r/.github/workflows/r.yml@refs/heads/main", "https://a b", "--issuer"),
+])
+def test_a_hostile_keyless_identity_is_bad_input_before_any_request(identity, issuer, fragment, template):
+    result = run_cli("verify", f"{NAME}@1.0.0", "--store", template / "store", "--identity", identity, "--issuer",
+                     issuer, timeout=60)
+    assert_clean_error(result, 2, fragment)
+    assert "forged" not in result.stderr

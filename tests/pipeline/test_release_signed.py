@@ -48,7 +48,9 @@ def test_a_pipeline_signs_with_a_key_from_the_environment(tmp_path, keys):
 
 @pytest.mark.parametrize(("key", "fragments"), [
     ("-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIB\n-----END PRIVATE KEY-----\n", ["signing.key", "material"]),
-    ("awskms:///alias/release", ["signing.key", "awskms:// keys are not supported"]),
+    ("awskms:///alias/release", ["signing.key", "not a awskms key reference"]),
+    ("gcpkms:nope", ["signing.key", "not a gcpkms key reference"]),
+    ("vault://secret/release", ["signing.key", "vault:// keys are not supported"]),
     ("env://NOT A NAME", ["signing.key", "environment variable"]),
     ("env://UNSET_RELEASE_KEY_31", ["signing.key", "$UNSET_RELEASE_KEY_31 is not set"]),
     ("@inside", ["inside the pipeline's repository"]),
@@ -92,3 +94,23 @@ def test_sharded_jobs_need_no_key_and_finalize_signs(tmp_path, keys):
     statement = json.loads(run_cli("provenance", "digits@1.0.0", "--store", repo / "artifacts", "--json").stdout)
     assert statement["predicate"]["buildDefinition"]["externalParameters"]["pipeline"]["digest"]["sha256"] == \
         hashlib.sha256(pipeline.read_bytes()).hexdigest()
+
+
+def test_a_pipeline_signs_with_an_hsm_key_named_by_its_uri(tmp_path):
+    """`signing.key: hsm:2?label=release`: the key stays in the (software) HSM; the release report carries its
+    public half, which verifies the release."""
+    from tests.support.softhsm import URI, softhsm_token
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    pipeline = _pipeline(repo, targets={"rtx-4090": ["fp16"]}, signing={"key": URI})
+    env = {**{k: v for k, v in os.environ.items() if k != "COMPILE_SIGN_KEY"},
+           **softhsm_token(tmp_path / "softhsm")}
+    done = _release(pipeline, tmp_path / "work", env=env)
+    assert done.exit_code == 0, done.stderr
+    published = json.loads(done.stdout)["published"]
+    assert published["signature"] == "written"
+    public = tmp_path / "release.pub"
+    public.write_text(published["public_key"])
+    verified = run_cli("verify", "digits@1.0.0", "--store", repo / "artifacts", "--key", public)
+    assert verified.exit_code == 0, verified.stderr

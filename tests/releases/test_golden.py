@@ -100,3 +100,35 @@ def test_a_check_reused_after_its_golden_file_was_removed_writes_it_again(tmp_pa
     assert json.loads(result.stdout)["reused"] is False and (build / "golden.npz").read_bytes() == before
     again = run_cli("check", build, "--data", digits_data, "--json")
     assert json.loads(again.stdout)["reused"] is True
+
+
+def test_a_verified_pull_with_golden_reads_the_manifest_once_and_verifies_the_golden_inputs_too(
+        checked_build, tmp_path, monkeypatch):
+    """`pull --golden --verify-key`: one manifest read serves the plan and golden.npz, and an unsigned release
+    gets neither (nothing is written); a signed one gets both."""
+    from compiler.releases.pull import pull
+    from compiler.stores import open_store
+    from tests.support.keys import write_keys
+
+    (tmp_path / "keys").mkdir()
+    keys = write_keys(tmp_path / "keys")
+    store = str(tmp_path / "store")
+    publish(checked_build, store, "digits", "1.0.0")
+    assert run_cli("publish", checked_build, "--store", store, "--name", "digits", "--version", "1.1.0",
+                   "--sign-key", keys["ed25519"]).exit_code == 0
+    out = tmp_path / "out"
+    out.mkdir()
+    unsigned = run_cli("pull", "digits@1.0.0", "--store", store, "--sku", "rtx-4090", "--out", out / "d.plan",
+                       "--golden", "--verify-key", keys["ed25519.pub"])
+    assert unsigned.exit_code == 1 and "unsigned" in unsigned.stderr
+    assert list(out.iterdir()) == []
+
+    opened = open_store(store)
+    reads = []
+    original = type(opened).read_manifest
+    monkeypatch.setattr(type(opened), "read_manifest", lambda self, *a: reads.append(a) or original(self, *a))
+    result = pull(opened, "digits@1.1.0", out=out / "d.plan", sku="rtx-4090", verify_key=keys["ed25519.pub"],
+                  golden=out / "golden.npz", use_cache=False)
+    assert reads == [("digits", "1.1.0")]
+    assert result.golden.sha256 == resolve(store, "digits@1.1.0").manifest.content.golden.blob.sha256
+    assert sorted(p.name for p in out.iterdir()) == ["d.plan", "d.plan.json", "golden.npz"]

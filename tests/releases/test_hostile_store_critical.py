@@ -192,7 +192,7 @@ class _CountingStore:
 
 
 def test_a_pull_stops_reading_an_oversized_blob_at_the_recorded_size(backend, build, tmp_path):
-    from compiler.releases.pull import fetch_verified
+    from compiler.releases.fetch import fetch_verified
 
     digest, plan = _plan(build)
     assert _publish(backend, build, "1.0.0").exit_code == 0

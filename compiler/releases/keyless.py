@@ -1,0 +1,123 @@
+"""Sigstore keyless signing and verification (sigstore-python): a CI job signs with its OIDC identity (GitHub
+Actions' ``id-token: write``), Fulcio certifies a short-lived key for it and Rekor logs the signature; a verifier
+names the identity and issuer it trusts instead of holding a key.
+
+The bundle (``sign_dsse`` over the same in-toto statements a key signs) goes where a keyed bundle goes, so the
+store and cosign see one format. Signing needs the ambient credential, Fulcio and Rekor; verifying needs Sigstore's
+trust root (TUF). None of that can be reached here: what runs without them (no credential, a key-signed or
+malformed bundle, bad options) is refused before any request.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from compiler.core.errors import CheckFailed, EnvironmentProblem, InvalidInput
+from compiler.releases.keyrefs import redacted_reason
+
+BUNDLE_PREFIX = "application/vnd.dev.sigstore.bundle"
+INSTALL = "install compile's [sigstore] extra (sigstore==4.5.1)"
+
+
+class KeylessSigner:
+    """Signs statements as the CI's OIDC identity; made only once a credential was found."""
+
+    def __init__(self, token: Any, label: str):
+        self._token, self._label, self._signer = token, label, None
+        self.identity = token.identity
+
+    def sign_statement(self, payload: bytes) -> bytes:
+        """A Sigstore bundle (Fulcio certificate, Rekor entry) of the in-toto statement ``payload``."""
+        from sigstore.dsse import Statement
+
+        try:
+            if self._signer is None:
+                from sigstore.models import ClientTrustConfig
+                from sigstore.sign import Signer, SigningContext
+
+                context = SigningContext.from_trust_config(ClientTrustConfig.production())
+                self._signer = Signer(self._token, context, cache=True)
+            return self._signer.sign_dsse(Statement(payload)).to_json().encode()
+        except Exception as exc:  # network, Fulcio or Rekor refusals: sigstore raises its own and requests' errors
+            raise EnvironmentProblem(f"{self._label} sigstore: keyless signing failed ({redacted_reason(exc)}); "
+                                     "publishing again adds the signature") from None
+
+
+def ambient_signer(label: str) -> KeylessSigner:
+    """The keyless signer of this CI job's OIDC identity; exit 3 before any work when there is none."""
+    try:
+        from sigstore.oidc import IdentityToken, detect_credential
+    except ImportError:
+        raise EnvironmentProblem(f"{label} sigstore: sigstore is not installed; {INSTALL}") from None
+    try:
+        token = detect_credential()
+    except Exception as exc:  # sigstore's IdentityError: a CI that offers a credential but refused it
+        raise EnvironmentProblem(f"{label} sigstore: the CI's OIDC credential could not be had "
+                                 f"({redacted_reason(exc)}); on GitHub Actions give the job `permissions: id-token: "
+                                 "write`") from None
+    if token is None:
+        raise EnvironmentProblem(f"{label} sigstore: no ambient OIDC credential (keyless signing runs in CI: on "
+                                 "GitHub Actions give the job `permissions: id-token: write`); elsewhere sign with a "
+                                 "key file, an HSM or a KMS key")
+    try:
+        return KeylessSigner(IdentityToken(token), label)
+    except Exception as exc:  # an expired or malformed token
+        raise EnvironmentProblem(f"{label} sigstore: the CI's OIDC token is not usable ({redacted_reason(exc)})") \
+            from None
+
+
+class KeylessIdentity:
+    """Whom a verifier trusts for keyless releases: the certificate's identity (SAN) and its OIDC issuer."""
+
+    def __init__(self, identity: str, issuer: str):
+        if not identity or len(identity) > 1024 or any(c in identity for c in "\n\r\0"):
+            raise InvalidInput("--identity: give the signer's identity as Fulcio certifies it (a GitHub workflow "
+                               "URL such as https://github.com/ORG/REPO/.github/workflows/release.yml@refs/heads/"
+                               "main, or an email)")
+        if not issuer.startswith("https://") or len(issuer) > 1024 or any(c in issuer for c in " \n\r\0"):
+            raise InvalidInput("--issuer: give the OIDC issuer's https URL (GitHub Actions: "
+                               "https://token.actions.githubusercontent.com)")
+        self.identity, self.issuer = identity, issuer
+
+    def __str__(self) -> str:
+        return f"{self.identity} (issuer {self.issuer})"
+
+    def verify(self, data: bytes, what: str, payload_type: str) -> dict[str, Any]:
+        """The statement of a keyless bundle whose certificate names this identity and issuer; CheckFailed for
+        a key-signed, malformed or other identity's bundle; exit 3 when Sigstore's trust root cannot be had."""
+        try:
+            parsed = json.loads(data)
+            material = parsed.get("verificationMaterial") if isinstance(parsed, dict) else None
+        except ValueError:
+            parsed = material = None
+        if isinstance(material, dict) and "publicKey" in material:
+            raise CheckFailed(f"{what} is key-signed (a public-key bundle), not signed keyless by an identity; "
+                              "verify it with --key PUB.pem")
+        try:
+            from sigstore.models import Bundle
+        except ImportError:
+            raise EnvironmentProblem(f"--identity: sigstore is not installed; {INSTALL}") from None
+        try:
+            if not isinstance(parsed, dict) or not str(parsed.get("mediaType", "")).startswith(BUNDLE_PREFIX):
+                raise ValueError("no Sigstore bundle mediaType")
+            bundle = Bundle.from_json(data)
+        except Exception as exc:  # sigstore's InvalidBundle, pydantic's ValidationError, ValueError
+            raise CheckFailed(f"{what} is not a keyless Sigstore bundle ({redacted_reason(exc)})") from None
+        from sigstore.verify import Verifier, policy
+
+        try:
+            verifier = Verifier.production()
+        except Exception as exc:  # TUF cannot reach Sigstore's trust root
+            raise EnvironmentProblem(f"--identity: Sigstore's trust root could not be had ({redacted_reason(exc)}); "
+                                     "keyless verification needs to reach it once (then it is cached)") from None
+        try:
+            kind, payload = verifier.verify_dsse(bundle, policy.Identity(identity=self.identity, issuer=self.issuer))
+        except Exception as exc:  # sigstore's VerificationError and the certificate checks it wraps
+            raise CheckFailed(f"{what}: bad signature: not signed by {self} ({redacted_reason(exc)})") from None
+        if kind != payload_type:
+            raise CheckFailed(f"{what}: its envelope carries {str(kind)[:80]}, not an in-toto statement")
+        try:
+            return json.loads(payload)
+        except ValueError:
+            raise CheckFailed(f"{what}: its statement is not JSON") from None
