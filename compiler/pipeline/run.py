@@ -199,8 +199,11 @@ def _inspect(pipeline: LoadedPipeline, run: _Run | None = None) -> str:
         raise report.problem
     view = report.tensorrt
     partitions = f", {len(view.partitions)} TensorRT partition(s)" if view.status.status == "ok" else ""
+    source = report.cache.source if report.cache else None
+    how = {"hit": ", from the local cache", "remote": ", from the remote cache"}.get(source or "",
+                                                                                   ", parsed by TensorRT")
     return f"{report.model.node_count} nodes, {len(report.profiles.names) if report.profiles else 0} " \
-           f"profile(s) valid{partitions}"
+           f"profile(s) valid{partitions}{how if partitions else ''}"
 
 
 def _calibrate(run: _Run, pipeline: LoadedPipeline, jobs, work: Path, calibrations: dict[str, Path]) -> str:
