@@ -86,8 +86,8 @@ class RemoteCache:
 
     def fetch(self, kind: str, key: str, folder: Path) -> EntryIndex | None:
         """Download ``kind``'s entry ``key`` into ``folder`` (made, empty), its files at once, every one verified:
-        its index, or None when the remote has none. A damaged entry is removed from the remote (its caller rebuilds and sends it
-        again) and raises :class:`Damaged`; folder's files are then the caller's to drop."""
+        its index, or None when the remote has none. A damaged entry is removed from the remote (its caller rebuilds
+        and sends it again) and raises :class:`Damaged`; folder's files are then the caller's to drop."""
         raw = self.store.read_entry(kind, key)
         if raw is None:
             return None
