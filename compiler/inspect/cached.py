@@ -50,15 +50,17 @@ def _parsed(data: bytes, key: str, model_sha256: str) -> Inspection | None:
     return found if found and found.key == key and found.model_sha256 == model_sha256 else None
 
 
-def _local(key: str) -> Path:
-    return default_cache_dir() / KIND / f"{key}.json"
+def _local(key: str, root: Path | None) -> Path:
+    return (root or default_cache_dir()) / KIND / f"{key}.json"
 
 
-def cached(key: str, model_sha256: str, shared: CacheTier | None = None) -> tuple[Inspection | None, CacheOutcome]:
-    """The entry from the local cache (``hit``), else from ``shared``'s remote cache (``remote``, then kept
-    locally), else None and the miss's reason (with a warning line when a remote entry was refused)."""
+def cached(key: str, model_sha256: str, shared: CacheTier | None = None, root: Path | None = None
+           ) -> tuple[Inspection | None, CacheOutcome]:
+    """The entry from the local cache (``root``, else the default: ``hit``), else from ``shared``'s remote cache
+    (``remote``, then kept locally), else None and the miss's reason (with a warning line when a remote entry was
+    refused)."""
     try:
-        found = _parsed(read_regular(_local(key), MAX_ENTRY_BYTES), key, model_sha256)  # a FIFO cannot block us
+        found = _parsed(read_regular(_local(key, root), MAX_ENTRY_BYTES), key, model_sha256)  # a FIFO cannot block us
     except OSError:  # missing or unreadable: a miss
         found = None
     if found is not None:
@@ -73,15 +75,15 @@ def cached(key: str, model_sha256: str, shared: CacheTier | None = None) -> tupl
     found = _parsed(data, key, model_sha256)
     if found is None:
         return None, shared.refuse(KIND, key, "its inspect.json is of another model or key")
-    _keep(key, data)
+    _keep(key, data, root)
     return found, outcome
 
 
-def store(entry: Inspection, shared: CacheTier | None = None) -> str | None:
+def store(entry: Inspection, shared: CacheTier | None = None, root: Path | None = None) -> str | None:
     """Keep what was made in the local cache and send it to the remote one: a warning line when the remote could
     not take it (a full or read-only local cache costs only the reuse)."""
     data = entry.model_dump_json().encode()
-    _keep(entry.key, data)
+    _keep(entry.key, data, root)
     if shared is None or shared.remote is None:
         return None
     with tempfile.TemporaryDirectory(prefix="compile-inspect-") as folder:
@@ -89,9 +91,9 @@ def store(entry: Inspection, shared: CacheTier | None = None) -> str | None:
         return shared.send(KIND, entry.key, Path(folder), [FILE])
 
 
-def _keep(key: str, data: bytes) -> None:
+def _keep(key: str, data: bytes, root: Path | None) -> None:
     try:
-        _local(key).parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(_local(key), data)
+        _local(key, root).parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(_local(key, root), data)
     except OSError:
         pass

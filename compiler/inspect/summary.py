@@ -171,7 +171,7 @@ def tensorrt_view(model: OnnxModel, backend_name: str) -> TensorRTView:
 
 
 def _inspected(model: OnnxModel, backend_name: str, profiles: ProfileSet | None,
-               limits: Callable[[], list[str] | None], shared: CacheTier | None = None
+               limits: Callable[[], list[str] | None], shared: CacheTier | None = None, root: Path | None = None
                ) -> tuple[Inspection, CacheOutcome]:
     """TensorRT's view and the profile-limits check (``limits``) from the caches, else made and kept there. Raises
     the backend's error when it cannot parse (not installed)."""
@@ -179,14 +179,15 @@ def _inspected(model: OnnxModel, backend_name: str, profiles: ProfileSet | None,
     key = inspection_key(model.sha256, backend_name, str(version), profiles)
     outcome = CacheOutcome(source="miss", reason=f"{backend_name} is not installed")
     if version is not None:
-        found, outcome = cached(key, model.sha256, shared)
+        found, outcome = cached(key, model.sha256, shared, root)
         if found is not None:
             return found, outcome
     errors = limits()
-    view = tensorrt_view(model, backend_name) if profiles is not None else _parse(model, backend_name)
+    view = _inspected(model, backend_name, None, lambda: None, None, root)[0].tensorrt if profiles is not None \
+        else _parse(model, backend_name)
     entry = Inspection(key=key, model_sha256=model.sha256, tensorrt=view, profile_errors=errors)
     if version is not None and view.version == version:
-        warnings = list(filter(None, [outcome.warning, store(entry, shared)]))
+        warnings = list(filter(None, [outcome.warning, store(entry, shared, root)]))
         outcome = outcome.model_copy(update={"warning": " / ".join(warnings) or None})
     return entry, outcome
 
@@ -260,13 +261,14 @@ def inspect_model(
     backend: str | None = None,
     build_sku: str | None = None,
     shared: CacheTier | None = None,
+    cache_dir: Path | None = None,
 ) -> InspectReport:
     """Summarize the model, ask TensorRT how it partitions it, and validate shape profiles against it.
 
     Bad files raise InvalidInput. Problems found in a readable model (invalid profiles, a failed or impossible
     build check, an explicitly requested backend that is missing) are in the report and in ``report.problem``.
     ``shared``: the remote cache a release hands its stages (TensorRT's view and the profile-limits check are
-    taken from there too).
+    taken from there too). ``cache_dir``: the local cache (default $COMPILE_CACHE_DIR or ~/.cache/compile).
     """
     model = load_model(model_path)
     summary = summarize(model)
@@ -278,7 +280,7 @@ def inspect_model(
     outcome: CacheOutcome | None = None
     failed: CompileError | None = None
     try:
-        entry, outcome = _inspected(model, backend or default_backend(), profiles, limits, shared)
+        entry, outcome = _inspected(model, backend or default_backend(), profiles, limits, shared, cache_dir)
         view, errors = entry.tensorrt.model_copy(), entry.profile_errors
     except InvalidInput:
         raise
