@@ -63,20 +63,30 @@ def test_runner_b_releases_from_runner_a_s3_cache_without_calibrating_or_buildin
     assert plans["store-a"] == plans["store-b"]
 
 
-def test_a_tampered_remote_engine_is_refused_rebuilt_replaced_and_the_published_plans_verify(s3, tmp_path):
+def _tampered(s3, tmp_path: Path, kind: str, name: str, tamper) -> tuple[str, Path, dict[str, str]]:
+    """Runner A releases an fp16 engine into a fresh S3 remote cache, then the one ``kind`` entry's file ``name``
+    is rewritten in the bucket by ``tamper`` (bytes -> bytes): the remote, the pipeline and runner B's env."""
     remote = _s3_remote(s3)
     pipeline = _pipeline(tmp_path, targets={"rtx-5090": ["fp16"]}, calibration=None)
     env = s3.env(COMPILE_REMOTE_CACHE=remote)
     _release(pipeline, tmp_path / "a", _runner(tmp_path, "a", env), "--store", str(tmp_path / "store-a"))
     bucket, prefix = remote[5:].split("/", 1)
     client = s3.client()
-    (key,) = [o["Key"] for o in client.list_objects_v2(Bucket=bucket, Prefix=f"{prefix}/cache/engines/")["Contents"]]
+    (key,) = [o["Key"] for o in client.list_objects_v2(Bucket=bucket, Prefix=f"{prefix}/cache/{kind}/")["Contents"]]
     index = json.loads(client.get_object(Bucket=bucket, Key=key)["Body"].read())
-    plan_key = f"{prefix}/blobs/sha256/{index['files']['engine.plan']['sha256']}"
-    plan = bytearray(client.get_object(Bucket=bucket, Key=plan_key)["Body"].read())
-    plan[100] ^= 0xFF  # same size, other bytes
-    client.put_object(Bucket=bucket, Key=plan_key, Body=bytes(plan))
+    blob_key = f"{prefix}/blobs/sha256/{index['files'][name]['sha256']}"
+    blob = client.get_object(Bucket=bucket, Key=blob_key)["Body"].read()
+    client.put_object(Bucket=bucket, Key=blob_key, Body=tamper(blob))
+    return remote, pipeline, env
 
+
+def _flipped(data: bytes) -> bytes:
+    """Same size, other bytes."""
+    return data[:100] + bytes([data[100] ^ 0xFF]) + data[101:]
+
+
+def test_a_tampered_remote_engine_is_refused_rebuilt_replaced_and_the_published_plans_verify(s3, tmp_path):
+    remote, pipeline, env = _tampered(s3, tmp_path, "engines", "engine.plan", _flipped)
     b = _release(pipeline, tmp_path / "b", _runner(tmp_path, "b", env), "--store", str(tmp_path / "store-b"))
     (engine,) = b["engines"]
     assert engine["cache"] == {"source": "miss", "reason": "the remote entry was damaged"}
@@ -92,19 +102,8 @@ def test_a_tampered_remote_engine_is_refused_rebuilt_replaced_and_the_published_
 
 
 def test_a_tampered_remote_inspection_is_refused_with_one_warning_and_made_again(s3, tmp_path):
-    remote = _s3_remote(s3)
-    pipeline = _pipeline(tmp_path, targets={"rtx-5090": ["fp16"]}, calibration=None)
-    env = s3.env(COMPILE_REMOTE_CACHE=remote)
-    _release(pipeline, tmp_path / "a", _runner(tmp_path, "a", env), "--store", str(tmp_path / "store-a"))
-    bucket, prefix = remote[5:].split("/", 1)
-    client = s3.client()
-    (key,) = [o["Key"] for o in client.list_objects_v2(Bucket=bucket, Prefix=f"{prefix}/cache/inspections/")[
-        "Contents"]]
-    index = json.loads(client.get_object(Bucket=bucket, Key=key)["Body"].read())
-    blob_key = f"{prefix}/blobs/sha256/{index['files']['inspect.json']['sha256']}"
-    entry = client.get_object(Bucket=bucket, Key=blob_key)["Body"].read()
-    client.put_object(Bucket=bucket, Key=blob_key, Body=entry.replace(b'"supported":true', b'"supported":fals'))
-
+    remote, pipeline, env = _tampered(s3, tmp_path, "inspections", "inspect.json",
+                                      lambda data: data.replace(b'"supported":true', b'"supported":fals'))
     b = _release(pipeline, tmp_path / "b", _runner(tmp_path, "b", env), "--store", str(tmp_path / "store-b"))
     assert _stage(b, "inspect")["cache"] == {"source": "miss", "reason": "the remote entry was damaged"}
     assert _stage(b, "inspect")["detail"].endswith("parsed by TensorRT")
