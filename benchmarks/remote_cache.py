@@ -13,7 +13,7 @@ measured in the same run, the median of alternating rounds:
   list_objects_v2 (requests, counted with botocore's event hooks), and the same for seconds; limit: against listing
   once and reading every manifest once (gc must read each to know its publish time and the blobs it keeps).
 
-usage: python benchmarks/remote_cache.py [--rounds N] [--releases N]
+usage: python benchmarks/remote_cache.py [--rounds N] [--releases N (0: no gc part)]
 """
 
 from __future__ import annotations
@@ -103,6 +103,9 @@ def measure_runners(args, server, work: Path) -> list[tuple[str, float, float, s
             raise SystemExit(f"runner B made something itself: {sources}")
         rest_s.append(b_s[-1] - sum(s["seconds"] for s in report_b["stages"] if s["stage"] in CACHED))
         base_s.append(baseline(client, "cache", prefix, work, env))
+        print(f"round {round_}: A {a_s[-1]:.2f} s, B {b_s[-1]:.2f} s (" + ", ".join(
+            f"{s['stage']} {s['seconds']:.2f}" for s in report_b["stages"]) + f"; the rest {rest_s[-1]:.2f}), "
+            f"baseline {base_s[-1]:.2f} s", file=sys.stderr, flush=True)
     median = statistics.median
     return [
         ("runner B s / (start-up + boto3 download) s", median(b_s), median(base_s), "<= 1.2"),
@@ -158,7 +161,7 @@ def main() -> None:
         os.environ.update({k: v for k, v in server.env().items() if k.startswith("AWS_")})
         rows = measure_runners(args, server, Path(tmp))
         print(rows, flush=True)  # kept if the gc part fails
-        rows += measure_gc(args, server, Path(tmp))
+        rows += measure_gc(args, server, Path(tmp)) if args.releases else []
     table = Table(title=f"remote cache and gc benchmark, SeaweedFS, {args.rounds} alternating rounds")
     for column in ("figure", "ours", "baseline", "ratio", "target"):
         table.add_column(column)
