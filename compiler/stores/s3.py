@@ -21,6 +21,7 @@ from compiler.stores.keyed import KeyedStore
 BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 PREFIX_PART = re.compile(r"[A-Za-z0-9._-]+")
 MB = 1 << 20
+CHUNK = 1 << 20
 TRANSFER = {"multipart_threshold": 16 * MB, "multipart_chunksize": 16 * MB, "max_concurrency": 8}
 """Parts of 16 MiB, 8 at a time: a 500 MB plan is 30 parts."""
 MISSING = {"404", "NoSuchKey", "NotFound"}
@@ -149,7 +150,10 @@ class S3Store(KeyedStore):
     def _stream(self, key: str, sink: Sink, size: int | None = None) -> bool:
         """Through the transfer manager (parallel ranged parts for a big blob, written in order). Told the
         expected ``size``, it asks for no more than that (and no HEAD): a longer object is never read whole, a
-        shorter one fails its range or its digest."""
+        shorter one fails its range or its digest. A blob below the multipart threshold is one ranged GET: the
+        manager's threads would cost more than its read (a remote cache entry is mostly such blobs)."""
+        if size is not None and 0 < size < self.transfer.multipart_threshold:
+            return self._stream_small(key, sink, size)
         from boto3.s3.transfer import create_transfer_manager
 
         subscribers = [_KnownSize(size)] if size is not None else None
@@ -161,9 +165,31 @@ class S3Store(KeyedStore):
             self._missing(key)
             return False
         except _Short:
-            raise CheckFailed(f"store {self.uri}: {key} is damaged (shorter than the {size} bytes recorded for "
-                              "it); publish it again or ask who owns the store") from None
+            raise self._short(key, size or 0) from None
         return True
+
+    def _stream_small(self, key: str, sink: Sink, size: int) -> bool:
+        try:
+            response = self._call(key, self.client.get_object, Bucket=self.bucket, Key=self.prefix + key,
+                                  Range=f"bytes=0-{size - 1}")
+        except KeyError:
+            self._missing(key)
+            return False
+        except _Short:
+            response = None
+        got = 0
+        if response is not None:
+            with response["Body"] as body:
+                while chunk := self._call(key, body.read, CHUNK):
+                    got += len(chunk)
+                    sink.write(chunk)
+        if got < size:
+            raise self._short(key, size)
+        return True
+
+    def _short(self, key: str, size: int) -> CheckFailed:
+        return CheckFailed(f"store {self.uri}: {key} is damaged (shorter than the {size} bytes recorded for it); "
+                           "publish it again or ask who owns the store")
 
     def _read(self, key: str) -> tuple[bytes, Token] | None:
         try:
