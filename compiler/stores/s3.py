@@ -21,7 +21,6 @@ from compiler.stores.keyed import KeyedStore
 BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 PREFIX_PART = re.compile(r"[A-Za-z0-9._-]+")
 MB = 1 << 20
-CHUNK = 1 << 20
 TRANSFER = {"multipart_threshold": 16 * MB, "multipart_chunksize": 16 * MB, "max_concurrency": 8}
 """Parts of 16 MiB, 8 at a time: a 500 MB plan is 30 parts."""
 MISSING = {"404", "NoSuchKey", "NotFound"}
@@ -165,10 +164,12 @@ class S3Store(KeyedStore):
             self._missing(key)
             return False
         except _Short:
-            raise self._short(key, size or 0) from None
+            raise CheckFailed(f"store {self.uri}: {key} is damaged (shorter than the {size} bytes recorded for "
+                              "it); publish it again or ask who owns the store") from None
         return True
 
     def _stream_small(self, key: str, sink: Sink, size: int) -> bool:
+        """The first ``size`` bytes: fewer (an object cut short, or empty: 416) fail the caller's digest."""
         try:
             response = self._call(key, self.client.get_object, Bucket=self.bucket, Key=self.prefix + key,
                                   Range=f"bytes=0-{size - 1}")
@@ -176,20 +177,11 @@ class S3Store(KeyedStore):
             self._missing(key)
             return False
         except _Short:
-            response = None
-        got = 0
-        if response is not None:
-            with response["Body"] as body:
-                while chunk := self._call(key, body.read, CHUNK):
-                    got += len(chunk)
-                    sink.write(chunk)
-        if got < size:
-            raise self._short(key, size)
+            return True
+        with response["Body"] as body:
+            while chunk := self._call(key, body.read, MB):
+                sink.write(chunk)
         return True
-
-    def _short(self, key: str, size: int) -> CheckFailed:
-        return CheckFailed(f"store {self.uri}: {key} is damaged (shorter than the {size} bytes recorded for it); "
-                           "publish it again or ask who owns the store")
 
     def _read(self, key: str) -> tuple[bytes, Token] | None:
         try:
