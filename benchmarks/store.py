@@ -24,6 +24,7 @@ import hashlib
 import os
 import shutil
 import statistics
+import struct
 import sys
 import tempfile
 import time
@@ -50,9 +51,11 @@ def fake_build(folder: Path, megabytes: int) -> EngineRecord:
     plan_dir = folder / "rtx-4090" / "fp16"
     plan_dir.mkdir(parents=True)
     digest = hashlib.sha256()
+    # a TensorRT-RTX 1.7.1.116 header for compute capability 8.9 (publish reads it), then random bytes
+    header = b"vtrt".ljust(24, b"\0") + bytes([1, 7, 1, 116]).ljust(8, b"\0") + struct.pack("<Q", 0x8).ljust(32, b"\0")
     with open(plan_dir / "engine.plan", "wb") as handle:
-        for _ in range(megabytes):
-            chunk = os.urandom(MB)
+        for index in range(megabytes):
+            chunk = header + os.urandom(MB - len(header)) if index == 0 else os.urandom(MB)
             digest.update(chunk)
             handle.write(chunk)
     engine = EngineRecord(sha256=digest.hexdigest(), size_bytes=megabytes * MB, model_sha256="0" * 64,

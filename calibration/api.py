@@ -384,12 +384,9 @@ def _remove_held(folder: Path) -> None:
 
 
 def _versions() -> dict[str, str]:
-    import onnx
-    import onnxruntime
+    from compiler.data.session import tool_versions
 
-    from compiler import version
-
-    return {"compile": version(), "onnxruntime": onnxruntime.__version__, "onnx": onnx.__version__}
+    return tool_versions("onnxruntime", "onnx")
 
 
 def _write(path: Path, text: str) -> None:

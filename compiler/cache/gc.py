@@ -5,6 +5,7 @@ then the oldest until the cache fits the size cap; then the blobs nothing refere
 from __future__ import annotations
 
 import time
+from collections import Counter
 
 from pydantic import BaseModel, ValidationError
 
@@ -44,37 +45,53 @@ def gc_cache(uri: str, *, keep_days: float | None = None, max_bytes: int | None 
         requests[0] += 1
 
     entries: list[tuple[float, str, str, dict[str, int]]] = []
+    raw: dict[tuple[str, str], bytes] = {}
     for kind in KINDS:
         count()
         for key in store.entry_keys(kind):
             count()
+            raw[kind, key] = store.read_entry(kind, key) or b""
             try:
-                index = EntryIndex.model_validate_json(store.read_entry(kind, key) or b"")
+                index = EntryIndex.model_validate_json(raw[kind, key])
                 entries.append((index.created, kind, key, {f.sha256: f.size for f in index.files.values()}))
             except (ValidationError, ValueError):
                 entries.append((0.0, kind, key, {}))  # a damaged entry: the first to go
     entries.sort()
     doomed = [(kind, key) for created, kind, key, _ in entries
               if keep_days is not None and now - created >= keep_days * 86400 and now - created >= grace_minutes * 60]
+    live = _Live(entries, doomed)
     if max_bytes is not None:
-        for created, kind, key, _ in entries:  # oldest first, until the rest fits
-            if _live_bytes(entries, doomed) <= max_bytes or now - created < grace_minutes * 60:
+        for created, kind, key, blobs in entries:  # oldest first, until the rest fits
+            if live.bytes <= max_bytes or now - created < grace_minutes * 60:
                 break
-            if (kind, key) not in doomed:
+            if (kind, key) not in live.gone:
                 doomed.append((kind, key))
+                live.drop(kind, key, blobs)
     if not dry_run:
         for kind, key in doomed:
             store.delete_entry(kind, key)
             count()
-    sweep, note = sweep_or_note(store, set(doomed), grace_minutes * 60, dry_run, count=count)
+    sweep, note = sweep_or_note(store, set(doomed), grace_minutes * 60, dry_run, count=count, known_entries=raw)
     return CacheGcReport(store=store.uri, dry_run=dry_run, entries=len(entries),
-                         removed_entries=[f"{kind}/{key}" for kind, key in doomed],
-                         kept_bytes=_live_bytes(entries, doomed),
+                         removed_entries=[f"{kind}/{key}" for kind, key in doomed], kept_bytes=live.bytes,
                          **Sweep.figures(sweep), blob_note=note, requests=requests[0],
                          seconds=round(time.monotonic() - started, 3))
 
 
-def _live_bytes(entries: list[tuple[float, str, str, dict[str, int]]], doomed: list[tuple[str, str]]) -> int:
-    """The bytes of the blobs the entries that stay hold (a blob two entries share counted once)."""
-    gone = set(doomed)
-    return sum({d: s for _, kind, key, blobs in entries if (kind, key) not in gone for d, s in blobs.items()}.values())
+class _Live:
+    """The bytes of the blobs the entries that stay hold (a blob two entries share counted once), kept as entries
+    are dropped: each drop costs its own blobs, not a recount of the cache."""
+
+    def __init__(self, entries: list[tuple[float, str, str, dict[str, int]]], doomed: list[tuple[str, str]]) -> None:
+        self.gone = set(doomed)
+        self.sizes = {d: s for *_, blobs in entries for d, s in blobs.items()}
+        self.holders = Counter(d for _, kind, key, blobs in entries if (kind, key) not in self.gone for d in blobs)
+        self.bytes = sum(self.sizes[d] for d in self.holders)
+
+    def drop(self, kind: str, key: str, blobs: dict[str, int]) -> None:
+        self.gone.add((kind, key))
+        for digest in blobs:
+            self.holders[digest] -= 1
+            if not self.holders[digest]:
+                del self.holders[digest]
+                self.bytes -= self.sizes[digest]

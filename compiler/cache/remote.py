@@ -14,6 +14,7 @@ import contextlib
 import os
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 from pathlib import Path
 
@@ -26,11 +27,14 @@ from compiler.stores.base import SHA256, HashingSink, VerifyingReader
 ENV = "COMPILE_REMOTE_CACHE"
 INDEX_FORMAT = 1
 MAX_INDEX_BYTES = 1 << 20
+FETCH_THREADS = 8
+"""An entry's files are fetched at once: each is a request's round trip, and an entry has up to five."""
 KIND_FILES = {
     "engines": ("engine.plan", "engine.json", "layers.json", "build.log"),
     "calibrations": ("model.onnx", "model.onnx.data", "calibration.cache", "report.json", "calibration.json"),
     "prepared": ("fp16.onnx",),
     "checks": ("check.json", "golden.npz"),
+    "inspections": ("inspect.json",),
 }
 """The files an entry of each kind may hold: an index naming any other is refused (no path ever comes from it)."""
 
@@ -81,27 +85,34 @@ class RemoteCache:
         self._lock = threading.Lock()
 
     def fetch(self, kind: str, key: str, folder: Path) -> EntryIndex | None:
-        """Download ``kind``'s entry ``key`` into ``folder`` (made, empty), every file verified: its index, or None
-        when the remote has none. A damaged entry is removed from the remote (its caller rebuilds and sends it
-        again) and raises :class:`Damaged`; folder's files are then the caller's to drop."""
+        """Download ``kind``'s entry ``key`` into ``folder`` (made, empty), its files at once, every one verified:
+        its index, or None when the remote has none. A damaged entry is removed from the remote (its caller rebuilds
+        and sends it again) and raises :class:`Damaged`; folder's files are then the caller's to drop."""
         raw = self.store.read_entry(kind, key)
         if raw is None:
             return None
         index = self._index(kind, key, raw)
         folder.mkdir(parents=True, exist_ok=True)
-        for name, entry in index.files.items():
-            with open(folder / name, "xb") as handle:
-                sink = HashingSink(handle, entry.size, entry.sha256, f"remote cache {kind}/{key[:12]}: {name}")
-                try:
-                    found = self.store.get_blob(f"cache/{kind}", entry.sha256, sink, entry.size)
-                except CheckFailed as exc:  # longer than recorded
-                    raise self.damaged(kind, key, f"{name}: {exc}", [entry.sha256]) from None
-            if not found:
-                raise self.damaged(kind, key, f"{name} (blob {entry.sha256[:12]}) is missing", [])
-            if not sink.matches():
-                raise self.damaged(kind, key, f"{name} does not hash to the sha256 its index records",
-                                   [entry.sha256])
+        files = list(index.files.items())
+        with ThreadPoolExecutor(min(FETCH_THREADS, len(files)) or 1, thread_name_prefix="compile-fetch") as pool:
+            problems = list(pool.map(lambda item: self._download(kind, key, folder / item[0], item[1]), files))
+        for problem in filter(None, problems):
+            raise self.damaged(kind, key, *problem)
         return index
+
+    def _download(self, kind: str, key: str, path: Path, entry: FileEntry) -> tuple[str, list[str]] | None:
+        """One file of an entry, verified: None when whole, else why not and the blobs proven damaged."""
+        with open(path, "xb") as handle:
+            sink = HashingSink(handle, entry.size, entry.sha256, f"remote cache {kind}/{key[:12]}: {path.name}")
+            try:
+                found = self.store.get_blob(f"cache/{kind}", entry.sha256, sink, entry.size)
+            except CheckFailed as exc:  # longer than recorded
+                return f"{path.name}: {exc}", [entry.sha256]
+        if not found:
+            return f"{path.name} (blob {entry.sha256[:12]}) is missing", []
+        if not sink.matches():
+            return f"{path.name} does not hash to the sha256 its index records", [entry.sha256]
+        return None
 
     def _index(self, kind: str, key: str, raw: bytes) -> EntryIndex:
         try:

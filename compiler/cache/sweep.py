@@ -44,11 +44,13 @@ class Sweep:
 
 
 def references(store: Store, skip: set[tuple[str, str]] = frozenset(), count: Callable[[], None] = lambda: None,
-               known: dict[tuple[str, str], bytes] | None = None) -> set[str]:
+               known: dict[tuple[str, str], bytes] | None = None,
+               known_entries: dict[tuple[str, str], bytes] | None = None) -> set[str]:
     """Every digest a manifest, a staged part or a cache entry mentions (any 64 hex digits: a record's other digests
     only keep a blob more, never less). ``skip``: (name, version) and (kind, key) pairs being removed (a dry run
     does not remove them). ``known``: manifests already read (immutable, so not read again); the versions are
-    listed afresh, so one published meanwhile is read."""
+    listed afresh, so one published meanwhile is read. ``known_entries``: cache entries already read, by (kind,
+    key): create-only too (one replaced after a refusal names blobs sent since, inside the grace)."""
     found: set[str] = set()
     for name in store.names():
         count()
@@ -68,8 +70,11 @@ def references(store: Store, skip: set[tuple[str, str]] = frozenset(), count: Ca
         count()
         for key in _keys(store, kind):
             if (kind, key) not in skip:
-                count()
-                found.update(d.decode() for d in DIGEST.findall(store.read_entry(kind, key) or b""))
+                data = (known_entries or {}).get((kind, key))
+                if data is None:
+                    count()
+                    data = store.read_entry(kind, key) or b""
+                found.update(d.decode() for d in DIGEST.findall(data))
     return found
 
 
@@ -81,18 +86,18 @@ def _keys(store: Store, kind: str) -> list[str]:
 
 
 def sweep_or_note(store: Store, skip: set[tuple[str, str]], grace_seconds: float, dry_run: bool,
-                  count: Callable[[], None] = lambda: None, known: dict[tuple[str, str], bytes] | None = None
-                  ) -> tuple[Sweep | None, str | None]:
+                  count: Callable[[], None] = lambda: None, known: dict[tuple[str, str], bytes] | None = None,
+                  known_entries: dict[tuple[str, str], bytes] | None = None) -> tuple[Sweep | None, str | None]:
     """:func:`sweep_blobs`, or on a store that cannot list its blobs (a registry) no sweep and what frees them."""
     try:
-        return sweep_blobs(store, skip, grace_seconds, dry_run, count, known), None
+        return sweep_blobs(store, skip, grace_seconds, dry_run, count, known, known_entries), None
     except Unsupported:
         return None, "blobs are freed by the registry's own garbage collection (registry garbage-collect)"
 
 
 def sweep_blobs(store: Store, skip: set[tuple[str, str]], grace_seconds: float, dry_run: bool,
-                count: Callable[[], None] = lambda: None,
-                known: dict[tuple[str, str], bytes] | None = None) -> Sweep:
+                count: Callable[[], None] = lambda: None, known: dict[tuple[str, str], bytes] | None = None,
+                known_entries: dict[tuple[str, str], bytes] | None = None) -> Sweep:
     """Mark unreferenced blobs, remove those marked longer than the grace ago (and written before it). The blobs are
     listed before the references are read: a manifest written after the listing is seen, a blob sent after it is
     not a candidate at all."""
@@ -100,7 +105,7 @@ def sweep_blobs(store: Store, skip: set[tuple[str, str]], grace_seconds: float, 
     result = Sweep()
     blobs = store.blob_digests(POOL)
     count()
-    referenced = references(store, skip, count, known)
+    referenced = references(store, skip, count, known, known_entries)
     marks = {key: _mark_time(store, key, count) for key in _keys(store, MARKS)}
     for digest, (size, written) in sorted(blobs.items()):
         if digest in referenced:

@@ -17,14 +17,9 @@ EVIDENCE_SHOWN = 5
 
 
 def versions() -> dict[str, str]:
-    import onnx
-    import onnxruntime
-    import polygraphy
+    from compiler.data.session import tool_versions
 
-    from compiler import version
-
-    return {"compile": version(), "onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__,
-            "polygraphy": polygraphy.__version__}
+    return tool_versions("onnx", "onnxruntime", "polygraphy")
 
 
 def sections(report: CheckReport) -> list[tuple[str, list[CheckResult]]]:

@@ -63,7 +63,7 @@ def check(build_dir: str | Path, options: CheckOptions | None = None, progress: 
 
             check_data_shapes(dataset, source, engines)
         metric, labels = _metric(options, dataset)
-        models = {t.label: built_model(t, source, calibrations=options.calibration)
+        models = {t.label: built_model(t, source, options.cache_dir, options.calibration)
                   for t in build.targets if t.engine is not None}
         key = _inputs_sha256(build, source, dataset, options, models)
         earlier = _earlier(build.root / CHECK_RECORD, key) if options.reuse else None
@@ -153,7 +153,7 @@ def _inputs_sha256(build: BuildFolder, source: OnnxModel, dataset, options: Chec
         "calibrations": sorted(file_sha256(Path(c) / "calibration.json") for c in options.calibration
                                if (Path(c) / "calibration.json").is_file()),  # where a failure's advice comes from
         "options": options.model_dump(mode="json", exclude={"data", "model", "rules", "skus", "profiles", "reuse",
-                                                              "calibration", "labels"}),
+                                                              "calibration", "labels", "cache_dir"}),
         "versions": {**versions(), **installed_versions()}})
 
 

@@ -8,6 +8,7 @@ from typing import Annotated
 
 from compiler.cli import render
 from compiler.cli.params import (
+    CACHE,
     GATES,
     INPUTS,
     OUTPUT,
@@ -57,6 +58,7 @@ def check(
     no_lint: Annotated[bool, switch("--no-lint", INPUTS, "Skip the ONNX checker and Polygraphy lint.")] = False,
     no_reuse: Annotated[bool, switch("--no-reuse", OUTPUT, "Check again even if check.json was made from the same "
                                                            "inputs.")] = False,
+    cache_dir: Annotated[Path | None, option("DIR", CACHE, CHECK["cache_dir"])] = None,
     remote_cache: RemoteCacheOption = None,
     json: JsonOption = False,
 ) -> None:
@@ -75,7 +77,7 @@ def check(
         min_sqnr=per_output("--min-sqnr", min_sqnr),
         calibration=tuple(calibration or ()), allow_skip=tuple(allow_skip or ()), metric=metric,
         min_metric=min_metric, labels=labels,
-        chunk_mb=chunk_mb, lint=not no_lint, reuse=not no_reuse)
+        chunk_mb=chunk_mb, lint=not no_lint, reuse=not no_reuse, cache_dir=cache_dir)
     with nullcontext() if json else render.phase_progress() as progress:
         from compiler.cache.tier import CacheTier
 

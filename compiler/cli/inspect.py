@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Annotated
 
 from compiler.cli import render
-from compiler.cli.params import BACKENDS, INPUTS, TARGETS, JsonOption, ModelArgument, examples, option, switch
+from compiler.cli.params import BACKENDS, CACHE, INPUTS, TARGETS, JsonOption, ModelArgument, examples, option, switch
 from compiler.core.errors import InvalidInput
 
 
@@ -29,6 +29,8 @@ def inspect(
                        ] = None,
     build_check: Annotated[bool, switch("--build-check", TARGETS, "Prove support with a real build.")] = False,
     sku: Annotated[str | None, option("SKU", TARGETS, "SKU for --build-check (default rtx-4090).")] = None,
+    cache_dir: Annotated[Path | None, option("DIR", CACHE, "Where TensorRT's view and the profile-limits check are "
+                                             "kept (default $COMPILE_CACHE_DIR or ~/.cache/compile).")] = None,
     json: JsonOption = False,
 ) -> None:
     """Model summary, TensorRT partitions and unsupported nodes, profile validation."""
@@ -36,7 +38,8 @@ def inspect(
 
     if sku is not None and not build_check:
         raise InvalidInput(f"--sku {sku} is only used with --build-check; add --build-check or drop --sku")
-    report = inspect_model(model, profiles, backend, (sku or "rtx-4090") if build_check else None)
+    report = inspect_model(model, profiles, backend, (sku or "rtx-4090") if build_check else None,
+                           cache_dir=cache_dir)
     render.emit_json(report) if json else render.inspection(report)
     if report.problem is not None:
         raise report.problem

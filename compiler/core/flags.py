@@ -55,6 +55,8 @@ CHECK = {
     "samples": "Use the first N samples of DATA.",
     "batch_size": "Samples per onnxruntime run.",
     "model": "The FP32 model, if not where build.json says.",
+    "cache_dir": "The build cache the build used (its --cache-dir; default $COMPILE_CACHE_DIR or ~/.cache/compile): "
+                 "where the model each engine was built from is kept.",
     "profiles": "Shape profiles to size partition boundaries with when no engine was built.",
     "rules": "Fusion rules YAML: extends the bundled rules (replace: true replaces them).",
     "skus": "SKU catalog for GPU memory (default: the bundled skus.yaml).",

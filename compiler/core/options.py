@@ -210,6 +210,7 @@ class CheckOptions(OptionGroup):
     chunk_mb: StrictInt = Field(256, ge=1, le=MAX_CHUNK_MB)
     lint: bool = True
     reuse: bool = True
+    cache_dir: Path | None = None
 
     @field_validator("headroom", "max_boundary_mb", "min_metric", mode="before")
     @classmethod

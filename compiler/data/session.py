@@ -46,3 +46,29 @@ def cosine_per_sample(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     with np.errstate(invalid="ignore", divide="ignore"):
         cos = np.where(norms > 0, dot / np.where(norms > 0, norms, 1), 0.0)
     return np.where(both_zero, 1.0, np.clip(cos, -1.0, 1.0))
+
+
+DISTRIBUTIONS = {"onnxruntime": ("onnxruntime", "onnxruntime-gpu")}
+"""The distributions a module may come from (the [gpu] extra installs onnxruntime-gpu)."""
+
+
+def tool_versions(*modules: str) -> dict[str, str]:
+    """This tool's version and ``modules``' (onnx, onnxruntime, polygraphy), read from what is installed rather than
+    by importing them: records and cache keys name them, and a stage served from a cache never imports onnxruntime.
+    """
+    import importlib.metadata
+
+    from compiler import version
+
+    found = {"compile": version()}
+    for module in modules:
+        for distribution in DISTRIBUTIONS.get(module, (module,)):
+            try:
+                found[module] = importlib.metadata.version(distribution)
+                break
+            except importlib.metadata.PackageNotFoundError:
+                continue
+        else:
+            found[module] = "not installed"
+    return found
+

@@ -20,6 +20,8 @@ from compiler.core.records import BuildReport, Progress, Status, TargetStatus
 from compiler.engines.plan import BuildJob, engine_key
 from compiler.engines.target import failed, produce
 
+REMOTE_THREADS = 8
+"""Targets asking the remote cache at once."""
 JobProgress = Callable[[int, str, int, int], None]
 """(job index, phase, steps done, steps total)."""
 
@@ -58,18 +60,20 @@ def _builder(builders: Builders) -> Callable[[BuildJob, Path, Progress | None, A
 
 def _run(jobs: list[BuildJob], workers: int, progress: JobProgress | None, cancel: threading.Event,
          builders: Builders) -> list[TargetStatus]:
-    """Every job, at most ``workers`` at once; targets that share one engine wait for the first of them and take
+    """Every job, at most ``workers`` builds at once; targets that share one engine wait for the first of them and take
     it from the cache (or, once the run is cancelled, are cancelled without starting). The main thread only
     waits, in short steps, so stop signals reach it at once."""
     statuses: dict[int, TargetStatus] = {}
     first, repeats = _engine_groups(jobs)
-    build = _builder(builders)
+    build = _at_most(workers, _builder(builders))
+    # with a remote cache every target asks it at once (a few round trips each); builds stay ``workers`` at once
+    threads = min(len(first), REMOTE_THREADS) if any(job.remote_cache for job in jobs) else workers
 
     def one(index: int) -> TargetStatus:
         report = (lambda phase, done, total: progress(index, phase, done, total)) if progress else None
         return produce(jobs[index], build, report, cancel)
 
-    with ThreadPoolExecutor(max(1, min(workers, len(jobs))), thread_name_prefix="compile-target",
+    with ThreadPoolExecutor(max(1, min(max(workers, threads), len(jobs))), thread_name_prefix="compile-target",
                             initializer=block_stop_signals) as pool:
         running: dict[Future[TargetStatus], int] = {pool.submit(one, i): i for i in first}
         while running:
@@ -86,6 +90,17 @@ def _run(jobs: list[BuildJob], workers: int, progress: JobProgress | None, cance
                     else:
                         running[pool.submit(one, repeat)] = repeat
     return [statuses[i] for i in range(len(jobs))]
+
+
+def _at_most(workers: int, build: Callable[..., BuiltPlan]) -> Callable[..., BuiltPlan]:
+    """``build`` in at most ``workers`` threads at once (more may be asking the remote cache meanwhile)."""
+    slots = threading.BoundedSemaphore(max(1, workers))
+
+    def limited(*args: Any) -> BuiltPlan:
+        with slots:
+            return build(*args)
+
+    return limited
 
 
 def _engine_groups(jobs: list[BuildJob]) -> tuple[list[int], dict[int, list[int]]]:

@@ -5,7 +5,10 @@ from __future__ import annotations
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable
+from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import onnx
@@ -16,7 +19,6 @@ from compiler.backends import default_backend, installed_versions, load_backend
 from compiler.backends.base import BuildSpec
 from compiler.backends.isolated import Builders
 from compiler.core.errors import CheckFailed, CompileError, InvalidInput
-from compiler.core.files import default_cache_dir, read_regular, write_atomic
 from compiler.core.profiles import (
     ProfileSet,
     inconsistent_profiles,
@@ -25,9 +27,14 @@ from compiler.core.profiles import (
     profiles_problem,
     validate_profiles,
 )
-from compiler.core.records import Status, StepStatus
+from compiler.core.records import CacheOutcome, Status, StepStatus
 from compiler.data.limits import profile_limit_errors
 from compiler.data.model import OnnxModel, TensorInfo, load_model, sparse_tensors, tensor_info
+from compiler.inspect.cached import Inspection, cached, inspection_key, store
+from compiler.inspect.view import Partition, TensorRTView, UnsupportedNode
+
+if TYPE_CHECKING:
+    from compiler.cache.tier import CacheTier
 
 CONTROL_FLOW_OPS = {"If", "Loop", "Scan"}
 
@@ -54,34 +61,6 @@ class ModelSummary(BaseModel):
     metadata: dict[str, str]
 
 
-class Partition(BaseModel):
-    """A run of nodes TensorRT takes as one engine; inputs/outputs are the tensors crossing its boundary."""
-
-    nodes: list[list[int]]
-    node_count: int
-    inputs: list[str]
-    outputs: list[str]
-
-
-class UnsupportedNode(BaseModel):
-    index: int
-    name: str
-    op: str
-    domain: str
-    reason: str
-
-
-class TensorRTView(BaseModel):
-    backend: str | None
-    version: str | None
-    status: StepStatus
-    supported: bool | None = None
-    partitions: list[Partition] = []
-    unsupported: list[UnsupportedNode] = []
-    parse_seconds: float | None = None
-    build_check: StepStatus | None = None
-
-
 class ProfileReport(BaseModel):
     file: str
     names: list[str]
@@ -93,6 +72,8 @@ class InspectReport(BaseModel):
     model: ModelSummary
     tensorrt: TensorRTView
     profiles: ProfileReport | None = None
+    cache: CacheOutcome | None = None
+    """Where TensorRT's view and the profile-limits check came from: ``hit``, ``remote`` or ``miss``."""
     _problem: CompileError | None = PrivateAttr(default=None)
 
     @property
@@ -183,35 +164,32 @@ def _explain(reason: str, node: onnx.NodeProto) -> str:
     return reason
 
 
-MAX_CACHED_VIEW_BYTES = 16 << 20
-"""A cached view is a few KB per thousand nodes; a bigger file is not ours and is ignored."""
-
-
 def tensorrt_view(model: OnnxModel, backend_name: str) -> TensorRTView:
     """TensorRT's view of the model, from the inspect cache when this TensorRT version has parsed this very model
     (by digest) before: a re-release then skips the parse."""
+    return _inspected(model, backend_name, None, lambda: None)[0].tensorrt
+
+
+def _inspected(model: OnnxModel, backend_name: str, profiles: ProfileSet | None,
+               limits: Callable[[], list[str] | None], shared: CacheTier | None = None, root: Path | None = None
+               ) -> tuple[Inspection, CacheOutcome]:
+    """TensorRT's view and the profile-limits check (``limits``) from the caches, else made and kept there. Raises
+    the backend's error when it cannot parse (not installed)."""
     version = installed_versions().get(backend_name)
-    cached = default_cache_dir() / "inspections" / f"{backend_name}-{version}-{model.sha256}.json"
+    key = inspection_key(model.sha256, backend_name, str(version), profiles)
+    outcome = CacheOutcome(source="miss", reason=f"{backend_name} is not installed")
     if version is not None:
-        view = _cached_view(cached)
-        if view is not None:
-            return view
-    view = _parse(model, backend_name)
-    if view.version == version:
-        try:
-            cached.parent.mkdir(parents=True, exist_ok=True)
-            write_atomic(cached, view.model_dump_json().encode())
-        except OSError:  # a full or read-only cache costs only the reuse
-            pass
-    return view
-
-
-def _cached_view(path: Path) -> TensorRTView | None:
-    try:
-        data = read_regular(path, MAX_CACHED_VIEW_BYTES)  # a FIFO there cannot block us
-        return TensorRTView.model_validate_json(data) if len(data) <= MAX_CACHED_VIEW_BYTES else None
-    except (OSError, ValueError):  # missing, unreadable or damaged: parse again
-        return None
+        found, outcome = cached(key, model.sha256, shared, root)
+        if found is not None:
+            return found, outcome
+    errors = limits()
+    view = _inspected(model, backend_name, None, lambda: None, None, root)[0].tensorrt if profiles is not None \
+        else _parse(model, backend_name)
+    entry = Inspection(key=key, model_sha256=model.sha256, tensorrt=view, profile_errors=errors)
+    if version is not None and view.version == version:
+        warnings = list(filter(None, [outcome.warning, store(entry, shared, root)]))
+        outcome = outcome.model_copy(update={"warning": " / ".join(warnings) or None})
+    return entry, outcome
 
 
 def _parse(model: OnnxModel, backend_name: str) -> TensorRTView:
@@ -282,34 +260,42 @@ def inspect_model(
     profiles_path: str | Path | None = None,
     backend: str | None = None,
     build_sku: str | None = None,
+    shared: CacheTier | None = None,
+    cache_dir: Path | None = None,
 ) -> InspectReport:
     """Summarize the model, ask TensorRT how it partitions it, and validate shape profiles against it.
 
     Bad files raise InvalidInput. Problems found in a readable model (invalid profiles, a failed or impossible
     build check, an explicitly requested backend that is missing) are in the report and in ``report.problem``.
+    ``shared``: the remote cache a release hands its stages (TensorRT's view and the profile-limits check are
+    taken from there too). ``cache_dir``: the local cache (default $COMPILE_CACHE_DIR or ~/.cache/compile).
     """
     model = load_model(model_path)
     summary = summarize(model)
     if build_sku is not None:
         load_sku_catalog().get(build_sku)  # an unknown SKU is a usage error: fail before any work
     profiles = load_profiles(profiles_path) if profiles_path else None
-    profile_report = None
-    problem: CompileError | None = None
-    if profiles is not None:
-        errors = validate_profiles(profiles, model.input_dims()) or profile_limit_errors(model.proto, profiles)
-        profile_report = ProfileReport(
-            file=str(profiles_path), names=[p.name for p in profiles.profiles], valid=not errors, errors=errors
-        )
-        if errors:
-            problem = profiles_problem(profiles_path, errors)
+    structural = validate_profiles(profiles, model.input_dims()) if profiles is not None else []
+    limits = cache(lambda: None if profiles is None else structural or profile_limit_errors(model.proto, profiles))
+    outcome: CacheOutcome | None = None
+    failed: CompileError | None = None
     try:
-        view = tensorrt_view(model, backend or default_backend())
+        entry, outcome = _inspected(model, backend or default_backend(), profiles, limits, shared, cache_dir)
+        view, errors = entry.tensorrt.model_copy(), entry.profile_errors
     except InvalidInput:
         raise
     except CompileError as exc:
         view = TensorRTView(backend=backend, version=None, status=StepStatus(status=Status.SKIPPED, detail=str(exc)))
-        if backend is not None:  # asked for by name: its absence is an environment problem (exit 3)
-            problem = problem or exc
+        errors = limits()
+        failed = exc if backend is not None else None  # asked for by name: its absence is an environment problem
+    profile_report = None
+    problem: CompileError | None = None
+    if profiles is not None:
+        profile_report = ProfileReport(file=str(profiles_path), names=[p.name for p in profiles.profiles],
+                                       valid=not errors, errors=errors or [])
+        if errors:
+            problem = profiles_problem(profiles_path, errors)
+    problem = problem or failed
     if build_sku is not None:
         if profile_report is not None and not profile_report.valid:
             view.build_check = StepStatus(status=Status.SKIPPED, detail="the shape profiles are invalid")
@@ -324,7 +310,7 @@ def inspect_model(
                 problem = problem or CheckFailed(
                     f"{model.path}: the build check for {build_sku} failed: {view.build_check.detail}"
                 )
-    report = InspectReport(model=summary, tensorrt=view, profiles=profile_report)
+    report = InspectReport(model=summary, tensorrt=view, profiles=profile_report, cache=outcome)
     report._problem = problem
     return report
 

@@ -150,7 +150,7 @@ def _build_and_publish(run: _Run, pipeline: LoadedPipeline, jobs, work: Path, on
             return
     calibrations: dict[str, Path] = {}
     build_dirs: list[Path] = []
-    run.stage("inspect", lambda: _inspect(pipeline))
+    run.stage("inspect", lambda: _inspect(pipeline, run))
     run.stage("calibrate", lambda: _calibrate(run, pipeline, jobs, work, calibrations))
     run.stage("build", lambda: _build(run, pipeline, jobs, work, calibrations, build_dirs, engines))
     run.stage("check", lambda: _check(run, pipeline, build_dirs, calibrations))
@@ -187,17 +187,23 @@ def _validate(pipeline: LoadedPipeline, plan: ReleasePlan) -> str:
     return f"would release {plan.name}@{plan.version} to {spec.store}: {jobs}"
 
 
-def _inspect(pipeline: LoadedPipeline) -> str:
+def _inspect(pipeline: LoadedPipeline, run: _Run | None = None) -> str:
     from compiler.inspect.summary import inspect_model
 
     spec = pipeline.spec
-    report = inspect_model(spec.model, spec.profiles)
+    report = inspect_model(spec.model, spec.profiles, shared=run.shared if run else None)
+    if run is not None:
+        run.outcomes["inspect"] = report.cache
+        run.note(report.cache)
     if report.problem is not None:
         raise report.problem
     view = report.tensorrt
     partitions = f", {len(view.partitions)} TensorRT partition(s)" if view.status.status == "ok" else ""
+    source = report.cache.source if report.cache else None
+    how = {"hit": ", from the local cache", "remote": ", from the remote cache"}.get(source or "",
+                                                                                   ", parsed by TensorRT")
     return f"{report.model.node_count} nodes, {len(report.profiles.names) if report.profiles else 0} " \
-           f"profile(s) valid{partitions}"
+           f"profile(s) valid{partitions}{how if partitions else ''}"
 
 
 def _calibrate(run: _Run, pipeline: LoadedPipeline, jobs, work: Path, calibrations: dict[str, Path]) -> str:

@@ -173,7 +173,7 @@ def load_pipeline(path: str | Path) -> LoadedPipeline:
     if spec.calibration:
         resolved["calibration"] = spec.calibration.model_copy(update={"data": base / spec.calibration.data})
     check_paths = {k: base / v for k, v in (("data", spec.check.data), ("rules", spec.check.rules),
-                                            ("skus", spec.check.skus)) if v}
+                                            ("skus", spec.check.skus), ("cache_dir", spec.check.cache_dir)) if v}
     resolved["check"] = spec.check.model_copy(update=check_paths)
     if "://" not in spec.store or spec.store.startswith("file://"):
         resolved["store"] = str(base / spec.store.removeprefix("file://"))

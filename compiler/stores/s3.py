@@ -149,7 +149,10 @@ class S3Store(KeyedStore):
     def _stream(self, key: str, sink: Sink, size: int | None = None) -> bool:
         """Through the transfer manager (parallel ranged parts for a big blob, written in order). Told the
         expected ``size``, it asks for no more than that (and no HEAD): a longer object is never read whole, a
-        shorter one fails its range or its digest."""
+        shorter one fails its range or its digest. A blob below the multipart threshold is one ranged GET: the
+        manager's threads would cost more than its read (a remote cache entry is mostly such blobs)."""
+        if size is not None and 0 < size < self.transfer.multipart_threshold:
+            return self._stream_small(key, sink, size)
         from boto3.s3.transfer import create_transfer_manager
 
         subscribers = [_KnownSize(size)] if size is not None else None
@@ -163,6 +166,21 @@ class S3Store(KeyedStore):
         except _Short:
             raise CheckFailed(f"store {self.uri}: {key} is damaged (shorter than the {size} bytes recorded for "
                               "it); publish it again or ask who owns the store") from None
+        return True
+
+    def _stream_small(self, key: str, sink: Sink, size: int) -> bool:
+        """The first ``size`` bytes: fewer (an object cut short, or empty: 416) fail the caller's digest."""
+        try:
+            response = self._call(key, self.client.get_object, Bucket=self.bucket, Key=self.prefix + key,
+                                  Range=f"bytes=0-{size - 1}")
+        except KeyError:
+            self._missing(key)
+            return False
+        except _Short:
+            return True
+        with response["Body"] as body:
+            while chunk := self._call(key, body.read, MB):
+                sink.write(chunk)
         return True
 
     def _read(self, key: str) -> tuple[bytes, Token] | None:

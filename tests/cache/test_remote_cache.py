@@ -41,11 +41,14 @@ def test_runner_b_releases_from_runner_a_s3_cache_without_calibrating_or_buildin
     pipeline = _pipeline(tmp_path)
     a = _release(pipeline, tmp_path / "a", _runner(tmp_path, "a", s3.env()), "--remote-cache", remote,
                  "--store", str(tmp_path / "store-a"))
-    assert {_stage(a, s)["cache"]["source"] for s in ("calibrate", "build", "check")} == {"miss"}
+    assert {_stage(a, s)["cache"]["source"] for s in ("inspect", "calibrate", "build", "check")} == {"miss"}
+    assert "parsed by TensorRT" in _stage(a, "inspect")["detail"]
     assert all(e["cache"]["source"] == "miss" for e in a["engines"])
     # runner B: the remote from the environment, another empty local cache, another store
     b = _release(pipeline, tmp_path / "b", _runner(tmp_path, "b", s3.env(COMPILE_REMOTE_CACHE=remote)),
                  "--store", str(tmp_path / "store-b"))
+    assert _stage(b, "inspect")["cache"] == {"source": "remote", "reason": None}
+    assert _stage(b, "inspect")["detail"].endswith("from the remote cache")  # no TensorRT parse on runner B
     assert _stage(b, "calibrate")["cache"] == {"source": "remote", "reason": None}
     assert "from the remote cache" in _stage(b, "calibrate")["detail"]
     assert _stage(b, "build")["cache"]["source"] == "remote"
@@ -60,20 +63,30 @@ def test_runner_b_releases_from_runner_a_s3_cache_without_calibrating_or_buildin
     assert plans["store-a"] == plans["store-b"]
 
 
-def test_a_tampered_remote_engine_is_refused_rebuilt_replaced_and_the_published_plans_verify(s3, tmp_path):
+def _tampered(s3, tmp_path: Path, kind: str, name: str, tamper) -> tuple[str, Path, dict[str, str]]:
+    """Runner A releases an fp16 engine into a fresh S3 remote cache, then the one ``kind`` entry's file ``name``
+    is rewritten in the bucket by ``tamper`` (bytes -> bytes): the remote, the pipeline and runner B's env."""
     remote = _s3_remote(s3)
     pipeline = _pipeline(tmp_path, targets={"rtx-5090": ["fp16"]}, calibration=None)
     env = s3.env(COMPILE_REMOTE_CACHE=remote)
     _release(pipeline, tmp_path / "a", _runner(tmp_path, "a", env), "--store", str(tmp_path / "store-a"))
     bucket, prefix = remote[5:].split("/", 1)
     client = s3.client()
-    (key,) = [o["Key"] for o in client.list_objects_v2(Bucket=bucket, Prefix=f"{prefix}/cache/engines/")["Contents"]]
+    (key,) = [o["Key"] for o in client.list_objects_v2(Bucket=bucket, Prefix=f"{prefix}/cache/{kind}/")["Contents"]]
     index = json.loads(client.get_object(Bucket=bucket, Key=key)["Body"].read())
-    plan_key = f"{prefix}/blobs/sha256/{index['files']['engine.plan']['sha256']}"
-    plan = bytearray(client.get_object(Bucket=bucket, Key=plan_key)["Body"].read())
-    plan[100] ^= 0xFF  # same size, other bytes
-    client.put_object(Bucket=bucket, Key=plan_key, Body=bytes(plan))
+    blob_key = f"{prefix}/blobs/sha256/{index['files'][name]['sha256']}"
+    blob = client.get_object(Bucket=bucket, Key=blob_key)["Body"].read()
+    client.put_object(Bucket=bucket, Key=blob_key, Body=tamper(blob))
+    return remote, pipeline, env
 
+
+def _flipped(data: bytes) -> bytes:
+    """Same size, other bytes."""
+    return data[:100] + bytes([data[100] ^ 0xFF]) + data[101:]
+
+
+def test_a_tampered_remote_engine_is_refused_rebuilt_replaced_and_the_published_plans_verify(s3, tmp_path):
+    remote, pipeline, env = _tampered(s3, tmp_path, "engines", "engine.plan", _flipped)
     b = _release(pipeline, tmp_path / "b", _runner(tmp_path, "b", env), "--store", str(tmp_path / "store-b"))
     (engine,) = b["engines"]
     assert engine["cache"] == {"source": "miss", "reason": "the remote entry was damaged"}
@@ -88,6 +101,20 @@ def test_a_tampered_remote_engine_is_refused_rebuilt_replaced_and_the_published_
     assert c["engines"][0]["cache"]["source"] == "remote" and not c["warnings"]
 
 
+def test_a_tampered_remote_inspection_is_refused_with_one_warning_and_made_again(s3, tmp_path):
+    remote, pipeline, env = _tampered(s3, tmp_path, "inspections", "inspect.json",
+                                      lambda data: data.replace(b'"supported":true', b'"supported":fals'))
+    b = _release(pipeline, tmp_path / "b", _runner(tmp_path, "b", env), "--store", str(tmp_path / "store-b"))
+    assert _stage(b, "inspect")["cache"] == {"source": "miss", "reason": "the remote entry was damaged"}
+    assert _stage(b, "inspect")["detail"].endswith("parsed by TensorRT")
+    (warning,) = b["warnings"]
+    assert warning.startswith(f"remote cache {remote}: inspections entry") and "refused" in warning
+    assert b["_stderr"].count("warning: remote cache") == 1
+    # made again and replaced: a third runner takes it, verified
+    c = _release(pipeline, tmp_path / "c", _runner(tmp_path, "c", env), "--store", str(tmp_path / "store-c"))
+    assert _stage(c, "inspect")["cache"]["source"] == "remote" and not c["warnings"]
+
+
 def test_runner_b_releases_from_runner_a_registry_cache(registry, tmp_path):
     remote = registry.uri()
     pipeline = _pipeline(tmp_path, targets={"rtx-5090": ["fp16"], "rtx-4090": ["int8"]})
@@ -95,7 +122,8 @@ def test_runner_b_releases_from_runner_a_registry_cache(registry, tmp_path):
     _release(pipeline, tmp_path / "a", _runner(tmp_path, "a", env), "--remote-cache", remote)
     b = _release(pipeline, tmp_path / "b", _runner(tmp_path, "b", env), "--remote-cache", remote,
                  "--store", str(tmp_path / "store-b"))
-    assert [_stage(b, s)["cache"]["source"] for s in ("calibrate", "build", "check")] == ["remote"] * 3
+    assert [_stage(b, s)["cache"]["source"] for s in ("inspect", "calibrate", "build", "check")] == ["remote"] * 4
+    assert _stage(b, "inspect")["detail"].endswith("from the remote cache")  # no TensorRT parse on runner B
 
 
 def test_explain_names_the_changed_profiles(tmp_path):

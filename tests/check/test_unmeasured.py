@@ -100,3 +100,23 @@ def test_bad_allow_skip_and_calibration_values_are_usage_errors(readme_order, di
     missing = run_cli("check", root / "engines-calibrated", "--data", digits_data, "--calibration",
                       tmp_path / "nowhere", env=env)
     assert_clean_error(missing, 2, "--calibration", "not a folder")
+
+
+def test_check_finds_the_built_model_in_the_build_cache_given_by_cache_dir(digits_model, digits_data,
+                                                                           digits_profiles, tmp_path):
+    """A build made with --cache-dir whose cache then moved (a CI cache restored elsewhere): the path build.log
+    recorded is gone, so check measures accuracy only when told where the cache is now."""
+    built = run_cli("build", digits_model, "--profiles", digits_profiles, "--sku", SKU, "--precision", "fp16",
+                    "--out", tmp_path / "engines", "--cache-dir", tmp_path / "cache")
+    assert built.exit_code == 0, built.stderr
+    shutil.move(tmp_path / "cache", tmp_path / "restored")
+    env = {**os.environ, "COMPILE_CACHE_DIR": str(tmp_path / "elsewhere")}
+
+    def accuracy(*extra: str | Path) -> dict:
+        result = run_cli("check", tmp_path / "engines", "--data", digits_data, "--no-reuse", "--json", *extra, env=env)
+        engine = json.loads(result.stdout)["engines"][0]
+        return next(c for c in engine["checks"] if c["name"] == "accuracy")
+
+    assert accuracy()["summary"].startswith("not measured: the fp16 model the engine was built from is not at hand")
+    measured = accuracy("--cache-dir", tmp_path / "restored")
+    assert measured["status"] == "ok" and measured["summary"].startswith("fp16 vs FP32 on 64 samples")

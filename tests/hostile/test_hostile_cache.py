@@ -89,3 +89,41 @@ def test_a_bad_cache_key_in_the_pipeline_is_one_error_line(tmp_path, cache, frag
     result = run_cli("release", _pipeline(tmp_path, cache=cache), "--work", tmp_path / "work")
     assert_clean_error(result, 2, fragment)
     assert not (tmp_path / "artifacts").exists()
+
+
+@pytest.mark.parametrize("damage", ["fifo", "other-model", "not-json", "huge", "folder"])
+def test_a_hostile_local_inspect_entry_is_ignored_and_made_again(digits_model, tmp_path, damage):
+    """The inspect cache's entry replaced by a FIFO (must not block), an entry of another model, not JSON, larger
+    than any entry, or a folder: inspect parses again, says so (a miss), and the entry is whole again after."""
+    import os
+
+    cache = tmp_path / "cache"
+    first = run_cli("inspect", digits_model, "--cache-dir", cache, "--json")
+    assert first.exit_code == 0, first.stderr
+    (entry,) = (cache / "inspections").iterdir()
+    good = entry.read_bytes()
+    entry.unlink()
+    if damage == "fifo":
+        os.mkfifo(entry)
+    elif damage == "other-model":
+        entry.write_bytes(good.replace(json.loads(first.stdout)["model"]["sha256"].encode(), b"0" * 64))
+    elif damage == "not-json":
+        entry.write_bytes(b"{" * 1000)
+    elif damage == "huge":
+        entry.write_bytes(good + b" " * (16 << 20))
+    else:
+        entry.mkdir()
+    again = run_cli("inspect", digits_model, "--cache-dir", cache, "--json", timeout=120)
+    assert again.exit_code == 0 and "Traceback" not in again.stderr, again.stderr
+    assert json.loads(again.stdout)["cache"]["source"] == "miss"
+    assert json.loads(again.stdout)["tensorrt"]["partitions"] == json.loads(first.stdout)["tensorrt"]["partitions"]
+    if damage != "folder":  # a folder in its place is left alone: only the reuse is lost
+        assert entry.is_file() and json.loads(entry.read_bytes())["key"] == entry.stem
+
+
+def test_inspect_cache_dir_that_is_a_file_costs_only_the_reuse(digits_model, tmp_path):
+    (tmp_path / "file").write_text("not a folder")
+    result = run_cli("inspect", digits_model, "--cache-dir", tmp_path / "file", "--json")
+    assert result.exit_code == 0 and "Traceback" not in result.stderr, result.stderr
+    assert json.loads(result.stdout)["cache"]["source"] == "miss"
+    assert (tmp_path / "file").read_text() == "not a folder"

@@ -118,7 +118,7 @@ def test_json_is_one_document_and_nothing_else(digits_model, digits_profiles, tm
         result = run_cli("inspect", *args, "--json")
         assert result.exit_code == code, result.stderr
         document = json.loads(result.stdout)  # the whole of stdout is one JSON document
-        assert set(document) == {"model", "tensorrt", "profiles"}
+        assert set(document) == {"model", "tensorrt", "profiles", "cache"}
         assert result.stdout.strip().startswith("{") and result.stdout.strip().endswith("}")
         assert "Traceback" not in result.stderr
     # On a bad file nothing at all goes to stdout.
@@ -435,20 +435,23 @@ def test_a_second_inspect_of_the_same_model_takes_tensorrts_view_from_the_cache(
     env = {**os.environ, "COMPILE_CACHE_DIR": str(tmp_path / "cache")}
     first = run_cli("inspect", digits_model, "--json", env=env)
     assert first.exit_code == 0, first.stderr
+    assert json.loads(first.stdout)["cache"] == {"source": "miss", "reason": "not in the local cache"}
     [entry] = (tmp_path / "cache" / "inspections").iterdir()
-    assert entry.name == f"tensorrt-rtx-1.7.1.116-{json.loads(first.stdout)['model']['sha256']}.json"
-    view = json.loads(entry.read_text())
-    view["partitions"][0]["outputs"] = ["from-the-cache"]
-    entry.write_text(json.dumps(view))
-    second = run_cli("inspect", digits_model, "--json", env=env)
-    assert json.loads(second.stdout)["tensorrt"]["partitions"][0]["outputs"] == ["from-the-cache"]
+    cached = json.loads(entry.read_text())
+    assert cached["model_sha256"] == json.loads(first.stdout)["model"]["sha256"]
+    assert cached["tensorrt"]["version"] == "1.7.1.116" and cached["profile_errors"] is None
+    cached["tensorrt"]["partitions"][0]["outputs"] = ["from-the-cache"]
+    entry.write_text(json.dumps(cached))
+    second = json.loads(run_cli("inspect", digits_model, "--json", env=env).stdout)
+    assert second["tensorrt"]["partitions"][0]["outputs"] == ["from-the-cache"]
+    assert second["cache"] == {"source": "hit", "reason": None}
 
     entry.write_text("{not json")
     third = run_cli("inspect", digits_model, "--json", env=env)
     assert third.exit_code == 0, third.stderr
     assert json.loads(third.stdout)["tensorrt"] == json.loads(first.stdout)["tensorrt"] | {
         "parse_seconds": json.loads(third.stdout)["tensorrt"]["parse_seconds"]}
-    assert json.loads(entry.read_text())["partitions"][0]["outputs"] != ["from-the-cache"]
+    assert json.loads(entry.read_text())["tensorrt"]["partitions"][0]["outputs"] != ["from-the-cache"]
 
     other = tmp_path / "other.onnx"
     model = onnx.load(digits_model)
