@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 
 _UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
@@ -54,3 +55,13 @@ def gate_figure(gate: str, value: float) -> str:
 def and_more(count: int, hint: str = "") -> str:
     """`` (and 3 more; hint)`` after the first of several problems (our errors are one line), or ``""``."""
     return f" (and {count} more{'; ' + hint if hint else ''})" if count > 0 else ""
+
+
+def redacted_reason(exc: BaseException) -> str:
+    """An exception's first line without any secret of the environment (a PIN, a key, a token) in it."""
+    text = str(exc).strip()
+    text = text.splitlines()[0][:200] if text else type(exc).__name__
+    for name, secret in os.environ.items():
+        if len(secret) >= 4 and any(word in name.upper() for word in ("PIN", "SECRET", "TOKEN", "PASSWORD", "KEY")):
+            text = text.replace(secret, "***")
+    return text

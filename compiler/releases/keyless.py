@@ -14,7 +14,7 @@ import json
 from typing import Any
 
 from compiler.core.errors import CheckFailed, EnvironmentProblem, InvalidInput
-from compiler.releases.keyrefs import redacted_reason
+from compiler.core.text import redacted_reason
 
 BUNDLE_PREFIX = "application/vnd.dev.sigstore.bundle"
 INSTALL = "install compile's [sigstore] extra (sigstore==4.5.1)"

@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 
 from compiler.core.errors import EnvironmentProblem, InvalidInput
+from compiler.core.text import redacted_reason
 
 PIN_ENV = "COMPILE_HSM_PIN"
 """The HSM user PIN (a CI secret): never in the reference, which a pipeline file holds."""
@@ -152,16 +153,6 @@ def _import(scheme: str, value: str):
     match = SHAPES["azurekms"][0].fullmatch(value)
     _, key = AzureSigner.import_(match["vault"], match["key"])
     return value, key
-
-
-def redacted_reason(exc: BaseException) -> str:
-    """An exception's first line without any secret of the environment (a PIN, a key, a token) in it."""
-    text = str(exc).strip()
-    text = text.splitlines()[0][:200] if text else type(exc).__name__
-    for name, secret in os.environ.items():
-        if len(secret) >= 4 and any(word in name.upper() for word in ("PIN", "SECRET", "TOKEN", "PASSWORD", "KEY")):
-            text = text.replace(secret, "***")
-    return text
 
 
 def _shown(value: str) -> str:

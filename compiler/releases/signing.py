@@ -123,7 +123,7 @@ def sign(statement_: dict[str, Any], signer) -> bytes:
     except Exception as exc:
         if isinstance(signer, CryptoSigner):
             raise
-        from compiler.releases.keyrefs import redacted_reason
+        from compiler.core.text import redacted_reason
 
         raise EnvironmentProblem(f"signing with the HSM or KMS key failed ({redacted_reason(exc)}); publishing "
                                  "again adds the signature") from None
