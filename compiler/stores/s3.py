@@ -169,10 +169,11 @@ class S3Store(KeyedStore):
         return True
 
     def _stream_small(self, key: str, sink: Sink, size: int) -> bool:
-        """The first ``size`` bytes: fewer (an object cut short, or empty: 416) fail the caller's digest."""
+        """The first ``size`` bytes and one more: fewer (an object cut short, or empty: 416) fail the caller's
+        digest, the one more fails the sink's size (a longer object is damaged, though its head is intact)."""
         try:
             response = self._call(key, self.client.get_object, Bucket=self.bucket, Key=self.prefix + key,
-                                  Range=f"bytes=0-{size - 1}")
+                                  Range=f"bytes=0-{size}")
         except KeyError:
             self._missing(key)
             return False
