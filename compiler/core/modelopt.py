@@ -69,8 +69,10 @@ def _probe(path: str, mtime: int, size: int, imports: bool) -> tuple[tuple[str, 
 
 def last_line(text: str) -> str:
     """The last non-empty line of a child's output (its error), cut to one printable line."""
+    from compiler.core.text import printable
+
     lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return "".join(c if c.isprintable() else "?" for c in lines[-1][:300]) if lines else ""
+    return printable(lines[-1][:300]) if lines else ""
 
 
 def status() -> str:
