@@ -27,7 +27,6 @@ def resolve_trusted(store: Store, ref: str | Ref, verify_key: Path | None, allow
     return resolved
 
 
-
 def fetch_verified(store: Store, name: str, sha256: str, size: int, out: Path, cache: Path | None) -> bool:
     """Write the blob to ``out`` through a temporary sibling, verified; from the pull cache when it holds a good
     copy. True when the store was not asked for the bytes."""
