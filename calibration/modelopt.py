@@ -16,6 +16,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from calibration.calibrators import FP8_MAX, INT8_MAX
 from compiler.core.errors import CheckFailed, EnvironmentProblem, InvalidInput
 from compiler.core.modelopt import ENV, interpreter, last_line
 from compiler.core.options import CalibrationOptions
@@ -23,8 +24,6 @@ from compiler.data.model import OnnxModel
 
 METHODS = {"minmax": "max", "entropy": "entropy"}
 """Our methods as ModelOpt names them; it has no percentile calibration."""
-QMAX = {"int8": 127.0, "fp8": 448.0}
-"""The largest code of each format: a Q node's scale times it is the tensor's calibrated amax."""
 
 
 def refuse_unsupported(options: CalibrationOptions) -> None:
@@ -98,10 +97,11 @@ def activation_ranges(path: Path, precision: str) -> dict[str, tuple[float, floa
     constants = {i.name: i for i in proto.graph.initializer}
     constants |= {node.output[0]: attr.t for node in proto.graph.node if node.op_type == "Constant"
                   for attr in node.attribute if attr.name == "value"}
+    largest_code = FP8_MAX if precision == "fp8" else INT8_MAX  # a Q node's scale times it is the amax
     found: dict[str, tuple[float, float]] = {}
     for node in proto.graph.node:
         if node.op_type != "QuantizeLinear" or node.input[0] in constants or node.input[1] not in constants:
             continue
-        amax = float(np.max(np.abs(numpy_helper.to_array(constants[node.input[1]])))) * QMAX[precision]
+        amax = float(np.max(np.abs(numpy_helper.to_array(constants[node.input[1]])))) * largest_code
         found[node.input[0]] = (-amax, amax)
     return dict(sorted(found.items()))
