@@ -335,19 +335,22 @@ class OciStore(OciRecords, Referrers, Store):
         self._put_manifest(repo, tag, body)
         return "sha256:" + hashlib.sha256(body).hexdigest()
 
-    def _put_manifest(self, repo: str, tag: str, body: bytes) -> None:
-        """PUT a manifest at a tag, again after a transient refusal: Distribution's filesystem driver, reading a
-        blob link that a concurrent push of the same blob is rewriting, answers 500 or 400 DIGEST_INVALID
-        ("invalid checksum digest format") for a manifest that is fine. Sending it again is safe: same bytes."""
-        for attempt in range(4):
+    def _put_manifest(self, repo: str, reference: str, body: bytes, media_type: str = MANIFEST, *,
+                      what: str | None = None) -> Any:
+        """PUT a manifest at a tag or digest, again after a transient refusal: Distribution's filesystem driver,
+        reading a blob link or manifest that a concurrent push of the same bytes is rewriting, answers 500 or 400
+        DIGEST_INVALID for a manifest that is fine. Sending it again is safe: same bytes. The registry's answer."""
+        attempt = 0
+        while True:
             try:
-                self._request("PUT", f"/v2/{repo}/manifests/{tag}", f"tag {repo}:{tag}", scope=self._scope(repo),
-                              ok=(201, 200), data=body, headers={"Content-Type": MANIFEST})
-                return
+                return self._request("PUT", f"/v2/{repo}/manifests/{reference}", what or f"tag {repo}:{reference}",
+                                     scope=self._scope(repo), ok=(201, 200), data=body,
+                                     headers={"Content-Type": media_type})
             except _Refused as exc:
                 if attempt == 3 or not (exc.status >= 500 or exc.code == "DIGEST_INVALID"):
                     raise
-                time.sleep(0.1 * 2 ** attempt)
+            time.sleep(0.1 * 2 ** attempt)
+            attempt += 1
 
     def _settle(self) -> None:
         """Give a racing push that started before ours time to land, so the re-read after it sees the winner."""

@@ -120,9 +120,7 @@ class Referrers:
                     "annotations": annotations}
         body = json.dumps(manifest, separators=(",", ":")).encode()
         digest = "sha256:" + hashlib.sha256(body).hexdigest()
-        response = self._request("PUT", f"/v2/{repo}/manifests/{digest}", f"the {kind} of {repo}@{subject[:19]}",
-                                 scope=self._scope(repo), ok=(201, 200), data=body,
-                                 headers={"Content-Type": IMAGE_MANIFEST})
+        response = self._put_manifest(repo, digest, body, IMAGE_MANIFEST, what=f"the {kind} of {repo}@{subject[:19]}")
         if response is not None and response.headers.get("OCI-Subject"):
             return digest, None
         return digest, {"mediaType": IMAGE_MANIFEST, "digest": digest, "size": len(body),
@@ -145,9 +143,7 @@ class Referrers:
         entries = [e for e in (found[0] if found else []) if isinstance(e, dict)]
         index = {"schemaVersion": 2, "mediaType": IMAGE_INDEX, "manifests": [*entries, descriptor]}
         tag = subject.replace(":", "-")
-        self._request("PUT", f"/v2/{repo}/manifests/{tag}", f"tag {repo}:{tag}", scope=self._scope(repo),
-                      ok=(201, 200), data=json.dumps(index, separators=(",", ":")).encode(),
-                      headers={"Content-Type": IMAGE_INDEX})
+        self._put_manifest(repo, tag, json.dumps(index, separators=(",", ":")).encode(), IMAGE_INDEX)
 
     def _read_attached(self, repo: str, digest: str, kind: str) -> bytes:
         found = self._manifest(repo, digest)

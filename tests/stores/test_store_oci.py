@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -226,8 +227,28 @@ def test_a_transient_refusal_of_a_manifest_is_sent_again(registry, build, monkey
     assert len(refusals) == 2
     assert json.loads(store.read_manifest("digits", "9.0.1"))["content"]["version"] == "9.0.1"
     refusals.clear()
+    signature = b'{"mediaType": "application/vnd.dev.sigstore.bundle.v0.3+json"}'
+    assert store.attach("digits", "9.0.1", "signature", signature) is None  # its artifact and fallback index
+    assert len(refusals) == 2 and store.attachment("digits", "9.0.1", "signature") == signature
+    refusals.clear()
     refuse_first[0] = 100
     with pytest.raises(EnvironmentProblem, match=r"refused tag .*DIGEST_INVALID"):  # a lasting refusal is said
         publish(build, store, name="digits", version="9.0.2")
     assert len(refusals) == 4
     assert store.read_manifest("digits", "9.0.2") is None
+
+
+def test_racing_attachers_of_one_signature_all_succeed(registry, build):
+    """Eight publishers attaching the same signature at once re-upload its blobs while the others PUT the
+    artifact manifest naming them: Distribution then answers DIGEST_INVALID now and then (about 1 PUT in 20
+    here), which is sent again. Every attacher ends with the one signature attached."""
+    uri = registry.uri()
+    signature = b'{"mediaType": "application/vnd.dev.sigstore.bundle.v0.3+json"}'
+    for round_ in range(10):
+        version = f"4.0.{round_}"
+        publish(build, uri, "digits", version)
+        with ThreadPoolExecutor(8) as pool:
+            answers = list(pool.map(lambda v: OciStore(uri).attach("digits", v, "signature", signature),
+                                    [version] * 8))
+        assert set(answers) <= {None, signature}, answers
+        assert OciStore(uri).attachment("digits", version, "signature") == signature
