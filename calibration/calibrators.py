@@ -60,9 +60,11 @@ def quiet() -> Iterator[None]:
         root.setLevel(level)
 
 
-def save_model(proto: onnx.ModelProto, path: Path, data_name: str | None = None) -> None:
-    """Save, with weights as external data next to it (``data_name``) when beyond protobuf's limit."""
-    if proto.ByteSize() > 2**31 - 2**26:
+def save_model(proto: onnx.ModelProto, path: Path, data_name: str | None = None, size: int | None = None) -> None:
+    """Save, with weights as external data next to it (``data_name``) when beyond protobuf's limit. ``size``: what
+    the caller knows its initializers weigh, which spares measuring a large proto (the limit leaves 64 MiB for
+    the rest)."""
+    if (proto.ByteSize() if size is None else size) > 2**31 - 2**26:
         onnx.save_model(proto, path, save_as_external_data=True, location=data_name or path.name + ".data",
                         all_tensors_to_one_file=True)
     else:

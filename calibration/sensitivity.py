@@ -19,9 +19,9 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-from onnx import helper
+from onnx import helper, numpy_helper
 
-from calibration.calibrators import TENSORRT_QUANTIZED_OPS
+from calibration.calibrators import TENSORRT_QUANTIZED_OPS, save_model
 from compiler.data.agreement import sqnr_db
 from compiler.data.datasets import Dataset, batches
 from compiler.data.session import session
@@ -112,28 +112,72 @@ def local_errors(prepared: Path, qdq: Path, dataset: Dataset, indices: np.ndarra
         compared[node.name] = (node.output[0], PREFIX + node.output[0], activations)
     graph.node.extend(added)
     del graph.output[:]
-    for reference, local_name, _ in compared.values():
-        graph.output.extend([helper.make_tensor_value_info(reference, onnx.TensorProto.FLOAT, None),
-                             helper.make_tensor_value_info(local_name, onnx.TensorProto.FLOAT, None)])
+    opset = next((o.version for o in float_model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    statistics = {node: _error_statistics(graph, reference, local_name, opset)
+                  for node, (reference, local_name, _) in compared.items()}
     path = qdq.with_name(qdq.name + ".sensitivity.onnx")
-    onnx.save_model(float_model, path)
+    weights = sum(len(i.raw_data) or i.ByteSize() for i in graph.initializer)  # pre-processing made them all so
+    save_model(float_model, path, path.name + ".data", size=weights)
+    del float_model, quantized_model
     try:
         runner = session(path, "sensitivity model")
     finally:
         path.unlink(missing_ok=True)
+        path.with_name(path.name + ".data").unlink(missing_ok=True)
     names = [o.name for o in runner.get_outputs()]
     sums = {node: [0.0, 0.0, 0.0, 0] for node in compared}  # sum x, sum x^2, sum err^2, count
     for chunk in batches(indices, batch_size):
         values = dict(zip(names, runner.run(names, dataset.read(chunk)), strict=True))
-        for node, (reference, local_name, _) in compared.items():
-            ref = values[reference].astype(np.float64)
-            err = ref - values[local_name].astype(np.float64)
-            acc = sums[node]
-            acc[0] += float(ref.sum())
-            acc[1] += float((ref * ref).sum())
-            acc[2] += float((err * err).sum())
-            acc[3] += ref.size
+        for node, outputs in statistics.items():
+            _accumulate(sums[node], *(values[name] for name in outputs))
     return {node: (sqnr_db(*sums[node]), compared[node][2]) for node in compared}
+
+
+def _accumulate(sums: list, means: np.ndarray, spreads: np.ndarray, errors: np.ndarray, size: np.ndarray) -> None:
+    """Add one batch's :func:`_error_statistics` to ``sums`` (sum x, sum x^2, sum err^2, count), in float64."""
+    row_means, count = means.astype(np.float64), int(size)
+    per_row = count // max(row_means.size, 1)
+    sums[0] += per_row * float(row_means.sum())
+    sums[1] += float(spreads.astype(np.float64).sum()) + per_row * float((row_means ** 2).sum())
+    sums[2] += float(errors.astype(np.float64).sum())
+    sums[3] += count
+
+
+def _error_statistics(graph: onnx.GraphProto, reference: str, local: str, opset: int) -> tuple[str, str, str, str]:
+    """Add the graph outputs that measure ``local`` against ``reference`` without fetching either: per row (the
+    last axis) the reference's mean, its squared deviation from that mean and the squared error, and the element
+    count. Fetching whole activations of every quantized node made onnxruntime allocate fresh memory for each
+    one on every batch (several times the FP32 model's own run time); row sums keep float32 accumulation short,
+    and the rows are combined in float64."""
+    means, centered, spreads = f"{PREFIX}mean::{reference}", f"{PREFIX}centered::{reference}", \
+        f"{PREFIX}spread::{reference}"
+    difference, errors, size = f"{PREFIX}error::{reference}", f"{PREFIX}errors::{reference}", \
+        f"{PREFIX}size::{reference}"
+    graph.node.extend([
+        _reduce("ReduceMean", reference, means, opset, keepdims=1),
+        helper.make_node("Sub", [reference, means], [centered], centered),
+        _reduce("ReduceSumSquare", centered, spreads, opset, keepdims=0),
+        helper.make_node("Sub", [reference, local], [difference], difference),
+        _reduce("ReduceSumSquare", difference, errors, opset, keepdims=0),
+        helper.make_node("Size", [reference], [size], size),
+    ])
+    graph.output.extend([helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None)
+                         for name in (means, spreads, errors)])
+    graph.output.append(helper.make_tensor_value_info(size, onnx.TensorProto.INT64, None))
+    if opset >= AXES_AS_INPUT and not any(i.name == LAST_AXIS for i in graph.initializer):
+        graph.initializer.append(numpy_helper.from_array(np.array([-1], np.int64), LAST_AXIS))
+    return means, spreads, errors, size
+
+
+LAST_AXIS = PREFIX + "last-axis"
+AXES_AS_INPUT = 18
+"""ReduceMean and ReduceSumSquare take their axes as an input from opset 18, as an attribute before."""
+
+
+def _reduce(op: str, tensor: str, output: str, opset: int, keepdims: int) -> onnx.NodeProto:
+    if opset >= AXES_AS_INPUT:
+        return helper.make_node(op, [tensor, LAST_AXIS], [output], output, keepdims=keepdims)
+    return helper.make_node(op, [tensor], [output], output, axes=[-1], keepdims=keepdims)
 
 
 def regions(errors: dict[str, tuple[float, list[str]]]) -> list[Region]:
