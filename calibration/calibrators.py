@@ -60,15 +60,21 @@ def quiet() -> Iterator[None]:
         root.setLevel(level)
 
 
-def save_model(proto: onnx.ModelProto, path: Path, data_name: str | None = None, size: int | None = None) -> None:
-    """Save, with weights as external data next to it (``data_name``) when beyond protobuf's limit. ``size``: what
-    the caller knows its initializers weigh, which spares measuring a large proto (the limit leaves 64 MiB for
-    the rest)."""
-    if (proto.ByteSize() if size is None else size) > 2**31 - 2**26:
-        onnx.save_model(proto, path, save_as_external_data=True, location=data_name or path.name + ".data",
-                        all_tensors_to_one_file=True)
-    else:
-        onnx.save_model(proto, path)
+def save_model(proto: onnx.ModelProto, path: Path, data_name: str | None = None) -> None:
+    """Save, with weights as external data next to it (``data_name``) when beyond protobuf's limit. Serialised
+    once and measured by its bytes: asking a large proto its ``ByteSize`` costs as much as serialising it."""
+    from google.protobuf.message import EncodeError
+
+    try:
+        serialized: bytes | None = proto.SerializeToString()
+    except EncodeError:  # over 2 GB: protobuf cannot hold it in one message
+        serialized = None
+    if serialized is not None and len(serialized) <= 2**31 - 2**26:
+        path.write_bytes(serialized)
+        return
+    del serialized
+    onnx.save_model(proto, path, save_as_external_data=True, location=data_name or path.name + ".data",
+                    all_tensors_to_one_file=True)
 
 
 def default_opset(proto: onnx.ModelProto) -> int:

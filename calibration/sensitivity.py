@@ -21,7 +21,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from calibration.calibrators import TENSORRT_QUANTIZED_OPS, save_model
+from calibration.calibrators import TENSORRT_QUANTIZED_OPS, default_opset, save_model
 from compiler.data.agreement import sqnr_db
 from compiler.data.datasets import Dataset, batches
 from compiler.data.session import session
@@ -112,12 +112,10 @@ def local_errors(prepared: Path, qdq: Path, dataset: Dataset, indices: np.ndarra
         compared[node.name] = (node.output[0], PREFIX + node.output[0], activations)
     graph.node.extend(added)
     del graph.output[:]
-    opset = next((o.version for o in float_model.opset_import if o.domain in ("", "ai.onnx")), 0)
-    statistics = {node: _error_statistics(graph, reference, local_name, opset)
+    statistics = {node: _error_statistics(graph, reference, local_name, default_opset(float_model))
                   for node, (reference, local_name, _) in compared.items()}
     path = qdq.with_name(qdq.name + ".sensitivity.onnx")
-    weights = sum(len(i.raw_data) or i.ByteSize() for i in graph.initializer)  # pre-processing made them all so
-    save_model(float_model, path, path.name + ".data", size=weights)
+    save_model(float_model, path, path.name + ".data")
     del float_model, quantized_model
     try:
         runner = session(path, "sensitivity model")

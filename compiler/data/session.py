@@ -21,7 +21,7 @@ def session(path: Path, what: str):
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
     options.log_severity_level = 3
-    options.enable_mem_pattern = False
+    options.enable_mem_pattern = False  # its second run would fault in every activation's pages again
     try:
         return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     except Exception as exc:
