@@ -29,8 +29,10 @@ sys.path.insert(0, str(HERE.parent))
 
 from tests.support import synthetic  # noqa: E402
 
-PROFILES = ("profiles:\n  - name: p\n    shapes:\n"
-            "      image: {min: [1, 3, 224, 224], opt: [4, 3, 224, 224], max: [8, 3, 224, 224]}\n")
+PROFILES = (
+    "profiles:\n  - name: p\n    shapes:\n"
+    "      image: {min: [1, 3, 224, 224], opt: [4, 3, 224, 224], max: [8, 3, 224, 224]}\n"
+)
 CASES = {
     "one": ["--sku", "rtx-4090", "--precision", "fp32"],
     "jobs 1": ["--sku", "rtx-4090", "--sku", "rtx-3090", "--precision", "fp32", "--no-cache", "--jobs", "1"],
@@ -41,8 +43,21 @@ CASES = {
 def build(checkout: Path, model: Path, profiles: Path, out: Path, cache: Path, args: list[str]) -> float:
     """Seconds of one `compile build` of ``checkout`` (its packages first on the path)."""
     env = {**os.environ, "PYTHONPATH": str(checkout)}
-    command = [sys.executable, "-m", "compiler", "build", str(model), "--profiles", str(profiles),
-               "--out", str(out), "--cache-dir", str(cache), "--json", *args]
+    command = [
+        sys.executable,
+        "-m",
+        "compiler",
+        "build",
+        str(model),
+        "--profiles",
+        str(profiles),
+        "--out",
+        str(out),
+        "--cache-dir",
+        str(cache),
+        "--json",
+        *args,
+    ]
     os.sync()  # no run pays for the write-back of the plans before it
     started = time.perf_counter()
     subprocess.run(command, check=True, env=env, cwd=checkout, stdout=subprocess.DEVNULL)
@@ -71,11 +86,13 @@ def main() -> None:
                     model = run / "model.onnx"
                     shutil.copy(source, model)  # new to this run's cache: parsed and hashed anew
                     times.setdefault((side, case), []).append(
-                        build(checkout, model, profiles, run / "out", run / "cache", args))
+                        build(checkout, model, profiles, run / "out", run / "cache", args)
+                    )
             for side, checkout in order:  # warm: the "one" run's cache has the engine and the model's facts
                 run = work / f"{side}-{round_}-one"
-                times.setdefault((side, "cached"), []).append(build(
-                    checkout, run / "model.onnx", profiles, run / "out2", run / "cache", CASES["one"]))
+                times.setdefault((side, "cached"), []).append(
+                    build(checkout, run / "model.onnx", profiles, run / "out2", run / "cache", CASES["one"])
+                )
             for stale in work.glob(f"*-{round_}-*"):
                 shutil.rmtree(stale)
     print(f"{options.rounds} alternating rounds; A = {sides['A']}, B = {sides['B']}")

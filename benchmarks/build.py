@@ -69,10 +69,10 @@ JOBS_CEILING = "ceiling of the jobs figure: raw API, one start-up, in sequence /
 
 PROFILES = {
     "resnet50": "profiles:\n  - name: p\n    shapes:\n"
-                "      image: {min: [1, 3, 224, 224], opt: [4, 3, 224, 224], max: [8, 3, 224, 224]}\n",
+    "      image: {min: [1, 3, 224, 224], opt: [4, 3, 224, 224], max: [8, 3, 224, 224]}\n",
     "bert": "profiles:\n  - name: p\n    shapes:\n"
-            "      input_ids: {min: [1, 16], opt: [4, 128], max: [8, 128]}\n"
-            "      attention_mask: {min: [1, 16], opt: [4, 128], max: [8, 128]}\n",
+    "      input_ids: {min: [1, 16], opt: [4, 128], max: [8, 128]}\n"
+    "      attention_mask: {min: [1, 16], opt: [4, 128], max: [8, 128]}\n",
 }
 
 
@@ -110,7 +110,8 @@ def bench(name: str, work: Path, repeat: int) -> list[tuple[str, str, list[float
     cli = [sys.executable, "-m", "compiler", "build", str(model), "--profiles", str(profiles), "--json"]
     one = ["--sku", "rtx-4090", "--precision", "fp32"]
     raw_api, ours_api, raw_fresh, ours_fresh, cached_api, raw_cli, ours_cli, cached_cli, jobs1, jobs2, seq, par = (
-        [] for _ in range(12))
+        [] for _ in range(12)
+    )
     api_jobs1, api_jobs2, seen_jobs1, seen_jobs2, one_seq, one_par = [], [], [], [], [], []
     seen = work.parent / f"{name}-seen-cache"  # outlives the rounds: remembers the model file's checks
     raw_script = [sys.executable, str(HERE / "raw_build.py"), str(model), str(profiles)]
@@ -135,32 +136,69 @@ def bench(name: str, work: Path, repeat: int) -> list[tuple[str, str, list[float
         for stale in work.iterdir():
             if stale not in (model, profiles):
                 shutil.rmtree(stale) if stale.is_dir() else stale.unlink()
-        both((raw_fresh, lambda: timed_build("raw", model, profiles, work / "fresh-raw.plan")),
-             (ours_fresh, lambda: timed_build("compile", model, profiles, work / "fresh", cache)), timer=lambda f: f())
+        both(
+            (raw_fresh, lambda: timed_build("raw", model, profiles, work / "fresh-raw.plan")),
+            (ours_fresh, lambda: timed_build("compile", model, profiles, work / "fresh", cache)),
+            timer=lambda f: f(),
+        )
         cached_api.append(timed_build("compile", model, profiles, work / "fresh2", cache))
-        both((raw_api, lambda: raw_build(str(model), str(profiles), "8.9", str(work / "raw.plan"))),
-             (ours_api, lambda: build_engines(*api, work / "api", BuildOptions(cache_dir=work / f"api-cache{i}"))))
-        both((raw_cli, lambda: run(raw_pair("cli-")[0])),
-             (ours_cli, lambda: run([*cli, *one, "--no-cache", "--cache-dir", str(work / f"cold{i}"),
-                                     "--out", str(work / "cli")])))
+        both(
+            (raw_api, lambda: raw_build(str(model), str(profiles), "8.9", str(work / "raw.plan"))),
+            (ours_api, lambda: build_engines(*api, work / "api", BuildOptions(cache_dir=work / f"api-cache{i}"))),
+        )
+        both(
+            (raw_cli, lambda: run(raw_pair("cli-")[0])),
+            (
+                ours_cli,
+                lambda: run(
+                    [*cli, *one, "--no-cache", "--cache-dir", str(work / f"cold{i}"), "--out", str(work / "cli")]
+                ),
+            ),
+        )
         cached_cli.append(seconds(run, [*cli, *one, "--cache-dir", str(cache), "--out", str(work / "cli2")]))
-        both((api_jobs1, lambda: build_engines(*pair, work / "aj1",
-                                               BuildOptions(jobs=1, cache_dir=work / "aj1c", use_cache=False))),
-             (api_jobs2, lambda: build_engines(*pair, work / "aj2",
-                                               BuildOptions(jobs=2, cache_dir=work / "aj2c", use_cache=False))))
-        both((jobs1, lambda: run([*cli, *two, "--jobs", "1", "--cache-dir", str(work / f"j1-{i}"),
-                                  "--out", str(work / "j1")])),
-             (jobs2, lambda: run([*cli, *two, "--jobs", "2", "--cache-dir", str(work / f"j2-{i}"),
-                                  "--out", str(work / "j2")])))
+        both(
+            (
+                api_jobs1,
+                lambda: build_engines(
+                    *pair, work / "aj1", BuildOptions(jobs=1, cache_dir=work / "aj1c", use_cache=False)
+                ),
+            ),
+            (
+                api_jobs2,
+                lambda: build_engines(
+                    *pair, work / "aj2", BuildOptions(jobs=2, cache_dir=work / "aj2c", use_cache=False)
+                ),
+            ),
+        )
+        both(
+            (
+                jobs1,
+                lambda: run(
+                    [*cli, *two, "--jobs", "1", "--cache-dir", str(work / f"j1-{i}"), "--out", str(work / "j1")]
+                ),
+            ),
+            (
+                jobs2,
+                lambda: run(
+                    [*cli, *two, "--jobs", "2", "--cache-dir", str(work / f"j2-{i}"), "--out", str(work / "j2")]
+                ),
+            ),
+        )
         if i == 0:
             run([*cli, *two, "--cache-dir", str(seen), "--out", str(work / "s0")])
-        both((seen_jobs1, lambda: run([*cli, *two, "--jobs", "1", "--cache-dir", str(seen), "--out", str(work / "1")])),
-             (seen_jobs2, lambda: run([*cli, *two, "--jobs", "2", "--cache-dir", str(seen), "--out", str(work / "2")])))
+        both(
+            (seen_jobs1, lambda: run([*cli, *two, "--jobs", "1", "--cache-dir", str(seen), "--out", str(work / "1")])),
+            (seen_jobs2, lambda: run([*cli, *two, "--jobs", "2", "--cache-dir", str(seen), "--out", str(work / "2")])),
+        )
         pair_script = [sys.executable, str(HERE / "raw_pair.py")]
-        both((one_seq, lambda: run([*pair_script, "seq", str(model), str(profiles), str(work / "pair-seq")])),
-             (one_par, lambda: run([*pair_script, "par", str(model), str(profiles), str(work / "pair-par")])))
-        both((seq, lambda: [run(command) for command in raw_pair("seq-")]),
-             (par, lambda: run_side_by_side(raw_pair("par-"))))
+        both(
+            (one_seq, lambda: run([*pair_script, "seq", str(model), str(profiles), str(work / "pair-seq")])),
+            (one_par, lambda: run([*pair_script, "par", str(model), str(profiles), str(work / "pair-par")])),
+        )
+        both(
+            (seq, lambda: [run(command) for command in raw_pair("seq-")]),
+            (par, lambda: run_side_by_side(raw_pair("par-"))),
+        )
 
     for i in range(repeat):
         one_round(i)
@@ -191,8 +229,10 @@ def main() -> None:
             work = Path(tmp) / name
             work.mkdir()
             rows += bench(name, work, args.repeat)
-    table = Table(title=f"compile build benchmark ({args.repeat} rounds; ratios of medians, of best runs, and the "
-                        f"median of each round's own ratio)")
+    table = Table(
+        title=f"compile build benchmark ({args.repeat} rounds; ratios of medians, of best runs, and the "
+        f"median of each round's own ratio)"
+    )
     for column in ("model", "figure", "ours s", "baseline s", "ratio", "best-run ratio", "paired ratio", "target"):
         table.add_column(column)
     median = statistics.median
@@ -202,14 +242,24 @@ def main() -> None:
         # both sides of a figure are measured once per round, back to back: the paired ratio compares each
         # with the other under the same machine state, which drifts between rounds on a shared VM
         paired = median(o / b for o, b in zip(ours, base, strict=True))
-        table.add_row(name, figure, f"{median(ours):.3f}", f"{median(base):.3f}", f"{ratios[name, figure]:.3f}",
-                      f"{min(ours) / min(base):.3f}", f"{paired:.3f}", target)
+        table.add_row(
+            name,
+            figure,
+            f"{median(ours):.3f}",
+            f"{median(base):.3f}",
+            f"{ratios[name, figure]:.3f}",
+            f"{min(ours) / min(base):.3f}",
+            f"{paired:.3f}",
+            target,
+        )
     console = Console(width=170)
     console.print(table)
     for name in args.models.split(","):
         jobs, ceiling = ratios[name, JOBS_FIGURE], ratios[name, JOBS_CEILING]
-        console.print(f"{name}: the --jobs figure {jobs:.3f} is {jobs / ceiling:.1%} of its ceiling {ceiling:.3f} "
-                      f"on this machine in this run")
+        console.print(
+            f"{name}: the --jobs figure {jobs:.3f} is {jobs / ceiling:.1%} of its ceiling {ceiling:.3f} "
+            f"on this machine in this run"
+        )
 
 
 if __name__ == "__main__":

@@ -44,11 +44,21 @@ def child_ours(args: argparse.Namespace) -> dict:
     from compiler.core.options import CalibrationOptions
 
     started = time.perf_counter()
-    options = CalibrationOptions(precision="int8", method=args.method, samples=args.samples,
-                                 batch_size=args.batch_size, holdout=args.holdout, reuse=False)
+    options = CalibrationOptions(
+        precision="int8",
+        method=args.method,
+        samples=args.samples,
+        batch_size=args.batch_size,
+        holdout=args.holdout,
+        reuse=False,
+    )
     result = calibrate(args.model, args.data, args.out, options)
-    return {"seconds": time.perf_counter() - started, "samples": result.samples,
-            "cosine": result.report.outputs[0].cosine_mean, "tensors": len(result.ranges)}
+    return {
+        "seconds": time.perf_counter() - started,
+        "samples": result.samples,
+        "cosine": result.report.outputs[0].cosine_mean,
+        "tensors": len(result.ranges),
+    }
 
 
 def child_onnxruntime(args: argparse.Namespace) -> dict:
@@ -69,13 +79,21 @@ def child_onnxruntime(args: argparse.Namespace) -> dict:
         with quiet():
             quant_pre_process(args.model, str(prepared), skip_symbolic_shape=True)
             method = _ort_method(args.method)
-            calibrator = create_calibrator(prepared, quantizable_ops(), augmented_model_path=str(Path(tmp) / "a.onnx"),
-                                           calibrate_method=method,
-                                           extra_options={"symmetric": True, "num_bins": options.num_bins,
-                                                          "num_quantized_bins": options.num_quantized_bins,
-                                                          "percentile": options.percentile})
-            batches = iter([{"image": images[chosen[i:i + args.batch_size]]}
-                            for i in range(0, len(chosen), args.batch_size)])
+            calibrator = create_calibrator(
+                prepared,
+                quantizable_ops(),
+                augmented_model_path=str(Path(tmp) / "a.onnx"),
+                calibrate_method=method,
+                extra_options={
+                    "symmetric": True,
+                    "num_bins": options.num_bins,
+                    "num_quantized_bins": options.num_quantized_bins,
+                    "percentile": options.percentile,
+                },
+            )
+            batches = iter(
+                [{"image": images[chosen[i : i + args.batch_size]]} for i in range(0, len(chosen), args.batch_size)]
+            )
 
             class Reader:
                 def get_next(self):
@@ -143,23 +161,31 @@ def main() -> None:
         small = run_child("ours", out=root / "small", samples=args.small, **common)
         large, direct = [], []
         for i in range(args.repeat):  # the two sides alternate who goes first; medians below
-            pair = [(large, lambda: run_child("ours", out=root / "large", samples=args.large, **common)),
-                    (direct, lambda: run_child("onnxruntime", samples=args.large, **common))]
+            pair = [
+                (large, lambda: run_child("ours", out=root / "large", samples=args.large, **common)),
+                (direct, lambda: run_child("onnxruntime", samples=args.large, **common)),
+            ]
             for runs, action in pair[:: 1 if i % 2 == 0 else -1]:
                 runs.append(action())
     large, direct = median_run(large), median_run(direct)
-    rows = {f"calibrate, {args.small} samples": small, f"calibrate, {args.large} samples": large,
-            f"onnxruntime calibrator, {args.large} samples": direct}
+    rows = {
+        f"calibrate, {args.small} samples": small,
+        f"calibrate, {args.large} samples": large,
+        f"onnxruntime calibrator, {args.large} samples": direct,
+    }
     memory_ratio = large["peak_rss_mb"] / small["peak_rss_mb"]
     time_ratio = large["seconds"] / direct["seconds"]
-    table = Table(title=f"ResNet-18 ({args.image_size}x{args.image_size}), {args.method}, batch {args.batch_size}, "
-                        f"{args.holdout} held-out; {args.large}-sample rows: median of {args.repeat} alternating runs",
-                  title_justify="left")
+    table = Table(
+        title=f"ResNet-18 ({args.image_size}x{args.image_size}), {args.method}, batch {args.batch_size}, "
+        f"{args.holdout} held-out; {args.large}-sample rows: median of {args.repeat} alternating runs",
+        title_justify="left",
+    )
     for column in ("run", "samples", "tensors", "seconds", "peak RSS MiB"):
         table.add_column(column, justify="left" if column == "run" else "right")
     for name, row in rows.items():
-        table.add_row(name, str(row["samples"]), str(row["tensors"]), f"{row['seconds']:.1f}",
-                      f"{row['peak_rss_mb']:.0f}")
+        table.add_row(
+            name, str(row["samples"]), str(row["tensors"]), f"{row['seconds']:.1f}", f"{row['peak_rss_mb']:.0f}"
+        )
     console = Console()
     console.print(table)
     checks = [

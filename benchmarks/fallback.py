@@ -50,9 +50,11 @@ def encoder(folder: Path, layers: int, outlier_layers: tuple[int, ...], samples:
     rng = np.random.default_rng(5)
     for layer in outlier_layers:
         channel = int(rng.integers(FFN))
-        for name, index, factor in ((f"layer.{layer}/intermediate.weight", (slice(None), channel), 1000.0),
-                                    (f"layer.{layer}/intermediate.bias", (channel,), 1000.0),
-                                    (f"layer.{layer}/output.weight", (channel, slice(None)), 1e-3)):
+        for name, index, factor in (
+            (f"layer.{layer}/intermediate.weight", (slice(None), channel), 1000.0),
+            (f"layer.{layer}/intermediate.bias", (channel,), 1000.0),
+            (f"layer.{layer}/output.weight", (channel, slice(None)), 1e-3),
+        ):
             array = numpy_helper.to_array(weights[name]).copy()
             array[index] *= factor
             weights[name].CopyFrom(numpy_helper.from_array(array, name))
@@ -69,9 +71,15 @@ def ours(model: Path, data: Path, out: Path) -> dict:
     started = time.perf_counter()
     result = calibrate(model, data, out, options(fallback="auto"))
     fallback = result.fallback or {}
-    return {"seconds": time.perf_counter() - started, "evaluations": fallback.get("evaluations"),
-            "regions": fallback.get("regions"), "kept": fallback.get("regions_kept"), "passed": result.passed,
-            "int8_work": fallback.get("low_precision_work"), "nodes": fallback.get("nodes_kept")}
+    return {
+        "seconds": time.perf_counter() - started,
+        "evaluations": fallback.get("evaluations"),
+        "regions": fallback.get("regions"),
+        "kept": fallback.get("regions_kept"),
+        "passed": result.passed,
+        "int8_work": fallback.get("low_precision_work"),
+        "nodes": fallback.get("nodes_kept"),
+    }
 
 
 def floor(model: Path, data: Path, out: Path) -> dict:
@@ -105,8 +113,12 @@ def linear(model: Path, data: Path, out: Path) -> dict:
     from calibration.sensitivity import source_name
 
     final = calibrate(model, data, out, options(exclude=tuple(sorted({source_name(n, source) for n in kept}))))
-    return {"seconds": time.perf_counter() - started, "evaluations": evaluations + 1, "passed": final.passed,
-            "int8_work": low_precision_work(out / "model.onnx")}
+    return {
+        "seconds": time.perf_counter() - started,
+        "evaluations": evaluations + 1,
+        "passed": final.passed,
+        "int8_work": low_precision_work(out / "model.onnx"),
+    }
 
 
 def main() -> None:
@@ -133,14 +145,39 @@ def main() -> None:
         median = {name: statistics.median(r["seconds"] for r in results) for name, results in seen.items()}
         first = {name: results[0] for name, results in seen.items()}
         n = first["ours"]["regions"] or 1
-        rows.append([label, str(n), f"{first['ours']['evaluations']}", str(2 * math.ceil(math.log2(n)) + 4),
-                     f"{median['ours']:.2f}", f"{median['floor']:.2f}", f"{first['linear']['evaluations']}",
-                     f"{median['linear']:.2f}", f"{median['ours'] / median['floor']:.2f}",
-                     f"{median['ours'] / median['linear']:.2f}", f"{first['ours']['kept']}",
-                     f"{first['ours']['int8_work']}", str(first["ours"]["passed"] and first["linear"]["passed"])])
+        rows.append(
+            [
+                label,
+                str(n),
+                f"{first['ours']['evaluations']}",
+                str(2 * math.ceil(math.log2(n)) + 4),
+                f"{median['ours']:.2f}",
+                f"{median['floor']:.2f}",
+                f"{first['linear']['evaluations']}",
+                f"{median['linear']:.2f}",
+                f"{median['ours'] / median['floor']:.2f}",
+                f"{median['ours'] / median['linear']:.2f}",
+                f"{first['ours']['kept']}",
+                f"{first['ours']['int8_work']}",
+                str(first["ours"]["passed"] and first["linear"]["passed"]),
+            ]
+        )
         print(f"{label}: ours kept {first['ours']['nodes']}", flush=True)
-    header = ["model", "regions n", "ours evals", "target", "ours s", "floor s", "linear evals", "linear s",
-              "ours/floor", "ours/linear", "regions kept", "INT8 work", "passed"]
+    header = [
+        "model",
+        "regions n",
+        "ours evals",
+        "target",
+        "ours s",
+        "floor s",
+        "linear evals",
+        "linear s",
+        "ours/floor",
+        "ours/linear",
+        "regions kept",
+        "INT8 work",
+        "passed",
+    ]
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
     print(f"rounds: {args.rounds} (median seconds); evaluations counted as calibrations + held-out evaluations")
     for line in [header, ["-" * w for w in widths], *rows]:

@@ -61,8 +61,16 @@ def pipeline(work: Path) -> Path:
 
 def release(pipeline_file: Path, work: Path, name: str, env: dict[str, str]) -> tuple[float, dict]:
     started = time.perf_counter()
-    result = run_cli("release", pipeline_file, "--work", work / name, "--store", work / f"store-{name}", "--json",
-                     env={**env, "COMPILE_CACHE_DIR": str(work / f"cache-{name}")})
+    result = run_cli(
+        "release",
+        pipeline_file,
+        "--work",
+        work / name,
+        "--store",
+        work / f"store-{name}",
+        "--json",
+        env={**env, "COMPILE_CACHE_DIR": str(work / f"cache-{name}")},
+    )
     seconds = time.perf_counter() - started
     if result.exit_code != 0:
         raise SystemExit(f"runner {name} failed: {result.stderr}")
@@ -103,15 +111,24 @@ def measure_runners(args, server, work: Path) -> list[tuple[str, float, float, s
             raise SystemExit(f"runner B made something itself: {sources}")
         rest_s.append(b_s[-1] - sum(s["seconds"] for s in report_b["stages"] if s["stage"] in CACHED))
         base_s.append(baseline(client, "cache", prefix, work, env))
-        print(f"round {round_}: A {a_s[-1]:.2f} s, B {b_s[-1]:.2f} s (" + ", ".join(
-            f"{s['stage']} {s['seconds']:.2f}" for s in report_b["stages"]) + f"; the rest {rest_s[-1]:.2f}), "
-            f"baseline {base_s[-1]:.2f} s", file=sys.stderr, flush=True)
+        print(
+            f"round {round_}: A {a_s[-1]:.2f} s, B {b_s[-1]:.2f} s ("
+            + ", ".join(f"{s['stage']} {s['seconds']:.2f}" for s in report_b["stages"])
+            + f"; the rest {rest_s[-1]:.2f}), "
+            f"baseline {base_s[-1]:.2f} s",
+            file=sys.stderr,
+            flush=True,
+        )
     median = statistics.median
     return [
         ("runner B s / (start-up + boto3 download) s", median(b_s), median(base_s), "<= 1.2"),
         ("runner B s / runner A s", median(b_s), median(a_s), "<= 0.3"),
-        ("limit: runner B less its cached stages s / (start-up + boto3 download) s", median(rest_s), median(base_s),
-         "information"),
+        (
+            "limit: runner B less its cached stages s / (start-up + boto3 download) s",
+            median(rest_s),
+            median(base_s),
+            "information",
+        ),
         ("runner B s / limit s", median(b_s), median(rest_s), "information"),
     ]
 
@@ -134,20 +151,30 @@ def measure_gc(args, server, work: Path) -> list[tuple[str, float, float, str]]:
     assert report.removed_versions == args.releases - 2 * (args.releases // 10)
     seen.clear()
     started = time.perf_counter()
-    keys = [entry["Key"] for page in store.client.get_paginator("list_objects_v2").paginate(Bucket="gc-bench")
-            for entry in page.get("Contents", [])]
+    keys = [
+        entry["Key"]
+        for page in store.client.get_paginator("list_objects_v2").paginate(Bucket="gc-bench")
+        for entry in page.get("Contents", [])
+    ]
     list_seconds, list_requests = time.perf_counter() - started, len(seen)
     for key in keys:
         if key.endswith("/manifest.json"):
             store.client.get_object(Bucket="gc-bench", Key=key)["Body"].read()
     read_seconds, read_requests = time.perf_counter() - started, len(seen)
     return [
-        (f"gc --dry-run requests / list the store once ({args.releases} releases)", float(gc_requests),
-         float(list_requests), "information"),
-        (f"gc --dry-run s / list the store once s ({args.releases} releases)", gc_seconds, list_seconds,
-         "information"),
-        ("limit: gc requests / (list once + read every manifest once)", float(gc_requests), float(read_requests),
-         "information"),
+        (
+            f"gc --dry-run requests / list the store once ({args.releases} releases)",
+            float(gc_requests),
+            float(list_requests),
+            "information",
+        ),
+        (f"gc --dry-run s / list the store once s ({args.releases} releases)", gc_seconds, list_seconds, "information"),
+        (
+            "limit: gc requests / (list once + read every manifest once)",
+            float(gc_requests),
+            float(read_requests),
+            "information",
+        ),
         ("limit: gc s / (list once + read every manifest once) s", gc_seconds, read_seconds, "information"),
     ]
 

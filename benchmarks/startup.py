@@ -43,8 +43,21 @@ def seconds(command: list[str], env: dict[str, str] | None = None) -> tuple[floa
 
 def release(root: Path) -> tuple[float, dict]:
     env = {**os.environ, "COMPILE_CACHE_DIR": str(root / "cache")}
-    took, out = seconds([sys.executable, "-m", "compiler", "release", str(PIPELINE), "--work", str(root / "work"),
-                         "--store", str(root / "artifacts"), "--json"], env)
+    took, out = seconds(
+        [
+            sys.executable,
+            "-m",
+            "compiler",
+            "release",
+            str(PIPELINE),
+            "--work",
+            str(root / "work"),
+            "--store",
+            str(root / "artifacts"),
+            "--json",
+        ],
+        env,
+    )
     return took, json.loads(out)
 
 
@@ -69,24 +82,46 @@ def main() -> None:
     for column in ("figure", "ours s", "baseline s", "ratio", "target"):
         table.add_column(column)
     for name, target in (("compile --version", "<= 1.5"), ("compile --help", "<= 2.5")):
-        table.add_row(f"{name} / import typer", f"{median[name]:.3f}", f"{median['import typer']:.3f}",
-                      f"{median[name] / median['import typer']:.2f}", target)
-    table.add_row("limit: import typer.rich_utils (Typer's help needs it) / import typer",
-                  f"{median['import typer.rich_utils']:.3f}", f"{median['import typer']:.3f}",
-                  f"{median['import typer.rich_utils'] / median['import typer']:.2f}", "")
-    table.add_row("compile --help / that limit", f"{median['compile --help']:.3f}",
-                  f"{median['import typer.rich_utils']:.3f}",
-                  f"{median['compile --help'] / median['import typer.rich_utils']:.2f}", "")
-    table.add_row("cached release / cold release", f"{median['cached release']:.3f}",
-                  f"{median['cold release']:.3f}", f"{median['cached release'] / median['cold release']:.3f}",
-                  "<= 0.10")
+        table.add_row(
+            f"{name} / import typer",
+            f"{median[name]:.3f}",
+            f"{median['import typer']:.3f}",
+            f"{median[name] / median['import typer']:.2f}",
+            target,
+        )
+    table.add_row(
+        "limit: import typer.rich_utils (Typer's help needs it) / import typer",
+        f"{median['import typer.rich_utils']:.3f}",
+        f"{median['import typer']:.3f}",
+        f"{median['import typer.rich_utils'] / median['import typer']:.2f}",
+        "",
+    )
+    table.add_row(
+        "compile --help / that limit",
+        f"{median['compile --help']:.3f}",
+        f"{median['import typer.rich_utils']:.3f}",
+        f"{median['compile --help'] / median['import typer.rich_utils']:.2f}",
+        "",
+    )
+    table.add_row(
+        "cached release / cold release",
+        f"{median['cached release']:.3f}",
+        f"{median['cold release']:.3f}",
+        f"{median['cached release'] / median['cold release']:.3f}",
+        "<= 0.10",
+    )
     in_stages = 0.0
     for stage, values in stages.items():
         in_stages += statistics.median(values)
         table.add_row(f"  cached: {stage}", f"{statistics.median(values):.3f}", "", "", "")
     table.add_row("  cached: start-up, imports, report", f"{median['cached release'] - in_stages:.3f}", "", "", "")
-    table.add_row("limit: compile --version / cold release", f"{median['compile --version']:.3f}",
-                  f"{median['cold release']:.3f}", f"{median['compile --version'] / median['cold release']:.3f}", "")
+    table.add_row(
+        "limit: compile --version / cold release",
+        f"{median['compile --version']:.3f}",
+        f"{median['cold release']:.3f}",
+        f"{median['compile --version'] / median['cold release']:.3f}",
+        "",
+    )
     Console(width=120).print(table)
 
 

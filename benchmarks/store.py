@@ -58,15 +58,30 @@ def fake_build(folder: Path, megabytes: int) -> EngineRecord:
             chunk = header + os.urandom(MB - len(header)) if index == 0 else os.urandom(MB)
             digest.update(chunk)
             handle.write(chunk)
-    engine = EngineRecord(sha256=digest.hexdigest(), size_bytes=megabytes * MB, model_sha256="0" * 64,
-                          built_model_sha256="0" * 64, calibration_sha256=None, sku="rtx-4090",
-                          compute_capabilities=["8.9"], precision="fp16", backend={"name": "tensorrt-rtx",
-                                                                                   "version": "1.7.1.116"},
-                          profiles=[], builder_options={}, build_seconds=0, cache_hit=False, cache_key="0" * 64,
-                          plan_header=None)
+    engine = EngineRecord(
+        sha256=digest.hexdigest(),
+        size_bytes=megabytes * MB,
+        model_sha256="0" * 64,
+        built_model_sha256="0" * 64,
+        calibration_sha256=None,
+        sku="rtx-4090",
+        compute_capabilities=["8.9"],
+        precision="fp16",
+        backend={"name": "tensorrt-rtx", "version": "1.7.1.116"},
+        profiles=[],
+        builder_options={},
+        build_seconds=0,
+        cache_hit=False,
+        cache_key="0" * 64,
+        plan_header=None,
+    )
     (plan_dir / "engine.json").write_text(engine.model_dump_json())
-    report = BuildReport(model="model.onnx", model_sha256="0" * 64, out=str(folder), targets=[
-        TargetStatus(sku="rtx-4090", precision="fp16", status=Status.OK, path=str(plan_dir))])
+    report = BuildReport(
+        model="model.onnx",
+        model_sha256="0" * 64,
+        out=str(folder),
+        targets=[TargetStatus(sku="rtx-4090", precision="fp16", status=Status.OK, path=str(plan_dir))],
+    )
     (folder / "build.json").write_text(report.model_dump_json())
     return engine
 
@@ -116,14 +131,27 @@ def measure_transfers(args, client, store, plan: Path, blob_key: str, work: Path
         client.delete_object(Bucket="bench", Key=blob_key)  # so each publish sends the plan again
         publish_s.append(timed(publish, work / "build", store, "bench", f"1.0.{round_}"))
         upload_s.append(timed(client.upload_file, str(plan), "bench", f"plain/{round_}", Config=store.transfer))
-        hashed_upload_s.append(timed(lambda key=f"hashed/{round_}": (sha256_of(plan), client.upload_file(
-            str(plan), "bench", key, Config=store.transfer))))
+        hashed_upload_s.append(
+            timed(
+                lambda key=f"hashed/{round_}": (
+                    sha256_of(plan),
+                    client.upload_file(str(plan), "bench", key, Config=store.transfer),
+                )
+            )
+        )
         out = work / "pulled.plan"
         pull_s.append(timed(pull, store, f"bench@1.0.{round_}", sku="rtx-4090", out=out, use_cache=False))
-        download_s.append(timed(client.download_file, "bench", f"plain/{round_}", str(work / "plain.plan"),
-                                Config=store.transfer))
-        hashed_download_s.append(timed(lambda key=f"plain/{round_}": (client.download_file(
-            "bench", key, str(work / "h.plan"), Config=store.transfer), sha256_of(work / "h.plan"))))
+        download_s.append(
+            timed(client.download_file, "bench", f"plain/{round_}", str(work / "plain.plan"), Config=store.transfer)
+        )
+        hashed_download_s.append(
+            timed(
+                lambda key=f"plain/{round_}": (
+                    client.download_file("bench", key, str(work / "h.plan"), Config=store.transfer),
+                    sha256_of(work / "h.plan"),
+                )
+            )
+        )
         for leftover in (out, work / "plain.plan", work / "h.plan"):
             leftover.unlink()
     again = publish(work / "build", store, "bench", "1.0.0").uploaded_bytes
@@ -131,11 +159,19 @@ def measure_transfers(args, client, store, plan: Path, blob_key: str, work: Path
     mbps = size / MB
     return [
         ("publish MB/s / upload_file MB/s", mbps / median(publish_s), mbps / median(upload_s), ">= 0.9"),
-        ("limit: (upload_file + sha256) MB/s / upload_file MB/s", mbps / median(hashed_upload_s),
-         mbps / median(upload_s), "information"),
+        (
+            "limit: (upload_file + sha256) MB/s / upload_file MB/s",
+            mbps / median(hashed_upload_s),
+            mbps / median(upload_s),
+            "information",
+        ),
         ("pull (verified) MB/s / download_file MB/s", mbps / median(pull_s), mbps / median(download_s), ">= 0.9"),
-        ("limit: (download_file + sha256) MB/s / download_file MB/s", mbps / median(hashed_download_s),
-         mbps / median(download_s), "information"),
+        (
+            "limit: (download_file + sha256) MB/s / download_file MB/s",
+            mbps / median(hashed_download_s),
+            mbps / median(download_s),
+            "information",
+        ),
     ], again
 
 
@@ -155,8 +191,12 @@ def measure_requests(args, server, work: Path):
         pull(store, "model-0000@1.0.0", sku="rtx-4090", out=work / "small.plan", use_cache=False)
         counts[releases] = len(seen)
     shutil.rmtree(build)
-    return (f"requests: pull in {args.releases} releases / in 1", float(counts[args.releases]), float(counts[1]),
-            "<= 1")
+    return (
+        f"requests: pull in {args.releases} releases / in 1",
+        float(counts[args.releases]),
+        float(counts[1]),
+        "<= 1",
+    )
 
 
 if __name__ == "__main__":

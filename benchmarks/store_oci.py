@@ -35,8 +35,12 @@ def plain(host: str, repository: str, path: Path, sha256: str) -> float:
     with requests.Session() as session:
         location = session.post(f"http://{host}/v2/{repository}/blobs/uploads/", timeout=60).headers["Location"]
         with open(path, "rb") as handle:
-            answer = session.put(f"{location}&digest=sha256:{sha256}", data=handle, timeout=600,
-                                 headers={"Content-Type": "application/octet-stream"})
+            answer = session.put(
+                f"{location}&digest=sha256:{sha256}",
+                data=handle,
+                timeout=600,
+                headers={"Content-Type": "application/octet-stream"},
+            )
     answer.raise_for_status()
     return time.perf_counter() - started
 
@@ -81,8 +85,10 @@ def main() -> None:
             registry.stop()
     rate = {side: options.megabytes / statistics.median(values) for side, values in seconds.items()}
     for side, values in seconds.items():
-        print(f"{side:5}  median {statistics.median(values):.2f} s  {rate[side]:.0f} MB/s  "
-              f"(rounds: {', '.join(f'{v:.2f}' for v in values)})")
+        print(
+            f"{side:5}  median {statistics.median(values):.2f} s  {rate[side]:.0f} MB/s  "
+            f"(rounds: {', '.join(f'{v:.2f}' for v in values)})"
+        )
     print(f"store / plain throughput: {rate['store'] / rate['plain']:.2f} (target >= 0.8)")
 
 

@@ -29,6 +29,7 @@ def main(side: str, model: str, profiles: str, out: str, cache: str = "") -> Non
         def build() -> None:
             if build_engines(model, profiles, ["rtx-4090"], ["fp32"], out, BuildOptions(cache_dir=cache)).failed:
                 raise SystemExit(f"the build failed: see {out}/build.json")
+
     os.sync()  # no write-back of earlier runs' files during this one
     started = time.perf_counter()
     build()

@@ -67,16 +67,27 @@ def child_ours(args: argparse.Namespace) -> dict:
                 return real(*args, **kwargs)
             finally:
                 checks[name] += time.perf_counter() - started
+
         return wrapper
 
     for name in CHECKS:  # benchmark-only timing of the checks: the module's own names, wrapped
         setattr(calibration.api, name, timed(name))
     started = time.perf_counter()
-    options = CalibrationOptions(precision=args.precision, method="minmax", samples=args.samples,
-                                 batch_size=args.batch_size, holdout=args.holdout, reuse=False)
+    options = CalibrationOptions(
+        precision=args.precision,
+        method="minmax",
+        samples=args.samples,
+        batch_size=args.batch_size,
+        holdout=args.holdout,
+        reuse=False,
+    )
     result = calibrate(args.model, args.data, args.out, options)
-    return {"seconds": time.perf_counter() - started, "samples": result.samples, "checks": checks,
-            "cosine": {o.name: o.cosine_mean for o in result.report.outputs}}
+    return {
+        "seconds": time.perf_counter() - started,
+        "samples": result.samples,
+        "checks": checks,
+        "cosine": {o.name: o.cosine_mean for o in result.report.outputs},
+    }
 
 
 def child_onnxruntime(args: argparse.Namespace) -> dict:
@@ -92,8 +103,12 @@ def child_onnxruntime(args: argparse.Namespace) -> dict:
         arrays = {name: data[name] for name in data.files}
     count = len(next(iter(arrays.values())))
     chosen = split(count, args.holdout, args.samples, seed=0).calibration
-    batches = iter([{name: array[chosen[i:i + args.batch_size]] for name, array in arrays.items()}
-                    for i in range(0, len(chosen), args.batch_size)])
+    batches = iter(
+        [
+            {name: array[chosen[i : i + args.batch_size]] for name, array in arrays.items()}
+            for i in range(0, len(chosen), args.batch_size)
+        ]
+    )
 
     class Reader:
         def get_next(self):
@@ -102,11 +117,18 @@ def child_onnxruntime(args: argparse.Namespace) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         prepared = Path(tmp) / "prepared.onnx"
         quant_pre_process(args.model, str(prepared), skip_symbolic_shape=True)
-        quantize_static(str(prepared), str(Path(tmp) / "qdq.onnx"), Reader(), quant_format=QuantFormat.QDQ,
-                        op_types_to_quantize=["MatMul", "Gemm"], per_channel=True,
-                        activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
-                        calibrate_method=CalibrationMethod.MinMax,
-                        extra_options={"ActivationSymmetric": True, "WeightSymmetric": True, "QuantizeBias": False})
+        quantize_static(
+            str(prepared),
+            str(Path(tmp) / "qdq.onnx"),
+            Reader(),
+            quant_format=QuantFormat.QDQ,
+            op_types_to_quantize=["MatMul", "Gemm"],
+            per_channel=True,
+            activation_type=QuantType.QInt8,
+            weight_type=QuantType.QInt8,
+            calibrate_method=CalibrationMethod.MinMax,
+            extra_options={"ActivationSymmetric": True, "WeightSymmetric": True, "QuantizeBias": False},
+        )
     return {"seconds": time.perf_counter() - started, "samples": len(chosen)}
 
 
@@ -131,21 +153,21 @@ def timed_build(side: str, model: Path, profiles: Path, out: Path, calibration: 
     apart: the limit's share beyond the raw builder."""
     code = f"""
 import sys, time
-sys.path[:0] = [{str(REPO)!r}, {str(REPO / 'benchmarks')!r}]
+sys.path[:0] = [{str(REPO)!r}, {str(REPO / "benchmarks")!r}]
 if {side!r} == "raw":
     import tensorrt_rtx
     from raw_build import raw_build
-    build = lambda: raw_build({str(model)!r}, {str(profiles)!r}, "8.9", {str(out / 'raw.plan')!r})
+    build = lambda: raw_build({str(model)!r}, {str(profiles)!r}, "8.9", {str(out / "raw.plan")!r})
 else:
     from compiler.backends import load_backend
     from compiler.engines import BuildOptions, execute_builds, plan_builds
     load_backend("tensorrt-rtx")
     def build():
         started = time.perf_counter()
-        planned = plan_builds({str(model)!r}, {str(profiles)!r}, ["rtx-4090"], ["int8"], {str(out / 'ours')!r},
+        planned = plan_builds({str(model)!r}, {str(profiles)!r}, ["rtx-4090"], ["int8"], {str(out / "ours")!r},
                               BuildOptions(calibration={str(calibration)!r}, use_cache=False))
         checks[0] = time.perf_counter() - started
-        report = execute_builds(planned, {str(model)!r}, {str(out / 'ours')!r})
+        report = execute_builds(planned, {str(model)!r}, {str(out / "ours")!r})
         assert not report.failed, report.failed
 checks = [0.0]
 started = time.perf_counter()
@@ -192,13 +214,17 @@ def main() -> None:
         common = dict(model=model, data=data, holdout=args.holdout, batch_size=args.batch_size)
         ours, direct, raw, compiled = [], [], [], []
         for i in range(args.repeat):  # alternating who goes first; medians below
-            pairs = [(ours, lambda: run_child("ours", out=root / "int8", samples=args.samples, **common)),
-                     (direct, lambda: run_child("onnxruntime", samples=args.samples, **common))]
+            pairs = [
+                (ours, lambda: run_child("ours", out=root / "int8", samples=args.samples, **common)),
+                (direct, lambda: run_child("onnxruntime", samples=args.samples, **common)),
+            ]
             for runs, action in pairs[:: 1 if i % 2 == 0 else -1]:
                 runs.append(action())
         for i in range(args.repeat):
-            pairs = [(raw, lambda: timed_build("raw", root / "int8" / "model.onnx", profiles, root, root / "int8")),
-                     (compiled, lambda: timed_build("ours", model, profiles, root, root / "int8"))]
+            pairs = [
+                (raw, lambda: timed_build("raw", root / "int8" / "model.onnx", profiles, root, root / "int8")),
+                (compiled, lambda: timed_build("ours", model, profiles, root, root / "int8")),
+            ]
             for runs, action in pairs[:: 1 if i % 2 == 0 else -1]:
                 runs.append(action())
         small = run_child("ours", out=root / "small", samples=args.small, **common)
@@ -206,31 +232,51 @@ def main() -> None:
         fp16 = run_child("ours", out=root / "fp16", precision="fp16", samples=args.small, **common)
     ours, direct, raw, compiled = median_run(ours), median_run(direct), median_run(raw), median_run(compiled)
 
-    table = Table(title=f"BERT-base-sized encoder, sequence {SEQUENCE}, batch {args.batch_size}, {args.holdout} "
-                        f"held-out; paired rows: median of {args.repeat} alternating runs", title_justify="left")
+    table = Table(
+        title=f"BERT-base-sized encoder, sequence {SEQUENCE}, batch {args.batch_size}, {args.holdout} "
+        f"held-out; paired rows: median of {args.repeat} alternating runs",
+        title_justify="left",
+    )
     for column in ("run", "samples", "seconds", "peak RSS MiB"):
         table.add_column(column, justify="left" if column == "run" else "right")
     checks = ", ".join(f"{name.strip('_')} {seconds:.1f} s" for name, seconds in ours["checks"].items())
-    rows = [(f"calibrate int8 minmax (of which {checks})", ours),
-            ("onnxruntime quantize_static, same placement and method", direct),
-            (f"calibrate int8, {args.small} samples", small), (f"calibrate int8, {args.large} samples", large)]
+    rows = [
+        (f"calibrate int8 minmax (of which {checks})", ours),
+        ("onnxruntime quantize_static, same placement and method", direct),
+        (f"calibrate int8, {args.small} samples", small),
+        (f"calibrate int8, {args.large} samples", large),
+    ]
     for name, row in rows:
         table.add_row(name, str(row["samples"]), f"{row['seconds']:.1f}", f"{row['peak_rss_mb']:.0f}")
-    table.add_row(f"compile build int8 (rtx-4090; of which the plan's checks {compiled['checks']:.1f} s)", "",
-                  f"{compiled['seconds']:.1f}", "")
+    table.add_row(
+        f"compile build int8 (rtx-4090; of which the plan's checks {compiled['checks']:.1f} s)",
+        "",
+        f"{compiled['seconds']:.1f}",
+        "",
+    )
     table.add_row("raw TensorRT-RTX builder, same Q/DQ model", "", f"{raw['seconds']:.1f}", "")
     console.print(table)
     for precision, row in (("int8", ours), ("fp16", fp16)):
-        console.print(f"{precision} held-out cosine vs FP32: " + ", ".join(
-            f"{name} {value:.5f}" for name, value in row["cosine"].items()))
-    checks = [(f"calibrate / quantize_static ({args.samples} samples)", ours["seconds"] / direct["seconds"], 1.1),
-              ("limit: (quantize_static + the checks calibrate adds) / quantize_static",
-               (direct["seconds"] + sum(ours["checks"].values())) / direct["seconds"], None),
-              ("calibrate / limit", ours["seconds"] / (direct["seconds"] + sum(ours["checks"].values())), None),
-              (f"peak RSS {args.large} / {args.small} samples", large["peak_rss_mb"] / small["peak_rss_mb"], 1.1),
-              ("compile build / raw builder (int8 Q/DQ model)", compiled["seconds"] / raw["seconds"], 1.1),
-              ("compile build / (raw builder + the plan's checks)",
-               compiled["seconds"] / (raw["seconds"] + compiled["checks"]), None)]
+        console.print(
+            f"{precision} held-out cosine vs FP32: "
+            + ", ".join(f"{name} {value:.5f}" for name, value in row["cosine"].items())
+        )
+    checks = [
+        (f"calibrate / quantize_static ({args.samples} samples)", ours["seconds"] / direct["seconds"], 1.1),
+        (
+            "limit: (quantize_static + the checks calibrate adds) / quantize_static",
+            (direct["seconds"] + sum(ours["checks"].values())) / direct["seconds"],
+            None,
+        ),
+        ("calibrate / limit", ours["seconds"] / (direct["seconds"] + sum(ours["checks"].values())), None),
+        (f"peak RSS {args.large} / {args.small} samples", large["peak_rss_mb"] / small["peak_rss_mb"], 1.1),
+        ("compile build / raw builder (int8 Q/DQ model)", compiled["seconds"] / raw["seconds"], 1.1),
+        (
+            "compile build / (raw builder + the plan's checks)",
+            compiled["seconds"] / (raw["seconds"] + compiled["checks"]),
+            None,
+        ),
+    ]
     for label, value, limit in checks:
         verdict = "(shown)" if limit is None else ("ok" if value <= limit else "FAILED")
         console.print(f"{label}: {value:.2f}" + (f" (limit {limit}) " if limit else " ") + verdict)

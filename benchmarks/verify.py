@@ -52,12 +52,23 @@ def fake_build(folder: Path, engines: int, megabytes: int, sku_names: list[str] 
         data = os.urandom(megabytes * MB)
         (plan_dir / "engine.plan").write_bytes(data)
         digest = hashlib.sha256(data).hexdigest()
-        engine = EngineRecord(sha256=digest, size_bytes=len(data), model_sha256="0" * 64,
-                              built_model_sha256="0" * 64, calibration_sha256=None, sku=sku,
-                              compute_capabilities=["8.9"], precision="fp16",
-                              backend={"name": "tensorrt-rtx", "version": "1.7.1.116"}, profiles=[],
-                              builder_options={}, build_seconds=0, cache_hit=False, cache_key="0" * 64,
-                              plan_header=None)
+        engine = EngineRecord(
+            sha256=digest,
+            size_bytes=len(data),
+            model_sha256="0" * 64,
+            built_model_sha256="0" * 64,
+            calibration_sha256=None,
+            sku=sku,
+            compute_capabilities=["8.9"],
+            precision="fp16",
+            backend={"name": "tensorrt-rtx", "version": "1.7.1.116"},
+            profiles=[],
+            builder_options={},
+            build_seconds=0,
+            cache_hit=False,
+            cache_key="0" * 64,
+            plan_header=None,
+        )
         (plan_dir / "engine.json").write_text(engine.model_dump_json())
         targets.append(TargetStatus(sku=sku, precision="fp16", status=Status.OK, path=str(plan_dir)))
         digests.append(digest)
@@ -87,8 +98,12 @@ def measure_verify(args, work: Path, keys: dict[str, Path]) -> tuple[str, float,
     for _ in range(args.rounds):
         ours.append(timed(verify_release, str(root), "bench@1.0.0", keys["ed25519.pub"]))
         baseline.append(timed(hash_files, plans))
-    return (f"verify of {args.engines} engines ({args.engines * args.megabytes} MB) / sha256 of the plans, s",
-            statistics.median(ours), statistics.median(baseline), "<= 1.1")
+    return (
+        f"verify of {args.engines} engines ({args.engines * args.megabytes} MB) / sha256 of the plans, s",
+        statistics.median(ours),
+        statistics.median(baseline),
+        "<= 1.1",
+    )
 
 
 def measure_requests(args, work: Path, keys: dict[str, Path]) -> tuple[str, float, float, str]:
@@ -105,11 +120,21 @@ def measure_requests(args, work: Path, keys: dict[str, Path]) -> tuple[str, floa
                 publish(work / "small", store, f"model-{i:04d}", "1.0.0", signer=signer)
             seen: list[object] = []
             store.client.meta.events.register("before-send.s3", lambda request, seen=seen, **_: seen.append(request))
-            pull(store, "model-0000@1.0.0", sku="rtx-4090", out=work / "small.plan", use_cache=False,
-                 verify_key=keys["ed25519.pub"])
+            pull(
+                store,
+                "model-0000@1.0.0",
+                sku="rtx-4090",
+                out=work / "small.plan",
+                use_cache=False,
+                verify_key=keys["ed25519.pub"],
+            )
             counts[releases] = len(seen)
-    return (f"requests: verified pull in {args.releases} releases / in 1", float(counts[args.releases]),
-            float(counts[1]), "<= 1")
+    return (
+        f"requests: verified pull in {args.releases} releases / in 1",
+        float(counts[args.releases]),
+        float(counts[1]),
+        "<= 1",
+    )
 
 
 def measure_oci_requests(args, work: Path, keys: dict[str, Path]) -> tuple[str, float, float, str]:
@@ -125,11 +150,21 @@ def measure_oci_requests(args, work: Path, keys: dict[str, Path]) -> tuple[str, 
                 publish(work / "small", store, f"model-{i:04d}", "1.0.0", signer=signer)
             seen: list[object] = []
             store.session.hooks["response"].append(lambda response, seen=seen, **_: seen.append(response))
-            pull(store, "model-0000@1.0.0", sku="rtx-4090", out=work / "small.plan", use_cache=False,
-                 verify_key=keys["ed25519.pub"])
+            pull(
+                store,
+                "model-0000@1.0.0",
+                sku="rtx-4090",
+                out=work / "small.plan",
+                use_cache=False,
+                verify_key=keys["ed25519.pub"],
+            )
             counts[releases] = len(seen)
-    return (f"requests: verified pull (OCI) in {args.oci_releases} releases / in 1", float(counts[args.oci_releases]),
-            float(counts[1]), "<= 1")
+    return (
+        f"requests: verified pull (OCI) in {args.oci_releases} releases / in 1",
+        float(counts[args.oci_releases]),
+        float(counts[1]),
+        "<= 1",
+    )
 
 
 def main() -> None:
@@ -144,8 +179,11 @@ def main() -> None:
         work = Path(tmp)
         (work / "keys").mkdir()
         keys = write_keys(work / "keys")
-        rows = [measure_verify(args, work, keys), measure_requests(args, work, keys),
-                measure_oci_requests(args, work, keys)]
+        rows = [
+            measure_verify(args, work, keys),
+            measure_requests(args, work, keys),
+            measure_oci_requests(args, work, keys),
+        ]
     table = Table(title=f"verify benchmark, {args.rounds} alternating rounds")
     for column in ("figure", "ours", "baseline", "ratio", "target"):
         table.add_column(column)

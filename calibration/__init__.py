@@ -15,9 +15,16 @@ from importlib import import_module
 from typing import Any
 
 _RECORDS = "compiler.core.records"
-_LAZY = {"calibrate": "calibration.api", "convert_fp16": "calibration.convert",
-         "ImagePreprocess": "compiler.data.datasets", "AccuracyReport": _RECORDS, "CalibrationResult": _RECORDS,
-         "Gate": _RECORDS, "OutputReport": _RECORDS, "TensorRange": _RECORDS}
+_LAZY = {
+    "calibrate": "calibration.api",
+    "convert_fp16": "calibration.convert",
+    "ImagePreprocess": "compiler.data.datasets",
+    "AccuracyReport": _RECORDS,
+    "CalibrationResult": _RECORDS,
+    "Gate": _RECORDS,
+    "OutputReport": _RECORDS,
+    "TensorRange": _RECORDS,
+}
 
 __all__ = sorted(_LAZY)
 

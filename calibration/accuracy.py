@@ -23,10 +23,18 @@ from compiler.data.model import first_line
 from compiler.data.session import run_batch, session
 
 
-def compare(ref: Any, candidate: Path, candidate_name: str, dataset: Dataset, indices: np.ndarray,
-            batch_size: int, fixed_batch: int | None = None,
-            progress: Callable[[int], None] | None = None, metric: Metric | None = None,
-            labels: dict[str, np.ndarray] | None = None) -> AccuracyReport:
+def compare(
+    ref: Any,
+    candidate: Path,
+    candidate_name: str,
+    dataset: Dataset,
+    indices: np.ndarray,
+    batch_size: int,
+    fixed_batch: int | None = None,
+    progress: Callable[[int], None] | None = None,
+    metric: Metric | None = None,
+    labels: dict[str, np.ndarray] | None = None,
+) -> AccuracyReport:
     """Per output, the scale-free figures of :mod:`compiler.data.agreement` (the ones ``compile check`` gates).
 
     ``ref`` is the FP32 model's onnxruntime session (the caller made it to fail fast).
@@ -53,14 +61,23 @@ def compare(ref: Any, candidate: Path, candidate_name: str, dataset: Dataset, in
             scored.add(expected, actual)
         if progress:
             progress(len(batch))
-    return AccuracyReport(candidate=candidate_name, holdout_samples=len(indices), outputs=agreement.reports(),
-                          metric=None if scored is None else {"name": metric.name, "value": scored.value()},
-                          seconds=round(time.perf_counter() - started, 3))
+    return AccuracyReport(
+        candidate=candidate_name,
+        holdout_samples=len(indices),
+        outputs=agreement.reports(),
+        metric=None if scored is None else {"name": metric.name, "value": scored.value()},
+        seconds=round(time.perf_counter() - started, 3),
+    )
 
 
-def gates(report: AccuracyReport, min_cosine: float | None = None, min_top1: float | None = None,
-          max_abs_error: float | None = None, min_sqnr: float | None = None,
-          min_metric: float | None = None) -> list[Gate]:
+def gates(
+    report: AccuracyReport,
+    min_cosine: float | None = None,
+    min_top1: float | None = None,
+    max_abs_error: float | None = None,
+    min_sqnr: float | None = None,
+    min_metric: float | None = None,
+) -> list[Gate]:
     """Every output's gates at the precision's defaults (:data:`compiler.data.agreement.DEFAULTS`) but for the
     thresholds given, and the FP16 range gate of an fp16 conversion."""
     if min_top1 is not None and not any(out.top1_agreement is not None for out in report.outputs):
@@ -71,11 +88,25 @@ def gates(report: AccuracyReport, min_cosine: float | None = None, min_top1: flo
         if report.metric is None:
             raise InvalidInput("--min-metric needs --metric MODULE:FUNCTION (the score it holds to the threshold)")
         value = report.metric["value"]
-        results.append(Gate(name="min-metric", output=report.metric["name"], value=value, threshold=min_metric,
-                            passed=value >= min_metric))
+        results.append(
+            Gate(
+                name="min-metric",
+                output=report.metric["name"],
+                value=value,
+                threshold=min_metric,
+                passed=value >= min_metric,
+            )
+        )
     if report.fp16_range is not None:  # always a gate: an FP16 model that overflows is broken on a GPU
         overflow = report.fp16_range.get("overflow", {})
         worst = max(overflow.items(), key=lambda item: item[1]["abs_max"], default=None)
-        results.append(Gate(name="fp16-range", output=f"{worst[0]} (node {worst[1]['node']})" if worst else "",
-                            value=worst[1]["abs_max"] if worst else 0.0, threshold=65504.0, passed=worst is None))
+        results.append(
+            Gate(
+                name="fp16-range",
+                output=f"{worst[0]} (node {worst[1]['node']})" if worst else "",
+                value=worst[1]["abs_max"] if worst else 0.0,
+                threshold=65504.0,
+                passed=worst is None,
+            )
+        )
     return results

@@ -91,8 +91,9 @@ def calibrate(
     if options.fallback == "auto":
         from calibration.fallback import calibrate_with_fallback
 
-        return calibrate_with_fallback(calibrate, model, data, out, options, preprocess=preprocess, staged=staged,
-                                       progress=progress)
+        return calibrate_with_fallback(
+            calibrate, model, data, out, options, preprocess=preprocess, staged=staged, progress=progress
+        )
     precision, method = options.precision, None if options.precision == "fp16" else options.method
     batch_size = options.batch_size
     started = time.perf_counter()
@@ -100,10 +101,17 @@ def calibrate(
     source = load_model(model)
     dataset = open_dataset(data, source, preprocess)
     try:
-        check_not_overwriting([out / name for name in (*CALIBRATION_FILES, CALIBRATION_RECORD)],
-                              [source.path, *source.external_files, *dataset.inputs(),
-                               *([Path(options.labels)] if options.labels else [])], "--out",
-                              replaced=[out] if staged else [])
+        check_not_overwriting(
+            [out / name for name in (*CALIBRATION_FILES, CALIBRATION_RECORD)],
+            [
+                source.path,
+                *source.external_files,
+                *dataset.inputs(),
+                *([Path(options.labels)] if options.labels else []),
+            ],
+            "--out",
+            replaced=[out] if staged else [],
+        )
         fixed = {i.batch for i in model_inputs(source) if i.batch is not None}
         if len(fixed) > 1:
             raise InvalidInput(f"{source.path}: inputs have different fixed batch sizes {sorted(fixed)}")
@@ -130,14 +138,22 @@ def calibrate(
             recorded["metric"] = options.metric
             recorded["labels_sha256"] = file_sha256(options.labels) if options.labels else None
         record = {
-            "format_version": CALIBRATION_FORMAT, "precision": precision, "method": method,
-            "model_sha256": source.sha256, "data_sha256": dataset.sha256, "samples": len(chosen.calibration),
-            "batch_size": batch_size, "seed": options.seed, "options": recorded, "versions": versions,
+            "format_version": CALIBRATION_FORMAT,
+            "precision": precision,
+            "method": method,
+            "model_sha256": source.sha256,
+            "data_sha256": dataset.sha256,
+            "samples": len(chosen.calibration),
+            "batch_size": batch_size,
+            "seed": options.seed,
+            "options": recorded,
+            "versions": versions,
         }
         key = hash_json(record)
         if options.reuse and (previous := _reusable(out, key)) is not None:  # same data bytes: already checked
             return _with_gates(previous, options.gates, reused=True).model_copy(
-                update={"cache": CacheOutcome(source="hit")})
+                update={"cache": CacheOutcome(source="hit")}
+            )
         miss = CacheOutcome(source="miss", reason="not in the folder" if options.reuse else "--no-reuse")
         if shared is not None and options.reuse:
             if shared.remote is not None:
@@ -166,8 +182,16 @@ def calibrate(
                     from calibration.modelopt import float_twin, quantize
 
                     excluded = _matching(source.proto, keep_nodes, keep_ops)
-                    value_ranges = quantize(source, dataset.read(chosen.calibration), precision, method, model_out,
-                                            work, keep_nodes, keep_ops)
+                    value_ranges = quantize(
+                        source,
+                        dataset.read(chosen.calibration),
+                        precision,
+                        method,
+                        model_out,
+                        work,
+                        keep_nodes,
+                        keep_ops,
+                    )
                     prepared = float_twin(source, model_out, work)
                 else:
                     prepared = (reuse.prepare if reuse else calibrators.prepare)(source.path, work)
@@ -176,42 +200,67 @@ def calibrate(
                     tensors = reuse.ranges(wanted) if reuse else None
                     if tensors is None:
                         tensors = calibrators.collect_ranges(
-                            prepared, dataset, chosen.calibration, method, batch_size,
+                            prepared,
+                            dataset,
+                            chosen.calibration,
+                            method,
+                            batch_size,
                             HistogramOptions(num_bins=options.num_bins, percentile=options.percentile),
-                            options.chunk_mb, work, counter("calibrate", len(chosen.calibration), progress), wanted)
+                            options.chunk_mb,
+                            work,
+                            counter("calibrate", len(chosen.calibration), progress),
+                            wanted,
+                        )
                         if reuse:
                             reuse.keep(tensors)
                     value_ranges = calibrators.ranges(tensors)
                     if not (reuse and reuse.write_without(model_out, frozenset(excluded))):
-                        calibrators.quantize(prepared, tensors, precision, method, model_out, work,
-                                             frozenset(excluded))
+                        calibrators.quantize(prepared, tensors, precision, method, model_out, work, frozenset(excluded))
                         calibrators.keep_float_consumers(model_out, frozenset(excluded))
                         if reuse:
                             reuse.keep_model(model_out)
                 if precision != "fp16":
                     quantized_ops = calibrators.quantized_nodes(model_out)
                     if not quantized_ops:
-                        reason = (f"every one of them is excluded (--exclude {' --exclude '.join(options.exclude)})"
-                                  if excluded else "ModelOpt selected none of them" if modelopt
-                                  else "the model has none to quantize")
+                        reason = (
+                            f"every one of them is excluded (--exclude {' --exclude '.join(options.exclude)})"
+                            if excluded
+                            else "ModelOpt selected none of them"
+                            if modelopt
+                            else "the model has none to quantize"
+                        )
                         raise CheckFailed(
                             f"{source.path}: {precision} calibration quantized no node: TensorRT runs "
                             f"{precision.upper()} only in {', '.join(calibrators.TENSORRT_QUANTIZED_OPS)} with float "
-                            f"activations, and {reason}; build it in fp16 (--precision fp16) instead")
+                            f"activations, and {reason}; build it in fp16 (--precision fp16) instead"
+                        )
                     calibrators.keep_metadata(source.proto, model_out)
-                    build_proof, reformats = _prove_build(model_out, dataset, chosen.calibration, source,
-                                                          precision)
+                    build_proof, reformats = _prove_build(model_out, dataset, chosen.calibration, source, precision)
                     cache = calibrators.trt_cache(value_ranges, calibrators.tensor_names(source.proto), method)
                     header = cache.splitlines()[0]
-                report = compare(reference, model_out, precision, dataset, chosen.holdout, batch_size, fixed_batch,
-                                 counter("held-out", len(chosen.holdout), progress), metric, labels)
+                report = compare(
+                    reference,
+                    model_out,
+                    precision,
+                    dataset,
+                    chosen.holdout,
+                    batch_size,
+                    fixed_batch,
+                    counter("held-out", len(chosen.holdout), progress),
+                    metric,
+                    labels,
+                )
                 if quantized_ops is not None:
-                    report = report.model_copy(update={"quantized_nodes": sum(quantized_ops.values()),
-                                                       **_sensitivity(source, prepared, model_out, dataset,
-                                                                      chosen.holdout, batch_size, reuse)})
+                    report = report.model_copy(
+                        update={
+                            "quantized_nodes": sum(quantized_ops.values()),
+                            **_sensitivity(source, prepared, model_out, dataset, chosen.holdout, batch_size, reuse),
+                        }
+                    )
                 if precision == "fp16":
-                    report = _with_fp16_range(report, source, model_out, dataset, chosen.holdout, batch_size,
-                                              options.chunk_mb)
+                    report = _with_fp16_range(
+                        report, source, model_out, dataset, chosen.holdout, batch_size, options.chunk_mb
+                    )
                 with stop_signals_held():  # the model and the weights it names go in together
                     for name in ("model.onnx.data", "model.onnx"):
                         if (pending / name).is_file():
@@ -225,14 +274,28 @@ def calibrate(
             _write(folder / "report.json", report.model_dump_json(indent=2) + "\n")
             files = {name: file_sha256(folder / name) for name in CALIBRATION_FILES if (folder / name).is_file()}
             result = CalibrationResult(
-                **record, cache_key=key, model=str(source.path), data=str(dataset.path), data_kind=dataset.kind,
-                holdout_samples=len(chosen.holdout), trt_cache_header=header, files=files, out=str(out),
-                ranges={name: TensorRange(min=lo, max=hi, amax=calibrators.amax(lo, hi),
-                                          scale=calibrators.scale(lo, hi, precision))
-                        for name, (lo, hi) in value_ranges.items()},
-                seconds=round(time.perf_counter() - started, 3), report=report,
+                **record,
+                cache_key=key,
+                model=str(source.path),
+                data=str(dataset.path),
+                data_kind=dataset.kind,
+                holdout_samples=len(chosen.holdout),
+                trt_cache_header=header,
+                files=files,
+                out=str(out),
+                ranges={
+                    name: TensorRange(
+                        min=lo, max=hi, amax=calibrators.amax(lo, hi), scale=calibrators.scale(lo, hi, precision)
+                    )
+                    for name, (lo, hi) in value_ranges.items()
+                },
+                seconds=round(time.perf_counter() - started, 3),
+                report=report,
                 quantized_nodes=None if quantized_ops is None else sum(quantized_ops.values()),
-                quantized_ops=quantized_ops, excluded=excluded, build_proof=build_proof, reformats=reformats,
+                quantized_ops=quantized_ops,
+                excluded=excluded,
+                build_proof=build_proof,
+                reformats=reformats,
                 exclusions=_exclusions(excluded, source.proto, found or {}),
             )
             _write(folder / CALIBRATION_RECORD, result.record().model_dump_json(indent=2) + "\n")
@@ -281,23 +344,36 @@ def _shared_out(result: CalibrationResult, out: Path, shared: Any, miss: CacheOu
     """A result made here, sent to the remote cache (a failure there is a warning: the result is whole)."""
     warnings = [miss.warning] if miss.warning else []
     if shared is not None:
-        warnings += filter(None, [shared.send("calibrations", result.cache_key, out,
-                                              [*result.files, CALIBRATION_RECORD], result.record().model_dump(
-                                                  mode="json"))])
+        warnings += filter(
+            None,
+            [
+                shared.send(
+                    "calibrations",
+                    result.cache_key,
+                    out,
+                    [*result.files, CALIBRATION_RECORD],
+                    result.record().model_dump(mode="json"),
+                )
+            ],
+        )
     return result.model_copy(update={"cache": miss.model_copy(update={"warning": " / ".join(warnings) or None})})
 
 
-def _with_fp16_range(report: AccuracyReport, source, converted: Path, dataset, holdout, batch_size: int,
-                     chunk_mb: int) -> AccuracyReport:
+def _with_fp16_range(
+    report: AccuracyReport, source, converted: Path, dataset, holdout, batch_size: int, chunk_mb: int
+) -> AccuracyReport:
     """The comparison's blind spot covered: the FP32 model's intermediate ranges on the held-out samples against
     FP16's (what ``compile check`` does for fp16 engines)."""
     from compiler.data.ranges import check_ranges, fp16_tensors, reference_pass
 
     reference = reference_pass(source, dataset, holdout, batch_size, True, chunk_mb)
     result = check_ranges(reference, len(holdout), fp16_tensors(load_model(converted, check=False, digest=False)))
-    return report.model_copy(update={"coverage": result.figures["coverage"],
-                                     "fp16_range": {**result.figures, "summary": result.summary,
-                                                    "evidence": result.evidence}})
+    return report.model_copy(
+        update={
+            "coverage": result.figures["coverage"],
+            "fp16_range": {**result.figures, "summary": result.summary, "evidence": result.evidence},
+        }
+    )
 
 
 SENSITIVITY_SAMPLES = 64
@@ -340,10 +416,14 @@ def _prove_build(model: Path, dataset, indices, source, precision: str):
     proof = prove_build(model, shapes, source.input_dims())
     if proof.status == Status.FAILED:
         if prove_build(source.path, shapes, source.input_dims()).status == Status.FAILED:
-            raise CheckFailed(f"{source.path}: the model does not build with TensorRT even in FP32, so no "
-                              f"{precision} calibration of it can: {proof.detail}")
-        raise CheckFailed(f"{source.path}: the {precision} Q/DQ model does not build: {proof.detail}; keep the node "
-                          f"it names out of {precision} with --exclude NODE, or build in fp16")
+            raise CheckFailed(
+                f"{source.path}: the model does not build with TensorRT even in FP32, so no "
+                f"{precision} calibration of it can: {proof.detail}"
+            )
+        raise CheckFailed(
+            f"{source.path}: the {precision} Q/DQ model does not build: {proof.detail}; keep the node "
+            f"it names out of {precision} with --exclude NODE, or build in fp16"
+        )
     return proof.detail, proof.reformats
 
 
@@ -353,9 +433,11 @@ def _resolve_exclude(proto, names: tuple[str, ...], path: Path) -> tuple[frozens
     ops = {node.op_type for node in proto.graph.node}
     for name in names:
         if name not in nodes and name not in ops:
-            raise InvalidInput(f"--exclude {name}: {path} has no node named {name!r} and no {name!r} op; give a node "
-                               f"name or one of its op types ({', '.join(sorted(ops)[:12])}"
-                               f"{', ...' if len(ops) > 12 else ''})")
+            raise InvalidInput(
+                f"--exclude {name}: {path} has no node named {name!r} and no {name!r} op; give a node "
+                f"name or one of its op types ({', '.join(sorted(ops)[:12])}"
+                f"{', ...' if len(ops) > 12 else ''})"
+            )
     return frozenset(n for n in names if n in nodes), frozenset(n for n in names if n not in nodes)
 
 
@@ -364,9 +446,13 @@ def _matching(proto, keep_nodes: frozenset[str], keep_ops: frozenset[str]) -> li
     node it fuses, ``NAME/MatMulAddFusion``), and every node of the op types."""
     from calibration.sensitivity import source_name
 
-    return sorted({node.name for node in proto.graph.node
-                   if node.name and (source_name(node.name, keep_nodes) in keep_nodes
-                                     or node.op_type in keep_ops)})
+    return sorted(
+        {
+            node.name
+            for node in proto.graph.node
+            if node.name and (source_name(node.name, keep_nodes) in keep_nodes or node.op_type in keep_ops)
+        }
+    )
 
 
 def _temporary_folder(cleanup: ExitStack, parent: Path | None, prefix: str) -> Path:
@@ -408,8 +494,7 @@ def _reusable(out: Path, key: str) -> CalibrationResult | None:
 
 def _with_gates(result: CalibrationResult, limits: dict[str, float | None], reused: bool) -> CalibrationResult:
     checked = gates(result.report, **limits)
-    return result.model_copy(update={"gates": checked, "passed": all(g.passed for g in checked),
-                                     "reused": reused})
+    return result.model_copy(update={"gates": checked, "passed": all(g.passed for g in checked), "reused": reused})
 
 
 __all__ = ["CalibrationResult", "TensorRange", "calibrate", "convert_fp16"]

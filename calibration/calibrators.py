@@ -73,8 +73,9 @@ def save_model(proto: onnx.ModelProto, path: Path, data_name: str | None = None)
         path.write_bytes(serialized)
         return
     del serialized
-    onnx.save_model(proto, path, save_as_external_data=True, location=data_name or path.name + ".data",
-                    all_tensors_to_one_file=True)
+    onnx.save_model(
+        proto, path, save_as_external_data=True, location=data_name or path.name + ".data", all_tensors_to_one_file=True
+    )
 
 
 def default_opset(proto: onnx.ModelProto) -> int:
@@ -95,19 +96,26 @@ def prepare(model_path: Path, work: Path) -> Path:
         try:
             proto = onnx.version_converter.convert_version(proto, PER_CHANNEL_OPSET)
         except Exception as exc:
-            raise InvalidInput(f"{model_path}: cannot upgrade opset {default_opset(proto)} to {PER_CHANNEL_OPSET} "
-                               f"for per-channel quantization ({first_line(exc)}); export with opset >= 13") from None
+            raise InvalidInput(
+                f"{model_path}: cannot upgrade opset {default_opset(proto)} to {PER_CHANNEL_OPSET} "
+                f"for per-channel quantization ({first_line(exc)}); export with opset >= 13"
+            ) from None
     upgraded = work / "upgraded.onnx"
     save_model(proto, upgraded)
     del proto
     prepared = work / "prepared.onnx"
     try:
         with quiet():
-            quant_pre_process(str(upgraded), str(prepared), skip_symbolic_shape=True,
-                              save_as_external_data=upgraded.stat().st_size > 2**30)
+            quant_pre_process(
+                str(upgraded),
+                str(prepared),
+                skip_symbolic_shape=True,
+                save_as_external_data=upgraded.stat().st_size > 2**30,
+            )
     except Exception as exc:
-        raise InvalidInput(f"{model_path}: onnxruntime cannot pre-process the model for quantization "
-                           f"({first_line(exc)})") from None
+        raise InvalidInput(
+            f"{model_path}: onnxruntime cannot pre-process the model for quantization ({first_line(exc)})"
+        ) from None
     return prepared
 
 
@@ -117,18 +125,29 @@ def tensors_to_calibrate(prepared: Path, excluded: frozenset[str] = frozenset())
     keep the op's output in INT8. Only these are calibrated: never a -3.4e38 mask bias or an index tensor."""
     proto = onnx.load_model(prepared, load_external_data=False)
     graph = proto.graph
-    floats = {v.name for v in (*graph.input, *graph.value_info, *graph.output)
-              if v.type.tensor_type.elem_type == onnx.TensorProto.FLOAT}
+    floats = {
+        v.name
+        for v in (*graph.input, *graph.value_info, *graph.output)
+        if v.type.tensor_type.elem_type == onnx.TensorProto.FLOAT
+    }
     weights = {i.name for i in graph.initializer}
-    return {name for node in graph.node if node.op_type in TENSORRT_QUANTIZED_OPS and node.name not in excluded
-            for name in (*node.input, *node.output) if name in floats and name not in weights}
+    return {
+        name
+        for node in graph.node
+        if node.op_type in TENSORRT_QUANTIZED_OPS and node.name not in excluded
+        for name in (*node.input, *node.output)
+        if name in floats and name not in weights
+    }
 
 
 def _ort_method(method: str):
     from onnxruntime.quantization import CalibrationMethod
 
-    return {"minmax": CalibrationMethod.MinMax, "entropy": CalibrationMethod.Entropy,
-            "percentile": CalibrationMethod.Percentile}[method]
+    return {
+        "minmax": CalibrationMethod.MinMax,
+        "entropy": CalibrationMethod.Entropy,
+        "percentile": CalibrationMethod.Percentile,
+    }[method]
 
 
 def create(prepared: Path, method: str, options: HistogramOptions, work: Path, wanted: set[str]):
@@ -138,12 +157,17 @@ def create(prepared: Path, method: str, options: HistogramOptions, work: Path, w
     the quantized tensors only."""
     from onnxruntime.quantization.calibrate import EntropyCalibrater, MinMaxCalibrater, PercentileCalibrater
 
-    common = {"augmented_model_path": str(work / "augmented.onnx"),
-              "use_external_data_format": prepared.stat().st_size > 2**30, "symmetric": True}
+    common = {
+        "augmented_model_path": str(work / "augmented.onnx"),
+        "use_external_data_format": prepared.stat().st_size > 2**30,
+        "symmetric": True,
+    }
     base, extra = {
         "minmax": (MinMaxCalibrater, {}),
-        "entropy": (EntropyCalibrater, {"num_bins": options.num_bins,
-                                        "num_quantized_bins": options.num_quantized_bins}),
+        "entropy": (
+            EntropyCalibrater,
+            {"num_bins": options.num_bins, "num_quantized_bins": options.num_quantized_bins},
+        ),
         "percentile": (PercentileCalibrater, {"num_bins": options.num_bins, "percentile": options.percentile}),
     }[method]
 
@@ -183,9 +207,9 @@ def chunks(indices: np.ndarray, batch_size: int, samples_per_chunk: int) -> list
     """Full batches grouped into chunks; a trailing partial batch is a chunk of its own (onnxruntime's
     histogram collector stacks one call's batches, so they must all have one size)."""
     full = [b for b in batches(indices, batch_size) if len(b) == batch_size]
-    rest = [b for b in batches(indices[len(full) * batch_size:], batch_size)]
+    rest = [b for b in batches(indices[len(full) * batch_size :], batch_size)]
     per_chunk = max(1, samples_per_chunk // batch_size)
-    grouped = [full[i:i + per_chunk] for i in range(0, len(full), per_chunk)]
+    grouped = [full[i : i + per_chunk] for i in range(0, len(full), per_chunk)]
     return grouped + [[b] for b in rest]
 
 
@@ -195,13 +219,21 @@ def bytes_per_sample(calibrator, dataset: Dataset, indices: np.ndarray) -> int:
     return max(1, sum(o.nbytes for o in outputs) // len(indices))
 
 
-def collect_ranges(prepared: Path, dataset: Dataset, indices: np.ndarray, method: str, batch_size: int,
-                   options: HistogramOptions, chunk_mb: int, work: Path, progress: Progress | None = None,
-                   wanted: set[str] | None = None):
+def collect_ranges(
+    prepared: Path,
+    dataset: Dataset,
+    indices: np.ndarray,
+    method: str,
+    batch_size: int,
+    options: HistogramOptions,
+    chunk_mb: int,
+    work: Path,
+    progress: Progress | None = None,
+    wanted: set[str] | None = None,
+):
     """Run the FP32 model over the calibration samples in chunks, collecting the tensors ``wanted`` (by default,
     those :func:`tensors_to_calibrate` names); returns onnxruntime's TensorsData."""
-    calibrator = create(prepared, method, options, work,
-                        tensors_to_calibrate(prepared) if wanted is None else wanted)
+    calibrator = create(prepared, method, options, work, tensors_to_calibrate(prepared) if wanted is None else wanted)
     try:
         probe = indices[:batch_size]
         per_sample = bytes_per_sample(calibrator, dataset, probe)
@@ -244,8 +276,9 @@ def scale(low: float, high: float, precision: str) -> float:
     return value if value > 0 else 1.0
 
 
-def quantize(prepared: Path, tensors, precision: str, method: str, out: Path, work: Path,
-             excluded: frozenset[str] = frozenset()) -> None:
+def quantize(
+    prepared: Path, tensors, precision: str, method: str, out: Path, work: Path, excluded: frozenset[str] = frozenset()
+) -> None:
     """Write the Q/DQ model with ``quantize_static`` from the ranges we computed (no second calibration).
 
     FP8: onnxruntime only quantizes to float8 from its "distribution" statistics and derives the scale
@@ -258,9 +291,11 @@ def quantize(prepared: Path, tensors, precision: str, method: str, out: Path, wo
 
     for name, (low, high) in ranges(tensors).items():
         if not (np.isfinite(low) and np.isfinite(high)):
-            raise CheckFailed(f"tensor {name}: its calibrated range [{low:g}, {high:g}] is not finite, so no "
-                              f"{precision} scale exists for it; keep the node that reads it in float with "
-                              f"--exclude NODE")
+            raise CheckFailed(
+                f"tensor {name}: its calibrated range [{low:g}, {high:g}] is not finite, so no "
+                f"{precision} scale exists for it; keep the node that reads it in float with "
+                f"--exclude NODE"
+            )
     calibrate_method = _ort_method(method)
     quant_type = QuantType.QInt8
     if precision == "fp8":
@@ -269,26 +304,42 @@ def quantize(prepared: Path, tensors, precision: str, method: str, out: Path, wo
         data = {}
         for name, (low, high) in ranges(tensors).items():
             limit = np.float32(amax(low, high))
-            data[name] = TensorData(lowest=np.array(-limit, np.float32), highest=np.array(limit, np.float32),
-                                    avg=np.array(0.0, np.float32),
-                                    std=np.array(scale(low, high, "fp8") / unit, np.float32))
+            data[name] = TensorData(
+                lowest=np.array(-limit, np.float32),
+                highest=np.array(limit, np.float32),
+                avg=np.array(0.0, np.float32),
+                std=np.array(scale(low, high, "fp8") / unit, np.float32),
+            )
         tensors = TensorsData(CalibrationMethod.Distribution, data)
     ranges_file = work / "ranges.json"
     save_tensors_data(tensors, ranges_file)
     try:
         with quiet():
             quantize_static(
-                str(prepared), str(out), None, quant_format=QuantFormat.QDQ,
-                op_types_to_quantize=list(TENSORRT_QUANTIZED_OPS), nodes_to_exclude=sorted(excluded), per_channel=True,
-                activation_type=quant_type, weight_type=quant_type,
-                calibrate_method=calibrate_method, calibration_cache_path=ranges_file,
+                str(prepared),
+                str(out),
+                None,
+                quant_format=QuantFormat.QDQ,
+                op_types_to_quantize=list(TENSORRT_QUANTIZED_OPS),
+                nodes_to_exclude=sorted(excluded),
+                per_channel=True,
+                activation_type=quant_type,
+                weight_type=quant_type,
+                calibrate_method=calibrate_method,
+                calibration_cache_path=ranges_file,
                 use_external_data_format=prepared.stat().st_size > 2**30,
-                extra_options={"ActivationSymmetric": True, "WeightSymmetric": True, "QuantizeBias": False,
-                               "OpTypesToExcludeOutputQuantization": QUANTIZED_OUTPUTS_EXCLUDED},
+                extra_options={
+                    "ActivationSymmetric": True,
+                    "WeightSymmetric": True,
+                    "QuantizeBias": False,
+                    "OpTypesToExcludeOutputQuantization": QUANTIZED_OUTPUTS_EXCLUDED,
+                },
             )
     except Exception as exc:  # the model and data were accepted: a limit of onnxruntime's quantizer, not bad input
-        raise CheckFailed(f"onnxruntime could not write the {precision} Q/DQ model: {first_line(exc)}; keep the "
-                          f"node it names in float with --exclude NODE, or calibrate another precision") from None
+        raise CheckFailed(
+            f"onnxruntime could not write the {precision} Q/DQ model: {first_line(exc)}; keep the "
+            f"node it names in float with --exclude NODE, or calibrate another precision"
+        ) from None
 
 
 def keep_float_consumers(path: Path, excluded: frozenset[str] = frozenset()) -> int:
@@ -301,13 +352,17 @@ def keep_float_consumers(path: Path, excluded: frozenset[str] = frozenset()) -> 
     proto = onnx.load_model(path, load_external_data=False)
     graph = proto.graph
     quantized_from = {node.output[0]: node.input[0] for node in graph.node if node.op_type == "QuantizeLinear"}
-    float_of = {node.output[0]: quantized_from[node.input[0]] for node in graph.node
-                if node.op_type == "DequantizeLinear" and node.input[0] in quantized_from}
+    float_of = {
+        node.output[0]: quantized_from[node.input[0]]
+        for node in graph.node
+        if node.op_type == "DequantizeLinear" and node.input[0] in quantized_from
+    }
     outputs = {o.name for o in graph.output}
     rewired = 0
     for node in graph.node:
         if node.op_type in ("QuantizeLinear", "DequantizeLinear") or (
-                node.op_type in TENSORRT_QUANTIZED_OPS and node.name not in excluded):
+            node.op_type in TENSORRT_QUANTIZED_OPS and node.name not in excluded
+        ):
             continue
         for index, name in enumerate(node.input):
             if name in float_of and float_of[name] not in outputs:

@@ -11,8 +11,9 @@ from compiler.core.errors import InvalidInput
 from compiler.data.model import first_line, load_model, readers
 
 
-def convert_fp16(src: Path, dst: Path, keep_nodes: frozenset[str] = frozenset(),
-                 keep_ops: frozenset[str] = frozenset()) -> None:
+def convert_fp16(
+    src: Path, dst: Path, keep_nodes: frozenset[str] = frozenset(), keep_ops: frozenset[str] = frozenset()
+) -> None:
     """Write an FP16 copy of ``src`` to ``dst``; inputs and outputs stay float32 (``keep_io_types``).
 
     Uses onnxruntime's float16 converter (its default block list keeps ops without FP16 kernels in FP32;
@@ -29,9 +30,12 @@ def convert_fp16(src: Path, dst: Path, keep_nodes: frozenset[str] = frozenset(),
     metadata = [(p.key, p.value) for p in proto.metadata_props]
     try:
         with quiet():
-            converted = convert_float_to_float16(proto, keep_io_types=True,
-                                                 op_block_list=sorted(set(DEFAULT_OP_BLOCK_LIST) | keep_ops),
-                                                 node_block_list=sorted(keep_nodes))
+            converted = convert_float_to_float16(
+                proto,
+                keep_io_types=True,
+                op_block_list=sorted(set(DEFAULT_OP_BLOCK_LIST) | keep_ops),
+                node_block_list=sorted(keep_nodes),
+            )
     except Exception as exc:
         raise InvalidInput(f"{src}: FP16 conversion failed ({first_line(exc)})") from None
     _drop_round_trips(converted.graph)

@@ -48,8 +48,11 @@ def calibrate_with_fallback(calibrate, model, data, out, options, **kwargs) -> C
             kwargs = {**kwargs, "reuse": reuse}
         first = calibrate(model, data, out, plain, **kwargs)
         if first.passed:
-            return _finish(first, {"needed": False, "evaluations": 1,
-                                   "seconds": round(time.perf_counter() - started, 3), "passed": True}, out)
+            return _finish(
+                first,
+                {"needed": False, "evaluations": 1, "seconds": round(time.perf_counter() - started, 3), "passed": True},
+                out,
+            )
         if options.precision == "fp16":
             return _fp16(calibrate, model, data, out, plain, first, started, kwargs)
         return _quantized(calibrate, model, data, out, plain, first, started, kwargs)
@@ -126,8 +129,7 @@ class Reuse:
         return TensorsData(self.tensors.calibration_method, {name: self.tensors.data[name] for name in wanted})
 
 
-def _fp16(calibrate, model, data, out, plain, first: CalibrationResult, started: float, kwargs
-          ) -> CalibrationResult:
+def _fp16(calibrate, model, data, out, plain, first: CalibrationResult, started: float, kwargs) -> CalibrationResult:
     result, kept, evaluations = first, list(plain.exclude), 1
     graph = onnx.load_model(model, load_external_data=False).graph
     for _ in range(MAX_FP16_ROUNDS):
@@ -137,23 +139,37 @@ def _fp16(calibrate, model, data, out, plain, first: CalibrationResult, started:
         if result.passed or not new:
             break
         kept += new
-        result = calibrate(model, data, out, plain.model_copy(update={"exclude": tuple(kept)}),
-                           found={name: {"reason": "found", "why": "overflows FP16"} for name in kept
-                                  if name not in plain.exclude}, **kwargs)
+        result = calibrate(
+            model,
+            data,
+            out,
+            plain.model_copy(update={"exclude": tuple(kept)}),
+            found={name: {"reason": "found", "why": "overflows FP16"} for name in kept if name not in plain.exclude},
+            **kwargs,
+        )
         evaluations += 1
-    summary = {"needed": True, "evaluations": evaluations, "kept_fp32": [n for n in kept if n not in plain.exclude],
-               "seconds": round(time.perf_counter() - started, 3), "passed": result.passed}
+    summary = {
+        "needed": True,
+        "evaluations": evaluations,
+        "kept_fp32": [n for n in kept if n not in plain.exclude],
+        "seconds": round(time.perf_counter() - started, 3),
+        "passed": result.passed,
+    }
     return _finish(result, summary, out)
 
 
-def _quantized(calibrate, model, data, out, plain, first: CalibrationResult, started: float, kwargs
-               ) -> CalibrationResult:
+def _quantized(
+    calibrate, model, data, out, plain, first: CalibrationResult, started: float, kwargs
+) -> CalibrationResult:
     ranked = _regions(first.report.sensitivity or [])
     if not ranked:
-        raise CheckFailed(f"--fallback auto: {first.report.sensitivity_error or 'no quantized node was ranked'}; "
-                          f"keep nodes in float with --exclude NODE instead")
-    search = Search(Path(out) / "model.onnx", Path(first.model), data, first, plain, kwargs.get("preprocess"),
-                    kwargs.get("reuse"))
+        raise CheckFailed(
+            f"--fallback auto: {first.report.sensitivity_error or 'no quantized node was ranked'}; "
+            f"keep nodes in float with --exclude NODE instead"
+        )
+    search = Search(
+        Path(out) / "model.onnx", Path(first.model), data, first, plain, kwargs.get("preprocess"), kwargs.get("reuse")
+    )
     try:
         count, evaluations = search.shortest_prefix(ranked)
         chosen, alternatives = search.fewest_reformats(ranked, count) if count else ([], [])
@@ -161,29 +177,53 @@ def _quantized(calibrate, model, data, out, plain, first: CalibrationResult, sta
     finally:
         search.close()
     if not count:
-        raise CheckFailed(f"--fallback auto: no set of nodes kept in float reaches the gates: even with all "
-                          f"{len(ranked)} quantized regions ({sum(len(r.nodes) for r in ranked)} nodes) in float "
-                          f"the held-out accuracy fails ({evaluations + 1} evaluations); the folder holds the plain "
-                          f"{plain.precision} calibration: calibrate another precision (fp16)")
+        raise CheckFailed(
+            f"--fallback auto: no set of nodes kept in float reaches the gates: even with all "
+            f"{len(ranked)} quantized regions ({sum(len(r.nodes) for r in ranked)} nodes) in float "
+            f"the held-out accuracy fails ({evaluations + 1} evaluations); the folder holds the plain "
+            f"{plain.precision} calibration: calibrate another precision (fp16)"
+        )
     nodes = sorted(search.nodes(chosen))
     source_names = {n.name for n in onnx.load_model(first.model, load_external_data=False).graph.node if n.name}
     found = {}
     for region in chosen:
         for node in region.nodes:
-            found[source_name(node, source_names)] = {"reason": "found", "tensor": region.tensor,
-                                                      "sqnr_db": region.sqnr_db}
+            found[source_name(node, source_names)] = {
+                "reason": "found",
+                "tensor": region.tensor,
+                "sqnr_db": region.sqnr_db,
+            }
         for node in sorted(fusion_groups(search.proto.graph, set(region.nodes)) - set(region.nodes)):
-            found.setdefault(source_name(node, source_names), {
-                "reason": "found", "tensor": region.tensor, "sqnr_db": region.sqnr_db, "why": "fused with "
-                + ", ".join(region.nodes)})
-    result = calibrate(model, data, out, plain.model_copy(update={"exclude": tuple(plain.exclude) + tuple(
-        n for n in found if n not in plain.exclude)}), found=found, **kwargs)
-    summary = {"needed": True, "regions": len(ranked), "regions_kept": len(chosen), "nodes_kept": nodes,
-               "evaluations": evaluations + 2,  # the plain calibration, the search, the final calibration
-               **({"alternatives": alternatives} if alternatives else {}),
-               "low_precision_work": low_precision_work(Path(out) / "model.onnx"),
-               "reformats": _count(result), "plain_reformats": _count(first),
-               "seconds": round(time.perf_counter() - started, 3), "passed": result.passed}
+            found.setdefault(
+                source_name(node, source_names),
+                {
+                    "reason": "found",
+                    "tensor": region.tensor,
+                    "sqnr_db": region.sqnr_db,
+                    "why": "fused with " + ", ".join(region.nodes),
+                },
+            )
+    result = calibrate(
+        model,
+        data,
+        out,
+        plain.model_copy(update={"exclude": tuple(plain.exclude) + tuple(n for n in found if n not in plain.exclude)}),
+        found=found,
+        **kwargs,
+    )
+    summary = {
+        "needed": True,
+        "regions": len(ranked),
+        "regions_kept": len(chosen),
+        "nodes_kept": nodes,
+        "evaluations": evaluations + 2,  # the plain calibration, the search, the final calibration
+        **({"alternatives": alternatives} if alternatives else {}),
+        "low_precision_work": low_precision_work(Path(out) / "model.onnx"),
+        "reformats": _count(result),
+        "plain_reformats": _count(first),
+        "seconds": round(time.perf_counter() - started, 3),
+        "passed": result.passed,
+    }
     return _finish(result, summary, out)
 
 
@@ -210,8 +250,9 @@ def _regions(sensitivity: list[dict[str, Any]]) -> list[Region]:
 class Search:
     """Evaluations of exclusion sets on one Q/DQ model: its quantized nodes given float inputs and weights back."""
 
-    def __init__(self, qdq: Path, source: Path, data, first: CalibrationResult, options, preprocess,
-                 reuse: Reuse | None = None) -> None:
+    def __init__(
+        self, qdq: Path, source: Path, data, first: CalibrationResult, options, preprocess, reuse: Reuse | None = None
+    ) -> None:
         import tempfile
 
         from compiler.data.datasets import model_inputs, open_dataset, split
@@ -225,14 +266,16 @@ class Search:
         self.dataset = open_dataset(data, model, preprocess)
         self.fixed = next((i.batch for i in model_inputs(model) if i.batch is not None), None)
         self.dims = model.input_dims()
-        self.holdout = split(self.dataset.count, options.holdout, options.samples, options.seed, self.fixed,
-                             self.dataset.path).holdout  # the very samples calibrate held out
+        self.holdout = split(
+            self.dataset.count, options.holdout, options.samples, options.seed, self.fixed, self.dataset.path
+        ).holdout  # the very samples calibrate held out
         self.reference = session(source, "model")
         self.first, self.limits = first, options.gates
         from compiler.data.metric import metric_and_labels
 
-        self.metric, self.labels = metric_and_labels(options.metric, options.min_metric, options.labels,
-                                                     self.dataset)  # the objective, when given
+        self.metric, self.labels = metric_and_labels(
+            options.metric, options.min_metric, options.labels, self.dataset
+        )  # the objective, when given
         self.evaluations = 0
 
     def close(self) -> None:
@@ -252,8 +295,17 @@ class Search:
         path = self.work / f"candidate-{self.evaluations}.onnx"
         onnx.save_model(float_nodes(self.proto, self.prepared, nodes), path)
         self.evaluations += 1
-        report = compare(self.reference, path, self.first.precision, self.dataset, self.holdout,
-                         self.first.batch_size, self.fixed, metric=self.metric, labels=self.labels)
+        report = compare(
+            self.reference,
+            path,
+            self.first.precision,
+            self.dataset,
+            self.holdout,
+            self.first.batch_size,
+            self.fixed,
+            metric=self.metric,
+            labels=self.labels,
+        )
         return all(g.passed for g in gates(report, **self.limits))
 
     def fewest_reformats(self, ranked: list[Region], count: int) -> tuple[list[Region], list[dict[str, Any]]]:
@@ -264,8 +316,10 @@ class Search:
         if not tied:
             return found, []
         swapped = [*found[:-1], tied[0]]
-        weighed = [{"tensors": [r.tensor for r in found], "passed": True},
-                   {"tensors": [r.tensor for r in swapped], "passed": self.passes(self.nodes(swapped))}]
+        weighed = [
+            {"tensors": [r.tensor for r in found], "passed": True},
+            {"tensors": [r.tensor for r in swapped], "passed": self.passes(self.nodes(swapped))},
+        ]
         if not weighed[1]["passed"]:
             return found, weighed
         for entry, candidate in zip(weighed, (found, swapped), strict=True):
@@ -287,6 +341,7 @@ class Search:
     def shortest_prefix(self, ranked: list[Region]) -> tuple[int, int]:
         """The fewest leading regions whose exclusion passes (0 when even all of them do not), and the evaluations
         made: all of them first (can the gates be reached at all?), then bisection."""
+
         def nodes(count: int) -> set[str]:
             return self.nodes(ranked[:count])
 
@@ -303,8 +358,24 @@ class Search:
 
 
 COMPUTE_OPS = frozenset({*TENSORRT_QUANTIZED_OPS, "MatMulInteger", "ConvInteger"})
-EPILOGUE_OPS = frozenset({"Add", "BatchNormalization", "Relu", "LeakyRelu", "PRelu", "Clip", "Sigmoid", "Tanh",
-                          "HardSigmoid", "HardSwish", "Gelu", "Elu", "Selu", "Softplus"})
+EPILOGUE_OPS = frozenset(
+    {
+        "Add",
+        "BatchNormalization",
+        "Relu",
+        "LeakyRelu",
+        "PRelu",
+        "Clip",
+        "Sigmoid",
+        "Tanh",
+        "HardSigmoid",
+        "HardSwish",
+        "Gelu",
+        "Elu",
+        "Selu",
+        "Softplus",
+    }
+)
 """What TensorRT fuses into a convolution's or matrix product's epilogue: bias and residual Add, batch norm and
 pointwise activations."""
 
@@ -332,8 +403,11 @@ def fusion_groups(graph: onnx.GraphProto, nodes: set[str]) -> set[str]:
             continue
         group.add(node.name)
         if node.op_type in EPILOGUE_OPS:  # up: what feeds it alone, to the compute node
-            pending += [producer[i] for i in node.input if i in producer and alone(i)
-                        and producer[i].op_type in COMPUTE_OPS | EPILOGUE_OPS]
+            pending += [
+                producer[i]
+                for i in node.input
+                if i in producer and alone(i) and producer[i].op_type in COMPUTE_OPS | EPILOGUE_OPS
+            ]
         if node.op_type in COMPUTE_OPS | EPILOGUE_OPS and node.output and alone(node.output[0]):  # down
             [reader] = found[node.output[0]]
             if reader.op_type in EPILOGUE_OPS:
@@ -378,8 +452,11 @@ def without_orphans(model: onnx.ModelProto) -> onnx.ModelProto:
     graph = model.graph
     while True:
         read = {name for node in graph.node for name in node.input} | {o.name for o in graph.output}
-        orphans = [node for node in graph.node if node.op_type in ("QuantizeLinear", "DequantizeLinear")
-                   and not any(out in read for out in node.output)]
+        orphans = [
+            node
+            for node in graph.node
+            if node.op_type in ("QuantizeLinear", "DequantizeLinear") and not any(out in read for out in node.output)
+        ]
         if not orphans:
             break
         for node in orphans:
@@ -395,8 +472,11 @@ def low_precision_work(qdq: Path) -> float | None:
     1; activation x activation products by their shapes) still quantized in the model."""
     proto = onnx.load_model(qdq, load_external_data=False)
     graph = proto.graph
-    shapes = {v.name: [d.dim_value or 1 for d in v.type.tensor_type.shape.dim]
-              for v in (*graph.value_info, *graph.output, *graph.input) if v.type.tensor_type.HasField("shape")}
+    shapes = {
+        v.name: [d.dim_value or 1 for d in v.type.tensor_type.shape.dim]
+        for v in (*graph.value_info, *graph.output, *graph.input)
+        if v.type.tensor_type.HasField("shape")
+    }
     sizes = {i.name: int(np.prod(i.dims)) for i in graph.initializer}
     dequantized = {n.output[0]: n.input[0] for n in graph.node if n.op_type == "DequantizeLinear"}
     total = quantized = 0.0

@@ -36,18 +36,23 @@ class Calibration:
         inside = self.folder.resolve()
         for file in map(Path, files):
             if not file.resolve().is_relative_to(inside):
-                raise InvalidInput(f"{file}: leads out of the calibration folder {self.folder} (a link to "
-                                   f"{file.resolve()}); {RERUN} or copy the folder without links")
+                raise InvalidInput(
+                    f"{file}: leads out of the calibration folder {self.folder} (a link to "
+                    f"{file.resolve()}); {RERUN} or copy the folder without links"
+                )
             if not file.is_file():
                 raise InvalidInput(f"{file}: missing from the calibration folder {self.folder}; {RERUN}")
             name = file.resolve().relative_to(inside).as_posix()
             recorded = self.record.files.get(name)
             if recorded is None:
-                raise InvalidInput(f"{file}: not recorded in {self.folder / RECORD}, so nothing vouches for it; "
-                                   f"{RERUN}")
+                raise InvalidInput(
+                    f"{file}: not recorded in {self.folder / RECORD}, so nothing vouches for it; {RERUN}"
+                )
             if sha256(file) != recorded:
-                raise InvalidInput(f"{file}: changed since compile calibrate wrote it (its sha256 is not the one "
-                                   f"{RECORD} records); {RERUN}")
+                raise InvalidInput(
+                    f"{file}: changed since compile calibrate wrote it (its sha256 is not the one "
+                    f"{RECORD} records); {RERUN}"
+                )
 
 
 def read_calibration(folder: Path) -> Calibration:
@@ -70,9 +75,13 @@ def open_calibration(folder: Path, precision: str, model_sha256: str) -> Calibra
     calibration = read_calibration(folder)
     record, record_path = calibration.record, folder / RECORD
     if record.precision != precision:
-        raise InvalidInput(f"{record_path}: calibrated for precision '{record.precision}', not '{precision}'; "
-                           f"run compile calibrate --precision {precision}")
+        raise InvalidInput(
+            f"{record_path}: calibrated for precision '{record.precision}', not '{precision}'; "
+            f"run compile calibrate --precision {precision}"
+        )
     if record.model_sha256 != model_sha256:
-        raise InvalidInput(f"{record_path}: was calibrated from another model (sha256 {record.model_sha256[:12]}…, "
-                           f"this model is {model_sha256[:12]}…); {RERUN} on this model")
+        raise InvalidInput(
+            f"{record_path}: was calibrated from another model (sha256 {record.model_sha256[:12]}…, "
+            f"this model is {model_sha256[:12]}…); {RERUN} on this model"
+        )
     return calibration

@@ -29,15 +29,27 @@ METHODS = {"minmax": "max", "entropy": "entropy"}
 def refuse_unsupported(options: CalibrationOptions) -> None:
     """What ModelOpt cannot do is exit 2 before any work, saying what to use instead."""
     if options.fallback == "auto":
-        raise InvalidInput("--fallback auto searches with onnxruntime's quantizer only: use --quantizer onnxruntime, "
-                           "or keep nodes out yourself with --exclude NODE|OP")
+        raise InvalidInput(
+            "--fallback auto searches with onnxruntime's quantizer only: use --quantizer onnxruntime, "
+            "or keep nodes out yourself with --exclude NODE|OP"
+        )
     if options.precision != "fp16" and options.method not in METHODS:
-        raise InvalidInput(f"--method {options.method}: ModelOpt calibrates with {' or '.join(METHODS)} only; choose "
-                           f"one of those, or --quantizer onnxruntime")
+        raise InvalidInput(
+            f"--method {options.method}: ModelOpt calibrates with {' or '.join(METHODS)} only; choose "
+            f"one of those, or --quantizer onnxruntime"
+        )
 
 
-def quantize(source: OnnxModel, arrays: dict[str, np.ndarray], precision: str, method: str, out: Path, work: Path,
-             keep_nodes: frozenset[str], keep_ops: frozenset[str]) -> dict[str, tuple[float, float]]:
+def quantize(
+    source: OnnxModel,
+    arrays: dict[str, np.ndarray],
+    precision: str,
+    method: str,
+    out: Path,
+    work: Path,
+    keep_nodes: frozenset[str],
+    keep_ops: frozenset[str],
+) -> dict[str, tuple[float, float]]:
     """Write ModelOpt's Q/DQ model of ``source`` to ``out``; return each quantized activation's (min, max).
 
     The rest of the model stays FP32 (``--high_precision_dtype fp32``), as onnxruntime's path leaves it: the
@@ -45,23 +57,51 @@ def quantize(source: OnnxModel, arrays: dict[str, np.ndarray], precision: str, m
     exactly) and ``--op_types_to_exclude``. The model is copied into ``work`` first, because ModelOpt writes its
     intermediate files beside the model it reads."""
     if source.external_files:
-        raise InvalidInput(f"{source.path}: --quantizer modelopt does not take a model with external weights yet; use "
-                           f"--quantizer onnxruntime")
+        raise InvalidInput(
+            f"{source.path}: --quantizer modelopt does not take a model with external weights yet; use "
+            f"--quantizer onnxruntime"
+        )
     python = interpreter()
     model = work / "source.onnx"
     shutil.copyfile(source.path, model)
     data = work / "calibration.npz"
     np.savez(data, **arrays)
-    command = [str(python), "-m", "modelopt.onnx.quantization", "--onnx_path", str(model), "--quantize_mode",
-               precision, "--calibration_method", METHODS[method], "--calibration_eps", "cpu",
-               "--calibration_data_path", str(data), "--output_path", str(out), "--high_precision_dtype", "fp32",
-               "--log_level", "WARNING", "--log_file", str(work / "modelopt.log")]
+    command = [
+        str(python),
+        "-m",
+        "modelopt.onnx.quantization",
+        "--onnx_path",
+        str(model),
+        "--quantize_mode",
+        precision,
+        "--calibration_method",
+        METHODS[method],
+        "--calibration_eps",
+        "cpu",
+        "--calibration_data_path",
+        str(data),
+        "--output_path",
+        str(out),
+        "--high_precision_dtype",
+        "fp32",
+        "--log_level",
+        "WARNING",
+        "--log_file",
+        str(work / "modelopt.log"),
+    ]
     if keep_nodes:
         command += ["--nodes_to_exclude", *(f"^{re.escape(name)}$" for name in sorted(keep_nodes))]
     if keep_ops:
         command += ["--op_types_to_exclude", *sorted(keep_ops)]
-    child = subprocess.Popen(command, cwd=work, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True, errors="replace")
+    child = subprocess.Popen(
+        command,
+        cwd=work,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        errors="replace",
+    )
     try:
         output, _ = child.communicate()
     except BaseException:  # a stop signal: the child goes with us
@@ -69,11 +109,15 @@ def quantize(source: OnnxModel, arrays: dict[str, np.ndarray], precision: str, m
         child.wait()
         raise
     if child.returncode != 0 and re.search(r"^(ModuleNotFoundError|ImportError)\b", output, re.MULTILINE):
-        raise EnvironmentProblem(f"${ENV}={str(python)!r} cannot import ModelOpt's quantizer ({last_line(output)}); "
-                                 f"make its venv again (docs/calibrate.md), or use --quantizer onnxruntime")
+        raise EnvironmentProblem(
+            f"${ENV}={str(python)!r} cannot import ModelOpt's quantizer ({last_line(output)}); "
+            f"make its venv again (docs/calibrate.md), or use --quantizer onnxruntime"
+        )
     if child.returncode != 0 or not out.is_file():
-        raise CheckFailed(f"{source.path}: ModelOpt could not quantize it to {precision} (exit {child.returncode}: "
-                          f"{last_line(output) or 'no output'}); try --quantizer onnxruntime")
+        raise CheckFailed(
+            f"{source.path}: ModelOpt could not quantize it to {precision} (exit {child.returncode}: "
+            f"{last_line(output) or 'no output'}); try --quantizer onnxruntime"
+        )
     return activation_ranges(out, precision)
 
 
@@ -95,8 +139,13 @@ def activation_ranges(path: Path, precision: str) -> dict[str, tuple[float, floa
     """Each activation's symmetric range read back from its QuantizeLinear's scale (weights are left out)."""
     proto = onnx.load_model(path, load_external_data=False)
     constants = {i.name: i for i in proto.graph.initializer}
-    constants |= {node.output[0]: attr.t for node in proto.graph.node if node.op_type == "Constant"
-                  for attr in node.attribute if attr.name == "value"}
+    constants |= {
+        node.output[0]: attr.t
+        for node in proto.graph.node
+        if node.op_type == "Constant"
+        for attr in node.attribute
+        if attr.name == "value"
+    }
     largest_code = FP8_MAX if precision == "fp8" else INT8_MAX  # a Q node's scale times it is the amax
     found: dict[str, tuple[float, float]] = {}
     for node in proto.graph.node:

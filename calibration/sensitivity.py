@@ -44,8 +44,9 @@ def _quantized_nodes(graph: onnx.GraphProto) -> tuple[list[onnx.NodeProto], dict
     """The quantized nodes, and each DequantizeLinear output's float source (the activation its Q node reads; the
     quantized initializer for weights)."""
     quantized_from = {n.output[0]: n.input[0] for n in graph.node if n.op_type == "QuantizeLinear"}
-    dequantized = {n.output[0]: quantized_from.get(n.input[0], n.input[0]) for n in graph.node
-                   if n.op_type == "DequantizeLinear"}
+    dequantized = {
+        n.output[0]: quantized_from.get(n.input[0], n.input[0]) for n in graph.node if n.op_type == "DequantizeLinear"
+    }
     nodes = [n for n in graph.node if n.op_type in TENSORRT_QUANTIZED_OPS and any(i in dequantized for i in n.input)]
     return nodes, dequantized
 
@@ -55,8 +56,9 @@ def quantized_node_names(qdq: Path) -> set[str]:
     return {n.name for n in _quantized_nodes(onnx.load_model(qdq, load_external_data=False).graph)[0]}
 
 
-def local_errors(prepared: Path, qdq: Path, dataset: Dataset, indices: np.ndarray, batch_size: int
-                 ) -> dict[str, tuple[float, list[str]]]:
+def local_errors(
+    prepared: Path, qdq: Path, dataset: Dataset, indices: np.ndarray, batch_size: int
+) -> dict[str, tuple[float, list[str]]]:
     """Quantized node -> (its local SQNR in dB, its quantized activation inputs), over ``indices``."""
     float_model = onnx.load_model(prepared)
     quantized_model = onnx.load_model(qdq)
@@ -65,8 +67,9 @@ def local_errors(prepared: Path, qdq: Path, dataset: Dataset, indices: np.ndarra
     nodes, dequantized = _quantized_nodes(quantized_model.graph)
     float_names = {i.name for i in float_model.graph.input} | {o for n in float_model.graph.node for o in n.output}
     float_names |= {i.name for i in float_model.graph.initializer}
-    qdq_nodes = {n.output[0]: n for n in quantized_model.graph.node if n.op_type in ("QuantizeLinear",
-                                                                                       "DequantizeLinear")}
+    qdq_nodes = {
+        n.output[0]: n for n in quantized_model.graph.node if n.op_type in ("QuantizeLinear", "DequantizeLinear")
+    }
     graph = float_model.graph
     added: list[onnx.NodeProto] = []
     copied: set[str] = set()
@@ -79,11 +82,22 @@ def local_errors(prepared: Path, qdq: Path, dataset: Dataset, indices: np.ndarra
         producer = qdq_nodes.get(name)
         if producer is not None and name not in copied:
             copied.add(name)
-            inputs = [producer.input[0] if producer.op_type == "QuantizeLinear" and producer.input[0] in float_names
-                      else local(producer.input[0]), *(_initializer(i) for i in producer.input[1:])]
-            added.append(helper.make_node(producer.op_type, inputs, [PREFIX + name], PREFIX + producer.name,
-                                          domain=producer.domain, **{a.name: helper.get_attribute_value(a)
-                                                                     for a in producer.attribute}))
+            inputs = [
+                producer.input[0]
+                if producer.op_type == "QuantizeLinear" and producer.input[0] in float_names
+                else local(producer.input[0]),
+                *(_initializer(i) for i in producer.input[1:]),
+            ]
+            added.append(
+                helper.make_node(
+                    producer.op_type,
+                    inputs,
+                    [PREFIX + name],
+                    PREFIX + producer.name,
+                    domain=producer.domain,
+                    **{a.name: helper.get_attribute_value(a) for a in producer.attribute},
+                )
+            )
         elif producer is None:
             _initializer(name)
         return PREFIX + name
@@ -105,15 +119,24 @@ def local_errors(prepared: Path, qdq: Path, dataset: Dataset, indices: np.ndarra
         if node.output[0] not in float_names:
             continue  # a node the Q/DQ model renamed or fused: nothing of the FP32 model to compare with
         inputs = [local(i) if i in dequantized else (i if i in float_names else _initializer(i)) for i in node.input]
-        added.append(helper.make_node(node.op_type, inputs, [PREFIX + node.output[0]], PREFIX + node.name,
-                                      domain=node.domain,
-                                      **{a.name: helper.get_attribute_value(a) for a in node.attribute}))
+        added.append(
+            helper.make_node(
+                node.op_type,
+                inputs,
+                [PREFIX + node.output[0]],
+                PREFIX + node.name,
+                domain=node.domain,
+                **{a.name: helper.get_attribute_value(a) for a in node.attribute},
+            )
+        )
         activations = [dequantized[i] for i in node.input if i in dequantized and dequantized[i] in float_names]
         compared[node.name] = (node.output[0], PREFIX + node.output[0], activations)
     graph.node.extend(added)
     del graph.output[:]
-    statistics = {node: _error_statistics(graph, reference, local_name, default_opset(float_model))
-                  for node, (reference, local_name, _) in compared.items()}
+    statistics = {
+        node: _error_statistics(graph, reference, local_name, default_opset(float_model))
+        for node, (reference, local_name, _) in compared.items()
+    }
     path = qdq.with_name(qdq.name + ".sensitivity.onnx")
     save_model(float_model, path, path.name + ".data")
     del float_model, quantized_model
@@ -136,7 +159,7 @@ def _accumulate(sums: list, means: np.ndarray, spreads: np.ndarray, errors: np.n
     row_means, count = means.astype(np.float64), int(size)
     per_row = count // max(row_means.size, 1)
     sums[0] += per_row * float(row_means.sum())
-    sums[1] += float(spreads.astype(np.float64).sum()) + per_row * float((row_means ** 2).sum())
+    sums[1] += float(spreads.astype(np.float64).sum()) + per_row * float((row_means**2).sum())
     sums[2] += float(errors.astype(np.float64).sum())
     sums[3] += count
 
@@ -147,20 +170,29 @@ def _error_statistics(graph: onnx.GraphProto, reference: str, local: str, opset:
     count. Fetching whole activations of every quantized node made onnxruntime allocate fresh memory for each
     one on every batch (several times the FP32 model's own run time); row sums keep float32 accumulation short,
     and the rows are combined in float64."""
-    means, centered, spreads = f"{PREFIX}mean::{reference}", f"{PREFIX}centered::{reference}", \
-        f"{PREFIX}spread::{reference}"
-    difference, errors, size = f"{PREFIX}error::{reference}", f"{PREFIX}errors::{reference}", \
-        f"{PREFIX}size::{reference}"
-    graph.node.extend([
-        _reduce("ReduceMean", reference, means, opset, keepdims=1),
-        helper.make_node("Sub", [reference, means], [centered], centered),
-        _reduce("ReduceSumSquare", centered, spreads, opset, keepdims=0),
-        helper.make_node("Sub", [reference, local], [difference], difference),
-        _reduce("ReduceSumSquare", difference, errors, opset, keepdims=0),
-        helper.make_node("Size", [reference], [size], size),
-    ])
-    graph.output.extend([helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None)
-                         for name in (means, spreads, errors)])
+    means, centered, spreads = (
+        f"{PREFIX}mean::{reference}",
+        f"{PREFIX}centered::{reference}",
+        f"{PREFIX}spread::{reference}",
+    )
+    difference, errors, size = (
+        f"{PREFIX}error::{reference}",
+        f"{PREFIX}errors::{reference}",
+        f"{PREFIX}size::{reference}",
+    )
+    graph.node.extend(
+        [
+            _reduce("ReduceMean", reference, means, opset, keepdims=1),
+            helper.make_node("Sub", [reference, means], [centered], centered),
+            _reduce("ReduceSumSquare", centered, spreads, opset, keepdims=0),
+            helper.make_node("Sub", [reference, local], [difference], difference),
+            _reduce("ReduceSumSquare", difference, errors, opset, keepdims=0),
+            helper.make_node("Size", [reference], [size], size),
+        ]
+    )
+    graph.output.extend(
+        [helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None) for name in (means, spreads, errors)]
+    )
     graph.output.append(helper.make_tensor_value_info(size, onnx.TensorProto.INT64, None))
     if opset >= AXES_AS_INPUT and not any(i.name == LAST_AXIS for i in graph.initializer):
         graph.initializer.append(numpy_helper.from_array(np.array([-1], np.int64), LAST_AXIS))
@@ -184,8 +216,9 @@ def regions(errors: dict[str, tuple[float, list[str]]]) -> list[Region]:
     for node, (_, tensors) in errors.items():
         for tensor in tensors:
             readers.setdefault(tensor, []).append(node)
-    found = [Region(tensor, tuple(sorted(nodes)), min(errors[n][0] for n in nodes)) for tensor, nodes in
-             readers.items()]
+    found = [
+        Region(tensor, tuple(sorted(nodes)), min(errors[n][0] for n in nodes)) for tensor, nodes in readers.items()
+    ]
     return sorted(found, key=lambda r: (r.sqnr_db, r.tensor))
 
 
@@ -203,5 +236,14 @@ def ranking(errors: dict[str, tuple[float, list[str]]], qdq: Path, source_names:
     ``--exclude`` takes for it."""
     ops = {n.name: n.op_type for n in onnx.load_model(qdq, load_external_data=False).graph.node}
     ranked = sorted(errors.items(), key=lambda item: (item[1][0], item[0]))
-    return [{"rank": i + 1, "node": node, "exclude": source_name(node, source_names), "op": ops.get(node, ""),
-             "sqnr_db": sqnr, "tensors": tensors} for i, (node, (sqnr, tensors)) in enumerate(ranked)]
+    return [
+        {
+            "rank": i + 1,
+            "node": node,
+            "exclude": source_name(node, source_names),
+            "op": ops.get(node, ""),
+            "sqnr_db": sqnr,
+            "tensors": tensors,
+        }
+        for i, (node, (sqnr, tensors)) in enumerate(ranked)
+    ]

@@ -21,6 +21,7 @@ _HYPOTHESIS_HOME = tempfile.mkdtemp(prefix="compile-tests-hypothesis-")
 set_hypothesis_home_dir(_HYPOTHESIS_HOME)  # and its caches, which it writes while the test modules import
 atexit.register(shutil.rmtree, _HYPOTHESIS_HOME, True)
 
+
 @pytest.fixture(scope="session", autouse=True)
 def private_build_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Every test (and every CLI it runs) uses a build cache of the session's own, never the user's

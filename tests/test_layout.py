@@ -21,8 +21,11 @@ def test_no_source_folder_is_named_like_build_output():
 
 
 def test_no_python_file_is_over_700_lines():
-    long = {path: n for path in tracked_files() if path.endswith(".py")
-            and (n := len((REPO / path).read_text().splitlines())) > MAX_LINES}
+    long = {
+        path: n
+        for path in tracked_files()
+        if path.endswith(".py") and (n := len((REPO / path).read_text().splitlines())) > MAX_LINES
+    }
     assert not long
 
 
@@ -33,7 +36,12 @@ def test_the_import_layers_hold_and_nothing_imports_in_a_cycle(monkeypatch):
     monkeypatch.chdir(REPO)  # lint-imports reads pyproject.toml from the working directory
     assert lint_imports(no_cache=True, no_logo=True) == EXIT_STATUS_SUCCESS
     graph = grimp.build_graph("compiler", "calibration", cache_dir=None)
-    in_cycles = [module for module in graph.modules
-                 if any(graph.chain_exists(importer=imported, imported=module)
-                        for imported in graph.find_modules_directly_imported_by(module))]
+    in_cycles = [
+        module
+        for module in graph.modules
+        if any(
+            graph.chain_exists(importer=imported, imported=module)
+            for imported in graph.find_modules_directly_imported_by(module)
+        )
+    ]
     assert not in_cycles

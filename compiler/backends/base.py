@@ -51,8 +51,12 @@ class BuildSpec:
     """Where that state lives (the build cache's folder); None: the default cache folder."""
 
     def options(self) -> dict[str, Any]:
-        return {"network": "strongly typed", "profiling_verbosity": "detailed", "workspace_mb": self.workspace_mb,
-                "optimization_level": self.optimization_level}
+        return {
+            "network": "strongly typed",
+            "profiling_verbosity": "detailed",
+            "workspace_mb": self.workspace_mb,
+            "optimization_level": self.optimization_level,
+        }
 
 
 @dataclass
@@ -79,8 +83,9 @@ class TensorRTBackend:
 
     def __init__(self) -> None:
         if importlib.util.find_spec(self.module_name) is None:
-            raise EnvironmentProblem(f"backend {self.name} is not installed (no module named '{self.module_name}'); "
-                                     f"run {self.install_hint}")
+            raise EnvironmentProblem(
+                f"backend {self.name} is not installed (no module named '{self.module_name}'); run {self.install_hint}"
+            )
 
     # Plain attributes, not functools.cached_property: before Python 3.12 that holds a lock shared by every
     # instance, and a builder forked while another thread held it would wait on it forever.
@@ -161,8 +166,10 @@ class TensorRTBackend:
         if header["version"] != self.version:
             return f"plan says version {header['version']} but the backend is {self.version}"
         if sorted(header["compute_capabilities"]) != sorted(compute_capabilities):
-            return (f"plan targets compute capabilities {header['compute_capabilities']} "
-                    f"but {list(compute_capabilities)} were requested")
+            return (
+                f"plan targets compute capabilities {header['compute_capabilities']} "
+                f"but {list(compute_capabilities)} were requested"
+            )
         return None
 
     def build(
@@ -203,13 +210,22 @@ class TensorRTBackend:
         seconds = time.perf_counter() - started
         if serialized is None:
             cancelled = cancel is not None and cancel.is_set()
-            errors = ["build cancelled"] if cancelled else (
-                [_no_kernel(error, network) for error in logger.errors] or ["the builder returned no engine"])
+            errors = (
+                ["build cancelled"]
+                if cancelled
+                else ([_no_kernel(error, network) for error in logger.errors] or ["the builder returned no engine"])
+            )
             return BuildOutcome(None, seconds, errors, logger.lines, cancelled=cancelled)
         self.after_build(config, spec)
         plan = memoryview(serialized).cast("B")  # no copy: plans can be GBs
-        return BuildOutcome(plan, seconds, [], logger.lines, parse_layers(logger.layers_message, len(spec.profiles)),
-                            warnings=logger.warnings)
+        return BuildOutcome(
+            plan,
+            seconds,
+            [],
+            logger.lines,
+            parse_layers(logger.layers_message, len(spec.profiles)),
+            warnings=logger.warnings,
+        )
 
 
 def _describe_parser_error(err: Any) -> str:
@@ -232,17 +248,20 @@ def _no_kernel(error: str, network: Any) -> str:
         if layer.name == found["layer"]:
             node = str(getattr(layer, "metadata", "") or "").removeprefix("[ONNX Layer: ").removesuffix("]")
             kind = str(layer.type).rsplit(".", 1)[-1]
-            return (f"node '{node or layer.name}' ({kind} layer {layer.name}): this TensorRT edition has no kernel "
-                    f"for it in this build, although its parser accepts it; run that part outside the engine (cut "
-                    f"the model before it) or build with another TensorRT edition. TensorRT says: {error}")
+            return (
+                f"node '{node or layer.name}' ({kind} layer {layer.name}): this TensorRT edition has no kernel "
+                f"for it in this build, although its parser accepts it; run that part outside the engine (cut "
+                f"the model before it) or build with another TensorRT edition. TensorRT says: {error}"
+            )
     return error
 
 
 def _at_node(err: Any) -> str:
     """A parse error with the node it is about, where the parser names one."""
     name = err.node_name() if err.node() >= 0 else ""
-    return f"node '{name}' ({err.node_operator()}): {_describe_parser_error(err)}" if name else \
-        _describe_parser_error(err)
+    return (
+        f"node '{name}' ({err.node_operator()}): {_describe_parser_error(err)}" if name else _describe_parser_error(err)
+    )
 
 
 class _CapturingLogger:
@@ -307,7 +326,7 @@ class _ProgressMonitor:
 
             def phase_finish(self, phase_name: str) -> None:
                 if phase_name in self.stack:
-                    del self.stack[self.stack.index(phase_name):]
+                    del self.stack[self.stack.index(phase_name) :]
 
         return Monitor()
 
@@ -338,8 +357,15 @@ def parse_layers(message: str, profiles: int = 1) -> list[dict[str, Any]]:
             "constant_types": _types(line, "], Constants: [", ("], Outputs: [",)),
             "output_types": _types(line, "], Outputs: [", ("], TacticName: ",)),
         }
-        layers.append({"name": match["name"], "type": match["type"], "precision": kernel_precision(**types), **types,
-                       "onnx_nodes": nodes})
+        layers.append(
+            {
+                "name": match["name"],
+                "type": match["type"],
+                "precision": kernel_precision(**types),
+                **types,
+                "onnx_nodes": nodes,
+            }
+        )
     graphs = {m[1] for m in map(_MYELIN_GRAPH.search, (layer["name"] for layer in layers)) if m}
     for layer in layers:
         layer["profile"] = kernel_profile(layer["name"], profiles, len(graphs))

@@ -93,21 +93,23 @@ class Builders:
             for child in self._live:
                 child.kill()
 
-    def build(self, backend: str, spec: BuildSpec, folder: Path, progress: Progress | None, cancel: Any
-              ) -> BuiltPlan:
+    def build(self, backend: str, spec: BuildSpec, folder: Path, progress: Progress | None, cancel: Any) -> BuiltPlan:
         """Build ``spec`` with ``backend`` in a child that writes ``engine.plan`` and ``build.log`` into ``folder``."""
         import multiprocessing
 
-        context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods()
-                                              else "spawn")
+        context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
         stop = _Flag(context)
         with self._lock:  # no sibling forks while this child's pipe ends are open in this process only
             if self._killed:
                 return BuiltPlan(Status.CANCELLED, errors=["build cancelled"])
             receiver, sender = context.Pipe(duplex=False)
             siblings = [other.fileno() for other in self._live.values()]
-            child = context.Process(target=_child, args=(sender, siblings, stop, backend, spec, folder, os.getpid()),
-                                    name=f"compile-build-{spec.sku}", daemon=True)
+            child = context.Process(
+                target=_child,
+                args=(sender, siblings, stop, backend, spec, folder, os.getpid()),
+                name=f"compile-build-{spec.sku}",
+                daemon=True,
+            )
             child.start()
             sender.close()
             self._live[child] = receiver
@@ -115,8 +117,11 @@ class Builders:
             built = _follow(child, receiver, stop, progress, cancel)
             if built is None:  # the child died without a word
                 child.join()
-                built = (BuiltPlan(Status.CANCELLED, errors=["build cancelled"]) if self._killed or stop.is_set()
-                         else BuiltPlan(Status.FAILED, errors=[_death(child.exitcode)]))
+                built = (
+                    BuiltPlan(Status.CANCELLED, errors=["build cancelled"])
+                    if self._killed or stop.is_set()
+                    else BuiltPlan(Status.FAILED, errors=[_death(child.exitcode)])
+                )
                 with open(folder / "build.log", "a") as log:  # whatever the child wrote before it died
                     log.writelines(f"[ERROR] {error}\n" for error in built.errors)
             return built
@@ -161,14 +166,18 @@ def _death(exitcode: int | None) -> str:
             name = signal.Signals(-exitcode).name
         except ValueError:  # a real-time signal has no name
             name = f"signal {-exitcode}"
-        why = {"SIGKILL": " (the out-of-memory killer, or killed)", "SIGSEGV": " (a crash in the builder)",
-               "SIGABRT": " (the builder aborted)"}.get(name, "")
+        why = {
+            "SIGKILL": " (the out-of-memory killer, or killed)",
+            "SIGSEGV": " (a crash in the builder)",
+            "SIGABRT": " (the builder aborted)",
+        }.get(name, "")
         return f"the TensorRT builder process died of {name}{why}; run again (with fewer --jobs if memory is short)"
     return f"the TensorRT builder process exited with code {exitcode} without a result"
 
 
-def _child(sender: Any, siblings: list[int], stop: _Flag, backend: str, spec: BuildSpec, folder: Path,
-           parent: int) -> None:
+def _child(
+    sender: Any, siblings: list[int], stop: _Flag, backend: str, spec: BuildSpec, folder: Path, parent: int
+) -> None:
     """The child's whole life: build, write the plan while hashing it, report, exit without Python's teardown.
 
     A parent killed outright (SIGKILL, the OOM killer) can take no result: the child then stops its build through
@@ -183,8 +192,10 @@ def _child(sender: Any, siblings: list[int], stop: _Flag, backend: str, spec: Bu
         threading.Thread(target=_watch_parent, args=(parent, orphaned, folder), daemon=True).start()
         outcome = _build_plan(sender, stop, orphaned, backend, spec, folder)
     except OSError as exc:  # a full disk or a quota: this build fails, the others go on
-        outcome = BuiltPlan(Status.FAILED, errors=[f"could not write the engine files: {exc}; free space under "
-                                                   f"{folder.parent} and the build cache"])
+        outcome = BuiltPlan(
+            Status.FAILED,
+            errors=[f"could not write the engine files: {exc}; free space under {folder.parent} and the build cache"],
+        )
     except BaseException as exc:  # a bug or a library's surprise: the build fails with it, the command goes on
         outcome = BuiltPlan(Status.FAILED, errors=[f"internal error in the builder: {type(exc).__name__}: {exc}"])
     try:
@@ -205,8 +216,9 @@ def _watch_parent(parent: int, orphaned: threading.Event, folder: Path) -> None:
     os._exit(1)
 
 
-def _build_plan(sender: Any, stop: _Flag, orphaned: threading.Event, backend_name: str, spec: BuildSpec,
-                folder: Path) -> BuiltPlan:
+def _build_plan(
+    sender: Any, stop: _Flag, orphaned: threading.Event, backend_name: str, spec: BuildSpec, folder: Path
+) -> BuiltPlan:
     last = [0.0]
 
     def report(phase: str, done: int, total: int) -> None:
@@ -227,8 +239,9 @@ def _build_plan(sender: Any, stop: _Flag, orphaned: threading.Event, backend_nam
         return BuiltPlan(Status.FAILED, errors=[str(exc)])
     (folder / "build.log").write_text("\n".join(outcome.log) + "\n")
     if outcome.plan is None:
-        return BuiltPlan(Status.CANCELLED if outcome.cancelled else Status.FAILED,
-                         errors=outcome.errors or ["build failed"])
+        return BuiltPlan(
+            Status.CANCELLED if outcome.cancelled else Status.FAILED, errors=outcome.errors or ["build failed"]
+        )
     mismatch = backend.plan_mismatch(outcome.plan, spec.compute_capabilities)
     if mismatch:
         return BuiltPlan(Status.FAILED, errors=[f"plan header check failed: {mismatch}"])
@@ -236,7 +249,13 @@ def _build_plan(sender: Any, stop: _Flag, orphaned: threading.Event, backend_nam
         sha = pool.submit(lambda: hashlib.sha256(outcome.plan).hexdigest())
         (folder / "engine.plan").write_bytes(outcome.plan)
         sha256 = sha.result()
-    return BuiltPlan(Status.OK, sha256=sha256, size_bytes=len(outcome.plan), seconds=outcome.seconds,
-                     plan_header=backend.plan_header(outcome.plan),
-                     layers=[Kernel(**layer) for layer in outcome.layers], warnings=outcome.warnings,
-                     backend_version=backend.version)
+    return BuiltPlan(
+        Status.OK,
+        sha256=sha256,
+        size_bytes=len(outcome.plan),
+        seconds=outcome.seconds,
+        plan_header=backend.plan_header(outcome.plan),
+        layers=[Kernel(**layer) for layer in outcome.layers],
+        warnings=outcome.warnings,
+        backend_version=backend.version,
+    )

@@ -36,14 +36,27 @@ def prove_build(model: Path, shapes: dict[str, tuple[int, ...]], dims: dict[str,
     backend = next((name for name in ("tensorrt-rtx", "tensorrt") if is_installed(name)), None)
     if backend is None:
         return BuildProof(status=Status.SKIPPED, detail="no TensorRT backend is installed to prove it builds")
-    fixed = {name: [d if isinstance(d, int) else size for d, size in zip(input_dims, shapes[name], strict=False)]
-             if input_dims is not None else list(shapes[name])
-             for name, input_dims in dims.items() if name in shapes}  # a static batch stays what the model says
-    profile = ShapeProfile(name="calibration", shapes={
-        name: ShapeRange(min=shape, opt=shape, max=shape) for name, shape in fixed.items()
-        if dims[name] is None or not all(isinstance(d, int) for d in dims[name])})
-    spec = BuildSpec(model_path=model, profiles=(profile,) if profile.shapes else (),
-                     compute_capabilities=(PROOF_CAPABILITY,), sku="calibration-proof")
+    fixed = {
+        name: [d if isinstance(d, int) else size for d, size in zip(input_dims, shapes[name], strict=False)]
+        if input_dims is not None
+        else list(shapes[name])
+        for name, input_dims in dims.items()
+        if name in shapes
+    }  # a static batch stays what the model says
+    profile = ShapeProfile(
+        name="calibration",
+        shapes={
+            name: ShapeRange(min=shape, opt=shape, max=shape)
+            for name, shape in fixed.items()
+            if dims[name] is None or not all(isinstance(d, int) for d in dims[name])
+        },
+    )
+    spec = BuildSpec(
+        model_path=model,
+        profiles=(profile,) if profile.shapes else (),
+        compute_capabilities=(PROOF_CAPABILITY,),
+        sku="calibration-proof",
+    )
     try:
         engine = load_backend(backend)
         engine.check_targets(spec.compute_capabilities)
@@ -57,8 +70,11 @@ def prove_build(model: Path, shapes: dict[str, tuple[int, ...]], dims: dict[str,
         errors = [_SOURCE.sub("", error) for error in built.errors[:2]] or ["the builder returned no engine"]
         return BuildProof(status=Status.FAILED, detail=f"{'; '.join(errors)}{_readers(model, errors)} ({where})")
     reformats = reformat_kernels(built.layers, model)
-    return BuildProof(status=Status.OK, detail=f"built with {where} in {built.seconds:.1f} s; {reformats.count} "
-                      f"precision-boundary reformat kernel(s)", reformats=reformats)
+    return BuildProof(
+        status=Status.OK,
+        detail=f"built with {where} in {built.seconds:.1f} s; {reformats.count} precision-boundary reformat kernel(s)",
+        reformats=reformats,
+    )
 
 
 def reformat_kernels(layers: list[Kernel], model: Path) -> Reformats:
@@ -68,10 +84,19 @@ def reformat_kernels(layers: list[Kernel], model: Path) -> Reformats:
     import onnx
 
     ops = {n.name: n.op_type for n in onnx.load_model(model, load_external_data=False).graph.node}
-    found = [kernel for kernel in layers if kernel.profile in (0, None) and (
-        _REFORMAT.search(f"{kernel.type} {kernel.name}") or (
-            kernel.onnx_nodes and all(ops.get(node) in _CONVERSIONS for node in kernel.onnx_nodes)
-            and set(kernel.input_types) != set(kernel.output_types)))]
+    found = [
+        kernel
+        for kernel in layers
+        if kernel.profile in (0, None)
+        and (
+            _REFORMAT.search(f"{kernel.type} {kernel.name}")
+            or (
+                kernel.onnx_nodes
+                and all(ops.get(node) in _CONVERSIONS for node in kernel.onnx_nodes)
+                and set(kernel.input_types) != set(kernel.output_types)
+            )
+        )
+    ]
     return Reformats(count=len(found), layers=[", ".join(k.onnx_nodes) or k.name for k in found[:REFORMATS_NAMED]])
 
 
@@ -96,8 +121,13 @@ def _readers(model: Path, errors: list[str]) -> str:
     for name in sorted(named):
         for node in found.get(name, []):
             if node.name and node.name not in named:
-                fed = [f"'{r.name}' ({r.op_type})" for r in found.get(node.output[0], [])] \
-                    if node.op_type == "DequantizeLinear" else []
-                said.append(f"node '{node.name}' ({node.op_type}) reads '{name}'"
-                            + (f" for {', '.join(fed[:3])}" if fed else ""))
+                fed = (
+                    [f"'{r.name}' ({r.op_type})" for r in found.get(node.output[0], [])]
+                    if node.op_type == "DequantizeLinear"
+                    else []
+                )
+                said.append(
+                    f"node '{node.name}' ({node.op_type}) reads '{name}'"
+                    + (f" for {', '.join(fed[:3])}" if fed else "")
+                )
     return "; " + ", ".join(said[:4]) if said else ""

@@ -35,7 +35,7 @@ class TensorRTRTXBackend(TensorRTBackend):
         """``vtrt`` magic, version bytes at offset 24, compute-capability bitmask (u64) at offset 32."""
         if len(plan) < self.plan_header_bytes:
             return None
-        plan = bytes(plan[:self.plan_header_bytes])
+        plan = bytes(plan[: self.plan_header_bytes])
         mask = struct.unpack_from("<Q", plan, 32)[0]
         return {
             "magic": plan[:4].decode("latin-1"),

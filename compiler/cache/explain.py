@@ -29,8 +29,12 @@ def _normal(value: Any) -> str:
     return json.dumps(value, sort_keys=True, default=str)
 
 
-def describe(kind: str, wanted: dict[str, Any], candidates: Iterable[tuple[str, dict[str, Any]]],
-             details: dict[str, Any] | None = None) -> str:
+def describe(
+    kind: str,
+    wanted: dict[str, Any],
+    candidates: Iterable[tuple[str, dict[str, Any]]],
+    details: dict[str, Any] | None = None,
+) -> str:
     """The one line: ``profiles changed against the nearest cached engine (…): batch max [64,1,8,8] -> …``."""
     found = nearest(wanted, candidates)
     if found is None:
@@ -40,8 +44,7 @@ def describe(kind: str, wanted: dict[str, Any], candidates: Iterable[tuple[str, 
         return f"the nearest cached {kind} ({label}) has the same inputs: it was evicted or is being made"
     detail = (details or {}).get(changed[0])
     more = f" (and {', '.join(changed[1:])})" if len(changed) > 1 else ""
-    return f"{changed[0]} changed{more} against the nearest cached {kind} ({label})" + (f": {detail}" if detail
-                                                                                       else "")
+    return f"{changed[0]} changed{more} against the nearest cached {kind} ({label})" + (f": {detail}" if detail else "")
 
 
 def profile_changes(wanted: list[dict[str, Any]], cached: list[dict[str, Any]]) -> str:
@@ -65,10 +68,16 @@ def profile_changes(wanted: list[dict[str, Any]], cached: list[dict[str, Any]]) 
 def engine_material(record: Any) -> dict[str, Any]:
     """What an engine's key was made of (an EngineRecord, or the same fields of a build not yet made), as the
     explanation compares it, in the order it names them."""
-    return {"model": record.model_sha256, "profiles": [_dumped(p) for p in record.profiles],
-            "compute capability": list(record.compute_capabilities), "precision": str(record.precision),
-            "calibration": record.calibration_sha256, "builder options": record.builder_options,
-            "backend version": record.backend, "prepared model": record.built_model_sha256}
+    return {
+        "model": record.model_sha256,
+        "profiles": [_dumped(p) for p in record.profiles],
+        "compute capability": list(record.compute_capabilities),
+        "precision": str(record.precision),
+        "calibration": record.calibration_sha256,
+        "builder options": record.builder_options,
+        "backend version": record.backend,
+        "prepared model": record.built_model_sha256,
+    }
 
 
 def _dumped(value: Any) -> Any:
@@ -99,10 +108,17 @@ def _mtime(path: Path) -> float:
 
 def calibration_material(record: dict[str, Any]) -> dict[str, Any]:
     """What a calibration's key was made of (calibration.json's fields), in the order the explanation names them."""
-    return {"model": record.get("model_sha256"), "data": record.get("data_sha256"),
-            "precision": record.get("precision"), "method": record.get("method"), "samples": record.get("samples"),
-            "batch size": record.get("batch_size"), "seed": record.get("seed"), "options": record.get("options"),
-            "versions": record.get("versions")}
+    return {
+        "model": record.get("model_sha256"),
+        "data": record.get("data_sha256"),
+        "precision": record.get("precision"),
+        "method": record.get("method"),
+        "samples": record.get("samples"),
+        "batch size": record.get("batch_size"),
+        "seed": record.get("seed"),
+        "options": record.get("options"),
+        "versions": record.get("versions"),
+    }
 
 
 def calibration_candidates(folders: Iterable[Path]) -> list[tuple[str, dict[str, Any]]]:

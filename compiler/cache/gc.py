@@ -29,8 +29,14 @@ class CacheGcReport(BaseModel):
     seconds: float
 
 
-def gc_cache(uri: str, *, keep_days: float | None = None, max_bytes: int | None = None, grace_minutes: float = 60,
-             dry_run: bool = False) -> CacheGcReport:
+def gc_cache(
+    uri: str,
+    *,
+    keep_days: float | None = None,
+    max_bytes: int | None = None,
+    grace_minutes: float = 60,
+    dry_run: bool = False,
+) -> CacheGcReport:
     if keep_days is None and max_bytes is None:
         raise InvalidInput("give --keep-days D and/or --max-size SIZE: what the remote cache keeps")
     if keep_days is not None and not 0 <= keep_days <= 36500:
@@ -57,8 +63,11 @@ def gc_cache(uri: str, *, keep_days: float | None = None, max_bytes: int | None 
             except (ValidationError, ValueError):
                 entries.append((0.0, kind, key, {}))  # a damaged entry: the first to go
     entries.sort()
-    doomed = [(kind, key) for created, kind, key, _ in entries
-              if keep_days is not None and now - created >= keep_days * 86400 and now - created >= grace_minutes * 60]
+    doomed = [
+        (kind, key)
+        for created, kind, key, _ in entries
+        if keep_days is not None and now - created >= keep_days * 86400 and now - created >= grace_minutes * 60
+    ]
     live = _Live(entries, doomed)
     if max_bytes is not None:
         for created, kind, key, blobs in entries:  # oldest first, until the rest fits
@@ -72,10 +81,17 @@ def gc_cache(uri: str, *, keep_days: float | None = None, max_bytes: int | None 
             store.delete_entry(kind, key)
             count()
     sweep, note = sweep_or_note(store, set(doomed), grace_minutes * 60, dry_run, count=count, known_entries=raw)
-    return CacheGcReport(store=store.uri, dry_run=dry_run, entries=len(entries),
-                         removed_entries=[f"{kind}/{key}" for kind, key in doomed], kept_bytes=live.bytes,
-                         **Sweep.figures(sweep), blob_note=note, requests=requests[0],
-                         seconds=round(time.monotonic() - started, 3))
+    return CacheGcReport(
+        store=store.uri,
+        dry_run=dry_run,
+        entries=len(entries),
+        removed_entries=[f"{kind}/{key}" for kind, key in doomed],
+        kept_bytes=live.bytes,
+        **Sweep.figures(sweep),
+        blob_note=note,
+        requests=requests[0],
+        seconds=round(time.monotonic() - started, 3),
+    )
 
 
 class _Live:

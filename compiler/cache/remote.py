@@ -130,16 +130,22 @@ class RemoteCache:
 
     def damaged(self, kind: str, key: str, why: str, blobs: list[str]) -> Damaged:
         """Warn once, drop the entry and the blobs proven damaged (so the rebuild's send can replace them)."""
-        line = self.warn(f"remote cache {self.uri}: {kind} entry {key[:12]} refused ({why}); made again and "
-                         "replaced")
+        line = self.warn(f"remote cache {self.uri}: {kind} entry {key[:12]} refused ({why}); made again and replaced")
         with contextlib.suppress(CompileError):  # a store that refuses removal: the entry stays refused each time
             for sha in blobs:
                 self.store.delete_blob(f"cache/{kind}", sha)
             self.store.delete_entry(kind, key)
         return Damaged(line)
 
-    def send(self, kind: str, key: str, folder: Path, names: list[str], material: dict[str, object] | None = None,
-             digests: dict[str, str] | None = None) -> bool:
+    def send(
+        self,
+        kind: str,
+        key: str,
+        folder: Path,
+        names: list[str],
+        material: dict[str, object] | None = None,
+        digests: dict[str, str] | None = None,
+    ) -> bool:
         """Send the entry of ``names`` in ``folder`` (blobs first, each verified as it is read, then the index,
         create-only): True when this call created it. ``digests``: sha256 already known (a plan's)."""
         files = {}
@@ -152,8 +158,12 @@ class RemoteCache:
                     self.store.put_blob(f"cache/{kind}", sha, reader)
             files[name] = FileEntry(sha256=sha, size=size)
         index = EntryIndex(kind=kind, key=key, files=files, created=time.time(), material=material or {})
-        return self.store.create_entry(kind, key, index.model_dump_json().encode(),
-                                       [(f.sha256, f.size) for f in files.values()]) is None
+        return (
+            self.store.create_entry(
+                kind, key, index.model_dump_json().encode(), [(f.sha256, f.size) for f in files.values()]
+            )
+            is None
+        )
 
     def send_quietly(self, kind: str, key: str, folder: Path, names: list[str], **kwargs: object) -> str | None:
         """:meth:`send`, a failure said as a warning (what was made is whole; only the next runner makes it again)."""

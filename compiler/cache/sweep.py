@@ -39,13 +39,20 @@ class Sweep:
         """The report fields of a sweep (zeros when none ran, as on a registry)."""
         if sweep is None:
             return {"removed_blobs": 0, "freed_bytes": 0, "marked_blobs": 0}
-        return {"removed_blobs": len(sweep.removed), "freed_bytes": sweep.freed_bytes,
-                "marked_blobs": len(sweep.marked)}
+        return {
+            "removed_blobs": len(sweep.removed),
+            "freed_bytes": sweep.freed_bytes,
+            "marked_blobs": len(sweep.marked),
+        }
 
 
-def references(store: Store, skip: set[tuple[str, str]] = frozenset(), count: Callable[[], None] = lambda: None,
-               known: dict[tuple[str, str], bytes] | None = None,
-               known_entries: dict[tuple[str, str], bytes] | None = None) -> set[str]:
+def references(
+    store: Store,
+    skip: set[tuple[str, str]] = frozenset(),
+    count: Callable[[], None] = lambda: None,
+    known: dict[tuple[str, str], bytes] | None = None,
+    known_entries: dict[tuple[str, str], bytes] | None = None,
+) -> set[str]:
     """Every digest a manifest, a staged part or a cache entry mentions (any 64 hex digits: a record's other digests
     only keep a blob more, never less). ``skip``: (name, version) and (kind, key) pairs being removed (a dry run
     does not remove them). ``known``: manifests already read (immutable, so not read again); the versions are
@@ -85,9 +92,15 @@ def _keys(store: Store, kind: str) -> list[str]:
         return []
 
 
-def sweep_or_note(store: Store, skip: set[tuple[str, str]], grace_seconds: float, dry_run: bool,
-                  count: Callable[[], None] = lambda: None, known: dict[tuple[str, str], bytes] | None = None,
-                  known_entries: dict[tuple[str, str], bytes] | None = None) -> tuple[Sweep | None, str | None]:
+def sweep_or_note(
+    store: Store,
+    skip: set[tuple[str, str]],
+    grace_seconds: float,
+    dry_run: bool,
+    count: Callable[[], None] = lambda: None,
+    known: dict[tuple[str, str], bytes] | None = None,
+    known_entries: dict[tuple[str, str], bytes] | None = None,
+) -> tuple[Sweep | None, str | None]:
     """:func:`sweep_blobs`, or on a store that cannot list its blobs (a registry) no sweep and what frees them."""
     try:
         return sweep_blobs(store, skip, grace_seconds, dry_run, count, known, known_entries), None
@@ -95,9 +108,15 @@ def sweep_or_note(store: Store, skip: set[tuple[str, str]], grace_seconds: float
         return None, "blobs are freed by the registry's own garbage collection (registry garbage-collect)"
 
 
-def sweep_blobs(store: Store, skip: set[tuple[str, str]], grace_seconds: float, dry_run: bool,
-                count: Callable[[], None] = lambda: None, known: dict[tuple[str, str], bytes] | None = None,
-                known_entries: dict[tuple[str, str], bytes] | None = None) -> Sweep:
+def sweep_blobs(
+    store: Store,
+    skip: set[tuple[str, str]],
+    grace_seconds: float,
+    dry_run: bool,
+    count: Callable[[], None] = lambda: None,
+    known: dict[tuple[str, str], bytes] | None = None,
+    known_entries: dict[tuple[str, str], bytes] | None = None,
+) -> Sweep:
     """Mark unreferenced blobs, remove those marked longer than the grace ago (and written before it). The blobs are
     listed before the references are read: a manifest written after the listing is seen, a blob sent after it is
     not a candidate at all."""

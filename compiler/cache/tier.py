@@ -16,8 +16,7 @@ class CacheTier:
     """The remote cache at ``uri`` (or $COMPILE_REMOTE_CACHE; none when neither is set) and whether misses are
     explained."""
 
-    def __init__(self, uri: str | None = None, explain: bool = False, local_folders: list[Path] | None = None
-                 ) -> None:
+    def __init__(self, uri: str | None = None, explain: bool = False, local_folders: list[Path] | None = None) -> None:
         self.uri = configured(uri)
         self.remote = open_remote(self.uri) if self.uri else None
         self.explain_misses = explain
@@ -34,18 +33,21 @@ class CacheTier:
         except Damaged as exc:
             return CacheOutcome(source="miss", reason="the remote entry was damaged", warning=str(exc))
         except CompileError as exc:
-            return CacheOutcome(source="miss", reason="the remote cache did not answer",
-                                warning=self.remote.unreachable(kind, key, exc))
+            return CacheOutcome(
+                source="miss", reason="the remote cache did not answer", warning=self.remote.unreachable(kind, key, exc)
+            )
         return CacheOutcome(source="remote")
 
     def refuse(self, kind: str, key: str, why: str) -> CacheOutcome:
         """A fetched entry whose content the stage refused (its records contradict the key)."""
         assert self.remote is not None
-        return CacheOutcome(source="miss", reason="the remote entry was damaged",
-                            warning=str(self.remote.damaged(kind, key, why, [])))
+        return CacheOutcome(
+            source="miss", reason="the remote entry was damaged", warning=str(self.remote.damaged(kind, key, why, []))
+        )
 
-    def send(self, kind: str, key: str, folder: Path, names: list[str], material: dict[str, Any] | None = None
-             ) -> str | None:
+    def send(
+        self, kind: str, key: str, folder: Path, names: list[str], material: dict[str, Any] | None = None
+    ) -> str | None:
         """Send what was made; a warning line when the remote could not take it."""
         if self.remote is None:
             return None
@@ -56,6 +58,7 @@ class CacheTier:
             return reason
         candidates = calibration_candidates([*folders, *self.local_folders])
         if self.remote is not None:
-            candidates += [(label, calibration_material(material))
-                           for label, material in self.remote.materials("calibrations")]
+            candidates += [
+                (label, calibration_material(material)) for label, material in self.remote.materials("calibrations")
+            ]
         return describe("calibration", calibration_material(record), candidates)

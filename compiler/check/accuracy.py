@@ -27,6 +27,7 @@ from compiler.data.session import session
 
 def output_limits(options: CheckOptions, precision: Precision, output: str) -> Limits:
     """The output's gates: named for it, else given for every output, else the precision's default."""
+
     def given(name: str) -> float | None:
         chosen = getattr(options, name)
         return chosen.get(output, chosen.get(""))
@@ -36,6 +37,7 @@ def output_limits(options: CheckOptions, precision: Precision, output: str) -> L
 
 def tolerances(options: CheckOptions, output: str) -> dict[str, Any] | None:
     """The output's atol/rtol gate when one of them is given (either, as Polygraphy: an element passes on one)."""
+
     def given(name: str, default: Any) -> Any:
         chosen = getattr(options, name)
         return chosen.get(output, chosen.get("", default))
@@ -43,13 +45,25 @@ def tolerances(options: CheckOptions, output: str) -> dict[str, Any] | None:
     atol, rtol = given("atol", None), given("rtol", None)
     if atol is None and rtol is None:
         return None
-    return {"atol": atol or 0.0, "rtol": rtol or 0.0, "error_stat": given("error_stat", "elemwise"),
-            "error_quantile": given("error_quantile", 0.99)}
+    return {
+        "atol": atol or 0.0,
+        "rtol": rtol or 0.0,
+        "error_stat": given("error_stat", "elemwise"),
+        "error_quantile": given("error_quantile", 0.99),
+    }
 
 
-def check_accuracy(reference: dict[str, np.ndarray], candidate, precision: Precision, dataset: Dataset,
-                   indices: np.ndarray, options: CheckOptions, progress: Callable[[int], None] | None = None,
-                   metric: Metric | None = None, labels: dict[str, np.ndarray] | None = None) -> CheckResult:
+def check_accuracy(
+    reference: dict[str, np.ndarray],
+    candidate,
+    precision: Precision,
+    dataset: Dataset,
+    indices: np.ndarray,
+    options: CheckOptions,
+    progress: Callable[[int], None] | None = None,
+    metric: Metric | None = None,
+    labels: dict[str, np.ndarray] | None = None,
+) -> CheckResult:
     """``candidate`` (the built model's path) against the FP32 ``reference`` outputs, batch by batch."""
     cand = session(candidate, f"{precision} model")
     names = list(reference)
@@ -67,7 +81,7 @@ def check_accuracy(reference: dict[str, np.ndarray], candidate, precision: Preci
             actual = cand.run(names, feed)
         except Exception as exc:
             raise CheckFailed(f"onnxruntime cannot run the {precision} model {candidate}: {first_line(exc)}") from None
-        expected = [reference[n][done:done + len(chunk)] for n in names]
+        expected = [reference[n][done : done + len(chunk)] for n in names]
         done += len(chunk)
         agreement.add(expected, actual)
         if scored is not None:
@@ -80,8 +94,9 @@ def check_accuracy(reference: dict[str, np.ndarray], candidate, precision: Preci
     verdict = _verdict(agreement, options, precision, tolerance, within, len(indices))
     if scored is not None:
         verdict = _with_metric(verdict, metric.name, scored.value(), options.min_metric)
-    return _with_sensitivity(verdict, candidate) if verdict.status == Status.FAILED and precision.calibrated \
-        else verdict
+    return (
+        _with_sensitivity(verdict, candidate) if verdict.status == Status.FAILED and precision.calibrated else verdict
+    )
 
 
 def _with_sensitivity(result: CheckResult, model) -> CheckResult:
@@ -104,10 +119,17 @@ def _with_sensitivity(result: CheckResult, model) -> CheckResult:
     if not ranked:
         return result
     worst = ", ".join(f"{s['exclude']} ({s['sqnr_db']:.1f} dB)" for s in ranked[:3])
-    advice = (f"most sensitive nodes: {worst}; keep them in float with compile calibrate --exclude "
-              f"{ranked[0]['exclude']}, or --fallback auto")
-    return result.model_copy(update={"summary": f"{result.summary}; {advice}", "evidence": [*result.evidence, advice],
-                                     "figures": {**result.figures, "sensitivity": ranked[:10]}})
+    advice = (
+        f"most sensitive nodes: {worst}; keep them in float with compile calibrate --exclude "
+        f"{ranked[0]['exclude']}, or --fallback auto"
+    )
+    return result.model_copy(
+        update={
+            "summary": f"{result.summary}; {advice}",
+            "evidence": [*result.evidence, advice],
+            "figures": {**result.figures, "sensitivity": ranked[:10]},
+        }
+    )
 
 
 def _with_metric(result: CheckResult, name: str, value: float, threshold: float | None) -> CheckResult:
@@ -117,9 +139,14 @@ def _with_metric(result: CheckResult, name: str, value: float, threshold: float 
     if threshold is None or value >= threshold:
         return result.model_copy(update={"figures": figures, "evidence": [*result.evidence, line]})
     failure = f"metric {name} {value:.6g} below --min-metric {threshold:g}"
-    return result.model_copy(update={"status": Status.FAILED, "figures": figures,
-                                     "evidence": [failure, *result.evidence, line],
-                                     "summary": f"{failure}; {result.summary}"})
+    return result.model_copy(
+        update={
+            "status": Status.FAILED,
+            "figures": figures,
+            "evidence": [failure, *result.evidence, line],
+            "summary": f"{failure}; {result.summary}",
+        }
+    )
 
 
 def _tolerance_compare(tolerance: dict[str, dict[str, Any]]):
@@ -128,9 +155,11 @@ def _tolerance_compare(tolerance: dict[str, dict[str, Any]]):
     from polygraphy.logger import G_LOGGER
 
     compare = CompareFunc.simple(
-        atol={n: t["atol"] for n, t in tolerance.items()}, rtol={n: t["rtol"] for n, t in tolerance.items()},
+        atol={n: t["atol"] for n, t in tolerance.items()},
+        rtol={n: t["rtol"] for n, t in tolerance.items()},
         check_error_stat={n: t["error_stat"] for n, t in tolerance.items()},
-        error_quantile={n: t["error_quantile"] for n, t in tolerance.items()})
+        error_quantile={n: t["error_quantile"] for n, t in tolerance.items()},
+    )
 
     def run(names: list[str], expected: list[np.ndarray], actual: list[np.ndarray]) -> dict[str, bool]:
         chosen = [i for i, n in enumerate(names) if n in tolerance]
@@ -143,31 +172,52 @@ def _tolerance_compare(tolerance: dict[str, dict[str, Any]]):
     return run
 
 
-def _verdict(agreement: Agreement, options: CheckOptions, precision: Precision, tolerance: dict[str, dict[str, Any]],
-             within: dict[str, bool], samples: int) -> CheckResult:
+def _verdict(
+    agreement: Agreement,
+    options: CheckOptions,
+    precision: Precision,
+    tolerance: dict[str, dict[str, Any]],
+    within: dict[str, bool],
+    samples: int,
+) -> CheckResult:
     figures, evidence, failures = {}, [], []
     for out in agreement.reports():
         limit = output_limits(options, precision, out.name)
         gates = judge(out, limit)
-        figures[out.name] = {**out.model_dump(exclude={"name", "kind"}),
-                             "thresholds": {g.name: g.threshold for g in gates} | tolerance.get(out.name, {})}
-        evidence.append(f"output {out.name}: cosine mean {out.cosine_mean:.6f} (5 % quantile {out.cosine_low:.6f}, "
-                        f"min {out.cosine_min:.6f}), SQNR {out.sqnr_db:.1f} dB, max abs error "
-                        f"{out.max_abs_error:.4g}"
-                        + (f", top-1 agreement {out.top1_agreement:.2%}" if out.top1_agreement is not None else ""))
+        figures[out.name] = {
+            **out.model_dump(exclude={"name", "kind"}),
+            "thresholds": {g.name: g.threshold for g in gates} | tolerance.get(out.name, {}),
+        }
+        evidence.append(
+            f"output {out.name}: cosine mean {out.cosine_mean:.6f} (5 % quantile {out.cosine_low:.6f}, "
+            f"min {out.cosine_min:.6f}), SQNR {out.sqnr_db:.1f} dB, max abs error "
+            f"{out.max_abs_error:.4g}"
+            + (f", top-1 agreement {out.top1_agreement:.2%}" if out.top1_agreement is not None else "")
+        )
         failures += [describe(g) for g in gates if not g.passed]
         if out.name in tolerance and not within[out.name]:
             t = tolerance[out.name]
-            failures.append(f"output {out.name}: {t['error_stat']} error beyond --atol {t['atol']:g} and --rtol "
-                            f"{t['rtol']:g} (max abs error {out.max_abs_error:.4g})")
+            failures.append(
+                f"output {out.name}: {t['error_stat']} error beyond --atol {t['atol']:g} and --rtol "
+                f"{t['rtol']:g} (max abs error {out.max_abs_error:.4g})"
+            )
     if failures:
-        return CheckResult(name="accuracy", status=Status.FAILED, figures=figures, evidence=failures + evidence,
-                           summary=f"{precision} vs FP32 on {samples} samples: {failures[0]}"
-                                   + (f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""))
-    return CheckResult(name="accuracy", status=Status.OK, figures=figures, evidence=evidence,
-                       summary=f"{precision} vs FP32 on {samples} samples in onnxruntime: " + "; ".join(
-                           f"{n} cosine {f['cosine_mean']:.5f}, SQNR {f['sqnr_db']:.1f} dB"
-                           for n, f in figures.items()))
+        return CheckResult(
+            name="accuracy",
+            status=Status.FAILED,
+            figures=figures,
+            evidence=failures + evidence,
+            summary=f"{precision} vs FP32 on {samples} samples: {failures[0]}"
+            + (f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""),
+        )
+    return CheckResult(
+        name="accuracy",
+        status=Status.OK,
+        figures=figures,
+        evidence=evidence,
+        summary=f"{precision} vs FP32 on {samples} samples in onnxruntime: "
+        + "; ".join(f"{n} cosine {f['cosine_mean']:.5f}, SQNR {f['sqnr_db']:.1f} dB" for n, f in figures.items()),
+    )
 
 
 def engine_accuracy(engine: EngineRecord) -> CheckResult:
@@ -179,9 +229,16 @@ def engine_accuracy(engine: EngineRecord) -> CheckResult:
     here = ", ".join(f"{g.name} ({g.compute_capability})" for g in gpus) or f"no GPU ({why})"
     figures = {"engine_compute_capabilities": wanted, "gpus": [g.compute_capability for g in gpus]}
     if not any(g.compute_capability in wanted for g in gpus):
-        return CheckResult(name="engine-accuracy", status=Status.SKIPPED, figures=figures,
-                           summary=f"skipped: no compatible GPU: the engine is for compute capability "
-                                   f"{', '.join(wanted)}; this machine has {here}")
-    return CheckResult(name="engine-accuracy", status=Status.SKIPPED, figures=figures,
-                       summary=f"skipped: running engines is not implemented in this version (a compatible GPU "
-                               f"is here: {here})")
+        return CheckResult(
+            name="engine-accuracy",
+            status=Status.SKIPPED,
+            figures=figures,
+            summary=f"skipped: no compatible GPU: the engine is for compute capability "
+            f"{', '.join(wanted)}; this machine has {here}",
+        )
+    return CheckResult(
+        name="engine-accuracy",
+        status=Status.SKIPPED,
+        figures=figures,
+        summary=f"skipped: running engines is not implemented in this version (a compatible GPU is here: {here})",
+    )

@@ -39,7 +39,8 @@ def check_data_shapes(dataset: Dataset, model: OnnxModel, engines: list[EngineRe
                 f"{dataset.path}: input '{name}' samples of shape {_shown(shapes[name])} fit no profile of the "
                 f"engine {', '.join(judged[key])}: profile '{profile.name}' takes dim {axis} from "
                 f"{shape.min[axis]} to {shape.max[axis]}, the samples have {size}{others}; give samples within "
-                f"the profiles, or build with a profile that covers them")
+                f"the profiles, or build with a profile that covers them"
+            )
 
 
 def _check_shared_dims(dataset: Dataset, model: OnnxModel, shapes: dict[str, tuple[int, ...]]) -> None:
@@ -57,11 +58,11 @@ def _check_shared_dims(dataset: Dataset, model: OnnxModel, shapes: dict[str, tup
                     f"{dataset.path}: input '{first[0]}' has shape {_shown(shapes[first[0]])} and input "
                     f"'{info.name}' {_shown(shapes[info.name])}, but the model's symbolic dim '{dim}' (dim "
                     f"{first[1]} of '{first[0]}', dim {axis} of '{info.name}') must be the same size in both; "
-                    f"give them samples of one {dim}")
+                    f"give them samples of one {dim}"
+                )
 
 
-def _misfit(profile: ShapeProfile, shapes: dict[str, tuple[int, ...]]
-            ) -> tuple[str, int, int, ShapeProfile] | None:
+def _misfit(profile: ShapeProfile, shapes: dict[str, tuple[int, ...]]) -> tuple[str, int, int, ShapeProfile] | None:
     """The first (input, axis, size) the samples give outside this profile's range, or None when they fit."""
     for name, shape in profile.shapes.items():
         have = shapes.get(name)

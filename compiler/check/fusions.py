@@ -24,8 +24,7 @@ from compiler.core.yaml import load_yaml
 QDQ = ("QuantizeLinear", "DequantizeLinear")
 QUANTIZED = ("Int8", "FP8", "Int4", "FP4")
 """Kernel precisions (TensorRT's names) that compute quantized."""
-_ONNX_TYPES = {"Float": onnx.TensorProto.FLOAT, "Half": onnx.TensorProto.FLOAT16,
-               "BFloat16": onnx.TensorProto.BFLOAT16}
+_ONNX_TYPES = {"Float": onnx.TensorProto.FLOAT, "Half": onnx.TensorProto.FLOAT16, "BFloat16": onnx.TensorProto.BFLOAT16}
 MAX_EVIDENCE = 20
 """Findings listed per check (the count says how many there were in all)."""
 
@@ -97,8 +96,9 @@ def load_rules(path: Path | None) -> list[Rule]:
         rules = {}
     rules.update({rule.name: rule for rule in extra.rules})
     if not rules:
-        raise InvalidInput(f"{path}: replaces the bundled rules with none; list at least one rule or drop "
-                           f"replace: true")
+        raise InvalidInput(
+            f"{path}: replaces the bundled rules with none; list at least one rule or drop replace: true"
+        )
     return list(rules.values())
 
 
@@ -165,33 +165,57 @@ class Graph:
         return results
 
 
-def check_fusions(rules: list[Rule], precision: Precision, kernels: list[Kernel], graph: Graph,
-                  graph_note: str) -> CheckResult:
+def check_fusions(
+    rules: list[Rule], precision: Precision, kernels: list[Kernel], graph: Graph, graph_note: str
+) -> CheckResult:
     """Every rule that applies to ``precision``, over every kernel of every profile."""
     applied = [rule for rule in rules if precision in rule.precisions]
     violations: list[str] = []
     advisory: list[str] = []
     per_rule: dict[str, int] = {}
     for rule in applied:
-        found = {"chain": _chain, "together": _together, "no-standalone": _standalone, "precision": _precision,
-                 "quantized": _quantized}[rule.kind](
-            rule, kernels, graph)
+        found = {
+            "chain": _chain,
+            "together": _together,
+            "no-standalone": _standalone,
+            "precision": _precision,
+            "quantized": _quantized,
+        }[rule.kind](rule, kernels, graph)
         per_rule[rule.name] = len(found)
         (violations if rule.gate else advisory).extend(f"{rule.name}: {line}" for line in found)
-    figures = {"rules": [r.name for r in applied], "violations": per_rule, "kernels": len(kernels),
-               "graph": graph_note, "advisory": [r.name for r in applied if not r.gate]}
+    figures = {
+        "rules": [r.name for r in applied],
+        "violations": per_rule,
+        "kernels": len(kernels),
+        "graph": graph_note,
+        "advisory": [r.name for r in applied if not r.gate],
+    }
     if violations:
-        return CheckResult(name="fusions", status=Status.FAILED, evidence=violations[:MAX_EVIDENCE], figures=figures,
-                           summary=f"{len(violations)} violation(s) of {', '.join(n for n, c in per_rule.items() if c)}"
-                                   f"; first: {violations[0]}")
+        return CheckResult(
+            name="fusions",
+            status=Status.FAILED,
+            evidence=violations[:MAX_EVIDENCE],
+            figures=figures,
+            summary=f"{len(violations)} violation(s) of {', '.join(n for n, c in per_rule.items() if c)}"
+            f"; first: {violations[0]}",
+        )
     if not applied:
-        return CheckResult(name="fusions", status=Status.SKIPPED, figures=figures,
-                           summary=f"no rule applies to {precision} builds")
+        return CheckResult(
+            name="fusions", status=Status.SKIPPED, figures=figures, summary=f"no rule applies to {precision} builds"
+        )
     held = [r.name for r in applied if not per_rule[r.name]]
-    noted = "; advisory, not so here: " + ", ".join(
-        f"{name} ({count}x)" for name, count in per_rule.items() if count) if advisory else ""
-    return CheckResult(name="fusions", status=Status.OK, figures=figures, evidence=advisory[:MAX_EVIDENCE],
-                       summary=f"{len(held)} rule(s) hold over {len(kernels)} kernels ({', '.join(held)}){noted}")
+    noted = (
+        "; advisory, not so here: " + ", ".join(f"{name} ({count}x)" for name, count in per_rule.items() if count)
+        if advisory
+        else ""
+    )
+    return CheckResult(
+        name="fusions",
+        status=Status.OK,
+        figures=figures,
+        evidence=advisory[:MAX_EVIDENCE],
+        summary=f"{len(held)} rule(s) hold over {len(kernels)} kernels ({', '.join(held)}){noted}",
+    )
 
 
 def _chain(rule: Rule, kernels: list[Kernel], graph: Graph) -> list[str]:
@@ -203,8 +227,10 @@ def _chain(rule: Rule, kernels: list[Kernel], graph: Graph) -> list[str]:
         for kernel in kernels:
             unfused = [n for n in tail if n in kernel.onnx_nodes]
             if unfused and head not in kernel.onnx_nodes:
-                found.append(f"{' -> '.join(chain)} not fused: kernel {kernel.name} computes {', '.join(unfused)} "
-                             f"without {head}{_profile(kernel)}")
+                found.append(
+                    f"{' -> '.join(chain)} not fused: kernel {kernel.name} computes {', '.join(unfused)} "
+                    f"without {head}{_profile(kernel)}"
+                )
                 break
     return found
 
@@ -215,10 +241,14 @@ def _together(rule: Rule, kernels: list[Kernel], graph: Graph) -> list[str]:
         if any(rule.allows(n) for n in chain):
             continue
         if not any(set(chain) <= set(kernel.onnx_nodes) for kernel in kernels):
-            split = [f"{kernel.name} ({', '.join(n for n in chain if n in kernel.onnx_nodes)})" for kernel in kernels
-                     if any(n in kernel.onnx_nodes for n in chain)]
-            found.append(f"{' -> '.join(chain)}: no one kernel computes it all; "
-                         f"{'; '.join(split[:4]) or 'no kernel names it'}")
+            split = [
+                f"{kernel.name} ({', '.join(n for n in chain if n in kernel.onnx_nodes)})"
+                for kernel in kernels
+                if any(n in kernel.onnx_nodes for n in chain)
+            ]
+            found.append(
+                f"{' -> '.join(chain)}: no one kernel computes it all; {'; '.join(split[:4]) or 'no kernel names it'}"
+            )
     return found
 
 
@@ -230,9 +260,11 @@ def _quantized(rule: Rule, kernels: list[Kernel], graph: Graph) -> list[str]:
         naming = [kernel for kernel in kernels if node.name in kernel.onnx_nodes]
         if naming and not any(kernel.precision in QUANTIZED for kernel in naming):
             precisions = ", ".join(sorted({kernel.precision or "none" for kernel in naming}))
-            found.append(f"{node.name} ({node.op_type}) has Q/DQ inputs but no kernel computes it quantized "
-                         f"(its kernels compute in {precisions}); keep it out of int8/fp8 with calibrate "
-                         f"--exclude {node.name} (calibration.exclude in a pipeline)")
+            found.append(
+                f"{node.name} ({node.op_type}) has Q/DQ inputs but no kernel computes it quantized "
+                f"(its kernels compute in {precisions}); keep it out of int8/fp8 with calibrate "
+                f"--exclude {node.name} (calibration.exclude in a pipeline)"
+            )
     return found
 
 
@@ -244,8 +276,9 @@ def _standalone(rule: Rule, kernels: list[Kernel], graph: Graph) -> list[str]:
             continue
         feeding = [n for n in nodes if not rule.around or _feeds(graph, n, rule.around)]
         if feeding:
-            found.append(f"kernel {kernel.name} computes only {', '.join(feeding)} ({kernel.precision})"
-                         f"{_profile(kernel)}")
+            found.append(
+                f"kernel {kernel.name} computes only {', '.join(feeding)} ({kernel.precision}){_profile(kernel)}"
+            )
     return found
 
 
@@ -261,8 +294,11 @@ def _precision(rule: Rule, kernels: list[Kernel], graph: Graph) -> list[str]:
         computes = kernel.precision in rule.forbid and all(t in rule.forbid for t in kernel.output_types)
         if not computes:
             continue
-        nodes = [n for n in kernel.onnx_nodes if graph.op.get(n) in rule.ops and not rule.allows(n)
-                 and not graph.computes_in(n, rule.forbid)]
+        nodes = [
+            n
+            for n in kernel.onnx_nodes
+            if graph.op.get(n) in rule.ops and not rule.allows(n) and not graph.computes_in(n, rule.forbid)
+        ]
         if nodes:
             found.append(f"kernel {kernel.name} runs {', '.join(nodes)} in {kernel.precision}{_profile(kernel)}")
     return found

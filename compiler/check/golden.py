@@ -16,19 +16,22 @@ SAMPLES = 4
 """A few: enough to see a plan compute, small enough to ship with every release."""
 
 
-def capture(folder: Path, dataset, indices: np.ndarray, reference: dict[str, np.ndarray],
-            batch: int | None) -> GoldenRecord | None:
+def capture(
+    folder: Path, dataset, indices: np.ndarray, reference: dict[str, np.ndarray], batch: int | None
+) -> GoldenRecord | None:
     """golden.npz of the first samples checked (a whole batch of a fixed-batch model) and their FP32 outputs."""
     count = min(len(indices), max(SAMPLES, batch or 1) // (batch or 1) * (batch or 1))
     if count < 1:
         return None
     inputs = dataset.read(indices[:count])
-    return write_golden(folder / GOLDEN_FILE, inputs, {name: values[:count] for name, values in reference.items()},
-                        batch or 1)
+    return write_golden(
+        folder / GOLDEN_FILE, inputs, {name: values[:count] for name, values in reference.items()}, batch or 1
+    )
 
 
-def write_golden(path: Path, inputs: dict[str, np.ndarray], outputs: dict[str, np.ndarray],
-                 step: int = 1) -> GoldenRecord | None:
+def write_golden(
+    path: Path, inputs: dict[str, np.ndarray], outputs: dict[str, np.ndarray], step: int = 1
+) -> GoldenRecord | None:
     """golden.npz of these samples (uncompressed, atomically) and its record; None when even one sample would be
     over :data:`GOLDEN_MAX_BYTES` (then no file is written)."""
     count = min(len(a) for a in [*inputs.values(), *outputs.values()])
@@ -45,8 +48,12 @@ def write_golden(path: Path, inputs: dict[str, np.ndarray], outputs: dict[str, n
     if len(data) > GOLDEN_MAX_BYTES:
         return None
     write_atomic(path, data)
-    return GoldenRecord(blob=BlobRef(sha256=hashlib.sha256(data).hexdigest(), size_bytes=len(data)), samples=count,
-                        inputs=_listing(inputs, count), outputs=_listing(outputs, count))
+    return GoldenRecord(
+        blob=BlobRef(sha256=hashlib.sha256(data).hexdigest(), size_bytes=len(data)),
+        samples=count,
+        inputs=_listing(inputs, count),
+        outputs=_listing(outputs, count),
+    )
 
 
 def _listing(arrays: dict[str, np.ndarray], count: int) -> list[GoldenTensor]:
@@ -59,5 +66,9 @@ def still_there(folder: Path, record: GoldenRecord) -> bool:
     from compiler.core.files import file_sha256
 
     path = folder / GOLDEN_FILE
-    return path.is_file() and not path.is_symlink() and path.stat().st_size == record.blob.size_bytes \
+    return (
+        path.is_file()
+        and not path.is_symlink()
+        and path.stat().st_size == record.blob.size_bytes
         and file_sha256(path) == record.blob.sha256
+    )

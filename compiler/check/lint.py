@@ -41,13 +41,22 @@ def start_lint(model: OnnxModel, shapes: dict[str, list[int]], work: Path) -> Li
         node = next((g for g in match.groups() if g), None) if match else None
         checker.append(f"onnx checker: {'node ' + node + ': ' if node else ''}{message}")
     report = work / "lint.json"
-    args = [sys.executable, "-c", "from polygraphy.tools import main; main()", "check", "lint",
-            str(model.path.resolve()), "-o", str(report)]
+    args = [
+        sys.executable,
+        "-c",
+        "from polygraphy.tools import main; main()",
+        "check",
+        "lint",
+        str(model.path.resolve()),
+        "-o",
+        str(report),
+    ]
     if shapes:
         args += ["--input-shapes", *(f"{name}:{list(dims)}".replace(" ", "") for name, dims in shapes.items())]
     try:
-        process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=work,
-                                   stdin=subprocess.DEVNULL)
+        process = subprocess.Popen(
+            args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=work, stdin=subprocess.DEVNULL
+        )
     except OSError:
         process = None
     return Lint(process, report, checker)
@@ -79,8 +88,17 @@ def finish_lint(lint: Lint) -> CheckResult:
             (problems if entry.get("level") in ("exception", "error") else warnings).append(line)
     figures = {"errors": len(problems), "warnings": len(warnings)}
     if problems:
-        return CheckResult(name="lint", status=Status.FAILED, evidence=problems + warnings, figures=figures,
-                           summary=f"{len(problems)} problem(s); first: {problems[0]}{note}")
-    return CheckResult(name="lint", status=Status.OK, evidence=warnings, figures=figures,
-                       summary=f"ONNX checker (full) and Polygraphy lint: no errors, {len(warnings)} warning(s)"
-                               f"{note}")
+        return CheckResult(
+            name="lint",
+            status=Status.FAILED,
+            evidence=problems + warnings,
+            figures=figures,
+            summary=f"{len(problems)} problem(s); first: {problems[0]}{note}",
+        )
+    return CheckResult(
+        name="lint",
+        status=Status.OK,
+        evidence=warnings,
+        figures=figures,
+        summary=f"ONNX checker (full) and Polygraphy lint: no errors, {len(warnings)} warning(s){note}",
+    )

@@ -50,13 +50,22 @@ def _shapes_at(model: OnnxModel, dims: dict[str, list[int]]) -> dict[str, tuple[
 def _shape_sets(model: OnnxModel, profiles: list[ShapeProfile]) -> dict[str, dict[str, list[int]]]:
     """``<profile> opt`` / ``<profile> max`` -> input dims; the model's own dims when there are no profiles."""
     if profiles:
-        return {f"{p.name} {which}": {name: list(getattr(r, which)) for name, r in p.shapes.items()}
-                for p in profiles for which in ("opt", "max")}
+        return {
+            f"{p.name} {which}": {name: list(getattr(r, which)) for name, r in p.shapes.items()}
+            for p in profiles
+            for which in ("opt", "max")
+        }
     return {"static": {}}
 
 
-def check_partitions(model: OnnxModel, backend: str, profiles: list[ShapeProfile], max_partitions: int | None,
-                     max_unsupported: int | None, max_boundary_mb: float | None) -> CheckResult:
+def check_partitions(
+    model: OnnxModel,
+    backend: str,
+    profiles: list[ShapeProfile],
+    max_partitions: int | None,
+    max_unsupported: int | None,
+    max_boundary_mb: float | None,
+) -> CheckResult:
     view = tensorrt_view(model, backend)  # EnvironmentProblem (exit 3) when the backend is missing
     graph_io = {v.name for v in (*model.proto.graph.input, *model.proto.graph.output)}
     sets = {label: _shapes_at(model, dims) for label, dims in _shape_sets(model, profiles).items()}
@@ -79,35 +88,61 @@ def check_partitions(model: OnnxModel, backend: str, profiles: list[ShapeProfile
             tensors.append({"name": name, "direction": "in" if name in partition.inputs else "out", "bytes": sizes})
             shown = ", ".join(f"{label} {'?' if b is None else human_size(b)}" for label, b in sizes.items())
             evidence.append(f"partition {index} {'input' if name in partition.inputs else 'output'} {name}: {shown}")
-        partitions.append({"nodes": partition.nodes, "node_count": partition.node_count, "inputs": partition.inputs,
-                           "outputs": partition.outputs, "boundary": tensors})
-    unsupported = [{"index": u.index, "name": u.name, "op": u.op, "domain": u.domain, "reason": u.reason}
-                   for u in view.unsupported]
-    evidence = [f"falls back: node {u['index']} {u['name'] or '(unnamed)'} ({u['op']}): {u['reason']}"
-                for u in unsupported][:MAX_EVIDENCE] + evidence[:MAX_EVIDENCE]
-    figures = {"backend": f"{view.backend} {view.version}", "partitions": partitions, "unsupported": unsupported,
-               "boundary_bytes": boundary_bytes, "unsized_tensors": sorted(unsized)}
+        partitions.append(
+            {
+                "nodes": partition.nodes,
+                "node_count": partition.node_count,
+                "inputs": partition.inputs,
+                "outputs": partition.outputs,
+                "boundary": tensors,
+            }
+        )
+    unsupported = [
+        {"index": u.index, "name": u.name, "op": u.op, "domain": u.domain, "reason": u.reason} for u in view.unsupported
+    ]
+    evidence = [
+        f"falls back: node {u['index']} {u['name'] or '(unnamed)'} ({u['op']}): {u['reason']}" for u in unsupported
+    ][:MAX_EVIDENCE] + evidence[:MAX_EVIDENCE]
+    figures = {
+        "backend": f"{view.backend} {view.version}",
+        "partitions": partitions,
+        "unsupported": unsupported,
+        "boundary_bytes": boundary_bytes,
+        "unsized_tensors": sorted(unsized),
+    }
     worst = max(boundary_bytes.values(), default=0)
     failures = []
     if max_partitions is not None and len(partitions) > max_partitions:
         failures.append(f"{len(partitions)} partitions, more than --max-partitions {max_partitions}")
     if max_unsupported is not None and len(unsupported) > max_unsupported:
         names = ", ".join(u["name"] or f"node {u['index']}" for u in unsupported[:5])
-        failures.append(f"{len(unsupported)} node(s) TensorRT does not take ({names}), more than "
-                        f"--max-unsupported {max_unsupported}")
+        failures.append(
+            f"{len(unsupported)} node(s) TensorRT does not take ({names}), more than "
+            f"--max-unsupported {max_unsupported}"
+        )
     if max_boundary_mb is not None and worst > max_boundary_mb * (1 << 20):
-        failures.append(f"boundary tensors of {human_size(worst)} per inference, more than --max-boundary-mb "
-                        f"{max_boundary_mb:g}")
+        failures.append(
+            f"boundary tensors of {human_size(worst)} per inference, more than --max-boundary-mb {max_boundary_mb:g}"
+        )
     if max_boundary_mb is not None and unsized:
-        failures.append(f"boundary tensor(s) {', '.join(sorted(unsized)[:5])} of unknown size (shape inference "
-                        f"cannot size them), so --max-boundary-mb cannot be held")
+        failures.append(
+            f"boundary tensor(s) {', '.join(sorted(unsized)[:5])} of unknown size (shape inference "
+            f"cannot size them), so --max-boundary-mb cannot be held"
+        )
     where = f"{len(partitions)} TensorRT partition(s), {len(unsupported)} node(s) falling back"
     crossing_note = ""
     if len(partitions) > 1 or unsupported:
         crossing_note = f", {human_size(worst)} crossing boundaries at most" + (
-            f" besides {len(unsized)} tensor(s) of unknown size" if unsized else "")
+            f" besides {len(unsized)} tensor(s) of unknown size" if unsized else ""
+        )
     if failures:
-        return CheckResult(name="partitions", status=Status.FAILED, evidence=evidence, figures=figures,
-                           summary=f"{where}{crossing_note}: " + "; ".join(failures))
-    return CheckResult(name="partitions", status=Status.OK, evidence=evidence, figures=figures,
-                       summary=f"{where}{crossing_note}")
+        return CheckResult(
+            name="partitions",
+            status=Status.FAILED,
+            evidence=evidence,
+            figures=figures,
+            summary=f"{where}{crossing_note}: " + "; ".join(failures),
+        )
+    return CheckResult(
+        name="partitions", status=Status.OK, evidence=evidence, figures=figures, summary=f"{where}{crossing_note}"
+    )

@@ -38,14 +38,20 @@ def write_report(report: CheckReport, build_dir: Path) -> None:
 
 def markdown(report: CheckReport) -> str:
     verdict = "passed" if report.passed else "FAILED"
-    lines = [f"## compile check: {verdict}", "",
-             f"`{markdown_cell(report.build_dir)}`: {markdown_cell(report.summary)}", ""]
+    lines = [
+        f"## compile check: {verdict}",
+        "",
+        f"`{markdown_cell(report.build_dir)}`: {markdown_cell(report.summary)}",
+        "",
+    ]
     for title, checks in sections(report):
         lines += [f"### {markdown_cell(title)}", "", "| check | status | evidence |", "|---|---|---|"]
         for c in checks:
             evidence = "<br>".join(markdown_cell(e) for e in c.evidence[:EVIDENCE_SHOWN])
-            lines.append(f"| {c.name} | {c.status.value} | {markdown_cell(c.summary)}"
-                         + (f"<br>{evidence}" if evidence else "") + " |")
+            lines.append(
+                f"| {c.name} | {c.status.value} | {markdown_cell(c.summary)}"
+                + (f"<br>{evidence}" if evidence else "")
+                + " |"
+            )
         lines.append("")
     return "\n".join(lines)
-

@@ -18,8 +18,9 @@ from compiler.data.model import OnnxModel, load_model
 from compiler.engines.folder import REBUILD, BuildFolder, Target, built_model, read_build, source_model
 
 
-def check(build_dir: str | Path, options: CheckOptions | None = None, progress: Progress | None = None,
-          shared: Any = None) -> CheckReport:
+def check(
+    build_dir: str | Path, options: CheckOptions | None = None, progress: Progress | None = None, shared: Any = None
+) -> CheckReport:
     """Every check of the build folder, written to ``BUILD_DIR/check.json`` and ``check.md``; the report says what
     passed, failed or was skipped and why. Raises InvalidInput for a folder that is not a build, bad rules or data
     (before any work), EnvironmentProblem for a missing backend. ``shared`` (a :class:`compiler.cache.tier.CacheTier`):
@@ -35,11 +36,12 @@ def check(build_dir: str | Path, options: CheckOptions | None = None, progress: 
     started = time.perf_counter()
     build = _checkable(read_build(Path(build_dir)))
     check_writable_folder(build.root, "BUILD_DIR")
-    inputs = [p for p in (options.data, options.model, options.rules, options.skus, options.profiles,
-                          options.labels) if p] + [
-        folder / name for folder in options.calibration for name in ("model.onnx", "calibration.json")]
-    check_not_overwriting([build.root / CHECK_RECORD, build.root / MARKDOWN, build.root / GOLDEN_FILE], inputs,
-                          "BUILD_DIR")
+    inputs = [
+        p for p in (options.data, options.model, options.rules, options.skus, options.profiles, options.labels) if p
+    ] + [folder / name for folder in options.calibration for name in ("model.onnx", "calibration.json")]
+    check_not_overwriting(
+        [build.root / CHECK_RECORD, build.root / MARKDOWN, build.root / GOLDEN_FILE], inputs, "BUILD_DIR"
+    )
     for folder in options.calibration:
         if not Path(folder).is_dir():
             raise InvalidInput(f"--calibration {folder}: not a folder; pass the --out folder of compile calibrate")
@@ -50,8 +52,11 @@ def check(build_dir: str | Path, options: CheckOptions | None = None, progress: 
             catalog.get(target.engine.sku)  # an unknown SKU is a usage error, before any work
     source = source_model(build, options.model)
     engines = [t.engine for t in build.targets if t.engine is not None]
-    profiles = list(engines[0].profiles) if engines else (
-        list(load_profiles(options.profiles).profiles) if options.profiles else [])
+    profiles = (
+        list(engines[0].profiles)
+        if engines
+        else (list(load_profiles(options.profiles).profiles) if options.profiles else [])
+    )
     dataset = None
     if options.data is not None:
         from compiler.data.datasets import open_dataset
@@ -63,8 +68,11 @@ def check(build_dir: str | Path, options: CheckOptions | None = None, progress: 
 
             check_data_shapes(dataset, source, engines)
         metric, labels = _metric(options, dataset)
-        models = {t.label: built_model(t, source, options.cache_dir, options.calibration)
-                  for t in build.targets if t.engine is not None}
+        models = {
+            t.label: built_model(t, source, options.cache_dir, options.calibration)
+            for t in build.targets
+            if t.engine is not None
+        }
         key = _inputs_sha256(build, source, dataset, options, models)
         earlier = _earlier(build.root / CHECK_RECORD, key) if options.reuse else None
         if earlier is not None:
@@ -76,8 +84,20 @@ def check(build_dir: str | Path, options: CheckOptions | None = None, progress: 
                 write_report(found.model_copy(update={"build_dir": str(build.root), "reused": False}), build.root)
                 return found.model_copy(update={"build_dir": str(build.root), "cache": miss})
         with tempfile.TemporaryDirectory(prefix="compile-check-") as work:
-            report = _run(build, source, profiles, rules, catalog, dataset, models, options, progress, Path(work),
-                          started, (metric, labels))
+            report = _run(
+                build,
+                source,
+                profiles,
+                rules,
+                catalog,
+                dataset,
+                models,
+                options,
+                progress,
+                Path(work),
+                started,
+                (metric, labels),
+            )
     finally:
         if dataset is not None:
             dataset.close()
@@ -121,16 +141,23 @@ def _checkable(build: BuildFolder) -> BuildFolder:
     """The folder, refused unless every target that built still has its plan, layers.json and build.log: the
     fusion and memory checks read them."""
     for target in build.targets:
-        lacking = ["engine.plan"] if target.missing else \
-            [name for name, value in (("layers.json", target.layers), ("build.log", target.log))
-             if target.engine is not None and value is None]
+        lacking = (
+            ["engine.plan"]
+            if target.missing
+            else [
+                name
+                for name, value in (("layers.json", target.layers), ("build.log", target.log))
+                if target.engine is not None and value is None
+            ]
+        )
         if lacking:
             raise InvalidInput(f"{target.folder / lacking[0]}: missing or not a regular file; {REBUILD}")
     return build
 
 
-def _inputs_sha256(build: BuildFolder, source: OnnxModel, dataset, options: CheckOptions,
-                   models: dict[str, tuple[Path | None, str]]) -> str:
+def _inputs_sha256(
+    build: BuildFolder, source: OnnxModel, dataset, options: CheckOptions, models: dict[str, tuple[Path | None, str]]
+) -> str:
     """Everything a verdict depends on: the engines (each plan's digest binds its model, calibration and build
     log), whether each engine's built model was found (accuracy is skipped without it), the source model, the
     samples, the rules and catalog files by content, the options and the versions of the tools that judge. Paths
@@ -142,19 +169,41 @@ def _inputs_sha256(build: BuildFolder, source: OnnxModel, dataset, options: Chec
     from compiler.core.profiles import bundled_profiles_path
     from compiler.core.records import CHECK_FORMAT
 
-    files = {"rules": options.rules, "skus": options.skus or bundled_profiles_path("skus.yaml"),
-             "profiles": options.profiles, "labels": options.labels}
-    return hash_json({
-        "format": CHECK_FORMAT, "model": source.sha256, "data": dataset.sha256 if dataset is not None else None,
-        "golden": GOLDEN_SAMPLES if dataset is not None else None,  # a check.json from before golden inputs: rerun
-        "engines": [[t.status.sku, t.status.precision, t.status.status, t.engine.sha256 if t.engine else None,
-                     t.label in models and models[t.label][0] is not None] for t in build.targets],
-        "files": {name: file_sha256(Path(path)) if path else None for name, path in files.items()},
-        "calibrations": sorted(file_sha256(Path(c) / "calibration.json") for c in options.calibration
-                               if (Path(c) / "calibration.json").is_file()),  # where a failure's advice comes from
-        "options": options.model_dump(mode="json", exclude={"data", "model", "rules", "skus", "profiles", "reuse",
-                                                              "calibration", "labels", "cache_dir"}),
-        "versions": {**versions(), **installed_versions()}})
+    files = {
+        "rules": options.rules,
+        "skus": options.skus or bundled_profiles_path("skus.yaml"),
+        "profiles": options.profiles,
+        "labels": options.labels,
+    }
+    return hash_json(
+        {
+            "format": CHECK_FORMAT,
+            "model": source.sha256,
+            "data": dataset.sha256 if dataset is not None else None,
+            "golden": GOLDEN_SAMPLES if dataset is not None else None,  # a check.json from before golden inputs: rerun
+            "engines": [
+                [
+                    t.status.sku,
+                    t.status.precision,
+                    t.status.status,
+                    t.engine.sha256 if t.engine else None,
+                    t.label in models and models[t.label][0] is not None,
+                ]
+                for t in build.targets
+            ],
+            "files": {name: file_sha256(Path(path)) if path else None for name, path in files.items()},
+            "calibrations": sorted(
+                file_sha256(Path(c) / "calibration.json")
+                for c in options.calibration
+                if (Path(c) / "calibration.json").is_file()
+            ),  # where a failure's advice comes from
+            "options": options.model_dump(
+                mode="json",
+                exclude={"data", "model", "rules", "skus", "profiles", "reuse", "calibration", "labels", "cache_dir"},
+            ),
+            "versions": {**versions(), **installed_versions()},
+        }
+    )
 
 
 def _earlier(path: Path, key: str) -> CheckReport | None:
@@ -179,8 +228,20 @@ def _earlier(path: Path, key: str) -> CheckReport | None:
     return report.model_copy(update={"reused": True})
 
 
-def _run(build: BuildFolder, source: OnnxModel, profiles, rules, catalog, dataset, models, options: CheckOptions,
-         progress: Progress | None, work: Path, started: float, scoring) -> CheckReport:
+def _run(
+    build: BuildFolder,
+    source: OnnxModel,
+    profiles,
+    rules,
+    catalog,
+    dataset,
+    models,
+    options: CheckOptions,
+    progress: Progress | None,
+    work: Path,
+    started: float,
+    scoring,
+) -> CheckReport:
     from compiler.backends import default_backend
     from compiler.check.accuracy import check_accuracy, engine_accuracy
     from compiler.check.fusions import Graph, check_fusions
@@ -194,8 +255,11 @@ def _run(build: BuildFolder, source: OnnxModel, profiles, rules, catalog, datase
     lint = start_lint(source, first_shapes, work) if options.lint else None
     built = [t for t in build.targets if t.engine is not None]
     backend = built[0].engine.backend["name"] if built else default_backend()
-    model_checks = [check_partitions(source, backend, profiles, options.max_partitions, options.max_unsupported,
-                                     options.max_boundary_mb)]
+    model_checks = [
+        check_partitions(
+            source, backend, profiles, options.max_partitions, options.max_unsupported, options.max_boundary_mb
+        )
+    ]
     loaded: dict[Path, OnnxModel] = {}
 
     def graph_of(target: Target) -> OnnxModel:
@@ -217,13 +281,22 @@ def _run(build: BuildFolder, source: OnnxModel, profiles, rules, catalog, datase
             options = options.model_copy(update={"batch_size": batch})
             count = max(batch, count // batch * batch) if dataset.count >= batch else 0
             if count == 0:
-                raise InvalidInput(f"{dataset.path}: {dataset.count} sample(s); the model's fixed batch size "
-                                   f"{batch} needs at least {batch}")
+                raise InvalidInput(
+                    f"{dataset.path}: {dataset.count} sample(s); the model's fixed batch size "
+                    f"{batch} needs at least {batch}"
+                )
         indices = np.arange(count)
         dataset.check_values()
         wants_ranges = any(t.engine.precision == Precision.FP16 for t in built)
-        reference = reference_pass(source, dataset, indices, options.batch_size, wants_ranges, options.chunk_mb,
-                                   counter("fp32", len(indices), progress))
+        reference = reference_pass(
+            source,
+            dataset,
+            indices,
+            options.batch_size,
+            wants_ranges,
+            options.chunk_mb,
+            counter("fp32", len(indices), progress),
+        )
         golden = capture_golden(build.root, dataset, indices, reference.outputs, max(fixed) if fixed else None)
     engine_checks = []
     for target in build.targets:
@@ -232,37 +305,65 @@ def _run(build: BuildFolder, source: OnnxModel, profiles, rules, catalog, datase
             continue
         engine = target.engine
         path, where = models[target.label]
-        checks = [check_fusions(rules, engine.precision, target.layers.layers, Graph(graph_of(target).proto),
-                                where if path else f"the source model's graph ({where})"),
-                  check_memory(target.log, engine.sku, catalog.get(engine.sku), options.headroom)]
+        checks = [
+            check_fusions(
+                rules,
+                engine.precision,
+                target.layers.layers,
+                Graph(graph_of(target).proto),
+                where if path else f"the source model's graph ({where})",
+            ),
+            check_memory(target.log, engine.sku, catalog.get(engine.sku), options.headroom),
+        ]
         if reference is None:
-            checks.append(_skipped("accuracy", "no --data given: pass samples (npz or an image folder) to compare "
-                                               "with FP32"))
+            checks.append(
+                _skipped("accuracy", "no --data given: pass samples (npz or an image folder) to compare with FP32")
+            )
         elif engine.precision == Precision.FP32:
-            checks.append(_skipped("accuracy", "the fp32 engine was built from the FP32 model itself: nothing to "
-                                               "compare in onnxruntime (engine-accuracy needs a GPU)"))
+            checks.append(
+                _skipped(
+                    "accuracy",
+                    "the fp32 engine was built from the FP32 model itself: nothing to "
+                    "compare in onnxruntime (engine-accuracy needs a GPU)",
+                )
+            )
         elif path is None:
             checks.append(_unmeasured(engine.precision, where, options))
         else:
             key = engine.built_model_sha256
             if key not in accuracy:
-                accuracy[key] = check_accuracy(reference.outputs, path, engine.precision, dataset, indices, options,
-                                               counter(f"{engine.precision}", len(indices), progress), *scoring)
+                accuracy[key] = check_accuracy(
+                    reference.outputs,
+                    path,
+                    engine.precision,
+                    dataset,
+                    indices,
+                    options,
+                    counter(f"{engine.precision}", len(indices), progress),
+                    *scoring,
+                )
             checks.append(accuracy[key])
         if engine.precision == Precision.FP16:
             if reference is None:
-                checks.append(_skipped("fp16-range", "no --data given: the FP32 model's intermediate ranges need "
-                                                     "samples"))
+                checks.append(
+                    _skipped("fp16-range", "no --data given: the FP32 model's intermediate ranges need samples")
+                )
             else:
                 checks.append(check_ranges(reference, len(indices), fp16_tensors(graph_of(target) if path else None)))
         checks.append(engine_accuracy(engine))
-        engine_checks.append(EngineCheck(sku=engine.sku, precision=engine.precision, path=str(target.folder),
-                                         engine_sha256=engine.sha256, status=_worst(checks), checks=checks))
+        engine_checks.append(
+            EngineCheck(
+                sku=engine.sku,
+                precision=engine.precision,
+                path=str(target.folder),
+                engine_sha256=engine.sha256,
+                status=_worst(checks),
+                checks=checks,
+            )
+        )
     if lint is not None:
         model_checks.insert(0, finish_lint(lint))
     return _report(build, source, model_checks, engine_checks, options, started).model_copy(update={"golden": golden})
-
-
 
 
 def _unmeasured(precision: Precision, where: str, options: CheckOptions) -> CheckResult:
@@ -271,10 +372,12 @@ def _unmeasured(precision: Precision, where: str, options: CheckOptions) -> Chec
     why = f"the {precision} model the engine was built from is not at hand: {where}"
     if "accuracy" in options.allow_skip:
         return _skipped("accuracy", f"{why} (--allow-skip accuracy)")
-    hint = ("pass its calibration folder with --calibration DIR, " if precision != Precision.FP16 else "") + \
-        "rebuild with compile build (the build cache keeps the model), or pass --allow-skip accuracy"
-    return CheckResult(name="accuracy", status=Status.FAILED, figures={"looked": where},
-                       summary=f"not measured: {why}; {hint}")
+    hint = (
+        "pass its calibration folder with --calibration DIR, " if precision != Precision.FP16 else ""
+    ) + "rebuild with compile build (the build cache keeps the model), or pass --allow-skip accuracy"
+    return CheckResult(
+        name="accuracy", status=Status.FAILED, figures={"looked": where}, summary=f"not measured: {why}; {hint}"
+    )
 
 
 def _skipped(name: str, why: str) -> CheckResult:
@@ -284,26 +387,52 @@ def _skipped(name: str, why: str) -> CheckResult:
 def _unbuilt(target: Target) -> EngineCheck:
     """A target without an engine: its build failed, and nothing of it can be released."""
     errors = target.status.errors
-    result = CheckResult(name="build", status=Status.FAILED, evidence=errors,
-                         summary=f"no engine: the build {target.status.status}" + (f": {errors[0]}" if errors else ""))
-    return EngineCheck(sku=target.status.sku, precision=target.status.precision, path=str(target.folder),
-                       engine_sha256=None, status=Status.FAILED, checks=[result])
+    result = CheckResult(
+        name="build",
+        status=Status.FAILED,
+        evidence=errors,
+        summary=f"no engine: the build {target.status.status}" + (f": {errors[0]}" if errors else ""),
+    )
+    return EngineCheck(
+        sku=target.status.sku,
+        precision=target.status.precision,
+        path=str(target.folder),
+        engine_sha256=None,
+        status=Status.FAILED,
+        checks=[result],
+    )
 
 
 def _worst(checks: list[CheckResult]) -> Status:
     return Status.FAILED if any(c.status == Status.FAILED for c in checks) else Status.OK
 
 
-def _report(build: BuildFolder, source: OnnxModel, model_checks: list[CheckResult], engines: list[EngineCheck],
-            options: CheckOptions, started: float) -> CheckReport:
+def _report(
+    build: BuildFolder,
+    source: OnnxModel,
+    model_checks: list[CheckResult],
+    engines: list[EngineCheck],
+    options: CheckOptions,
+    started: float,
+) -> CheckReport:
     from compiler.check.report import versions
 
     every = [*model_checks, *(c for e in engines for c in e.checks)]
     counts = {status: 0 for status in ("ok", "failed", "skipped")} | dict(Counter(c.status.value for c in every))
-    report = CheckReport(build_dir=str(build.root), model=str(source.path), model_sha256=source.sha256,
-                         passed=True, status=Status.OK, summary="", counts=counts, model_checks=model_checks,
-                         engines=engines, options=options.model_dump(mode="json"), versions=versions(),
-                         seconds=round(time.perf_counter() - started, 3))
+    report = CheckReport(
+        build_dir=str(build.root),
+        model=str(source.path),
+        model_sha256=source.sha256,
+        passed=True,
+        status=Status.OK,
+        summary="",
+        counts=counts,
+        model_checks=model_checks,
+        engines=engines,
+        options=options.model_dump(mode="json"),
+        versions=versions(),
+        seconds=round(time.perf_counter() - started, 3),
+    )
     failed = report.failures
     if failed:
         where, first = failed[0]
@@ -311,8 +440,9 @@ def _report(build: BuildFolder, source: OnnxModel, model_checks: list[CheckResul
     else:
         skipped = f", {counts['skipped']} skipped" if counts["skipped"] else ""
         summary = f"all {counts['ok']} check(s) passed{skipped}"
-    return report.model_copy(update={"passed": not failed, "status": Status.FAILED if failed else Status.OK,
-                                     "summary": summary})
+    return report.model_copy(
+        update={"passed": not failed, "status": Status.FAILED if failed else Status.OK, "summary": summary}
+    )
 
 
 __all__ = ["CheckOptions", "CheckReport", "check"]

@@ -50,8 +50,9 @@ app = typer.Typer(
     add_completion=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-export_app = typer.Typer(name="export", cls=_Group, no_args_is_help=True,
-                         help="Write a published release in a serving system's layout.")
+export_app = typer.Typer(
+    name="export", cls=_Group, no_args_is_help=True, help="Write a published release in a serving system's layout."
+)
 debugging = {"on": False}
 """Whether --debug was given: main shows tracebacks then."""
 
@@ -68,8 +69,16 @@ def _print_version(value: bool) -> None:
 def _global(
     ctx: typer.Context,
     debug: Annotated[bool, typer.Option("--debug", metavar=FLAG, help="Show Python tracebacks on errors.")] = False,
-    version: Annotated[bool, typer.Option("--version", metavar=FLAG, is_eager=True, callback=_print_version,
-                                          help="Print compile's version and the TensorRT editions found.")] = False,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            metavar=FLAG,
+            is_eager=True,
+            callback=_print_version,
+            help="Print compile's version and the TensorRT editions found.",
+        ),
+    ] = False,
 ) -> None:
     debugging["on"] = debug
     if ctx.invoked_subcommand is None:  # `compile` alone: the help, and success
@@ -83,8 +92,15 @@ def _register(group: typer.Typer, command: Callable[..., Any], name: str | None 
     group.command(name=name, cls=_Command, epilog=getattr(command, "examples", None))(command)
 
 
-for _command in (inspect.doctor, inspect.inspect, engines.build, calibration.calibrate, check.check,
-                 releases.publish, releases.pull):
+for _command in (
+    inspect.doctor,
+    inspect.inspect,
+    engines.build,
+    calibration.calibrate,
+    check.check,
+    releases.publish,
+    releases.pull,
+):
     _register(app, _command)
 _register(app, releases.list_releases, "ls")
 _register(app, releases.promote)

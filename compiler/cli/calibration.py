@@ -27,14 +27,23 @@ from compiler.core.flags import CALIBRATE
 from compiler.core.text import gate_figure
 
 
-@examples("compile calibrate model.onnx --data data.npz --precision int8 --out calibrated",
-          "compile calibrate model.onnx --data images/ --method entropy --min-cosine 0.99 --out calibrated",
-          "compile calibrate model.onnx --data data.npz --precision fp16 --exclude Softmax --out calibrated")
+@examples(
+    "compile calibrate model.onnx --data data.npz --precision int8 --out calibrated",
+    "compile calibrate model.onnx --data images/ --method entropy --min-cosine 0.99 --out calibrated",
+    "compile calibrate model.onnx --data data.npz --precision fp16 --exclude Softmax --out calibrated",
+)
 def calibrate(
     model: ModelArgument,
     *,
-    data: Annotated[Path, option("DATA", INPUTS, ".npz (one array per input, samples on axis 0) or an image folder "
-                                 "with preprocess.yaml.", show_default=False)],
+    data: Annotated[
+        Path,
+        option(
+            "DATA",
+            INPUTS,
+            ".npz (one array per input, samples on axis 0) or an image folder with preprocess.yaml.",
+            show_default=False,
+        ),
+    ],
     precision: Annotated[str, option(CALIBRATE_PRECISIONS, CALIBRATION, CALIBRATE["precision"])] = "int8",
     method: Annotated[str, option(METHODS, CALIBRATION, CALIBRATE["method"])] = "minmax",
     samples: Annotated[int | None, option("N", CALIBRATION, CALIBRATE["samples"])] = None,
@@ -54,8 +63,15 @@ def calibrate(
     metric: Annotated[str | None, option("MODULE:FUNCTION", GATES, CALIBRATE["metric"])] = None,
     min_metric: Annotated[float | None, option("X", GATES, CALIBRATE["min_metric"])] = None,
     labels: Annotated[Path | None, option("FILE", INPUTS, CALIBRATE["labels"])] = None,
-    out: Annotated[Path, option("DIR", OUTPUT, "Output folder: model.onnx, calibration.json, calibration.cache, "
-                                "report.json.", show_default=False)],
+    out: Annotated[
+        Path,
+        option(
+            "DIR",
+            OUTPUT,
+            "Output folder: model.onnx, calibration.json, calibration.cache, report.json.",
+            show_default=False,
+        ),
+    ],
     no_reuse: Annotated[bool, switch("--no-reuse", OUTPUT, "Recompute even if DIR holds this result.")] = False,
     remote_cache: RemoteCacheOption = None,
     explain: ExplainOption = False,
@@ -67,12 +83,28 @@ def calibrate(
     from calibration import calibrate as run_calibration
     from compiler.core.options import CalibrationOptions
 
-    options = CalibrationOptions(precision=precision, method=method, samples=samples, batch_size=batch_size,
-                                 holdout=holdout, seed=seed, percentile=percentile, num_bins=num_bins,
-                                 chunk_mb=chunk_mb, min_cosine=min_cosine, min_top1=min_top1,
-                                 max_abs_error=max_abs_error, min_sqnr=min_sqnr, exclude=tuple(exclude or ()),
-                                 fallback=fallback, quantizer=quantizer, metric=metric, min_metric=min_metric,
-                                 labels=labels, reuse=not no_reuse)
+    options = CalibrationOptions(
+        precision=precision,
+        method=method,
+        samples=samples,
+        batch_size=batch_size,
+        holdout=holdout,
+        seed=seed,
+        percentile=percentile,
+        num_bins=num_bins,
+        chunk_mb=chunk_mb,
+        min_cosine=min_cosine,
+        min_top1=min_top1,
+        max_abs_error=max_abs_error,
+        min_sqnr=min_sqnr,
+        exclude=tuple(exclude or ()),
+        fallback=fallback,
+        quantizer=quantizer,
+        metric=metric,
+        min_metric=min_metric,
+        labels=labels,
+        reuse=not no_reuse,
+    )
     from compiler.cache.tier import CacheTier
 
     shared = CacheTier(remote_cache, explain)
@@ -83,10 +115,12 @@ def calibrate(
     failed = [g for g in result.gates if not g.passed]
     if failed:
         first = failed[0]
-        raise CheckFailed(f"{len(failed)} gate(s) failed; {first.name} on output '{first.output}': "
-                          f"{gate_figure(first.name, first.value)} vs threshold "
-                          f"{gate_figure(first.name, first.threshold)}{suggestion(result)} "
-                          f"(report: {Path(result.out) / 'report.json'})")
+        raise CheckFailed(
+            f"{len(failed)} gate(s) failed; {first.name} on output '{first.output}': "
+            f"{gate_figure(first.name, first.value)} vs threshold "
+            f"{gate_figure(first.name, first.threshold)}{suggestion(result)} "
+            f"(report: {Path(result.out) / 'report.json'})"
+        )
 
 
 def suggestion(result) -> str:
@@ -95,5 +129,7 @@ def suggestion(result) -> str:
     if not ranked:
         return ""
     worst = ", ".join(f"{s['exclude']} ({s['sqnr_db']:.1f} dB)" for s in ranked[:3])
-    return (f"; most sensitive nodes: {worst}: keep them in float with --exclude {ranked[0]['exclude']}, or let "
-            f"--fallback auto find the fewest to keep")
+    return (
+        f"; most sensitive nodes: {worst}: keep them in float with --exclude {ranked[0]['exclude']}, or let "
+        f"--fallback auto find the fewest to keep"
+    )

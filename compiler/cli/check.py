@@ -25,9 +25,11 @@ from compiler.core.errors import CheckFailed
 from compiler.core.flags import CHECK
 
 
-@examples("compile check engines --data data.npz",
-          "compile check engines --data data.npz --calibration calibrated",
-          "compile check engines --data images/ --samples 256 --min-cosine logits=0.995 --rules rules.yaml --json")
+@examples(
+    "compile check engines --data data.npz",
+    "compile check engines --data data.npz --calibration calibrated",
+    "compile check engines --data images/ --samples 256 --min-cosine logits=0.995 --rules rules.yaml --json",
+)
 def check(
     build_dir: BuildDirArgument,
     *,
@@ -56,8 +58,9 @@ def check(
     allow_skip: Annotated[list[str] | None, option("CHECK", GATES, CHECK["allow_skip"])] = None,
     chunk_mb: Annotated[int, option("MIB", INPUTS, CHECK["chunk_mb"])] = 256,
     no_lint: Annotated[bool, switch("--no-lint", INPUTS, "Skip the ONNX checker and Polygraphy lint.")] = False,
-    no_reuse: Annotated[bool, switch("--no-reuse", OUTPUT, "Check again even if check.json was made from the same "
-                                                           "inputs.")] = False,
+    no_reuse: Annotated[
+        bool, switch("--no-reuse", OUTPUT, "Check again even if check.json was made from the same inputs.")
+    ] = False,
     cache_dir: Annotated[Path | None, option("DIR", CACHE, CHECK["cache_dir"])] = None,
     remote_cache: RemoteCacheOption = None,
     json: JsonOption = False,
@@ -68,16 +71,34 @@ def check(
     from compiler.core.options import CheckOptions
 
     options = CheckOptions(
-        data=data, samples=samples, batch_size=batch_size, model=model, profiles=profiles, rules=rules, skus=skus,
-        headroom=headroom, max_partitions=max_partitions, max_unsupported=max_unsupported,
-        max_boundary_mb=max_boundary_mb, atol=per_output("--atol", atol), rtol=per_output("--rtol", rtol),
+        data=data,
+        samples=samples,
+        batch_size=batch_size,
+        model=model,
+        profiles=profiles,
+        rules=rules,
+        skus=skus,
+        headroom=headroom,
+        max_partitions=max_partitions,
+        max_unsupported=max_unsupported,
+        max_boundary_mb=max_boundary_mb,
+        atol=per_output("--atol", atol),
+        rtol=per_output("--rtol", rtol),
         error_stat=per_output("--error-stat", error_stat, number=False),
         error_quantile=per_output("--error-quantile", error_quantile),
-        min_cosine=per_output("--min-cosine", min_cosine), min_top1=per_output("--min-top1", min_top1),
+        min_cosine=per_output("--min-cosine", min_cosine),
+        min_top1=per_output("--min-top1", min_top1),
         min_sqnr=per_output("--min-sqnr", min_sqnr),
-        calibration=tuple(calibration or ()), allow_skip=tuple(allow_skip or ()), metric=metric,
-        min_metric=min_metric, labels=labels,
-        chunk_mb=chunk_mb, lint=not no_lint, reuse=not no_reuse, cache_dir=cache_dir)
+        calibration=tuple(calibration or ()),
+        allow_skip=tuple(allow_skip or ()),
+        metric=metric,
+        min_metric=min_metric,
+        labels=labels,
+        chunk_mb=chunk_mb,
+        lint=not no_lint,
+        reuse=not no_reuse,
+        cache_dir=cache_dir,
+    )
     with nullcontext() if json else render.phase_progress() as progress:
         from compiler.cache.tier import CacheTier
 

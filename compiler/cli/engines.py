@@ -30,18 +30,23 @@ from compiler.core.flags import BUILD
 from compiler.core.text import printable
 
 
-@examples("compile build model.onnx --profiles profiles.yaml --sku rtx-4090 --precision fp16 --out engines",
-          "compile build model.onnx --profiles profiles.yaml --sku rtx-4090 --sku rtx-3090 --precision int8 "
-          "--data data.npz --out engines --jobs 2")
+@examples(
+    "compile build model.onnx --profiles profiles.yaml --sku rtx-4090 --precision fp16 --out engines",
+    "compile build model.onnx --profiles profiles.yaml --sku rtx-4090 --sku rtx-3090 --precision int8 "
+    "--data data.npz --out engines --jobs 2",
+)
 def build(
     model: ModelArgument,
     *,
-    profiles: Annotated[Path, option("FILE", INPUTS, "Shape profiles YAML; every profile goes into each engine.",
-                                     show_default=False)],
-    sku: Annotated[list[str], option("SKU", TARGETS, "GPU SKU from profiles/skus.yaml; repeat for several.",
-                                     show_default=False)],
-    precision: Annotated[list[str], option(PRECISIONS, TARGETS, "Engine precision; repeat for several.",
-                                           show_default=False)],
+    profiles: Annotated[
+        Path, option("FILE", INPUTS, "Shape profiles YAML; every profile goes into each engine.", show_default=False)
+    ],
+    sku: Annotated[
+        list[str], option("SKU", TARGETS, "GPU SKU from profiles/skus.yaml; repeat for several.", show_default=False)
+    ],
+    precision: Annotated[
+        list[str], option(PRECISIONS, TARGETS, "Engine precision; repeat for several.", show_default=False)
+    ],
     calibration: Annotated[list[Path] | None, option("DIR", CALIBRATION, BUILD["calibration"])] = None,
     data: Annotated[Path | None, option("DATA", CALIBRATION, BUILD["data"])] = None,
     method: Annotated[str | None, option(METHODS, CALIBRATION, BUILD["method"])] = None,
@@ -53,17 +58,27 @@ def build(
     no_cache: Annotated[bool, switch("--no-cache", CACHE, "Build everything anew.")] = False,
     remote_cache: RemoteCacheOption = None,
     explain: ExplainOption = False,
-    out: Annotated[Path, option("DIR", OUTPUT, "Output folder: DIR/<sku>/<precision>/engine.plan.",
-                                show_default=False)],
+    out: Annotated[
+        Path, option("DIR", OUTPUT, "Output folder: DIR/<sku>/<precision>/engine.plan.", show_default=False)
+    ],
     json: JsonOption = False,
 ) -> None:
     """One engine per SKU x precision under DIR/<sku>/<precision>/, with a content-addressed cache."""
     from compiler.engines import BuildOptions, execute_builds, plan_builds
 
-    options = BuildOptions(calibration=tuple(calibration or ()), data=data, method=method, cache_dir=cache_dir,
-                           use_cache=not no_cache, backend=backend, workspace_mb=workspace_mb,
-                           optimization_level=optimization_level, jobs=jobs, remote_cache=remote_cache,
-                           explain=explain)
+    options = BuildOptions(
+        calibration=tuple(calibration or ()),
+        data=data,
+        method=method,
+        cache_dir=cache_dir,
+        use_cache=not no_cache,
+        backend=backend,
+        workspace_mb=workspace_mb,
+        optimization_level=optimization_level,
+        jobs=jobs,
+        remote_cache=remote_cache,
+        explain=explain,
+    )
     with nullcontext() if json else render.phase_progress() as progress:  # shows only if --data calibrates
         planned = plan_builds(model, profiles, sku, precision, out, options, calibration_progress=progress)
     if json:
@@ -83,5 +98,7 @@ def build(
     if report.failed:
         first = report.failed[0]
         problem = InvalidInput if first.refused else CheckFailed
-        raise problem(f"{len(report.failed)} of {len(report.targets)} builds failed; {first.sku}/{first.precision}:"
-                      f" {first.errors[0] if first.errors else first.status} (log: {first.path}/build.log)")
+        raise problem(
+            f"{len(report.failed)} of {len(report.targets)} builds failed; {first.sku}/{first.precision}:"
+            f" {first.errors[0] if first.errors else first.status} (log: {first.path}/build.log)"
+        )

@@ -21,24 +21,44 @@ def parse_size(text: str) -> int:
     return int(float(match["number"]) * (1 << shift))
 
 
-@examples("compile gc --store s3://models/team --keep 5 --dry-run",
-          "compile gc --store ./artifacts --keep 3 --keep-days 30 --json",
-          "compile gc --remote-cache s3://ci-cache/compile --keep-days 14 --max-size 200G")
+@examples(
+    "compile gc --store s3://models/team --keep 5 --dry-run",
+    "compile gc --store ./artifacts --keep 3 --keep-days 30 --json",
+    "compile gc --remote-cache s3://ci-cache/compile --keep-days 14 --max-size 200G",
+)
 def gc(
-    store: Annotated[str | None, option("URI", STORE, "The store whose old versions go (a folder, s3://BUCKET/PREFIX, "
-                                        "oci://HOST/REPOSITORY).")] = None,
+    store: Annotated[
+        str | None,
+        option("URI", STORE, "The store whose old versions go (a folder, s3://BUCKET/PREFIX, oci://HOST/REPOSITORY)."),
+    ] = None,
     remote_cache: Annotated[str | None, option("URI", CACHE, "The remote cache to trim instead.")] = None,
-    keep: Annotated[int | None, option("N", STORE, "Keep the newest N versions of each release (channels' versions "
-                                       "and their rollback history are always kept).")] = None,
-    keep_days: Annotated[float | None, option("D", STORE, "Keep versions (or cache entries) younger than D days.")
-                         ] = None,
-    max_size: Annotated[str | None, option("SIZE", CACHE, "Remote cache: drop the oldest entries until it fits "
-                                           "(500M, 50G, 2T).")] = None,
-    grace_minutes: Annotated[float, option("M", STORE, "Nothing younger than this goes, and an unreferenced blob "
-                                           "goes only once it has been so for this long (publishers at work).")
-                             ] = 60,
-    dry_run: Annotated[bool, switch("--dry-run", OUTPUT, "List what would go and the bytes freed; remove nothing.")
-                       ] = False,
+    keep: Annotated[
+        int | None,
+        option(
+            "N",
+            STORE,
+            "Keep the newest N versions of each release (channels' versions "
+            "and their rollback history are always kept).",
+        ),
+    ] = None,
+    keep_days: Annotated[
+        float | None, option("D", STORE, "Keep versions (or cache entries) younger than D days.")
+    ] = None,
+    max_size: Annotated[
+        str | None, option("SIZE", CACHE, "Remote cache: drop the oldest entries until it fits (500M, 50G, 2T).")
+    ] = None,
+    grace_minutes: Annotated[
+        float,
+        option(
+            "M",
+            STORE,
+            "Nothing younger than this goes, and an unreferenced blob "
+            "goes only once it has been so for this long (publishers at work).",
+        ),
+    ] = 60,
+    dry_run: Annotated[
+        bool, switch("--dry-run", OUTPUT, "List what would go and the bytes freed; remove nothing.")
+    ] = False,
     json: JsonOption = False,
 ) -> None:
     """Remove old versions and the blobs only they used, or trim the remote cache."""
@@ -52,12 +72,18 @@ def gc(
         report = gc_store(store, keep=keep, keep_days=keep_days, grace_minutes=grace_minutes, dry_run=dry_run)
     else:
         if keep is not None:
-            raise InvalidInput("--keep counts release versions; for the remote cache give --keep-days D and/or "
-                               "--max-size SIZE")
+            raise InvalidInput(
+                "--keep counts release versions; for the remote cache give --keep-days D and/or --max-size SIZE"
+            )
         from compiler.cache.gc import gc_cache
 
-        report = gc_cache(remote_cache, keep_days=keep_days, grace_minutes=grace_minutes, dry_run=dry_run,
-                          max_bytes=None if max_size is None else parse_size(max_size))
+        report = gc_cache(
+            remote_cache,
+            keep_days=keep_days,
+            grace_minutes=grace_minutes,
+            dry_run=dry_run,
+            max_bytes=None if max_size is None else parse_size(max_size),
+        )
     if json:
         render.emit_json(report)
     else:

@@ -19,18 +19,29 @@ def doctor(json: JsonOption = False) -> None:
     render.emit_json(report) if json else render.doctor(report)
 
 
-@examples("compile inspect model.onnx --profiles profiles.yaml",
-          "compile inspect model.onnx --profiles profiles.yaml --build-check --sku rtx-4090")
+@examples(
+    "compile inspect model.onnx --profiles profiles.yaml",
+    "compile inspect model.onnx --profiles profiles.yaml --build-check --sku rtx-4090",
+)
 def inspect(
     model: ModelArgument,
-    profiles: Annotated[Path | None, option("FILE", INPUTS, "Shape profiles YAML to validate against the model.")
-                        ] = None,
-    backend: Annotated[str | None, option(BACKENDS, TARGETS, "The TensorRT edition (default: the one installed).")
-                       ] = None,
+    profiles: Annotated[
+        Path | None, option("FILE", INPUTS, "Shape profiles YAML to validate against the model.")
+    ] = None,
+    backend: Annotated[
+        str | None, option(BACKENDS, TARGETS, "The TensorRT edition (default: the one installed).")
+    ] = None,
     build_check: Annotated[bool, switch("--build-check", TARGETS, "Prove support with a real build.")] = False,
     sku: Annotated[str | None, option("SKU", TARGETS, "SKU for --build-check (default rtx-4090).")] = None,
-    cache_dir: Annotated[Path | None, option("DIR", CACHE, "Where TensorRT's view and the profile-limits check are "
-                                             "kept (default $COMPILE_CACHE_DIR or ~/.cache/compile).")] = None,
+    cache_dir: Annotated[
+        Path | None,
+        option(
+            "DIR",
+            CACHE,
+            "Where TensorRT's view and the profile-limits check are "
+            "kept (default $COMPILE_CACHE_DIR or ~/.cache/compile).",
+        ),
+    ] = None,
     json: JsonOption = False,
 ) -> None:
     """Model summary, TensorRT partitions and unsupported nodes, profile validation."""
@@ -38,8 +49,7 @@ def inspect(
 
     if sku is not None and not build_check:
         raise InvalidInput(f"--sku {sku} is only used with --build-check; add --build-check or drop --sku")
-    report = inspect_model(model, profiles, backend, (sku or "rtx-4090") if build_check else None,
-                           cache_dir=cache_dir)
+    report = inspect_model(model, profiles, backend, (sku or "rtx-4090") if build_check else None, cache_dir=cache_dir)
     render.emit_json(report) if json else render.inspection(report)
     if report.problem is not None:
         raise report.problem

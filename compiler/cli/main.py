@@ -69,8 +69,10 @@ def _run_app() -> tuple[int, str | None]:
     except OSError as exc:  # the machine's doing (a full disk, a lost mount), not a bug to report
         _traceback_if_debugging()
         where = f"{exc.filename}: " if exc.filename else ""
-        return ExitCode.ENVIRONMENT, (f"{where}{exc.strerror or exc}; check the free space and permissions of the "
-                                      f"files and folders this command reads and writes (--debug shows which)")
+        return ExitCode.ENVIRONMENT, (
+            f"{where}{exc.strerror or exc}; check the free space and permissions of the "
+            f"files and folders this command reads and writes (--debug shows which)"
+        )
     except Exception as exc:
         _traceback_if_debugging()
         return ExitCode.CHECK_FAILED, f"internal error: {type(exc).__name__}: {exc}; rerun with --debug and report it"

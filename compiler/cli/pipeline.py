@@ -27,9 +27,14 @@ FORMATS = ("table", "json", "github-matrix")
 @examples("compile plan pipelines/example.yaml", "compile plan pipelines/example.yaml --format github-matrix")
 def plan(
     pipeline: PipelineArgument,
-    format: Annotated[str, option("[table|json|github-matrix]", OUTPUT,
-                                  "How to print the jobs (github-matrix: for strategy.matrix via fromJSON).")
-                      ] = "table",
+    format: Annotated[
+        str,
+        option(
+            "[table|json|github-matrix]",
+            OUTPUT,
+            "How to print the jobs (github-matrix: for strategy.matrix via fromJSON).",
+        ),
+    ] = "table",
 ) -> None:
     """The build jobs of a release, one per SKU, with the runner labels each needs."""
     from compiler.pipeline import github_matrix, load_pipeline, plan_release
@@ -45,20 +50,30 @@ def plan(
         render.release_plan(jobs)
 
 
-@examples("compile release pipelines/example.yaml", "compile release pipelines/example.yaml --dry-run",
-          "compile release pipeline.yaml --only-sku h100 --store s3://models/team",
-          "compile release pipeline.yaml --finalize --store s3://models/team")
+@examples(
+    "compile release pipelines/example.yaml",
+    "compile release pipelines/example.yaml --dry-run",
+    "compile release pipeline.yaml --only-sku h100 --store s3://models/team",
+    "compile release pipeline.yaml --finalize --store s3://models/team",
+)
 def release(
     pipeline: PipelineArgument,
-    store: Annotated[str | None, option("URI", STORE, "Override the pipeline's store (default: its store:).",
-                                        envvar="COMPILE_STORE")] = None,
-    only_sku: Annotated[str | None, option("SKU", TARGETS, "One job of a sharded release: build, check and stage "
-                                           "this SKU's engines.")] = None,
+    store: Annotated[
+        str | None, option("URI", STORE, "Override the pipeline's store (default: its store:).", envvar="COMPILE_STORE")
+    ] = None,
+    only_sku: Annotated[
+        str | None, option("SKU", TARGETS, "One job of a sharded release: build, check and stage this SKU's engines.")
+    ] = None,
     finalize: Annotated[bool, switch("--finalize", TARGETS, "Publish once every job's engines are staged.")] = False,
-    dry_run: Annotated[bool, switch("--dry-run", TARGETS, "Validate everything and print the plan; build "
-                                                          "nothing.")] = False,
-    work: Annotated[Path | None, option("DIR", OUTPUT, "Work folder (default release/NAME-VERSION): builds, "
-                                        "calibration, release-report.md/.json.")] = None,
+    dry_run: Annotated[
+        bool, switch("--dry-run", TARGETS, "Validate everything and print the plan; build nothing.")
+    ] = False,
+    work: Annotated[
+        Path | None,
+        option(
+            "DIR", OUTPUT, "Work folder (default release/NAME-VERSION): builds, calibration, release-report.md/.json."
+        ),
+    ] = None,
     remote_cache: RemoteCacheOption = None,
     explain: ExplainOption = False,
     json: JsonOption = False,
@@ -66,14 +81,25 @@ def release(
     """Inspect, calibrate, build, check and publish a release from one pipeline file."""
     from compiler.pipeline import release as run_release
 
-    report = run_release(pipeline, store=store, only_sku=only_sku, finalize=finalize, dry_run=dry_run, work=work,
-                         on_stage=None if json else render.stage_line, remote_cache=remote_cache, explain=explain)
+    report = run_release(
+        pipeline,
+        store=store,
+        only_sku=only_sku,
+        finalize=finalize,
+        dry_run=dry_run,
+        work=work,
+        on_stage=None if json else render.stage_line,
+        remote_cache=remote_cache,
+        explain=explain,
+    )
     render.warnings(report.warnings)
     if explain and not json:
         for stage in report.stages:
             if stage.cache is not None:
-                render.console.print(f"{stage.stage}: {stage.cache.source}"
-                                     + (f": {printable(stage.cache.reason)}" if stage.cache.reason else ""))
+                render.console.print(
+                    f"{stage.stage}: {stage.cache.source}"
+                    + (f": {printable(stage.cache.reason)}" if stage.cache.reason else "")
+                )
         for engine in report.engines:
             if engine.cache is not None and engine.cache.source == "miss":
                 render.console.print(f"miss {engine.sku}/{engine.precision}: {printable(engine.cache.reason or '')}")

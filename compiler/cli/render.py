@@ -31,7 +31,6 @@ if TYPE_CHECKING:
     from compiler.releases.verify import VerifyResult
 
 
-
 class _LazyConsole:
     """A Rich console created on first use: `--json` runs (CI) never pay Rich's import time."""
 
@@ -55,8 +54,6 @@ class _LazyConsole:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.get(), name)
-
-
 
 
 console = _LazyConsole(soft_wrap=False, highlight=False)
@@ -90,7 +87,7 @@ def emit_json(result: BaseModel | dict[str, Any] | list[Any]) -> None:
     unwritten = memoryview(text.encode())
     try:
         while unwritten:
-            unwritten = unwritten[os.write(fd, unwritten):]
+            unwritten = unwritten[os.write(fd, unwritten) :]
     except OSError as exc:  # named, for the error line
         raise OSError(exc.errno, exc.strerror, "standard output") from None
 
@@ -100,19 +97,18 @@ def table(title: str, columns: list[str], rows: list[list[Any]]) -> Table:
     from rich.table import Table
     from rich.text import Text
 
-
     view = Table(title=title, title_justify="left", show_lines=False)
     for column in columns:
         view.add_column(column, overflow="fold")
     for row in rows:
-        view.add_row(*(cell if isinstance(cell, Text) else escape(printable("" if cell is None else cell))
-                       for cell in row))
+        view.add_row(
+            *(cell if isinstance(cell, Text) else escape(printable("" if cell is None else cell)) for cell in row)
+        )
     return view
 
 
 def status_text(status: str) -> Text:
     from rich.text import Text
-
 
     styles = {"ok": "green", "failed": "red", "skipped": "yellow", "cancelled": "magenta"}
     return Text(status, style=styles.get(status, "white"))
@@ -123,8 +119,13 @@ def build_progress(jobs) -> Iterator:
     """One progress row per build, fed by TensorRT's progress monitor: (job, phase, done, total)."""
     from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 
-    columns = (TextColumn("{task.description:<22}"), BarColumn(), TaskProgressColumn(),
-               TextColumn("{task.fields[phase]}"), TimeElapsedColumn())
+    columns = (
+        TextColumn("{task.description:<22}"),
+        BarColumn(),
+        TaskProgressColumn(),
+        TextColumn("{task.fields[phase]}"),
+        TimeElapsedColumn(),
+    )
     console = err_console.get()
     # Not a terminal (a CI log): no bars, which would show only at the end, but a line as each target ends,
     # so a long matrix shows signs of life
@@ -148,8 +149,13 @@ def phase_progress(unit: str = "samples") -> Iterator:
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    columns = (TextColumn("{task.description:<10}"), BarColumn(), MofNCompleteColumn(), TextColumn(unit),
-               TimeElapsedColumn())
+    columns = (
+        TextColumn("{task.description:<10}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn(unit),
+        TimeElapsedColumn(),
+    )
     console = err_console.get()
     bars = Progress(*columns, console=console, transient=True, disable=not console.is_terminal)
     tasks: dict[str, int] = {}
@@ -178,28 +184,47 @@ def check_report(report: CheckReport) -> None:
     for title, checks in sections(report):
         rows = []
         for c in checks:
-            evidence = "\n".join([c.summary, *c.evidence[:EVIDENCE_SHOWN]]
-                                 + ([f"... {len(c.evidence) - EVIDENCE_SHOWN} more in check.json"]
-                                    if len(c.evidence) > EVIDENCE_SHOWN else []))
+            evidence = "\n".join(
+                [c.summary, *c.evidence[:EVIDENCE_SHOWN]]
+                + (
+                    [f"... {len(c.evidence) - EVIDENCE_SHOWN} more in check.json"]
+                    if len(c.evidence) > EVIDENCE_SHOWN
+                    else []
+                )
+            )
             rows.append([c.name, status_text(c.status.value), Text("\n".join(map(printable, evidence.split("\n"))))])
         console.print(table(title, ["check", "status", "evidence"], rows))
     verdict = "[green]passed[/green]" if report.passed else "[red]FAILED[/red]"
-    when = "reused: check.json was made from these same inputs (--no-reuse checks again)" if report.reused \
+    when = (
+        "reused: check.json was made from these same inputs (--no-reuse checks again)"
+        if report.reused
         else f"{report.seconds:.1f} s"
+    )
     console.print(f"{verdict}: {escape(printable(report.summary))} ({when})")
 
 
 def doctor(report: DoctorReport) -> None:
     """Backends, GPUs and the ONNX tool versions."""
     console.print(f"compile {report.compile_version} on Python {report.python} ({report.platform})")
-    console.print(table("Backends", ["backend", "installed", "version", "detail"], [
-        [b.name, "yes" if b.installed else "no", b.version, b.detail] for b in report.backends
-    ]))
+    console.print(
+        table(
+            "Backends",
+            ["backend", "installed", "version", "detail"],
+            [[b.name, "yes" if b.installed else "no", b.version, b.detail] for b in report.backends],
+        )
+    )
     gpu_rows = [[g.index, g.name, g.compute_capability, f"{g.memory_gb:.0f} GiB"] for g in report.gpus]
-    console.print(table("GPUs", ["#", "name", "compute capability", "memory"],
-                        gpu_rows or [["-", f"none ({report.gpu_detail})", "", ""]]))
-    console.print(f"onnx {report.onnx}, onnxruntime {report.onnxruntime} "
-                  f"(providers: {', '.join(report.onnxruntime_providers)}), polygraphy {report.polygraphy}")
+    console.print(
+        table(
+            "GPUs",
+            ["#", "name", "compute capability", "memory"],
+            gpu_rows or [["-", f"none ({report.gpu_detail})", "", ""]],
+        )
+    )
+    console.print(
+        f"onnx {report.onnx}, onnxruntime {report.onnxruntime} "
+        f"(providers: {', '.join(report.onnxruntime_providers)}), polygraphy {report.polygraphy}"
+    )
     from rich.markup import escape
 
     console.print(f"modelopt (--quantizer modelopt): {escape(report.modelopt)}")
@@ -214,8 +239,12 @@ def inspection(report: InspectReport) -> None:
     m = report.model
     opsets = ", ".join(f"{domain} {version}" for domain, version in m.opsets.items())
     console.print(f"[bold]{escape(m.path)}[/bold]  {human_size(m.size_bytes)}  sha256 {m.sha256[:12]}")
-    console.print(escape(f"IR {m.ir_version}, opsets {opsets}, producer {m.producer or '-'}, {m.node_count} nodes, "
-                         f"{m.parameter_count:,} parameters ({human_size(m.parameter_bytes)})"))
+    console.print(
+        escape(
+            f"IR {m.ir_version}, opsets {opsets}, producer {m.producer or '-'}, {m.node_count} nodes, "
+            f"{m.parameter_count:,} parameters ({human_size(m.parameter_bytes)})"
+        )
+    )
     if m.custom_domains:
         console.print(escape(f"custom domains: {', '.join(m.custom_domains)}"))
     if m.control_flow:
@@ -223,40 +252,76 @@ def inspection(report: InspectReport) -> None:
     if m.metadata:
         console.print(escape("metadata: " + ", ".join(f"{key}={value}" for key, value in m.metadata.items())))
 
-    console.print(table("Inputs and outputs", ["kind", "name", "dtype", "shape"],
-                        [["input", t.name, t.dtype, format_dims(t.shape)] for t in m.inputs]
-                        + [["output", t.name, t.dtype, format_dims(t.shape)] for t in m.outputs]))
+    console.print(
+        table(
+            "Inputs and outputs",
+            ["kind", "name", "dtype", "shape"],
+            [["input", t.name, t.dtype, format_dims(t.shape)] for t in m.inputs]
+            + [["output", t.name, t.dtype, format_dims(t.shape)] for t in m.outputs],
+        )
+    )
     console.print(table("Operators", ["op", "count"], [[op, n] for op, n in m.op_counts.items()]))
     trt = report.tensorrt
     if trt.status.status != "ok":
         console.print(f"TensorRT: {status_text(trt.status.status)} {escape(trt.status.detail)}")
     else:
         verdict = "[green]fully supported[/green]" if trt.supported else "[red]not fully supported[/red]"
-        console.print(f"TensorRT ({escape(f'{trt.backend} {trt.version}')}): {verdict}, "
-                      f"parsed in {trt.parse_seconds:.2f} s")
-        console.print(table("TensorRT partitions", ["nodes", "count", "inputs", "outputs"], [
-            [", ".join(f"{a}-{b}" if a != b else str(a) for a, b in p.nodes), p.node_count,
-             ", ".join(p.inputs), ", ".join(p.outputs)] for p in trt.partitions
-        ]))
+        console.print(
+            f"TensorRT ({escape(f'{trt.backend} {trt.version}')}): {verdict}, parsed in {trt.parse_seconds:.2f} s"
+        )
+        console.print(
+            table(
+                "TensorRT partitions",
+                ["nodes", "count", "inputs", "outputs"],
+                [
+                    [
+                        ", ".join(f"{a}-{b}" if a != b else str(a) for a, b in p.nodes),
+                        p.node_count,
+                        ", ".join(p.inputs),
+                        ", ".join(p.outputs),
+                    ]
+                    for p in trt.partitions
+                ],
+            )
+        )
         if trt.unsupported:
-            console.print(table("Unsupported nodes", ["#", "name", "op", "domain", "reason"], [
-                [u.index, u.name, u.op, u.domain, u.reason] for u in trt.unsupported
-            ]))
+            console.print(
+                table(
+                    "Unsupported nodes",
+                    ["#", "name", "op", "domain", "reason"],
+                    [[u.index, u.name, u.op, u.domain, u.reason] for u in trt.unsupported],
+                )
+            )
     if trt.build_check is not None:
         console.print(f"build check: {status_text(trt.build_check.status)} {escape(trt.build_check.detail)}")
     if report.profiles is not None:
         p = report.profiles
-        console.print(escape(f"profiles {', '.join(p.names)} from {p.file}: ")
-                      + ("[green]valid[/green]" if p.valid else "[red]invalid[/red]"))
+        console.print(
+            escape(f"profiles {', '.join(p.names)} from {p.file}: ")
+            + ("[green]valid[/green]" if p.valid else "[red]invalid[/red]")
+        )
         for error in p.errors:
             console.print(escape(f"  - {error}"), highlight=False)
 
 
 def builds(report: BuildReport) -> None:
-    console.print(table("Builds", ["sku", "precision", "status", "cache", "seconds", "folder / error"], [
-        [t.sku, t.precision, status_text(t.status), "hit" if t.cache_hit else "miss", f"{t.seconds:.2f}",
-         t.errors[0] if t.errors else t.path] for t in report.targets
-    ]))
+    console.print(
+        table(
+            "Builds",
+            ["sku", "precision", "status", "cache", "seconds", "folder / error"],
+            [
+                [
+                    t.sku,
+                    t.precision,
+                    status_text(t.status),
+                    "hit" if t.cache_hit else "miss",
+                    f"{t.seconds:.2f}",
+                    t.errors[0] if t.errors else t.path,
+                ]
+                for t in report.targets
+            ],
+        )
+    )
 
 
 def calibration(result: CalibrationResult) -> None:
@@ -264,20 +329,39 @@ def calibration(result: CalibrationResult) -> None:
     from rich.markup import escape
 
     what = f"{result.precision} {result.method}" if result.method else result.precision
-    console.print(f"[bold]{escape(str(result.out))}[/bold]  {what}  {result.samples} calibration + "
-                  f"{result.holdout_samples} held-out samples  "
-                  + ("reused (same model, data and options)" if result.reused else f"{result.seconds:.1f} s"))
-    console.print(table("Held-out accuracy against FP32", ["output", "cosine mean", "cosine 5 %", "SQNR dB",
-                                                           "max abs error", "top-1 agreement"], [
-        [o.name, f"{o.cosine_mean:.5f}", "-" if o.cosine_low is None else f"{o.cosine_low:.5f}",
-         "-" if o.sqnr_db is None else f"{o.sqnr_db:.1f}", f"{o.max_abs_error:.4g}",
-         "-" if o.top1_agreement is None else f"{o.top1_agreement:.2%}"] for o in result.report.outputs
-    ]))
+    console.print(
+        f"[bold]{escape(str(result.out))}[/bold]  {what}  {result.samples} calibration + "
+        f"{result.holdout_samples} held-out samples  "
+        + ("reused (same model, data and options)" if result.reused else f"{result.seconds:.1f} s")
+    )
+    console.print(
+        table(
+            "Held-out accuracy against FP32",
+            ["output", "cosine mean", "cosine 5 %", "SQNR dB", "max abs error", "top-1 agreement"],
+            [
+                [
+                    o.name,
+                    f"{o.cosine_mean:.5f}",
+                    "-" if o.cosine_low is None else f"{o.cosine_low:.5f}",
+                    "-" if o.sqnr_db is None else f"{o.sqnr_db:.1f}",
+                    f"{o.max_abs_error:.4g}",
+                    "-" if o.top1_agreement is None else f"{o.top1_agreement:.2%}",
+                ]
+                for o in result.report.outputs
+            ],
+        )
+    )
     if result.report.sensitivity:
-        console.print(table("Most sensitive quantized nodes (output SQNR when quantized alone; all in report.json)",
-                            ["rank", "node", "op", "SQNR dB", "quantized input"], [
-            [str(s["rank"]), s["exclude"], s["op"], f"{s['sqnr_db']:.1f}", ", ".join(s["tensors"])]
-            for s in result.report.sensitivity[:5]]))
+        console.print(
+            table(
+                "Most sensitive quantized nodes (output SQNR when quantized alone; all in report.json)",
+                ["rank", "node", "op", "SQNR dB", "quantized input"],
+                [
+                    [str(s["rank"]), s["exclude"], s["op"], f"{s['sqnr_db']:.1f}", ", ".join(s["tensors"])]
+                    for s in result.report.sensitivity[:5]
+                ],
+            )
+        )
     if result.report.fp16_range is not None:
         console.print(f"FP16 range: {escape(result.report.fp16_range['summary'])}")
         for line in result.report.fp16_range["evidence"][:5]:
@@ -285,43 +369,73 @@ def calibration(result: CalibrationResult) -> None:
     if result.report.coverage:
         console.print(f"what the comparison could see: {escape(result.report.coverage)}")
     if result.build_proof:
-        console.print(f"Q/DQ model {escape(result.build_proof)}"
-                      + (f": {escape('; '.join(result.reformats.layers))}" if result.reformats and
-                         result.reformats.layers else ""))
+        console.print(
+            f"Q/DQ model {escape(result.build_proof)}"
+            + (
+                f": {escape('; '.join(result.reformats.layers))}"
+                if result.reformats and result.reformats.layers
+                else ""
+            )
+        )
     if result.fallback and result.fallback.get("needed"):
         console.print(escape(fallback_cost(result.precision, result.fallback)))
     if result.gates:
-        console.print(table("Gates", ["gate", "output", "value", "threshold", "status"], [
-            [g.name, g.output, gate_figure(g.name, g.value), gate_figure(g.name, g.threshold),
-             "ok" if g.passed else "FAILED"] for g in result.gates
-        ]))
+        console.print(
+            table(
+                "Gates",
+                ["gate", "output", "value", "threshold", "status"],
+                [
+                    [
+                        g.name,
+                        g.output,
+                        gate_figure(g.name, g.value),
+                        gate_figure(g.name, g.threshold),
+                        "ok" if g.passed else "FAILED",
+                    ]
+                    for g in result.gates
+                ],
+            )
+        )
 
 
 def fallback_cost(precision: str, cost: dict) -> str:
     """``--fallback auto``'s cost in one line: what it kept in float, the work left low, the reformat kernels."""
     if "kept_fp32" in cost:
-        return (f"fallback: {len(cost['kept_fp32'])} node(s) kept in FP32, {cost['evaluations']} evaluations, "
-                f"{cost['seconds']:.1f} s")
+        return (
+            f"fallback: {len(cost['kept_fp32'])} node(s) kept in FP32, {cost['evaluations']} evaluations, "
+            f"{cost['seconds']:.1f} s"
+        )
     work = cost.get("low_precision_work")
     reformats = cost.get("reformats")
-    return (f"fallback: {len(cost['nodes_kept'])} node(s) kept in float ({cost['regions_kept']} of "
-            f"{cost['regions']} regions), " + ("" if work is None else f"{work:.0%} of Conv/MatMul/Gemm work in "
-                                               f"{precision}, ")
-            + ("" if reformats is None else f"{reformats} precision-boundary reformat kernel(s) (plain "
-                                            f"{precision}: {cost.get('plain_reformats')}), ")
-            + f"{cost['evaluations']} evaluations, {cost['seconds']:.1f} s")
+    return (
+        f"fallback: {len(cost['nodes_kept'])} node(s) kept in float ({cost['regions_kept']} of "
+        f"{cost['regions']} regions), "
+        + ("" if work is None else f"{work:.0%} of Conv/MatMul/Gemm work in {precision}, ")
+        + (
+            ""
+            if reformats is None
+            else f"{reformats} precision-boundary reformat kernel(s) (plain "
+            f"{precision}: {cost.get('plain_reformats')}), "
+        )
+        + f"{cost['evaluations']} evaluations, {cost['seconds']:.1f} s"
+    )
 
 
 def published(result: PublishResult) -> None:
-    what = {"published": "published", "repaired": "already published with this content; damaged blobs replaced"
-            }.get(result.status, "already published with this content; nothing sent")
-    console.print(f"{result.name}@{result.version} {what}: {result.engines} engines in {printable(result.store)}; "
-                  f"{result.uploaded_blobs} blobs sent ({human_size(result.uploaded_bytes)}), "
-                  f"{result.present_blobs} already there, {result.seconds:.2f} s")
+    what = {"published": "published", "repaired": "already published with this content; damaged blobs replaced"}.get(
+        result.status, "already published with this content; nothing sent"
+    )
+    console.print(
+        f"{result.name}@{result.version} {what}: {result.engines} engines in {printable(result.store)}; "
+        f"{result.uploaded_blobs} blobs sent ({human_size(result.uploaded_bytes)}), "
+        f"{result.present_blobs} already there, {result.seconds:.2f} s"
+    )
     if result.provenance:
         signed = {"written": "signed", "already there": "signature already there"}.get(result.signature, "unsigned")
-        console.print(f"provenance {result.provenance}; {signed}"
-                      + (f" keyless as {printable(result.signed_by)}" if result.signed_by else ""))
+        console.print(
+            f"provenance {result.provenance}; {signed}"
+            + (f" keyless as {printable(result.signed_by)}" if result.signed_by else "")
+        )
     if result.public_key:
         console.print("the signing key's public half, for `compile verify --key` (save it as release.pub):")
         for line in result.public_key.strip().splitlines():
@@ -329,48 +443,96 @@ def published(result: PublishResult) -> None:
 
 
 def pulled(result: PullResult) -> None:
-    console.print(f"{printable(result.out)}: {result.sku} {result.precision} "
-                  f"({', '.join(result.compute_capabilities)}) of {result.release} (version {result.version}), "
-                  f"{human_size(result.size_bytes)}, sha256 {result.sha256[:12]} verified"
-                  + (", from the pull cache" if result.from_cache else "")
-                  + f"; loads with {result.runtime.family_name} {result.runtime.loads_with}")
+    console.print(
+        f"{printable(result.out)}: {result.sku} {result.precision} "
+        f"({', '.join(result.compute_capabilities)}) of {result.release} (version {result.version}), "
+        f"{human_size(result.size_bytes)}, sha256 {result.sha256[:12]} verified"
+        + (", from the pull cache" if result.from_cache else "")
+        + f"; loads with {result.runtime.family_name} {result.runtime.loads_with}"
+    )
     if result.golden is not None:
         golden = result.golden
-        console.print(f"{printable(golden.out)}: {golden.samples} golden sample(s) of "
-                      f"{', '.join(t.name for t in golden.inputs)} with FP32 reference outputs, sha256 "
-                      f"{golden.sha256[:12]} verified")
+        console.print(
+            f"{printable(golden.out)}: {golden.samples} golden sample(s) of "
+            f"{', '.join(t.name for t in golden.inputs)} with FP32 reference outputs, sha256 "
+            f"{golden.sha256[:12]} verified"
+        )
 
 
 def listing(listing: Listing) -> None:
     """One version's engines, one release's versions, or every release of the store."""
     if listing.manifest is not None:
         content = listing.manifest.content
-        console.print(f"{content.name}@{content.version} of {content.model_name} (sha256 "
-                      f"{content.model_sha256[:12]}), published {listing.manifest.published.at} by "
-                      f"{printable(listing.manifest.published.by)}")
-        console.print(table("Engines", ["sku", "compute capability", "precision", "runtime", "loads with", "size",
-                                        "sha256"], [
-            [e.sku, ", ".join(e.compute_capabilities), e.precision, e.runtime.name, e.runtime.loads_with,
-             human_size(e.plan.size_bytes), e.plan.sha256[:12]] for e in content.engines]))
+        console.print(
+            f"{content.name}@{content.version} of {content.model_name} (sha256 "
+            f"{content.model_sha256[:12]}), published {listing.manifest.published.at} by "
+            f"{printable(listing.manifest.published.by)}"
+        )
+        console.print(
+            table(
+                "Engines",
+                ["sku", "compute capability", "precision", "runtime", "loads with", "size", "sha256"],
+                [
+                    [
+                        e.sku,
+                        ", ".join(e.compute_capabilities),
+                        e.precision,
+                        e.runtime.name,
+                        e.runtime.loads_with,
+                        human_size(e.plan.size_bytes),
+                        e.plan.sha256[:12],
+                    ]
+                    for e in content.engines
+                ],
+            )
+        )
         golden = content.golden
         names = printable(", ".join(t.name for t in golden.inputs)) if golden else ""
-        console.print(f"golden inputs: {golden.samples} sample(s) of {names} with FP32 reference outputs, "
-                      f"{human_size(golden.blob.size_bytes)}, sha256 {golden.blob.sha256[:12]}" if golden
-                      else "golden inputs: none (checked without --data)")
+        console.print(
+            f"golden inputs: {golden.samples} sample(s) of {names} with FP32 reference outputs, "
+            f"{human_size(golden.blob.size_bytes)}, sha256 {golden.blob.sha256[:12]}"
+            if golden
+            else "golden inputs: none (checked without --data)"
+        )
         if listing.yanked is not None:
-            console.print(f"YANKED by {printable(listing.yanked.by)} at {listing.yanked.at}: "
-                          f"{printable(listing.yanked.reason)}")
+            console.print(
+                f"YANKED by {printable(listing.yanked.by)} at {listing.yanked.at}: {printable(listing.yanked.reason)}"
+            )
     elif listing.name is not None:
-        console.print(table(f"{listing.name} in {printable(listing.store)}",
-                            ["version", "engines", "size", "check", "published", "channels"], [
-            [v.version + (" (yanked)" if v.yanked else ""), v.engines, human_size(v.size_bytes), v.check,
-             v.published_at,
-             ", ".join(c for c, at in listing.channels.items() if at == v.version)] for v in listing.versions]))
+        console.print(
+            table(
+                f"{listing.name} in {printable(listing.store)}",
+                ["version", "engines", "size", "check", "published", "channels"],
+                [
+                    [
+                        v.version + (" (yanked)" if v.yanked else ""),
+                        v.engines,
+                        human_size(v.size_bytes),
+                        v.check,
+                        v.published_at,
+                        ", ".join(c for c, at in listing.channels.items() if at == v.version),
+                    ]
+                    for v in listing.versions
+                ],
+            )
+        )
     else:
-        console.print(table(f"Releases in {printable(listing.store)}", ["name", "versions", "latest", "channels"], [
-            [r.name, len(r.versions), r.versions[-1] if r.versions else "-",
-             ", ".join(f"{c}={v}" for c, v in r.channels.items())] for r in listing.releases]
-            or [["-", 0, "-", "none published"]]))
+        console.print(
+            table(
+                f"Releases in {printable(listing.store)}",
+                ["name", "versions", "latest", "channels"],
+                [
+                    [
+                        r.name,
+                        len(r.versions),
+                        r.versions[-1] if r.versions else "-",
+                        ", ".join(f"{c}={v}" for c, v in r.channels.items()),
+                    ]
+                    for r in listing.releases
+                ]
+                or [["-", 0, "-", "none published"]],
+            )
+        )
 
 
 def yanked(result) -> None:
@@ -380,73 +542,121 @@ def yanked(result) -> None:
 
 def store_check(report: StoreCheck) -> None:
     scope = f"{report.name} in " if report.name else ""
-    console.print(f"{scope}{printable(report.store)}: {report.versions} versions, {report.channels} channels, "
-                  f"{report.blobs} blobs ({human_size(report.bytes_read)}) read"
-                  + ("" if report.unreferenced_listed else "; unreferenced blobs not listed (the registry lists "
-                     "none, or one release of a shared pool)"))
+    console.print(
+        f"{scope}{printable(report.store)}: {report.versions} versions, {report.channels} channels, "
+        f"{report.blobs} blobs ({human_size(report.bytes_read)}) read"
+        + (
+            ""
+            if report.unreferenced_listed
+            else "; unreferenced blobs not listed (the registry lists none, or one release of a shared pool)"
+        )
+    )
     if report.findings:
-        console.print(table("Findings", ["kind", "where", "why"], [
-            [f.kind, printable(f.key), printable(f.why)] for f in report.findings]))
+        console.print(
+            table(
+                "Findings",
+                ["kind", "where", "why"],
+                [[f.kind, printable(f.key), printable(f.why)] for f in report.findings],
+            )
+        )
     else:
         console.print("nothing damaged, dangling or unreferenced")
 
 
 def promoted(result: PromoteResult) -> None:
     moved = f"{result.previous} -> {result.version}" if result.previous else f"new, at {result.version}"
-    console.print(f"{result.name}@{result.channel}: " + {
-        "moved": moved, "repaired": f"damaged record replaced, at {result.version}"}.get(
-        result.status, f"already at {result.version}"))
+    console.print(
+        f"{result.name}@{result.channel}: "
+        + {"moved": moved, "repaired": f"damaged record replaced, at {result.version}"}.get(
+            result.status, f"already at {result.version}"
+        )
+    )
 
 
 def exported(result: TritonExport) -> None:
     what = "written" if result.status == "written" else "already there with these plans"
-    console.print(f"{printable(result.model_dir)}/{result.model_version}: {result.release} (version "
-                  f"{result.version}) {what} for {result.triton}; "
-                  + ", ".join(f"{cc} -> {file}" for cc, file in result.plans.items()))
-    console.print(f"batching: {printable(result.batching)}"
-                  + (f"; preferred batch sizes {', '.join(map(str, result.preferred_batch_sizes))}"
-                     if result.preferred_batch_sizes else "")
-                  + (f"; warmup from {len(result.warmup)} golden sample file(s)" if result.warmup else ""))
+    console.print(
+        f"{printable(result.model_dir)}/{result.model_version}: {result.release} (version "
+        f"{result.version}) {what} for {result.triton}; "
+        + ", ".join(f"{cc} -> {file}" for cc, file in result.plans.items())
+    )
+    console.print(
+        f"batching: {printable(result.batching)}"
+        + (
+            f"; preferred batch sizes {', '.join(map(str, result.preferred_batch_sizes))}"
+            if result.preferred_batch_sizes
+            else ""
+        )
+        + (f"; warmup from {len(result.warmup)} golden sample file(s)" if result.warmup else "")
+    )
     for note in result.notes:
         console.print(f"note: {printable(note)}")
 
 
 def exported_rtx(result: RtxExport) -> None:
     what = "written" if result.status == "written" else "already there"
-    console.print(f"{printable(result.model_dir)}: {result.release} (version {result.version}) {what}; loads with "
-                  f"TensorRT-RTX {result.runtime.loads_with}")
-    console.print(table("Engines", ["compute capability", "sku", "precision", "engine", "EP-context model",
-                                    "validity"],
-                        [[t.compute_capability, t.sku, t.precision, t.engine, t.context_model, t.validity]
-                         for t in result.targets]))
+    console.print(
+        f"{printable(result.model_dir)}: {result.release} (version {result.version}) {what}; loads with "
+        f"TensorRT-RTX {result.runtime.loads_with}"
+    )
+    console.print(
+        table(
+            "Engines",
+            ["compute capability", "sku", "precision", "engine", "EP-context model", "validity"],
+            [[t.compute_capability, t.sku, t.precision, t.engine, t.context_model, t.validity] for t in result.targets],
+        )
+    )
 
 
 def verified(result: VerifyResult) -> None:
-    console.print(f"{result.release} (version {result.version}) verified with {printable(result.key)}: signature "
-                  f"over manifest sha256 {result.manifest_sha256[:12]}, provenance "
-                  f"{'signed' if result.provenance_signed else 'named by the signature'} with {result.subjects} "
-                  f"subjects = the manifest's plans, {result.blobs} blobs ({human_size(result.bytes)}) hash to their "
-                  f"digests; {result.seconds:.2f} s")
+    console.print(
+        f"{result.release} (version {result.version}) verified with {printable(result.key)}: signature "
+        f"over manifest sha256 {result.manifest_sha256[:12]}, provenance "
+        f"{'signed' if result.provenance_signed else 'named by the signature'} with {result.subjects} "
+        f"subjects = the manifest's plans, {result.blobs} blobs ({human_size(result.bytes)}) hash to their "
+        f"digests; {result.seconds:.2f} s"
+    )
 
 
 def provenance(statement: dict[str, Any]) -> None:
     """A provenance statement: its subjects and what made them."""
     predicate = statement.get("predicate") or {}
     definition, run = predicate.get("buildDefinition") or {}, predicate.get("runDetails") or {}
-    console.print(f"built by {printable(str((run.get('builder') or {}).get('id')))}, "
-                  f"{(run.get('metadata') or {}).get('startedOn')} to {(run.get('metadata') or {}).get('finishedOn')}")
-    console.print(table("Subjects", ["plan", "sha256"], [[s.get("name"), (s.get("digest") or {}).get("sha256")]
-                                                         for s in statement.get("subject") or []]))
-    console.print(table("Resolved dependencies", ["name", "role", "sha256 or version"], [
-        [d.get("name"), (d.get("annotations") or {}).get("role", "tool"),
-         (d.get("digest") or {}).get("sha256") or d.get("uri", "")]
-        for d in definition.get("resolvedDependencies") or []]))
+    console.print(
+        f"built by {printable(str((run.get('builder') or {}).get('id')))}, "
+        f"{(run.get('metadata') or {}).get('startedOn')} to {(run.get('metadata') or {}).get('finishedOn')}"
+    )
+    console.print(
+        table(
+            "Subjects",
+            ["plan", "sha256"],
+            [[s.get("name"), (s.get("digest") or {}).get("sha256")] for s in statement.get("subject") or []],
+        )
+    )
+    console.print(
+        table(
+            "Resolved dependencies",
+            ["name", "role", "sha256 or version"],
+            [
+                [
+                    d.get("name"),
+                    (d.get("annotations") or {}).get("role", "tool"),
+                    (d.get("digest") or {}).get("sha256") or d.get("uri", ""),
+                ]
+                for d in definition.get("resolvedDependencies") or []
+            ],
+        )
+    )
 
 
 def release_plan(plan: ReleasePlan) -> None:
-    console.print(table(f"{plan.name}@{plan.version} -> {printable(plan.store)}",
-                        ["job (sku)", "backend", "precisions", "runs on"],
-                        [[j.sku, j.backend, ", ".join(j.precisions), ", ".join(j.runs_on)] for j in plan.jobs]))
+    console.print(
+        table(
+            f"{plan.name}@{plan.version} -> {printable(plan.store)}",
+            ["job (sku)", "backend", "precisions", "runs on"],
+            [[j.sku, j.backend, ", ".join(j.precisions), ", ".join(j.runs_on)] for j in plan.jobs],
+        )
+    )
 
 
 def stage_line(stage: str, status: str, detail: str) -> None:
@@ -476,12 +686,19 @@ def collected(report) -> None:
     """What compile gc removed (or would), and what it kept and why."""
     verb = "would remove" if report.dry_run else "removed"
     if hasattr(report, "versions"):
-        console.print(table(f"Versions in {printable(report.store)}", ["release", "fate", "why", "size"], [
-            [v.release, "kept" if v.kept else verb, v.why, human_size(v.size_bytes)] for v in report.versions]
-            or [["-", "-", "no releases", "-"]]))
+        console.print(
+            table(
+                f"Versions in {printable(report.store)}",
+                ["release", "fate", "why", "size"],
+                [[v.release, "kept" if v.kept else verb, v.why, human_size(v.size_bytes)] for v in report.versions]
+                or [["-", "-", "no releases", "-"]],
+            )
+        )
         what = f"{report.removed_versions} versions"
     else:
         what = f"{len(report.removed_entries)} of {report.entries} cache entries"
-    console.print(f"{verb} {what} and {report.removed_blobs} blobs ({human_size(report.freed_bytes)}); "
-                  f"{report.marked_blobs} unreferenced blobs left for a later gc (grace); {report.requests} requests, "
-                  f"{report.seconds:.1f} s" + (f"; {report.blob_note}" if report.blob_note else ""))
+    console.print(
+        f"{verb} {what} and {report.removed_blobs} blobs ({human_size(report.freed_bytes)}); "
+        f"{report.marked_blobs} unreferenced blobs left for a later gc (grace); {report.requests} requests, "
+        f"{report.seconds:.1f} s" + (f"; {report.blob_note}" if report.blob_note else "")
+    )

@@ -11,21 +11,39 @@ from compiler.cli.params import INPUTS, JsonOption, ReleaseArgument, StoreOption
 from compiler.stores import DEFAULT_STORE
 
 
-@examples("compile verify digits@1.0.0 --key release.pub",
-          "compile verify digits@stable --store s3://models/team --key release.pub --json",
-          "compile verify digits@1.0.0 --identity https://github.com/ORG/REPO/.github/workflows/release.yml@refs/"
-          "heads/main --issuer https://token.actions.githubusercontent.com")
+@examples(
+    "compile verify digits@1.0.0 --key release.pub",
+    "compile verify digits@stable --store s3://models/team --key release.pub --json",
+    "compile verify digits@1.0.0 --identity https://github.com/ORG/REPO/.github/workflows/release.yml@refs/"
+    "heads/main --issuer https://token.actions.githubusercontent.com",
+)
 def verify(
     release: ReleaseArgument,
     *,
-    key: Annotated[Path | None, option("PUB.pem", INPUTS, "The publisher's public key (EC P-256 or Ed25519 PEM).",
-                                       show_default=False)] = None,
-    identity: Annotated[str | None, option("ID", INPUTS, "For a keyless (Sigstore) release: the signer's identity "
-                                           "as its certificate names it (a CI workflow URL or an email).",
-                                           show_default=False)] = None,
-    issuer: Annotated[str | None, option("URL", INPUTS, "With --identity: the OIDC issuer that vouched for it "
-                                         "(GitHub Actions: https://token.actions.githubusercontent.com).",
-                                         show_default=False)] = None,
+    key: Annotated[
+        Path | None,
+        option("PUB.pem", INPUTS, "The publisher's public key (EC P-256 or Ed25519 PEM).", show_default=False),
+    ] = None,
+    identity: Annotated[
+        str | None,
+        option(
+            "ID",
+            INPUTS,
+            "For a keyless (Sigstore) release: the signer's identity "
+            "as its certificate names it (a CI workflow URL or an email).",
+            show_default=False,
+        ),
+    ] = None,
+    issuer: Annotated[
+        str | None,
+        option(
+            "URL",
+            INPUTS,
+            "With --identity: the OIDC issuer that vouched for it "
+            "(GitHub Actions: https://token.actions.githubusercontent.com).",
+            show_default=False,
+        ),
+    ] = None,
     store: StoreOption = DEFAULT_STORE,
     json: JsonOption = False,
 ) -> None:

@@ -277,8 +277,7 @@ def open_lock_file(path: Path) -> BinaryIO:
     """``path`` opened (created) to ``flock``: a link standing there is never followed (O_NOFOLLOW) and a FIFO never
     blocks the opener (O_NONBLOCK); either, a folder or anything but a regular file raises :class:`NotRegularFile`."""
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
-                     0o644)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
     except OSError as exc:
         if exc.errno in _NOT_REGULAR:
             raise NotRegularFile(path, _NOT_REGULAR[exc.errno]) from None

@@ -26,8 +26,10 @@ if sys.argv[1:] == ["import"]:
 print(json.dumps({n: m.version(p) for n, p in (("modelopt", "nvidia-modelopt"), ("modelopt_onnxruntime",
       "onnxruntime-gpu"), ("modelopt_onnx", "onnx"), ("modelopt_torch", "torch"))}))
 """
-_ADVICE = (f"set ${ENV} to the Python of a venv made as docs/calibrate.md says (python -m venv V; V/bin/pip install "
-           f"-c .ci/modelopt-constraints.txt 'nvidia-modelopt[onnx]'), or use --quantizer onnxruntime")
+_ADVICE = (
+    f"set ${ENV} to the Python of a venv made as docs/calibrate.md says (python -m venv V; V/bin/pip install "
+    f"-c .ci/modelopt-constraints.txt 'nvidia-modelopt[onnx]'), or use --quantizer onnxruntime"
+)
 
 
 def interpreter() -> Path:
@@ -53,8 +55,14 @@ def versions(imports: bool = False) -> dict[str, str]:
 @lru_cache(maxsize=4)
 def _probe(path: str, mtime: int, size: int, imports: bool) -> tuple[tuple[str, str], ...]:
     try:
-        done = subprocess.run([path, "-c", _PROBE, *(["import"] if imports else [])], capture_output=True,
-                              text=True, timeout=PROBE_SECONDS, stdin=subprocess.DEVNULL, errors="replace")
+        done = subprocess.run(
+            [path, "-c", _PROBE, *(["import"] if imports else [])],
+            capture_output=True,
+            text=True,
+            timeout=PROBE_SECONDS,
+            stdin=subprocess.DEVNULL,
+            errors="replace",
+        )
     except (OSError, subprocess.SubprocessError) as exc:
         raise EnvironmentProblem(f"${ENV}={path!r} could not be run ({type(exc).__name__}: {exc}): {_ADVICE}") from None
     try:
@@ -62,8 +70,10 @@ def _probe(path: str, mtime: int, size: int, imports: bool) -> tuple[tuple[str, 
     except (ValueError, IndexError):
         found = None
     if not isinstance(found, dict) or not all(isinstance(v, str) for v in found.values()):
-        raise EnvironmentProblem(f"${ENV}={path!r} has no working ModelOpt "
-                                 f"({last_line(done.stderr) or f'exit {done.returncode}'}): {_ADVICE}")
+        raise EnvironmentProblem(
+            f"${ENV}={path!r} has no working ModelOpt "
+            f"({last_line(done.stderr) or f'exit {done.returncode}'}): {_ADVICE}"
+        )
     return tuple(sorted(found.items()))
 
 
@@ -81,5 +91,7 @@ def status() -> str:
         found = versions(imports=True)
     except EnvironmentProblem as exc:
         return f"not usable: {exc}"
-    return (f"usable: nvidia-modelopt {found['modelopt']} (onnxruntime-gpu {found['modelopt_onnxruntime']}, torch "
-            f"{found['modelopt_torch']}) at ${ENV}={os.environ[ENV]}")
+    return (
+        f"usable: nvidia-modelopt {found['modelopt']} (onnxruntime-gpu {found['modelopt_onnxruntime']}, torch "
+        f"{found['modelopt_torch']}) at ${ENV}={os.environ[ENV]}"
+    )

@@ -86,11 +86,14 @@ class BuildOptions(OptionGroup):
     def model_post_init(self, context: Any) -> None:
         """The rules that join options (the field bounds are in the fields)."""
         if self.calibration and self.data is not None:
-            raise InvalidInput("--calibration and --data both given: pass --calibration DIR to build from a "
-                               "finished calibration, or --data DATA.npz to calibrate now")
+            raise InvalidInput(
+                "--calibration and --data both given: pass --calibration DIR to build from a "
+                "finished calibration, or --data DATA.npz to calibrate now"
+            )
         if self.method is not None and self.data is None:
-            raise InvalidInput(f"--method {self.method} chooses how --data is calibrated; pass --data DATA.npz or "
-                               f"drop --method")
+            raise InvalidInput(
+                f"--method {self.method} chooses how --data is calibrated; pass --data DATA.npz or drop --method"
+            )
         if self.method is not None and self.method not in METHODS:
             raise InvalidInput(f"--method {self.method}: choose from {', '.join(METHODS)}")
         from typing import get_args
@@ -142,8 +145,9 @@ class CalibrationOptions(OptionGroup):
             raise ValueError("give node names or op types (non-empty text)")
         return value
 
-    @field_validator("holdout", "percentile", "min_cosine", "min_top1", "max_abs_error", "min_sqnr", "min_metric",
-                     mode="before")
+    @field_validator(
+        "holdout", "percentile", "min_cosine", "min_top1", "max_abs_error", "min_sqnr", "min_metric", mode="before"
+    )
     @classmethod
     def _not_a_flag(cls, value: Any) -> Any:
         if isinstance(value, bool):  # True is 1 to Python, not a number anyone meant
@@ -162,14 +166,20 @@ class CalibrationOptions(OptionGroup):
         if self.fallback not in (None, "auto"):
             raise InvalidInput(f"--fallback {self.fallback}: the only search is auto (or leave it out)")
         if self.holdout >= 1 and self.holdout != int(self.holdout):
-            raise InvalidInput(f"--holdout {self.holdout}: give a fraction below 1 (0.2) or a whole count of "
-                               f"samples (300)")
+            raise InvalidInput(
+                f"--holdout {self.holdout}: give a fraction below 1 (0.2) or a whole count of samples (300)"
+            )
 
     @property
     def gates(self) -> dict[str, float | None]:
         """The thresholds given; the unset ones take the precision's defaults (compiler.data.agreement)."""
-        return {"min_cosine": self.min_cosine, "min_top1": self.min_top1, "max_abs_error": self.max_abs_error,
-                "min_sqnr": self.min_sqnr, "min_metric": self.min_metric}
+        return {
+            "min_cosine": self.min_cosine,
+            "min_top1": self.min_top1,
+            "max_abs_error": self.max_abs_error,
+            "min_sqnr": self.min_sqnr,
+            "min_metric": self.min_metric,
+        }
 
 
 ERROR_STATS = ("elemwise", "max", "mean", "median", "quantile")
@@ -220,20 +230,28 @@ class CheckOptions(OptionGroup):
         return value
 
     def model_post_init(self, context: Any) -> None:
-        bounds = {"atol": (0, None), "rtol": (0, None), "error_quantile": (0, 1), "min_cosine": (-1, 1),
-                  "min_top1": (0, 1), "min_sqnr": (-200, 200)}
+        bounds = {
+            "atol": (0, None),
+            "rtol": (0, None),
+            "error_quantile": (0, 1),
+            "min_cosine": (-1, 1),
+            "min_top1": (0, 1),
+            "min_sqnr": (-200, 200),
+        }
         for name, (low, high) in bounds.items():
             for output, value in getattr(self, name).items():
                 flag = f"--{name.replace('_', '-')} {f'{output}=' if output else ''}{value}"
                 if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
                     raise InvalidInput(f"{flag}: give a number")
                 if value < low or (high is not None and value > high):
-                    raise InvalidInput(f"{flag}: give {low} to {high}" if high is not None else
-                                       f"{flag}: give at least {low}")
+                    raise InvalidInput(
+                        f"{flag}: give {low} to {high}" if high is not None else f"{flag}: give at least {low}"
+                    )
         for name in self.allow_skip:
             if name not in SKIPPABLE:
                 raise InvalidInput(f"--allow-skip {name}: choose from {', '.join(SKIPPABLE)}")
         for output, stat in self.error_stat.items():
             if stat not in ERROR_STATS:
-                raise InvalidInput(f"--error-stat {f'{output}=' if output else ''}{stat}: choose from "
-                                   f"{', '.join(ERROR_STATS)}")
+                raise InvalidInput(
+                    f"--error-stat {f'{output}=' if output else ''}{stat}: choose from {', '.join(ERROR_STATS)}"
+                )

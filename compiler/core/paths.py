@@ -18,8 +18,9 @@ def _identity(path: Path) -> tuple[int, int] | None:
     return info.st_dev, info.st_ino
 
 
-def check_not_overwriting(outputs: Iterable[Path], inputs: Iterable[Path], role: str,
-                          replaced: Iterable[Path] = ()) -> None:
+def check_not_overwriting(
+    outputs: Iterable[Path], inputs: Iterable[Path], role: str, replaced: Iterable[Path] = ()
+) -> None:
     """Refuse (InvalidInput naming ``role``, the option that chose where to write) when writing ``outputs`` would
     overwrite one of ``inputs``: the same path, or another name for the same file (a symlink, a hard link, a
     folder reached two ways), compared by device and inode rather than by spelling.
@@ -36,10 +37,15 @@ def check_not_overwriting(outputs: Iterable[Path], inputs: Iterable[Path], role:
         identity = _identity(Path(output))
         if identity is not None and identity in sources:
             source = sources[identity]
-            how = "" if os.path.abspath(source) == os.path.abspath(output) else \
-                " (the same file under another name: a symlink or hard link)"
-            raise InvalidInput(f"{role} {Path(output).parent}: writing {Path(output).name} there would overwrite "
-                               f"the input {source}{how}; choose another {role} folder")
+            how = (
+                ""
+                if os.path.abspath(source) == os.path.abspath(output)
+                else " (the same file under another name: a symlink or hard link)"
+            )
+            raise InvalidInput(
+                f"{role} {Path(output).parent}: writing {Path(output).name} there would overwrite "
+                f"the input {source}{how}; choose another {role} folder"
+            )
     for folder in replaced:
         identity = _identity(folder)
         if identity is None:
@@ -47,5 +53,7 @@ def check_not_overwriting(outputs: Iterable[Path], inputs: Iterable[Path], role:
         for source in sources.values():
             real = Path(os.path.realpath(source))
             if any(_identity(place) == identity for place in (real, *real.parents)):
-                raise InvalidInput(f"{role} {folder}: the folder is replaced when the run ends, and the input "
-                                   f"{source} is inside it; choose another {role} folder")
+                raise InvalidInput(
+                    f"{role} {folder}: the folder is replaced when the run ends, and the input "
+                    f"{source} is inside it; choose another {role} folder"
+                )

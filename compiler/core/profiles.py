@@ -69,8 +69,10 @@ class ShapeRange(_Strict):
         for key in ("min", "opt", "max"):
             dims = getattr(self, key)
             if all(d >= 0 for d in dims) and prod(dims) > MAX_VOLUME:
-                raise ValueError(f"{key} {list(dims)} holds {prod(dims)} elements, more than TensorRT's limit of "
-                                 f"{MAX_VOLUME} (2**40) per tensor")
+                raise ValueError(
+                    f"{key} {list(dims)} holds {prod(dims)} elements, more than TensorRT's limit of "
+                    f"{MAX_VOLUME} (2**40) per tensor"
+                )
         return self
 
 
@@ -210,19 +212,24 @@ def _check_input(where, name, dims: list[Dim] | None, shape: ShapeRange, symbols
     if dims is None:
         dims = [None] * rank  # unknown rank: any rank, every dim dynamic
     if rank != len(dims):
-        return [f"{where}: input '{name}': shapes have rank {rank} but the model's input has rank {len(dims)} "
-                f"(dims {format_dims(dims)})"]
+        return [
+            f"{where}: input '{name}': shapes have rank {rank} but the model's input has rank {len(dims)} "
+            f"(dims {format_dims(dims)})"
+        ]
     for axis, dim in enumerate(dims):
         values = (shape.min[axis], shape.opt[axis], shape.max[axis])
         if isinstance(dim, int):
             if any(v != dim for v in values):
-                errors.append(f"{where}: input '{name}' dim {axis} is static {dim} in the model, "
-                              f"but the profile gives min/opt/max {format_dims(values)}; use {dim} for all three")
+                errors.append(
+                    f"{where}: input '{name}' dim {axis} is static {dim} in the model, "
+                    f"but the profile gives min/opt/max {format_dims(values)}; use {dim} for all three"
+                )
             continue
         label = f"dim {axis} ('{dim}')" if isinstance(dim, str) else f"dim {axis}"
         if not 1 <= values[0] <= values[1] <= values[2]:
-            errors.append(f"{where}: input '{name}' {label}: needs 1 <= min <= opt <= max, "
-                          f"got min/opt/max {format_dims(values)}")
+            errors.append(
+                f"{where}: input '{name}' {label}: needs 1 <= min <= opt <= max, got min/opt/max {format_dims(values)}"
+            )
         if isinstance(dim, str):
             symbols[dim].append((name, axis, values))
     return errors
@@ -235,8 +242,10 @@ def inconsistent_profiles(warnings: list[str]) -> str | None:
     if found is None:
         return None
     detail = found.split(" In operator()")[0].split(" In executeContinuation")[0]
-    return (f"the shape profiles ask for shapes the model cannot run; TensorRT says: {detail} Lower the max of the "
-            f"input dims that reach that node (compile inspect MODEL --profiles FILE names them where it can)")
+    return (
+        f"the shape profiles ask for shapes the model cannot run; TensorRT says: {detail} Lower the max of the "
+        f"input dims that reach that node (compile inspect MODEL --profiles FILE names them where it can)"
+    )
 
 
 def format_dims(dims: list[Dim] | tuple[Dim, ...] | None) -> str:

@@ -33,8 +33,9 @@ COMPUTE_CAPABILITY_NAME = re.compile(r"[0-9]{1,2}\.[0-9]{1,2}")
 
 def _sku_name(value: str) -> str:
     if not SKU_NAME.fullmatch(value) or ".." in value:
-        raise ValueError(f"{value[:80]!r} is not a SKU name (1 to 64 of A-Z a-z 0-9 . _ -, starting with a letter "
-                         "or digit, no '..')")
+        raise ValueError(
+            f"{value[:80]!r} is not a SKU name (1 to 64 of A-Z a-z 0-9 . _ -, starting with a letter or digit, no '..')"
+        )
     return value
 
 
@@ -352,8 +353,9 @@ class CalibrationResult(CalibrationRecord):
     cache: CacheOutcome | None = None
 
     def record(self) -> CalibrationRecord:
-        return CalibrationRecord.model_validate(self.model_dump(exclude={"report", "gates", "passed", "reused",
-                                                                         "cache"}))
+        return CalibrationRecord.model_validate(
+            self.model_dump(exclude={"report", "gates", "passed", "reused", "cache"})
+        )
 
 
 # --- compile check ---------------------------------------------------------------------------------------
@@ -421,8 +423,9 @@ class CheckReport(BaseModel):
     def failures(self) -> list[tuple[str, CheckResult]]:
         """(where, check) of every failed check: ``model`` or ``<sku>/<precision>``."""
         found = [("model", c) for c in self.model_checks if c.status == Status.FAILED]
-        return found + [(f"{e.sku}/{e.precision}", c) for e in self.engines for c in e.checks
-                        if c.status == Status.FAILED]
+        return found + [
+            (f"{e.sku}/{e.precision}", c) for e in self.engines for c in e.checks if c.status == Status.FAILED
+        ]
 
 
 # --- the artifact store ---------------------------------------------------------------------------------
@@ -474,8 +477,10 @@ class ReleaseEngine(BaseModel):
     def _runtime_agrees(self) -> ReleaseEngine:
         """The runtime named is the one that built the plan: the backend's, and the one its header names."""
         if (self.runtime.family, self.runtime.version) != (self.backend.get("name"), self.backend.get("version")):
-            raise ValueError(f"runtime {self.runtime.name} is not the backend that built the plan "
-                             f"({self.backend.get('name')} {self.backend.get('version')})")
+            raise ValueError(
+                f"runtime {self.runtime.name} is not the backend that built the plan "
+                f"({self.backend.get('name')} {self.backend.get('version')})"
+            )
         magic = PLAN_MAGIC.get(str((self.plan_header or {}).get("magic")))
         if magic is not None and magic != self.runtime.family:
             raise ValueError(f"runtime {self.runtime.name}, but the plan's header is a {FAMILY_NAMES[magic]} plan's")
@@ -665,12 +670,14 @@ def parse_record(raw: bytes, path: Path, kind: type[Record], hint: str) -> Recor
         raise InvalidInput(f"{path}: not JSON of ours ({str(exc) or type(exc).__name__}); {hint}") from None
     version = data.get("format_version") if isinstance(data, dict) else None
     if isinstance(data, dict) and (isinstance(version, bool) or version not in readable):
-        raise InvalidInput(f"{path}: format_version {version}, this version reads "
-                           f"{' or '.join(map(str, readable))}; {hint}")
+        raise InvalidInput(
+            f"{path}: format_version {version}, this version reads {' or '.join(map(str, readable))}; {hint}"
+        )
     try:
         return kind.model_validate(data)
     except ValidationError as exc:
         from compiler.core.yaml import describe_validation_error
 
-        raise InvalidInput(f"{path}: not a {path.name} this version writes ({describe_validation_error(exc)}); "
-                           f"{hint}") from None
+        raise InvalidInput(
+            f"{path}: not a {path.name} this version writes ({describe_validation_error(exc)}); {hint}"
+        ) from None

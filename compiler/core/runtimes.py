@@ -55,8 +55,10 @@ class Runtime(BaseModel):
             raise ValueError("TensorRT-RTX has no version-compatible plans: each loads only under its own release")
         rule = f">={self.version},<{built[0] + 1}" if self.version_compatible else f"=={self.version}"
         if self.loads_with and self.loads_with != rule:
-            raise ValueError(f"loads_with {self.loads_with!r} contradicts the {FAMILY_NAMES[self.family]} rule for "
-                             f"version {self.version} ({rule})")
+            raise ValueError(
+                f"loads_with {self.loads_with!r} contradicts the {FAMILY_NAMES[self.family]} rule for "
+                f"version {self.version} ({rule})"
+            )
         self.loads_with = rule
         return self
 
@@ -73,8 +75,8 @@ class Runtime(BaseModel):
         release it starts: it matches a plan built by 10.8.0.43, as ``compile pull --tensorrt-version 10.8`` means."""
         given, built = parse_version(version), parse_version(self.version)
         if not self.version_compatible:
-            return built[:len(given)] == given
-        return given[0] == built[0] and given >= built[:len(given)]
+            return built[: len(given)] == given
+        return given[0] == built[0] and given >= built[: len(given)]
 
 
 def runtime_of(backend: dict[str, Any], builder_options: dict[str, Any]) -> Runtime:
@@ -82,8 +84,11 @@ def runtime_of(backend: dict[str, Any], builder_options: dict[str, Any]) -> Runt
     family = backend.get("name")
     if family not in FAMILY_NAMES:
         raise ValueError(f"backend {str(family)[:40]!r} is no runtime we know (tensorrt or tensorrt-rtx)")
-    return Runtime(family=family, version=str(backend.get("version", "")),
-                   version_compatible=bool(builder_options.get("version_compatible", False)))
+    return Runtime(
+        family=family,
+        version=str(backend.get("version", "")),
+        version_compatible=bool(builder_options.get("version_compatible", False)),
+    )
 
 
 def claimed_by_header(header: bytes | None) -> RuntimeFamily | None:

@@ -17,7 +17,6 @@ def _escape(match: re.Match[str]) -> str:
     return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
 
 
-
 def printable(text: object) -> str:
     """``text`` (from an input file: a name, a path, a library's message) made safe to print on one line.
 
@@ -31,11 +30,9 @@ def printable(text: object) -> str:
     return _UNPRINTABLE.sub(_escape, str(text))
 
 
-
 def markdown_cell(text: object) -> str:
     """``text`` made safe for one cell of a Markdown table (a job summary): printable, its pipes escaped."""
     return printable(text).replace("|", "\\|")
-
 
 
 def human_size(size: int) -> str:
@@ -44,7 +41,6 @@ def human_size(size: int) -> str:
         if size >= 1 << shift:
             return f"{size / (1 << shift):.1f} {unit}"
     return f"{size} B"
-
 
 
 def gate_figure(gate: str, value: float) -> str:

@@ -69,8 +69,9 @@ def read_yaml(path: str | Path) -> Any:
         with open(path, "rb") as handle:
             raw = handle.read(MAX_YAML_BYTES + 1)
         if len(raw) > MAX_YAML_BYTES:
-            raise InvalidInput(f"{path}: larger than {MAX_YAML_BYTES >> 20} MiB, which no YAML file of ours is; "
-                               f"check the path")
+            raise InvalidInput(
+                f"{path}: larger than {MAX_YAML_BYTES >> 20} MiB, which no YAML file of ours is; check the path"
+            )
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise InvalidInput(f"{path}: not valid YAML (not UTF-8 text)") from None
@@ -99,8 +100,10 @@ def _load_bounded(text: str, path: Path) -> Any:
         if node is None:
             return None
         if _expanded_size(node) > MAX_YAML_NODES:
-            raise InvalidInput(f"{path}: its aliases expand to more than {MAX_YAML_NODES:,} values, which no YAML "
-                               "file of ours has (an alias bomb?); write the values out")
+            raise InvalidInput(
+                f"{path}: its aliases expand to more than {MAX_YAML_NODES:,} values, which no YAML "
+                "file of ours has (an alias bomb?); write the values out"
+            )
         return loader.construct_document(node)
     finally:
         loader.dispose()
@@ -114,8 +117,13 @@ def _expanded_size(root: yaml.Node) -> int:
     stack: list[tuple[yaml.Node, bool]] = [(root, False)]
     while stack:
         node, children_done = stack.pop()
-        children = ([part for pair in node.value for part in pair] if isinstance(node, yaml.MappingNode)
-                    else node.value if isinstance(node, yaml.SequenceNode) else [])
+        children = (
+            [part for pair in node.value for part in pair]
+            if isinstance(node, yaml.MappingNode)
+            else node.value
+            if isinstance(node, yaml.SequenceNode)
+            else []
+        )
         if children_done:
             open_nodes.discard(id(node))
             sizes[id(node)] = min(1 + sum(sizes[id(child)] for child in children), MAX_YAML_NODES + 1)

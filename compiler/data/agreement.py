@@ -62,13 +62,21 @@ FP8 E4M3 three mantissa bits (6 % relative per value), and 12 dB (an error a qua
 decisions of the models measured start to move."""
 
 
-def limits(precision: str, min_cosine: float | None = None, min_sqnr_db: float | None = None,
-           min_top1: float | None = None, max_abs_error: float | None = None) -> Limits:
+def limits(
+    precision: str,
+    min_cosine: float | None = None,
+    min_sqnr_db: float | None = None,
+    min_top1: float | None = None,
+    max_abs_error: float | None = None,
+) -> Limits:
     """The precision's defaults with the values given in their place."""
     base = DEFAULTS[precision]
-    return Limits(min_cosine=base.min_cosine if min_cosine is None else min_cosine,
-                  min_sqnr_db=base.min_sqnr_db if min_sqnr_db is None else min_sqnr_db,
-                  min_top1=base.min_top1 if min_top1 is None else min_top1, max_abs_error=max_abs_error)
+    return Limits(
+        min_cosine=base.min_cosine if min_cosine is None else min_cosine,
+        min_sqnr_db=base.min_sqnr_db if min_sqnr_db is None else min_sqnr_db,
+        min_top1=base.min_top1 if min_top1 is None else min_top1,
+        max_abs_error=max_abs_error,
+    )
 
 
 class _Output:
@@ -122,12 +130,19 @@ class Agreement:
         sqnr = sqnr_db(out.signal, out.signal_sq, out.noise_sq, out.elements)
         samples = self.samples
         return OutputReport(
-            name=name, kind="class-scores" if out.classes else "tensor", samples=samples,
-            cosine_mean=float(cosines.mean()), cosine_min=float(cosines.min()),
-            cosine_low=float(np.quantile(cosines, COSINE_QUANTILE)), sqnr_db=sqnr,
-            max_abs_error=out.max_abs, mean_abs_error=out.abs_sum / max(out.elements, 1), nonfinite=out.nonfinite,
+            name=name,
+            kind="class-scores" if out.classes else "tensor",
+            samples=samples,
+            cosine_mean=float(cosines.mean()),
+            cosine_min=float(cosines.min()),
+            cosine_low=float(np.quantile(cosines, COSINE_QUANTILE)),
+            sqnr_db=sqnr,
+            max_abs_error=out.max_abs,
+            mean_abs_error=out.abs_sum / max(out.elements, 1),
+            nonfinite=out.nonfinite,
             top1_agreement=out.top1 / samples if out.classes and samples else None,
-            top5_agreement=out.top5 / samples if out.classes > TOP_K and samples else None)
+            top5_agreement=out.top5 / samples if out.classes > TOP_K and samples else None,
+        )
 
 
 def sqnr_db(total: float, squares: float, noise: float, count: int) -> float:
@@ -145,14 +160,18 @@ def sqnr_db(total: float, squares: float, noise: float, count: int) -> float:
 def judge(output: OutputReport, limit: Limits) -> list[Gate]:
     """Every gate of one output: NaN/Inf (always), cosine mean and low quantile, SQNR, top-1/top-5 agreement (class
     scores), max absolute error (when given)."""
+
     def gate(name: str, value: float, threshold: float, passed: bool) -> Gate:
         return Gate(name=name, output=output.name, value=value, threshold=threshold, passed=passed)
 
-    found = [gate("finite", float(output.nonfinite), 0.0, output.nonfinite == 0),
-             gate("min-cosine", output.cosine_mean, limit.min_cosine, output.cosine_mean >= limit.min_cosine)]
+    found = [
+        gate("finite", float(output.nonfinite), 0.0, output.nonfinite == 0),
+        gate("min-cosine", output.cosine_mean, limit.min_cosine, output.cosine_mean >= limit.min_cosine),
+    ]
     if output.cosine_low is not None:  # None: a report written before these figures
-        found.append(gate("min-cosine-low", output.cosine_low, limit.min_cosine_low,
-                          output.cosine_low >= limit.min_cosine_low))
+        found.append(
+            gate("min-cosine-low", output.cosine_low, limit.min_cosine_low, output.cosine_low >= limit.min_cosine_low)
+        )
     if output.sqnr_db is not None:
         found.append(gate("min-sqnr", output.sqnr_db, limit.min_sqnr_db, output.sqnr_db >= limit.min_sqnr_db))
     if output.top1_agreement is not None:
@@ -160,19 +179,24 @@ def judge(output: OutputReport, limit: Limits) -> list[Gate]:
     if output.top5_agreement is not None:
         found.append(gate("min-top5", output.top5_agreement, limit.min_top5, output.top5_agreement >= limit.min_top5))
     if limit.max_abs_error is not None:
-        found.append(gate("max-abs-error", output.max_abs_error, limit.max_abs_error,
-                          output.max_abs_error <= limit.max_abs_error))
+        found.append(
+            gate(
+                "max-abs-error", output.max_abs_error, limit.max_abs_error, output.max_abs_error <= limit.max_abs_error
+            )
+        )
     return found
 
 
 def describe(gate: Gate) -> str:
     """A failed gate as one line naming the output, the figure and the threshold (and the flag that sets it)."""
-    what = {"finite": f"{gate.value:.0f} NaN/Inf values (never allowed)",
-            "min-cosine": f"cosine mean {gate.value:.8f} below --min-cosine {gate.threshold:.8g}",
-            "min-cosine-low": f"cosine {COSINE_QUANTILE:.0%} quantile {gate.value:.8f} below {gate.threshold:.8g} "
-                              f"(set by --min-cosine)",
-            "min-sqnr": f"SQNR {gate.value:.1f} dB below --min-sqnr {gate.threshold:g} dB",
-            "min-top1": f"top-1 agreement {gate.value:.2%} below --min-top1 {gate.threshold:.2%}",
-            "min-top5": f"top-5 agreement {gate.value:.2%} below {gate.threshold:.2%} (set by --min-top1)",
-            "max-abs-error": f"max abs error {gate.value:.4g} above --max-abs-error {gate.threshold:g}"}
+    what = {
+        "finite": f"{gate.value:.0f} NaN/Inf values (never allowed)",
+        "min-cosine": f"cosine mean {gate.value:.8f} below --min-cosine {gate.threshold:.8g}",
+        "min-cosine-low": f"cosine {COSINE_QUANTILE:.0%} quantile {gate.value:.8f} below {gate.threshold:.8g} "
+        f"(set by --min-cosine)",
+        "min-sqnr": f"SQNR {gate.value:.1f} dB below --min-sqnr {gate.threshold:g} dB",
+        "min-top1": f"top-1 agreement {gate.value:.2%} below --min-top1 {gate.threshold:.2%}",
+        "min-top5": f"top-5 agreement {gate.value:.2%} below {gate.threshold:.2%} (set by --min-top1)",
+        "max-abs-error": f"max abs error {gate.value:.4g} above --max-abs-error {gate.threshold:g}",
+    }
     return f"output {gate.output}: {what.get(gate.name, f'{gate.name} {gate.value:g} vs {gate.threshold:g}')}"

@@ -64,8 +64,9 @@ def model_inputs(model: OnnxModel) -> list[ModelInput]:
     inputs = []
     for info in model.inputs():
         if info.shape is None or info.dtype in ("non-tensor", "undefined"):
-            raise InvalidInput(f"{model.path}: input '{info.name}' is not a tensor of known rank; "
-                               f"calibration needs tensor inputs")
+            raise InvalidInput(
+                f"{model.path}: input '{info.name}' is not a tensor of known rank; calibration needs tensor inputs"
+            )
         dims = tuple(d if isinstance(d, int) else None for d in info.shape)
         inputs.append(ModelInput(info.name, np.dtype(info.dtype), dims))
     return inputs
@@ -155,9 +156,20 @@ def _damage_errors() -> tuple[type[BaseException], ...]:
     """What reading a damaged archive raises: zipfile's CRC and header checks, zlib/lzma on a corrupt stream, a
     stream that ends early, numpy's header parser (a Python literal: SyntaxError, TokenError, an unknown dtype's
     TypeError)."""
-    errors: list[type[BaseException]] = [zipfile.BadZipFile, zlib.error, EOFError, ValueError, NotImplementedError,
-                                         SyntaxError, tokenize.TokenError, TypeError, KeyError, IndexError,
-                                         struct.error, OverflowError]
+    errors: list[type[BaseException]] = [
+        zipfile.BadZipFile,
+        zlib.error,
+        EOFError,
+        ValueError,
+        NotImplementedError,
+        SyntaxError,
+        tokenize.TokenError,
+        TypeError,
+        KeyError,
+        IndexError,
+        struct.error,
+        OverflowError,
+    ]
     try:
         import lzma
 
@@ -185,14 +197,19 @@ class _NpyMember:
         self.memmap: np.ndarray | None = None
         self.stream = None
         if info.header_offset + info.compress_size > archive_size:
-            raise self.damaged(f"its {info.compress_size} bytes run past the end of the file ({archive_size} "
-                               f"bytes): the file is truncated")
+            raise self.damaged(
+                f"its {info.compress_size} bytes run past the end of the file ({archive_size} "
+                f"bytes): the file is truncated"
+            )
         if info.compress_type == zipfile.ZIP_STORED and info.file_size != info.compress_size:
             raise self.damaged(f"stored uncompressed, it claims {info.file_size} bytes but holds {info.compress_size}")
-        if (info.compress_type == zipfile.ZIP_DEFLATED
-                and info.file_size > info.compress_size * DEFLATE_MAX_RATIO + (1 << 10)):
-            raise self.damaged(f"it claims {info.file_size} bytes uncompressed from {info.compress_size} deflated, "
-                               f"more than deflate can expand to")
+        if info.compress_type == zipfile.ZIP_DEFLATED and info.file_size > info.compress_size * DEFLATE_MAX_RATIO + (
+            1 << 10
+        ):
+            raise self.damaged(
+                f"it claims {info.file_size} bytes uncompressed from {info.compress_size} deflated, "
+                f"more than deflate can expand to"
+            )
         with self.reading():
             try:
                 self.stream = zf.open(info)
@@ -207,8 +224,9 @@ class _NpyMember:
         if dtype.hasobject:
             raise InvalidInput(f"{archive}: array '{self.name}' holds Python objects; save plain numeric arrays")
         if fortran and len(shape) > 1:
-            raise InvalidInput(f"{archive}: array '{self.name}' is Fortran-ordered; save it with "
-                               f"numpy.ascontiguousarray")
+            raise InvalidInput(
+                f"{archive}: array '{self.name}' is Fortran-ordered; save it with numpy.ascontiguousarray"
+            )
         if any(d < 0 for d in shape):
             raise self.damaged(f"its header declares the negative shape {list(shape)}")
         self.shape, self.dtype = tuple(shape), dtype
@@ -216,8 +234,10 @@ class _NpyMember:
         declared = shape[0] * self.row_bytes if shape else dtype.itemsize
         held = info.file_size - self.data_offset
         if declared != held:
-            raise self.damaged(f"its header declares shape {list(shape)} {dtype} ({declared} bytes) but the member "
-                               f"holds {max(held, 0)} bytes of data")
+            raise self.damaged(
+                f"its header declares shape {list(shape)} {dtype} ({declared} bytes) but the member "
+                f"holds {max(held, 0)} bytes of data"
+            )
         if shape and shape[0] and self.row_bytes == 0:
             raise InvalidInput(f"{archive}: array '{self.name}' has shape {list(shape)}: its samples hold no values")
         if info.compress_type == zipfile.ZIP_STORED and self.shape:
@@ -231,8 +251,10 @@ class _NpyMember:
                 self.memmap = np.memmap(archive, dtype=dtype, mode="r", offset=start, shape=self.shape)
 
     def damaged(self, problem: object) -> InvalidInput:
-        return InvalidInput(f"{self.archive}: array '{self.name}' ({self.info.filename}) is damaged: {problem}; "
-                            f"write the file again (numpy.savez)")
+        return InvalidInput(
+            f"{self.archive}: array '{self.name}' ({self.info.filename}) is damaged: {problem}; "
+            f"write the file again (numpy.savez)"
+        )
 
     @contextmanager
     def reading(self) -> Iterator[None]:
@@ -261,8 +283,10 @@ class _NpyMember:
 
     def _frombuffer(self, data: bytes, count: int, first: int) -> np.ndarray:
         if len(data) != count * self.row_bytes:
-            raise self.damaged(f"its data ends in sample {first + len(data) // max(self.row_bytes, 1)} of "
-                               f"{self.shape[0]} (the member is shorter than its size says)")
+            raise self.damaged(
+                f"its data ends in sample {first + len(data) // max(self.row_bytes, 1)} of "
+                f"{self.shape[0]} (the member is shorter than its size says)"
+            )
         return np.frombuffer(data, dtype=self.dtype)
 
     def verify(self) -> None:
@@ -285,8 +309,10 @@ class _NpyMember:
         if bad.any():
             index = int(np.argmax(bad))
             kind = "NaN" if np.isnan(rows[index]).any() else "Inf"
-            raise InvalidInput(f"{self.archive}: array '{self.name}' has {kind} values (first in sample "
-                               f"{start + index}); clean the data before calibrating")
+            raise InvalidInput(
+                f"{self.archive}: array '{self.name}' has {kind} values (first in sample "
+                f"{start + index}); clean the data before calibrating"
+            )
 
     def close(self) -> None:
         if self.stream is not None:
@@ -304,16 +330,18 @@ class NpzDataset(Dataset):
         try:
             self.zf = zipfile.ZipFile(path)
         except (zipfile.BadZipFile, ValueError, OSError, EOFError) as exc:
-            raise InvalidInput(f"{path}: not a readable .npz file ({first_line(exc)}); "
-                               f"write it with numpy.savez") from None
+            raise InvalidInput(
+                f"{path}: not a readable .npz file ({first_line(exc)}); write it with numpy.savez"
+            ) from None
         try:
             size = path.stat().st_size
             for info in self.zf.infolist():
                 if not info.filename.endswith(".npy"):
                     continue
                 if info.filename[:-4] in self.members:
-                    raise InvalidInput(f"{path}: array '{info.filename[:-4]}' is in the file twice; "
-                                       f"write it again with numpy.savez")
+                    raise InvalidInput(
+                        f"{path}: array '{info.filename[:-4]}' is in the file twice; write it again with numpy.savez"
+                    )
                 self.members[info.filename[:-4]] = _NpyMember(path, self.zf, info, size)
         except InvalidInput:
             self.close()
@@ -322,8 +350,9 @@ class NpzDataset(Dataset):
             self.close()
             if isinstance(exc, OSError) and exc.errno not in (None, errno.EINVAL):
                 raise
-            raise InvalidInput(f"{path}: not a readable .npz file ({first_line(exc)}); write it with numpy.savez"
-                               ) from None
+            raise InvalidInput(
+                f"{path}: not a readable .npz file ({first_line(exc)}); write it with numpy.savez"
+            ) from None
         except BaseException:
             self.close()
             raise
@@ -363,8 +392,7 @@ class NpzDataset(Dataset):
         self.zf.close()
 
 
-IMAGE_ERRORS = (OSError, ValueError, SyntaxError, EOFError, struct.error, zlib.error, IndexError, TypeError,
-                KeyError)
+IMAGE_ERRORS = (OSError, ValueError, SyntaxError, EOFError, struct.error, zlib.error, IndexError, TypeError, KeyError)
 """What Pillow raises on a damaged file besides UnidentifiedImageError (an OSError): "broken PNG file" is a
 SyntaxError, a text chunk past its limit a ValueError, truncated headers struct.error or EOFError."""
 
@@ -380,8 +408,10 @@ class ImageFolderDataset(Dataset):
         channels = preprocess.channels
         for field, values in (("mean", preprocess.mean), ("std", preprocess.std)):
             if len(values) not in (1, channels):
-                raise InvalidInput(f"{path / PREPROCESS_FILE}: {field} has {len(values)} values; "
-                                   f"give 1 or {channels} (one per {preprocess.color} channel)")
+                raise InvalidInput(
+                    f"{path / PREPROCESS_FILE}: {field} has {len(values)} values; "
+                    f"give 1 or {channels} (one per {preprocess.color} channel)"
+                )
         self.mean = np.asarray(preprocess.mean, dtype=np.float32)
         self.std = np.asarray(preprocess.std, dtype=np.float32)
 
@@ -398,10 +428,13 @@ class ImageFolderDataset(Dataset):
                 with Image.open(file) as image:  # reads the header only
                     width, height = image.size
                     if width * height > MAX_SOURCE_PIXELS:
-                        raise InvalidInput(f"{file}: {width}x{height} pixels is more than {MAX_SOURCE_PIXELS} (a "
-                                           f"decompression bomb, or a photo to downscale before calibrating)")
+                        raise InvalidInput(
+                            f"{file}: {width}x{height} pixels is more than {MAX_SOURCE_PIXELS} (a "
+                            f"decompression bomb, or a photo to downscale before calibrating)"
+                        )
                     image = image.convert(self.preprocess.color).resize(
-                        (self.size[1], self.size[0]), Image.Resampling.BILINEAR)
+                        (self.size[1], self.size[0]), Image.Resampling.BILINEAR
+                    )
                     pixels = np.asarray(image, dtype=np.float32)
         except Image.DecompressionBombError as exc:
             raise InvalidInput(f"{file}: {first_line(exc)}") from None
@@ -447,8 +480,10 @@ def open_dataset(data: str | Path, model: OnnxModel, preprocess: ImagePreprocess
         if LABELS_ARRAY not in {i.name for i in inputs}:
             dataset.set_labels_aside()
     else:
-        raise InvalidInput(f"{path}: unsupported data; pass an .npz file (one array per input name, samples "
-                           f"on axis 0) or an image folder with {PREPROCESS_FILE}")
+        raise InvalidInput(
+            f"{path}: unsupported data; pass an .npz file (one array per input name, samples "
+            f"on axis 0) or an image folder with {PREPROCESS_FILE}"
+        )
     try:
         _validate(dataset, inputs, model)
     except BaseException:
@@ -461,19 +496,24 @@ def _open_images(path: Path, inputs: list[ModelInput], preprocess: ImagePreproce
     spec_file = path / PREPROCESS_FILE
     if preprocess is None:
         if not spec_file.is_file():
-            raise InvalidInput(f"{path}: an image folder needs {PREPROCESS_FILE} declaring the preprocessing "
-                               f"(size, layout, color, scale, mean, std)")
+            raise InvalidInput(
+                f"{path}: an image folder needs {PREPROCESS_FILE} declaring the preprocessing "
+                f"(size, layout, color, scale, mean, std)"
+            )
         preprocess = load_yaml(spec_file, ImagePreprocess)
     names = [i.name for i in inputs]
     if preprocess.input is None and len(inputs) != 1:
-        raise InvalidInput(f"{spec_file}: the model has inputs {', '.join(names)}; an image folder feeds one: "
-                           f"set input")
+        raise InvalidInput(
+            f"{spec_file}: the model has inputs {', '.join(names)}; an image folder feeds one: set input"
+        )
     name = preprocess.input or names[0]
     if name not in names:
         raise InvalidInput(f"{spec_file}: input '{name}' is not a model input ({', '.join(names)})")
     if len(inputs) != 1:
-        raise InvalidInput(f"{spec_file}: the model needs inputs {', '.join(names)}; an image folder feeds only "
-                           f"'{name}': use an .npz with every input")
+        raise InvalidInput(
+            f"{spec_file}: the model needs inputs {', '.join(names)}; an image folder feeds only "
+            f"'{name}': use an .npz with every input"
+        )
     dims = inputs[0].dims
     if len(dims) != 4:
         raise InvalidInput(f"{spec_file}: input '{name}' has rank {len(dims)}; images need a rank-4 input")
@@ -484,13 +524,17 @@ def _open_images(path: Path, inputs: list[ModelInput], preprocess: ImagePreproce
     # Before any image is decoded: a size the model cannot take would be found only after resizing to it
     for axis, declared in zip((h_axis, w_axis), size, strict=True):
         if dims[axis] is not None and declared != dims[axis]:
-            raise InvalidInput(f"{spec_file}: size {list(size)} does not fit input '{name}' {format_dims(dims)} "
-                               f"({preprocess.layout}: axis {axis} is {declared}, expected {dims[axis]}); set size: "
-                               f"[{dims[h_axis] or 'height'}, {dims[w_axis] or 'width'}] or leave size out")
+            raise InvalidInput(
+                f"{spec_file}: size {list(size)} does not fit input '{name}' {format_dims(dims)} "
+                f"({preprocess.layout}: axis {axis} is {declared}, expected {dims[axis]}); set size: "
+                f"[{dims[h_axis] or 'height'}, {dims[w_axis] or 'width'}] or leave size out"
+            )
     if max(size) > MAX_IMAGE_SIDE:
         given = f"size {list(size)}" if preprocess.size else f"input '{name}' {format_dims(dims)}"
-        raise InvalidInput(f"{spec_file}: {given} is beyond {MAX_IMAGE_SIDE} pixels a side, the most an image "
-                           f"folder is resized to; use an .npz for larger inputs")
+        raise InvalidInput(
+            f"{spec_file}: {given} is beyond {MAX_IMAGE_SIDE} pixels a side, the most an image "
+            f"folder is resized to; use an .npz for larger inputs"
+        )
     dataset = ImageFolderDataset(path, preprocess, name, (int(size[0]), int(size[1])))
     if dataset.count == 0:
         raise InvalidInput(f"{path}: no images ({', '.join(IMAGE_SUFFIXES)}) in the folder")
@@ -502,12 +546,15 @@ def _validate(dataset: Dataset, inputs: list[ModelInput], model: OnnxModel) -> N
     expected = {i.name: i for i in inputs}
     missing = [name for name in expected if name not in dataset.names]
     if missing:
-        raise InvalidInput(f"{where}: no array for model input(s) {', '.join(missing)} (has "
-                           f"{', '.join(dataset.names) or 'none'}); save one array per input name")
+        raise InvalidInput(
+            f"{where}: no array for model input(s) {', '.join(missing)} (has "
+            f"{', '.join(dataset.names) or 'none'}); save one array per input name"
+        )
     extra = [name for name in dataset.names if name not in expected]
     if extra:
-        raise InvalidInput(f"{where}: array(s) {', '.join(extra)} are not inputs of {model.path.name} "
-                           f"(inputs: {', '.join(expected)})")
+        raise InvalidInput(
+            f"{where}: array(s) {', '.join(extra)} are not inputs of {model.path.name} (inputs: {', '.join(expected)})"
+        )
     if dataset.count == 0:
         raise InvalidInput(f"{where}: the dataset is empty (0 samples)")
     if isinstance(dataset, NpzDataset):
@@ -534,15 +581,21 @@ def sample_shapes(dataset: Dataset) -> dict[str, tuple[int, ...]]:
 
 def _check_array(where: Path, name: str, dtype: np.dtype, shape: tuple[int, ...], spec: ModelInput) -> None:
     if dtype != spec.dtype:
-        raise InvalidInput(f"{where}: array '{name}' is {dtype}, the model's input '{name}' needs {spec.dtype}; "
-                           f"convert it with .astype(numpy.{spec.dtype})")
+        raise InvalidInput(
+            f"{where}: array '{name}' is {dtype}, the model's input '{name}' needs {spec.dtype}; "
+            f"convert it with .astype(numpy.{spec.dtype})"
+        )
     if len(shape) != len(spec.dims):
-        raise InvalidInput(f"{where}: array '{name}' has shape {list(shape)} (rank {len(shape)}); input '{name}' "
-                           f"has rank {len(spec.dims)} {format_dims(spec.dims)} with samples on axis 0")
+        raise InvalidInput(
+            f"{where}: array '{name}' has shape {list(shape)} (rank {len(shape)}); input '{name}' "
+            f"has rank {len(spec.dims)} {format_dims(spec.dims)} with samples on axis 0"
+        )
     for axis, (have, want) in enumerate(zip(shape[1:], spec.dims[1:], strict=True), start=1):
         if want is not None and have != want:
-            raise InvalidInput(f"{where}: array '{name}' has shape {list(shape)}; input '{name}' needs "
-                               f"{format_dims(spec.dims)} (axis {axis} is {have}, expected {want})")
+            raise InvalidInput(
+                f"{where}: array '{name}' has shape {list(shape)}; input '{name}' needs "
+                f"{format_dims(spec.dims)} (axis {axis} is {have}, expected {want})"
+            )
 
 
 @dataclass(frozen=True)
@@ -551,19 +604,28 @@ class Split:
     holdout: np.ndarray
 
 
-def split(count: int, holdout: float | int, samples: int | None, seed: int, batch: int | None = None,
-          where: Path | None = None) -> Split:
+def split(
+    count: int,
+    holdout: float | int,
+    samples: int | None,
+    seed: int,
+    batch: int | None = None,
+    where: Path | None = None,
+) -> Split:
     """Deterministic seeded split of ``count`` samples into calibration and held-out indices (each ascending).
 
     ``holdout`` is a fraction (< 1) or a count; ``samples`` caps the calibration set; a model with a fixed
     batch size gets calibration sets that are a multiple of it.
     """
     if count < 2:
-        raise InvalidInput(f"{where or 'the data'}: {count} sample(s); calibration needs at least 2 (calibration "
-                           f"and held-out)")
+        raise InvalidInput(
+            f"{where or 'the data'}: {count} sample(s); calibration needs at least 2 (calibration and held-out)"
+        )
     if not 0 < holdout < float("inf"):  # written so that NaN fails too
-        raise InvalidInput(f"--holdout {holdout}: must be a positive fraction (< 1) or count: every run measures "
-                           f"accuracy on held-out samples")
+        raise InvalidInput(
+            f"--holdout {holdout}: must be a positive fraction (< 1) or count: every run measures "
+            f"accuracy on held-out samples"
+        )
     held = max(1, round(count * holdout)) if holdout < 1 else int(holdout)
     if held >= count:
         raise InvalidInput(f"--holdout {holdout} leaves no calibration samples out of {count}")
@@ -576,12 +638,14 @@ def split(count: int, holdout: float | int, samples: int | None, seed: int, batc
     if batch is not None and batch > 1:
         usable = len(calibration_idx) // batch * batch
         if usable == 0:
-            raise InvalidInput(f"the model has a fixed batch size {batch} but only {len(calibration_idx)} "
-                               f"calibration sample(s) are available")
+            raise InvalidInput(
+                f"the model has a fixed batch size {batch} but only {len(calibration_idx)} "
+                f"calibration sample(s) are available"
+            )
         calibration_idx = calibration_idx[:usable]
     return Split(np.sort(calibration_idx), np.sort(holdout_idx))
 
 
 def batches(indices: np.ndarray, size: int) -> Iterator[np.ndarray]:
     for start in range(0, len(indices), size):
-        yield indices[start:start + size]
+        yield indices[start : start + size]

@@ -54,8 +54,14 @@ def profile_limit_errors(proto: onnx.ModelProto, profiles: ProfileSet) -> list[s
     return errors
 
 
-def _describe(skeleton: onnx.ModelProto, profile: ShapeProfile, key: str, shapes: dict[str, list[int]],
-              problem: _Problem, groups: dict[str, list[tuple[str, int]]]) -> str:
+def _describe(
+    skeleton: onnx.ModelProto,
+    profile: ShapeProfile,
+    key: str,
+    shapes: dict[str, list[int]],
+    problem: _Problem,
+    groups: dict[str, list[tuple[str, int]]],
+) -> str:
     where = f"profile '{profile.name}'"
     if key == "max":
         for label, uses in groups.items():
@@ -75,8 +81,10 @@ def _describe(skeleton: onnx.ModelProto, profile: ShapeProfile, key: str, shapes
             symbol = f" ('{label}')" if not label.startswith(f"{name}:") else ""
             shared = [n for n, _ in uses[1:] if n != name]
             also = f" (and {', '.join(dict.fromkeys(shared))}, same dim)" if shared else ""
-            return (f"{where}: input '{name}' dim {axis}{symbol}{also} max {shapes[name][axis]} is more than the "
-                    f"model can run: {problem.text}; the largest it takes is {low}: lower the max to {low} or less")
+            return (
+                f"{where}: input '{name}' dim {axis}{symbol}{also} max {shapes[name][axis]} is more than the "
+                f"model can run: {problem.text}; the largest it takes is {low}: lower the max to {low} or less"
+            )
     given = ", ".join(f"{name} {list(dims)}" for name, dims in shapes.items())
     return f"{where}: the model cannot run at the {key} shapes ({given}): {problem.text}; change those shapes"
 
@@ -97,7 +105,8 @@ def _dynamic_groups(model: onnx.ModelProto) -> dict[str, list[tuple[str, int]]]:
         for axis, dim in enumerate(_dims(value)):
             if not isinstance(dim, int):
                 groups.setdefault(dim if isinstance(dim, str) else f"{value.name}:{axis}", []).append(
-                    (value.name, axis))
+                    (value.name, axis)
+                )
     return groups
 
 
@@ -148,7 +157,8 @@ def _problem_at(skeleton: onnx.ModelProto, shapes: dict[str, list[int]]) -> _Pro
 
 
 _FIRST_ERROR = re.compile(
-    r"\(op_type:(?P<op>[^,]*), node name: (?P<node>.*?)\): \[\w+\] (?P<text>.*?)(?= \(op_type:|$)")
+    r"\(op_type:(?P<op>[^,]*), node name: (?P<node>.*?)\): \[\w+\] (?P<text>.*?)(?= \(op_type:|$)"
+)
 
 
 def _inference_text(exc: Exception) -> str:
@@ -162,8 +172,11 @@ def _inference_text(exc: Exception) -> str:
 
 def _shapes(model: onnx.ModelProto) -> dict[str, list[Dim]]:
     graph = model.graph
-    shapes = {v.name: _dims(v) for v in (*graph.input, *graph.value_info, *graph.output)
-              if v.type.tensor_type.HasField("shape")}
+    shapes = {
+        v.name: _dims(v)
+        for v in (*graph.input, *graph.value_info, *graph.output)
+        if v.type.tensor_type.HasField("shape")
+    }
     shapes.update({t.name: list(t.dims) for t in graph.initializer})
     return shapes
 
@@ -174,8 +187,9 @@ def _fold(model: onnx.ModelProto, shapes: dict[str, list[Dim]]) -> tuple[bool, _
     from onnx.reference import ReferenceEvaluator
 
     graph = model.graph
-    values: dict[str, np.ndarray] = {t.name: numpy_helper.to_array(t) for t in graph.initializer
-                                     if t.data_location != onnx.TensorProto.EXTERNAL}
+    values: dict[str, np.ndarray] = {
+        t.name: numpy_helper.to_array(t) for t in graph.initializer if t.data_location != onnx.TensorProto.EXTERNAL
+    }
     bounds: dict[str, tuple[int, int]] = {}
     kept, folded = [], []
     for node in graph.node:
@@ -199,8 +213,11 @@ def _fold(model: onnx.ModelProto, shapes: dict[str, list[Dim]]) -> tuple[bool, _
             return False, problem
         if result is not None and all(isinstance(r, np.ndarray) and r.size <= FOLD_ELEMENTS for r in result):
             values.update(zip(node.output, result, strict=False))
-            folded.extend(numpy_helper.from_array(np.asarray(r), name) for name, r in
-                          zip(node.output, result, strict=False) if name)
+            folded.extend(
+                numpy_helper.from_array(np.asarray(r), name)
+                for name, r in zip(node.output, result, strict=False)
+                if name
+            )
         else:
             kept.append(node)
     if folded:
@@ -236,8 +253,12 @@ def _evaluable(node: onnx.NodeProto, values: dict[str, np.ndarray], shapes: dict
     return True
 
 
-def _reshape_problem(node: onnx.NodeProto, values: dict[str, np.ndarray], bounds: dict[str, tuple[int, int]],
-                     shapes: dict[str, list[Dim]]) -> _Problem | None:
+def _reshape_problem(
+    node: onnx.NodeProto,
+    values: dict[str, np.ndarray],
+    bounds: dict[str, tuple[int, int]],
+    shapes: dict[str, list[Dim]],
+) -> _Problem | None:
     """A reshape of a known number of elements into a known shape that cannot hold them (ONNX's inference lets
     it pass)."""
     dims, target = shapes.get(node.input[0]), values.get(node.input[1])
@@ -249,12 +270,19 @@ def _reshape_problem(node: onnx.NodeProto, values: dict[str, np.ndarray], bounds
     elements = math.prod(dims)
     if (elements % known == 0) if -1 in wanted and known else elements == known:
         return None
-    return _Problem(node.name, f"node '{node.name or node.output[0]}' (Reshape) cannot put {elements} elements "
-                               f"({list(dims)}) into shape {[int(v) for v in target]}")
+    return _Problem(
+        node.name,
+        f"node '{node.name or node.output[0]}' (Reshape) cannot put {elements} elements "
+        f"({list(dims)}) into shape {[int(v) for v in target]}",
+    )
 
 
-def _gather_problem(node: onnx.NodeProto, values: dict[str, np.ndarray], bounds: dict[str, tuple[int, int]],
-                    shapes: dict[str, list[Dim]]) -> _Problem | None:
+def _gather_problem(
+    node: onnx.NodeProto,
+    values: dict[str, np.ndarray],
+    bounds: dict[str, tuple[int, int]],
+    shapes: dict[str, list[Dim]],
+) -> _Problem | None:
     data, indices = node.input[0], node.input[1]
     table = shapes.get(data)
     axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
@@ -273,8 +301,11 @@ def _gather_problem(node: onnx.NodeProto, values: dict[str, np.ndarray], bounds:
     if high < size and low >= -size:
         return None
     index = high if high >= size else low
-    return _Problem(node.name, f"node '{node.name or node.output[0]}' (Gather) reads index {index} of the {size} "
-                               f"along axis {axis} of '{data}'")
+    return _Problem(
+        node.name,
+        f"node '{node.name or node.output[0]}' (Gather) reads index {index} of the {size} "
+        f"along axis {axis} of '{data}'",
+    )
 
 
 _CHECKS = {"Gather": _gather_problem, "Reshape": _reshape_problem}

@@ -34,14 +34,18 @@ class Metric:
     name: str
     function: MetricFunction
 
-    def __call__(self, outputs: dict[str, np.ndarray], reference: dict[str, np.ndarray],
-                 labels: dict[str, np.ndarray] | None) -> float:
+    def __call__(
+        self, outputs: dict[str, np.ndarray], reference: dict[str, np.ndarray], labels: dict[str, np.ndarray] | None
+    ) -> float:
         try:
             value = self.function(outputs, reference, labels)
         except Exception as exc:  # the user's code: its failure is named, not ours
             raise InvalidInput(f"--metric {self.name}: raised {type(exc).__name__}: {first_line(exc)}") from None
-        if isinstance(value, bool) or not isinstance(value, int | float | np.floating | np.integer) \
-                or not math.isfinite(float(value)):
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float | np.floating | np.integer)
+            or not math.isfinite(float(value))
+        ):
             raise InvalidInput(f"--metric {self.name}: returned {str(value)[:60]!r}; return a finite number")
         return float(value)
 
@@ -66,16 +70,18 @@ def load_metric(spec: str) -> Metric:
     except InvalidInput:
         raise
     except Exception as exc:
-        raise InvalidInput(f"--metric {spec}: cannot import {module_name}: {type(exc).__name__}: "
-                           f"{first_line(exc)}") from None
+        raise InvalidInput(
+            f"--metric {spec}: cannot import {module_name}: {type(exc).__name__}: {first_line(exc)}"
+        ) from None
     function = getattr(module, function_name, None)
     if not callable(function):
         raise InvalidInput(f"--metric {spec}: {module_name} has no function {function_name}")
     return Metric(spec, function)
 
 
-def metric_and_labels(spec: str | None, threshold: float | None, labels: Path | None, dataset: Dataset | None
-                      ) -> tuple[Metric | None, dict[str, np.ndarray] | None]:
+def metric_and_labels(
+    spec: str | None, threshold: float | None, labels: Path | None, dataset: Dataset | None
+) -> tuple[Metric | None, dict[str, np.ndarray] | None]:
     """``--metric`` loaded and its labels read before any work (a bad one is exit 2 at once): ``--labels`` and the
     data file's own ``labels`` array, which must agree when both are given."""
     if spec is None:
@@ -91,8 +97,10 @@ def metric_and_labels(spec: str | None, threshold: float | None, labels: Path | 
     _check_rows(where, inline, count)
     if given is not None and LABELS_ARRAY in given and not np.array_equal(given[LABELS_ARRAY], inline):
         differs = _difference(given[LABELS_ARRAY], inline)
-        raise InvalidInput(f"--labels {labels}: array '{LABELS_ARRAY}' disagrees with {where} ({differs}); give the "
-                           f"labels in one place")
+        raise InvalidInput(
+            f"--labels {labels}: array '{LABELS_ARRAY}' disagrees with {where} ({differs}); give the "
+            f"labels in one place"
+        )
     return load_metric(spec), {LABELS_ARRAY: inline, **(given or {})}
 
 
@@ -118,8 +126,10 @@ def _check_rows(where: str, array: np.ndarray, count: int) -> None:
     if array.dtype.kind not in "biuf":
         raise InvalidInput(f"{where} is {array.dtype}; labels are numbers (integers, floats or booleans)")
     if array.ndim == 0 or len(array) != count:
-        raise InvalidInput(f"{where} has {len(array) if array.ndim else 0} rows; the data has {count} samples: give "
-                           f"one label row per sample")
+        raise InvalidInput(
+            f"{where} has {len(array) if array.ndim else 0} rows; the data has {count} samples: give "
+            f"one label row per sample"
+        )
 
 
 def _difference(a: np.ndarray, b: np.ndarray) -> str:
@@ -132,8 +142,9 @@ def _difference(a: np.ndarray, b: np.ndarray) -> str:
 class MetricRun:
     """The outputs of every compared batch kept for the metric (it sees all samples at once)."""
 
-    def __init__(self, metric: Metric, names: list[str], labels: dict[str, np.ndarray] | None,
-                 indices: np.ndarray) -> None:
+    def __init__(
+        self, metric: Metric, names: list[str], labels: dict[str, np.ndarray] | None, indices: np.ndarray
+    ) -> None:
         self.metric, self.names = metric, names
         self.labels = None if labels is None else {k: v[indices] for k, v in labels.items()}
         self.actual: dict[str, list[np.ndarray]] = {n: [] for n in names}
@@ -145,5 +156,8 @@ class MetricRun:
             self.actual[name].append(np.asarray(b))
 
     def value(self) -> float:
-        return self.metric({n: np.concatenate(v) for n, v in self.actual.items()},
-                           {n: np.concatenate(v) for n, v in self.expected.items()}, self.labels)
+        return self.metric(
+            {n: np.concatenate(v) for n, v in self.actual.items()},
+            {n: np.concatenate(v) for n, v in self.expected.items()},
+            self.labels,
+        )

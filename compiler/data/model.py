@@ -54,9 +54,7 @@ def tensor_info(value: onnx.ValueInfoProto) -> TensorInfo:
     tensor_type = value.type.tensor_type
     shape: list[Dim] | None = None
     if tensor_type.HasField("shape"):
-        shape = [
-            d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tensor_type.shape.dim
-        ]
+        shape = [d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tensor_type.shape.dim]
     dtype = _dtype_name(tensor_type.elem_type) if value.type.HasField("tensor_type") else "non-tensor"
     return TensorInfo(name=value.name, dtype=dtype, shape=shape)
 
@@ -139,9 +137,7 @@ def _external_files(model: onnx.ModelProto, path: Path) -> tuple[Path, ...]:
         if offset < 0 or length < 0:
             raise InvalidInput(f"{where} has a negative offset or length")
         if offset + length > size or offset > size:
-            raise InvalidInput(
-                f"{where} needs {offset + length} bytes but the file has {size}; it is truncated"
-            )
+            raise InvalidInput(f"{where} needs {offset + length} bytes but the file has {size}; it is truncated")
     return tuple(files)
 
 
@@ -171,9 +167,12 @@ def _infer_shapes(proto: onnx.ModelProto) -> onnx.ModelProto:
         for tensor, data in stashed:
             _unstub(tensor, data)
     if stashed:
-        stubs = [t for t in external_data_helper._get_all_tensors(inferred)
-                 if t.data_location == onnx.TensorProto.EXTERNAL
-                 and any(e.value == "compile-shape-inference-stub" for e in t.external_data)]
+        stubs = [
+            t
+            for t in external_data_helper._get_all_tensors(inferred)
+            if t.data_location == onnx.TensorProto.EXTERNAL
+            and any(e.value == "compile-shape-inference-stub" for e in t.external_data)
+        ]
         if [t.name for t in stubs] != [t.name for t, _ in stashed]:
             return onnx.shape_inference.infer_shapes(proto, data_prop=True)  # unexpected layout: the slow way
         for tensor, (_, data) in zip(stubs, stashed, strict=True):
@@ -217,8 +216,11 @@ def load_model(
     try:
         with ThreadPoolExecutor(1) as pool:
             hashing = hash_beside(pool, path) if digest else None
-            with (open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped,
-                  memoryview(mapped) as view):
+            with (
+                open(path, "rb") as handle,
+                mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped,
+                memoryview(mapped) as view,
+            ):
                 try:
                     proto = onnx.ModelProto.FromString(view)
                 except Exception as exc:

@@ -34,9 +34,11 @@ FP16_TINY = 2.0**-24
 UNDERFLOW_FRACTION = 0.01
 """A tensor is reported as flushing when more than this fraction of its non-zero values is below FP16_TINY."""
 MAX_EVIDENCE = 20
-COVERAGE = ("onnxruntime on CPU computes many FP16 ops in FP32, so the comparison with the FP16 model measures "
-            "weight rounding, not FP16 arithmetic; the FP16 range check covers overflow and underflow of every "
-            "intermediate tensor of the FP32 model on the same samples, not accumulation inside TensorRT's kernels")
+COVERAGE = (
+    "onnxruntime on CPU computes many FP16 ops in FP32, so the comparison with the FP16 model measures "
+    "weight rounding, not FP16 arithmetic; the FP16 range check covers overflow and underflow of every "
+    "intermediate tensor of the FP32 model on the same samples, not accumulation inside TensorRT's kernels"
+)
 """What an FP16 comparison in onnxruntime could and could not see, said in every report that makes one."""
 
 
@@ -63,8 +65,8 @@ class TensorStats:
 
     def add(self, values: np.ndarray) -> None:
         """Count one batch of a tensor's values. The common case (all finite, none above FP16's range) takes four
-        passes over the values: |x| in place, its max, the non-zeros, those below FP16's smallest subnormal (each count
-taken over a comparison's booleans: numpy counts non-zero floats several times slower)."""
+        passes over the values: |x| in place, its max, the non-zeros, those below FP16's smallest subnormal (each
+        count taken over a comparison's booleans: numpy counts non-zero floats several times slower)."""
         owned = values.dtype == np.float32 and values.flags.writeable  # a fresh onnxruntime output, used once
         top = float(values.max()) if values.size else 0.0
         if not top <= FP16_MAX:  # +inf in FP16, or NaN
@@ -125,8 +127,13 @@ def clamp_constants(proto: onnx.ModelProto) -> dict[str, float]:
     from onnx import numpy_helper
 
     tensors = [t for t in proto.graph.initializer]
-    tensors += [a.t for node in proto.graph.node if node.op_type == "Constant" for a in node.attribute
-                if a.name == "value" and a.type == onnx.AttributeProto.TENSOR]
+    tensors += [
+        a.t
+        for node in proto.graph.node
+        if node.op_type == "Constant"
+        for a in node.attribute
+        if a.name == "value" and a.type == onnx.AttributeProto.TENSOR
+    ]
     clamped = {}
     for tensor in tensors:
         if tensor.data_type != TensorProto.FLOAT or tensor.data_location == TensorProto.EXTERNAL:
@@ -136,8 +143,11 @@ def clamp_constants(proto: onnx.ModelProto) -> dict[str, float]:
         beyond = finite & (np.abs(values) > FP16_MAX)
         if beyond.any():
             clamped[tensor.name] = float(np.abs(values[beyond]).max())
-            tensor.CopyFrom(numpy_helper.from_array(np.where(beyond, np.clip(values, -FP16_MAX, FP16_MAX), values)
-                                                    .astype(np.float32), tensor.name))
+            tensor.CopyFrom(
+                numpy_helper.from_array(
+                    np.where(beyond, np.clip(values, -FP16_MAX, FP16_MAX), values).astype(np.float32), tensor.name
+                )
+            )
     return clamped
 
 
@@ -150,9 +160,16 @@ def _into_softmax(graph: onnx.GraphProto) -> set[str]:
     def only_softmax(name: str, depth: int = 0) -> bool:
         if name not in known:
             nodes = readers_of.get(name, [])
-            known[name] = bool(nodes) and name not in outputs and depth < 16 and all(
-                n.op_type == "Softmax" or (n.op_type in SHAPE_ONLY and n.input[0] == name
-                                           and only_softmax(n.output[0], depth + 1)) for n in nodes)
+            known[name] = (
+                bool(nodes)
+                and name not in outputs
+                and depth < 16
+                and all(
+                    n.op_type == "Softmax"
+                    or (n.op_type in SHAPE_ONLY and n.input[0] == name and only_softmax(n.output[0], depth + 1))
+                    for n in nodes
+                )
+            )
         return known[name]
 
     return {name for name in readers_of if only_softmax(name)}
@@ -160,13 +177,22 @@ def _into_softmax(graph: onnx.GraphProto) -> set[str]:
 
 def _sample_bytes(value: onnx.ValueInfoProto, batch_dims: dict[str, int]) -> int:
     """Bytes of one sample of a float32 tensor (dynamic dims other than the batch taken from ``batch_dims``, or 1)."""
-    dims = [d.dim_value if d.HasField("dim_value") else batch_dims.get(d.dim_param, 1)
-            for d in value.type.tensor_type.shape.dim]
+    dims = [
+        d.dim_value if d.HasField("dim_value") else batch_dims.get(d.dim_param, 1)
+        for d in value.type.tensor_type.shape.dim
+    ]
     return 4 * prod(dims[1:]) if dims else 4
 
 
-def reference_pass(model: OnnxModel, dataset: Dataset, indices: np.ndarray, batch_size: int, with_ranges: bool,
-                   chunk_mb: int, progress: Callable[[int], None] | None = None) -> Reference:
+def reference_pass(
+    model: OnnxModel,
+    dataset: Dataset,
+    indices: np.ndarray,
+    batch_size: int,
+    with_ranges: bool,
+    chunk_mb: int,
+    progress: Callable[[int], None] | None = None,
+) -> Reference:
     """Run the FP32 model over ``indices`` once; with ``with_ranges`` every float intermediate is an output too,
     in groups whose activations for one batch stay within ``chunk_mb``."""
     import time
@@ -188,12 +214,18 @@ def reference_pass(model: OnnxModel, dataset: Dataset, indices: np.ndarray, batc
         used += size * batch
     softmax_fed = _into_softmax(model.proto.graph) if wanted else set()
     # keyed by outputs (unique in ONNX), not id(): protobuf hands out a new wrapper object at each access
-    label = {tuple(node.output): node.name or f"{node.op_type} #{index}"
-             for index, node in enumerate(model.proto.graph.node)}
+    label = {
+        tuple(node.output): node.name or f"{node.op_type} #{index}" for index, node in enumerate(model.proto.graph.node)
+    }
     readers_of = readers(model.proto.graph)
-    stats = {name: TensorStats(producers[name], readers=tuple(label[tuple(n.output)]
-                                                              for n in readers_of.get(name, ())),
-                               into_softmax=name in softmax_fed) for name in wanted}
+    stats = {
+        name: TensorStats(
+            producers[name],
+            readers=tuple(label[tuple(n.output)] for n in readers_of.get(name, ())),
+            into_softmax=name in softmax_fed,
+        )
+        for name in wanted
+    }
     collected: dict[str, list[np.ndarray]] = {name: [] for name in names}
     base = model.proto
     clamped: dict[str, float] = {}
@@ -204,8 +236,10 @@ def reference_pass(model: OnnxModel, dataset: Dataset, indices: np.ndarray, batc
         if not clamped:
             base = model.proto
     with tempfile.TemporaryDirectory(prefix="compile-check-") as work:
-        sessions = [_session_with_outputs(model, [wanted[n] for n in group], Path(work) / f"ranges-{i}.onnx", base)
-                    for i, group in enumerate(groups)]
+        sessions = [
+            _session_with_outputs(model, [wanted[n] for n in group], Path(work) / f"ranges-{i}.onnx", base)
+            for i, group in enumerate(groups)
+        ]
         if clamped:  # the outputs (the accuracy reference) stay the FP32 model's own
             sessions.insert(0, session(model.path, "model"))
             groups.insert(0, [])
@@ -229,8 +263,9 @@ def reference_pass(model: OnnxModel, dataset: Dataset, indices: np.ndarray, batc
     return Reference(outputs, stats, unknown, round(time.perf_counter() - started, 3), clamped)
 
 
-def _session_with_outputs(model: OnnxModel, extra: list[onnx.ValueInfoProto], path: Path,
-                          base: onnx.ModelProto | None = None):
+def _session_with_outputs(
+    model: OnnxModel, extra: list[onnx.ValueInfoProto], path: Path, base: onnx.ModelProto | None = None
+):
     """An onnxruntime session of the model (or of ``base``, a changed copy of it) with ``extra`` tensors as outputs
     too (the model's own session if none and no copy)."""
     if not extra and (base is None or base is model.proto):
@@ -258,8 +293,11 @@ def fp16_tensors(built: OnnxModel | None) -> set[str] | None:
         return None
     graph = built.proto.graph
     return {v.name for v in graph.value_info if v.type.tensor_type.elem_type == TensorProto.FLOAT16} | {
-        name for node in graph.node for name in (*node.input[:1], *node.output) if node.op_type == "Cast" and any(
-            a.name == "to" and a.i == TensorProto.FLOAT16 for a in node.attribute)}
+        name
+        for node in graph.node
+        for name in (*node.input[:1], *node.output)
+        if node.op_type == "Cast" and any(a.name == "to" and a.i == TensorProto.FLOAT16 for a in node.attribute)
+    }
     # a Cast's input counts too: a tensor kept in FP32 whose reader computes in FP16 is converted, and overflows there
 
 
@@ -276,6 +314,7 @@ def check_ranges(reference: Reference, samples: int, in_fp16: set[str] | None) -
         elif stat.nonzero and stat.flushed / stat.nonzero > UNDERFLOW_FRACTION:
             flushed.append((name, stat))
     overflow.sort(key=lambda item: -item[1].abs_max)
+
     def keep(stat: TensorStats) -> list[str]:
         return [stat.node, *(r for r in stat.readers if r != stat.node)]
 
@@ -283,36 +322,60 @@ def check_ranges(reference: Reference, samples: int, in_fp16: set[str] | None) -
         readers = f" and its reader(s) {', '.join(keep(stat)[1:])}" if len(keep(stat)) > 1 else ""
         return f"keep {stat.node}{readers} in FP32 (compile calibrate --exclude {' --exclude '.join(keep(stat))})"
 
-    evidence = [f"overflow: node {s.node} output {n}: |x| up to {s.abs_max:.6g} > {FP16_MAX:g} ({s.overflow} of "
-                f"{s.elements} values); {advice(s)}" for n, s in overflow[:MAX_EVIDENCE]]
-    evidence += [f"saturated: node {s.node} output {n}: down to -{s.abs_max:.6g} ({s.overflow} of {s.elements} values "
-                 f"beyond -65504 in FP16), read only by Softmax, where exp(-inf) is 0: a saturated additive mask, "
-                 f"harmless" for n, s in saturated[:MAX_EVIDENCE]]
-    evidence += [f"clamped: constant {n}: |x| {v:.6g} is written as {FP16_MAX:g} in the FP16 model and judged at "
-                 f"that value" for n, v in list(reference.clamped.items())[:MAX_EVIDENCE]]
-    evidence += [f"underflow: node {s.node} output {n}: {s.flushed} of {s.nonzero} non-zero values below FP16's "
-                 f"smallest subnormal {FP16_TINY:.3g} become 0" for n, s in flushed[:MAX_EVIDENCE]]
+    evidence = [
+        f"overflow: node {s.node} output {n}: |x| up to {s.abs_max:.6g} > {FP16_MAX:g} ({s.overflow} of "
+        f"{s.elements} values); {advice(s)}"
+        for n, s in overflow[:MAX_EVIDENCE]
+    ]
+    evidence += [
+        f"saturated: node {s.node} output {n}: down to -{s.abs_max:.6g} ({s.overflow} of {s.elements} values "
+        f"beyond -65504 in FP16), read only by Softmax, where exp(-inf) is 0: a saturated additive mask, "
+        f"harmless"
+        for n, s in saturated[:MAX_EVIDENCE]
+    ]
+    evidence += [
+        f"clamped: constant {n}: |x| {v:.6g} is written as {FP16_MAX:g} in the FP16 model and judged at that value"
+        for n, v in list(reference.clamped.items())[:MAX_EVIDENCE]
+    ]
+    evidence += [
+        f"underflow: node {s.node} output {n}: {s.flushed} of {s.nonzero} non-zero values below FP16's "
+        f"smallest subnormal {FP16_TINY:.3g} become 0"
+        for n, s in flushed[:MAX_EVIDENCE]
+    ]
     checked = len(reference.ranges) if in_fp16 is None else len([n for n in reference.ranges if n in in_fp16])
     figures: dict[str, Any] = {
-        "samples": samples, "tensors_checked": checked, "tensors_of_unknown_type": reference.skipped_tensors,
+        "samples": samples,
+        "tensors_checked": checked,
+        "tensors_of_unknown_type": reference.skipped_tensors,
         "overflow": {n: {"node": s.node, "abs_max": s.abs_max, "count": s.overflow} for n, s in overflow},
         "underflow": {n: {"node": s.node, "flushed": s.flushed, "nonzero": s.nonzero} for n, s in flushed},
-        "keep_fp32": sorted({name for _, s in overflow for name in keep(s)}), "coverage": COVERAGE,
-        "saturated_into_softmax": {n: {"node": s.node, "abs_max": s.abs_max, "count": s.overflow}
-                                   for n, s in saturated},
+        "keep_fp32": sorted({name for _, s in overflow for name in keep(s)}),
+        "coverage": COVERAGE,
+        "saturated_into_softmax": {
+            n: {"node": s.node, "abs_max": s.abs_max, "count": s.overflow} for n, s in saturated
+        },
         "clamped_constants": reference.clamped,
     }
     peak = max((s.abs_max for n, s in reference.ranges.items() if in_fp16 is None or n in in_fp16), default=0.0)
     if overflow:
         name, stat = overflow[0]
-        return CheckResult(name="fp16-range", status=Status.FAILED, evidence=evidence, figures=figures,
-                           summary=f"{len(overflow)} tensor(s) overflow FP16; first: node {stat.node} output {name} "
-                                   f"reaches {stat.abs_max:.6g} (> {FP16_MAX:g}): keep "
-                                   f"{', '.join(figures['keep_fp32'][:5])} in FP32 (compile calibrate --exclude "
-                                   f"{' --exclude '.join(figures['keep_fp32'][:5])})")
+        return CheckResult(
+            name="fp16-range",
+            status=Status.FAILED,
+            evidence=evidence,
+            figures=figures,
+            summary=f"{len(overflow)} tensor(s) overflow FP16; first: node {stat.node} output {name} "
+            f"reaches {stat.abs_max:.6g} (> {FP16_MAX:g}): keep "
+            f"{', '.join(figures['keep_fp32'][:5])} in FP32 (compile calibrate --exclude "
+            f"{' --exclude '.join(figures['keep_fp32'][:5])})",
+        )
     note = f"; {len(flushed)} tensor(s) lose values to underflow" if flushed else ""
     if saturated:
         note += f"; {len(saturated)} additive mask tensor(s) saturate before a Softmax (harmless)"
-    return CheckResult(name="fp16-range", status=Status.OK, evidence=evidence, figures=figures,
-                       summary=f"{checked} FP16 tensors within range on {samples} samples (|x| up to {peak:.6g})"
-                               f"{note}")
+    return CheckResult(
+        name="fp16-range",
+        status=Status.OK,
+        evidence=evidence,
+        figures=figures,
+        summary=f"{checked} FP16 tensors within range on {samples} samples (|x| up to {peak:.6g}){note}",
+    )

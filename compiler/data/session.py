@@ -29,14 +29,12 @@ def session(path: Path, what: str):
         raise error(f"{path}: onnxruntime cannot run the {what}: {first_line(exc)}") from None
 
 
-
 def run_batch(sess, feed: dict[str, np.ndarray], fixed_batch: int | None) -> list[np.ndarray]:
     """Run one batch; a model with a fixed batch size gets its last batch padded with repeats."""
     count = len(next(iter(feed.values())))
     if fixed_batch and count < fixed_batch:
         feed = {k: np.concatenate([v, np.repeat(v[-1:], fixed_batch - count, axis=0)]) for k, v in feed.items()}
     return [o[:count] for o in sess.run(None, feed)]
-
 
 
 def cosine_per_sample(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -72,4 +70,3 @@ def tool_versions(*modules: str) -> dict[str, str]:
         else:
             found[module] = "not installed"
     return found
-

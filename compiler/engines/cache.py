@@ -47,8 +47,13 @@ class BuildCache:
         facts = self.remember(PLAN_SHA256, [plan], lambda: {"sha256": file_sha256(plan)}, stat=content_stat)
         return facts["sha256"] == sha256
 
-    def remember(self, kind: str, paths: list[Path], compute: Callable[[], dict[str, Any]],
-                 stat: Callable[[Path], list[Any]] = stat_key) -> dict[str, Any]:
+    def remember(
+        self,
+        kind: str,
+        paths: list[Path],
+        compute: Callable[[], dict[str, Any]],
+        stat: Callable[[Path], list[Any]] = stat_key,
+    ) -> dict[str, Any]:
         """A JSON-able fact about files, recomputed only when one of them changes (size, mtime, inode)."""
         memo, facts = self.recall(kind, paths, stat)
         if facts is None:
@@ -56,8 +61,9 @@ class BuildCache:
             self.memorize(memo, facts)
         return facts
 
-    def recall(self, kind: str, paths: list[Path], stat: Callable[[Path], list[Any]] = stat_key
-               ) -> tuple[Path, dict[str, Any] | None]:
+    def recall(
+        self, kind: str, paths: list[Path], stat: Callable[[Path], list[Any]] = stat_key
+    ) -> tuple[Path, dict[str, Any] | None]:
         """Where the facts about these files (as they are now) live, and the facts if they are known.
 
         Facts may name more files under ``"files"``; those must be unchanged too.
@@ -147,4 +153,3 @@ class BuildCache:
             except OSError:
                 if not entry.exists():
                     raise
-

@@ -77,8 +77,7 @@ def read_build(root: Path, *, hash_plans: bool = True) -> BuildFolder:
     root = Path(root)
     record = root / "build.json"
     if not root.is_dir():
-        raise InvalidInput(f"{root}: not a build folder (not a folder at all); pass the --out folder of "
-                           f"compile build")
+        raise InvalidInput(f"{root}: not a build folder (not a folder at all); pass the --out folder of compile build")
     if not record.is_file():
         raise InvalidInput(f"{root}: not a build folder (no build.json); pass the --out folder of compile build")
     report = read_record(_inside(root, record), BuildReport, REBUILD)
@@ -93,8 +92,9 @@ def read_build(root: Path, *, hash_plans: bool = True) -> BuildFolder:
         folder = root / status.sku / status.precision.value  # never the record's own `path`
         plan = folder / "engine.plan"
         built = status.status == Status.OK and (plan.exists() or plan.is_symlink())
-        targets.append(_target(root, folder, status, report.model_sha256, hash_plans) if built
-                       else Target(status, folder))
+        targets.append(
+            _target(root, folder, status, report.model_sha256, hash_plans) if built else Target(status, folder)
+        )
     if not targets:
         raise InvalidInput(f"{record}: lists no targets; {REBUILD}")
     return BuildFolder(root, report, targets)
@@ -103,8 +103,10 @@ def read_build(root: Path, *, hash_plans: bool = True) -> BuildFolder:
 def _inside(root: Path, path: Path) -> Path:
     """``path``, refused when it (or a link on the way) leads out of the build folder or is not a regular file."""
     if not path.resolve().is_relative_to(root.resolve()):
-        raise InvalidInput(f"{path}: leads out of the build folder {root} (a link to {path.resolve()}); copy "
-                           f"the folder without links or {REBUILD}")
+        raise InvalidInput(
+            f"{path}: leads out of the build folder {root} (a link to {path.resolve()}); copy "
+            f"the folder without links or {REBUILD}"
+        )
     if not path.is_file():
         raise InvalidInput(f"{path}: missing or not a regular file; {REBUILD}")
     return path
@@ -117,12 +119,13 @@ def _optional(root: Path, path: Path) -> Path | None:
 def _target(root: Path, folder: Path, status: TargetStatus, model_sha256: str, hash_plan: bool) -> Target:
     engine = read_record(_inside(root, folder / "engine.json"), EngineRecord, REBUILD)
     if (engine.sku, engine.precision, engine.model_sha256) != (status.sku, status.precision, model_sha256):
-        raise InvalidInput(f"{folder / 'engine.json'}: describes {engine.sku}/{engine.precision} of model "
-                           f"{engine.model_sha256[:12]}, not the {status.sku}/{status.precision} of "
-                           f"{model_sha256[:12]} build.json lists there; {REBUILD}")
+        raise InvalidInput(
+            f"{folder / 'engine.json'}: describes {engine.sku}/{engine.precision} of model "
+            f"{engine.model_sha256[:12]}, not the {status.sku}/{status.precision} of "
+            f"{model_sha256[:12]} build.json lists there; {REBUILD}"
+        )
     if not SHA256.fullmatch(engine.sha256):  # it names a blob in a store: checked like every key
-        raise InvalidInput(f"{folder / 'engine.json'}: sha256 {engine.sha256[:80]!r} is not a sha256 digest; "
-                           f"{REBUILD}")
+        raise InvalidInput(f"{folder / 'engine.json'}: sha256 {engine.sha256[:80]!r} is not a sha256 digest; {REBUILD}")
     plan = _inside(root, folder / "engine.plan")
     if plan.stat().st_size != engine.size_bytes or (hash_plan and file_sha256(plan) != engine.sha256):
         raise InvalidInput(f"{plan}: not the plan engine.json records (its size or sha256 differs); {REBUILD}")
@@ -151,13 +154,16 @@ def source_model(build: BuildFolder, override: Path | None) -> OnnxModel:
         raise InvalidInput(f"{path}: the build's model is not there (build.json names it); {hint}")
     model = load_model(path, check=False)
     if model.sha256 != build.report.model_sha256:
-        raise InvalidInput(f"{path}: not the model of this build (its sha256 {model.sha256[:12]}… is not the "
-                           f"{build.report.model_sha256[:12]}… build.json records); {hint}")
+        raise InvalidInput(
+            f"{path}: not the model of this build (its sha256 {model.sha256[:12]}… is not the "
+            f"{build.report.model_sha256[:12]}… build.json records); {hint}"
+        )
     return model
 
 
-def built_model(target: Target, source: OnnxModel, cache_dir: Path | None = None,
-                calibrations: tuple[Path, ...] = ()) -> tuple[Path | None, str]:
+def built_model(
+    target: Target, source: OnnxModel, cache_dir: Path | None = None, calibrations: tuple[Path, ...] = ()
+) -> tuple[Path | None, str]:
     """The model ``target``'s engine was built from (the source, its FP16 conversion or a Q/DQ model) and where it
     was found; None and where it was looked for when no candidate has the digest engine.json records.
 
@@ -167,8 +173,11 @@ def built_model(target: Target, source: OnnxModel, cache_dir: Path | None = None
     engine = target.engine
     assert engine is not None
     if engine.precision == Precision.FP32:
-        return (source.path, "the source model") if engine.built_model_sha256 == source.sha256 else \
-            (None, "the source model's digest differs from built_model_sha256")
+        return (
+            (source.path, "the source model")
+            if engine.built_model_sha256 == source.sha256
+            else (None, "the source model's digest differs from built_model_sha256")
+        )
     from compiler.engines.cache import BuildCache
 
     cache = BuildCache(Path(cache_dir) if cache_dir else default_cache_dir())

@@ -106,8 +106,9 @@ def plan_builds(
             raise InvalidInput(f"unknown precision '{precision}'; choose from {', '.join(PRECISIONS)}")
     precisions = [Precision(p) for p in dict.fromkeys(precisions)]
     cache = BuildCache(options.cache_dir)
-    writable_folder(cache.root, "--cache-dir" if options.cache_dir else
-                    "build cache (set --cache-dir or COMPILE_CACHE_DIR)")
+    writable_folder(
+        cache.root, "--cache-dir" if options.cache_dir else "build cache (set --cache-dir or COMPILE_CACHE_DIR)"
+    )
     model_stat = _stat_or_none(model)  # before anything reads the model
     source = _model_facts(model, model_stat, cache)
     profile_set = load_profiles(profiles)
@@ -125,15 +126,18 @@ def plan_builds(
     if Precision.FP8 in precisions:
         for sku, target in targets.items():
             if tuple(map(int, target.compute_capability.split("."))) < FP8_MIN_CAPABILITY:
-                raise InvalidInput(f"fp8 needs compute capability 8.9 or newer; SKU '{sku}' is "
-                                   f"{target.compute_capability}; drop fp8 or that SKU")
+                raise InvalidInput(
+                    f"fp8 needs compute capability 8.9 or newer; SKU '{sku}' is "
+                    f"{target.compute_capability}; drop fp8 or that SKU"
+                )
     # before the costly part (calibration, FP16 conversion); the folders are made only once it has passed
     check_writable_folder(out, "--out")
     target_dirs = [out / sku / precision for sku in targets for precision in precisions]
     for folder in target_dirs:
         check_writable_folder(folder, "--out")
-    check_not_overwriting([out / "build.json"], _inputs(model, source["files"], profiles, options, cache), "--out",
-                          replaced=target_dirs)
+    check_not_overwriting(
+        [out / "build.json"], _inputs(model, source["files"], profiles, options, cache), "--out", replaced=target_dirs
+    )
     digest = source["sha256"]
     remote = configured(options.remote_cache) if options.use_cache else None
     if remote is not None:
@@ -163,23 +167,39 @@ def plan_builds(
                 "backend": [backend.name, backend.version],
                 "options": spec.options(),
             }
-            jobs.append(BuildJob(
-                sku=sku, precision=precision, backend=backend.name, spec=spec, key_material=material,
-                cache_root=cache.root, use_cache=options.use_cache, target_dir=out / sku / precision,
-                model_digest=digest, prepared_sha256=built_sha, calibration_sha256=calibration_sha,
-                source_stat=source_stat, built_stat=built_stat, remote_cache=remote, explain=options.explain,
-                excluded=excluded[precision],
-            ))
+            jobs.append(
+                BuildJob(
+                    sku=sku,
+                    precision=precision,
+                    backend=backend.name,
+                    spec=spec,
+                    key_material=material,
+                    cache_root=cache.root,
+                    use_cache=options.use_cache,
+                    target_dir=out / sku / precision,
+                    model_digest=digest,
+                    prepared_sha256=built_sha,
+                    calibration_sha256=calibration_sha,
+                    source_stat=source_stat,
+                    built_stat=built_stat,
+                    remote_cache=remote,
+                    explain=options.explain,
+                    excluded=excluded[precision],
+                )
+            )
     writable_folder(out, "--out")
     return jobs
 
 
-def _inputs(model: Path, external: list[str], profiles: str | Path, options: BuildOptions, cache: BuildCache
-            ) -> list[Path]:
+def _inputs(
+    model: Path, external: list[str], profiles: str | Path, options: BuildOptions, cache: BuildCache
+) -> list[Path]:
     """Every file the build reads, and the cache it writes to: what no output of the run may overwrite or replace."""
     inputs = [model, *map(Path, external), Path(profiles), cache.root]
-    for folder, files in (*((c, (*CALIBRATION_FILES, CALIBRATION_RECORD)) for c in options.calibration),
-                          (options.data, ("preprocess.yaml",))):
+    for folder, files in (
+        *((c, (*CALIBRATION_FILES, CALIBRATION_RECORD)) for c in options.calibration),
+        (options.data, ("preprocess.yaml",)),
+    ):
         if folder is not None:
             inputs += [Path(folder), *(Path(folder) / name for name in files)]
     return inputs
@@ -238,6 +258,7 @@ PROFILE_LIMITS = "profile-limits"
 def _limit_errors(model: Path, profiles: ProfileSet, cache: BuildCache) -> list[str]:
     """The shapes of the profiles the model cannot run (:func:`compiler.data.limits.profile_limit_errors`),
     found once per model file and profiles (by content: the file may be a pipe, read once)."""
+
     def compute() -> dict[str, Any]:
         from compiler.data.limits import profile_limit_errors
         from compiler.data.model import load_model
@@ -270,8 +291,10 @@ def _calibration_for(folders: tuple[Path, ...], precision: Precision) -> Path | 
     if precision != Precision.FP16 and len(folders) == 1:
         return folders[0]
     if precision != Precision.FP16 and folders:
-        raise InvalidInput(f"--calibration: none of {', '.join(map(str, folders))} is calibrated for {precision}; "
-                           f"run compile calibrate --precision {precision} and pass its folder too")
+        raise InvalidInput(
+            f"--calibration: none of {', '.join(map(str, folders))} is calibrated for {precision}; "
+            f"run compile calibrate --precision {precision} and pass its folder too"
+        )
     return None
 
 
@@ -283,9 +306,15 @@ def _excluded(folders: tuple[Path, ...], precision: Precision) -> tuple[str, ...
     return tuple(read_calibration(Path(folder)).record.excluded) if folder is not None else ()
 
 
-def _prepare(precision: Precision, model: Path, model_sha: str | Future[str], options: BuildOptions,
-             cache: BuildCache, calibration_progress: Progress | None, remote: str | None
-             ) -> tuple[Path, str | None, FileStats, str | None]:
+def _prepare(
+    precision: Precision,
+    model: Path,
+    model_sha: str | Future[str],
+    options: BuildOptions,
+    cache: BuildCache,
+    calibration_progress: Progress | None,
+    remote: str | None,
+) -> tuple[Path, str | None, FileStats, str | None]:
     """The ONNX model this precision builds from: (path, its digest or None for the model itself, the stat of its
     files, the calibration record's sha256)."""
     if precision == Precision.FP32:
@@ -307,11 +336,20 @@ def _prepare(precision: Precision, model: Path, model_sha: str | Future[str], op
 
         method = options.method or "minmax"
         folder = cache.root / "calibrations" / model_sha / f"{precision}-{method}"
-        calibrate(model, options.data, folder, CalibrationOptions(precision=precision.value, method=method),
-                  staged=True, progress=calibration_progress, shared=CacheTier(remote) if remote else None)
+        calibrate(
+            model,
+            options.data,
+            folder,
+            CalibrationOptions(precision=precision.value, method=method),
+            staged=True,
+            progress=calibration_progress,
+            shared=CacheTier(remote) if remote else None,
+        )
     if folder is None:
-        raise InvalidInput(f"{precision} needs calibration: pass --data DATA.npz to calibrate now, or run "
-                           f"compile calibrate --precision {precision} and pass its folder with --calibration DIR")
+        raise InvalidInput(
+            f"{precision} needs calibration: pass --data DATA.npz to calibrate now, or run "
+            f"compile calibrate --precision {precision} and pass its folder with --calibration DIR"
+        )
     from calibration.folder import open_calibration
 
     calibrated = open_calibration(Path(folder), precision.value, model_sha)

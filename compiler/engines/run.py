@@ -26,8 +26,9 @@ JobProgress = Callable[[int, str, int, int], None]
 """(job index, phase, steps done, steps total)."""
 
 
-def execute_builds(planned: list[BuildJob], model: str | Path, out: str | Path, jobs: int = 1,
-                   progress: JobProgress | None = None) -> BuildReport:
+def execute_builds(
+    planned: list[BuildJob], model: str | Path, out: str | Path, jobs: int = 1, progress: JobProgress | None = None
+) -> BuildReport:
     """Run planned jobs, ``jobs`` builds at once, and write ``OUT/build.json``.
 
     A stop signal asks every build to stop through its progress monitor; a second one kills them. Either way the
@@ -58,8 +59,9 @@ def _builder(builders: Builders) -> Callable[[BuildJob, Path, Progress | None, A
     return lambda job, staging, progress, cancel: builders.build(job.backend, job.spec, staging, progress, cancel)
 
 
-def _run(jobs: list[BuildJob], workers: int, progress: JobProgress | None, cancel: threading.Event,
-         builders: Builders) -> list[TargetStatus]:
+def _run(
+    jobs: list[BuildJob], workers: int, progress: JobProgress | None, cancel: threading.Event, builders: Builders
+) -> list[TargetStatus]:
     """Every job, at most ``workers`` builds at once; targets that share one engine wait for the first of them and take
     it from the cache (or, once the run is cancelled, are cancelled without starting). The main thread only
     waits, in short steps, so stop signals reach it at once."""
@@ -73,8 +75,11 @@ def _run(jobs: list[BuildJob], workers: int, progress: JobProgress | None, cance
         report = (lambda phase, done, total: progress(index, phase, done, total)) if progress else None
         return produce(jobs[index], build, report, cancel)
 
-    with ThreadPoolExecutor(max(1, min(max(workers, threads), len(jobs))), thread_name_prefix="compile-target",
-                            initializer=block_stop_signals) as pool:
+    with ThreadPoolExecutor(
+        max(1, min(max(workers, threads), len(jobs))),
+        thread_name_prefix="compile-target",
+        initializer=block_stop_signals,
+    ) as pool:
         running: dict[Future[TargetStatus], int] = {pool.submit(one, i): i for i in first}
         while running:
             done, _ = wait(running, timeout=0.2, return_when=FIRST_COMPLETED)

@@ -24,11 +24,18 @@ def explain_engine(job: Any, cache_root: Path) -> str:
     what changed against the nearest cached engine."""
     from types import SimpleNamespace
 
-    wanted = engine_material(SimpleNamespace(
-        model_sha256=job.model_sha256, profiles=list(job.spec.profiles),
-        compute_capabilities=job.spec.compute_capabilities, precision=job.precision,
-        calibration_sha256=job.calibration_sha256, builder_options=job.spec.options(),
-        backend={"name": job.backend, "version": job.key_material["backend"][1]}, built_model_sha256=job.built_sha256))
+    wanted = engine_material(
+        SimpleNamespace(
+            model_sha256=job.model_sha256,
+            profiles=list(job.spec.profiles),
+            compute_capabilities=job.spec.compute_capabilities,
+            precision=job.precision,
+            calibration_sha256=job.calibration_sha256,
+            builder_options=job.spec.options(),
+            backend={"name": job.backend, "version": job.key_material["backend"][1]},
+            built_model_sha256=job.built_sha256,
+        )
+    )
     candidates = engine_candidates(cache_root)
     if job.remote_cache:
         candidates += open_remote(job.remote_cache).materials("engines")
@@ -51,14 +58,19 @@ def fetch_engine(uri: str, key: str, cache: BuildCache) -> tuple[CacheOutcome, s
             index = remote.fetch("engines", key, staging / "entry")
             if index is None:
                 return CacheOutcome(source="miss", reason="in neither the local nor the remote cache"), None
-            record = _engine_record(remote, key, staging / "entry", index.files["engine.plan"].sha256
-                                    if "engine.plan" in index.files else None)
+            record = _engine_record(
+                remote,
+                key,
+                staging / "entry",
+                index.files["engine.plan"].sha256 if "engine.plan" in index.files else None,
+            )
             cache.store(key, staging / "entry", record.sha256)
     except Damaged as exc:
         return CacheOutcome(source="miss", reason="the remote entry was damaged"), str(exc)
     except CompileError as exc:
         return CacheOutcome(source="miss", reason="the remote cache did not answer"), remote.unreachable(
-            "engines", key, exc)
+            "engines", key, exc
+        )
     return CacheOutcome(source="remote"), None
 
 
@@ -71,16 +83,25 @@ def _engine_record(remote, key: str, folder: Path, plan_sha256: str | None) -> E
         record = EngineRecord.model_validate_json((folder / "engine.json").read_bytes())
     except (ValidationError, ValueError):
         raise remote.damaged("engines", key, "its engine.json is not an engine record", []) from None
-    if record.cache_key != key or record.sha256 != plan_sha256 or \
-            record.size_bytes != (folder / "engine.plan").stat().st_size:
+    if (
+        record.cache_key != key
+        or record.sha256 != plan_sha256
+        or record.size_bytes != (folder / "engine.plan").stat().st_size
+    ):
         raise remote.damaged("engines", key, "its engine.json describes another engine than its key and plan", [])
     return record
 
 
 def send_engine(uri: str, key: str, entry: Path, record: EngineRecord) -> str | None:
     """Send a local cache entry just built; a warning line when the remote could not take it."""
-    return open_remote(uri).send_quietly("engines", key, entry, list(ENGINE_FILES), material=engine_material(record),
-                                         digests={"engine.plan": record.sha256})
+    return open_remote(uri).send_quietly(
+        "engines",
+        key,
+        entry,
+        list(ENGINE_FILES),
+        material=engine_material(record),
+        digests={"engine.plan": record.sha256},
+    )
 
 
 def prepared_key(model_sha256: str) -> str:

@@ -40,35 +40,52 @@ def produce(job: BuildJob, build: Build, progress: Progress | None, cancel: Any)
         with staging_folder(job.target_dir.parent, job.target_dir.name) as staging:
             status = _produce_in_place(job, build, staging, progress, cancel, started)
     except OSError as exc:  # no folder could be made next to the target's: this target fails, the others go on
-        status = _status(job, Status.FAILED, started, errors=[
-            f"could not make a folder in {job.target_dir.parent}: {exc.strerror or exc}; check that it is a "
-            f"writable folder"])
+        status = _status(
+            job,
+            Status.FAILED,
+            started,
+            errors=[
+                f"could not make a folder in {job.target_dir.parent}: {exc.strerror or exc}; check that it is a "
+                f"writable folder"
+            ],
+        )
     if progress:
         progress(f"{status.status}{' (cache hit)' if status.cache_hit else ''}", 1, 1)
     return status
 
 
-def _produce_in_place(job: BuildJob, build: Build, staging: Path, progress: Progress | None, cancel: Any,
-                      started: float) -> TargetStatus:
+def _produce_in_place(
+    job: BuildJob, build: Build, staging: Path, progress: Progress | None, cancel: Any, started: float
+) -> TargetStatus:
     """Make the target's files in ``staging``, then put that folder in the target's place."""
     try:
         status = _produce(job, build, staging, progress, cancel, started)
     except OSError as exc:  # a full disk or a quota: this target fails, the others go on
         _clear(staging, keep="build.log")
-        status = _status(job, Status.FAILED, started, errors=[
-            f"could not write the engine files: {exc}; free space under {job.target_dir.parent} and the build "
-            f"cache"])
+        status = _status(
+            job,
+            Status.FAILED,
+            started,
+            errors=[
+                f"could not write the engine files: {exc}; free space under {job.target_dir.parent} and the build cache"
+            ],
+        )
     if status.status != Status.CANCELLED:
         try:
             replace_dir(job.target_dir, staging)
         except OSError as exc:  # the previous folder is back in place; this target fails, the others go on
-            status = _status(job, Status.FAILED, started, errors=[
-                f"could not put the engine files in place at {job.target_dir}: {exc}"])
+            status = _status(
+                job,
+                Status.FAILED,
+                started,
+                errors=[f"could not put the engine files in place at {job.target_dir}: {exc}"],
+            )
     return status
 
 
-def _produce(job: BuildJob, build: Build, staging: Path, progress: Progress | None, cancel: Any,
-             started: float) -> TargetStatus:
+def _produce(
+    job: BuildJob, build: Build, staging: Path, progress: Progress | None, cancel: Any, started: float
+) -> TargetStatus:
     cache = BuildCache(job.cache_root)
     if not job.use_cache:
         return _build(job, build, staging, progress, cancel, started, cache)
@@ -113,8 +130,9 @@ def _cached_entry(cache: BuildCache, key: str) -> tuple[Path, EngineRecord] | No
     return None
 
 
-def _from_caches(job: BuildJob, staging: Path, started: float, cache: BuildCache
-                 ) -> tuple[TargetStatus | None, CacheOutcome]:
+def _from_caches(
+    job: BuildJob, staging: Path, started: float, cache: BuildCache
+) -> tuple[TargetStatus | None, CacheOutcome]:
     """The target from the local cache, else from the remote one (through the local cache); else why it missed."""
     hit = _from_cache(job, staging, started, cache)
     if hit is not None:
@@ -146,25 +164,44 @@ def _from_cache(job: BuildJob, staging: Path, started: float, cache: BuildCache)
                 copy_file(entry / name, staging / name)  # a copy (reflink): OUT and the cache never share a file
         # The log names the model its build parsed, perhaps another run's calibration folder since replaced: say
         # this run's too, where check looks for the model the engine was built from (same bytes, by the key).
-        write_atomic(staging / "build.log", (entry / "build.log").read_bytes() + (
-            f"[INFO] compile: taken from the build cache; this run's model (the same bytes):\n"
-            f"[INFO] Input filename:   {job.spec.model_path}\n").encode())
+        write_atomic(
+            staging / "build.log",
+            (entry / "build.log").read_bytes()
+            + (
+                f"[INFO] compile: taken from the build cache; this run's model (the same bytes):\n"
+                f"[INFO] Input filename:   {job.spec.model_path}\n"
+            ).encode(),
+        )
     except FileNotFoundError:  # the entry went away meanwhile (a cache cleaner, a concurrent eviction): a miss
         _clear(staging)
         return None
     # The entry may have been built for another SKU of the same compute capability, or from another model
     # file or calibration run with the same bytes: the record says what this target was asked for. Its
     # build_seconds stay what the engine took to build (build.json has this run's seconds).
-    record = record.model_copy(update={
-        "sku": job.sku, "model_sha256": job.model_sha256, "calibration_sha256": job.calibration_sha256,
-        "excluded": list(job.excluded), "cache_hit": True})
+    record = record.model_copy(
+        update={
+            "sku": job.sku,
+            "model_sha256": job.model_sha256,
+            "calibration_sha256": job.calibration_sha256,
+            "excluded": list(job.excluded),
+            "cache_hit": True,
+        }
+    )
     write_atomic(staging / "engine.json", record.model_dump_json(indent=2).encode())
     warnings = _builder_warnings(record.builder_warnings) + _keep_model(job, cache)
     return _status(job, Status.OK, started, cache_hit=True, warnings=warnings)
 
 
-def _build(job: BuildJob, build: Build, staging: Path, progress: Progress | None, cancel: Any, started: float,
-           cache: BuildCache, miss: CacheOutcome | None = None) -> TargetStatus:
+def _build(
+    job: BuildJob,
+    build: Build,
+    staging: Path,
+    progress: Progress | None,
+    cancel: Any,
+    started: float,
+    cache: BuildCache,
+    miss: CacheOutcome | None = None,
+) -> TargetStatus:
     built = build(job, staging, progress, cancel)
     if built.status != Status.OK:
         return _unbuilt(job, staging, built.status, started, built.errors or ["build failed"])
@@ -177,9 +214,16 @@ def _build(job: BuildJob, build: Build, staging: Path, progress: Progress | None
     except OSError as exc:
         return _unbuilt(job, staging, Status.FAILED, started, [f"could not read the model to hash it: {exc}"])
     if changed:
-        return _unbuilt(job, staging, Status.FAILED, started, [
-            f"{changed} changed while its engine was built, so the plan may not be of the model recorded; run "
-            f"compile build again"])
+        return _unbuilt(
+            job,
+            staging,
+            Status.FAILED,
+            started,
+            [
+                f"{changed} changed while its engine was built, so the plan may not be of the model recorded; run "
+                f"compile build again"
+            ],
+        )
     write_atomic(staging / "layers.json", layers_record(built.layers).model_dump_json(indent=2).encode())
     record = EngineRecord(
         sha256=built.sha256,
@@ -227,12 +271,12 @@ def _keep_model(job: BuildJob, cache: BuildCache) -> list[str]:
     return []
 
 
-def _unbuilt(job: BuildJob, staging: Path, status: Status, started: float, errors: list[str],
-             refused: bool = False) -> TargetStatus:
+def _unbuilt(
+    job: BuildJob, staging: Path, status: Status, started: float, errors: list[str], refused: bool = False
+) -> TargetStatus:
     """A build that yields no engine: only its build.log stays, so no plan of it looks like a result."""
     _clear(staging, keep="build.log")
     return _status(job, status, started, errors=errors, refused=refused)
-
 
 
 def layers_record(layers: list[Kernel]) -> LayersRecord:
@@ -241,7 +285,8 @@ def layers_record(layers: list[Kernel]) -> LayersRecord:
         kernels=len(layers),
         kernel_precisions=dict(Counter(layer.precision or "none" for layer in layers)),
         output_precisions=dict(Counter(dtype for layer in layers for dtype in layer.output_types)),
-        layers=layers)
+        layers=layers,
+    )
 
 
 def _changed_input(job: BuildJob) -> str | None:
@@ -257,12 +302,26 @@ def _changed_input(job: BuildJob) -> str | None:
     return None
 
 
-def _status(job: BuildJob, status: Status, started: float, cache_hit: bool = False,
-            errors: list[str] | None = None, warnings: list[str] | None = None, refused: bool = False
-            ) -> TargetStatus:
-    return TargetStatus(sku=job.sku, precision=job.precision, status=status, path=str(job.target_dir),
-                        cache_hit=cache_hit, seconds=round(time.perf_counter() - started, 3), errors=errors or [],
-                        warnings=warnings or [], refused=refused)
+def _status(
+    job: BuildJob,
+    status: Status,
+    started: float,
+    cache_hit: bool = False,
+    errors: list[str] | None = None,
+    warnings: list[str] | None = None,
+    refused: bool = False,
+) -> TargetStatus:
+    return TargetStatus(
+        sku=job.sku,
+        precision=job.precision,
+        status=status,
+        path=str(job.target_dir),
+        cache_hit=cache_hit,
+        seconds=round(time.perf_counter() - started, 3),
+        errors=errors or [],
+        warnings=warnings or [],
+        refused=refused,
+    )
 
 
 def failed(job: BuildJob, error: str, status: Status = Status.FAILED) -> TargetStatus:

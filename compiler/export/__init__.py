@@ -18,7 +18,9 @@ def engine_per_capability(engines: list[ReleaseEngine], why: str) -> dict[str, R
     for engine in engines:
         for capability in engine.compute_capabilities:
             if capability in owner and owner[capability].plan.sha256 != engine.plan.sha256:
-                raise InvalidInput(f"{owner[capability].sku} and {engine.sku} both have a {engine.precision} engine "
-                                   f"for compute capability {capability}; {why}")
+                raise InvalidInput(
+                    f"{owner[capability].sku} and {engine.sku} both have a {engine.precision} engine "
+                    f"for compute capability {capability}; {why}"
+                )
             owner.setdefault(capability, engine)
     return owner

@@ -75,9 +75,19 @@ class RtxExport(BaseModel):
     """The release's failures (its check failed, or it was published with --allow-failed), one per line."""
 
 
-def export_rtx(store: str | Store, ref: str | Ref, out: Path, *, model_name: str | None = None,
-               precision: str | None = None, runtime_version: str | None = None, cache_dir: Path | None = None,
-               use_cache: bool = True, verify_key: Path | None = None, allow_yanked: bool = False) -> RtxExport:
+def export_rtx(
+    store: str | Store,
+    ref: str | Ref,
+    out: Path,
+    *,
+    model_name: str | None = None,
+    precision: str | None = None,
+    runtime_version: str | None = None,
+    cache_dir: Path | None = None,
+    use_cache: bool = True,
+    verify_key: Path | None = None,
+    allow_yanked: bool = False,
+) -> RtxExport:
     """Write ``ref``'s TensorRT-RTX engines into ``out/<model>/`` for applications and ONNX Runtime; refuses
     (exit 2) an engine of another runtime or one ``runtime_version`` (the application's TensorRT-RTX) cannot load.
     As export triton and pull: a yanked version is refused unless ``allow_yanked``, and with ``verify_key`` (else
@@ -104,10 +114,12 @@ def export_rtx(store: str | Store, ref: str | Ref, out: Path, *, model_name: str
     staged.mkdir()
     try:
         result = _write(store, manifest, engines, name, staged, cache)
-        result = result.model_copy(update={"release": str(resolved.ref), "version": resolved.version,
-                                           "model_dir": str(model_dir)})
-        index = result.model_dump_json(indent=2, exclude={"status", "seconds", "model_dir", "release",
-                                                          "warnings"}).encode()
+        result = result.model_copy(
+            update={"release": str(resolved.ref), "version": resolved.version, "model_dir": str(model_dir)}
+        )
+        index = result.model_dump_json(
+            indent=2, exclude={"status", "seconds", "model_dir", "release", "warnings"}
+        ).encode()
         write_atomic(staged / INDEX, index)
         if model_dir.exists() or model_dir.is_symlink():
             _same_or_conflict(model_dir, staged, resolved.ref)
@@ -136,75 +148,127 @@ def _engines(manifest: ReleaseManifest, precision: str | None, runtime_version: 
     for engine in engines:
         plan = f"{engine.sku}/{engine.precision}"
         if engine.runtime.family != "tensorrt-rtx":
-            raise InvalidInput(f"{release}: plan {plan} is a {engine.runtime.name} plan, which the TensorRT-RTX "
-                               "runtime (and ONNX Runtime's TensorRT RTX execution provider) cannot load: serve it "
-                               "with compile export triton, or build the release with TensorRT-RTX "
-                               "(backend: tensorrt-rtx)")
+            raise InvalidInput(
+                f"{release}: plan {plan} is a {engine.runtime.name} plan, which the TensorRT-RTX "
+                "runtime (and ONNX Runtime's TensorRT RTX execution provider) cannot load: serve it "
+                "with compile export triton, or build the release with TensorRT-RTX "
+                "(backend: tensorrt-rtx)"
+            )
         if runtime_version is not None and not engine.runtime.loads(runtime_version):
-            raise InvalidInput(f"{release}: plan {plan} is a {engine.runtime.name} plan (loads with "
-                               f"{engine.runtime.loads_with}); TensorRT-RTX {runtime_version} cannot load it: build "
-                               f"the release again with TensorRT-RTX {runtime_version}, or ship the runtime "
-                               f"{engine.runtime.version} with the application")
+            raise InvalidInput(
+                f"{release}: plan {plan} is a {engine.runtime.name} plan (loads with "
+                f"{engine.runtime.loads_with}); TensorRT-RTX {runtime_version} cannot load it: build "
+                f"the release again with TensorRT-RTX {runtime_version}, or ship the runtime "
+                f"{engine.runtime.version} with the application"
+            )
     if len({e.runtime.version for e in engines}) > 1:
-        raise InvalidInput(f"{release}: its engines were built by different TensorRT-RTX releases "
-                           f"({', '.join(sorted({e.runtime.version for e in engines}))}); one application ships one "
-                           "runtime: add --precision, or publish the engines of one release")
+        raise InvalidInput(
+            f"{release}: its engines were built by different TensorRT-RTX releases "
+            f"({', '.join(sorted({e.runtime.version for e in engines}))}); one application ships one "
+            "runtime: add --precision, or publish the engines of one release"
+        )
     return engines
 
 
-def _write(store: Store, manifest: ReleaseManifest, engines: list[ReleaseEngine], name: str, folder: Path,
-           cache: Path | None) -> RtxExport:
+def _write(
+    store: Store, manifest: ReleaseManifest, engines: list[ReleaseEngine], name: str, folder: Path, cache: Path | None
+) -> RtxExport:
     """Every plan (verified), its EP-context model, and the golden inputs, into ``folder``."""
     content = manifest.content
     targets = []
-    owner = engine_per_capability(engines, "an application picks by compute capability: add --precision, or publish "
-                                           "one of them per compute capability")
+    owner = engine_per_capability(
+        engines,
+        "an application picks by compute capability: add --precision, or publish one of them per compute capability",
+    )
     for capability, engine in owner.items():
         sub = folder / f"sm{capability.replace('.', '')}"
         sub.mkdir()
         plan = sub / f"{engine.sku}-{engine.precision.value}.engine"
         fetch_verified(store, content.name, engine.plan.sha256, engine.plan.size_bytes, plan, cache)
         context = sub / f"{name}_ctx.onnx"
-        write_atomic(context, context_model(name, content.model_name, content.inputs, content.outputs,
-                                            plan.name, capability, engine.runtime))
-        targets.append(RtxTarget(compute_capability=capability, sku=engine.sku, precision=engine.precision.value,
-                                 engine=plan.relative_to(folder).as_posix(),
-                                 context_model=context.relative_to(folder).as_posix(),
-                                 sha256=engine.plan.sha256, size_bytes=engine.plan.size_bytes,
-                                 validity=engine_validity(plan)))
+        write_atomic(
+            context,
+            context_model(
+                name, content.model_name, content.inputs, content.outputs, plan.name, capability, engine.runtime
+            ),
+        )
+        targets.append(
+            RtxTarget(
+                compute_capability=capability,
+                sku=engine.sku,
+                precision=engine.precision.value,
+                engine=plan.relative_to(folder).as_posix(),
+                context_model=context.relative_to(folder).as_posix(),
+                sha256=engine.plan.sha256,
+                size_bytes=engine.plan.size_bytes,
+                validity=engine_validity(plan),
+            )
+        )
     golden = None
     if content.golden is not None:
         save_golden(store, manifest, folder / GOLDEN_FILE, cache)
         golden = GOLDEN_FILE
-    files = {path.relative_to(folder).as_posix(): file_sha256(path) for path in sorted(folder.rglob("*"))
-             if path.is_file()}
-    return RtxExport(release="", version="", model=name, model_dir="", status="written", runtime=engines[0].runtime,
-                     targets=targets, golden=golden, files=files)
+    files = {
+        path.relative_to(folder).as_posix(): file_sha256(path) for path in sorted(folder.rglob("*")) if path.is_file()
+    }
+    return RtxExport(
+        release="",
+        version="",
+        model=name,
+        model_dir="",
+        status="written",
+        runtime=engines[0].runtime,
+        targets=targets,
+        golden=golden,
+        files=files,
+    )
 
 
-def context_model(name: str, model_file: str, inputs: list[TensorSignature] | None,
-                  outputs: list[TensorSignature] | None, engine_file: str, capability: str, runtime: Runtime) -> bytes:
+def context_model(
+    name: str,
+    model_file: str,
+    inputs: list[TensorSignature] | None,
+    outputs: list[TensorSignature] | None,
+    engine_file: str,
+    capability: str,
+    runtime: Runtime,
+) -> bytes:
     """An EP-context model whose one EPContext node hands the whole graph to the engine ``engine_file`` beside it,
     as the NvTensorRTRTX execution provider writes and reads one."""
     import onnx
     from onnx import helper
 
     if not inputs or not outputs:
-        raise InvalidInput(f"{name}: the release records no model inputs and outputs (published from a build folder "
-                           "whose model was not at the path build.json names); publish a new version where the "
-                           "model is")
+        raise InvalidInput(
+            f"{name}: the release records no model inputs and outputs (published from a build folder "
+            "whose model was not at the path build.json names); publish a new version where the "
+            "model is"
+        )
     major, minor, patch = (*parse_version(runtime.version), 0, 0)[:3]
     sm = f"sm{capability.replace('.', '')}"
     node = helper.make_node(
-        "EPContext", [t.name for t in inputs], [t.name for t in outputs], name=f"{name}_{sm}", domain="com.microsoft",
-        main_context=0, embed_mode=0, ep_cache_context=engine_file, hardware_architecture=sm.removeprefix("sm"),
-        partition_name=f"{name}_{sm}", onnx_model_filename=model_file,
-        ep_sdk_version=str(major * 10000 + minor * 100 + patch), source=EP_NAME,
-        notes=f"TensorRT-RTX {runtime.version} engine; loads with {runtime.loads_with}")
+        "EPContext",
+        [t.name for t in inputs],
+        [t.name for t in outputs],
+        name=f"{name}_{sm}",
+        domain="com.microsoft",
+        main_context=0,
+        embed_mode=0,
+        ep_cache_context=engine_file,
+        hardware_architecture=sm.removeprefix("sm"),
+        partition_name=f"{name}_{sm}",
+        onnx_model_filename=model_file,
+        ep_sdk_version=str(major * 10000 + minor * 100 + patch),
+        source=EP_NAME,
+        notes=f"TensorRT-RTX {runtime.version} engine; loads with {runtime.loads_with}",
+    )
     graph = helper.make_graph([node], name, [_value(t) for t in inputs], [_value(t) for t in outputs])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft",
-                                                                                                         1)],
-                              producer_name="compile export rtx", ir_version=IR_VERSION)
+    model = helper.make_model(
+        graph,
+        opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)],
+        producer_name="compile export rtx",
+        ir_version=IR_VERSION,
+    )
     onnx.checker.check_model(model)
     return model.SerializeToString()
 
@@ -217,8 +281,11 @@ def _value(tensor: TensorSignature):
         element = helper.np_dtype_to_tensor_dtype(np.dtype(tensor.dtype))
     except TypeError:
         raise InvalidInput(f"tensor {tensor.name!r} is of type {tensor.dtype}, which ONNX has no type for") from None
-    shape = None if tensor.shape is None else [d if isinstance(d, int) and d >= 0 else (d if isinstance(d, str)
-                                                                                      else None) for d in tensor.shape]
+    shape = (
+        None
+        if tensor.shape is None
+        else [d if isinstance(d, int) and d >= 0 else (d if isinstance(d, str) else None) for d in tensor.shape]
+    )
     return helper.make_tensor_value_info(tensor.name, element, shape)
 
 
@@ -235,13 +302,17 @@ def engine_validity(plan: Path) -> str:
     runtime = trt.Runtime(trt.Logger(trt.Logger.ERROR))
     with open(plan, "rb") as handle:
         validity, diagnostics = runtime.get_engine_validity(handle.read(runtime.engine_header_size))
-    flags = [name for name, member in trt.EngineInvalidityDiagnostics.__members__.items()
-             if int(diagnostics) & (1 << int(member))]
+    flags = [
+        name
+        for name, member in trt.EngineInvalidityDiagnostics.__members__.items()
+        if int(diagnostics) & (1 << int(member))
+    ]
     return str(validity).rsplit(".", 1)[-1].lower() + (f" ({', '.join(flags)})" if flags else "")
 
 
 def _same_or_conflict(existing: Path, staged: Path, ref: object) -> None:
     """An export already there is the same one when its files hash alike; anything else is never overwritten."""
+
     def digests(root: Path) -> dict[str, str] | None:
         if root.is_symlink() or not root.is_dir():
             return None
@@ -254,5 +325,7 @@ def _same_or_conflict(existing: Path, staged: Path, ref: object) -> None:
         return found
 
     if digests(existing) != digests(staged):
-        raise Conflict(f"{existing}: holds another export than {ref}; export to another --model-name or --out, or "
-                       "remove that folder")
+        raise Conflict(
+            f"{existing}: holds another export than {ref}; export to another --model-name or --out, or "
+            "remove that folder"
+        )

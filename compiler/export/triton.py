@@ -75,11 +75,23 @@ class TritonExport(BaseModel):
     """The release's failures (its check failed, or it was published with --allow-failed), one per line."""
 
 
-def export_triton(store: str | Store, ref: str | Ref, repo: Path, *, model_name: str | None = None,
-                  precision: str | None = None, model_version: int | None = None, triton_release: str | None = None,
-                  triton_tensorrt: str | None = None, default_plan: str | None = None, cache_dir: Path | None = None,
-                  use_cache: bool = True, triton_version: int | None = None,
-                  verify_key: Path | None = None, allow_yanked: bool = False) -> TritonExport:
+def export_triton(
+    store: str | Store,
+    ref: str | Ref,
+    repo: Path,
+    *,
+    model_name: str | None = None,
+    precision: str | None = None,
+    model_version: int | None = None,
+    triton_release: str | None = None,
+    triton_tensorrt: str | None = None,
+    default_plan: str | None = None,
+    cache_dir: Path | None = None,
+    use_cache: bool = True,
+    triton_version: int | None = None,
+    verify_key: Path | None = None,
+    allow_yanked: bool = False,
+) -> TritonExport:
     """Write ``ref`` into the Triton model repository ``repo`` as ``<model>/<model_version>/`` for the Triton
     ``triton_release`` (``YY.MM``; or name its TensorRT with ``triton_tensorrt``). ``default_plan`` (a compute
     capability of the release) also sets ``default_model_filename``. ``triton_version`` is the deprecated name of
@@ -102,8 +114,10 @@ def export_triton(store: str | Store, ref: str | Ref, repo: Path, *, model_name:
     _loadable(manifest, engines, triton, tensorrt)
     plans = _plan_files(engines)
     if default_plan is not None and default_plan not in plans:
-        raise InvalidInput(f"--default-plan {default_plan}: the release has no engine for that compute capability; "
-                           f"it has {', '.join(plans)}")
+        raise InvalidInput(
+            f"--default-plan {default_plan}: the release has no engine for that compute capability; "
+            f"it has {', '.join(plans)}"
+        )
     cache = (cache_dir or default_cache_dir()) / "pulls" if use_cache else None
     golden = read_golden(store, manifest, cache) if manifest.content.golden is not None else None
     config = render_config(name, manifest, engines, plans, default_plan, golden.inputs if golden else None)
@@ -112,17 +126,31 @@ def export_triton(store: str | Store, ref: str | Ref, repo: Path, *, model_name:
     files = {_file_name(e): e for e in engines if _file_name(e) in plans.values()}  # what the config names
     expected = {file: engine.plan.sha256 for file, engine in files.items()}
     result = TritonExport(
-        release=str(resolved.ref), version=resolved.version, model=name, model_dir=str(model_dir),
-        model_version=version_folder, triton=triton, status="written", plans=plans, sha256=expected,
-        max_batch_size=config.batching.max_batch_size, preferred_batch_sizes=config.batching.preferred,
+        release=str(resolved.ref),
+        version=resolved.version,
+        model=name,
+        model_dir=str(model_dir),
+        model_version=version_folder,
+        triton=triton,
+        status="written",
+        plans=plans,
+        sha256=expected,
+        max_batch_size=config.batching.max_batch_size,
+        preferred_batch_sizes=config.batching.preferred,
         batching=config.batching.reason or f"max_batch_size {config.batching.max_batch_size} from the profiles",
-        warmup=sorted(config.warmup), notes=_notes(engines), seconds=0, warnings=release_warnings(manifest))
+        warmup=sorted(config.warmup),
+        notes=_notes(engines),
+        seconds=0,
+        warnings=release_warnings(manifest),
+    )
     existing_config = model_dir / CONFIG
     with model_lock(repo, name):  # two exports into one model: one at a time, so a config never names the other's
         _regular_or_absent(existing_config)
         if existing_config.is_file() and not _same_model(existing_config.read_bytes(), config.text.encode()):
-            raise Conflict(f"{existing_config}: describes other plans, inputs, outputs or batching than "
-                           f"{resolved.ref}; export to another --model-name or --repo, or remove that model folder")
+            raise Conflict(
+                f"{existing_config}: describes other plans, inputs, outputs or batching than "
+                f"{resolved.ref}; export to another --model-name or --repo, or remove that model folder"
+            )
         _write_warmup(model_dir / WARMUP_FOLDER, config.warmup, check_only=True)
         if target.exists():
             _same_or_conflict(target, expected, resolved.ref)
@@ -148,11 +176,16 @@ def _model_version(model_version: int | None, triton_version: int | None) -> int
     if triton_version is not None:
         import warnings
 
-        warnings.warn("export_triton(triton_version=...) is deprecated: it names the model's version folder; use "
-                      "model_version", DeprecationWarning, stacklevel=3)
+        warnings.warn(
+            "export_triton(triton_version=...) is deprecated: it names the model's version folder; use model_version",
+            DeprecationWarning,
+            stacklevel=3,
+        )
     if triton_version is not None and model_version is not None and triton_version != model_version:
-        raise InvalidInput(f"--triton-version {triton_version} and --model-version {model_version} disagree; "
-                           "--triton-version is the deprecated name of --model-version: give only --model-version")
+        raise InvalidInput(
+            f"--triton-version {triton_version} and --model-version {model_version} disagree; "
+            "--triton-version is the deprecated name of --model-version: give only --model-version"
+        )
     chosen = model_version if model_version is not None else triton_version if triton_version is not None else 1
     flag = "--model-version" if model_version is not None or triton_version is None else "--triton-version"
     if isinstance(chosen, bool) or not isinstance(chosen, int) or not 1 <= chosen < 2**63:
@@ -170,21 +203,28 @@ def _loadable(manifest: ReleaseManifest, engines: list[ReleaseEngine], triton: s
                 f"{release}: plan {plan} is a {runtime.name} plan; Triton's TensorRT backend ({triton}) runs "
                 f"datacenter TensorRT, which cannot load it: build the {engine.sku} engines with datacenter TensorRT "
                 f"on a runner of that SKU (backend: tensorrt) and publish them, or serve this plan where the "
-                f"TensorRT-RTX runtime loads it (compile export rtx)")
+                f"TensorRT-RTX runtime loads it (compile export rtx)"
+            )
         if not runtime.loads(tensorrt):
             matching = releases_running(runtime.loads)
             raise InvalidInput(
                 f"{release}: plan {plan} is a {runtime.name} plan (loads with {runtime.loads_with}), and "
                 f"{triton} cannot load it: "
-                + (f"pick a Triton release that runs a TensorRT it loads ({', '.join(matching)}), " if matching
-                   else "no Triton release of the table runs a TensorRT it loads; ")
-                + f"or build the {engine.sku} engine again with TensorRT {tensorrt}")
+                + (
+                    f"pick a Triton release that runs a TensorRT it loads ({', '.join(matching)}), "
+                    if matching
+                    else "no Triton release of the table runs a TensorRT it loads; "
+                )
+                + f"or build the {engine.sku} engine again with TensorRT {tensorrt}"
+            )
 
 
 def _notes(engines: list[ReleaseEngine]) -> list[str]:
     if any(e.runtime.version_compatible for e in engines):
-        return ["version-compatible plans: start Triton with --backend-config=tensorrt,version-compatible=true "
-                "(they carry a lean runtime Triton runs only when told to)"]
+        return [
+            "version-compatible plans: start Triton with --backend-config=tensorrt,version-compatible=true "
+            "(they carry a lean runtime Triton runs only when told to)"
+        ]
     return []
 
 
@@ -208,8 +248,9 @@ def _write_warmup(folder: Path, files: dict[str, bytes], *, check_only: bool = F
         raise Conflict(f"{folder}: not a folder of warmup files; remove it or export to another --model-name")
     for file, data in sorted(files.items()):
         path = folder / file
-        if path.is_symlink() or (path.exists() and (not path.is_file() or path.stat().st_size != len(data)
-                                                    or path.read_bytes() != data)):
+        if path.is_symlink() or (
+            path.exists() and (not path.is_file() or path.stat().st_size != len(data) or path.read_bytes() != data)
+        ):
             raise Conflict(f"{path}: holds other bytes than the golden sample it is named for; remove it")
         if not check_only and not path.exists():
             folder.mkdir(exist_ok=True)
@@ -224,8 +265,10 @@ def _engines(manifest: ReleaseManifest, precision: str | None) -> list[ReleaseEn
         what = f"no {precision} engine" if precision else "no engines"
         raise InvalidInput(f"{release} has {what}" + (f"; it has {', '.join(precisions)}" if precisions else ""))
     if len({e.precision for e in engines}) > 1:
-        raise InvalidInput(f"{release} has engines of {', '.join(precisions)}; one Triton model serves one "
-                           f"precision: add --precision {' or '.join(precisions)}")
+        raise InvalidInput(
+            f"{release} has engines of {', '.join(precisions)}; one Triton model serves one "
+            f"precision: add --precision {' or '.join(precisions)}"
+        )
     return engines
 
 
@@ -235,8 +278,9 @@ def _file_name(engine: ReleaseEngine) -> str:
 
 def _plan_files(engines: list[ReleaseEngine]) -> dict[str, str]:
     """Compute capability -> plan file, in compute capability order."""
-    owner = engine_per_capability(engines, "Triton picks plans by compute capability only: publish one of them per "
-                                           "compute capability")
+    owner = engine_per_capability(
+        engines, "Triton picks plans by compute capability only: publish one of them per compute capability"
+    )
     plans = {capability: _file_name(engine) for capability, engine in owner.items()}
     return dict(sorted(plans.items(), key=lambda item: tuple(int(p) for p in item[0].split("."))))
 
@@ -251,9 +295,11 @@ def _stage(store: Store, name: str, files: dict[str, ReleaseEngine], target: Pat
             with open(staged / file, "rb") as handle:
                 claimed = claimed_by_header(handle.read(4))
             if claimed is not None and claimed != engine.runtime.family:
-                raise CheckFailed(f"store {store.uri}: {name}'s plan {file} claims to be a {engine.runtime.name} plan "
-                                  f"but its header is a {FAMILY_NAMES[claimed]} plan's; nothing was exported; "
-                                  "republish the release from its build folder")
+                raise CheckFailed(
+                    f"store {store.uri}: {name}'s plan {file} claims to be a {engine.runtime.name} plan "
+                    f"but its header is a {FAMILY_NAMES[claimed]} plan's; nothing was exported; "
+                    "republish the release from its build folder"
+                )
         try:
             os.rename(staged, target)  # fails if another export put the version there meanwhile
         except OSError:
@@ -273,8 +319,10 @@ def _same_or_conflict(target: Path, expected: dict[str, str], ref: object) -> No
         with open(path, "rb") as handle:
             found[path.name] = hashlib.file_digest(handle, "sha256").hexdigest()
     if found != expected:
-        raise Conflict(f"{target}: this Triton version folder holds other files than {ref}'s plans; pass another "
-                       "--model-version (a new number), or remove it")
+        raise Conflict(
+            f"{target}: this Triton version folder holds other files than {ref}'s plans; pass another "
+            "--model-version (a new number), or remove it"
+        )
 
 
 def _regular_or_absent(path: Path) -> None:
@@ -285,8 +333,10 @@ def _regular_or_absent(path: Path) -> None:
     except FileNotFoundError:
         return
     if not stat.S_ISREG(mode):
-        raise InvalidInput(f"{path}: not a regular file (a link, FIFO or folder stands there); remove it, or export "
-                           "to another --model-name")
+        raise InvalidInput(
+            f"{path}: not a regular file (a link, FIFO or folder stands there); remove it, or export "
+            "to another --model-name"
+        )
 
 
 @contextlib.contextmanager
@@ -298,8 +348,9 @@ def model_lock(repo: Path, name: str) -> Iterator[None]:
     try:
         lock = open_lock_file(path)
     except NotRegularFile as exc:
-        raise InvalidInput(f"--repo {repo}: {path.name} is {exc.what}, not the lock file exports use; remove it"
-                           ) from None
+        raise InvalidInput(
+            f"--repo {repo}: {path.name} is {exc.what}, not the lock file exports use; remove it"
+        ) from None
     except OSError as exc:
         raise EnvironmentProblem(f"--repo {repo}: cannot open {path.name} ({exc.strerror or exc})") from None
     with lock:

@@ -19,10 +19,22 @@ from compiler.core.errors import EnvironmentProblem, InvalidInput
 from compiler.core.profiles import ShapeProfile
 from compiler.core.records import ReleaseEngine, ReleaseManifest, TensorSignature
 
-TRITON_TYPES = {"bool": "TYPE_BOOL", "uint8": "TYPE_UINT8", "uint16": "TYPE_UINT16", "uint32": "TYPE_UINT32",
-                "uint64": "TYPE_UINT64", "int8": "TYPE_INT8", "int16": "TYPE_INT16", "int32": "TYPE_INT32",
-                "int64": "TYPE_INT64", "float16": "TYPE_FP16", "float32": "TYPE_FP32", "float64": "TYPE_FP64",
-                "bfloat16": "TYPE_BF16", "object": "TYPE_STRING"}
+TRITON_TYPES = {
+    "bool": "TYPE_BOOL",
+    "uint8": "TYPE_UINT8",
+    "uint16": "TYPE_UINT16",
+    "uint32": "TYPE_UINT32",
+    "uint64": "TYPE_UINT64",
+    "int8": "TYPE_INT8",
+    "int16": "TYPE_INT16",
+    "int32": "TYPE_INT32",
+    "int64": "TYPE_INT64",
+    "float16": "TYPE_FP16",
+    "float32": "TYPE_FP32",
+    "float64": "TYPE_FP64",
+    "bfloat16": "TYPE_BF16",
+    "object": "TYPE_STRING",
+}
 """numpy's type names (what a release records) to Triton's DataType."""
 WARMUP_FOLDER = "warmup"
 """Triton reads a warmup sample's ``input_data_file`` from this folder of the model."""
@@ -64,8 +76,10 @@ def batching(inputs: list[TensorSignature], outputs: list[TensorSignature], prof
         if missing:
             return Batching(reason=f"profile {profile.name!r} gives no shape for input {missing[0]!r}")
         if len(set(firsts.values())) > 1:
-            return Batching(reason=f"profile {profile.name!r} gives its inputs different first dims "
-                                   f"({', '.join(f'{n} {r[0]}..{r[2]}' for n, r in firsts.items())}): not one batch")
+            return Batching(
+                reason=f"profile {profile.name!r} gives its inputs different first dims "
+                f"({', '.join(f'{n} {r[0]}..{r[2]}' for n, r in firsts.items())}): not one batch"
+            )
         ranges.append(next(iter(firsts.values())))
     if not ranges or (all(low == high for low, _, high in ranges) and len({r[2] for r in ranges}) == 1):
         return Batching(reason="the profiles fix the first dim: nothing to batch")
@@ -75,14 +89,22 @@ def batching(inputs: list[TensorSignature], outputs: list[TensorSignature], prof
             break
         covered = max(covered, high)
     if covered < 2:
-        return Batching(reason=f"the profiles do not cover batch 1 and 2 (their first dims: "
-                               f"{', '.join(f'{low}..{high}' for low, _, high in ranges)})")
+        return Batching(
+            reason=f"the profiles do not cover batch 1 and 2 (their first dims: "
+            f"{', '.join(f'{low}..{high}' for low, _, high in ranges)})"
+        )
     preferred = sorted({opt for _, opt, _ in ranges if 1 < opt <= covered})
     return Batching(max_batch_size=covered, preferred=preferred)
 
 
-def render_config(name: str, manifest: ReleaseManifest, engines: list[ReleaseEngine], plans: dict[str, str],
-                  default_plan: str | None = None, golden: dict[str, np.ndarray] | None = None) -> TritonConfig:
+def render_config(
+    name: str,
+    manifest: ReleaseManifest,
+    engines: list[ReleaseEngine],
+    plans: dict[str, str],
+    default_plan: str | None = None,
+    golden: dict[str, np.ndarray] | None = None,
+) -> TritonConfig:
     """The model's config.pbtxt and its warmup files. ``golden``: the release's golden inputs (input name ->
     samples on axis 0), when it has them. The text is parsed back and must give the very message built, so nothing
     a manifest holds (a tensor name with a quote, a newline in a profile name) can add a field."""
@@ -90,12 +112,15 @@ def render_config(name: str, manifest: ReleaseManifest, engines: list[ReleaseEng
     content = manifest.content
     release = f"{content.name}@{content.version}"
     if not content.inputs or not content.outputs:
-        raise InvalidInput(f"{release} records no model inputs and outputs (published from a build folder whose "
-                           "model was not at the path build.json names); publish a new version where the model is")
+        raise InvalidInput(
+            f"{release} records no model inputs and outputs (published from a build folder whose "
+            "model was not at the path build.json names); publish a new version where the model is"
+        )
     profiles = engines[0].profiles
     if any(e.profiles != profiles for e in engines):
-        raise InvalidInput(f"{release}: its engines were built with different shape profiles; one Triton model "
-                           "needs one profile list")
+        raise InvalidInput(
+            f"{release}: its engines were built with different shape profiles; one Triton model needs one profile list"
+        )
     batch = batching(content.inputs, content.outputs, profiles)
     config = model_config_pb2.ModelConfig(name=name, platform="tensorrt_plan", max_batch_size=batch.max_batch_size)
     skip = 1 if batch.max_batch_size else 0
@@ -116,11 +141,15 @@ def render_config(name: str, manifest: ReleaseManifest, engines: list[ReleaseEng
     elif not golden:
         result.warmup_skipped = "the release has no golden inputs"
     else:
-        result.warmup, result.warmup_skipped = _warmup(config, content.inputs, profiles, batch, golden,
-                                                       model_config_pb2)
+        result.warmup, result.warmup_skipped = _warmup(
+            config, content.inputs, profiles, batch, golden, model_config_pb2
+        )
 
-    lines = [_comment(f"{release} ({content.model_name}, sha256 {content.model_sha256[:12]}), written by compile "
-                      "export triton")]
+    lines = [
+        _comment(
+            f"{release} ({content.model_name}, sha256 {content.model_sha256[:12]}), written by compile export triton"
+        )
+    ]
     for index, profile in enumerate(profiles):
         shapes = "; ".join(f"{tensor} min {r.min} opt {r.opt} max {r.max}" for tensor, r in profile.shapes.items())
         lines.append(_comment(f"profile {index} ({profile.name}): {shapes}"))
@@ -139,8 +168,14 @@ def render_config(name: str, manifest: ReleaseManifest, engines: list[ReleaseEng
     return result
 
 
-def _warmup(config, inputs: list[TensorSignature], profiles: list[ShapeProfile], batch: Batching,
-            golden: dict[str, np.ndarray], model_config_pb2) -> tuple[dict[str, bytes], str]:
+def _warmup(
+    config,
+    inputs: list[TensorSignature],
+    profiles: list[ShapeProfile],
+    batch: Batching,
+    golden: dict[str, np.ndarray],
+    model_config_pb2,
+) -> tuple[dict[str, bytes], str]:
     """One warmup sample per batch size (1 and each preferred one) that a profile takes with the first golden
     sample's shape; Triton repeats the sample to fill the batch. Files are named by their content, so the warmup
     files of several releases' versions of one model live side by side."""
@@ -148,8 +183,13 @@ def _warmup(config, inputs: list[TensorSignature], profiles: list[ShapeProfile],
     sample: dict[str, tuple[list[int], str]] = {}
     for tensor in inputs:
         values = golden.get(tensor.name)
-        if values is None or values.ndim < 1 or len(values) < 1 or tensor.dtype not in TRITON_TYPES \
-                or tensor.dtype == "object":
+        if (
+            values is None
+            or values.ndim < 1
+            or len(values) < 1
+            or tensor.dtype not in TRITON_TYPES
+            or tensor.dtype == "object"
+        ):
             return {}, f"the golden inputs have no usable sample of input {tensor.name!r}"
         data = np.ascontiguousarray(values[0], dtype=np.dtype(tensor.dtype)).tobytes()
         file = f"golden-{hashlib.sha256(data).hexdigest()[:16]}"
@@ -188,8 +228,10 @@ def _protobuf():
         from google.protobuf import text_format
         from tritonclient.grpc import model_config_pb2
     except ImportError as exc:
-        raise EnvironmentProblem(f"compile export triton writes config.pbtxt with tritonclient's ModelConfig, which "
-                                 f"is not installed ({exc}); install the [triton] extra") from None
+        raise EnvironmentProblem(
+            f"compile export triton writes config.pbtxt with tritonclient's ModelConfig, which "
+            f"is not installed ({exc}); install the [triton] extra"
+        ) from None
     return model_config_pb2, text_format
 
 
@@ -205,8 +247,7 @@ def parse_config(text: bytes):
 def _tensor(message, kind: str, tensor: TensorSignature, release: str, model_config_pb2, skip: int) -> None:
     data_type = TRITON_TYPES.get(tensor.dtype)
     if data_type is None:
-        raise InvalidInput(f"{release}: {kind} {tensor.name!r} is of type {tensor.dtype}, which Triton has no "
-                           "type for")
+        raise InvalidInput(f"{release}: {kind} {tensor.name!r} is of type {tensor.dtype}, which Triton has no type for")
     if tensor.shape is None:
         raise InvalidInput(f"{release}: {kind} {tensor.name!r} has no known rank; Triton needs its dims")
     message.name = tensor.name

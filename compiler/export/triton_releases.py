@@ -20,13 +20,33 @@ from compiler.core.errors import InvalidInput
 from compiler.core.runtimes import parse_version
 
 TRITON_TENSORRT: dict[str, str] = {
-    "26.07": "10.14.1.48", "26.06": "10.14.1.48", "26.05": "10.14.1.48", "26.04": "10.14.1.48",
-    "26.03": "10.14.1.48", "26.02": "10.13.3.9", "26.01": "10.13.3.9",
-    "25.12": "10.13.3.9", "25.11": "10.13.3.9", "25.10": "10.11.0.33", "25.09": "10.11.0.33",
-    "25.08": "10.11.0.33", "25.07": "10.10.0.31", "25.06": "10.10.0.31", "25.05": "10.9.0.34", "25.04": "10.9.0.34",
-    "25.03": "10.9.0.34", "25.02": "10.8.0.43", "25.01": "10.8.0.43",
-    "24.12": "10.7.0", "24.11": "10.6.0", "24.10": "10.4.0", "24.09": "10.4.0", "24.08": "10.3.0", "24.07": "10.1.0",
-    "24.06": "10.0.1", "24.05": "10.0.1.6",
+    "26.07": "10.14.1.48",
+    "26.06": "10.14.1.48",
+    "26.05": "10.14.1.48",
+    "26.04": "10.14.1.48",
+    "26.03": "10.14.1.48",
+    "26.02": "10.13.3.9",
+    "26.01": "10.13.3.9",
+    "25.12": "10.13.3.9",
+    "25.11": "10.13.3.9",
+    "25.10": "10.11.0.33",
+    "25.09": "10.11.0.33",
+    "25.08": "10.11.0.33",
+    "25.07": "10.10.0.31",
+    "25.06": "10.10.0.31",
+    "25.05": "10.9.0.34",
+    "25.04": "10.9.0.34",
+    "25.03": "10.9.0.34",
+    "25.02": "10.8.0.43",
+    "25.01": "10.8.0.43",
+    "24.12": "10.7.0",
+    "24.11": "10.6.0",
+    "24.10": "10.4.0",
+    "24.09": "10.4.0",
+    "24.08": "10.3.0",
+    "24.07": "10.1.0",
+    "24.06": "10.0.1",
+    "24.05": "10.0.1.6",
 }
 """Triton release (``YY.MM``) -> the TensorRT version its container runs (as published: some without a build
 number, which then stands for every build of that release)."""
@@ -41,17 +61,23 @@ def tensorrt_of(release: str | None, tensorrt: str | None) -> tuple[str, str]:
             parse_version(tensorrt)
         except ValueError as exc:
             raise InvalidInput(f"--triton-tensorrt: {exc}") from None
-        return (f"Triton {release} (TensorRT {tensorrt})" if release else f"a Triton server with TensorRT {tensorrt}",
-                tensorrt)
+        return (
+            f"Triton {release} (TensorRT {tensorrt})" if release else f"a Triton server with TensorRT {tensorrt}",
+            tensorrt,
+        )
     known = ", ".join(sorted(TRITON_TENSORRT))
     if release is None:
-        raise InvalidInput(f"name the Triton release the repository is for: --triton-release YY.MM (one of {known}), "
-                           "or the server's TensorRT version with --triton-tensorrt VERSION")
+        raise InvalidInput(
+            f"name the Triton release the repository is for: --triton-release YY.MM (one of {known}), "
+            "or the server's TensorRT version with --triton-tensorrt VERSION"
+        )
     if not isinstance(release, str) or not RELEASE.fullmatch(release):
         raise InvalidInput(f"--triton-release {str(release)[:40]!r}: give a release as YY.MM (e.g. 25.10)")
     if release not in TRITON_TENSORRT:
-        raise InvalidInput(f"--triton-release {release}: not in the table of Triton releases this version knows "
-                           f"({known}); pass the server's TensorRT version with --triton-tensorrt VERSION")
+        raise InvalidInput(
+            f"--triton-release {release}: not in the table of Triton releases this version knows "
+            f"({known}); pass the server's TensorRT version with --triton-tensorrt VERSION"
+        )
     return f"Triton {release} (TensorRT {TRITON_TENSORRT[release]})", TRITON_TENSORRT[release]
 
 

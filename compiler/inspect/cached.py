@@ -37,8 +37,15 @@ class Inspection(BaseModel):
 
 
 def inspection_key(model_sha256: str, backend: str, version: str, profiles: ProfileSet | None) -> str:
-    return hash_json({"inspect": FORMAT, "model": model_sha256, "backend": backend, "version": version,
-                      "profiles": profiles.model_dump(mode="json") if profiles is not None else None})
+    return hash_json(
+        {
+            "inspect": FORMAT,
+            "model": model_sha256,
+            "backend": backend,
+            "version": version,
+            "profiles": profiles.model_dump(mode="json") if profiles is not None else None,
+        }
+    )
 
 
 def _parsed(data: bytes, key: str, model_sha256: str) -> Inspection | None:
@@ -54,8 +61,9 @@ def _local(key: str, root: Path | None) -> Path:
     return (root or default_cache_dir()) / KIND / f"{key}.json"
 
 
-def cached(key: str, model_sha256: str, shared: CacheTier | None = None, root: Path | None = None
-           ) -> tuple[Inspection | None, CacheOutcome]:
+def cached(
+    key: str, model_sha256: str, shared: CacheTier | None = None, root: Path | None = None
+) -> tuple[Inspection | None, CacheOutcome]:
     """The entry from the local cache (``root``, else the default: ``hit``), else from ``shared``'s remote cache
     (``remote``, then kept locally), else None and the miss's reason (with a warning line when a remote entry was
     refused)."""

@@ -69,10 +69,13 @@ def diagnose() -> DoctorReport:
         except CompileError as exc:
             backends.append(BackendStatus(name=name, installed=False, detail=str(exc)))
         except Exception as exc:  # e.g. a stub package that raises on import, or a missing CUDA library
-            backends.append(BackendStatus(
-                name=name, installed=False,
-                detail=f"backend {name} is installed but fails to load ({type(exc).__name__}: {exc})",
-            ))
+            backends.append(
+                BackendStatus(
+                    name=name,
+                    installed=False,
+                    detail=f"backend {name} is installed but fails to load ({type(exc).__name__}: {exc})",
+                )
+            )
     try:
         gpus, reason = list_gpus()
     except Exception as exc:

@@ -170,9 +170,14 @@ def tensorrt_view(model: OnnxModel, backend_name: str) -> TensorRTView:
     return _inspected(model, backend_name, None, lambda: None)[0].tensorrt
 
 
-def _inspected(model: OnnxModel, backend_name: str, profiles: ProfileSet | None,
-               limits: Callable[[], list[str] | None], shared: CacheTier | None = None, root: Path | None = None
-               ) -> tuple[Inspection, CacheOutcome]:
+def _inspected(
+    model: OnnxModel,
+    backend_name: str,
+    profiles: ProfileSet | None,
+    limits: Callable[[], list[str] | None],
+    shared: CacheTier | None = None,
+    root: Path | None = None,
+) -> tuple[Inspection, CacheOutcome]:
     """TensorRT's view and the profile-limits check (``limits``) from the caches, else made and kept there. Raises
     the backend's error when it cannot parse (not installed)."""
     version = installed_versions().get(backend_name)
@@ -183,8 +188,11 @@ def _inspected(model: OnnxModel, backend_name: str, profiles: ProfileSet | None,
         if found is not None:
             return found, outcome
     errors = limits()
-    view = _inspected(model, backend_name, None, lambda: None, None, root)[0].tensorrt if profiles is not None \
+    view = (
+        _inspected(model, backend_name, None, lambda: None, None, root)[0].tensorrt
+        if profiles is not None
         else _parse(model, backend_name)
+    )
     entry = Inspection(key=key, model_sha256=model.sha256, tensorrt=view, profile_errors=errors)
     if version is not None and view.version == version:
         warnings = list(filter(None, [outcome.warning, store(entry, shared, root)]))
@@ -205,13 +213,15 @@ def _parse(model: OnnxModel, backend_name: str) -> TensorRTView:
         if index in covered and index not in reasons:
             continue
         error = reasons.get(index)
-        unsupported.append(UnsupportedNode(
-            index=index,
-            name=node.name or (error.node_name if error else ""),
-            op=node.op_type,
-            domain=node.domain or "ai.onnx",
-            reason=_explain(error.reason if error else "", node),
-        ))
+        unsupported.append(
+            UnsupportedNode(
+                index=index,
+                name=node.name or (error.node_name if error else ""),
+                op=node.op_type,
+                domain=node.domain or "ai.onnx",
+                reason=_explain(error.reason if error else "", node),
+            )
+        )
     supported = capability.supported and not unsupported
     partitions = [_partition(graph, nodes) for nodes in capability.subgraphs if nodes]
     return TensorRTView(
@@ -231,8 +241,10 @@ def build_check(model: OnnxModel, profiles: ProfileSet | None, sku: str, backend
     target = load_sku_catalog().get(sku)
     dynamic = [i.name for i in model.inputs() if i.shape is None or any(not isinstance(d, int) for d in i.shape)]
     if dynamic and profiles is None:
-        raise InvalidInput(f"{model.path}: --build-check needs --profiles: dynamic inputs {', '.join(dynamic)} "
-                           "have no shapes to build with")
+        raise InvalidInput(
+            f"{model.path}: --build-check needs --profiles: dynamic inputs {', '.join(dynamic)} "
+            "have no shapes to build with"
+        )
     engine = load_backend(backend or target.backend)
     spec = BuildSpec(
         model_path=model.path,
@@ -251,7 +263,7 @@ def build_check(model: OnnxModel, profiles: ProfileSet | None, sku: str, backend
     return StepStatus(
         status=Status.OK,
         detail=f"built for {sku} ({engine.name}, compute capability {target.compute_capability}; {shapes}) "
-               f"in {built.seconds:.2f} s, {built.size_bytes} bytes",
+        f"in {built.seconds:.2f} s, {built.size_bytes} bytes",
     )
 
 
@@ -291,8 +303,9 @@ def inspect_model(
     profile_report = None
     problem: CompileError | None = None
     if profiles is not None:
-        profile_report = ProfileReport(file=str(profiles_path), names=[p.name for p in profiles.profiles],
-                                       valid=not errors, errors=errors or [])
+        profile_report = ProfileReport(
+            file=str(profiles_path), names=[p.name for p in profiles.profiles], valid=not errors, errors=errors or []
+        )
         if errors:
             problem = profiles_problem(profiles_path, errors)
     problem = problem or failed
@@ -304,8 +317,9 @@ def inspect_model(
                 view.build_check = build_check(model, profiles, build_sku, backend)
             except CompileError as exc:
                 view.build_check = StepStatus(status=Status.SKIPPED, detail=str(exc))
-                problem = problem or (exc if str(exc).startswith(str(model.path)) else
-                                      type(exc)(f"--build-check for {build_sku}: {exc}"))
+                problem = problem or (
+                    exc if str(exc).startswith(str(model.path)) else type(exc)(f"--build-check for {build_sku}: {exc}")
+                )
             if view.build_check.status == Status.FAILED:
                 problem = problem or CheckFailed(
                     f"{model.path}: the build check for {build_sku} failed: {view.build_check.detail}"

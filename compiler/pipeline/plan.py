@@ -41,8 +41,14 @@ def plan_release(pipeline: LoadedPipeline) -> ReleasePlan:
         backend = target.backend or catalog.get(sku).backend
         runs_on = CPU_RUNNER if backend == "tensorrt-rtx" else ["self-hosted", "linux", "gpu", sku]
         jobs.append(Job(sku=sku, backend=backend, precisions=[p.value for p in target.precisions], runs_on=runs_on))
-    return ReleasePlan(pipeline=str(pipeline.path), pipeline_sha256=pipeline.sha256, name=spec.release.name,
-                       version=spec.release.version, store=spec.store, jobs=jobs)
+    return ReleasePlan(
+        pipeline=str(pipeline.path),
+        pipeline_sha256=pipeline.sha256,
+        name=spec.release.name,
+        version=spec.release.version,
+        store=spec.store,
+        jobs=jobs,
+    )
 
 
 def github_matrix(plan: ReleasePlan) -> dict[str, list[dict[str, object]]]:

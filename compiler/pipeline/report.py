@@ -60,17 +60,27 @@ class ReleaseReport(BaseModel):
 
 def markdown(report: ReleaseReport) -> str:
     verdict = "passed" if report.passed else "FAILED"
-    lines = [f"## Release {report.name}@{report.version}: {verdict}", "",
-             f"Pipeline `{report.pipeline}` ({report.mode}), store `{report.store}`, {report.seconds:.1f} s.", "",
-             "| stage | status | seconds | cache | detail |", "|---|---|---|---|---|"]
-    lines += [f"| {s.stage} | {s.status} | {s.seconds:.2f} | {_cache(s.cache)} | {markdown_cell(s.detail)} |"
-              for s in report.stages]
+    lines = [
+        f"## Release {report.name}@{report.version}: {verdict}",
+        "",
+        f"Pipeline `{report.pipeline}` ({report.mode}), store `{report.store}`, {report.seconds:.1f} s.",
+        "",
+        "| stage | status | seconds | cache | detail |",
+        "|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {s.stage} | {s.status} | {s.seconds:.2f} | {_cache(s.cache)} | {markdown_cell(s.detail)} |"
+        for s in report.stages
+    ]
     if report.engines:
         lines += ["", "| sku | precision | status | cache | files |", "|---|---|---|---|---|"]
-        lines += [f"| {e.sku} | {e.precision} | {e.status} | "
-                  f"{_cache(e.cache) or ('hit' if e.cache_hit else 'built')} | "
-                  f"[engine.json]({e.folder}/engine.json), [layers.json]({e.folder}/layers.json), "
-                  f"[build.log]({e.folder}/build.log) |" for e in report.engines]
+        lines += [
+            f"| {e.sku} | {e.precision} | {e.status} | "
+            f"{_cache(e.cache) or ('hit' if e.cache_hit else 'built')} | "
+            f"[engine.json]({e.folder}/engine.json), [layers.json]({e.folder}/layers.json), "
+            f"[build.log]({e.folder}/build.log) |"
+            for e in report.engines
+        ]
     lines += ["", *(f"> warning: {markdown_cell(w)}" for w in report.warnings)] if report.warnings else []
     return "\n".join(lines) + "\n"
 

@@ -58,16 +58,27 @@ class _Run:
         self._add(name, Status.OK, detail, time.monotonic() - started)
 
     def _add(self, name: str, status: Status, detail: str, seconds: float) -> None:
-        self.stages.append(StageReport(stage=name, status=status, detail=detail, seconds=round(seconds, 3),
-                                       cache=self.outcomes.get(name)))
+        self.stages.append(
+            StageReport(
+                stage=name, status=status, detail=detail, seconds=round(seconds, 3), cache=self.outcomes.get(name)
+            )
+        )
         if self.on_stage:
             self.on_stage(name, status.value, detail)
 
 
-def release(pipeline_path: str | Path, *, store: str | None = None, only_sku: str | None = None,
-            finalize: bool = False, dry_run: bool = False, work: Path | None = None,
-            on_stage: StageCallback | None = None, remote_cache: str | None = None,
-            explain: bool = False) -> ReleaseReport:
+def release(
+    pipeline_path: str | Path,
+    *,
+    store: str | None = None,
+    only_sku: str | None = None,
+    finalize: bool = False,
+    dry_run: bool = False,
+    work: Path | None = None,
+    on_stage: StageCallback | None = None,
+    remote_cache: str | None = None,
+    explain: bool = False,
+) -> ReleaseReport:
     """Run the pipeline (or one job of it, or its finalize step). The report is written either way; a failed stage
     is in ``report.failure`` (CheckFailed for a gate, the stage's own error otherwise) for the caller to raise.
     ``remote_cache``: the remote cache's URI (else $COMPILE_REMOTE_CACHE, else the pipeline's ``cache:``)."""
@@ -77,8 +88,9 @@ def release(pipeline_path: str | Path, *, store: str | None = None, only_sku: st
         pipeline = pipeline.model_copy(update={"spec": pipeline.spec.model_copy(update={"store": store})})
     plan = plan_release(pipeline)
     if only_sku is not None and only_sku not in {job.sku for job in plan.jobs}:
-        raise InvalidInput(f"--only-sku {only_sku}: the pipeline has no such target; it has "
-                           f"{', '.join(job.sku for job in plan.jobs)}")
+        raise InvalidInput(
+            f"--only-sku {only_sku}: the pipeline has no such target; it has {', '.join(job.sku for job in plan.jobs)}"
+        )
     if only_sku is not None and finalize:
         raise InvalidInput("--only-sku and --finalize are separate jobs: run each --only-sku job, then --finalize")
     spec = pipeline.spec
@@ -98,10 +110,21 @@ def release(pipeline_path: str | Path, *, store: str | None = None, only_sku: st
         run.stage("finalize", lambda: _finalize(pipeline, plan, published, signer))
     else:
         _build_and_publish(run, pipeline, jobs, work, only_sku, engines, published, signer)
-    report = ReleaseReport(pipeline=str(pipeline.path), name=spec.release.name, version=spec.release.version,
-                           store=spec.store, mode=mode, passed=run.failure is None, stages=run.stages,
-                           engines=engines, published=published or None, plan=plan, work=str(work),
-                           seconds=round(time.monotonic() - started, 3), warnings=run.warnings)
+    report = ReleaseReport(
+        pipeline=str(pipeline.path),
+        name=spec.release.name,
+        version=spec.release.version,
+        store=spec.store,
+        mode=mode,
+        passed=run.failure is None,
+        stages=run.stages,
+        engines=engines,
+        published=published or None,
+        plan=plan,
+        work=str(work),
+        seconds=round(time.monotonic() - started, 3),
+        warnings=run.warnings,
+    )
     if not dry_run:
         _write_report(report, work, f"-{only_sku}" if only_sku else "-finalize" if finalize else "")
     report._failure = run.failure
@@ -125,12 +148,24 @@ def _context(pipeline: LoadedPipeline, calibrations: dict[str, Path]):
         path = folder / CALIBRATION_RECORD
         record = parse_record(read_record_bytes(path, "calibrate again"), path, CalibrationRecord, "calibrate again")
         data, data_sha256 = record.data, record.data_sha256
-    return BuildContext(pipeline=str(pipeline.path), pipeline_sha256=pipeline.sha256, calibration_data=data,
-                        calibration_data_sha256=data_sha256)
+    return BuildContext(
+        pipeline=str(pipeline.path),
+        pipeline_sha256=pipeline.sha256,
+        calibration_data=data,
+        calibration_data_sha256=data_sha256,
+    )
 
 
-def _build_and_publish(run: _Run, pipeline: LoadedPipeline, jobs, work: Path, only_sku: str | None,
-                       engines: list[EngineLine], published: dict[str, object], signer=None) -> None:
+def _build_and_publish(
+    run: _Run,
+    pipeline: LoadedPipeline,
+    jobs,
+    work: Path,
+    only_sku: str | None,
+    engines: list[EngineLine],
+    published: dict[str, object],
+    signer=None,
+) -> None:
     from compiler.stores import open_store
 
     spec = pipeline.spec
@@ -138,12 +173,20 @@ def _build_and_publish(run: _Run, pipeline: LoadedPipeline, jobs, work: Path, on
     if only_sku is not None:
         earlier = store.staged(spec.release.name, spec.release.version).get(only_sku)
         if earlier is not None:
+
             def retried() -> str:
                 """The part an earlier attempt staged, if it is this pipeline's and holds this job's engines."""
                 from compiler.releases.publish import staged_part
 
-                staged_part(store, spec.release.name, spec.release.version, only_sku, earlier, pipeline.sha256,
-                            jobs[0].precisions)
+                staged_part(
+                    store,
+                    spec.release.name,
+                    spec.release.version,
+                    only_sku,
+                    earlier,
+                    pipeline.sha256,
+                    jobs[0].precisions,
+                )
                 return f"{only_sku} is already staged (a retried job): nothing to do"
 
             run.stage("stage", retried)
@@ -159,13 +202,17 @@ def _build_and_publish(run: _Run, pipeline: LoadedPipeline, jobs, work: Path, on
         from compiler.releases.publish import publish, stage
 
         name, version = spec.release.name, spec.release.version
-        result = (stage(build_dirs, store, name, version, only_sku, pipeline_sha256=pipeline.sha256) if only_sku
-                  else publish(build_dirs, store, name, version, signer=signer,
-                               context=_context(pipeline, calibrations)))
+        result = (
+            stage(build_dirs, store, name, version, only_sku, pipeline_sha256=pipeline.sha256)
+            if only_sku
+            else publish(build_dirs, store, name, version, signer=signer, context=_context(pipeline, calibrations))
+        )
         published.update(result.model_dump())
-        return (f"{result.status}: {name}@{version}, {result.engines} engines in {result.store}; "
-                f"{result.uploaded_blobs} blobs sent ({result.uploaded_bytes} bytes), {result.present_blobs} there"
-                + (f"; signature {result.signature}" if signer is not None else ""))
+        return (
+            f"{result.status}: {name}@{version}, {result.engines} engines in {result.store}; "
+            f"{result.uploaded_blobs} blobs sent ({result.uploaded_bytes} bytes), {result.present_blobs} there"
+            + (f"; signature {result.signature}" if signer is not None else "")
+        )
 
     run.stage("stage" if only_sku else "publish", publish_step)
 
@@ -176,14 +223,14 @@ def _validate(pipeline: LoadedPipeline, plan: ReleasePlan) -> str:
 
     _inspect(pipeline)
     spec = pipeline.spec
-    for path in filter(None, (spec.calibration.data if spec.calibration else None, spec.check.data,
-                              spec.check.rules)):
+    for path in filter(None, (spec.calibration.data if spec.calibration else None, spec.check.data, spec.check.rules)):
         if not path.exists():
             raise InvalidInput(f"{pipeline.path}: {path} does not exist")
     if "://" in spec.store and not spec.store.startswith("file://"):
         open_store(spec.store)  # the URI's syntax and backend (nothing is sent)
-    jobs = "; ".join(f"{job.sku} ({job.backend}): {', '.join(job.precisions)} on {', '.join(job.runs_on)}"
-                     for job in plan.jobs)
+    jobs = "; ".join(
+        f"{job.sku} ({job.backend}): {', '.join(job.precisions)} on {', '.join(job.runs_on)}" for job in plan.jobs
+    )
     return f"would release {plan.name}@{plan.version} to {spec.store}: {jobs}"
 
 
@@ -200,10 +247,13 @@ def _inspect(pipeline: LoadedPipeline, run: _Run | None = None) -> str:
     view = report.tensorrt
     partitions = f", {len(view.partitions)} TensorRT partition(s)" if view.status.status == "ok" else ""
     source = report.cache.source if report.cache else None
-    how = {"hit": ", from the local cache", "remote": ", from the remote cache"}.get(source or "",
-                                                                                   ", parsed by TensorRT")
-    return f"{report.model.node_count} nodes, {len(report.profiles.names) if report.profiles else 0} " \
-           f"profile(s) valid{partitions}{how if partitions else ''}"
+    how = {"hit": ", from the local cache", "remote": ", from the remote cache"}.get(
+        source or "", ", parsed by TensorRT"
+    )
+    return (
+        f"{report.model.node_count} nodes, {len(report.profiles.names) if report.profiles else 0} "
+        f"profile(s) valid{partitions}{how if partitions else ''}"
+    )
 
 
 def _calibrate(run: _Run, pipeline: LoadedPipeline, jobs, work: Path, calibrations: dict[str, Path]) -> str:
@@ -223,25 +273,45 @@ def _calibrate(run: _Run, pipeline: LoadedPipeline, jobs, work: Path, calibratio
     done = []
     for precision in wanted:  # each once; every build takes the folder of its precision
         folder = work / "calibration" / precision
-        result = calibrate(spec.model, c.data, folder, CalibrationOptions(
-            **c.model_dump(exclude={"data", "precision"}), precision=precision), staged=True, shared=run.shared)
+        result = calibrate(
+            spec.model,
+            c.data,
+            folder,
+            CalibrationOptions(**c.model_dump(exclude={"data", "precision"}), precision=precision),
+            staged=True,
+            shared=run.shared,
+        )
         run.outcomes["calibrate"] = result.cache
         run.note(result.cache)
         failed = [g for g in result.gates if not g.passed]
         if failed:
-            raise CheckFailed(f"{precision} calibration gate {failed[0].name} on '{failed[0].output}': "
-                              f"{failed[0].value:.4g} vs {failed[0].threshold:.4g} (report: {folder / 'report.json'})")
+            raise CheckFailed(
+                f"{precision} calibration gate {failed[0].name} on '{failed[0].output}': "
+                f"{failed[0].value:.4g} vs {failed[0].threshold:.4g} (report: {folder / 'report.json'})"
+            )
         calibrations[precision] = folder
         kept = f", {len(result.excluded)} node(s) kept in higher precision" if result.excluded else ""
-        how = "from the remote cache" if result.cache and result.cache.source == "remote" else \
-            "reused" if result.reused else "calibrated"
+        how = (
+            "from the remote cache"
+            if result.cache and result.cache.source == "remote"
+            else "reused"
+            if result.reused
+            else "calibrated"
+        )
         via = f" via {c.quantizer}" if c.quantizer != "onnxruntime" else ""
         done.append(f"{precision}{f' {c.method}{via}' if precision != 'fp16' else ''}{kept}, {how}")
     return "; ".join(done)
 
 
-def _build(run: _Run, pipeline: LoadedPipeline, jobs, work: Path, calibrations: dict[str, Path],
-           build_dirs: list[Path], engines: list[EngineLine]) -> str:
+def _build(
+    run: _Run,
+    pipeline: LoadedPipeline,
+    jobs,
+    work: Path,
+    calibrations: dict[str, Path],
+    build_dirs: list[Path],
+    engines: list[EngineLine],
+) -> str:
     from compiler.core.options import BuildOptions
     from compiler.engines import build_engines
 
@@ -249,18 +319,34 @@ def _build(run: _Run, pipeline: LoadedPipeline, jobs, work: Path, calibrations: 
     for job in jobs:
         out = work / "builds" / job.sku
         folders = tuple(calibrations[p] for p in job.precisions if p in calibrations)
-        report = build_engines(spec.model, spec.profiles, [job.sku], job.precisions, out, BuildOptions(
-            calibration=folders, backend=spec.target(job.sku).backend,
-            remote_cache=run.shared.uri or "", explain=run.shared.explain_misses))
+        report = build_engines(
+            spec.model,
+            spec.profiles,
+            [job.sku],
+            job.precisions,
+            out,
+            BuildOptions(
+                calibration=folders,
+                backend=spec.target(job.sku).backend,
+                remote_cache=run.shared.uri or "",
+                explain=run.shared.explain_misses,
+            ),
+        )
         build_dirs.append(out)
-        engines += [EngineLine(sku=t.sku, precision=t.precision, status=t.status, cache_hit=t.cache_hit,
-                               folder=t.path, cache=t.cache) for t in report.targets]
+        engines += [
+            EngineLine(
+                sku=t.sku, precision=t.precision, status=t.status, cache_hit=t.cache_hit, folder=t.path, cache=t.cache
+            )
+            for t in report.targets
+        ]
         run.warnings += [w for t in report.targets for w in t.warnings if w.startswith("remote cache ")]
         run.outcomes["build"] = combined([(f"{e.sku}/{e.precision}", e.cache) for e in engines])
         if report.failed:
             first = report.failed[0]
-            raise (InvalidInput if first.refused else CheckFailed)(f"{first.sku}/{first.precision} failed to build: "
-                              f"{first.errors[0] if first.errors else first.status} (log: {first.path}/build.log)")
+            raise (InvalidInput if first.refused else CheckFailed)(
+                f"{first.sku}/{first.precision} failed to build: "
+                f"{first.errors[0] if first.errors else first.status} (log: {first.path}/build.log)"
+            )
     hits = sum(e.cache_hit for e in engines)
     remote = sum(bool(e.cache and e.cache.source == "remote") for e in engines)
     return f"{len(engines)} engines ({hits} from the cache" + (f", {remote} of them remote)" if remote else ")")
@@ -270,8 +356,13 @@ def _check(run: _Run, pipeline: LoadedPipeline, build_dirs: list[Path], calibrat
     from compiler.check import check
 
     spec = pipeline.spec
-    options = spec.check.model_copy(update={"model": spec.model, "profiles": spec.profiles,
-                                            "calibration": (*spec.check.calibration, *calibrations.values())})
+    options = spec.check.model_copy(
+        update={
+            "model": spec.model,
+            "profiles": spec.profiles,
+            "calibration": (*spec.check.calibration, *calibrations.values()),
+        }
+    )
     counts: dict[str, int] = {}
     reused = 0
     outcomes = []
@@ -286,15 +377,23 @@ def _check(run: _Run, pipeline: LoadedPipeline, build_dirs: list[Path], calibrat
         if not report.passed:
             where, failed = report.failures[0]
             raise CheckFailed(f"check failed: {where} {failed.name}: {failed.summary} (report: {folder}/check.md)")
-    return ", ".join(f"{count} {status}" for status, count in sorted(counts.items())) + \
-        (f" ({reused} of {len(build_dirs)} folders' check.json reused)" if reused else "")
+    return ", ".join(f"{count} {status}" for status, count in sorted(counts.items())) + (
+        f" ({reused} of {len(build_dirs)} folders' check.json reused)" if reused else ""
+    )
 
 
 def _finalize(pipeline: LoadedPipeline, plan: ReleasePlan, published: dict[str, object], signer=None) -> str:
     from compiler.releases.publish import finalize
 
-    result = finalize(pipeline.spec.store, plan.name, plan.version, {job.sku: job.precisions for job in plan.jobs},
-                      pipeline.sha256, signer=signer, context=_context(pipeline, {}))
+    result = finalize(
+        pipeline.spec.store,
+        plan.name,
+        plan.version,
+        {job.sku: job.precisions for job in plan.jobs},
+        pipeline.sha256,
+        signer=signer,
+        context=_context(pipeline, {}),
+    )
     published.update(result.model_dump())
     return f"{result.status}: {plan.name}@{plan.version}, {result.engines} engines from {len(plan.jobs)} jobs"
 

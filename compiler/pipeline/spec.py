@@ -41,11 +41,23 @@ class ReleaseSpec(_Strict):
         """Only a string: YAML reads ``1.10`` as 1.1, ``010`` as 8, ``0x1F`` as 31, ``12:30`` as 750 and ``yes``
         as true, so any other type has already lost the version that was written."""
         if not isinstance(value, str):
-            kind = "a number" if isinstance(value, int | float) and not isinstance(value, bool) else \
-                "a boolean" if isinstance(value, bool) else "a list" if isinstance(value, list) else \
-                "a mapping" if isinstance(value, dict) else "no value" if value is None else type(value).__name__
-            raise ValueError(f"YAML read it as {kind}, not the text written (1.10 reads as 1.1, 010 as 8); quote "
-                             'the version, e.g. version: "1.10"')
+            kind = (
+                "a number"
+                if isinstance(value, int | float) and not isinstance(value, bool)
+                else "a boolean"
+                if isinstance(value, bool)
+                else "a list"
+                if isinstance(value, list)
+                else "a mapping"
+                if isinstance(value, dict)
+                else "no value"
+                if value is None
+                else type(value).__name__
+            )
+            raise ValueError(
+                f"YAML read it as {kind}, not the text written (1.10 reads as 1.1, 010 as 8); quote "
+                'the version, e.g. version: "1.10"'
+            )
         return _as_value_error(check_version, value)
 
 
@@ -101,8 +113,10 @@ class SigningSpec(_Strict):
     @classmethod
     def _reference(cls, value: str) -> str:
         if "BEGIN" in value or "\n" in value:
-            raise ValueError("holds key material; name where the key is (env://VAR, an HSM or KMS key URI, "
-                             "sigstore:, or a file path outside the repository), never the key itself")
+            raise ValueError(
+                "holds key material; name where the key is (env://VAR, an HSM or KMS key URI, "
+                "sigstore:, or a file path outside the repository), never the key itself"
+            )
         from compiler.releases.keyrefs import is_reference, shape_problem
 
         if is_reference(value):
@@ -112,9 +126,11 @@ class SigningSpec(_Strict):
             return value
         scheme = value.split("://", 1)[0] if "://" in value else None
         if scheme is not None and scheme != "env":
-            raise ValueError(f"{scheme}:// keys are not supported; use env://VAR, hsm:, awskms:, gcpkms:, "
-                             "azurekms:, sigstore: or a file path")
-        if scheme == "env" and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,127}", value[len("env://"):]):
+            raise ValueError(
+                f"{scheme}:// keys are not supported; use env://VAR, hsm:, awskms:, gcpkms:, "
+                "azurekms:, sigstore: or a file path"
+            )
+        if scheme == "env" and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,127}", value[len("env://") :]):
             raise ValueError("env://VAR: VAR must be an environment variable's name")
         if not value:
             raise ValueError("empty; use env://VAR or a file path")
@@ -172,8 +188,16 @@ def load_pipeline(path: str | Path) -> LoadedPipeline:
     resolved = {"model": base / spec.model, "profiles": base / spec.profiles}
     if spec.calibration:
         resolved["calibration"] = spec.calibration.model_copy(update={"data": base / spec.calibration.data})
-    check_paths = {k: base / v for k, v in (("data", spec.check.data), ("rules", spec.check.rules),
-                                            ("skus", spec.check.skus), ("cache_dir", spec.check.cache_dir)) if v}
+    check_paths = {
+        k: base / v
+        for k, v in (
+            ("data", spec.check.data),
+            ("rules", spec.check.rules),
+            ("skus", spec.check.skus),
+            ("cache_dir", spec.check.cache_dir),
+        )
+        if v
+    }
     resolved["check"] = spec.check.model_copy(update=check_paths)
     if "://" not in spec.store or spec.store.startswith("file://"):
         resolved["store"] = str(base / spec.store.removeprefix("file://"))
@@ -181,8 +205,9 @@ def load_pipeline(path: str | Path) -> LoadedPipeline:
         resolved["cache"] = str(base / spec.cache.removeprefix("file://"))
     for sku in spec.targets:
         check_name(sku)  # job names in the store
-    return LoadedPipeline(path=path, sha256=hashlib.sha256(path.read_bytes()).hexdigest(),
-                          spec=spec.model_copy(update=resolved))
+    return LoadedPipeline(
+        path=path, sha256=hashlib.sha256(path.read_bytes()).hexdigest(), spec=spec.model_copy(update=resolved)
+    )
 
 
 def _line_of(path: Path, loc: tuple[Any, ...]) -> int | None:

@@ -42,11 +42,12 @@ def signer_of(key: Path | str | None, reference: str | None = None, pipeline: Pa
     if key is None and is_reference(reference):
         return reference_signer(reference, f"{pipeline}: signing.key")
     if key is None and reference is not None and reference.startswith(ENV_REFERENCE):
-        variable = reference[len(ENV_REFERENCE):]
+        variable = reference[len(ENV_REFERENCE) :]
         material = os.environ.get(variable)
         if not material:
-            raise InvalidInput(f"{pipeline}: signing.key {reference}: ${variable} is not set; put the PEM key there "
-                               "from a CI secret")
+            raise InvalidInput(
+                f"{pipeline}: signing.key {reference}: ${variable} is not set; put the PEM key there from a CI secret"
+            )
         return signer_from_pem(material.encode(), f"{pipeline}: signing.key {reference}")
     if key is None and reference is not None:
         key, role = (pipeline.parent if pipeline else Path()) / reference, f"{pipeline}: signing.key"
@@ -56,9 +57,11 @@ def signer_of(key: Path | str | None, reference: str | None = None, pipeline: Pa
     if pipeline is not None:
         repository = repository_of(pipeline)
         if path.resolve().is_relative_to(repository):
-            raise InvalidInput(f"signing key {path}: inside the pipeline's repository {repository}, where a private "
-                               "key is no secret; keep it outside (a CI secret written to a temporary file, or "
-                               "signing.key: env://VAR)")
+            raise InvalidInput(
+                f"signing key {path}: inside the pipeline's repository {repository}, where a private "
+                "key is no secret; keep it outside (a CI secret written to a temporary file, or "
+                "signing.key: env://VAR)"
+            )
     return load_signer(path, role)
 
 
@@ -71,8 +74,9 @@ def repository_of(pipeline: Path) -> Path:
     return folder
 
 
-def attest(store: Store, content: ReleaseContent, content_sha256: str, signer, context: BuildContext | None
-           ) -> dict[str, Any]:
+def attest(
+    store: Store, content: ReleaseContent, content_sha256: str, signer, context: BuildContext | None
+) -> dict[str, Any]:
     """Keep the provenance (signed with ``signer`` when given) and the manifest's signature beside the published
     version; what was written and what was there already."""
     name, version = content.name, content.version
@@ -80,8 +84,10 @@ def attest(store: Store, content: ReleaseContent, content_sha256: str, signer, c
     if manifest is None:
         raise damaged(store, f"releases/{name}/{version}/manifest.json", "it vanished right after publishing")
     if not holds(manifest, store, name, version, content_sha256):
-        raise Conflict(f"{name}@{version} is already published in {store.uri} with other content (a racing "
-                       "publisher's, on a registry); releases are immutable: publish a new version")
+        raise Conflict(
+            f"{name}@{version} is already published in {store.uri} with other content (a racing "
+            "publisher's, on a registry); releases are immutable: publish a new version"
+        )
     image = store.artifact(name, version)  # on OCI also the image manifest, the subject cosign looks for
     extra = [{"name": image[0], "digest": {"sha256": image[1]}}] if image else []
     provenance = provenance_statement(content, context, extra)
@@ -90,13 +96,18 @@ def attest(store: Store, content: ReleaseContent, content_sha256: str, signer, c
     provenance_bytes = provenance_bytes if kept is None else kept
     outcome = {"provenance": "written" if kept is None else "already there", "signature": "unsigned"}
     if signer is not None:
-        subject = [{"name": f"{name}@{version}", "digest": {"sha256": hashlib.sha256(manifest).hexdigest()}},
-                   *extra]
-        signed = sign(statement(subject, RELEASE_SIGNATURE, {
-            "contentSha256": content_sha256, "provenanceSha256": hashlib.sha256(provenance_bytes).hexdigest()}),
-            signer)
-        outcome["signature"] = "written" if store.attach(name, version, "signature", signed) is None \
-            else "already there"
+        subject = [{"name": f"{name}@{version}", "digest": {"sha256": hashlib.sha256(manifest).hexdigest()}}, *extra]
+        signed = sign(
+            statement(
+                subject,
+                RELEASE_SIGNATURE,
+                {"contentSha256": content_sha256, "provenanceSha256": hashlib.sha256(provenance_bytes).hexdigest()},
+            ),
+            signer,
+        )
+        outcome["signature"] = (
+            "written" if store.attach(name, version, "signature", signed) is None else "already there"
+        )
         from compiler.releases.keyrefs import exported_public_key
 
         outcome["public_key"] = exported_public_key(signer)

@@ -33,8 +33,14 @@ class PromoteResult(BaseModel):
     attempts: int
 
 
-def promote(store: str | Store, ref: str | Ref, channel: str, allow_yanked: bool = False,
-            allow_failed: bool = False, repair: bool = False) -> PromoteResult:
+def promote(
+    store: str | Store,
+    ref: str | Ref,
+    channel: str,
+    allow_yanked: bool = False,
+    allow_failed: bool = False,
+    repair: bool = False,
+) -> PromoteResult:
     """Point ``channel`` at ``ref``'s version (which must be published), as a compare-and-swap retried against
     concurrent promotions, so none is lost and every move stays in the channel's history. A version whose check
     failed, or that was published with ``--allow-failed``, is refused (CheckFailed) unless ``allow_failed``.
@@ -46,9 +52,11 @@ def promote(store: str | Store, ref: str | Ref, channel: str, allow_yanked: bool
     resolved = resolve(store, Ref(ref.name, ref.tag), allow_yanked=allow_yanked)
     version, failures = resolved.version, resolved.manifest.failures
     if failures and not allow_failed:
-        raise CheckFailed(f"{ref.name}@{version}: not promoted to {channel}: it was published with failures "
-                          f"({'; '.join(failures[:3])}{'; ...' if len(failures) > 3 else ''}); fix and publish a new "
-                          f"version, or pass --allow-failed to promote it anyway")
+        raise CheckFailed(
+            f"{ref.name}@{version}: not promoted to {channel}: it was published with failures "
+            f"({'; '.join(failures[:3])}{'; ...' if len(failures) > 3 else ''}); fix and publish a new "
+            f"version, or pass --allow-failed to promote it anyway"
+        )
     refuse_shadowing(store, ref.name, channel, new="channel")
     deadline = time.monotonic() + PROMOTE_SECONDS
     attempts = 0
@@ -57,23 +65,39 @@ def promote(store: str | Store, ref: str | Ref, channel: str, allow_yanked: bool
         current, expected = _current(store, ref.name, channel, repair)
         previous = current[0].version if current else None
         if previous == version:
-            return PromoteResult(store=store.uri, name=ref.name, channel=channel, version=version, previous=previous,
-                                 status="unchanged", attempts=attempts)
+            return PromoteResult(
+                store=store.uri,
+                name=ref.name,
+                channel=channel,
+                version=version,
+                previous=previous,
+                status="unchanged",
+                attempts=attempts,
+            )
         who = provenance()
-        kept = current[0].history[-(MAX_HISTORY - 1):] if current else []
+        kept = current[0].history[-(MAX_HISTORY - 1) :] if current else []
         history = [*kept, ChannelMove(version=version, by=who.by, at=who.at)]
         record = ChannelRecord(name=ref.name, channel=channel, version=version, history=history)
         if store.write_channel(ref.name, channel, record.model_dump_json(indent=2).encode(), expected):
-            return PromoteResult(store=store.uri, name=ref.name, channel=channel, version=version, previous=previous,
-                                 status="moved" if current or expected is None else "repaired", attempts=attempts)
+            return PromoteResult(
+                store=store.uri,
+                name=ref.name,
+                channel=channel,
+                version=version,
+                previous=previous,
+                status="moved" if current or expected is None else "repaired",
+                attempts=attempts,
+            )
         if time.monotonic() > deadline:
-            raise EnvironmentProblem(f"{ref.name}@{channel}: still moving under other promotions after "
-                                     f"{attempts} attempts; try again")
+            raise EnvironmentProblem(
+                f"{ref.name}@{channel}: still moving under other promotions after {attempts} attempts; try again"
+            )
         time.sleep(random.uniform(0.01, 0.05 * min(attempts, 10)))
 
 
-def _current(store: Store, name: str, channel: str, repair: bool) -> tuple[tuple[ChannelRecord, str] | None,
-                                                                          str | None]:
+def _current(
+    store: Store, name: str, channel: str, repair: bool
+) -> tuple[tuple[ChannelRecord, str] | None, str | None]:
     """The channel's record and the token a move must name; with ``repair``, a damaged record counts as none
     (its token still guards the swap, so a concurrent repair or move is not overwritten)."""
     try:

@@ -50,8 +50,10 @@ def fetch_verified(store: Store, name: str, sha256: str, size: int, out: Path, c
             handle.flush()
             os.fsync(handle.fileno())
         if not sink.matches():
-            raise CheckFailed(f"store {store.uri}: blob sha256:{sha256} is corrupt: its {sink.size} bytes hash to "
-                              f"sha256:{sink.hexdigest()}; nothing was written to {out}; {REPAIR_HINT}")
+            raise CheckFailed(
+                f"store {store.uri}: blob sha256:{sha256} is corrupt: its {sink.size} bytes hash to "
+                f"sha256:{sink.hexdigest()}; nothing was written to {out}; {REPAIR_HINT}"
+            )
         if cached is not None:
             _keep(temporary, cached)
         os.replace(temporary, out)

@@ -50,8 +50,11 @@ def verify_store(store: str | Store, name: str | None = None) -> StoreCheck:
     for release in names:
         for version in store.versions(release):
             versions += 1
-            manifest = _read(findings, manifest_key(release, version),
-                             lambda r=release, v=version: resolve(store, Ref(r, v)).manifest)
+            manifest = _read(
+                findings,
+                manifest_key(release, version),
+                lambda r=release, v=version: resolve(store, Ref(r, v)).manifest,
+            )
             if manifest is None:
                 continue
             content = manifest.content
@@ -63,32 +66,63 @@ def verify_store(store: str | Store, name: str | None = None) -> StoreCheck:
                 if seen in verified:
                     continue
                 verified[seen] = 0
-                state = _read(findings, blob_key(ref.sha256),
-                              lambda r=release, b=ref: holds(store, r, b.sha256, b.size_bytes))
+                state = _read(
+                    findings, blob_key(ref.sha256), lambda r=release, b=ref: holds(store, r, b.sha256, b.size_bytes)
+                )
                 if state is None and not any(f.key == blob_key(ref.sha256) for f in findings):
-                    findings.append(Finding(kind="dangling", key=blob_key(ref.sha256),
-                                            why=f"{release}@{version} names it; the store lacks it"))
+                    findings.append(
+                        Finding(
+                            kind="dangling",
+                            key=blob_key(ref.sha256),
+                            why=f"{release}@{version} names it; the store lacks it",
+                        )
+                    )
                 if state is not None:
                     verified[seen] = ref.size_bytes
                 if state is False:
-                    findings.append(Finding(kind="damaged", key=blob_key(ref.sha256),
-                                            why=f"not the {ref.size_bytes} bytes hashing to its name that "
-                                                f"{release}@{version} records; publish --repair from the build "
-                                                "folder"))
+                    findings.append(
+                        Finding(
+                            kind="damaged",
+                            key=blob_key(ref.sha256),
+                            why=f"not the {ref.size_bytes} bytes hashing to its name that "
+                            f"{release}@{version} records; publish --repair from the build "
+                            "folder",
+                        )
+                    )
         for channel in store.channels(release):
             channels += 1
-            record = _read(findings, channel_key(release, channel), lambda r=release, c=channel:
-                           read_channel(store, r, c))
+            record = _read(
+                findings, channel_key(release, channel), lambda r=release, c=channel: read_channel(store, r, c)
+            )
             if record is not None and store.read_manifest(release, record[0].version) is None:
-                findings.append(Finding(kind="dangling", key=channel_key(release, channel),
-                                        why=f"it points at {record[0].version}, which has no manifest"))
+                findings.append(
+                    Finding(
+                        kind="dangling",
+                        key=channel_key(release, channel),
+                        why=f"it points at {record[0].version}, which has no manifest",
+                    )
+                )
     listed = None if name and not store.blobs_per_release else store.blobs(names[0] if name else "")
     if listed is not None:
-        findings += [Finding(kind="unreferenced", key=blob_key(d), why="no manifest names it (left by an "
-                             "interrupted publish, or by a release removed by hand)")
-                     for d in listed if d not in referenced]
-    return StoreCheck(store=store.uri, name=name, versions=versions, channels=channels, blobs=len(verified),
-                      bytes_read=sum(verified.values()), findings=findings, unreferenced_listed=listed is not None)
+        findings += [
+            Finding(
+                kind="unreferenced",
+                key=blob_key(d),
+                why="no manifest names it (left by an interrupted publish, or by a release removed by hand)",
+            )
+            for d in listed
+            if d not in referenced
+        ]
+    return StoreCheck(
+        store=store.uri,
+        name=name,
+        versions=versions,
+        channels=channels,
+        blobs=len(verified),
+        bytes_read=sum(verified.values()),
+        findings=findings,
+        unreferenced_listed=listed is not None,
+    )
 
 
 def _read(findings: list[Finding], key: str, read):

@@ -43,8 +43,9 @@ class GcReport(BaseModel):
 
 def check_retention(keep: int | None, keep_days: float | None, grace_minutes: float) -> None:
     if keep is None and keep_days is None:
-        raise InvalidInput("give --keep N and/or --keep-days D: gc removes every version that neither they nor a "
-                           "channel keeps")
+        raise InvalidInput(
+            "give --keep N and/or --keep-days D: gc removes every version that neither they nor a channel keeps"
+        )
     if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int) or not 0 <= keep <= 1_000_000):
         raise InvalidInput(f"--keep {keep}: give a whole number of versions from 0 to 1000000")
     for flag, value in (("--keep-days", keep_days), ("--grace-minutes", grace_minutes)):
@@ -59,8 +60,14 @@ def _published_at(text: str) -> float:
         return time.time()  # an unreadable time: as new as can be, so it is kept
 
 
-def gc_store(store: str | Store, *, keep: int | None = None, keep_days: float | None = None,
-             grace_minutes: float = 60, dry_run: bool = False) -> GcReport:
+def gc_store(
+    store: str | Store,
+    *,
+    keep: int | None = None,
+    keep_days: float | None = None,
+    grace_minutes: float = 60,
+    dry_run: bool = False,
+) -> GcReport:
     """Remove what no channel, ``keep`` (newest N per release) or ``keep_days`` keeps and is older than the grace."""
     check_retention(keep, keep_days, grace_minutes)
     started, now = time.monotonic(), time.time()
@@ -85,13 +92,28 @@ def gc_store(store: str | Store, *, keep: int | None = None, keep_days: float | 
             count()
     # the removed versions are skipped even when the store still lists them for a moment (S3 listings lag)
     sweep, note = sweep_or_note(store, doomed, grace_minutes * 60, dry_run, count=count, known=known)
-    return GcReport(store=store.uri, dry_run=dry_run, versions=fates, removed_versions=len(doomed),
-                    **Sweep.figures(sweep), blob_note=note, requests=requests[0],
-                    seconds=round(time.monotonic() - started, 3))
+    return GcReport(
+        store=store.uri,
+        dry_run=dry_run,
+        versions=fates,
+        removed_versions=len(doomed),
+        **Sweep.figures(sweep),
+        blob_note=note,
+        requests=requests[0],
+        seconds=round(time.monotonic() - started, 3),
+    )
 
 
-def _versions_of(store: Store, name: str, keep: int | None, keep_days: float | None, grace: float, now: float,
-                 count, known: dict[tuple[str, str], bytes]) -> tuple[list[VersionFate], set[tuple[str, str]]]:
+def _versions_of(
+    store: Store,
+    name: str,
+    keep: int | None,
+    keep_days: float | None,
+    grace: float,
+    now: float,
+    count,
+    known: dict[tuple[str, str], bytes],
+) -> tuple[list[VersionFate], set[tuple[str, str]]]:
     """What happens to each version of one release, and the (name, version) pairs to remove."""
     kept: dict[str, str] = {}
     count()
@@ -125,8 +147,18 @@ def _versions_of(store: Store, name: str, keep: int | None, keep_days: float | N
             kept.setdefault(version, f"younger than {keep_days:g} days")
         elif now - at < grace:
             kept.setdefault(version, "within the grace period")
-    fates = [VersionFate(release=f"{name}@{version}", kept=version in kept, size_bytes=size,
-                         why=kept.get(version, "older than what is kept")) for _, version, size in published]
-    fates += [VersionFate(release=f"{name}@{v}", kept=True, why=why) for v, why in kept.items()
-              if v not in {p[1] for p in published} and why.startswith("unreadable")]
+    fates = [
+        VersionFate(
+            release=f"{name}@{version}",
+            kept=version in kept,
+            size_bytes=size,
+            why=kept.get(version, "older than what is kept"),
+        )
+        for _, version, size in published
+    ]
+    fates += [
+        VersionFate(release=f"{name}@{v}", kept=True, why=why)
+        for v, why in kept.items()
+        if v not in {p[1] for p in published} and why.startswith("unreadable")
+    ]
     return fates, {(name, version) for _, version, _ in published if version not in kept}

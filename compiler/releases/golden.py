@@ -39,9 +39,12 @@ class Golden:
 def load_golden(path: Path, record: GoldenRecord, where: str) -> Golden:
     """The arrays of a golden.npz whose digest was already checked, refused (CheckFailed naming ``where``) unless
     they are exactly the ones ``record`` lists: names, types and shapes; no pickles, no member beyond the cap."""
+
     def bad(why: str) -> CheckFailed:
-        return CheckFailed(f"{where}: the golden inputs are not what the manifest lists ({why}); republish the "
-                           "release from a build folder checked with --data")
+        return CheckFailed(
+            f"{where}: the golden inputs are not what the manifest lists ({why}); republish the "
+            "release from a build folder checked with --data"
+        )
 
     expected = {f"input_{i}": t for i, t in enumerate(record.inputs)}
     expected |= {f"output_{i}": t for i, t in enumerate(record.outputs)}
@@ -60,14 +63,17 @@ def load_golden(path: Path, record: GoldenRecord, where: str) -> Golden:
             for key, tensor in expected.items():
                 value = npz[key]
                 if str(value.dtype) != tensor.dtype or list(value.shape) != tensor.shape:
-                    raise bad(f"{key} is {value.dtype} {list(value.shape)}, the manifest says {tensor.dtype} "
-                              f"{tensor.shape}")
+                    raise bad(
+                        f"{key} is {value.dtype} {list(value.shape)}, the manifest says {tensor.dtype} {tensor.shape}"
+                    )
                 arrays[key] = value
     except (ValueError, OSError, zipfile.BadZipFile) as exc:
         raise bad(str(exc)) from None
-    return Golden(record,
-                  {t.name: arrays[f"input_{i}"] for i, t in enumerate(record.inputs)},
-                  {t.name: arrays[f"output_{i}"] for i, t in enumerate(record.outputs)})
+    return Golden(
+        record,
+        {t.name: arrays[f"input_{i}"] for i, t in enumerate(record.inputs)},
+        {t.name: arrays[f"output_{i}"] for i, t in enumerate(record.outputs)},
+    )
 
 
 def read_golden(store: Store, manifest: ReleaseManifest, cache: Path | None) -> Golden:
@@ -77,8 +83,10 @@ def read_golden(store: Store, manifest: ReleaseManifest, cache: Path | None) -> 
 
     record = manifest.content.golden
     if record is None:
-        raise InvalidInput(f"{manifest.content.name}@{manifest.content.version} has no golden inputs (it was "
-                           "published from a build folder not checked with --data)")
+        raise InvalidInput(
+            f"{manifest.content.name}@{manifest.content.version} has no golden inputs (it was "
+            "published from a build folder not checked with --data)"
+        )
     with tempfile.TemporaryDirectory(prefix="compile-golden-") as work:
         path = Path(work) / "golden.npz"
         _fetch(store, manifest, path, cache)
@@ -88,9 +96,11 @@ def read_golden(store: Store, manifest: ReleaseManifest, cache: Path | None) -> 
 def _fetch(store: Store, manifest: ReleaseManifest, out: Path, cache: Path | None) -> bool:
     record, name = manifest.content.golden, manifest.content.name
     if record.blob.size_bytes > GOLDEN_MAX_BYTES:  # before a byte is fetched
-        raise damaged(store, f"releases/{name}/{manifest.content.version}/manifest.json",
-                      f"its golden inputs weigh {record.blob.size_bytes} bytes, more than any release's may "
-                      f"({GOLDEN_MAX_BYTES})")
+        raise damaged(
+            store,
+            f"releases/{name}/{manifest.content.version}/manifest.json",
+            f"its golden inputs weigh {record.blob.size_bytes} bytes, more than any release's may ({GOLDEN_MAX_BYTES})",
+        )
     return fetch_verified(store, name, record.blob.sha256, record.blob.size_bytes, out, cache)
 
 
@@ -120,22 +130,33 @@ class GoldenPull(BaseModel):
     seconds: float
 
 
-def pull_golden(store: str | Store, ref: str | Ref, out: Path, *, cache_dir: Path | None = None,
-                use_cache: bool = True, verify_key: Path | None = None, allow_yanked: bool = True) -> GoldenPull:
+def pull_golden(
+    store: str | Store,
+    ref: str | Ref,
+    out: Path,
+    *,
+    cache_dir: Path | None = None,
+    use_cache: bool = True,
+    verify_key: Path | None = None,
+    allow_yanked: bool = True,
+) -> GoldenPull:
     """The release's golden.npz written to ``out``, verified (digest, size, and the arrays the manifest lists);
     with ``verify_key`` (else ``$COMPILE_VERIFY_KEY``) only from a release signed by it."""
     started = time.monotonic()
     store = open_store(store)
     resolved = resolve_trusted(store, ref, verify_key, allow_yanked=allow_yanked)
-    return write_golden(store, resolved, out, (cache_dir or default_cache_dir()) / "pulls" if use_cache else None,
-                        started)
+    return write_golden(
+        store, resolved, out, (cache_dir or default_cache_dir()) / "pulls" if use_cache else None, started
+    )
 
 
 def require_golden(resolved: Resolved) -> None:
     """Refuse (exit 2) a release without golden inputs, before anything of it is written."""
     if resolved.manifest.content.golden is None:
-        raise InvalidInput(f"{resolved.ref} has no golden inputs (published from a build folder not checked with "
-                           "--data); check the build with --data and publish a new version")
+        raise InvalidInput(
+            f"{resolved.ref} has no golden inputs (published from a build folder not checked with "
+            "--data); check the build with --data and publish a new version"
+        )
 
 
 def write_golden(store: Store, resolved: Resolved, out: Path, cache: Path | None, started: float) -> GoldenPull:
@@ -144,6 +165,15 @@ def write_golden(store: Store, resolved: Resolved, out: Path, cache: Path | None
     require_golden(resolved)
     from_cache = save_golden(store, resolved.manifest, out, cache)
     record = resolved.manifest.content.golden
-    return GoldenPull(release=str(resolved.ref), version=resolved.version, out=str(out), sha256=record.blob.sha256,
-                      size_bytes=record.blob.size_bytes, samples=record.samples, inputs=record.inputs,
-                      outputs=record.outputs, from_cache=from_cache, seconds=round(time.monotonic() - started, 3))
+    return GoldenPull(
+        release=str(resolved.ref),
+        version=resolved.version,
+        out=str(out),
+        sha256=record.blob.sha256,
+        size_bytes=record.blob.size_bytes,
+        samples=record.samples,
+        inputs=record.inputs,
+        outputs=record.outputs,
+        from_cache=from_cache,
+        seconds=round(time.monotonic() - started, 3),
+    )

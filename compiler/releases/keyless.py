@@ -40,8 +40,10 @@ class KeylessSigner:
                 self._signer = Signer(self._token, context, cache=True)
             return self._signer.sign_dsse(Statement(payload)).to_json().encode()
         except Exception as exc:  # network, Fulcio or Rekor refusals: sigstore raises its own and requests' errors
-            raise EnvironmentProblem(f"{self._label} sigstore: keyless signing failed ({redacted_reason(exc)}); "
-                                     "publishing again adds the signature") from None
+            raise EnvironmentProblem(
+                f"{self._label} sigstore: keyless signing failed ({redacted_reason(exc)}); "
+                "publishing again adds the signature"
+            ) from None
 
 
 def ambient_signer(label: str) -> KeylessSigner:
@@ -53,18 +55,23 @@ def ambient_signer(label: str) -> KeylessSigner:
     try:
         token = detect_credential()
     except Exception as exc:  # sigstore's IdentityError: a CI that offers a credential but refused it
-        raise EnvironmentProblem(f"{label} sigstore: the CI's OIDC credential could not be had "
-                                 f"({redacted_reason(exc)}); on GitHub Actions give the job `permissions: id-token: "
-                                 "write`") from None
+        raise EnvironmentProblem(
+            f"{label} sigstore: the CI's OIDC credential could not be had "
+            f"({redacted_reason(exc)}); on GitHub Actions give the job `permissions: id-token: "
+            "write`"
+        ) from None
     if token is None:
-        raise EnvironmentProblem(f"{label} sigstore: no ambient OIDC credential (keyless signing runs in CI: on "
-                                 "GitHub Actions give the job `permissions: id-token: write`); elsewhere sign with a "
-                                 "key file, an HSM or a KMS key")
+        raise EnvironmentProblem(
+            f"{label} sigstore: no ambient OIDC credential (keyless signing runs in CI: on "
+            "GitHub Actions give the job `permissions: id-token: write`); elsewhere sign with a "
+            "key file, an HSM or a KMS key"
+        )
     try:
         return KeylessSigner(IdentityToken(token), label)
     except Exception as exc:  # an expired or malformed token
-        raise EnvironmentProblem(f"{label} sigstore: the CI's OIDC token is not usable ({redacted_reason(exc)})") \
-            from None
+        raise EnvironmentProblem(
+            f"{label} sigstore: the CI's OIDC token is not usable ({redacted_reason(exc)})"
+        ) from None
 
 
 class KeylessIdentity:
@@ -72,12 +79,16 @@ class KeylessIdentity:
 
     def __init__(self, identity: str, issuer: str):
         if not identity or len(identity) > 1024 or any(c in identity for c in "\n\r\0"):
-            raise InvalidInput("--identity: give the signer's identity as Fulcio certifies it (a GitHub workflow "
-                               "URL such as https://github.com/ORG/REPO/.github/workflows/release.yml@refs/heads/"
-                               "main, or an email)")
+            raise InvalidInput(
+                "--identity: give the signer's identity as Fulcio certifies it (a GitHub workflow "
+                "URL such as https://github.com/ORG/REPO/.github/workflows/release.yml@refs/heads/"
+                "main, or an email)"
+            )
         if not issuer.startswith("https://") or len(issuer) > 1024 or any(c in issuer for c in " \n\r\0"):
-            raise InvalidInput("--issuer: give the OIDC issuer's https URL (GitHub Actions: "
-                               "https://token.actions.githubusercontent.com)")
+            raise InvalidInput(
+                "--issuer: give the OIDC issuer's https URL (GitHub Actions: "
+                "https://token.actions.githubusercontent.com)"
+            )
         self.identity, self.issuer = identity, issuer
 
     def __str__(self) -> str:
@@ -92,8 +103,10 @@ class KeylessIdentity:
         except ValueError:
             parsed = material = None
         if isinstance(material, dict) and "publicKey" in material:
-            raise CheckFailed(f"{what} is key-signed (a public-key bundle), not signed keyless by an identity; "
-                              "verify it with --key PUB.pem")
+            raise CheckFailed(
+                f"{what} is key-signed (a public-key bundle), not signed keyless by an identity; "
+                "verify it with --key PUB.pem"
+            )
         try:
             from sigstore.models import Bundle
         except ImportError:
@@ -109,8 +122,10 @@ class KeylessIdentity:
         try:
             verifier = Verifier.production()
         except Exception as exc:  # TUF cannot reach Sigstore's trust root
-            raise EnvironmentProblem(f"--identity: Sigstore's trust root could not be had ({redacted_reason(exc)}); "
-                                     "keyless verification needs to reach it once (then it is cached)") from None
+            raise EnvironmentProblem(
+                f"--identity: Sigstore's trust root could not be had ({redacted_reason(exc)}); "
+                "keyless verification needs to reach it once (then it is cached)"
+            ) from None
         try:
             kind, payload = verifier.verify_dsse(bundle, policy.Identity(identity=self.identity, issuer=self.issuer))
         except Exception as exc:  # sigstore's VerificationError and the certificate checks it wraps

@@ -24,23 +24,41 @@ KEYLESS = "sigstore:"
 """Sigstore keyless signing with the CI's ambient OIDC identity (compiler.releases.keyless)."""
 SCHEMES = ("hsm:", "awskms:", "gcpkms:", "azurekms:", KEYLESS)
 SHAPES = {
-    "hsm": (re.compile(r"hsm:(?P<keyid>\d{1,9})?(\?label=(?P<label>[A-Za-z0-9%+._-]{1,128}))?"),
-            "hsm:2?label=release (PKCS#11 key id and token label)"),
-    "awskms": (re.compile(r"awskms:(arn:aws[a-z-]{0,16}:kms:[a-z0-9-]{1,32}:\d{12}:(key|alias)/[A-Za-z0-9/_+=.@-]"
-                          r"{1,256}|alias/[A-Za-z0-9/_-]{1,256}|mrk-[0-9a-f]{32}|[0-9a-f]{8}(-[0-9a-f]{4}){3}-"
-                          r"[0-9a-f]{12})"),
-               "awskms:arn:aws:kms:eu-west-1:111122223333:key/<key id>, awskms:alias/release or awskms:<key id>"),
-    "gcpkms": (re.compile(r"gcpkms:projects/[a-z][a-z0-9-]{4,28}[a-z0-9]/locations/[a-z0-9-]{1,64}/keyRings/"
-                          r"[A-Za-z0-9_-]{1,63}/cryptoKeys/[A-Za-z0-9_-]{1,63}/cryptoKeyVersions/\d{1,9}"),
-               "gcpkms:projects/P/locations/L/keyRings/R/cryptoKeys/K/cryptoKeyVersions/1"),
-    "azurekms": (re.compile(r"azurekms://(?P<vault>[A-Za-z][A-Za-z0-9-]{2,23})\.vault\.azure\.net/keys/"
-                            r"(?P<key>[A-Za-z0-9-]{1,127})(/[0-9a-f]{32})?"),
-                 "azurekms://VAULT.vault.azure.net/keys/NAME[/VERSION]"),
+    "hsm": (
+        re.compile(r"hsm:(?P<keyid>\d{1,9})?(\?label=(?P<label>[A-Za-z0-9%+._-]{1,128}))?"),
+        "hsm:2?label=release (PKCS#11 key id and token label)",
+    ),
+    "awskms": (
+        re.compile(
+            r"awskms:(arn:aws[a-z-]{0,16}:kms:[a-z0-9-]{1,32}:\d{12}:(key|alias)/[A-Za-z0-9/_+=.@-]"
+            r"{1,256}|alias/[A-Za-z0-9/_-]{1,256}|mrk-[0-9a-f]{32}|[0-9a-f]{8}(-[0-9a-f]{4}){3}-"
+            r"[0-9a-f]{12})"
+        ),
+        "awskms:arn:aws:kms:eu-west-1:111122223333:key/<key id>, awskms:alias/release or awskms:<key id>",
+    ),
+    "gcpkms": (
+        re.compile(
+            r"gcpkms:projects/[a-z][a-z0-9-]{4,28}[a-z0-9]/locations/[a-z0-9-]{1,64}/keyRings/"
+            r"[A-Za-z0-9_-]{1,63}/cryptoKeys/[A-Za-z0-9_-]{1,63}/cryptoKeyVersions/\d{1,9}"
+        ),
+        "gcpkms:projects/P/locations/L/keyRings/R/cryptoKeys/K/cryptoKeyVersions/1",
+    ),
+    "azurekms": (
+        re.compile(
+            r"azurekms://(?P<vault>[A-Za-z][A-Za-z0-9-]{2,23})\.vault\.azure\.net/keys/"
+            r"(?P<key>[A-Za-z0-9-]{1,127})(/[0-9a-f]{32})?"
+        ),
+        "azurekms://VAULT.vault.azure.net/keys/NAME[/VERSION]",
+    ),
 }
 SCHEME_P256 = "ecdsa-sha2-nistp256"
 PROBE = b"compile: may this key sign?"
-EXTRAS = {"hsm": "securesystemslib[hsm] (python-pkcs11), or compile's [hsm] extra", "awskms": "securesystemslib"
-          "[awskms]", "gcpkms": "securesystemslib[gcpkms]", "azurekms": "securesystemslib[azurekms]"}
+EXTRAS = {
+    "hsm": "securesystemslib[hsm] (python-pkcs11), or compile's [hsm] extra",
+    "awskms": "securesystemslib[awskms]",
+    "gcpkms": "securesystemslib[gcpkms]",
+    "azurekms": "securesystemslib[azurekms]",
+}
 
 
 def is_reference(value: str | Path | None) -> bool:
@@ -83,20 +101,27 @@ def reference_signer(value: str, label: str):
     try:
         uri, public_key = _import(scheme, value)
     except UnsupportedLibraryError:
-        raise EnvironmentProblem(f"{label} {_shown(value)}: the {scheme} signer's libraries are not installed; "
-                                 f"install {EXTRAS[scheme]}") from None
+        raise EnvironmentProblem(
+            f"{label} {_shown(value)}: the {scheme} signer's libraries are not installed; install {EXTRAS[scheme]}"
+        ) from None
     except Exception as exc:  # each library raises its own (ValueError, botocore, google.api_core, azure.core)
-        raise EnvironmentProblem(f"{label} {_shown(value)}: cannot read the public key ({redacted_reason(exc)}); check "
-                                 "that the key exists and this job may use it") from None
+        raise EnvironmentProblem(
+            f"{label} {_shown(value)}: cannot read the public key ({redacted_reason(exc)}); check "
+            "that the key exists and this job may use it"
+        ) from None
     if public_key.scheme != SCHEME_P256:
-        raise InvalidInput(f"{label} {_shown(value)}: a {public_key.scheme} key; only EC P-256 keys are accepted "
-                           "(AWS ECC_NIST_P256, GCP EC_SIGN_P256_SHA256, Azure P-256, PKCS#11 secp256r1)")
+        raise InvalidInput(
+            f"{label} {_shown(value)}: a {public_key.scheme} key; only EC P-256 keys are accepted "
+            "(AWS ECC_NIST_P256, GCP EC_SIGN_P256_SHA256, Azure P-256, PKCS#11 secp256r1)"
+        )
     signer = Signer.from_priv_key_uri(uri, public_key, (lambda _message: pin) if pin is not None else None)
     try:  # one signature now: a wrong PIN or a key this job may read but not use fails before any work
         public_key.verify_signature(signer.sign(PROBE), PROBE)
     except Exception as exc:
-        raise EnvironmentProblem(f"{label} {_shown(value)}: cannot sign with it ({redacted_reason(exc)}); check the "
-                                 f"PIN (${PIN_ENV}) or this job's permission to sign") from None
+        raise EnvironmentProblem(
+            f"{label} {_shown(value)}: cannot sign with it ({redacted_reason(exc)}); check the "
+            f"PIN (${PIN_ENV}) or this job's permission to sign"
+        ) from None
     return signer
 
 
@@ -115,17 +140,21 @@ def _hsm_ready(label: str, value: str) -> str:
     try:
         import pkcs11  # noqa: F401 - securesystemslib's HSM signer needs python-pkcs11
     except ImportError:
-        raise EnvironmentProblem(f"{label} {_shown(value)}: python-pkcs11 is not installed; install "
-                                 f"{EXTRAS['hsm']}") from None
+        raise EnvironmentProblem(
+            f"{label} {_shown(value)}: python-pkcs11 is not installed; install {EXTRAS['hsm']}"
+        ) from None
     module = os.environ.get(PKCS11_ENV)
     if not module or not Path(module).is_file():
-        raise EnvironmentProblem(f"{label} {_shown(value)}: ${PKCS11_ENV} must name the HSM's PKCS#11 module "
-                                 f"({'unset' if not module else 'no such file'}), e.g. "
-                                 "/usr/lib/softhsm/libsofthsm2.so")
+        raise EnvironmentProblem(
+            f"{label} {_shown(value)}: ${PKCS11_ENV} must name the HSM's PKCS#11 module "
+            f"({'unset' if not module else 'no such file'}), e.g. "
+            "/usr/lib/softhsm/libsofthsm2.so"
+        )
     pin = os.environ.get(PIN_ENV)
     if not pin:
-        raise InvalidInput(f"{label} {_shown(value)}: ${PIN_ENV} is not set; put the token's user PIN there from a "
-                           "CI secret")
+        raise InvalidInput(
+            f"{label} {_shown(value)}: ${PIN_ENV} is not set; put the token's user PIN there from a CI secret"
+        )
     return pin
 
 
@@ -138,8 +167,9 @@ def _import(scheme: str, value: str):
 
         parsed = urlparse(value)
         pin = os.environ[PIN_ENV]
-        return HSMSigner.import_(int(parsed.path) if parsed.path else None,
-                                 dict(parse_qsl(parsed.query)).get("label"), lambda _message: pin)
+        return HSMSigner.import_(
+            int(parsed.path) if parsed.path else None, dict(parse_qsl(parsed.query)).get("label"), lambda _message: pin
+        )
     if scheme == "awskms":
         from securesystemslib.signer import AWSSigner
 

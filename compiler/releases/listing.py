@@ -44,13 +44,18 @@ def list_store(store: str | Store, ref: str | Ref | None = None) -> Listing:
         ref = Ref.parse(ref, tag_required=False)
     store = open_store(store)
     if ref is None:
-        return Listing(store=store.uri, releases=[
-            ReleaseSummary(name=name, versions=store.versions(name), channels=_channels(store, name))
-            for name in store.names()])
+        return Listing(
+            store=store.uri,
+            releases=[
+                ReleaseSummary(name=name, versions=store.versions(name), channels=_channels(store, name))
+                for name in store.names()
+            ],
+        )
     if ref.tag is not None:
         resolved = resolve(store, ref)
-        return Listing(store=store.uri, name=ref.name, manifest=resolved.manifest,
-                       yanked=yanked(store, ref.name, resolved.version))
+        return Listing(
+            store=store.uri, name=ref.name, manifest=resolved.manifest, yanked=yanked(store, ref.name, resolved.version)
+        )
     versions = []
     for version in store.versions(ref.name):
         data = store.read_manifest(ref.name, version)
@@ -59,11 +64,16 @@ def list_store(store: str | Store, ref: str | Ref | None = None) -> Listing:
         manifest = parse_manifest(data, store, ref.name, version)
         check = manifest.content.check
         withdrawn = yanked(store, ref.name, version)
-        versions.append(VersionSummary(
-            version=version, engines=len(manifest.content.engines),
-            size_bytes=sum(e.plan.size_bytes for e in manifest.content.engines), published_at=manifest.published.at,
-            check="not run" if check is None else "passed" if check.passed else "failed",
-            yanked=withdrawn.reason if withdrawn else None))
+        versions.append(
+            VersionSummary(
+                version=version,
+                engines=len(manifest.content.engines),
+                size_bytes=sum(e.plan.size_bytes for e in manifest.content.engines),
+                published_at=manifest.published.at,
+                check="not run" if check is None else "passed" if check.passed else "failed",
+                yanked=withdrawn.reason if withdrawn else None,
+            )
+        )
     if not versions:
         raise InvalidInput(f"{ref.name}: no such release in {store.uri}; {what_there_is(store, ref.name)}")
     return Listing(store=store.uri, name=ref.name, versions=versions, channels=_channels(store, ref.name))

@@ -29,8 +29,12 @@ def provenance() -> Provenance:
         user = getpass.getuser()
     except (KeyError, OSError):  # no passwd entry (containers)
         user = f"uid {os.getuid()}"
-    return Provenance(by=user, at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), host=socket.gethostname(),
-                      tool_version=version())
+    return Provenance(
+        by=user,
+        at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        host=socket.gethostname(),
+        tool_version=version(),
+    )
 
 
 def damaged(store: Store, key: str, what: str) -> CheckFailed:
@@ -80,15 +84,20 @@ def resolve(store: str | Store, ref: str | Ref, *, allow_yanked: bool = True) ->
             channel = ref.tag
             data = store.read_manifest(ref.name, record[0].version)
             if data is None:
-                raise damaged(store, f"channels/{ref.name}/{channel}",
-                               f"it points at {record[0].version}, which has no manifest")
+                raise damaged(
+                    store, f"channels/{ref.name}/{channel}", f"it points at {record[0].version}, which has no manifest"
+                )
     if data is None:
         raise InvalidInput(f"{ref}: no such version or channel in {store.uri}; {what_there_is(store, ref.name)}")
     version = record[0].version if channel else ref.tag
     refuse_yanked(store, ref.name, version, allow_yanked)
-    return Resolved(ref=str(ref), version=version, channel=channel,
-                    manifest=parse_manifest(data, store, ref.name, version),
-                    manifest_sha256=hashlib.sha256(data).hexdigest())
+    return Resolved(
+        ref=str(ref),
+        version=version,
+        channel=channel,
+        manifest=parse_manifest(data, store, ref.name, version),
+        manifest_sha256=hashlib.sha256(data).hexdigest(),
+    )
 
 
 def refuse_shadowing(store: Store, name: str, tag: str, *, new: str) -> None:
@@ -97,11 +106,15 @@ def refuse_shadowing(store: Store, name: str, tag: str, *, new: str) -> None:
     reached. ``new`` is what is being made of ``tag``: ``version`` or ``channel``; Conflict (exit 4) if the other
     exists."""
     if new == "version" and CHANNEL.fullmatch(tag) and store.read_channel(name, tag) is not None:
-        raise Conflict(f"{name}@{tag}: {name} has a channel {tag}, which a version of that name would hide from "
-                       "every pull; choose another version")
+        raise Conflict(
+            f"{name}@{tag}: {name} has a channel {tag}, which a version of that name would hide from "
+            "every pull; choose another version"
+        )
     if new == "channel" and store.read_manifest(name, tag) is not None:
-        raise Conflict(f"{name}@{tag}: {name} has a version {tag}, which a channel of that name could never be "
-                       "reached past; choose another channel name")
+        raise Conflict(
+            f"{name}@{tag}: {name} has a version {tag}, which a channel of that name could never be "
+            "reached past; choose another channel name"
+        )
 
 
 def what_there_is(store: Store, name: str) -> str:
@@ -109,7 +122,7 @@ def what_there_is(store: Store, name: str) -> str:
     if not versions:
         names = store.names()
         return f"releases there: {', '.join(names[:20]) or 'none'}"
-    return (f"versions: {', '.join(versions[-20:])}" + (f"; channels: {', '.join(channels)}" if channels else ""))
+    return f"versions: {', '.join(versions[-20:])}" + (f"; channels: {', '.join(channels)}" if channels else "")
 
 
 def read_channel(store: Store, name: str, channel: str) -> tuple[ChannelRecord, str] | None:
@@ -118,8 +131,9 @@ def read_channel(store: Store, name: str, channel: str) -> tuple[ChannelRecord, 
         return None
     key = f"channels/{name}/{channel}"
     try:
-        record = parse_record(found[0], PurePosixPath(key), ChannelRecord,
-                              "promote it again with --repair (its history is lost)")  # type: ignore[arg-type]
+        record = parse_record(
+            found[0], PurePosixPath(key), ChannelRecord, "promote it again with --repair (its history is lost)"
+        )  # type: ignore[arg-type]
     except InvalidInput as exc:
         raise damaged(store, key, str(exc).removeprefix(f"{key}: ")) from None
     if (record.name, record.channel) != (name, channel):
@@ -152,5 +166,7 @@ def refuse_yanked(store: Store, name: str, version: str, allow_yanked: bool) -> 
         return
     record = yanked(store, name, version)
     if record is not None:
-        raise CheckFailed(f"{name}@{version} is yanked ({printable(record.reason)}; by {printable(record.by)} at "
-                          f"{record.at}); pass --allow-yanked to use it anyway")
+        raise CheckFailed(
+            f"{name}@{version} is yanked ({printable(record.reason)}; by {printable(record.by)} at "
+            f"{record.at}); pass --allow-yanked to use it anyway"
+        )

@@ -66,8 +66,9 @@ def _tool_versions() -> list[dict[str, Any]]:
     return found
 
 
-def provenance_statement(content: ReleaseContent, context: BuildContext | None = None,
-                         extra_subjects: list[dict[str, Any]] = ()) -> dict[str, Any]:
+def provenance_statement(
+    content: ReleaseContent, context: BuildContext | None = None, extra_subjects: list[dict[str, Any]] = ()
+) -> dict[str, Any]:
     """The release's provenance statement (unsigned): its plans, and ``extra_subjects`` (an OCI release's image
     manifest, which cosign's attestation checks look for)."""
     context = context or BuildContext()
@@ -75,34 +76,64 @@ def provenance_statement(content: ReleaseContent, context: BuildContext | None =
     subjects += list(extra_subjects)
     external: dict[str, Any] = {
         "release": f"{content.name}@{content.version}",
-        "targets": [{"sku": e.sku, "precision": str(e.precision), "computeCapabilities": e.compute_capabilities,
-                     "profiles": [p.model_dump(mode="json") for p in e.profiles]} for e in content.engines]}
+        "targets": [
+            {
+                "sku": e.sku,
+                "precision": str(e.precision),
+                "computeCapabilities": e.compute_capabilities,
+                "profiles": [p.model_dump(mode="json") for p in e.profiles],
+            }
+            for e in content.engines
+        ],
+    }
     if context.pipeline:
         external["pipeline"] = {"path": context.pipeline, "digest": {"sha256": context.pipeline_sha256}}
-    dependencies: list[dict[str, Any]] = [{"name": content.model_name, "digest": {"sha256": content.model_sha256},
-                                           "annotations": {"role": "source model"}}]
+    dependencies: list[dict[str, Any]] = [
+        {
+            "name": content.model_name,
+            "digest": {"sha256": content.model_sha256},
+            "annotations": {"role": "source model"},
+        }
+    ]
     if context.calibration_data_sha256:
-        dependencies.append({"name": context.calibration_data or "calibration data",
-                             "digest": {"sha256": context.calibration_data_sha256},
-                             "annotations": {"role": "calibration data"}})
+        dependencies.append(
+            {
+                "name": context.calibration_data or "calibration data",
+                "digest": {"sha256": context.calibration_data_sha256},
+                "annotations": {"role": "calibration data"},
+            }
+        )
     seen: set[str] = {content.model_sha256}
     for engine in content.engines:
         built = "calibrated model" if engine.precision.calibrated else "converted model"
         for role, digest in ((built, engine.built_model_sha256), ("calibration record", engine.calibration_sha256)):
             if digest and digest not in seen:
                 seen.add(digest)
-                dependencies.append({"name": f"{role} ({engine.precision!s})", "digest": {"sha256": digest},
-                                     "annotations": {"role": role}})
+                dependencies.append(
+                    {
+                        "name": f"{role} ({engine.precision!s})",
+                        "digest": {"sha256": digest},
+                        "annotations": {"role": role},
+                    }
+                )
     runtimes = sorted({(e.backend.get("name", ""), e.backend.get("version", "")) for e in content.engines})
-    dependencies += [{"name": name, "uri": f"pkg:pypi/{name}@{version}", "annotations": {"role": "builder"}}
-                     for name, version in runtimes if name]
+    dependencies += [
+        {"name": name, "uri": f"pkg:pypi/{name}@{version}", "annotations": {"role": "builder"}}
+        for name, version in runtimes
+        if name
+    ]
     dependencies += _tool_versions()
     builder_id, invocation = builder()
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     metadata_: dict[str, Any] = {"startedOn": context.started_at or now, "finishedOn": now}
     if invocation:
         metadata_["invocationId"] = invocation
-    predicate = {"buildDefinition": {"buildType": BUILD_TYPE, "externalParameters": external,
-                                     "resolvedDependencies": dependencies},
-                 "runDetails": {"builder": {"id": builder_id}, "metadata": metadata_}}
+    predicate = {
+        "buildDefinition": {
+            "buildType": BUILD_TYPE,
+            "externalParameters": external,
+            "resolvedDependencies": dependencies,
+        },
+        "runDetails": {"builder": {"id": builder_id}, "metadata": metadata_},
+    }
     return statement(subjects, SLSA_PROVENANCE, predicate)

@@ -98,9 +98,18 @@ class Release:
         return hash_json(self.content.model_dump(mode="json"))
 
 
-def publish(build_dirs: Path | list[Path], store: str | Store, name: str, version: str, *,
-            allow_failed: bool = False, progress: Progress | None = None, signer=None,
-            context: BuildContext | None = None, repair: bool = False) -> PublishResult:
+def publish(
+    build_dirs: Path | list[Path],
+    store: str | Store,
+    name: str,
+    version: str,
+    *,
+    allow_failed: bool = False,
+    progress: Progress | None = None,
+    signer=None,
+    context: BuildContext | None = None,
+    repair: bool = False,
+) -> PublishResult:
     """Publish one or more build folders (of one model) as ``name@version``, with its provenance, signed by
     ``signer`` (:func:`compiler.releases.attest.signer_of`) when given. Raises CheckFailed (a failed build or
     check), InvalidInput (not a build folder), Conflict (the version exists with other content),
@@ -113,15 +122,21 @@ def publish(build_dirs: Path | list[Path], store: str | Store, name: str, versio
     existing = store.read_manifest(name, version)
     if existing is not None:
         same_or_conflict(existing, release.content_sha256, store, name, version)
-        return _attested(store, release, _result(store, release, "repaired" if repaired else "unchanged", repaired,
-                                                 0, started), signer, context)
+        return _attested(
+            store,
+            release,
+            _result(store, release, "repaired" if repaired else "unchanged", repaired, 0, started),
+            signer,
+            context,
+        )
     uploaded, present = _upload_missing(store, name, release.blobs + release.check_reports, progress)
     status = _create(store, release, [b.ref for b in release.check_reports])
     return _attested(store, release, _result(store, release, status, uploaded, present, started), signer, context)
 
 
-def _attested(store: Store, release: Release, result: PublishResult, signer, context: BuildContext | None
-              ) -> PublishResult:
+def _attested(
+    store: Store, release: Release, result: PublishResult, signer, context: BuildContext | None
+) -> PublishResult:
     """The result once the provenance (and signature) are beside the manifest (docs/provenance.md)."""
     outcome = attest(store, release.content, release.content_sha256, signer, context)
     return result.model_copy(update=outcome)
@@ -131,43 +146,75 @@ Jobs = dict[str, list[str]]
 """A sharded release's jobs: SKU -> the precisions its part must hold."""
 
 
-def stage(build_dirs: Path | list[Path], store: str | Store, name: str, version: str, job: str, *,
-          pipeline_sha256: str | None = None, progress: Progress | None = None) -> PublishResult:
+def stage(
+    build_dirs: Path | list[Path],
+    store: str | Store,
+    name: str,
+    version: str,
+    job: str,
+    *,
+    pipeline_sha256: str | None = None,
+    progress: Progress | None = None,
+) -> PublishResult:
     """One CI job's part of a sharded release: its blobs sent and its part recorded, create-only; a retried job
     finds its part there and changes nothing (Conflict when a part of another pipeline is there)."""
     started = time.monotonic()
     release = read_builds(build_dirs, name, version, allow_failed=False)
     store = open_store(store, create=True)
     uploaded, present = _upload_missing(store, name, release.blobs + release.check_reports, progress)
-    part = StagedPart(job=job, content=release.content, check_reports=[b.ref for b in release.check_reports],
-                      staged=provenance(), pipeline_sha256=pipeline_sha256)
+    part = StagedPart(
+        job=job,
+        content=release.content,
+        check_reports=[b.ref for b in release.check_reports],
+        staged=provenance(),
+        pipeline_sha256=pipeline_sha256,
+    )
     earlier = store.stage(name, version, job, part.model_dump_json(indent=2).encode())
     if earlier is not None:
         staged_part(store, name, version, job, earlier, pipeline_sha256)
     return _result(store, release, "staged" if earlier is None else "already staged", uploaded, present, started)
 
 
-def staged_part(store: Store, name: str, version: str, job: str, data: bytes, pipeline_sha256: str | None,
-                precisions: list[str] | None = None) -> StagedPart:
+def staged_part(
+    store: Store,
+    name: str,
+    version: str,
+    job: str,
+    data: bytes,
+    pipeline_sha256: str | None,
+    precisions: list[str] | None = None,
+) -> StagedPart:
     """A job's staged part, refused unless it is whole and of this pipeline (Conflict) and, when ``precisions``
     are given, holds exactly the job's engines (CheckFailed)."""
     key = staging_key(name, version, job)
     part = _parse_part(store, name, version, job, data)
     if pipeline_sha256 is not None and part.pipeline_sha256 != pipeline_sha256:
-        raise Conflict(f"store {store.uri}: {key} was staged by another pipeline file (sha256 "
-                       f"{(part.pipeline_sha256 or 'none')[:12]}, this one {pipeline_sha256[:12]}); release a new "
-                       "version, or remove the staged part if nothing was published from it")
+        raise Conflict(
+            f"store {store.uri}: {key} was staged by another pipeline file (sha256 "
+            f"{(part.pipeline_sha256 or 'none')[:12]}, this one {pipeline_sha256[:12]}); release a new "
+            "version, or remove the staged part if nothing was published from it"
+        )
     if precisions is not None:
         have = sorted(f"{e.sku}/{e.precision}" for e in part.content.engines)
         want = sorted(f"{job}/{p}" for p in precisions)
         if have != want:
-            raise CheckFailed(f"store {store.uri}: {key} holds {', '.join(have)}, not the job's {', '.join(want)}; "
-                              "run that job again for a new version")
+            raise CheckFailed(
+                f"store {store.uri}: {key} holds {', '.join(have)}, not the job's {', '.join(want)}; "
+                "run that job again for a new version"
+            )
     return part
 
 
-def finalize(store: str | Store, name: str, version: str, jobs: Jobs, pipeline_sha256: str | None = None, *,
-             signer=None, context: BuildContext | None = None) -> PublishResult:
+def finalize(
+    store: str | Store,
+    name: str,
+    version: str,
+    jobs: Jobs,
+    pipeline_sha256: str | None = None,
+    *,
+    signer=None,
+    context: BuildContext | None = None,
+) -> PublishResult:
     """Publish ``name@version`` from every job's staged part; CheckFailed naming the jobs not staged yet, or a part
     that does not hold its job's engines; Conflict for a part of another pipeline."""
     started = time.monotonic()
@@ -175,21 +222,29 @@ def finalize(store: str | Store, name: str, version: str, jobs: Jobs, pipeline_s
     parts = store.staged(name, version)
     missing = sorted(set(jobs) - set(parts))
     if missing:
-        raise CheckFailed(f"{name}@{version}: not every job is staged; missing: {', '.join(missing)} (staged: "
-                          f"{', '.join(sorted(parts)) or 'none'}); run compile release --only-sku for each, then "
-                          "--finalize again")
-    staged = [staged_part(store, name, version, job, parts[job], pipeline_sha256, precisions)
-              for job, precisions in sorted(jobs.items())]
+        raise CheckFailed(
+            f"{name}@{version}: not every job is staged; missing: {', '.join(missing)} (staged: "
+            f"{', '.join(sorted(parts)) or 'none'}); run compile release --only-sku for each, then "
+            "--finalize again"
+        )
+    staged = [
+        staged_part(store, name, version, job, parts[job], pipeline_sha256, precisions)
+        for job, precisions in sorted(jobs.items())
+    ]
     content = merge_contents([part.content for part in staged])
     golden = content.golden
     if golden is not None and store.blob_size(name, golden.blob.sha256) != golden.blob.size_bytes:
-        raise CheckFailed(f"{name}@{version}: the golden inputs (blob sha256:{golden.blob.sha256}) are not in the "
-                          "store as staged; run the job that checked with --data again")
+        raise CheckFailed(
+            f"{name}@{version}: the golden inputs (blob sha256:{golden.blob.sha256}) are not in the "
+            "store as staged; run the job that checked with --data again"
+        )
     for engine in content.engines:
         for blob in filter(None, (engine.plan, engine.layers)):
             if store.blob_size(name, blob.sha256) != blob.size_bytes:
-                raise CheckFailed(f"{name}@{version}: blob sha256:{blob.sha256} of {engine.sku}/{engine.precision} "
-                                  "is not in the store as staged; run that job again")
+                raise CheckFailed(
+                    f"{name}@{version}: blob sha256:{blob.sha256} of {engine.sku}/{engine.precision} "
+                    "is not in the store as staged; run that job again"
+                )
     release = Release(content)
     existing = store.read_manifest(name, version)
     if existing is not None:
@@ -207,8 +262,10 @@ def _parse_part(store: Store, name: str, version: str, job: str, data: bytes) ->
     except InvalidInput as exc:
         raise CheckFailed(f"store {store.uri}: {exc}") from None
     if (part.job, part.content.name, part.content.version) != (job, name, version):
-        raise CheckFailed(f"store {store.uri}: {key} describes job {part.job} of "
-                          f"{part.content.name}@{part.content.version}; run the job again")
+        raise CheckFailed(
+            f"store {store.uri}: {key} describes job {part.job} of "
+            f"{part.content.name}@{part.content.version}; run the job again"
+        )
     return part
 
 
@@ -217,9 +274,14 @@ def _create(store: Store, release: Release, check_reports: list[BlobRef]) -> str
     content won (Conflict when it had other content)."""
     content = release.content
     refuse_shadowing(store, content.name, content.version, new="version")
-    manifest = ReleaseManifest(content=content, content_sha256=release.content_sha256, published=provenance(),
-                               check_reports=check_reports, excluded=release.excluded,
-                               failed=release.failed_checks + [f"not built: {s}" for s in release.skipped])
+    manifest = ReleaseManifest(
+        content=content,
+        content_sha256=release.content_sha256,
+        published=provenance(),
+        check_reports=check_reports,
+        excluded=release.excluded,
+        failed=release.failed_checks + [f"not built: {s}" for s in release.skipped],
+    )
     raced = store.create_manifest(content.name, content.version, manifest.model_dump_json(indent=2).encode())
     if raced is None:
         return "published"
@@ -227,22 +289,33 @@ def _create(store: Store, release: Release, check_reports: list[BlobRef]) -> str
     return "unchanged"
 
 
-def _result(store: Store, release: Release, status: str, uploaded: list[_Blob], present: int,
-            started: float) -> PublishResult:
+def _result(
+    store: Store, release: Release, status: str, uploaded: list[_Blob], present: int, started: float
+) -> PublishResult:
     content = release.content
-    return PublishResult(store=store.uri, name=content.name, version=content.version, status=status,
-                         engines=len(content.engines), content_sha256=release.content_sha256,
-                         uploaded_blobs=len(uploaded), uploaded_bytes=sum(b.ref.size_bytes for b in uploaded),
-                         present_blobs=present, skipped_targets=release.skipped,
-                         seconds=round(time.monotonic() - started, 3))
+    return PublishResult(
+        store=store.uri,
+        name=content.name,
+        version=content.version,
+        status=status,
+        engines=len(content.engines),
+        content_sha256=release.content_sha256,
+        uploaded_blobs=len(uploaded),
+        uploaded_bytes=sum(b.ref.size_bytes for b in uploaded),
+        present_blobs=present,
+        skipped_targets=release.skipped,
+        seconds=round(time.monotonic() - started, 3),
+    )
 
 
 def same_or_conflict(existing: bytes, content_sha256: str, store: Store, name: str, version: str) -> None:
     """Conflict unless the published release is this content (one of an older format is compared as this format
     reads it: the same build published again before and after the runtime was recorded is the same release)."""
     if not holds(existing, store, name, version, content_sha256):
-        raise Conflict(f"{name}@{version} is already published in {store.uri} with other content; releases are "
-                       "immutable: publish a new version")
+        raise Conflict(
+            f"{name}@{version} is already published in {store.uri} with other content; releases are "
+            "immutable: publish a new version"
+        )
 
 
 def merge_contents(parts: list[ReleaseContent]) -> ReleaseContent:
@@ -251,8 +324,10 @@ def merge_contents(parts: list[ReleaseContent]) -> ReleaseContent:
     first = parts[0]
     for part in parts[1:]:
         if part.model_sha256 != first.model_sha256:
-            raise InvalidInput(f"the parts of {first.name}@{first.version} are builds of different models "
-                               f"({first.model_sha256[:12]}, {part.model_sha256[:12]}); build them from one model")
+            raise InvalidInput(
+                f"the parts of {first.name}@{first.version} are builds of different models "
+                f"({first.model_sha256[:12]}, {part.model_sha256[:12]}); build them from one model"
+            )
     engines = sorted((e for part in parts for e in part.engines), key=lambda e: (e.sku, e.precision))
     calibrated: dict[str, set[str]] = {}  # the Q/DQ model each int8/fp8 engine was built from, by digest
     for engine in engines:
@@ -260,8 +335,10 @@ def merge_contents(parts: list[ReleaseContent]) -> ReleaseContent:
             calibrated.setdefault(engine.precision, set()).add(engine.built_model_sha256)
     mixed = sorted(p for p, digests in calibrated.items() if len(digests) > 1)
     if mixed:
-        raise InvalidInput(f"the parts of {first.name}@{first.version} hold {', '.join(mixed)} engines built from "
-                           "different calibrated models; calibrate once (or alike) and build every part from it")
+        raise InvalidInput(
+            f"the parts of {first.name}@{first.version} hold {', '.join(mixed)} engines built from "
+            "different calibrated models; calibrate once (or alike) and build every part from it"
+        )
     targets = [(e.sku, e.precision) for e in engines]
     if len(set(targets)) != len(targets):
         twice = sorted({f"{s}/{p}" for s, p in targets if targets.count((s, p)) > 1})
@@ -276,8 +353,15 @@ def merge_contents(parts: list[ReleaseContent]) -> ReleaseContent:
         check = ReleaseCheck(passed=all(c.passed for c in checks), summary=counts)
     signed = next((part for part in parts if part.inputs), first)  # a part whose publisher had the model
     golden = next((part.golden for part in parts if part.golden), None)  # the first part checked with --data
-    return first.model_copy(update={"engines": engines, "check": check, "inputs": signed.inputs,
-                                    "outputs": signed.outputs, "golden": golden})
+    return first.model_copy(
+        update={
+            "engines": engines,
+            "check": check,
+            "inputs": signed.inputs,
+            "outputs": signed.outputs,
+            "golden": golden,
+        }
+    )
 
 
 def _upload_missing(store: Store, name: str, blobs: list[_Blob], progress: Progress | None) -> tuple[list[_Blob], int]:
@@ -292,16 +376,22 @@ def _upload_missing(store: Store, name: str, blobs: list[_Blob], progress: Progr
         stored = store.blob_size(name, blob.ref.sha256)
         if stored == blob.ref.size_bytes:
             continue
-        hint = {"recorded": "check.json records: the file changed after the check; run compile check again"} \
-            if blob.path.name == GOLDEN_FILE else {}
+        hint = (
+            {"recorded": "check.json records: the file changed after the check; run compile check again"}
+            if blob.path.name == GOLDEN_FILE
+            else {}
+        )
         with VerifyingReader(blob.path, blob.ref.sha256, blob.ref.size_bytes, **hint) as source:
             created = store.put_blob(name, blob.ref.sha256, source)
         if not created or stored is not None:
             stored = store.blob_size(name, blob.ref.sha256)
             if stored != blob.ref.size_bytes:
-                raise damaged(store, f"blobs/sha256/{blob.ref.sha256}",
-                              f"{stored} bytes stored, while the {blob.ref.size_bytes} bytes of {blob.path} hash "
-                              "to its digest; it is never replaced")
+                raise damaged(
+                    store,
+                    f"blobs/sha256/{blob.ref.sha256}",
+                    f"{stored} bytes stored, while the {blob.ref.size_bytes} bytes of {blob.path} hash "
+                    "to its digest; it is never replaced",
+                )
         uploaded.append(blob)
     if progress:
         progress("upload", len(unique), len(unique))
@@ -314,16 +404,20 @@ def read_builds(build_dirs: Path | list[Path], name: str, version: str, allow_fa
     check_version(version)
     folders = [Path(build_dirs)] if isinstance(build_dirs, str | Path) else [Path(d) for d in build_dirs]
     parts = [_read_build(folder, name, version, allow_failed) for folder in folders]
-    return Release(merge_contents([p.content for p in parts]), [b for p in parts for b in p.blobs],
-                   [b for p in parts for b in p.check_reports], [s for p in parts for s in p.skipped],
-                   [f for p in parts for f in p.failed_checks], {k: v for p in parts for k, v in p.excluded.items()})
+    return Release(
+        merge_contents([p.content for p in parts]),
+        [b for p in parts for b in p.blobs],
+        [b for p in parts for b in p.check_reports],
+        [s for p in parts for s in p.skipped],
+        [f for p in parts for f in p.failed_checks],
+        {k: v for p in parts for k, v in p.excluded.items()},
+    )
 
 
 def _read_build(build_dir: Path, name: str, version: str, allow_failed: bool) -> Release:
     build = read_build(build_dir, hash_plans=False)  # each plan is hashed as it is sent
     report = build.report
-    problems = [f"{t.sku}/{t.precision}: {t.status}" + (f" ({t.errors[0]})" if t.errors else "")
-                for t in report.failed]
+    problems = [f"{t.sku}/{t.precision}: {t.status}" + (f" ({t.errors[0]})" if t.errors else "") for t in report.failed]
     problems += [f"{t.label}: missing (no {t.folder / 'engine.plan'})" for t in build.targets if t.missing]
     engines = [_release_engine(t) for t in build.built]
     blobs = [blob for t in build.built for blob in _blobs(t)]
@@ -333,18 +427,32 @@ def _read_build(build_dir: Path, name: str, version: str, allow_failed: bool) ->
     if check is not None and not check.passed:
         problems.append(f"{CHECK_RECORD}: the check failed")
     if problems and not allow_failed:
-        raise CheckFailed(f"{build_dir}: not publishable: {'; '.join(problems)}; fix the build (or pass "
-                          "--allow-failed to publish the targets that succeeded)")
+        raise CheckFailed(
+            f"{build_dir}: not publishable: {'; '.join(problems)}; fix the build (or pass "
+            "--allow-failed to publish the targets that succeeded)"
+        )
     if not engines:
         raise CheckFailed(f"{build_dir}: no target built; nothing to publish")
     inputs, outputs = _signature(report)
-    content = ReleaseContent(name=name, version=version, model_sha256=report.model_sha256,
-                             model_name=Path(report.model).name, check=check,
-                             engines=sorted(engines, key=lambda e: (e.sku, e.precision)), inputs=inputs,
-                             outputs=outputs, golden=golden)
-    return Release(content, blobs, [check_blob] if check_blob else [],
-                   [p for p in problems if not p.startswith(CHECK_RECORD)], failed_checks,
-                   {t.label: t.engine.excluded for t in build.built if t.engine.excluded})
+    content = ReleaseContent(
+        name=name,
+        version=version,
+        model_sha256=report.model_sha256,
+        model_name=Path(report.model).name,
+        check=check,
+        engines=sorted(engines, key=lambda e: (e.sku, e.precision)),
+        inputs=inputs,
+        outputs=outputs,
+        golden=golden,
+    )
+    return Release(
+        content,
+        blobs,
+        [check_blob] if check_blob else [],
+        [p for p in problems if not p.startswith(CHECK_RECORD)],
+        failed_checks,
+        {t.label: t.engine.excluded for t in build.built if t.engine.excluded},
+    )
 
 
 def _signature(report: BuildReport) -> tuple[list[TensorSignature] | None, list[TensorSignature] | None]:
@@ -380,13 +488,20 @@ def _release_engine(target: Target) -> ReleaseEngine:
     record = target.engine
     blobs = _blobs(target)
     try:
-        return ReleaseEngine(sku=record.sku, compute_capabilities=record.compute_capabilities,
-                             precision=record.precision, profiles=record.profiles, backend=record.backend,
-                             builder_options=record.builder_options, plan=blobs[0].ref,
-                             layers=blobs[1].ref if len(blobs) > 1 else None,
-                             built_model_sha256=record.built_model_sha256, calibration_sha256=record.calibration_sha256,
-                             plan_header=_plan_header(target),
-                             runtime=runtime_of(record.backend, record.builder_options))
+        return ReleaseEngine(
+            sku=record.sku,
+            compute_capabilities=record.compute_capabilities,
+            precision=record.precision,
+            profiles=record.profiles,
+            backend=record.backend,
+            builder_options=record.builder_options,
+            plan=blobs[0].ref,
+            layers=blobs[1].ref if len(blobs) > 1 else None,
+            built_model_sha256=record.built_model_sha256,
+            calibration_sha256=record.calibration_sha256,
+            plan_header=_plan_header(target),
+            runtime=runtime_of(record.backend, record.builder_options),
+        )
     except ValueError as exc:  # pydantic's ValidationError is one
         from compiler.core.yaml import describe_validation_error
 
@@ -420,15 +535,18 @@ def _plan_header(target: Target) -> dict | None:
     if header is None:
         return record.plan_header
     if sorted(header["compute_capabilities"]) != sorted(record.compute_capabilities):
-        raise InvalidInput(f"{target.plan}: its header says compute capabilities "
-                           f"{', '.join(header['compute_capabilities']) or 'none'}, its engine.json "
-                           f"{', '.join(record.compute_capabilities)}; the folder was edited after the build: build "
-                           "again")
+        raise InvalidInput(
+            f"{target.plan}: its header says compute capabilities "
+            f"{', '.join(header['compute_capabilities']) or 'none'}, its engine.json "
+            f"{', '.join(record.compute_capabilities)}; the folder was edited after the build: build "
+            "again"
+        )
     return header
 
 
-def _read_check(build_dir: Path, engines: list[ReleaseEngine]
-                ) -> tuple[ReleaseCheck | None, _Blob | None, GoldenRecord | None, list[str]]:
+def _read_check(
+    build_dir: Path, engines: list[ReleaseEngine]
+) -> tuple[ReleaseCheck | None, _Blob | None, GoldenRecord | None, list[str]]:
     """check.json's verdict, golden inputs and failed checks (named), when `compile check` ran on the folder,
     refused (exit 1) unless it judged exactly the engines being published: a folder built again after its check
     keeps the old check.json. golden.npz is sent as the check recorded it (its digest is verified as it is
@@ -442,13 +560,15 @@ def _read_check(build_dir: Path, engines: list[ReleaseEngine]
     judged = {(e.sku, e.precision): e.engine_sha256 for e in report.engines}
     stale = sorted(f"{e.sku}/{e.precision}" for e in engines if judged.get((e.sku, e.precision)) != e.plan.sha256)
     if stale:
-        raise CheckFailed(f"{path}: judged other engines than {', '.join(stale)} now in {build_dir} (built again "
-                          f"since?); {hint}")
+        raise CheckFailed(
+            f"{path}: judged other engines than {', '.join(stale)} now in {build_dir} (built again since?); {hint}"
+        )
     golden = report.golden
-    if golden is not None and (golden.blob.size_bytes > GOLDEN_MAX_BYTES
-                               or not (build_dir / GOLDEN_FILE).is_file()):
-        raise CheckFailed(f"{build_dir / GOLDEN_FILE}: missing, or larger than the {GOLDEN_MAX_BYTES} bytes golden "
-                          f"inputs may weigh, while {path} records it; {hint}")
+    if golden is not None and (golden.blob.size_bytes > GOLDEN_MAX_BYTES or not (build_dir / GOLDEN_FILE).is_file()):
+        raise CheckFailed(
+            f"{build_dir / GOLDEN_FILE}: missing, or larger than the {GOLDEN_MAX_BYTES} bytes golden "
+            f"inputs may weigh, while {path} records it; {hint}"
+        )
     failed = [f"{where} {check.name}: {check.summary}" for where, check in report.failures]
     return ReleaseCheck(passed=report.passed, summary=report.counts), blob, golden, failed
 
@@ -458,8 +578,10 @@ def _record_blob(path: Path, kind: type[Record], hint: str) -> tuple[Record, _Bl
     import hashlib
 
     data = read_record_bytes(path, hint)
-    return (parse_record(data, path, kind, hint),
-            _Blob(path, BlobRef(sha256=hashlib.sha256(data).hexdigest(), size_bytes=len(data))))
+    return (
+        parse_record(data, path, kind, hint),
+        _Blob(path, BlobRef(sha256=hashlib.sha256(data).hexdigest(), size_bytes=len(data))),
+    )
 
 
 def _inside(root: Path, relative: Path) -> Path:

@@ -36,8 +36,14 @@ NAME_MAX = 255
 RECORD_SUFFIX = ".json"
 
 
-def select_engine(manifest: ReleaseManifest, *, sku: str | None = None, compute_capability: str | None = None,
-                  precision: str | None = None, tensorrt_version: str | None = None) -> ReleaseEngine:
+def select_engine(
+    manifest: ReleaseManifest,
+    *,
+    sku: str | None = None,
+    compute_capability: str | None = None,
+    precision: str | None = None,
+    tensorrt_version: str | None = None,
+) -> ReleaseEngine:
     """The one engine for a GPU: its compute capability exactly (as Triton's ``cc_model_filenames``), then the
     precision and the runtime version when given (an engine whose runtime rule lets that version load it: the
     build version, or a later one of its major for a version-compatible plan); among engines of one compute
@@ -48,28 +54,43 @@ def select_engine(manifest: ReleaseManifest, *, sku: str | None = None, compute_
             parse_version(tensorrt_version)
         except ValueError as exc:
             raise InvalidInput(f"--tensorrt-version: {exc}") from None
-    engines = [e for e in manifest.content.engines
-               if (compute_capability is None or compute_capability in e.compute_capabilities)
-               and (precision is None or e.precision == precision)
-               and (tensorrt_version is None or e.runtime.loads(tensorrt_version))]
+    engines = [
+        e
+        for e in manifest.content.engines
+        if (compute_capability is None or compute_capability in e.compute_capabilities)
+        and (precision is None or e.precision == precision)
+        and (tensorrt_version is None or e.runtime.loads(tensorrt_version))
+    ]
     if sku is not None and len(engines) > 1 and any(e.sku == sku for e in engines):
         engines = [e for e in engines if e.sku == sku]
-    wanted = ", ".join(part for part in (
-        f"compute capability {compute_capability}" if compute_capability else "",
-        f"precision {precision}" if precision else "",
-        f"TensorRT {tensorrt_version}" if tensorrt_version else "") if part) or "any engine"
+    wanted = (
+        ", ".join(
+            part
+            for part in (
+                f"compute capability {compute_capability}" if compute_capability else "",
+                f"precision {precision}" if precision else "",
+                f"TensorRT {tensorrt_version}" if tensorrt_version else "",
+            )
+            if part
+        )
+        or "any engine"
+    )
     if len(engines) == 1:
         return engines[0]
-    have = "; ".join(f"{e.sku} ({', '.join(e.compute_capabilities)}) {e.precision} {e.runtime.name} (loads with "
-                     f"{e.runtime.loads_with})" for e in manifest.content.engines[:SHOWN]) + and_more(
-        len(manifest.content.engines) - SHOWN)
+    have = "; ".join(
+        f"{e.sku} ({', '.join(e.compute_capabilities)}) {e.precision} {e.runtime.name} (loads with "
+        f"{e.runtime.loads_with})"
+        for e in manifest.content.engines[:SHOWN]
+    ) + and_more(len(manifest.content.engines) - SHOWN)
     if not engines:
         raise InvalidInput(f"{release} has no engine for {wanted}; it has: {have}")
     choices = sorted({e.precision for e in engines})
     hint = "add --precision " + " or ".join(choices) if len(choices) > 1 else "add --tensorrt-version or --sku"
-    raise InvalidInput(f"{release} has {len(engines)} engines for {wanted}: "
-                       f"{', '.join(f'{e.sku}/{e.precision}' for e in engines[:SHOWN])}{and_more(len(engines) - SHOWN)}"
-                       f"; {hint}")
+    raise InvalidInput(
+        f"{release} has {len(engines)} engines for {wanted}: "
+        f"{', '.join(f'{e.sku}/{e.precision}' for e in engines[:SHOWN])}{and_more(len(engines) - SHOWN)}"
+        f"; {hint}"
+    )
 
 
 def local_compute_capability() -> str:
@@ -81,8 +102,9 @@ def local_compute_capability() -> str:
     if not capabilities:
         raise EnvironmentProblem(f"--sku auto: no GPU found ({why}); name the target with --sku SKU")
     if len(capabilities) > 1:
-        raise EnvironmentProblem(f"--sku auto: this machine's GPUs differ ({', '.join(capabilities)}); name one "
-                                 "with --sku SKU")
+        raise EnvironmentProblem(
+            f"--sku auto: this machine's GPUs differ ({', '.join(capabilities)}); name one with --sku SKU"
+        )
     return capabilities[0]
 
 
@@ -118,9 +140,20 @@ class PullResult(BaseModel):
     """With ``compile pull --golden``: the golden inputs written beside the plan (compiler.releases.golden)."""
 
 
-def pull(store: str | Store, ref: str | Ref, *, out: Path, sku: str | None = None, precision: str | None = None,
-         tensorrt_version: str | None = None, cache_dir: Path | None = None, use_cache: bool = True,
-         verify_key: Path | None = None, allow_yanked: bool = False, golden: Path | None = None) -> PullResult:
+def pull(
+    store: str | Store,
+    ref: str | Ref,
+    *,
+    out: Path,
+    sku: str | None = None,
+    precision: str | None = None,
+    tensorrt_version: str | None = None,
+    cache_dir: Path | None = None,
+    use_cache: bool = True,
+    verify_key: Path | None = None,
+    allow_yanked: bool = False,
+    golden: Path | None = None,
+) -> PullResult:
     """The one verified plan of ``ref`` for ``sku`` (a catalog name or ``auto``), written to ``out`` with its
     record (``X.plan.json``) beside it, and with ``golden`` the release's golden inputs there, from the same
     manifest. Nothing is written to ``out`` unless the bytes hash to the manifest's digest; with ``verify_key``
@@ -138,27 +171,43 @@ def pull(store: str | Store, ref: str | Ref, *, out: Path, sku: str | None = Non
         compute_capability = load_sku_catalog().get(sku).compute_capability
     store = open_store(store)
     resolved = resolve_trusted(store, ref, verify_key, allow_yanked=allow_yanked)
-    engine = select_engine(resolved.manifest, sku=None if sku == "auto" else sku,
-                           compute_capability=compute_capability, precision=precision,
-                           tensorrt_version=tensorrt_version)
+    engine = select_engine(
+        resolved.manifest,
+        sku=None if sku == "auto" else sku,
+        compute_capability=compute_capability,
+        precision=precision,
+        tensorrt_version=tensorrt_version,
+    )
     if golden is not None:
         require_golden(resolved)  # before the plan is written
     name = resolved.manifest.content.name
     cache = (cache_dir or default_cache_dir()) / "pulls" if use_cache else None
     from_cache = fetch_verified(store, name, engine.plan.sha256, engine.plan.size_bytes, out, cache)
-    record = PulledEngine(**engine.model_dump(), release=f"{name}@{resolved.version}", version=resolved.version,
-                          store=store.uri)
+    record = PulledEngine(
+        **engine.model_dump(), release=f"{name}@{resolved.version}", version=resolved.version, store=store.uri
+    )
     engine_json = record_path(out)
     write_atomic(engine_json, record.model_dump_json(indent=2).encode())
     fetched = None
     if golden is not None:
         fetched = write_golden(store, resolved, golden, cache, time.monotonic())
-    return PullResult(release=str(resolved.ref), version=resolved.version, channel=resolved.channel, sku=engine.sku,
-                      precision=engine.precision, compute_capabilities=engine.compute_capabilities,
-                      runtime=engine.runtime, sha256=engine.plan.sha256, size_bytes=engine.plan.size_bytes,
-                      out=str(out), engine_json=str(engine_json), from_cache=from_cache,
-                      seconds=round(time.monotonic() - started, 3), warnings=release_warnings(resolved.manifest),
-                      golden=fetched)
+    return PullResult(
+        release=str(resolved.ref),
+        version=resolved.version,
+        channel=resolved.channel,
+        sku=engine.sku,
+        precision=engine.precision,
+        compute_capabilities=engine.compute_capabilities,
+        runtime=engine.runtime,
+        sha256=engine.plan.sha256,
+        size_bytes=engine.plan.size_bytes,
+        out=str(out),
+        engine_json=str(engine_json),
+        from_cache=from_cache,
+        seconds=round(time.monotonic() - started, 3),
+        warnings=release_warnings(resolved.manifest),
+        golden=fetched,
+    )
 
 
 def release_warnings(manifest: ReleaseManifest) -> list[str]:
@@ -174,8 +223,10 @@ def record_path(out: Path) -> Path:
 
 def _check_out(out: Path) -> None:
     if len(os.fsencode(out.name + RECORD_SUFFIX)) > NAME_MAX:
-        raise InvalidInput(f"--out {out}: the file name is longer than the {NAME_MAX - len(RECORD_SUFFIX)} bytes a "
-                           f"plan's name may have (its record adds {RECORD_SUFFIX}); choose a shorter one")
+        raise InvalidInput(
+            f"--out {out}: the file name is longer than the {NAME_MAX - len(RECORD_SUFFIX)} bytes a "
+            f"plan's name may have (its record adds {RECORD_SUFFIX}); choose a shorter one"
+        )
     if out.name in ("", ".", "..") or out.is_dir():
         raise InvalidInput(f"--out {out}: give a file path for the plan (e.g. model.plan), not a folder")
     if not out.parent.is_dir():
@@ -188,5 +239,7 @@ def _check_out(out: Path) -> None:
         except OSError as exc:
             raise InvalidInput(f"--out {out}: cannot look at {path} ({exc.strerror or exc})") from None
         if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):  # a link is replaced, never written through
-            raise InvalidInput(f"--out {out}: {path} is a device, FIFO or socket, not a regular file; a pull "
-                               "replaces regular files only: give another path")
+            raise InvalidInput(
+                f"--out {out}: {path} is a device, FIFO or socket, not a regular file; a pull "
+                "replaces regular files only: give another path"
+            )

@@ -37,7 +37,10 @@ def repair_blobs(store: Store, name: str, blobs: list[HeldBlob]) -> list[HeldBlo
         with VerifyingReader(blob.path, sha256, size) as source:
             store.put_blob(name, sha256, source)
         if holds(store, name, sha256, size) is not True:
-            raise damaged(store, f"blobs/sha256/{sha256}", "still damaged after the repair (written again "
-                          "meanwhile?); run publish --repair again")
+            raise damaged(
+                store,
+                f"blobs/sha256/{sha256}",
+                "still damaged after the repair (written again meanwhile?); run publish --repair again",
+            )
         repaired.append(blob)
     return repaired

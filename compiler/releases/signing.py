@@ -20,9 +20,11 @@ PAYLOAD_TYPE = "application/vnd.in-toto+json"
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 MAX_KEY_BYTES = 64 << 10
 """A PEM key of the accepted kinds is a few hundred bytes; a bigger file is not one."""
-MAKE_KEY = ("make one with `openssl genpkey -algorithm ed25519 -out release.pem` (or `openssl ecparam -name "
-            "prime256v1 -genkey -noout -out release.pem`), its public half with `openssl pkey -in release.pem "
-            "-pubout -out release.pub`")
+MAKE_KEY = (
+    "make one with `openssl genpkey -algorithm ed25519 -out release.pem` (or `openssl ecparam -name "
+    "prime256v1 -genkey -noout -out release.pem`), its public half with `openssl pkey -in release.pem "
+    "-pubout -out release.pub`"
+)
 
 
 def _read_key_file(path: Path, role: str) -> bytes:
@@ -48,8 +50,9 @@ def _accepted(key: Any, label: str) -> Any:
     if isinstance(key, ec.EllipticCurvePrivateKey | ec.EllipticCurvePublicKey):
         if key.curve.name == "secp256r1":
             return key
-        raise InvalidInput(f"{label}: an EC key on {key.curve.name}; only P-256 (prime256v1) or Ed25519 keys "
-                           f"are accepted; {MAKE_KEY}")
+        raise InvalidInput(
+            f"{label}: an EC key on {key.curve.name}; only P-256 (prime256v1) or Ed25519 keys are accepted; {MAKE_KEY}"
+        )
     kind = type(key).__name__.removeprefix("_").replace("PrivateKey", "").replace("PublicKey", "") or "unknown"
     raise InvalidInput(f"{label}: a {kind} key; only EC P-256 or Ed25519 keys are accepted; {MAKE_KEY}")
 
@@ -70,8 +73,10 @@ def signer_from_pem(data: bytes, label: str):
     try:
         key = load_pem_private_key(data, password=None)
     except TypeError:  # "Password was not given but private key is encrypted"
-        raise InvalidInput(f"{label}: the key is encrypted with a passphrase; give it unencrypted, kept in a CI "
-                           "secret (`openssl pkey -in KEY -out plain.pem`)") from None
+        raise InvalidInput(
+            f"{label}: the key is encrypted with a passphrase; give it unencrypted, kept in a CI "
+            "secret (`openssl pkey -in KEY -out plain.pem`)"
+        ) from None
     except Exception as exc:  # cryptography raises ValueError or UnsupportedAlgorithm
         if b"PUBLIC KEY" in data:
             raise InvalidInput(f"{label}: a public key; signing needs the private key ({MAKE_KEY})") from None
@@ -89,8 +94,10 @@ def load_public_key(path: Path, role: str = "--key"):
         key = load_pem_public_key(data)
     except Exception as exc:  # cryptography raises ValueError or UnsupportedAlgorithm
         if b"PRIVATE KEY" in data:
-            raise InvalidInput(f"{role} {path}: a private key; give its public half (`openssl pkey -in KEY -pubout "
-                               "-out release.pub`): verifying hosts never hold the private key") from None
+            raise InvalidInput(
+                f"{role} {path}: a private key; give its public half (`openssl pkey -in KEY -pubout "
+                "-out release.pub`): verifying hosts never hold the private key"
+            ) from None
         raise InvalidInput(f"{role} {path}: not a PEM public key ({type(exc).__name__}); {MAKE_KEY}") from None
     return SSlibKey.from_crypto(_accepted(key, f"{role} {path}"))
 
@@ -125,11 +132,14 @@ def sign(statement_: dict[str, Any], signer) -> bytes:
             raise
         from compiler.core.text import redacted_reason
 
-        raise EnvironmentProblem(f"signing with the HSM or KMS key failed ({redacted_reason(exc)}); publishing "
-                                 "again adds the signature") from None
-    bundle = {"mediaType": BUNDLE,
-              "verificationMaterial": {"publicKey": {"hint": signer.public_key.keyid}, "tlogEntries": []},
-              "dsseEnvelope": envelope.to_dict()}
+        raise EnvironmentProblem(
+            f"signing with the HSM or KMS key failed ({redacted_reason(exc)}); publishing again adds the signature"
+        ) from None
+    bundle = {
+        "mediaType": BUNDLE,
+        "verificationMaterial": {"publicKey": {"hint": signer.public_key.keyid}, "tlogEntries": []},
+        "dsseEnvelope": envelope.to_dict(),
+    }
     return json.dumps(bundle, indent=2).encode()
 
 
@@ -169,8 +179,9 @@ def verify(data: bytes, key, what: str) -> dict[str, Any]:
             raise CheckFailed(f"{what}: its envelope carries no in-toto Statement v1")
         return carried
     if _keyless(data):
-        raise CheckFailed(f"{what} is signed keyless (a Sigstore certificate, no key); verify it with --identity "
-                          "and --issuer")
+        raise CheckFailed(
+            f"{what} is signed keyless (a Sigstore certificate, no key); verify it with --identity and --issuer"
+        )
     envelope, carried = open_bundle(data, what)
     pae = envelope.pae()
     for signature in envelope.signatures.values():

@@ -48,8 +48,10 @@ def trusted_key(key: Path | str | None):
     """The public key of ``--verify-key`` (else ``$COMPILE_VERIFY_KEY``), loaded before any request; None: no
     verification asked."""
     if not key and os.environ.get(VERIFY_KEY_ENV) == "":  # fail closed: a secret that did not arrive
-        raise InvalidInput(f"${VERIFY_KEY_ENV} is set but empty; give the path of the publisher's public key, or "
-                           "unset it to take releases without verifying their signature")
+        raise InvalidInput(
+            f"${VERIFY_KEY_ENV} is set but empty; give the path of the publisher's public key, or "
+            "unset it to take releases without verifying their signature"
+        )
     key = key or os.environ.get(VERIFY_KEY_ENV) or None
     return load_public_key(Path(key), "--verify-key") if key else None
 
@@ -61,24 +63,35 @@ def require_signature(store: Store, resolved: Resolved, key) -> dict[str, Any]:
     what = f"{name}@{version} in {store.uri}"
     bundle = _attachment(store, name, version, "signature", what)
     if bundle is None:
-        raise CheckFailed(f"{what} is unsigned: it has no signature; its publisher signs it by publishing it again "
-                          "with --sign-key")
+        raise CheckFailed(
+            f"{what} is unsigned: it has no signature; its publisher signs it by publishing it again with --sign-key"
+        )
     signed = verify(bundle, key, f"the signature of {what}")
     subjects = signed.get("subject") if isinstance(signed.get("subject"), list) else []
     named = next((s for s in subjects if isinstance(s, dict) and s.get("name") == f"{name}@{version}"), None)
     if signed.get("predicateType") != RELEASE_SIGNATURE or named is None:
         names = ", ".join(str(s.get("name"))[:80] for s in subjects[:3] if isinstance(s, dict))
-        raise CheckFailed(f"the signature of {what} is a signature of something else ({names or 'no subject'}; "
-                          f"{str(signed.get('predicateType'))[:80]}), not of this release")
+        raise CheckFailed(
+            f"the signature of {what} is a signature of something else ({names or 'no subject'}; "
+            f"{str(signed.get('predicateType'))[:80]}), not of this release"
+        )
     if (named.get("digest") or {}).get("sha256") != resolved.manifest_sha256:
-        raise CheckFailed(f"{what}: manifest mismatch: its manifest hashes to sha256:{resolved.manifest_sha256}, not "
-                          "to the digest the signature names: it was changed after signing")
+        raise CheckFailed(
+            f"{what}: manifest mismatch: its manifest hashes to sha256:{resolved.manifest_sha256}, not "
+            "to the digest the signature names: it was changed after signing"
+        )
     return signed
 
 
-def verify_release(store: str | Store, ref: str | Ref, key_path: Path | None = None, *,
-                   identity: str | None = None, issuer: str | None = None,
-                   progress: Progress | None = None) -> VerifyResult:
+def verify_release(
+    store: str | Store,
+    ref: str | Ref,
+    key_path: Path | None = None,
+    *,
+    identity: str | None = None,
+    issuer: str | None = None,
+    progress: Progress | None = None,
+) -> VerifyResult:
     """Verify ``ref`` (NAME@VERSION or NAME@CHANNEL) with the public key at ``key_path``, or, for a keyless
     release, against the signer's ``identity`` and OIDC ``issuer`` (compiler.releases.keyless)."""
     started = time.monotonic()
@@ -93,18 +106,26 @@ def verify_release(store: str | Store, ref: str | Ref, key_path: Path | None = N
     if provenance is None:
         raise CheckFailed(f"{what}: no provenance beside the manifest; publish it again to add it")
     if hashlib.sha256(provenance).hexdigest() != (signed.get("predicate") or {}).get("provenanceSha256"):
-        raise CheckFailed(f"{what}: provenance mismatch: the provenance in the store is not the one the signature "
-                          "names: it was changed after signing")
+        raise CheckFailed(
+            f"{what}: provenance mismatch: the provenance in the store is not the one the signature "
+            "names: it was changed after signing"
+        )
     statement, provenance_signed = _provenance(provenance, key, what)
     wanted = sorted((plan_name(e), e.plan.sha256) for e in content.engines)
     subjects = statement.get("subject") if isinstance(statement.get("subject"), list) else []
-    have = sorted((str(s.get("name")), str((s.get("digest") or {}).get("sha256"))) for s in subjects
-                  if isinstance(s, dict) and str(s.get("name")).endswith("/" + PLAN_FILE))
+    have = sorted(
+        (str(s.get("name")), str((s.get("digest") or {}).get("sha256")))
+        for s in subjects
+        if isinstance(s, dict) and str(s.get("name")).endswith("/" + PLAN_FILE)
+    )
     if have != wanted:
-        raise CheckFailed(f"{what}: provenance mismatch: its subjects ({len(have)}) are not the manifest's plans "
-                          f"({len(wanted)}) by sha256")
-    blobs = [(f"{e.sku}/{e.precision} plan", blob) for e in content.engines for blob in filter(None, (e.plan,
-                                                                                                      e.layers))]
+        raise CheckFailed(
+            f"{what}: provenance mismatch: its subjects ({len(have)}) are not the manifest's plans "
+            f"({len(wanted)}) by sha256"
+        )
+    blobs = [
+        (f"{e.sku}/{e.precision} plan", blob) for e in content.engines for blob in filter(None, (e.plan, e.layers))
+    ]
     blobs += [("check.json", report) for report in resolved.manifest.check_reports]
     total = 0
     for done, (label, blob) in enumerate(blobs):
@@ -114,25 +135,38 @@ def verify_release(store: str | Store, ref: str | Ref, key_path: Path | None = N
         total += blob.size_bytes
     if progress:
         progress("verify", len(blobs), len(blobs))
-    return VerifyResult(release=str(resolved.ref), version=resolved.version, channel=resolved.channel,
-                        store=store.uri, key=str(key_path or key), manifest_sha256=resolved.manifest_sha256,
-                        provenance_signed=provenance_signed, subjects=len(have), blobs=len(blobs), bytes=total,
-                        verified=True, seconds=round(time.monotonic() - started, 3))
+    return VerifyResult(
+        release=str(resolved.ref),
+        version=resolved.version,
+        channel=resolved.channel,
+        store=store.uri,
+        key=str(key_path or key),
+        manifest_sha256=resolved.manifest_sha256,
+        provenance_signed=provenance_signed,
+        subjects=len(have),
+        blobs=len(blobs),
+        bytes=total,
+        verified=True,
+        seconds=round(time.monotonic() - started, 3),
+    )
 
 
 def trust_of(key_path: Path | None, identity: str | None, issuer: str | None):
     """What a release must be signed by: a public key, or a keyless identity and its issuer (exit 2 for any other
     combination, before any request)."""
     if key_path is not None and (identity is not None or issuer is not None):
-        raise InvalidInput("--key and --identity/--issuer: give one way to trust the signer, a public key or a "
-                           "keyless identity")
+        raise InvalidInput(
+            "--key and --identity/--issuer: give one way to trust the signer, a public key or a keyless identity"
+        )
     if key_path is not None:
         return load_public_key(Path(key_path))
     if identity is None or issuer is None:
-        raise InvalidInput("give --key PUB.pem, or --identity and --issuer together for a keyless release" if
-                           identity is None and issuer is None else
-                           f"--{'issuer' if identity is not None else 'identity'} is missing: a keyless signature "
-                           "is trusted for an identity from one OIDC issuer, both given")
+        raise InvalidInput(
+            "give --key PUB.pem, or --identity and --issuer together for a keyless release"
+            if identity is None and issuer is None
+            else f"--{'issuer' if identity is not None else 'identity'} is missing: a keyless signature "
+            "is trusted for an identity from one OIDC issuer, both given"
+        )
     from compiler.releases.keyless import KeylessIdentity
 
     return KeylessIdentity(identity, issuer)
@@ -146,8 +180,9 @@ def read_provenance(store: str | Store, ref: str | Ref) -> dict[str, Any]:
     what = f"{ref.name}@{resolved.version} in {store.uri}"
     data = _attachment(store, ref.name, resolved.version, "provenance", what)
     if data is None:
-        raise CheckFailed(f"{what} has no provenance (published before provenance was recorded); publish a new "
-                          "version to get one")
+        raise CheckFailed(
+            f"{what} has no provenance (published before provenance was recorded); publish a new version to get one"
+        )
     return _provenance(data, None, what)[0]
 
 
@@ -159,13 +194,19 @@ def _provenance(data: bytes, key, what: str) -> tuple[dict[str, Any], bool]:
     except ValueError:
         raise CheckFailed(f"the provenance of {what} is not JSON") from None
     if isinstance(parsed, dict) and parsed.get("mediaType") == BUNDLE:
-        statement = verify(data, key, f"the provenance of {what}") if key is not None \
+        statement = (
+            verify(data, key, f"the provenance of {what}")
+            if key is not None
             else open_bundle(data, f"the provenance of {what}")[1]
+        )
         signed = True
     else:
         statement, signed = parsed, False
-    if not isinstance(statement, dict) or statement.get("_type") != STATEMENT_TYPE \
-            or statement.get("predicateType") != SLSA_PROVENANCE:
+    if (
+        not isinstance(statement, dict)
+        or statement.get("_type") != STATEMENT_TYPE
+        or statement.get("predicateType") != SLSA_PROVENANCE
+    ):
         raise CheckFailed(f"the provenance of {what} is not an in-toto statement of SLSA provenance v1")
     return statement, signed
 
@@ -173,8 +214,9 @@ def _provenance(data: bytes, key, what: str) -> tuple[dict[str, Any], bool]:
 def _attachment(store: Store, name: str, version: str, kind: str, what: str) -> bytes | None:
     data = store.attachment(name, version, kind)
     if data is not None and len(data) > MAX_ATTACHMENT_BYTES:
-        raise CheckFailed(f"the {kind} of {what} is over {MAX_ATTACHMENT_BYTES >> 20} MiB: not one of ours "
-                          "(damaged or planted)")
+        raise CheckFailed(
+            f"the {kind} of {what} is over {MAX_ATTACHMENT_BYTES >> 20} MiB: not one of ours (damaged or planted)"
+        )
     return data
 
 
@@ -184,5 +226,7 @@ def _check_blob(store: Store, name: str, label: str, sha256: str, size: int, wha
         if not store.get_blob(name, sha256, sink, size):
             raise CheckFailed(f"{what}: blob mismatch: {label} (sha256:{sha256}) is missing from the store")
     if not sink.matches():
-        raise CheckFailed(f"{what}: blob mismatch: {label} hashes to sha256:{sink.hexdigest()} ({sink.size} bytes), "
-                          f"not to the sha256:{sha256} the manifest names")
+        raise CheckFailed(
+            f"{what}: blob mismatch: {label} hashes to sha256:{sink.hexdigest()} ({sink.size} bytes), "
+            f"not to the sha256:{sha256} the manifest names"
+        )

@@ -43,8 +43,9 @@ def yank(store: str | Store, ref: str | Ref, reason: str) -> YankResult:
     store = open_store(store)
     if store.read_manifest(ref.name, ref.tag) is None:
         resolved = resolve(store, ref)  # the precise error, or a channel: yank the version, not the channel
-        raise InvalidInput(f"{ref}: is the channel {resolved.channel}; yank the version it points at "
-                           f"({ref.name}@{resolved.version})")
+        raise InvalidInput(
+            f"{ref}: is the channel {resolved.channel}; yank the version it points at ({ref.name}@{resolved.version})"
+        )
     who = provenance()
     record = YankRecord(name=ref.name, version=ref.tag, reason=reason, by=who.by, at=who.at)
     there = store.mark_yanked(ref.name, ref.tag, record.model_dump_json(indent=2).encode())

@@ -33,12 +33,15 @@ def open_store(uri: str | Store, *, create: bool = False) -> Store:
         try:
             from compiler.stores.oci import OciStore
         except ImportError as exc:  # the backend, or the client it needs, is not installed
-            raise EnvironmentProblem(f"store {uri}: OCI stores are not available in this installation ({exc}); "
-                                     "use a folder or s3://") from None
+            raise EnvironmentProblem(
+                f"store {uri}: OCI stores are not available in this installation ({exc}); use a folder or s3://"
+            ) from None
         return OciStore(uri)
     if "://" in uri and not uri.startswith("file://"):
-        raise InvalidInput(f"store {uri}: unknown scheme; use a folder, file://, s3:// or oci:// (oci+http:// "
-                           "for a plain-HTTP registry)")
+        raise InvalidInput(
+            f"store {uri}: unknown scheme; use a folder, file://, s3:// or oci:// (oci+http:// "
+            "for a plain-HTTP registry)"
+        )
     from compiler.stores.local import LocalStore
 
     if not uri.removeprefix("file://").strip():  # Path("") would be the working directory

@@ -34,13 +34,18 @@ def _checked(pattern: re.Pattern[str], value: str, role: str, rule: str) -> str:
 
 
 def check_name(name: str) -> str:
-    return _checked(NAME, name, "release name", "1 to 64 of a-z 0-9 . _ - (starting and ending with a letter or "
-                                                "digit, no '..')")
+    return _checked(
+        NAME, name, "release name", "1 to 64 of a-z 0-9 . _ - (starting and ending with a letter or digit, no '..')"
+    )
 
 
 def check_version(version: str) -> str:
-    return _checked(VERSION, version, "version", "1 to 64 of A-Z a-z 0-9 . _ - (starting and ending with a letter "
-                                                 "or digit, no '..')")
+    return _checked(
+        VERSION,
+        version,
+        "version",
+        "1 to 64 of A-Z a-z 0-9 . _ - (starting and ending with a letter or digit, no '..')",
+    )
 
 
 def check_channel(channel: str) -> str:
@@ -168,8 +173,10 @@ class Store(ABC):
         """Take the blob named ``sha256`` away if its bytes are not ``size`` bytes hashing to it, so a verified
         copy can be created in its place (blobs are create-only). Safe against a racing repair: a good blob put
         there meanwhile is never removed (kept, or put back). True when a damaged blob was removed."""
-        raise EnvironmentProblem(f"store {self.uri}: a damaged blob cannot be replaced in this store; ask who owns "
-                                 "it to remove blob sha256:" + check_sha256(sha256))
+        raise EnvironmentProblem(
+            f"store {self.uri}: a damaged blob cannot be replaced in this store; ask who owns "
+            "it to remove blob sha256:" + check_sha256(sha256)
+        )
 
     def stage(self, name: str, version: str, job: str, data: bytes) -> bytes | None:
         """Record one CI job's part of a release before it is published, create-only like a manifest: None when
@@ -224,12 +231,15 @@ class Store(ABC):
         raise self._unsupported("compile gc")
 
     def _unsupported(self, what: str) -> Unsupported:
-        return Unsupported(f"store {self.uri}: {what} is not available on this kind of store; use a folder, s3:// "
-                           "or oci://")
+        return Unsupported(
+            f"store {self.uri}: {what} is not available on this kind of store; use a folder, s3:// or oci://"
+        )
 
     def _no_staging(self) -> EnvironmentProblem:
-        return EnvironmentProblem(f"store {self.uri}: sharded releases (--only-sku, --finalize) need a local "
-                                  "folder or S3 store; release in one job here")
+        return EnvironmentProblem(
+            f"store {self.uri}: sharded releases (--only-sku, --finalize) need a local "
+            "folder or S3 store; release in one job here"
+        )
 
 
 class VerifyingReader:
@@ -240,8 +250,13 @@ class VerifyingReader:
     that stops on the error (a multipart upload aborts, a temporary file is removed) never stores bytes under a
     digest they do not have. A backend makes a blob visible only once :attr:`verified` is true."""
 
-    def __init__(self, path: Path, sha256: str, size: int,
-                 recorded: str = "its engine.json records: the file changed after the build; build again") -> None:
+    def __init__(
+        self,
+        path: Path,
+        sha256: str,
+        size: int,
+        recorded: str = "its engine.json records: the file changed after the build; build again",
+    ) -> None:
         self._recorded = recorded
         self.path, self.sha256, self.size = path, sha256, size
         self._handle = open(path, "rb")  # noqa: SIM115 - closed by close(), as the uploads that read it expect
@@ -323,8 +338,7 @@ class HashingSink:
     than the manifest records is never copied whole (the backend's read stops on the error); :meth:`verify`
     then checks the size and digest of what came, empty included."""
 
-    def __init__(self, handle, size: int | None = None, sha256: str | None = None,
-                 describe: str = "the blob") -> None:
+    def __init__(self, handle, size: int | None = None, sha256: str | None = None, describe: str = "the blob") -> None:
         self._handle = handle
         self._hash = hashlib.sha256()
         self.size = 0
@@ -332,8 +346,10 @@ class HashingSink:
 
     def write(self, data: bytes) -> int:
         if self.expected_size is not None and self.size + len(data) > self.expected_size:
-            raise CheckFailed(f"{self.describe} is corrupt: it is longer than the {self.expected_size} bytes "
-                              "recorded for it (reading stopped there)")
+            raise CheckFailed(
+                f"{self.describe} is corrupt: it is longer than the {self.expected_size} bytes "
+                "recorded for it (reading stopped there)"
+            )
         self._hash.update(data)
         self.size += len(data)
         return self._handle.write(data)

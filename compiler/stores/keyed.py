@@ -1,10 +1,10 @@
 """The layout the local folder and S3 share, written once over a few key-value primitives.
 
-    blobs/sha256/<digest>                       content-addressed plans and records
-    releases/<name>/<version>/manifest.json     one immutable manifest per release version
-    releases/<name>/<version>/signature.json    its signature (a Sigstore bundle), when signed
-    releases/<name>/<version>/provenance.json   its SLSA provenance (signed: a Sigstore bundle)
-    channels/<name>/<channel>                   the version a channel points at, and its history
+blobs/sha256/<digest>                       content-addressed plans and records
+releases/<name>/<version>/manifest.json     one immutable manifest per release version
+releases/<name>/<version>/signature.json    its signature (a Sigstore bundle), when signed
+releases/<name>/<version>/provenance.json   its SLSA provenance (signed: a Sigstore bundle)
+channels/<name>/<channel>                   the version a channel points at, and its history
 """
 
 from __future__ import annotations
@@ -116,8 +116,9 @@ class KeyedStore(Store):
         return sorted(n for n in self._children("releases/") if NAME.fullmatch(n) and ".." not in n)
 
     def versions(self, name: str) -> list[str]:
-        return sorted(v for v in self._children(f"releases/{check_name(name)}/") if VERSION.fullmatch(v)
-                      and ".." not in v)
+        return sorted(
+            v for v in self._children(f"releases/{check_name(name)}/") if VERSION.fullmatch(v) and ".." not in v
+        )
 
     def channels(self, name: str) -> list[str]:
         return sorted(c for c in self._children(f"channels/{check_name(name)}/") if CHANNEL.fullmatch(c))
@@ -150,8 +151,11 @@ class KeyedStore(Store):
 
     def entry_keys(self, kind: str) -> list[str]:
         folder = entry_key(kind, "0" * 64).rpartition("/")[0]
-        return sorted(e.removesuffix(".json") for e in self._children(folder + "/")
-                      if e.endswith(".json") and SHA256.fullmatch(e.removesuffix(".json")))
+        return sorted(
+            e.removesuffix(".json")
+            for e in self._children(folder + "/")
+            if e.endswith(".json") and SHA256.fullmatch(e.removesuffix(".json"))
+        )
 
     def delete_entry(self, kind: str, key: str) -> None:
         self._delete(entry_key(kind, key))
@@ -176,6 +180,10 @@ class KeyedStore(Store):
         return None if found is None else found[0]
 
     def staged_releases(self) -> list[tuple[str, str]]:
-        return [(name, version) for name in self._children("staging/") if NAME.fullmatch(name) and ".." not in name
-                for version in self._children(f"staging/{name}/") if VERSION.fullmatch(version)
-                and ".." not in version]
+        return [
+            (name, version)
+            for name in self._children("staging/")
+            if NAME.fullmatch(name) and ".." not in name
+            for version in self._children(f"staging/{name}/")
+            if VERSION.fullmatch(version) and ".." not in version
+        ]

@@ -46,8 +46,10 @@ class LocalStore(KeyedStore):
         """A key's file, refused if a link in the store (``releases/x`` pointing elsewhere) leads out of it."""
         path = self.root.joinpath(*key.split("/"))  # keys are built from checked names only
         if not path.resolve().is_relative_to(self.root.resolve()):
-            raise InvalidInput(f"store {self.root}: {key} leads out of the store through a symbolic link; "
-                               "a store holds plain files and folders only")
+            raise InvalidInput(
+                f"store {self.root}: {key} leads out of the store through a symbolic link; "
+                "a store holds plain files and folders only"
+            )
         return path
 
     def _temporary(self, path: Path) -> Path:
@@ -121,8 +123,10 @@ class LocalStore(KeyedStore):
         return os.fdopen(fd, "rb")
 
     def _damaged(self, key: str, what: str) -> CheckFailed:
-        return CheckFailed(f"store {self.root}: {key} is damaged ({what}; a store holds plain files and folders "
-                           "only); publish it again or ask who owns the store")
+        return CheckFailed(
+            f"store {self.root}: {key} is damaged ({what}; a store holds plain files and folders "
+            "only); publish it again or ask who owns the store"
+        )
 
     def _stream(self, key: str, sink: Sink, size: int | None = None) -> bool:
         handle = self._open(key)
@@ -199,13 +203,15 @@ class LocalStore(KeyedStore):
         """Only folders with a manifest: a publisher killed before writing its manifest leaves a folder here (on S3,
         where the manifest is the only object under ``releases/``, it leaves nothing)."""
         folder = self.root / "releases" / name
-        return [version for version in super().versions(name)
-                if os.path.lexists(folder / version / "manifest.json")]
+        return [version for version in super().versions(name) if os.path.lexists(folder / version / "manifest.json")]
 
     def _children(self, prefix: str) -> list[str]:
         try:
-            return [entry.name for entry in os.scandir(self._path(prefix.rstrip("/")))
-                    if entry.is_dir(follow_symlinks=False) or entry.is_file(follow_symlinks=False)]
+            return [
+                entry.name
+                for entry in os.scandir(self._path(prefix.rstrip("/")))
+                if entry.is_dir(follow_symlinks=False) or entry.is_file(follow_symlinks=False)
+            ]
         except OSError as exc:
             if exc.errno in (errno.ENOENT, errno.ENOTDIR):
                 return []
@@ -230,6 +236,7 @@ class LocalStore(KeyedStore):
                 if stat.S_ISREG(facts.st_mode):
                     found[name] = (facts.st_size, facts.st_mtime)
         return found
+
 
 def _holds(path: Path, sha256: str, size: int) -> bool:
     """Whether ``path`` is a regular file of ``size`` bytes hashing to ``sha256`` (not following a link, not

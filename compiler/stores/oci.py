@@ -83,8 +83,10 @@ TIMEOUT = (5, 60)
 """Seconds to connect and between bytes: an unreachable registry fails fast, a slow upload does not."""
 SETTLE_SECONDS = 0.2
 
-HOST = re.compile(r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)*[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
-                  r"(?::(?P<port>[0-9]{1,5}))?")
+HOST = re.compile(
+    r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)*[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+    r"(?::(?P<port>[0-9]{1,5}))?"
+)
 COMPONENT = re.compile(r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*")
 """A repository path component as the distribution spec allows it."""
 URI_HINT = "use oci://HOST[:PORT]/REPOSITORY (HTTPS) or oci+http://HOST:PORT/REPOSITORY (plain HTTP)"
@@ -93,25 +95,29 @@ URI_HINT = "use oci://HOST[:PORT]/REPOSITORY (HTTPS) or oci+http://HOST:PORT/REP
 def parse_oci_uri(uri: str) -> tuple[str, str, str]:
     """``oci[+http]://host[:port]/repository`` -> (URL scheme, host[:port], repository), refusing anything else
     (credentials in the URI, a query, ``..``) before any request."""
-    scheme, rest = ("http", uri[len("oci+http://"):]) if uri.startswith("oci+http://") else ("https",
-                                                                                           uri[len("oci://"):])
+    scheme, rest = (
+        ("http", uri[len("oci+http://") :]) if uri.startswith("oci+http://") else ("https", uri[len("oci://") :])
+    )
     shown = uri.split("://", 1)[0] + "://"
     host, _, repository = rest.partition("/")
     if "@" in host:
-        raise InvalidInput(f"store {shown}...: credentials do not go in the URI (they would show in logs); log in "
-                           "with `docker login HOST` or set DOCKER_CONFIG")
+        raise InvalidInput(
+            f"store {shown}...: credentials do not go in the URI (they would show in logs); log in "
+            "with `docker login HOST` or set DOCKER_CONFIG"
+        )
     match = HOST.fullmatch(host)
     if not match or not 0 < int(match["port"] or 443) < 65536:
         raise InvalidInput(f"store {uri}: {host!r} is not a registry host[:port]; {URI_HINT}")
     parts = repository.strip("/").split("/")
     for part in parts:
         if not COMPONENT.fullmatch(part):
-            raise InvalidInput(f"store {uri}: repository part {part!r}: use lower-case a-z 0-9 separated by . _ - "
-                               f"between slashes; {URI_HINT}")
+            raise InvalidInput(
+                f"store {uri}: repository part {part!r}: use lower-case a-z 0-9 separated by . _ - "
+                f"between slashes; {URI_HINT}"
+            )
     repository = "/".join(parts)
     if len(repository) + 66 > 255:
-        raise InvalidInput(f"store {uri}: repository too long (a registry allows 255 characters with the release "
-                           "name)")
+        raise InvalidInput(f"store {uri}: repository too long (a registry allows 255 characters with the release name)")
     return scheme, host, repository
 
 
@@ -130,8 +136,16 @@ class OciStore(OciRecords, Referrers, Store):
         self.session = requests.Session()
         # reads only (a streamed upload cannot be sent twice); 500 too: Distribution's filesystem driver answers
         # it to a read of a tag whose link file a concurrent push is rewriting ("invalid checksum digest format")
-        retry = Retry(total=5, connect=3, read=2, status=4, backoff_factor=0.1, allowed_methods={"GET", "HEAD"},
-                      status_forcelist=(429, 500, 502, 503, 504), raise_on_status=False)
+        retry = Retry(
+            total=5,
+            connect=3,
+            read=2,
+            status=4,
+            backoff_factor=0.1,
+            allowed_methods={"GET", "HEAD"},
+            status_forcelist=(429, 500, 502, 503, 504),
+            raise_on_status=False,
+        )
         self.session.mount(self.base, HTTPAdapter(max_retries=retry, pool_maxsize=8))
         self._auth = _Authorizer(self)
 
@@ -141,11 +155,10 @@ class OciStore(OciRecords, Referrers, Store):
         """A release's repository; ``cache/KIND`` is the remote cache's repository of that kind (two path parts,
         so no release name can be it)."""
         if name.startswith("cache/"):
-            return f"{self.repository}/cache/{check_kind(name[len('cache/'):])}"
+            return f"{self.repository}/cache/{check_kind(name[len('cache/') :])}"
         return f"{self.repository}/{check_name(name)}"
 
-    def _request(self, method: str, url: str, what: str, *, scope: str, ok: tuple[int, ...] = (200,),
-                 **kwargs: Any):
+    def _request(self, method: str, url: str, what: str, *, scope: str, ok: tuple[int, ...] = (200,), **kwargs: Any):
         """One request, authorized for ``scope``; None on 404, the response when its status is in ``ok``; any
         other answer is an error in the store's terms (unreachable, denied -> exit 3)."""
         import requests
@@ -160,17 +173,22 @@ class OciStore(OciRecords, Referrers, Store):
             if same_host and (authorization := self._auth.header(scope)):
                 headers["Authorization"] = authorization
             try:
-                response = self.session.request(method, url, headers=headers, timeout=TIMEOUT,
-                                                **{**kwargs, "stream": True})
+                response = self.session.request(
+                    method, url, headers=headers, timeout=TIMEOUT, **{**kwargs, "stream": True}
+                )
                 if not streamed:
                     _read_bounded(response, f"store {self.uri}: the registry's answer to {what}")
             except requests.exceptions.SSLError:
-                raise EnvironmentProblem(f"store {self.uri}: TLS to {self.host} failed; if the registry speaks plain "
-                                         f"HTTP (a local one), spell the store oci+http://{self.host}/"
-                                         f"{self.repository}") from None
+                raise EnvironmentProblem(
+                    f"store {self.uri}: TLS to {self.host} failed; if the registry speaks plain "
+                    f"HTTP (a local one), spell the store oci+http://{self.host}/"
+                    f"{self.repository}"
+                ) from None
             except requests.exceptions.RequestException as exc:
-                raise EnvironmentProblem(f"store {self.uri}: cannot reach the registry {self.host} "
-                                         f"({type(exc).__name__}); is it up, and is the address right?") from None
+                raise EnvironmentProblem(
+                    f"store {self.uri}: cannot reach the registry {self.host} "
+                    f"({type(exc).__name__}); is it up, and is the address right?"
+                ) from None
             if response.status_code == 401 and attempt == 0 and same_host and resendable:
                 response.close()
                 self._auth.challenge(response, scope)
@@ -184,12 +202,18 @@ class OciStore(OciRecords, Referrers, Store):
         if streamed:
             _read_bounded(response, f"store {self.uri}: the registry's answer to {what}")
         code, message = _error_of(response)
-        refused = _Refused(response.status_code, code, message, f"store {self.uri}: the registry refused {what} "
-                                                                f"({response.status_code} {code}: {message[:200]})")
+        refused = _Refused(
+            response.status_code,
+            code,
+            message,
+            f"store {self.uri}: the registry refused {what} ({response.status_code} {code}: {message[:200]})",
+        )
         if response.status_code in (401, 403) and not refused.taken:
-            raise EnvironmentProblem(f"store {self.uri}: access denied to {what} ({response.status_code} {code}); "
-                                     f"log in with `docker login {self.host}` (or set DOCKER_CONFIG) with an "
-                                     "account that may read and push there")
+            raise EnvironmentProblem(
+                f"store {self.uri}: access denied to {what} ({response.status_code} {code}); "
+                f"log in with `docker login {self.host}` (or set DOCKER_CONFIG) with an "
+                "account that may read and push there"
+            )
         raise refused
 
     def _scope(self, repo: str) -> str:
@@ -199,8 +223,9 @@ class OciStore(OciRecords, Referrers, Store):
 
     def blob_size(self, name: str, sha256: str) -> int | None:
         repo = self._repo(name)
-        response = self._request("HEAD", f"/v2/{repo}/blobs/sha256:{check_sha256(sha256)}", f"blob {sha256[:12]}",
-                                 scope=self._scope(repo))
+        response = self._request(
+            "HEAD", f"/v2/{repo}/blobs/sha256:{check_sha256(sha256)}", f"blob {sha256[:12]}", scope=self._scope(repo)
+        )
         if response is None:
             return None
         length = response.headers.get("Content-Length", "")
@@ -226,14 +251,21 @@ class OciStore(OciRecords, Referrers, Store):
             raise EnvironmentProblem(f"store {self.uri}: the registry gave no upload location for {what}")
         location = urljoin(self.base + "/", started.headers["Location"])
         try:
-            self._request("PUT", location + ("&" if "?" in location else "?") + f"digest=sha256:{sha256}", what,
-                          scope=self._scope(repo), ok=(201,), data=body,
-                          headers={"Content-Type": "application/octet-stream", "Content-Length": str(size)})
+            self._request(
+                "PUT",
+                location + ("&" if "?" in location else "?") + f"digest=sha256:{sha256}",
+                what,
+                scope=self._scope(repo),
+                ok=(201,),
+                data=body,
+                headers={"Content-Type": "application/octet-stream", "Content-Length": str(size)},
+            )
         except _Refused as exc:
             self._cancel(location, repo)
             if exc.code == "DIGEST_INVALID":
-                raise CheckFailed(f"store {self.uri}: the registry found that {what} does not hash to its digest; "
-                                  "nothing was stored") from None
+                raise CheckFailed(
+                    f"store {self.uri}: the registry found that {what} does not hash to its digest; nothing was stored"
+                ) from None
             raise
         except BaseException:
             self._cancel(location, repo)
@@ -253,8 +285,15 @@ class OciStore(OciRecords, Referrers, Store):
         import requests
 
         ranged = {"Range": f"bytes=0-{size}"} if size else {}
-        response = self._request("GET", f"/v2/{repo}/blobs/sha256:{sha256}", f"blob {sha256[:12]}",
-                                 scope=self._scope(repo), stream=True, ok=(200, 206), headers=ranged)
+        response = self._request(
+            "GET",
+            f"/v2/{repo}/blobs/sha256:{sha256}",
+            f"blob {sha256[:12]}",
+            scope=self._scope(repo),
+            stream=True,
+            ok=(200, 206),
+            headers=ranged,
+        )
         if response is None:
             return False
         with response:
@@ -262,8 +301,9 @@ class OciStore(OciRecords, Referrers, Store):
                 for data in response.iter_content(CHUNK):
                     sink.write(data)
             except requests.exceptions.RequestException as exc:
-                raise EnvironmentProblem(f"store {self.uri}: the download of blob {sha256[:12]} broke off "
-                                         f"({type(exc).__name__}); try again") from None
+                raise EnvironmentProblem(
+                    f"store {self.uri}: the download of blob {sha256[:12]} broke off ({type(exc).__name__}); try again"
+                ) from None
         return True
 
     def _read_small_blob(self, repo: str, descriptor: dict[str, Any], what: str) -> bytes:
@@ -282,15 +322,17 @@ class OciStore(OciRecords, Referrers, Store):
         return buffer.getvalue()
 
     def _damaged(self, what: str, why: str) -> CheckFailed:
-        return CheckFailed(f"store {self.uri}: {what} is damaged or not ours ({why}); publish it again or ask who "
-                           "owns the registry")
+        return CheckFailed(
+            f"store {self.uri}: {what} is damaged or not ours ({why}); publish it again or ask who owns the registry"
+        )
 
     # --- tags --------------------------------------------------------------------------------------------
 
     def _manifest(self, repo: str, tag: str) -> tuple[dict[str, Any], str] | None:
         """The manifest a tag points at and its digest, or None when the tag is absent."""
-        response = self._request("GET", f"/v2/{repo}/manifests/{tag}", f"{repo}:{tag}", scope=self._scope(repo),
-                                 headers={"Accept": MANIFEST})
+        response = self._request(
+            "GET", f"/v2/{repo}/manifests/{tag}", f"{repo}:{tag}", scope=self._scope(repo), headers={"Accept": MANIFEST}
+        )
         if response is None:
             return None
         body = response.content
@@ -307,49 +349,72 @@ class OciStore(OciRecords, Referrers, Store):
             return None
         manifest, digest = found
         if manifest.get("artifactType") != artifact_type:
-            raise self._damaged(f"{repo}:{tag}", f"artifactType {manifest.get('artifactType')!r}, not "
-                                                 f"{artifact_type}")
+            raise self._damaged(f"{repo}:{tag}", f"artifactType {manifest.get('artifactType')!r}, not {artifact_type}")
         config = manifest.get("config")
         return self._read_small_blob(repo, config if isinstance(config, dict) else {}, f"{repo}:{tag}"), digest
 
     def _tag_digest(self, repo: str, tag: str) -> str | None:
-        response = self._request("HEAD", f"/v2/{repo}/manifests/{tag}", f"{repo}:{tag}", scope=self._scope(repo),
-                                 headers={"Accept": MANIFEST})
+        response = self._request(
+            "HEAD",
+            f"/v2/{repo}/manifests/{tag}",
+            f"{repo}:{tag}",
+            scope=self._scope(repo),
+            headers={"Accept": MANIFEST},
+        )
         if response is None:
             return None
         digest = response.headers.get("Docker-Content-Digest")
         return digest if digest else self._manifest(repo, tag)[1]  # type: ignore[index]
 
-    def _push(self, repo: str, tag: str, record: bytes, config_type: str, artifact_type: str,
-              layers: list[dict[str, Any]], annotations: dict[str, str]) -> str:
+    def _push(
+        self,
+        repo: str,
+        tag: str,
+        record: bytes,
+        config_type: str,
+        artifact_type: str,
+        layers: list[dict[str, Any]],
+        annotations: dict[str, str],
+    ) -> str:
         """Upload ``record`` as the config blob, then point ``tag`` at a manifest of it: its digest. Raises
         :class:`_Refused` with ``taken`` set when the registry keeps the tag immutable."""
         sha256 = hashlib.sha256(record).hexdigest()
-        if self._request("HEAD", f"/v2/{repo}/blobs/sha256:{sha256}", "a record blob", scope=self._scope(repo)) \
-                is None:
+        if self._request("HEAD", f"/v2/{repo}/blobs/sha256:{sha256}", "a record blob", scope=self._scope(repo)) is None:
             self._upload(repo, sha256, record, len(record))
-        manifest = {"schemaVersion": 2, "mediaType": MANIFEST, "artifactType": artifact_type,
-                    "config": {"mediaType": config_type, "digest": f"sha256:{sha256}", "size": len(record)},
-                    "layers": layers, "annotations": annotations}
+        manifest = {
+            "schemaVersion": 2,
+            "mediaType": MANIFEST,
+            "artifactType": artifact_type,
+            "config": {"mediaType": config_type, "digest": f"sha256:{sha256}", "size": len(record)},
+            "layers": layers,
+            "annotations": annotations,
+        }
         body = json.dumps(manifest, indent=None, separators=(",", ":")).encode()
         self._put_manifest(repo, tag, body)
         return "sha256:" + hashlib.sha256(body).hexdigest()
 
-    def _put_manifest(self, repo: str, reference: str, body: bytes, media_type: str = MANIFEST, *,
-                      what: str | None = None) -> Any:
+    def _put_manifest(
+        self, repo: str, reference: str, body: bytes, media_type: str = MANIFEST, *, what: str | None = None
+    ) -> Any:
         """PUT a manifest at a tag or digest, again after a transient refusal: Distribution's filesystem driver,
         reading a blob link or manifest that a concurrent push of the same bytes is rewriting, answers 500 or 400
         DIGEST_INVALID for a manifest that is fine. Sending it again is safe: same bytes. The registry's answer."""
         attempt = 0
         while True:
             try:
-                return self._request("PUT", f"/v2/{repo}/manifests/{reference}", what or f"tag {repo}:{reference}",
-                                     scope=self._scope(repo), ok=(201, 200), data=body,
-                                     headers={"Content-Type": media_type})
+                return self._request(
+                    "PUT",
+                    f"/v2/{repo}/manifests/{reference}",
+                    what or f"tag {repo}:{reference}",
+                    scope=self._scope(repo),
+                    ok=(201, 200),
+                    data=body,
+                    headers={"Content-Type": media_type},
+                )
             except _Refused as exc:
                 if attempt == 3 or not (exc.status >= 500 or exc.code == "DIGEST_INVALID"):
                     raise
-            time.sleep(0.1 * 2 ** attempt)
+            time.sleep(0.1 * 2**attempt)
             attempt += 1
 
     def _settle(self) -> None:
@@ -384,16 +449,26 @@ class OciStore(OciRecords, Referrers, Store):
     def names(self) -> list[str]:
         prefix = self.repository + "/"
         try:
-            repositories = self._paged("/v2/_catalog?n=1000", "repositories", "the registry's catalog",
-                                       "registry:catalog:*", missing_is_empty=False)
+            repositories = self._paged(
+                "/v2/_catalog?n=1000",
+                "repositories",
+                "the registry's catalog",
+                "registry:catalog:*",
+                missing_is_empty=False,
+            )
         except EnvironmentProblem as exc:  # denied (401/403) or refused: said plainly, with what to do instead
             if "the registry's catalog" not in str(exc):
                 raise
-            raise EnvironmentProblem(f"store {self.uri}: the registry refuses to list its catalog ("
-                                     f"{str(exc).partition('(')[2].partition(')')[0]}); name the release (compile ls "
-                                     "NAME --store ...)") from None
-        return sorted(r[len(prefix):] for r in repositories if r.startswith(prefix)
-                      and NAME.fullmatch(r[len(prefix):]) and ".." not in r)
+            raise EnvironmentProblem(
+                f"store {self.uri}: the registry refuses to list its catalog ("
+                f"{str(exc).partition('(')[2].partition(')')[0]}); name the release (compile ls "
+                "NAME --store ...)"
+            ) from None
+        return sorted(
+            r[len(prefix) :]
+            for r in repositories
+            if r.startswith(prefix) and NAME.fullmatch(r[len(prefix) :]) and ".." not in r
+        )
 
     def _tags(self, name: str) -> list[str]:
         repo = self._repo(name)
@@ -411,8 +486,10 @@ class OciStore(OciRecords, Referrers, Store):
             if response is None:
                 if missing_is_empty:
                     return items
-                raise EnvironmentProblem(f"store {self.uri}: the registry does not list its repositories (no "
-                                         "catalog API); name the release (compile ls NAME --store ...)")
+                raise EnvironmentProblem(
+                    f"store {self.uri}: the registry does not list its repositories (no "
+                    "catalog API); name the release (compile ls NAME --store ...)"
+                )
             answer = _parse_json(response.content)
             page = answer.get(field) if isinstance(answer, dict) else False
             if not isinstance(page, list | None):
@@ -427,8 +504,11 @@ class OciStore(OciRecords, Referrers, Store):
         return sorted(t for t in self._tags(name) if VERSION.fullmatch(t) and ".." not in t)
 
     def channels(self, name: str) -> list[str]:
-        return sorted(t[len(CHANNEL_TAG):] for t in self._tags(name)
-                      if t.startswith(CHANNEL_TAG) and CHANNEL.fullmatch(t[len(CHANNEL_TAG):]))
+        return sorted(
+            t[len(CHANNEL_TAG) :]
+            for t in self._tags(name)
+            if t.startswith(CHANNEL_TAG) and CHANNEL.fullmatch(t[len(CHANNEL_TAG) :])
+        )
 
     # --- channels ----------------------------------------------------------------------------------------
 
@@ -443,8 +523,9 @@ class OciStore(OciRecords, Referrers, Store):
             ours = self._push(repo, tag, data, CHANNEL_CONFIG, CHANNEL_ARTIFACT, [], {PREVIOUS: expected or ""})
         except _Refused as exc:
             if exc.taken:
-                raise EnvironmentProblem(f"{exc}; a channel is a tag that moves: exempt _channel.* tags from the "
-                                         "registry's tag immutability") from None
+                raise EnvironmentProblem(
+                    f"{exc}; a channel is a tag that moves: exempt _channel.* tags from the registry's tag immutability"
+                ) from None
             raise
         self._settle()
         return self._descends(repo, self._tag_digest(repo, tag), ours, expected)
@@ -497,8 +578,10 @@ def _read_bounded(response, what: str) -> None:
             size += len(data)
             if size > MAX_MANIFEST_BYTES:
                 response.close()
-                raise EnvironmentProblem(f"{what} is longer than {MAX_MANIFEST_BYTES >> 20} MiB, which no answer but "
-                                         "a blob is; the registry is not one this tool can use")
+                raise EnvironmentProblem(
+                    f"{what} is longer than {MAX_MANIFEST_BYTES >> 20} MiB, which no answer but "
+                    "a blob is; the registry is not one this tool can use"
+                )
             parts.append(data)
     finally:
         response.close()
@@ -530,23 +613,47 @@ def _release_layers(data: bytes) -> tuple[list[dict[str, Any]], dict[str, str]]:
     layers = []
     for engine in content.engines:
         folder = f"{engine.sku}/{engine.precision.value}"
-        layers.append({"mediaType": PLAN, "digest": f"sha256:{engine.plan.sha256}", "size": engine.plan.size_bytes,
-                       "annotations": {
-                           TITLE: f"{engine.sku}-{engine.precision.value}.plan", FILEPATH: f"{folder}/engine.plan",
-                           ANNOTATION + "sku": engine.sku,
-                           ANNOTATION + "compute-capabilities": ",".join(engine.compute_capabilities),
-                           ANNOTATION + "precision": engine.precision.value,
-                           ANNOTATION + "backend": " ".join(filter(None, (engine.backend.get("name"),
-                                                                          engine.backend.get("version"))))}})
+        layers.append(
+            {
+                "mediaType": PLAN,
+                "digest": f"sha256:{engine.plan.sha256}",
+                "size": engine.plan.size_bytes,
+                "annotations": {
+                    TITLE: f"{engine.sku}-{engine.precision.value}.plan",
+                    FILEPATH: f"{folder}/engine.plan",
+                    ANNOTATION + "sku": engine.sku,
+                    ANNOTATION + "compute-capabilities": ",".join(engine.compute_capabilities),
+                    ANNOTATION + "precision": engine.precision.value,
+                    ANNOTATION + "backend": " ".join(
+                        filter(None, (engine.backend.get("name"), engine.backend.get("version")))
+                    ),
+                },
+            }
+        )
         if engine.layers is not None:
-            layers.append({"mediaType": LAYERS, "digest": f"sha256:{engine.layers.sha256}",
-                           "size": engine.layers.size_bytes, "annotations": {FILEPATH: f"{folder}/layers.json"}})
+            layers.append(
+                {
+                    "mediaType": LAYERS,
+                    "digest": f"sha256:{engine.layers.sha256}",
+                    "size": engine.layers.size_bytes,
+                    "annotations": {FILEPATH: f"{folder}/layers.json"},
+                }
+            )
     for index, report in enumerate(manifest.check_reports):
-        layers.append({"mediaType": CHECK, "digest": f"sha256:{report.sha256}", "size": report.size_bytes,
-                       "annotations": {FILEPATH: f"check-{index}.json" if index else "check.json"}})
-    annotations = {"org.opencontainers.image.title": content.name, "org.opencontainers.image.version": content.version,
-                   "org.opencontainers.image.created": manifest.published.at,
-                   ANNOTATION + "content-sha256": manifest.content_sha256}
+        layers.append(
+            {
+                "mediaType": CHECK,
+                "digest": f"sha256:{report.sha256}",
+                "size": report.size_bytes,
+                "annotations": {FILEPATH: f"check-{index}.json" if index else "check.json"},
+            }
+        )
+    annotations = {
+        "org.opencontainers.image.title": content.name,
+        "org.opencontainers.image.version": content.version,
+        "org.opencontainers.image.created": manifest.published.at,
+        ANNOTATION + "content-sha256": manifest.content_sha256,
+    }
     return layers, annotations
 
 
@@ -580,16 +687,20 @@ class _Authorizer:
             raise self._needs_login()
 
     def _needs_login(self) -> EnvironmentProblem:
-        return EnvironmentProblem(f"store {self.store.uri}: the registry {self.store.host} asks for credentials; "
-                                  f"log in with `docker login {self.store.host}` (or set DOCKER_CONFIG)")
+        return EnvironmentProblem(
+            f"store {self.store.uri}: the registry {self.store.host} asks for credentials; "
+            f"log in with `docker login {self.store.host}` (or set DOCKER_CONFIG)"
+        )
 
     def _token(self, params: dict[str, str], credentials: tuple[str, str] | None) -> str:
         import requests
 
         realm = params["realm"]
         if credentials is not None and urlsplit(realm).scheme != "https" and urlsplit(realm).netloc != self.store.host:
-            raise EnvironmentProblem(f"store {self.store.uri}: the registry sends logins to {urlsplit(realm).netloc} "
-                                     "over plain HTTP; refusing to send credentials there")
+            raise EnvironmentProblem(
+                f"store {self.store.uri}: the registry sends logins to {urlsplit(realm).netloc} "
+                "over plain HTTP; refusing to send credentials there"
+            )
         query = {key: params[key] for key in ("service", "scope") if key in params}
         try:
             if credentials is not None and credentials[0] == "<token>":  # an identity (refresh) token
@@ -599,16 +710,21 @@ class _Authorizer:
                 answer = self.store.session.get(realm, params=query, auth=credentials, timeout=TIMEOUT, stream=True)
             _read_bounded(answer, f"store {self.store.uri}: the token service's answer")
         except requests.exceptions.RequestException as exc:
-            raise EnvironmentProblem(f"store {self.store.uri}: cannot reach the registry's token service "
-                                     f"{urlsplit(realm).netloc} ({type(exc).__name__})") from None
+            raise EnvironmentProblem(
+                f"store {self.store.uri}: cannot reach the registry's token service "
+                f"{urlsplit(realm).netloc} ({type(exc).__name__})"
+            ) from None
         if answer.status_code in (401, 403):
-            raise EnvironmentProblem(f"store {self.store.uri}: the registry {self.store.host} refused the "
-                                     "credentials; log in again with `docker login`")
+            raise EnvironmentProblem(
+                f"store {self.store.uri}: the registry {self.store.host} refused the "
+                "credentials; log in again with `docker login`"
+            )
         found = _parse_json(answer.content)
         token = (found.get("token") or found.get("access_token")) if isinstance(found, dict) else None
         if answer.status_code != 200 or not isinstance(token, str):
-            raise EnvironmentProblem(f"store {self.store.uri}: the registry's token service answered "
-                                     f"{answer.status_code} without a token")
+            raise EnvironmentProblem(
+                f"store {self.store.uri}: the registry's token service answered {answer.status_code} without a token"
+            )
         return token
 
     def credentials(self) -> tuple[str, str] | None:
@@ -630,7 +746,7 @@ def _find_credentials(host: str) -> tuple[str, str] | None:
             continue
         helpers, auths = config.get("credHelpers"), config.get("auths")
         helper = (helpers.get(host) if isinstance(helpers, dict) else None) or config.get("credsStore")
-        for key, entry in (auths.items() if isinstance(auths, dict) else ()):
+        for key, entry in auths.items() if isinstance(auths, dict) else ():
             if _host_of(key) == host and isinstance(entry, dict):
                 if entry.get("identitytoken"):
                     return "<token>", str(entry["identitytoken"])
@@ -638,8 +754,9 @@ def _find_credentials(host: str) -> tuple[str, str] | None:
                     try:
                         user, _, password = base64.b64decode(str(entry["auth"])).decode().partition(":")
                     except ValueError:
-                        raise EnvironmentProblem(f"{path}: the auths entry for {host} is not base64 of "
-                                                 "user:password; log in again") from None
+                        raise EnvironmentProblem(
+                            f"{path}: the auths entry for {host} is not base64 of user:password; log in again"
+                        ) from None
                     return user, password
         if isinstance(helper, str) and helper:
             return _from_helper(helper, host)
@@ -665,16 +782,20 @@ def _from_helper(helper: str, host: str) -> tuple[str, str] | None:
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", helper):
         raise EnvironmentProblem(f"Docker config: credential helper {helper!r} is not a helper name")
     try:
-        done = subprocess.run([f"docker-credential-{helper}", "get"], input=host, capture_output=True, text=True,
-                              timeout=30)
+        done = subprocess.run(
+            [f"docker-credential-{helper}", "get"], input=host, capture_output=True, text=True, timeout=30
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise EnvironmentProblem(f"Docker config: cannot run docker-credential-{helper} for {host} "
-                                 f"({type(exc).__name__}); install it or log in again") from None
+        raise EnvironmentProblem(
+            f"Docker config: cannot run docker-credential-{helper} for {host} "
+            f"({type(exc).__name__}); install it or log in again"
+        ) from None
     if done.returncode != 0:
         return None  # "credentials not found in native keychain"
     try:
         answer = json.loads(done.stdout)
         return str(answer["Username"]), str(answer["Secret"])
     except (ValueError, KeyError, TypeError):
-        raise EnvironmentProblem(f"Docker config: docker-credential-{helper} answered something other than "
-                                 "credentials") from None
+        raise EnvironmentProblem(
+            f"Docker config: docker-credential-{helper} answered something other than credentials"
+        ) from None

@@ -26,11 +26,13 @@ BLOB = "application/octet-stream"
 
 class OciRecords:
     def mark_yanked(self, name: str, version: str, data: bytes) -> bytes | None:
-        return self._create_tag(self._repo(name), YANK_TAG + check_version(version), data, YANK_CONFIG,
-                                YANK_ARTIFACT, [])
+        return self._create_tag(
+            self._repo(name), YANK_TAG + check_version(version), data, YANK_CONFIG, YANK_ARTIFACT, []
+        )
 
-    def _create_tag(self, repo: str, tag: str, data: bytes, config_type: str, artifact_type: str,
-                    layers: list[dict[str, Any]]) -> bytes | None:
+    def _create_tag(
+        self, repo: str, tag: str, data: bytes, config_type: str, artifact_type: str, layers: list[dict[str, Any]]
+    ) -> bytes | None:
         """A record tag written once, as a version is (tag absent -> push -> settle -> re-read): None when this
         call wrote it, else the record there."""
         found = self._record(repo, tag, artifact_type)
@@ -50,10 +52,10 @@ class OciRecords:
     def create_entry(self, kind: str, key: str, data: bytes, blobs: list[tuple[str, int]]) -> bytes | None:
         """An entry is the tag KEY in ``cache/KIND``: its config blob is the index, its layers the blobs (so the
         registry checks they are there, and its garbage collection keeps them)."""
-        layers = [{"mediaType": BLOB, "digest": f"sha256:{check_sha256(sha)}", "size": size}
-                  for sha, size in blobs]
-        return self._create_tag(self._repo(f"cache/{kind}"), check_sha256(key), data, CACHE_CONFIG, CACHE_ARTIFACT,
-                                layers)
+        layers = [{"mediaType": BLOB, "digest": f"sha256:{check_sha256(sha)}", "size": size} for sha, size in blobs]
+        return self._create_tag(
+            self._repo(f"cache/{kind}"), check_sha256(key), data, CACHE_CONFIG, CACHE_ARTIFACT, layers
+        )
 
     def read_entry(self, kind: str, key: str) -> bytes | None:
         found = self._record(self._repo(f"cache/{kind}"), check_sha256(key), CACHE_ARTIFACT)
@@ -61,8 +63,11 @@ class OciRecords:
 
     def entry_keys(self, kind: str) -> list[str]:
         repo = self._repo(f"cache/{kind}")
-        return sorted(t for t in self._paged(f"/v2/{repo}/tags/list?n=1000", "tags", f"the tags of {repo}",
-                                             self._scope(repo)) if SHA256.fullmatch(t))
+        return sorted(
+            t
+            for t in self._paged(f"/v2/{repo}/tags/list?n=1000", "tags", f"the tags of {repo}", self._scope(repo))
+            if SHA256.fullmatch(t)
+        )
 
     def _delete_tag(self, repo: str, tag: str) -> None:
         """Distribution deletes a manifest by digest (and with it every tag on it); the registry must allow
@@ -72,8 +77,13 @@ class OciRecords:
             self._delete_digest(repo, digest, f"{repo}:{tag}")
 
     def _delete_digest(self, repo: str, digest: str, what: str) -> None:
-        self._request("DELETE", f"/v2/{repo}/manifests/{digest}", f"removing {what}",
-                      scope=f"repository:{repo}:pull,push,delete", ok=(202, 200))
+        self._request(
+            "DELETE",
+            f"/v2/{repo}/manifests/{digest}",
+            f"removing {what}",
+            scope=f"repository:{repo}:pull,push,delete",
+            ok=(202, 200),
+        )
 
     def delete_entry(self, kind: str, key: str) -> None:
         self._delete_tag(self._repo(f"cache/{kind}"), check_sha256(key))
@@ -85,8 +95,13 @@ class OciRecords:
 
     def delete_blob(self, name: str, sha256: str) -> None:
         repo = self._repo(name)
-        self._request("DELETE", f"/v2/{repo}/blobs/sha256:{check_sha256(sha256)}", f"removing blob {sha256[:12]}",
-                      scope=f"repository:{repo}:pull,push,delete", ok=(202, 200))
+        self._request(
+            "DELETE",
+            f"/v2/{repo}/blobs/sha256:{check_sha256(sha256)}",
+            f"removing blob {sha256[:12]}",
+            scope=f"repository:{repo}:pull,push,delete",
+            ok=(202, 200),
+        )
 
     # --- sharded releases ---------------------------------------------------------------------------------
 
@@ -97,14 +112,20 @@ class OciRecords:
     def stage(self, name: str, version: str, job: str, data: bytes) -> bytes | None:
         """A job's part as a tag whose layers are the blobs it sent (so the registry keeps them until finalize)."""
         layers = [{"mediaType": BLOB, "digest": f"sha256:{sha}", "size": size} for sha, size in _blobs_of(data)]
-        return self._create_tag(self._repo(name), self._staged_prefix(version) + check_name(job), data,
-                                STAGED_CONFIG, STAGED_ARTIFACT, layers)
+        return self._create_tag(
+            self._repo(name),
+            self._staged_prefix(version) + check_name(job),
+            data,
+            STAGED_CONFIG,
+            STAGED_ARTIFACT,
+            layers,
+        )
 
     def staged(self, name: str, version: str) -> dict[str, bytes]:
         repo, prefix = self._repo(name), self._staged_prefix(version)
         parts = {}
         for tag in self._tags(name):
-            job = tag[len(prefix):]
+            job = tag[len(prefix) :]
             if tag.startswith(prefix) and NAME_PATTERN.fullmatch(job) and ".." not in job:
                 found = self._record(repo, tag, STAGED_ARTIFACT)
                 if found is not None:

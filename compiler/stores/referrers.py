@@ -61,13 +61,18 @@ class Referrers:
         for entry in self._index(repo, subject):
             annotations = entry.get("annotations") if isinstance(entry, dict) else None
             digest = entry.get("digest") if isinstance(entry, dict) else None
-            if isinstance(annotations, dict) and annotations.get(KIND) in ATTACHMENTS \
-                    and isinstance(digest, str) and SHA256.fullmatch(digest.removeprefix("sha256:")):
+            if (
+                isinstance(annotations, dict)
+                and annotations.get(KIND) in ATTACHMENTS
+                and isinstance(digest, str)
+                and SHA256.fullmatch(digest.removeprefix("sha256:"))
+            ):
                 self._delete_digest(repo, digest, f"the {annotations[KIND]} of {repo}:{version}")
         index = self._fallback(repo, subject)  # an image index: removed by the digest of its bytes
         if index is not None:
-            self._delete_digest(repo, "sha256:" + hashlib.sha256(index[1]).hexdigest(), f"the referrers of {repo}:"
-                                f"{version}")
+            self._delete_digest(
+                repo, "sha256:" + hashlib.sha256(index[1]).hexdigest(), f"the referrers of {repo}:{version}"
+            )
 
     def artifact(self, name: str, version: str) -> tuple[str, str] | None:
         """The version's image manifest, as cosign names it: ``host/repository/name`` and its sha256."""
@@ -77,23 +82,34 @@ class Referrers:
     def _subject(self, repo: str, version: str, *, missing_ok: bool = False) -> str | None:
         digest = self._tag_digest(repo, check_version(version))
         if digest is None and not missing_ok:
-            raise EnvironmentProblem(f"store {self.uri}: {repo}:{version} vanished before its {version} attachment "
-                                     "was written; publish again")
+            raise EnvironmentProblem(
+                f"store {self.uri}: {repo}:{version} vanished before its {version} attachment "
+                "was written; publish again"
+            )
         return digest
 
     def _find(self, repo: str, subject: str, kind: str) -> str | None:
         """The digest of the first artifact of ``kind`` referring to ``subject``."""
         for entry in self._index(repo, subject):
             annotations = entry.get("annotations") if isinstance(entry, dict) else None
-            if isinstance(annotations, dict) and annotations.get(KIND) == kind \
-                    and isinstance(entry.get("digest"), str) and entry["digest"].startswith("sha256:"):
+            if (
+                isinstance(annotations, dict)
+                and annotations.get(KIND) == kind
+                and isinstance(entry.get("digest"), str)
+                and entry["digest"].startswith("sha256:")
+            ):
                 return entry["digest"]
         return None
 
     def _index(self, repo: str, subject: str) -> list[Any]:
         """The referrers of ``subject``: the referrers API's answer, else the fallback tag's index."""
-        response = self._request("GET", f"/v2/{repo}/referrers/{subject}", f"the referrers of {repo}@{subject[:19]}",
-                                 scope=self._scope(repo), headers={"Accept": IMAGE_INDEX})
+        response = self._request(
+            "GET",
+            f"/v2/{repo}/referrers/{subject}",
+            f"the referrers of {repo}@{subject[:19]}",
+            scope=self._scope(repo),
+            headers={"Accept": IMAGE_INDEX},
+        )
         if response is None or not response.headers.get("Content-Type", "").startswith(IMAGE_INDEX):
             found = self._fallback(repo, subject)
             return found[0] if found else []
@@ -101,8 +117,13 @@ class Referrers:
 
     def _fallback(self, repo: str, subject: str) -> tuple[list[Any], bytes] | None:
         tag = subject.replace(":", "-")
-        response = self._request("GET", f"/v2/{repo}/manifests/{tag}", f"{repo}:{tag}", scope=self._scope(repo),
-                                 headers={"Accept": IMAGE_INDEX})
+        response = self._request(
+            "GET",
+            f"/v2/{repo}/manifests/{tag}",
+            f"{repo}:{tag}",
+            scope=self._scope(repo),
+            headers={"Accept": IMAGE_INDEX},
+        )
         return None if response is None else (_manifests(response.content), response.content)
 
     def _push_referrer(self, repo: str, subject: str, kind: str, data: bytes) -> tuple[str, dict[str, Any] | None]:
@@ -111,20 +132,34 @@ class Referrers:
         artifact_type = BUNDLE if _is_bundle(data) else STATEMENT
         sha256, empty = self._send(repo, data), self._send(repo, EMPTY_BYTES)
         annotations = {KIND: kind}
-        manifest = {"schemaVersion": 2, "mediaType": IMAGE_MANIFEST, "artifactType": artifact_type,
-                    "config": {"mediaType": EMPTY, "digest": f"sha256:{empty}", "size": len(EMPTY_BYTES)},
-                    "layers": [{"mediaType": artifact_type, "digest": f"sha256:{sha256}", "size": len(data),
-                                "annotations": {"org.opencontainers.image.title": f"sha256-{sha256}.sigstore.json"}}],
-                    "subject": {"mediaType": IMAGE_MANIFEST, "digest": subject, "size": self._subject_size(repo,
-                                                                                                          subject)},
-                    "annotations": annotations}
+        manifest = {
+            "schemaVersion": 2,
+            "mediaType": IMAGE_MANIFEST,
+            "artifactType": artifact_type,
+            "config": {"mediaType": EMPTY, "digest": f"sha256:{empty}", "size": len(EMPTY_BYTES)},
+            "layers": [
+                {
+                    "mediaType": artifact_type,
+                    "digest": f"sha256:{sha256}",
+                    "size": len(data),
+                    "annotations": {"org.opencontainers.image.title": f"sha256-{sha256}.sigstore.json"},
+                }
+            ],
+            "subject": {"mediaType": IMAGE_MANIFEST, "digest": subject, "size": self._subject_size(repo, subject)},
+            "annotations": annotations,
+        }
         body = json.dumps(manifest, separators=(",", ":")).encode()
         digest = "sha256:" + hashlib.sha256(body).hexdigest()
         response = self._put_manifest(repo, digest, body, IMAGE_MANIFEST, what=f"the {kind} of {repo}@{subject[:19]}")
         if response is not None and response.headers.get("OCI-Subject"):
             return digest, None
-        return digest, {"mediaType": IMAGE_MANIFEST, "digest": digest, "size": len(body),
-                        "artifactType": artifact_type, "annotations": annotations}
+        return digest, {
+            "mediaType": IMAGE_MANIFEST,
+            "digest": digest,
+            "size": len(body),
+            "artifactType": artifact_type,
+            "annotations": annotations,
+        }
 
     def _send(self, repo: str, data: bytes) -> str:
         """Upload a small blob unless the repository has it; its sha256."""
@@ -134,8 +169,13 @@ class Referrers:
         return sha256
 
     def _subject_size(self, repo: str, subject: str) -> int:
-        response = self._request("HEAD", f"/v2/{repo}/manifests/{subject}", f"{repo}@{subject[:19]}",
-                                 scope=self._scope(repo), headers={"Accept": IMAGE_MANIFEST})
+        response = self._request(
+            "HEAD",
+            f"/v2/{repo}/manifests/{subject}",
+            f"{repo}@{subject[:19]}",
+            scope=self._scope(repo),
+            headers={"Accept": IMAGE_MANIFEST},
+        )
         return int(response.headers.get("Content-Length", 0)) if response is not None else 0
 
     def _add_to_index(self, repo: str, subject: str, descriptor: dict[str, Any]) -> None:

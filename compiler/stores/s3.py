@@ -31,7 +31,7 @@ DENIED = {"403", "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", 
 
 def parse_s3_uri(uri: str) -> tuple[str, str]:
     """``s3://bucket/prefix`` -> (bucket, prefix with a trailing slash or empty), refusing what no bucket is."""
-    rest = uri[len("s3://"):]
+    rest = uri[len("s3://") :]
     bucket, _, prefix = rest.partition("/")
     if not BUCKET.fullmatch(bucket) or ".." in bucket:
         raise InvalidInput(f"store {uri}: {bucket!r} is not an S3 bucket name (3 to 63 of a-z 0-9 . -)")
@@ -50,8 +50,12 @@ class S3Store(KeyedStore):
 
         self.uri = uri
         self.bucket, self.prefix = parse_s3_uri(uri)
-        config = Config(retries={"mode": "standard", "max_attempts": 4}, connect_timeout=5, read_timeout=60,
-                        max_pool_connections=TRANSFER["max_concurrency"] + 2)
+        config = Config(
+            retries={"mode": "standard", "max_attempts": 4},
+            connect_timeout=5,
+            read_timeout=60,
+            max_pool_connections=TRANSFER["max_concurrency"] + 2,
+        )
         try:
             self.client = boto3.session.Session().client("s3", config=config)
         except Exception as exc:  # botocore's profile and config errors: the environment's, not ours
@@ -77,11 +81,15 @@ class S3Store(KeyedStore):
             if code == "InvalidRange" or status == "416":
                 raise _Short(what) from None
             if code in DENIED or status == "403":
-                raise EnvironmentProblem(f"store {self.uri}: access denied ({code or status}) to {what}; check the "
-                                         "AWS credentials (AWS_ACCESS_KEY_ID/AWS_PROFILE) and the bucket's "
-                                         "policy") from None
-            raise EnvironmentProblem(f"store {self.uri}: {what} failed ({code or status}: "
-                                     f"{exc.response.get('Error', {}).get('Message', '')})") from None
+                raise EnvironmentProblem(
+                    f"store {self.uri}: access denied ({code or status}) to {what}; check the "
+                    "AWS credentials (AWS_ACCESS_KEY_ID/AWS_PROFILE) and the bucket's "
+                    "policy"
+                ) from None
+            raise EnvironmentProblem(
+                f"store {self.uri}: {what} failed ({code or status}: "
+                f"{exc.response.get('Error', {}).get('Message', '')})"
+            ) from None
         except BotoCoreError as exc:
             raise EnvironmentProblem(f"store {self.uri}: {_describe(exc)}") from None
 
@@ -97,8 +105,7 @@ class S3Store(KeyedStore):
 
     def _size(self, key: str) -> int | None:
         try:
-            return self._call(key, self.client.head_object, Bucket=self.bucket, Key=self.prefix + key)[
-                "ContentLength"]
+            return self._call(key, self.client.head_object, Bucket=self.bucket, Key=self.prefix + key)["ContentLength"]
         except KeyError:
             self._missing(key)
             return None
@@ -109,8 +116,14 @@ class S3Store(KeyedStore):
         aborted otherwise. A 412 means a blob of that digest is there already: it is never replaced."""
         try:
             if source.size <= TRANSFER["multipart_threshold"]:
-                self._call(key, self.client.put_object, Bucket=self.bucket, Key=self.prefix + key,
-                           Body=source.read_all(), IfNoneMatch="*")
+                self._call(
+                    key,
+                    self.client.put_object,
+                    Bucket=self.bucket,
+                    Key=self.prefix + key,
+                    Body=source.read_all(),
+                    IfNoneMatch="*",
+                )
             else:
                 self._put_parts(key, source)
         except _Taken:
@@ -130,17 +143,33 @@ class S3Store(KeyedStore):
                 pending, parts, number = [], [], 0
                 while data := source.read(size):
                     number += 1
-                    pending.append(pool.submit(self._call, key, self.client.upload_part, Bucket=self.bucket,
-                                               Key=self.prefix + key, UploadId=upload_id, PartNumber=number,
-                                               Body=data))
+                    pending.append(
+                        pool.submit(
+                            self._call,
+                            key,
+                            self.client.upload_part,
+                            Bucket=self.bucket,
+                            Key=self.prefix + key,
+                            UploadId=upload_id,
+                            PartNumber=number,
+                            Body=data,
+                        )
+                    )
                     if len(pending) >= workers:  # at most `workers` parts in memory
                         parts += [pending.pop(0).result()]
                 parts += [future.result() for future in pending]
             source.require_verified()
-            self._call(key, self.client.complete_multipart_upload, Bucket=self.bucket, Key=self.prefix + key,
-                       UploadId=upload_id, IfNoneMatch="*",
-                       MultipartUpload={"Parts": [{"PartNumber": i + 1, "ETag": part["ETag"]}
-                                                  for i, part in enumerate(parts)]})
+            self._call(
+                key,
+                self.client.complete_multipart_upload,
+                Bucket=self.bucket,
+                Key=self.prefix + key,
+                UploadId=upload_id,
+                IfNoneMatch="*",
+                MultipartUpload={
+                    "Parts": [{"PartNumber": i + 1, "ETag": part["ETag"]} for i, part in enumerate(parts)]
+                },
+            )
         except BaseException:
             with contextlib.suppress(Exception):  # the error that got us here is the one to report
                 self.client.abort_multipart_upload(Bucket=self.bucket, Key=self.prefix + key, UploadId=upload_id)
@@ -164,16 +193,19 @@ class S3Store(KeyedStore):
             self._missing(key)
             return False
         except _Short:
-            raise CheckFailed(f"store {self.uri}: {key} is damaged (shorter than the {size} bytes recorded for "
-                              "it); publish it again or ask who owns the store") from None
+            raise CheckFailed(
+                f"store {self.uri}: {key} is damaged (shorter than the {size} bytes recorded for "
+                "it); publish it again or ask who owns the store"
+            ) from None
         return True
 
     def _stream_small(self, key: str, sink: Sink, size: int) -> bool:
         """The first ``size`` bytes and one more: fewer (an object cut short, or empty: 416) fail the caller's
         digest, the one more fails the sink's size (a longer object is damaged, though its head is intact)."""
         try:
-            response = self._call(key, self.client.get_object, Bucket=self.bucket, Key=self.prefix + key,
-                                  Range=f"bytes=0-{size}")
+            response = self._call(
+                key, self.client.get_object, Bucket=self.bucket, Key=self.prefix + key, Range=f"bytes=0-{size}"
+            )
         except KeyError:
             self._missing(key)
             return False
@@ -195,8 +227,9 @@ class S3Store(KeyedStore):
 
     def _create(self, key: str, data: bytes) -> bool:
         try:
-            self._call(key, self.client.put_object, Bucket=self.bucket, Key=self.prefix + key, Body=data,
-                       IfNoneMatch="*")
+            self._call(
+                key, self.client.put_object, Bucket=self.bucket, Key=self.prefix + key, Body=data, IfNoneMatch="*"
+            )
         except _Taken:
             return False
         except KeyError:
@@ -206,8 +239,7 @@ class S3Store(KeyedStore):
     def _swap(self, key: str, data: bytes, expected: Token | None) -> bool:
         condition = {"IfNoneMatch": "*"} if expected is None else {"IfMatch": expected}
         try:
-            self._call(key, self.client.put_object, Bucket=self.bucket, Key=self.prefix + key, Body=data,
-                       **condition)
+            self._call(key, self.client.put_object, Bucket=self.bucket, Key=self.prefix + key, Body=data, **condition)
         except _Taken:
             return False
         except KeyError:  # If-Match on a key deleted meanwhile
@@ -224,8 +256,9 @@ class S3Store(KeyedStore):
         sink = HashingSink(Discard(), size, sha256)
         ranged = {"Range": f"bytes=0-{size}"} if size else {}  # one byte past: enough to tell a longer one
         try:
-            response = self._call(key, self.client.get_object, Bucket=self.bucket, Key=self.prefix + key,
-                                  IfMatch=etag, **ranged)
+            response = self._call(
+                key, self.client.get_object, Bucket=self.bucket, Key=self.prefix + key, IfMatch=etag, **ranged
+            )
             with response["Body"] as body:
                 while data := self._call(key, body.read, 1 << 20):
                     sink.write(data)
@@ -246,8 +279,9 @@ class S3Store(KeyedStore):
         """Every page of the listing one level below ``prefix`` (objects, and common prefixes as folders)."""
         paginator = self.client.get_paginator("list_objects_v2")
         try:
-            return self._call(prefix, lambda: list(paginator.paginate(
-                Bucket=self.bucket, Prefix=self.prefix + prefix, Delimiter="/")))
+            return self._call(
+                prefix, lambda: list(paginator.paginate(Bucket=self.bucket, Prefix=self.prefix + prefix, Delimiter="/"))
+            )
         except KeyError:
             raise self._no_bucket() from None
 
@@ -267,8 +301,11 @@ class S3Store(KeyedStore):
 
     def _listing(self, prefix: str) -> dict[str, tuple[int, float]]:
         start = len(self.prefix + prefix)
-        return {entry["Key"][start:]: (entry["Size"], entry["LastModified"].timestamp())
-                for page in self._pages(prefix) for entry in page.get("Contents", [])}
+        return {
+            entry["Key"][start:]: (entry["Size"], entry["LastModified"].timestamp())
+            for page in self._pages(prefix)
+            for entry in page.get("Contents", [])
+        }
 
 
 class _Taken(Exception):
@@ -305,8 +342,10 @@ def _describe(exc: Exception) -> str:
     from botocore.exceptions import EndpointConnectionError, NoCredentialsError, PartialCredentialsError
 
     if isinstance(exc, NoCredentialsError | PartialCredentialsError):
-        return ("no AWS credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE "
-                "(see docs/store.md)")
+        return (
+            "no AWS credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE "
+            "(see docs/store.md)"
+        )
     if isinstance(exc, EndpointConnectionError):
         return f"cannot reach {exc.kwargs.get('endpoint_url', 'the endpoint')}; is the server up (AWS_ENDPOINT_URL)?"
     return f"{type(exc).__name__}: {exc}"

@@ -39,14 +39,26 @@ def _s3_remote(s3) -> str:
 def test_runner_b_releases_from_runner_a_s3_cache_without_calibrating_or_building(s3, tmp_path):
     remote = _s3_remote(s3)
     pipeline = _pipeline(tmp_path)
-    a = _release(pipeline, tmp_path / "a", _runner(tmp_path, "a", s3.env()), "--remote-cache", remote,
-                 "--store", str(tmp_path / "store-a"))
+    a = _release(
+        pipeline,
+        tmp_path / "a",
+        _runner(tmp_path, "a", s3.env()),
+        "--remote-cache",
+        remote,
+        "--store",
+        str(tmp_path / "store-a"),
+    )
     assert {_stage(a, s)["cache"]["source"] for s in ("inspect", "calibrate", "build", "check")} == {"miss"}
     assert "parsed by TensorRT" in _stage(a, "inspect")["detail"]
     assert all(e["cache"]["source"] == "miss" for e in a["engines"])
     # runner B: the remote from the environment, another empty local cache, another store
-    b = _release(pipeline, tmp_path / "b", _runner(tmp_path, "b", s3.env(COMPILE_REMOTE_CACHE=remote)),
-                 "--store", str(tmp_path / "store-b"))
+    b = _release(
+        pipeline,
+        tmp_path / "b",
+        _runner(tmp_path, "b", s3.env(COMPILE_REMOTE_CACHE=remote)),
+        "--store",
+        str(tmp_path / "store-b"),
+    )
     assert _stage(b, "inspect")["cache"] == {"source": "remote", "reason": None}
     assert _stage(b, "inspect")["detail"].endswith("from the remote cache")  # no TensorRT parse on runner B
     assert _stage(b, "calibrate")["cache"] == {"source": "remote", "reason": None}
@@ -93,8 +105,9 @@ def test_a_tampered_remote_engine_is_refused_rebuilt_replaced_and_the_published_
     (warning,) = b["warnings"]
     assert warning.startswith(f"remote cache {remote}: engines entry") and "refused" in warning
     assert b["_stderr"].count("warning: remote cache") == 1
-    pulled = run_cli("pull", "digits@1.0.0", "--sku", "rtx-5090", "--store", tmp_path / "store-b", "--out",
-                     tmp_path / "b.plan")
+    pulled = run_cli(
+        "pull", "digits@1.0.0", "--sku", "rtx-5090", "--store", tmp_path / "store-b", "--out", tmp_path / "b.plan"
+    )
     assert pulled.exit_code == 0, pulled.stderr
     # replaced: a third runner takes the rebuilt entry, verified
     c = _release(pipeline, tmp_path / "c", _runner(tmp_path, "c", env), "--store", str(tmp_path / "store-c"))
@@ -102,8 +115,9 @@ def test_a_tampered_remote_engine_is_refused_rebuilt_replaced_and_the_published_
 
 
 def test_a_tampered_remote_inspection_is_refused_with_one_warning_and_made_again(s3, tmp_path):
-    remote, pipeline, env = _tampered(s3, tmp_path, "inspections", "inspect.json",
-                                      lambda data: data.replace(b'"supported":true', b'"supported":fals'))
+    remote, pipeline, env = _tampered(
+        s3, tmp_path, "inspections", "inspect.json", lambda data: data.replace(b'"supported":true', b'"supported":fals')
+    )
     b = _release(pipeline, tmp_path / "b", _runner(tmp_path, "b", env), "--store", str(tmp_path / "store-b"))
     assert _stage(b, "inspect")["cache"] == {"source": "miss", "reason": "the remote entry was damaged"}
     assert _stage(b, "inspect")["detail"].endswith("parsed by TensorRT")
@@ -120,8 +134,15 @@ def test_runner_b_releases_from_runner_a_registry_cache(registry, tmp_path):
     pipeline = _pipeline(tmp_path, targets={"rtx-5090": ["fp16"], "rtx-4090": ["int8"]})
     env = dict(os.environ)
     _release(pipeline, tmp_path / "a", _runner(tmp_path, "a", env), "--remote-cache", remote)
-    b = _release(pipeline, tmp_path / "b", _runner(tmp_path, "b", env), "--remote-cache", remote,
-                 "--store", str(tmp_path / "store-b"))
+    b = _release(
+        pipeline,
+        tmp_path / "b",
+        _runner(tmp_path, "b", env),
+        "--remote-cache",
+        remote,
+        "--store",
+        str(tmp_path / "store-b"),
+    )
     assert [_stage(b, s)["cache"]["source"] for s in ("inspect", "calibrate", "build", "check")] == ["remote"] * 4
     assert _stage(b, "inspect")["detail"].endswith("from the remote cache")  # no TensorRT parse on runner B
 
@@ -134,8 +155,13 @@ def test_explain_names_the_changed_profiles(tmp_path):
     profiles["profiles"][1]["shapes"]["image"]["max"] = [32, 1, 8, 8]
     changed_profiles = tmp_path / "profiles.yaml"
     changed_profiles.write_text(yaml.safe_dump(profiles))
-    changed = _pipeline(tmp_path, targets={"rtx-5090": ["fp16"]}, calibration=None, profiles=str(changed_profiles),
-                        release={"name": "digits", "version": "1.0.1"})
+    changed = _pipeline(
+        tmp_path,
+        targets={"rtx-5090": ["fp16"]},
+        calibration=None,
+        profiles=str(changed_profiles),
+        release={"name": "digits", "version": "1.0.1"},
+    )
     result = run_cli("release", changed, "--work", tmp_path / "b", "--explain", env=env)
     assert result.exit_code == 0, result.stderr
     (line,) = [line for line in result.stdout.splitlines() if line.startswith("miss rtx-5090/fp16")]
@@ -153,11 +179,23 @@ def test_calibrate_explain_names_the_changed_option_and_shares_through_a_folder(
     assert changed.exit_code == 0, changed.stderr
     line = " ".join(changed.stdout.split())  # as Rich wrapped it
     assert "miss calibration: samples changed (and options) against the nearest cached calibration" in line
-    elsewhere = run_cli("calibrate", digits_model, "--data", digits_data, "--out", tmp_path / "other", "--samples",
-                        "32", "--remote-cache", remote, "--json")
+    elsewhere = run_cli(
+        "calibrate",
+        digits_model,
+        "--data",
+        digits_data,
+        "--out",
+        tmp_path / "other",
+        "--samples",
+        "32",
+        "--remote-cache",
+        remote,
+        "--json",
+    )
     assert json.loads(elsewhere.stdout)["cache"] == {"source": "remote", "reason": None}, elsewhere.stderr
-    assert (tmp_path / "other" / "model.onnx").read_bytes() == (remote / "blobs" / "sha256" / json.loads(
-        elsewhere.stdout)["files"]["model.onnx"]).read_bytes()
+    assert (tmp_path / "other" / "model.onnx").read_bytes() == (
+        remote / "blobs" / "sha256" / json.loads(elsewhere.stdout)["files"]["model.onnx"]
+    ).read_bytes()
 
 
 def test_explain_on_a_fresh_runner_compares_with_the_remote_entries(digits_model, digits_profiles, tmp_path):
@@ -168,25 +206,49 @@ def test_explain_on_a_fresh_runner_compares_with_the_remote_entries(digits_model
     profiles = yaml.safe_load(digits_profiles.read_text())
     profiles["profiles"] = profiles["profiles"][:1]
     (tmp_path / "online.yaml").write_text(yaml.safe_dump(profiles))
-    fresh = run_cli(*base, "--profiles", tmp_path / "online.yaml", "--out", tmp_path / "b", "--cache-dir",
-                    tmp_path / "cb", "--explain")
+    fresh = run_cli(
+        *base,
+        "--profiles",
+        tmp_path / "online.yaml",
+        "--out",
+        tmp_path / "b",
+        "--cache-dir",
+        tmp_path / "cb",
+        "--explain",
+    )
     assert fresh.exit_code == 0, fresh.stderr
     line = " ".join(fresh.stdout.split())
     assert "miss rtx-5090/fp16: profiles changed against the nearest cached engine (remote " in line
     assert "profile 'batch' dropped" in line
 
 
-def test_a_tampered_entry_in_a_registry_cache_is_refused_rebuilt_and_replaced(registry, digits_model,
-                                                                               digits_profiles, tmp_path):
+def test_a_tampered_entry_in_a_registry_cache_is_refused_rebuilt_and_replaced(
+    registry, digits_model, digits_profiles, tmp_path
+):
     from compiler.stores import open_store
 
     remote = registry.uri()
     env = {**os.environ}
 
     def build(runner: str) -> tuple[dict, str]:
-        result = run_cli("build", digits_model, "--profiles", digits_profiles, "--sku", "rtx-5090", "--precision",
-                         "fp16", "--out", tmp_path / runner, "--cache-dir", tmp_path / f"cache-{runner}",
-                         "--remote-cache", remote, "--json", env=env)
+        result = run_cli(
+            "build",
+            digits_model,
+            "--profiles",
+            digits_profiles,
+            "--sku",
+            "rtx-5090",
+            "--precision",
+            "fp16",
+            "--out",
+            tmp_path / runner,
+            "--cache-dir",
+            tmp_path / f"cache-{runner}",
+            "--remote-cache",
+            remote,
+            "--json",
+            env=env,
+        )
         assert result.exit_code == 0, result.stderr
         return json.loads(result.stdout)["targets"][0], result.stderr
 

@@ -22,8 +22,9 @@ def encoder_data(tmp_path_factory):
 
 @pytest.mark.parametrize("precision", ["int8", "fp8"])
 def test_the_calibration_record_says_which_build_proved_it(tmp_path, encoder_data, precision):
-    result = run_cli("calibrate", MODEL, "--data", encoder_data, "--out", tmp_path / "out", "--precision", precision,
-                     "--json")
+    result = run_cli(
+        "calibrate", MODEL, "--data", encoder_data, "--out", tmp_path / "out", "--precision", precision, "--json"
+    )
     assert result.exit_code == 0, result.stderr
     proof = json.loads(result.stdout)["build_proof"]
     assert proof.startswith("built with tensorrt-rtx") and "compute capability 8.9" in proof
@@ -41,8 +42,12 @@ def test_a_q_dq_model_tensorrt_refuses_is_never_ok_and_its_node_is_named(tmp_pat
     with pytest.raises(CheckFailed) as refused:
         calibrate(MODEL, encoder_data, out, CalibrationOptions(precision="int8"))
     message = str(refused.value)
-    for fragment in ("int8 Q/DQ model does not build", "Quantized constant (half_quantized)",
-                     "'layer.0/gelu/half' (Mul)", "--exclude NODE"):
+    for fragment in (
+        "int8 Q/DQ model does not build",
+        "Quantized constant (half_quantized)",
+        "'layer.0/gelu/half' (Mul)",
+        "--exclude NODE",
+    ):
         assert fragment in message, message
     assert "In matchQuantizedConstant" not in message  # TensorRT's source locations are left out
     assert not (out / "calibration.json").exists() and not (out / "model.onnx").exists()
@@ -58,6 +63,7 @@ def test_a_cnn_excluding_a_conv_gets_more_reformat_kernels_than_plain_int8(tmp_p
         reformats = json.loads((tmp_path / name / "calibration.json").read_text())["reformats"]
         assert reformats == json.loads(result.stdout)["reformats"] and reformats["count"] == len(reformats["layers"])
         counts[name] = reformats["count"]
-        assert f"; {reformats['count']} precision-boundary reformat kernel(s)" in json.loads(result.stdout)[
-            "build_proof"]
+        assert (
+            f"; {reformats['count']} precision-boundary reformat kernel(s)" in json.loads(result.stdout)["build_proof"]
+        )
     assert counts["excluded"] > counts["plain"], counts

@@ -44,8 +44,10 @@ HOLDOUT = round(DIGITS_SAMPLES * 0.2)
 def runs(tmp_path_factory, digits_model, digits_data) -> dict[str, CalibrationResult]:
     """Every precision/method once on the full digits set (1438 calibration + 359 held-out samples)."""
     root = tmp_path_factory.mktemp("calibrate")
-    return {name: calibrate(digits_model, digits_data, root / name, CalibrationOptions(precision=p, method=m))
-            for name, (p, m) in RUNS.items()}
+    return {
+        name: calibrate(digits_model, digits_data, root / name, CalibrationOptions(precision=p, method=m))
+        for name, (p, m) in RUNS.items()
+    }
 
 
 def _initializer_types(path: Path) -> set[int]:
@@ -111,8 +113,13 @@ def test_int8_model_is_qdq_with_int8_weights_and_float_bias(runs):
     zero_points = [inits[n.input[2]] for n in proto.graph.node if n.op_type == "QuantizeLinear"]
     assert zero_points and all(z.data_type == TensorProto.INT8 for z in zero_points)
     assert all(not np.any(onnx.numpy_helper.to_array(z)) for z in zero_points)  # symmetric
-    per_channel = [n for n in proto.graph.node if n.op_type == "DequantizeLinear" and inits.get(n.input[0])
-                   is not None and onnx.numpy_helper.to_array(inits[n.input[1]]).size > 1]
+    per_channel = [
+        n
+        for n in proto.graph.node
+        if n.op_type == "DequantizeLinear"
+        and inits.get(n.input[0]) is not None
+        and onnx.numpy_helper.to_array(inits[n.input[1]]).size > 1
+    ]
     assert len(per_channel) == 3  # two convolutions and the classifier, per output channel
     assert all(inits[n.input[0]].data_type == TensorProto.INT8 for n in per_channel)
     # QuantizeBias: False keeps biases float (TensorRT rejects int32 bias DQ)
@@ -176,15 +183,17 @@ def test_tensorrt_calibration_cache_format(runs, name, digits_model):
     assert header == lines[0] and scales["image"] == pytest.approx(1 / 127, rel=1e-3)
 
 
-@pytest.mark.parametrize(("name", "kernel_type"), [("int8-entropy", "Int8"), ("int8-percentile", "Int8"),
-                                                   ("fp8-minmax", "FP8"), ("fp16", "Half")])
+@pytest.mark.parametrize(
+    ("name", "kernel_type"),
+    [("int8-entropy", "Int8"), ("int8-percentile", "Int8"), ("fp8-minmax", "FP8"), ("fp16", "Half")],
+)
 def test_models_build_with_tensorrt_rtx(runs, name, kernel_type, digits_profiles):
     profile = ShapeProfile.model_validate(
-        {"name": "p", "shapes": {"image": {"min": [1, 1, 8, 8], "opt": [8, 1, 8, 8], "max": [32, 1, 8, 8]}}})
+        {"name": "p", "shapes": {"image": {"min": [1, 1, 8, 8], "opt": [8, 1, 8, 8], "max": [32, 1, 8, 8]}}}
+    )
     outcome = TensorRTRTXBackend().build(BuildSpec(Path(runs[name].out) / "model.onnx", (profile,), ("8.9",)))
     assert outcome.plan is not None, outcome.errors
-    convolutions = [layer for layer in outcome.layers
-                    if any(node.endswith("/Conv") for node in layer["onnx_nodes"])]
+    convolutions = [layer for layer in outcome.layers if any(node.endswith("/Conv") for node in layer["onnx_nodes"])]
     assert convolutions
     kernel_types = {t for layer in outcome.layers for t in layer["input_types"] + layer["output_types"]}
     assert kernel_type in kernel_types, outcome.layers
@@ -221,8 +230,9 @@ def _snapshot(folder: Path) -> dict[str, bytes]:
 def test_staged_calibration_replaces_the_folder_only_when_complete(tmp_path, digits_model, digits_data):
     """The build cache's mode: concurrent runs share the folder, so nobody may see it half-written."""
     out = tmp_path / "calibrations" / "int8-minmax"
-    calibrate(digits_model, digits_data, out,
-              CalibrationOptions(samples=200))  # an earlier calibration with another key
+    calibrate(
+        digits_model, digits_data, out, CalibrationOptions(samples=200)
+    )  # an earlier calibration with another key
     before = _snapshot(out)
     abandoned = out.with_name(f".int8-minmax-{'c' * 12}")  # a killed run's staging folder, unlocked
     abandoned.mkdir()
@@ -251,8 +261,9 @@ def test_staged_calibration_keeps_what_a_concurrent_run_put_in_place_first(tmp_p
         if phase == "held-out" and done == 0:  # the other run renames its folder into place now
             shutil.copytree(tmp_path / "first", out)
 
-    result = calibrate(digits_model, digits_data, out,
-                       CalibrationOptions(samples=300), staged=True, progress=finish_first)
+    result = calibrate(
+        digits_model, digits_data, out, CalibrationOptions(samples=300), staged=True, progress=finish_first
+    )
     assert result.reused is True and result.cache_key == first.cache_key
     assert _snapshot(out) == _snapshot(tmp_path / "first")
     assert [p.name for p in out.parent.iterdir()] == ["int8-minmax"]
@@ -275,18 +286,42 @@ def test_interrupted_staged_calibration_leaves_the_previous_folder_whole(tmp_pat
 
 
 @pytest.mark.parametrize("command", ["calibrate", "build"])
-def test_sigterm_while_calibrating_cleans_up_and_exits_143(tmp_path, command, digits_model, digits_data,
-                                                            digits_profiles):
+def test_sigterm_while_calibrating_cleans_up_and_exits_143(
+    tmp_path, command, digits_model, digits_data, digits_profiles
+):
     """What a cancelled CI job sends: the run stops like Ctrl-C, its temporary and staging folders go, and
     nothing is left that looks like a finished calibration."""
     work, out, cache = tmp_path / "tmp", tmp_path / "out", tmp_path / "cache"
     work.mkdir()
-    args = (["calibrate", digits_model, "--data", digits_data, "--out", out, "--method", "entropy"]
-            if command == "calibrate" else
-            ["build", digits_model, "--profiles", digits_profiles, "--sku", "rtx-4090", "--precision", "int8",
-             "--data", digits_data, "--method", "entropy", "--out", out, "--cache-dir", cache])
-    process = subprocess.Popen([sys.executable, "-m", "compiler", *map(str, args)], env={**os.environ,
-                               "TMPDIR": str(work)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    args = (
+        ["calibrate", digits_model, "--data", digits_data, "--out", out, "--method", "entropy"]
+        if command == "calibrate"
+        else [
+            "build",
+            digits_model,
+            "--profiles",
+            digits_profiles,
+            "--sku",
+            "rtx-4090",
+            "--precision",
+            "int8",
+            "--data",
+            digits_data,
+            "--method",
+            "entropy",
+            "--out",
+            out,
+            "--cache-dir",
+            cache,
+        ]
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-m", "compiler", *map(str, args)],
+        env={**os.environ, "TMPDIR": str(work)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 60
     while not list(work.glob("calibrate-*")):  # calibrating now
         assert process.poll() is None and time.monotonic() < deadline, process.communicate()
@@ -343,8 +378,13 @@ def test_dataset_errors_are_clean(tmp_path, digits_model, digits_images):
         "shape": (_npz(tmp_path / "d.npz", image=x[:, :, :4, :]), ["image", "[100, 1, 4, 8]", "axis 2"]),
         "rank": (_npz(tmp_path / "e.npz", image=x[:, 0]), ["rank 3", "rank 4"]),
         "empty": (_npz(tmp_path / "f.npz", image=x[:0]), ["empty"]),
-        "nan": (_npz(tmp_path / "g.npz", image=np.where(np.arange(100)[:, None, None, None] == 42, np.nan, x)
-                     .astype(np.float32)), ["NaN", "sample 42"]),
+        "nan": (
+            _npz(
+                tmp_path / "g.npz",
+                image=np.where(np.arange(100)[:, None, None, None] == 42, np.nan, x).astype(np.float32),
+            ),
+            ["NaN", "sample 42"],
+        ),
         "one-sample": (_npz(tmp_path / "h.npz", image=x[:1]), ["at least 2"]),
         "not-npz": (tmp_path / "i.csv", ["unsupported data"]),
     }
@@ -357,10 +397,15 @@ def test_dataset_errors_are_clean(tmp_path, digits_model, digits_images):
 
 def test_model_onnxruntime_cannot_run_is_a_clean_error(tmp_path, digits_data):
     node = helper.make_node("Mystery", ["image"], ["logits"], domain="example.custom")
-    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("image", TensorProto.FLOAT, ["B", 1, 8, 8])],
-                              [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["B", 10])])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
-                                                    helper.make_opsetid("example.custom", 1)])
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("image", TensorProto.FLOAT, ["B", 1, 8, 8])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["B", 10])],
+    )
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("example.custom", 1)]
+    )
     onnx.save(model, tmp_path / "mystery.onnx")
     done = run_cli("calibrate", tmp_path / "mystery.onnx", "--data", digits_data, "--out", tmp_path / "o")
     assert_clean_error(done, 2, "mystery.onnx", "onnxruntime cannot run", "Mystery")
@@ -381,10 +426,12 @@ def test_unusable_out_folder_is_a_clean_error(tmp_path, digits_model, digits_dat
 
 
 def test_a_failed_write_is_a_clean_environment_error_and_leaves_no_complete_looking_folder(
-        tmp_path, digits_model, digits_data):
+    tmp_path, digits_model, digits_data
+):
     out = tmp_path / "o"
-    done = run_cli("calibrate", digits_model, "--data", digits_data, "--out", out, "--json",
-                   preexec_fn=files_of_at_most(16))
+    done = run_cli(
+        "calibrate", digits_model, "--data", digits_data, "--out", out, "--json", preexec_fn=files_of_at_most(16)
+    )
     assert_clean_error(done, 3, "File too large", "free space and permissions")
     assert done.stdout == ""
     assert not (out / "calibration.json").exists()
@@ -417,10 +464,12 @@ def test_chunks_keep_one_batch_size_per_collect_call():
 def test_histograms_merge_across_chunks(tmp_path, digits_model, digits_data, runs):
     """A 1 MiB chunk budget splits 1438 samples into ~30 onnxruntime calls: MinMax is identical, entropy close."""
     small = calibrate(digits_model, digits_data, tmp_path / "minmax", CalibrationOptions(method="minmax", chunk_mb=1))
-    assert {k: (v.min, v.max) for k, v in small.ranges.items()} == \
-        {k: (v.min, v.max) for k, v in runs["int8-minmax"].ranges.items()}
-    entropy = calibrate(digits_model, digits_data, tmp_path / "entropy",
-                        CalibrationOptions(method="percentile", chunk_mb=1))
+    assert {k: (v.min, v.max) for k, v in small.ranges.items()} == {
+        k: (v.min, v.max) for k, v in runs["int8-minmax"].ranges.items()
+    }
+    entropy = calibrate(
+        digits_model, digits_data, tmp_path / "entropy", CalibrationOptions(method="percentile", chunk_mb=1)
+    )
     for tensor, r in entropy.ranges.items():
         assert r.amax == pytest.approx(runs["int8-percentile"].ranges[tensor].amax, rel=0.1)
     assert entropy.report.outputs[0].top1_agreement >= 0.99
@@ -468,7 +517,7 @@ def test_image_folder_of_photos_with_mean_std(tmp_path, digits_model):
         for row in range(0, 400, 100):
             for col in range(0, 600, 150):
                 target = folder / ("nested" if count % 2 else "") / f"tile{count:02d}.jpg"
-                Image.fromarray(photo[row:row + 100, col:col + 150]).save(target, quality=95)
+                Image.fromarray(photo[row : row + 100, col : col + 150]).save(target, quality=95)
                 count += 1
     (folder / "preprocess.yaml").write_text("color: L\nsize: [8, 8]\nscale: 255\nmean: [0.5]\nstd: [0.25]\n")
     spec = ImagePreprocess(color="L", size=(8, 8), mean=[0.5], std=[0.25])
@@ -553,8 +602,9 @@ def test_old_opset_model_is_upgraded_for_per_channel(tmp_path, digits_model, dig
     result = calibrate(tmp_path / "opset12.onnx", digits_data, tmp_path / "out", CalibrationOptions(samples=256))
     quantized = onnx.load(Path(result.out) / "model.onnx")
     assert next(o.version for o in quantized.opset_import if o.domain in ("", "ai.onnx")) >= 13
-    assert any(n.op_type == "DequantizeLinear" and any(a.name == "axis" for a in n.attribute)
-               for n in quantized.graph.node)
+    assert any(
+        n.op_type == "DequantizeLinear" and any(a.name == "axis" for a in n.attribute) for n in quantized.graph.node
+    )
     assert result.report.outputs[0].top1_agreement >= 0.99
 
 

@@ -22,16 +22,19 @@ from tests.support.cli import assert_clean_error, run_cli
 def test_plain_int8_fails_naming_the_nodes_around_the_outlier(outlier, tmp_path):
     model, data, _ = outlier
     result = run_cli("calibrate", model, "--data", data, "--out", tmp_path / "cal", "--json")
-    line = assert_clean_error(result, 1, "min-cosine", "most sensitive nodes: block3.matmul",
-                              "--exclude block3.matmul", "--fallback auto")
+    line = assert_clean_error(
+        result, 1, "min-cosine", "most sensitive nodes: block3.matmul", "--exclude block3.matmul", "--fallback auto"
+    )
     assert "report.json" in line
     report = json.loads((tmp_path / "cal" / "report.json").read_text())
     ranked = report["sensitivity"]
     assert ranked[0]["exclude"] == "block3.matmul" and ranked[0]["tensors"] == ["block2.out"]  # reads the outlier
     assert ranked[0]["sqnr_db"] < 3 < 25 < min(s["sqnr_db"] for s in ranked[1:])
     assert [s["rank"] for s in ranked] == list(range(1, len(ranked) + 1)) and len(ranked) == 7
-    assert "Most sensitive quantized nodes" in run_cli("calibrate", model, "--data", data, "--out",
-                                                       tmp_path / "cal").stdout
+    assert (
+        "Most sensitive quantized nodes"
+        in run_cli("calibrate", model, "--data", data, "--out", tmp_path / "cal").stdout
+    )
 
 
 def test_fallback_auto_passes_keeping_most_matmuls_quantized_and_records_why(outlier, tmp_path):
@@ -55,18 +58,33 @@ def test_fallback_auto_passes_keeping_most_matmuls_quantized_and_records_why(out
     assert record["reformats"]["count"] == fallback["reformats"] > fallback["plain_reformats"] >= 0
     ops = {n.name: n.op_type for n in onnx.load_model(tmp_path / "cal" / "model.onnx").graph.node}
     assert {ops[n] for layer in record["reformats"]["layers"] for n in layer.split(", ")} == {"QuantizeLinear"}
-    assert "precision-boundary reformat kernel(s) (plain int8: " in run_cli(
-        "calibrate", model, "--data", data, "--out", tmp_path / "cal", "--fallback", "auto").stdout
-    built = run_cli("build", model, "--profiles", profiles, "--sku", "rtx-4090", "--precision", "int8",
-                    "--calibration", tmp_path / "cal", "--out", tmp_path / "engines")
+    assert (
+        "precision-boundary reformat kernel(s) (plain int8: "
+        in run_cli("calibrate", model, "--data", data, "--out", tmp_path / "cal", "--fallback", "auto").stdout
+    )
+    built = run_cli(
+        "build",
+        model,
+        "--profiles",
+        profiles,
+        "--sku",
+        "rtx-4090",
+        "--precision",
+        "int8",
+        "--calibration",
+        tmp_path / "cal",
+        "--out",
+        tmp_path / "engines",
+    )
     assert built.exit_code == 0, built.stderr
     layers = json.loads((tmp_path / "engines" / "rtx-4090" / "int8" / "layers.json").read_text())
     assert layers["kernel_precisions"].get("Int8", 0) >= 1
     engine = json.loads((tmp_path / "engines" / "rtx-4090" / "int8" / "engine.json").read_text())
     assert engine["excluded"] == kept
     (tmp_path / "store").mkdir()
-    published = run_cli("publish", tmp_path / "engines", "--name", "outlier", "--version", "1", "--store",
-                        tmp_path / "store")
+    published = run_cli(
+        "publish", tmp_path / "engines", "--name", "outlier", "--version", "1", "--store", tmp_path / "store"
+    )
     assert published.exit_code == 0, published.stderr
     [manifest] = (tmp_path / "store").rglob("outlier/1/manifest.json")
     assert json.loads(manifest.read_text())["excluded"] == {"rtx-4090/int8": kept}
@@ -80,8 +98,21 @@ def test_the_final_calibration_reuses_the_first_ones_ranges_unchanged(outlier, t
     assert found.exit_code == 0, found.stderr
     record = json.loads((tmp_path / "found" / "calibration.json").read_text())
     assert record["excluded"] == ["block3.matmul/MatMulAddFusion", "block3.relu"]
-    given = run_cli("calibrate", model, "--data", data, "--out", tmp_path / "given", "--min-top1", "0", "--json",
-                    "--exclude", "block3.matmul", "--exclude", "block3.relu")
+    given = run_cli(
+        "calibrate",
+        model,
+        "--data",
+        data,
+        "--out",
+        tmp_path / "given",
+        "--min-top1",
+        "0",
+        "--json",
+        "--exclude",
+        "block3.matmul",
+        "--exclude",
+        "block3.relu",
+    )
     assert given.exit_code == 0, given.stderr
     assert json.loads(given.stdout)["ranges"] == record["ranges"] and "block2.out" not in record["ranges"]
     report = json.loads((tmp_path / "found" / "report.json").read_text())
@@ -107,24 +138,58 @@ def test_fallback_finds_two_outlier_regions(tmp_path):
 
 def test_given_exclusions_are_recorded_as_given(outlier, tmp_path):
     model, data, _ = outlier
-    result = run_cli("calibrate", model, "--data", data, "--out", tmp_path / "cal", "--exclude", "block3.matmul",
-                     "--min-top1", "0.5", "--json")
+    result = run_cli(
+        "calibrate",
+        model,
+        "--data",
+        data,
+        "--out",
+        tmp_path / "cal",
+        "--exclude",
+        "block3.matmul",
+        "--min-top1",
+        "0.5",
+        "--json",
+    )
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout)["exclusions"] == [{"node": "block3.matmul/MatMulAddFusion", "reason": "given"}]
 
 
 def test_fp16_mid_graph_overflow_passes_with_fallback_auto(tmp_path):
     model, data, profiles = _overflowing_model(tmp_path)
-    result = run_cli("calibrate", model, "--data", data, "--out", tmp_path / "fp16", "--precision", "fp16",
-                     "--fallback", "auto", "--json")
+    result = run_cli(
+        "calibrate",
+        model,
+        "--data",
+        data,
+        "--out",
+        tmp_path / "fp16",
+        "--precision",
+        "fp16",
+        "--fallback",
+        "auto",
+        "--json",
+    )
     assert result.exit_code == 0, result.stderr
     record = json.loads((tmp_path / "fp16" / "calibration.json").read_text())
     assert "scale_up_2" in record["excluded"] and record["fallback"]["passed"] is True
     assert all(e["reason"] == "found" and e["why"] == "overflows FP16" for e in record["exclusions"])
     assert json.loads(result.stdout)["report"]["fp16_range"]["overflow"] == {}
     # the engine is built from that conversion (its folder given), and check finds no overflow in it
-    built = run_cli("build", model, "--profiles", profiles, "--sku", "rtx-4090", "--precision", "fp16",
-                    "--calibration", tmp_path / "fp16", "--out", tmp_path / "engines")
+    built = run_cli(
+        "build",
+        model,
+        "--profiles",
+        profiles,
+        "--sku",
+        "rtx-4090",
+        "--precision",
+        "fp16",
+        "--calibration",
+        tmp_path / "fp16",
+        "--out",
+        tmp_path / "engines",
+    )
     assert built.exit_code == 0, built.stderr
     checked = run_cli("check", tmp_path / "engines", "--data", data, "--json")
     assert checked.exit_code == 0, checked.stderr
@@ -134,8 +199,11 @@ def test_fp16_mid_graph_overflow_passes_with_fallback_auto(tmp_path):
 
 def test_bad_fallback_is_a_usage_error(outlier, tmp_path):
     model, data, _ = outlier
-    assert_clean_error(run_cli("calibrate", model, "--data", data, "--out", tmp_path / "c", "--fallback", "manual"),
-                       2, "--fallback manual")
+    assert_clean_error(
+        run_cli("calibrate", model, "--data", data, "--out", tmp_path / "c", "--fallback", "manual"),
+        2,
+        "--fallback manual",
+    )
 
 
 def _graph(*nodes, outputs=("y",)):
@@ -143,25 +211,38 @@ def _graph(*nodes, outputs=("y",)):
     from onnx import TensorProto, helper, numpy_helper
 
     weights = [numpy_helper.from_array(np.ones(4, np.float32), name) for name in ("w", "b", "s")]
-    return helper.make_graph([helper.make_node(op, list(i), list(o), name) for name, op, i, o in nodes], "g",
-                             [helper.make_tensor_value_info("x", TensorProto.FLOAT, None)],
-                             [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outputs], weights)
+    return helper.make_graph(
+        [helper.make_node(op, list(i), list(o), name) for name, op, i, o in nodes],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, None)],
+        [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outputs],
+        weights,
+    )
 
 
 def test_fusion_groups_take_a_conv_with_its_epilogue_and_a_residual_add_with_both_branches():
-    graph = _graph(("conv", "Conv", ("x", "w"), ("c",)),
-                   ("bn", "BatchNormalization", ("c", "s", "b", "b", "s"), ("n",)), ("relu", "Relu", ("n",), ("r",)),
-                   ("conv2", "Conv", ("r", "w"), ("c2",)),
-                   ("proj", "Conv", ("x", "w"), ("p",)), ("add", "Add", ("c2", "p"), ("a",)),
-                   ("act", "Relu", ("a",), ("y",)))
+    graph = _graph(
+        ("conv", "Conv", ("x", "w"), ("c",)),
+        ("bn", "BatchNormalization", ("c", "s", "b", "b", "s"), ("n",)),
+        ("relu", "Relu", ("n",), ("r",)),
+        ("conv2", "Conv", ("r", "w"), ("c2",)),
+        ("proj", "Conv", ("x", "w"), ("p",)),
+        ("add", "Add", ("c2", "p"), ("a",)),
+        ("act", "Relu", ("a",), ("y",)),
+    )
     assert fusion_groups(graph, {"bn"}) == {"conv", "bn", "relu"}  # from the middle of the chain: all of it
     assert fusion_groups(graph, {"conv"}) == {"conv", "bn", "relu"}  # not conv2: a quantized reader, not fused
     assert fusion_groups(graph, {"conv2"}) == {"conv2", "add", "proj", "act"}  # the residual Add's both inputs
 
 
 def test_fusion_groups_stop_where_a_value_is_materialized_anyway():
-    graph = _graph(("mm", "MatMul", ("x", "w"), ("m",)), ("bias", "Add", ("m", "b"), ("y",)),
-                   ("gelu", "Relu", ("y",), ("g",)), ("other", "Relu", ("m",), ("o",)), outputs=("y", "g", "o"))
+    graph = _graph(
+        ("mm", "MatMul", ("x", "w"), ("m",)),
+        ("bias", "Add", ("m", "b"), ("y",)),
+        ("gelu", "Relu", ("y",), ("g",)),
+        ("other", "Relu", ("m",), ("o",)),
+        outputs=("y", "g", "o"),
+    )
     assert fusion_groups(graph, {"mm"}) == {"mm"}  # its value has two readers
     assert fusion_groups(graph, {"bias"}) == {"bias"}  # a graph output: the next Relu reads a written tensor
     assert fusion_groups(graph, {"missing"}) == set()
@@ -182,7 +263,9 @@ def test_of_two_tied_sets_that_pass_the_one_whose_engine_gets_fewer_reformats_is
         assert [w["tensors"] for w in weighed] == [["block4.out"], ["block5.out"]]
         assert weighed[0]["reformats"] > weighed[1]["reformats"] >= 0
         assert search.fewest_reformats([middle, Region("block5.out", ("head",), 30.0 + 2 * TIE_DB)], 1) == (
-            [middle], [])  # no tie: nothing weighed, nothing built
+            [middle],
+            [],
+        )  # no tie: nothing weighed, nothing built
     finally:
         search.close()
 
@@ -191,9 +274,22 @@ def test_fp8_fallback_ranks_its_nodes(outlier, tmp_path):
     """FP8 Q/DQ needs opset 19: the sensitivity model takes the Q/DQ model's opset (it failed on the prepared
     model's 13, so an fp8 fallback had nothing to rank)."""
     model, data, _ = outlier
-    result = run_cli("calibrate", model, "--data", data, "--out", tmp_path / "cal", "--precision", "fp8",
-                     "--fallback", "auto", "--json")
+    result = run_cli(
+        "calibrate",
+        model,
+        "--data",
+        data,
+        "--out",
+        tmp_path / "cal",
+        "--precision",
+        "fp8",
+        "--fallback",
+        "auto",
+        "--json",
+    )
     assert result.exit_code == 0, result.stderr
     report = json.loads((tmp_path / "cal" / "report.json").read_text())
-    assert report["sensitivity_error"] is None and len(report["sensitivity"]) == json.loads(result.stdout)[
-        "quantized_nodes"] >= 1
+    assert (
+        report["sensitivity_error"] is None
+        and len(report["sensitivity"]) == json.loads(result.stdout)["quantized_nodes"] >= 1
+    )

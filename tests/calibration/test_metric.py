@@ -12,7 +12,7 @@ import pytest
 from tests.fixtures import make_outlier_mlp
 from tests.support.cli import assert_clean_error, run_cli
 
-METRICS = '''
+METRICS = """
 import numpy as np
 
 
@@ -26,7 +26,7 @@ def agreement(outputs, reference, labels):
 
 def broken(outputs, reference, labels):
     raise ValueError("no labels here")
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -42,8 +42,18 @@ def metrics(tmp_path_factory) -> tuple[Path, Path]:
 
 def test_top1_against_labels_is_reported_and_gated(metrics, digits_model, digits_data, tmp_path):
     module, labels = metrics
-    base = ("calibrate", digits_model, "--data", digits_data, "--out", tmp_path / "cal", "--metric",
-            f"{module}:top1", "--labels", labels)
+    base = (
+        "calibrate",
+        digits_model,
+        "--data",
+        digits_data,
+        "--out",
+        tmp_path / "cal",
+        "--metric",
+        f"{module}:top1",
+        "--labels",
+        labels,
+    )
     ok = run_cli(*base, "--min-metric", "0.9", "--json")
     assert ok.exit_code == 0, ok.stderr
     document = json.loads(ok.stdout)
@@ -57,16 +67,49 @@ def test_top1_against_labels_is_reported_and_gated(metrics, digits_model, digits
 
 def test_check_scores_each_engine_with_the_metric(metrics, digits_model, digits_data, digits_profiles, tmp_path):
     module, labels = metrics
-    built = run_cli("build", digits_model, "--profiles", digits_profiles, "--sku", "rtx-4090", "--precision", "fp16",
-                    "--out", tmp_path / "engines")
+    built = run_cli(
+        "build",
+        digits_model,
+        "--profiles",
+        digits_profiles,
+        "--sku",
+        "rtx-4090",
+        "--precision",
+        "fp16",
+        "--out",
+        tmp_path / "engines",
+    )
     assert built.exit_code == 0, built.stderr
-    checked = run_cli("check", tmp_path / "engines", "--data", digits_data, "--no-lint", "--metric",
-                      f"{module}:top1", "--labels", labels, "--min-metric", "0.9", "--json")
+    checked = run_cli(
+        "check",
+        tmp_path / "engines",
+        "--data",
+        digits_data,
+        "--no-lint",
+        "--metric",
+        f"{module}:top1",
+        "--labels",
+        labels,
+        "--min-metric",
+        "0.9",
+        "--json",
+    )
     assert checked.exit_code == 0, checked.stderr
     accuracy = next(c for c in json.loads(checked.stdout)["engines"][0]["checks"] if c["name"] == "accuracy")
     assert accuracy["figures"]["metric"]["value"] > 0.9
-    failed = run_cli("check", tmp_path / "engines", "--data", digits_data, "--no-lint", "--metric",
-                     f"{module}:top1", "--labels", labels, "--min-metric", "1.01")
+    failed = run_cli(
+        "check",
+        tmp_path / "engines",
+        "--data",
+        digits_data,
+        "--no-lint",
+        "--metric",
+        f"{module}:top1",
+        "--labels",
+        labels,
+        "--min-metric",
+        "1.01",
+    )
     assert_clean_error(failed, 1, "accuracy", "below --min-metric 1.01")
 
 
@@ -86,8 +129,23 @@ def test_bad_metrics_are_usage_errors(metrics, digits_model, digits_data, tmp_pa
 def test_the_metric_is_the_objective_of_the_fallback(metrics, tmp_path):
     module, _ = metrics
     model, data = make_outlier_mlp.save(tmp_path / "outlier.onnx")
-    result = run_cli("calibrate", model, "--data", data, "--out", tmp_path / "cal", "--fallback", "auto",
-                     "--metric", f"{module}:agreement", "--min-metric", "0.9", "--min-top1", "0", "--json")
+    result = run_cli(
+        "calibrate",
+        model,
+        "--data",
+        data,
+        "--out",
+        tmp_path / "cal",
+        "--fallback",
+        "auto",
+        "--metric",
+        f"{module}:agreement",
+        "--min-metric",
+        "0.9",
+        "--min-top1",
+        "0",
+        "--json",
+    )
     assert result.exit_code == 0, result.stderr
     document = json.loads(result.stdout)
     assert document["report"]["metric"]["value"] >= 0.9
@@ -101,8 +159,9 @@ def _with_labels(data: Path, out: Path, labels) -> Path:
     return out
 
 
-def test_labels_inside_the_data_file_are_scored_and_never_fed_to_the_model(metrics, digits_model, digits_data,
-                                                                           digits_profiles, tmp_path):
+def test_labels_inside_the_data_file_are_scored_and_never_fed_to_the_model(
+    metrics, digits_model, digits_data, digits_profiles, tmp_path
+):
     from sklearn.datasets import load_digits
 
     module, labels = metrics
@@ -110,8 +169,9 @@ def test_labels_inside_the_data_file_are_scored_and_never_fed_to_the_model(metri
     common = ("--metric", f"{module}:top1", "--min-metric", "0.9", "--json")
     inline = run_cli("calibrate", digits_model, "--data", data, "--out", tmp_path / "inline", *common)
     assert inline.exit_code == 0, inline.stderr
-    apart = run_cli("calibrate", digits_model, "--data", digits_data, "--out", tmp_path / "apart", "--labels",
-                    labels, *common)
+    apart = run_cli(
+        "calibrate", digits_model, "--data", digits_data, "--out", tmp_path / "apart", "--labels", labels, *common
+    )
     assert apart.exit_code == 0, apart.stderr
     value = json.loads(inline.stdout)["report"]["metric"]["value"]
     assert 0.9 < value == json.loads(apart.stdout)["report"]["metric"]["value"]  # the same labels, the same rows
@@ -119,8 +179,18 @@ def test_labels_inside_the_data_file_are_scored_and_never_fed_to_the_model(metri
     assert both.exit_code == 0, both.stderr  # given twice, agreeing
     plain = run_cli("calibrate", digits_model, "--data", data, "--out", tmp_path / "plain", "--json")
     assert plain.exit_code == 0, plain.stderr  # no --metric: the labels are simply not used
-    built = run_cli("build", digits_model, "--profiles", digits_profiles, "--sku", "rtx-4090", "--precision", "fp16",
-                    "--out", tmp_path / "engines")
+    built = run_cli(
+        "build",
+        digits_model,
+        "--profiles",
+        digits_profiles,
+        "--sku",
+        "rtx-4090",
+        "--precision",
+        "fp16",
+        "--out",
+        tmp_path / "engines",
+    )
     assert built.exit_code == 0, built.stderr
     checked = run_cli("check", tmp_path / "engines", "--data", data, "--no-lint", *common)
     assert checked.exit_code == 0, checked.stderr
@@ -128,18 +198,19 @@ def test_labels_inside_the_data_file_are_scored_and_never_fed_to_the_model(metri
     assert accuracy["figures"]["metric"]["value"] > 0.9
 
 
-@pytest.mark.parametrize(("labels", "said"), [
-    (np.zeros(5, np.int64), "array 'labels' has 5 rows; the data has 1797 samples"),
-    (np.array(["a"] * 1797), "array 'labels' is <U1; labels are numbers"),
-    (np.zeros(1797, np.complex64), "array 'labels' is complex64"),
-    (np.array(3), "array 'labels' is a scalar"),
-])
-def test_bad_labels_inside_the_data_file_are_usage_errors(metrics, digits_model, digits_data, tmp_path, labels,
-                                                          said):
+@pytest.mark.parametrize(
+    ("labels", "said"),
+    [
+        (np.zeros(5, np.int64), "array 'labels' has 5 rows; the data has 1797 samples"),
+        (np.array(["a"] * 1797), "array 'labels' is <U1; labels are numbers"),
+        (np.zeros(1797, np.complex64), "array 'labels' is complex64"),
+        (np.array(3), "array 'labels' is a scalar"),
+    ],
+)
+def test_bad_labels_inside_the_data_file_are_usage_errors(metrics, digits_model, digits_data, tmp_path, labels, said):
     module, _ = metrics
     data = _with_labels(digits_data, tmp_path / "bad.npz", labels)
-    result = run_cli("calibrate", digits_model, "--data", data, "--out", tmp_path / "cal", "--metric",
-                     f"{module}:top1")
+    result = run_cli("calibrate", digits_model, "--data", data, "--out", tmp_path / "cal", "--metric", f"{module}:top1")
     assert_clean_error(result, 2, str(data), said)
     assert not (tmp_path / "cal").exists()
 
@@ -154,6 +225,11 @@ def test_object_labels_and_disagreeing_labels_are_usage_errors(metrics, digits_m
     base = ("calibrate", digits_model, "--out", tmp_path / "cal", "--metric", f"{module}:top1")
     assert_clean_error(run_cli(*base, "--data", objects), 2, "array 'labels' holds Python objects")
     shifted = _with_labels(digits_data, tmp_path / "shifted.npz", (load_digits().target + 1) % 10)
-    assert_clean_error(run_cli(*base, "--data", shifted, "--labels", labels), 2,
-                       "array 'labels' disagrees with", "first at row 0: 0 against 1", "give the labels in one place")
+    assert_clean_error(
+        run_cli(*base, "--data", shifted, "--labels", labels),
+        2,
+        "array 'labels' disagrees with",
+        "first at row 0: 0 against 1",
+        "give the labels in one place",
+    )
     assert not (tmp_path / "cal").exists()

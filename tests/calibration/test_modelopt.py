@@ -36,12 +36,17 @@ def runs(modelopt_python, tmp_path_factory, digits_model, digits_data) -> dict[s
     """The encoder in int8 and fp8 and the digits CNN in int8, each through ModelOpt once, with the default gates."""
     root = tmp_path_factory.mktemp("modelopt")
     encoder, encoder_data = FIXTURES / "encoder.onnx", FIXTURES / "encoder_data.npz"
-    cases = {"encoder-int8": (encoder, encoder_data, "int8"), "encoder-fp8": (encoder, encoder_data, "fp8"),
-             "digits-int8": (digits_model, digits_data, "int8")}
+    cases = {
+        "encoder-int8": (encoder, encoder_data, "int8"),
+        "encoder-fp8": (encoder, encoder_data, "fp8"),
+        "digits-int8": (digits_model, digits_data, "int8"),
+    }
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(ENV, modelopt_python)
-        return {name: calibrate(model, data, root / name, CalibrationOptions(precision=precision, quantizer="modelopt"))
-                for name, (model, data, precision) in cases.items()}
+        return {
+            name: calibrate(model, data, root / name, CalibrationOptions(precision=precision, quantizer="modelopt"))
+            for name, (model, data, precision) in cases.items()
+        }
 
 
 @pytest.mark.parametrize("name", ["encoder-int8", "encoder-fp8", "digits-int8"])
@@ -73,10 +78,25 @@ def test_the_quantizer_is_part_of_the_content_key(runs, digits_model, digits_dat
 def test_a_modelopt_int8_build_of_the_digits_cnn(runs, digits_model, tmp_path):
     """`compile build` takes ModelOpt's calibration folder like any other and builds a real INT8 engine."""
     profiles = tmp_path / "profiles.yaml"
-    profiles.write_text("profiles:\n  - name: online\n    shapes:\n      image: {min: [1, 1, 8, 8], opt: [4, 1, 8, 8], "
-                        "max: [8, 1, 8, 8]}\n")
-    done = run_cli("build", digits_model, "--profiles", profiles, "--sku", "rtx-4090", "--precision", "int8",
-                   "--calibration", runs["digits-int8"].out, "--out", tmp_path / "build", "--json")
+    profiles.write_text(
+        "profiles:\n  - name: online\n    shapes:\n      image: {min: [1, 1, 8, 8], opt: [4, 1, 8, 8], "
+        "max: [8, 1, 8, 8]}\n"
+    )
+    done = run_cli(
+        "build",
+        digits_model,
+        "--profiles",
+        profiles,
+        "--sku",
+        "rtx-4090",
+        "--precision",
+        "int8",
+        "--calibration",
+        runs["digits-int8"].out,
+        "--out",
+        tmp_path / "build",
+        "--json",
+    )
     assert done.exit_code == 0, done.stderr
     assert (tmp_path / "build" / "rtx-4090" / "int8" / "engine.plan").stat().st_size > 0
 
@@ -84,8 +104,17 @@ def test_a_modelopt_int8_build_of_the_digits_cnn(runs, digits_model, tmp_path):
 def test_no_quantized_node_is_exit_1(modelopt_python, tmp_path):
     """ModelOpt selects no node of this small MLP and exits 0 with a float model: an int8 request refuses it."""
     model, data = make_outlier_mlp.save(tmp_path / "mlp.onnx", layers=5, outliers=())
-    done = run_cli("calibrate", model, "--data", data, "--quantizer", "modelopt", "--out", tmp_path / "out",
-                   env={**os.environ, ENV: modelopt_python})
+    done = run_cli(
+        "calibrate",
+        model,
+        "--data",
+        data,
+        "--quantizer",
+        "modelopt",
+        "--out",
+        tmp_path / "out",
+        env={**os.environ, ENV: modelopt_python},
+    )
     assert_clean_error(done, 1, "quantized no node", "ModelOpt selected none", "--precision fp16")
     assert not (tmp_path / "out" / "calibration.json").exists()
 
@@ -94,17 +123,27 @@ def _pipeline(folder: Path, quantizer: str) -> Path:
     """The digits CNN's int8 release for rtx-4090, calibrated by ``quantizer``."""
     examples = REPO / "compiler" / "examples"
     pipeline = folder / "pipeline.yaml"
-    pipeline.write_text(f"release: {{name: digits, version: 1.0.0}}\nmodel: {examples / 'digits_cnn.onnx'}\n"
-                        f"profiles: {REPO / 'profiles/digits.yaml'}\ntargets: {{rtx-4090: [int8]}}\ncalibration:\n"
-                        f"  data: {examples / 'digits.npz'}\n  quantizer: {quantizer}\ncheck:\n"
-                        f"  data: {examples / 'digits.npz'}\n  samples: 64\n")
+    pipeline.write_text(
+        f"release: {{name: digits, version: 1.0.0}}\nmodel: {examples / 'digits_cnn.onnx'}\n"
+        f"profiles: {REPO / 'profiles/digits.yaml'}\ntargets: {{rtx-4090: [int8]}}\ncalibration:\n"
+        f"  data: {examples / 'digits.npz'}\n  quantizer: {quantizer}\ncheck:\n"
+        f"  data: {examples / 'digits.npz'}\n  samples: 64\n"
+    )
     return pipeline
 
 
 def test_a_release_pipeline_quantizes_with_modelopt(modelopt_python, tmp_path):
     """`calibration.quantizer: modelopt` in the pipeline YAML: calibrate, build, check (default gates) and publish."""
-    done = run_cli("release", _pipeline(tmp_path, "modelopt"), "--work", tmp_path / "work", "--store",
-                   tmp_path / "store", "--json", env={**os.environ, ENV: modelopt_python})
+    done = run_cli(
+        "release",
+        _pipeline(tmp_path, "modelopt"),
+        "--work",
+        tmp_path / "work",
+        "--store",
+        tmp_path / "store",
+        "--json",
+        env={**os.environ, ENV: modelopt_python},
+    )
     assert done.exit_code == 0, done.stderr
     record = json.loads((tmp_path / "work" / "calibration" / "int8" / "calibration.json").read_text())
     assert record["options"]["quantizer"] == "modelopt" and record["quantized_nodes"] > 0
@@ -121,8 +160,12 @@ def test_exclude_maps_to_modelopts_nodes_and_op_types(runs, modelopt_python, mon
 
     monkeypatch.setenv(ENV, modelopt_python)
     node = "layer.0/attention/query/MatMul"
-    result = calibrate(FIXTURES / "encoder.onnx", FIXTURES / "encoder_data.npz", tmp_path / "out",
-                       CalibrationOptions(quantizer="modelopt", exclude=(node, "Gemm")))
+    result = calibrate(
+        FIXTURES / "encoder.onnx",
+        FIXTURES / "encoder_data.npz",
+        tmp_path / "out",
+        CalibrationOptions(quantizer="modelopt", exclude=(node, "Gemm")),
+    )
     assert result.quantized_ops == {"MatMul": runs["encoder-int8"].quantized_ops["MatMul"] - 1}
     assert result.excluded == ["classifier/Gemm", node] and result.options["exclude"] == ["Gemm", node]
     graph = onnx.load_model(Path(result.out) / "model.onnx").graph

@@ -19,8 +19,9 @@ from compiler.data.agreement import sqnr_db
 def test_in_graph_statistics_give_the_float64_sqnr(opset, offset):
     rng = np.random.default_rng(opset)
     dims = [None, 12, 7, 33]
-    graph = helper.make_graph([], "g", [helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, dims)
-                                        for n in ("reference", "local")], [])
+    graph = helper.make_graph(
+        [], "g", [helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, dims) for n in ("reference", "local")], []
+    )
     outputs = _error_statistics(graph, "reference", "local", opset)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     runner = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
@@ -36,5 +37,6 @@ def test_in_graph_statistics_give_the_float64_sqnr(opset, offset):
     expected = sqnr_db(float(whole.sum()), float((whole * whole).sum()), float((errors * errors).sum()), whole.size)
     assert sums[3] == whole.size
     assert sqnr_db(*sums) == pytest.approx(expected, abs=0.01)
-    assert 10 * np.log10(((whole - whole.mean()) ** 2).sum() / (errors ** 2).sum()) == pytest.approx(sqnr_db(*sums),
-                                                                                                      abs=0.01)
+    assert 10 * np.log10(((whole - whole.mean()) ** 2).sum() / (errors**2).sum()) == pytest.approx(
+        sqnr_db(*sums), abs=0.01
+    )

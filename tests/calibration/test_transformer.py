@@ -29,8 +29,20 @@ def calibrated(tmp_path_factory, encoder_data):
         key = (precision, method, *extra)
         if key not in made:
             out = tmp_path_factory.mktemp(f"encoder-{precision}-{method}")
-            result = run_cli("calibrate", MODEL, "--data", encoder_data, "--out", out, "--precision", precision,
-                             "--method", method, *extra, "--json")
+            result = run_cli(
+                "calibrate",
+                MODEL,
+                "--data",
+                encoder_data,
+                "--out",
+                out,
+                "--precision",
+                precision,
+                "--method",
+                method,
+                *extra,
+                "--json",
+            )
             assert result.exit_code == 0, result.stderr
             made[key] = (out, json.loads(result.stdout))
         return made[key]
@@ -99,18 +111,27 @@ def test_int8_quantizes_only_what_tensorrt_runs_in_int8_and_is_accurate(calibrat
 def test_int8_encoder_builds_with_int8_matmuls(calibrated, tmp_path):
     out, _ = calibrated("int8", "minmax")
     layers = _build(MODEL, out, "int8", tmp_path / "engines")
-    int8_matmuls = [layer for layer in layers if layer["input_types"] == ["Int8"] and "Int8" in layer["constant_types"]
-                    and any("MatMul" in node or "Gemm" in node for node in layer["onnx_nodes"])]
+    int8_matmuls = [
+        layer
+        for layer in layers
+        if layer["input_types"] == ["Int8"]
+        and "Int8" in layer["constant_types"]
+        and any("MatMul" in node or "Gemm" in node for node in layer["onnx_nodes"])
+    ]
     assert len(int8_matmuls) >= 8, layers
 
 
 def test_a_model_with_nothing_tensorrt_quantizes_is_refused(tmp_path):
     graph = helper.make_graph(
-        [helper.make_node("Add", ["x", "bias"], ["y"], name="add"),
-         helper.make_node("Relu", ["y"], ["z"], name="relu")],
-        "adds", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 8])],
+        [
+            helper.make_node("Add", ["x", "bias"], ["y"], name="add"),
+            helper.make_node("Relu", ["y"], ["z"], name="relu"),
+        ],
+        "adds",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 8])],
         [helper.make_tensor_value_info("z", TensorProto.FLOAT, ["batch", 8])],
-        [onnx.numpy_helper.from_array(np.ones(8, np.float32), "bias")])
+        [onnx.numpy_helper.from_array(np.ones(8, np.float32), "bias")],
+    )
     model = tmp_path / "adds.onnx"
     onnx.save_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), model)
     data = tmp_path / "adds.npz"
@@ -131,8 +152,11 @@ def test_fp8_encoder_calibrates_at_opset_19_and_builds_fp8_matmuls_for_sm89(cali
     assert outputs["hidden"]["cosine_mean"] >= 0.99, outputs
     assert outputs["logits"]["cosine_mean"] >= 0.9, outputs
     layers = _build(MODEL, out, "fp8", tmp_path / "engines")
-    fp8_matmuls = [layer for layer in layers if "FP8" in layer["input_types"]
-                   and any("MatMul" in node or "Gemm" in node for node in layer["onnx_nodes"])]
+    fp8_matmuls = [
+        layer
+        for layer in layers
+        if "FP8" in layer["input_types"] and any("MatMul" in node or "Gemm" in node for node in layer["onnx_nodes"])
+    ]
     assert len(fp8_matmuls) >= 8, layers
 
 
@@ -140,13 +164,19 @@ def test_fp8_encoder_calibrates_at_opset_19_and_builds_fp8_matmuls_for_sm89(cali
 def test_a_tensor_without_a_finite_range_is_named(tmp_path, precision):
     """x * 1e30 * 1e30 overflows float32 before the MatMul: no scale exists. Exit 1 naming the tensor, not 2."""
     graph = helper.make_graph(
-        [helper.make_node("Mul", ["x", "big"], ["a"], name="scale1"),
-         helper.make_node("Mul", ["a", "big"], ["b"], name="scale2"),
-         helper.make_node("MatMul", ["b", "w"], ["y"], name="matmul")],
-        "inf", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 8])],
+        [
+            helper.make_node("Mul", ["x", "big"], ["a"], name="scale1"),
+            helper.make_node("Mul", ["a", "big"], ["b"], name="scale2"),
+            helper.make_node("MatMul", ["b", "w"], ["y"], name="matmul"),
+        ],
+        "inf",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 8])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4])],
-        [onnx.numpy_helper.from_array(np.array(1e30, np.float32), "big"),
-         onnx.numpy_helper.from_array(np.ones((8, 4), np.float32), "w")])
+        [
+            onnx.numpy_helper.from_array(np.array(1e30, np.float32), "big"),
+            onnx.numpy_helper.from_array(np.ones((8, 4), np.float32), "w"),
+        ],
+    )
     model = tmp_path / "inf.onnx"
     onnx.save_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), model)
     data = tmp_path / "inf.npz"
@@ -191,16 +221,22 @@ def _overflowing_model(folder: Path) -> tuple[Path, Path, Path]:
     and negative), which a GPU computes as inf in FP16 whatever follows."""
     rng = np.random.default_rng(1)
     graph = helper.make_graph(
-        [helper.make_node("MatMul", ["x", "w"], ["h"], name="project"),
-         helper.make_node("Mul", ["h", "k900"], ["a"], name="scale_up_1"),
-         helper.make_node("Mul", ["a", "k900"], ["b"], name="scale_up_2"),
-         helper.make_node("Mul", ["b", "k1e-6"], ["c"], name="scale_down"),
-         helper.make_node("Softmax", ["c"], ["y"], name="softmax", axis=-1)],
-        "overflow", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 16])],
+        [
+            helper.make_node("MatMul", ["x", "w"], ["h"], name="project"),
+            helper.make_node("Mul", ["h", "k900"], ["a"], name="scale_up_1"),
+            helper.make_node("Mul", ["a", "k900"], ["b"], name="scale_up_2"),
+            helper.make_node("Mul", ["b", "k1e-6"], ["c"], name="scale_down"),
+            helper.make_node("Softmax", ["c"], ["y"], name="softmax", axis=-1),
+        ],
+        "overflow",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 16])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 8])],
-        [onnx.numpy_helper.from_array(rng.standard_normal((16, 8)).astype(np.float32), "w"),
-         onnx.numpy_helper.from_array(np.array(900, np.float32), "k900"),
-         onnx.numpy_helper.from_array(np.array(1e-6, np.float32), "k1e-6")])
+        [
+            onnx.numpy_helper.from_array(rng.standard_normal((16, 8)).astype(np.float32), "w"),
+            onnx.numpy_helper.from_array(np.array(900, np.float32), "k900"),
+            onnx.numpy_helper.from_array(np.array(1e-6, np.float32), "k1e-6"),
+        ],
+    )
     model, data, profiles = folder / "overflow.onnx", folder / "overflow.npz", folder / "profiles.yaml"
     onnx.save_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), model)
     np.savez(data, x=rng.standard_normal((40, 16)).astype(np.float32))
@@ -215,8 +251,18 @@ def test_a_genuine_mid_graph_overflow_still_fails_naming_its_node(tmp_path):
     report = json.loads((tmp_path / "fp16" / "report.json").read_text())["fp16_range"]
     assert "scale_up_2" in report["keep_fp32"] and report["saturated_into_softmax"] == {}
     assert any("--exclude scale_up_2" in e for e in report["evidence"]), report["evidence"]
-    result = run_cli("build", model, "--profiles", profiles, "--sku", "rtx-4090", "--precision", "fp16",
-                     "--out", tmp_path / "engines")
+    result = run_cli(
+        "build",
+        model,
+        "--profiles",
+        profiles,
+        "--sku",
+        "rtx-4090",
+        "--precision",
+        "fp16",
+        "--out",
+        tmp_path / "engines",
+    )
     assert result.exit_code == 0, result.stderr
     result = run_cli("check", tmp_path / "engines", "--data", data, "--json")
     assert result.exit_code == 1
@@ -244,11 +290,25 @@ def test_exclude_keeps_nodes_and_op_types_out_of_int8(calibrated):
 def test_exclude_keeps_a_chain_in_fp32_for_fp16(tmp_path):
     model, data, _ = _overflowing_model(tmp_path)
     # keeping the overflowing node alone is not enough: its reader converts the value to FP16 again
-    result = run_cli("calibrate", model, "--data", data, "--out", tmp_path / "one", "--precision", "fp16",
-                     "--exclude", "scale_up_2")
+    result = run_cli(
+        "calibrate", model, "--data", data, "--out", tmp_path / "one", "--precision", "fp16", "--exclude", "scale_up_2"
+    )
     assert_clean_error(result, 1, "fp16-range")
-    result = run_cli("calibrate", model, "--data", data, "--out", tmp_path / "chain", "--precision", "fp16",
-                     "--exclude", "scale_up_2", "--exclude", "scale_down", "--json")
+    result = run_cli(
+        "calibrate",
+        model,
+        "--data",
+        data,
+        "--out",
+        tmp_path / "chain",
+        "--precision",
+        "fp16",
+        "--exclude",
+        "scale_up_2",
+        "--exclude",
+        "scale_down",
+        "--json",
+    )
     assert result.exit_code == 0, result.stderr
     document = json.loads(result.stdout)
     assert document["excluded"] == ["scale_down", "scale_up_2"]
@@ -257,16 +317,39 @@ def test_exclude_keeps_a_chain_in_fp32_for_fp16(tmp_path):
     # no FP32 -> FP16 -> FP32 round trip between the two kept nodes
     assert nodes["scale_down"].input[0] == nodes["scale_up_2"].output[0]
     assert document["report"]["fp16_range"]["overflow"] == {}
-    result = run_cli("calibrate", model, "--data", data, "--out", tmp_path / "ops", "--precision", "fp16",
-                     "--exclude", "Mul", "--json")
+    result = run_cli(
+        "calibrate",
+        model,
+        "--data",
+        data,
+        "--out",
+        tmp_path / "ops",
+        "--precision",
+        "fp16",
+        "--exclude",
+        "Mul",
+        "--json",
+    )
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout)["excluded"] == ["scale_down", "scale_up_1", "scale_up_2"]
 
 
 @pytest.mark.parametrize("precision", ["int8", "fp16"])
 def test_exclude_of_an_unknown_node_or_op_is_invalid_input(tmp_path, encoder_data, precision):
-    result = run_cli("calibrate", MODEL, "--data", encoder_data, "--out", tmp_path / "out", "--precision", precision,
-                     "--exclude", "Softmax", "--exclude", "no/such/node")
+    result = run_cli(
+        "calibrate",
+        MODEL,
+        "--data",
+        encoder_data,
+        "--out",
+        tmp_path / "out",
+        "--precision",
+        precision,
+        "--exclude",
+        "Softmax",
+        "--exclude",
+        "no/such/node",
+    )
     assert_clean_error(result, 2, "--exclude no/such/node", str(MODEL), "op types")
     assert not (tmp_path / "out" / "calibration.json").exists()
 
@@ -285,8 +368,10 @@ def test_exclude_in_the_pipeline_calibration_section(tmp_path, encoder_data):
     from compiler.pipeline.spec import load_pipeline
 
     pipeline = tmp_path / "pipeline.yaml"
-    pipeline.write_text(f"release: {{name: encoder, version: 1.0.0}}\nmodel: {MODEL}\nprofiles: {PROFILES}\n"
-                        f"targets: {{rtx-4090: [int8]}}\ncalibration:\n  data: {encoder_data}\n"
-                        f"  exclude: [Gemm, layer.0/attention/query/MatMul]\n")
+    pipeline.write_text(
+        f"release: {{name: encoder, version: 1.0.0}}\nmodel: {MODEL}\nprofiles: {PROFILES}\n"
+        f"targets: {{rtx-4090: [int8]}}\ncalibration:\n  data: {encoder_data}\n"
+        f"  exclude: [Gemm, layer.0/attention/query/MatMul]\n"
+    )
     loaded = load_pipeline(pipeline)
     assert loaded.spec.calibration.exclude == ("Gemm", "layer.0/attention/query/MatMul")

@@ -112,8 +112,20 @@ def test_check_json_is_a_record_and_check_md_a_job_summary(digits_report, digits
 
 
 def test_a_too_strict_int8_gate_fails_naming_the_output_and_numbers(digits_build, digits_data):
-    result = run_cli("check", digits_build, "--data", digits_data, "--min-cosine", "logits=0.9999999",
-                     "--atol", "1e-6", "--rtol", "1e-6", "--error-stat", "max")
+    result = run_cli(
+        "check",
+        digits_build,
+        "--data",
+        digits_data,
+        "--min-cosine",
+        "logits=0.9999999",
+        "--atol",
+        "1e-6",
+        "--rtol",
+        "1e-6",
+        "--error-stat",
+        "max",
+    )
     line = assert_clean_error(result, 1, "accuracy", "output logits")
     assert "cosine mean 0.99" in line or "max abs error" in line, line
     report = read_record(digits_build / "check.json", CheckReport, "")
@@ -126,8 +138,9 @@ def test_a_too_strict_int8_gate_fails_naming_the_output_and_numbers(digits_build
 
 def test_a_sku_with_too_little_memory_fails_the_memory_gate(digits_build, tmp_path):
     catalog = tmp_path / "skus.yaml"
-    catalog.write_text(yaml.safe_dump({"skus": {SKU: {"compute_capability": "8.9", "backend": "tensorrt-rtx",
-                                                      "memory_gb": 0.004}}}))  # 4 MiB: the engines need ~8.5
+    catalog.write_text(
+        yaml.safe_dump({"skus": {SKU: {"compute_capability": "8.9", "backend": "tensorrt-rtx", "memory_gb": 0.004}}})
+    )  # 4 MiB: the engines need ~8.5
     result = run_cli("check", digits_build, "--skus", catalog, "--no-lint", "--json")
     assert result.exit_code == 1, result.stderr
     report = json.loads(result.stdout)
@@ -141,19 +154,28 @@ def test_a_sku_with_too_little_memory_fails_the_memory_gate(digits_build, tmp_pa
 def _conv_bn_relu(path: Path, conv_is_output: bool, channels: int = 16) -> Path:
     """The digits CNN's first block (Conv 1 -> 16 channels with a bias, BatchNormalization, Relu) on its own."""
     rng = np.random.default_rng(0)
-    weights = [numpy_helper.from_array(value.astype(np.float32), name) for name, value in (
-        ("w", rng.standard_normal((channels, 1, 3, 3))), ("b", rng.standard_normal(channels)),
-        ("scale", np.ones(channels)), ("bias", np.zeros(channels)), ("mean", np.zeros(channels)),
-        ("var", np.ones(channels)))]
-    nodes = [helper.make_node("Conv", ["image", "w", "b"], ["conv_out"], name="conv", pads=[1, 1, 1, 1]),
-             helper.make_node("BatchNormalization", ["conv_out", "scale", "bias", "mean", "var"], ["bn_out"],
-                              name="bn"),
-             helper.make_node("Relu", ["bn_out"], ["y"], name="relu")]
+    weights = [
+        numpy_helper.from_array(value.astype(np.float32), name)
+        for name, value in (
+            ("w", rng.standard_normal((channels, 1, 3, 3))),
+            ("b", rng.standard_normal(channels)),
+            ("scale", np.ones(channels)),
+            ("bias", np.zeros(channels)),
+            ("mean", np.zeros(channels)),
+            ("var", np.ones(channels)),
+        )
+    ]
+    nodes = [
+        helper.make_node("Conv", ["image", "w", "b"], ["conv_out"], name="conv", pads=[1, 1, 1, 1]),
+        helper.make_node("BatchNormalization", ["conv_out", "scale", "bias", "mean", "var"], ["bn_out"], name="bn"),
+        helper.make_node("Relu", ["bn_out"], ["y"], name="relu"),
+    ]
     outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["B", channels, 8, 8])]
     if conv_is_output:
         outputs.append(helper.make_tensor_value_info("conv_out", TensorProto.FLOAT, ["B", channels, 8, 8]))
-    return save_model(path, nodes, [helper.make_tensor_value_info("image", TensorProto.FLOAT, ["B", 1, 8, 8])],
-                      outputs, weights)
+    return save_model(
+        path, nodes, [helper.make_tensor_value_info("image", TensorProto.FLOAT, ["B", 1, 8, 8])], outputs, weights
+    )
 
 
 def test_a_conv_output_that_is_a_graph_output_fails_the_fusion_gate_naming_the_nodes(tmp_path):
@@ -167,34 +189,71 @@ def test_a_conv_output_that_is_a_graph_output_fails_the_fusion_gate_naming_the_n
     assert "without conv" in fusions["evidence"][0]
     assert "fusions" in result.error_lines[0] and "conv -> bn -> relu" in result.error_lines[0]
     # the same chain in a model that does not expose the Conv's output is fused
-    fused = _build(_conv_bn_relu(tmp_path / "fused.onnx", conv_is_output=False), tmp_path / "p.yaml",
-                   tmp_path / "fused", "fp32")
+    fused = _build(
+        _conv_bn_relu(tmp_path / "fused.onnx", conv_is_output=False), tmp_path / "p.yaml", tmp_path / "fused", "fp32"
+    )
     assert _checks(_check_cli(fused, "--no-lint"), f"{SKU}/fp32")["fusions"]["status"] == "ok"
     # an allow-list by node name exempts the chain
     rules = tmp_path / "rules.yaml"
-    rules.write_text(yaml.safe_dump({"rules": [{"name": "conv-bn-relu-fused", "kind": "chain",
-                                                "ops": ["Conv", "BatchNormalization?", "Relu"], "allow": ["co*"]}]}))
+    rules.write_text(
+        yaml.safe_dump(
+            {
+                "rules": [
+                    {
+                        "name": "conv-bn-relu-fused",
+                        "kind": "chain",
+                        "ops": ["Conv", "BatchNormalization?", "Relu"],
+                        "allow": ["co*"],
+                    }
+                ]
+            }
+        )
+    )
     allowed = _check_cli(out, "--no-lint", "--rules", rules)
     assert _checks(allowed, f"{SKU}/fp32")["fusions"]["status"] == "ok"
 
 
 def _with_odd_op(path: Path, op: str, domain: str, dims: list[int]) -> Path:
-    nodes = [helper.make_node("Relu", ["x"], ["a"], name="pre"), helper.make_node(op, ["a"], ["b"], name="odd",
-                                                                                   domain=domain),
-             helper.make_node("Relu", ["b"], ["y"], name="post")]
+    nodes = [
+        helper.make_node("Relu", ["x"], ["a"], name="pre"),
+        helper.make_node(op, ["a"], ["b"], name="odd", domain=domain),
+        helper.make_node("Relu", ["b"], ["y"], name="post"),
+    ]
     out_dims = dims[:-2] if op == "Det" else dims
     opsets = (("", 17), (domain, 1)) if domain else (("", 17),)
-    return save_model(path, nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["B", *dims[1:]])],
-                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["B", *out_dims[1:]])], opsets=opsets,
-                      check=not domain)
+    return save_model(
+        path,
+        nodes,
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["B", *dims[1:]])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["B", *out_dims[1:]])],
+        opsets=opsets,
+        check=not domain,
+    )
 
 
-@pytest.mark.parametrize("op, domain, dims, sizes", [
-    ("MyOp", "com.example", [1, 16], ["partition 0 output a: online opt 256 B, online max 2.0 KiB",
-                                      "partition 1 input b: online opt ?, online max ?"]),
-    ("Det", "", [1, 4, 4], ["partition 0 output a: online opt 256 B, online max 2.0 KiB",
-                            "partition 1 input b: online opt 16 B, online max 128 B"]),
-])
+@pytest.mark.parametrize(
+    "op, domain, dims, sizes",
+    [
+        (
+            "MyOp",
+            "com.example",
+            [1, 16],
+            [
+                "partition 0 output a: online opt 256 B, online max 2.0 KiB",
+                "partition 1 input b: online opt ?, online max ?",
+            ],
+        ),
+        (
+            "Det",
+            "",
+            [1, 4, 4],
+            [
+                "partition 0 output a: online opt 256 B, online max 2.0 KiB",
+                "partition 1 input b: online opt 16 B, online max 128 B",
+            ],
+        ),
+    ],
+)
 def test_a_model_tensorrt_cannot_take_whole_reports_partitions_and_boundary_tensors(op, domain, dims, sizes, tmp_path):
     model = _with_odd_op(tmp_path / f"{op}.onnx", op, domain, dims)
     profiles = _profiles(tmp_path / "p.yaml", "x", dims[1:])
@@ -210,24 +269,44 @@ def test_a_model_tensorrt_cannot_take_whole_reports_partitions_and_boundary_tens
     assert [t["name"] for p in partitions["figures"]["partitions"] for t in p["boundary"]] == ["a", "b"]
     assert _checks(report, f"{SKU}/fp32")["build"]["status"] == "failed"
     # with the gates opened, the partitions are reported, not failed
-    opened = run_cli("check", out, "--profiles", profiles, "--max-partitions", "2", "--max-unsupported", "1",
-                     "--max-boundary-mb", "1", "--json")
+    opened = run_cli(
+        "check",
+        out,
+        "--profiles",
+        profiles,
+        "--max-partitions",
+        "2",
+        "--max-unsupported",
+        "1",
+        "--max-boundary-mb",
+        "1",
+        "--json",
+    )
     assert _checks(json.loads(opened.stdout), "model")["partitions"]["status"] == ("failed" if op == "MyOp" else "ok")
 
 
 def _overflowing(path: Path) -> Path:
     """h = x @ W (~75 for the data), then x1000 (~75000: beyond FP16's 65504), Relu, x0.001, @ W: the output is
     back at ~75, so onnxruntime on CPU (which computes these ops of the FP16 model in FP32) sees nothing wrong."""
-    weights = [numpy_helper.from_array(np.full((16, 16), 1 / 16, np.float32), "W"),
-               numpy_helper.from_array(np.array(1000, np.float32), "big"),
-               numpy_helper.from_array(np.array(0.001, np.float32), "small")]
-    nodes = [helper.make_node("MatMul", ["x", "W"], ["h"], name="proj"),
-             helper.make_node("Mul", ["h", "big"], ["up"], name="amplify"),
-             helper.make_node("Relu", ["up"], ["r"], name="act"),
-             helper.make_node("Mul", ["r", "small"], ["down"], name="shrink"),
-             helper.make_node("MatMul", ["down", "W"], ["y"], name="head")]
-    return save_model(path, nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["B", 16])],
-                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["B", 16])], weights)
+    weights = [
+        numpy_helper.from_array(np.full((16, 16), 1 / 16, np.float32), "W"),
+        numpy_helper.from_array(np.array(1000, np.float32), "big"),
+        numpy_helper.from_array(np.array(0.001, np.float32), "small"),
+    ]
+    nodes = [
+        helper.make_node("MatMul", ["x", "W"], ["h"], name="proj"),
+        helper.make_node("Mul", ["h", "big"], ["up"], name="amplify"),
+        helper.make_node("Relu", ["up"], ["r"], name="act"),
+        helper.make_node("Mul", ["r", "small"], ["down"], name="shrink"),
+        helper.make_node("MatMul", ["down", "W"], ["y"], name="head"),
+    ]
+    return save_model(
+        path,
+        nodes,
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["B", 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["B", 16])],
+        weights,
+    )
 
 
 def test_fp16_overflow_mid_graph_fails_the_range_gate_naming_the_node(tmp_path):
@@ -245,8 +324,10 @@ def test_fp16_overflow_mid_graph_fails_the_range_gate_naming_the_node(tmp_path):
     assert ranges["evidence"][0].startswith("overflow: node amplify output up: |x| up to ")
     assert ranges["figures"]["overflow"]["up"]["abs_max"] > 65504
     assert ranges["figures"]["overflow"]["up"]["count"] == 16 * 16  # every value of the 16 samples
-    assert "keep amplify and its reader(s) act in FP32 (compile calibrate --exclude amplify --exclude act)" in \
-        ranges["evidence"][0]
+    assert (
+        "keep amplify and its reader(s) act in FP32 (compile calibrate --exclude amplify --exclude act)"
+        in ranges["evidence"][0]
+    )
     assert "onnxruntime on CPU" in ranges["figures"]["coverage"]
     assert "fp16-range" in result.error_lines[0] and "amplify" in result.error_lines[0]
 
@@ -258,21 +339,27 @@ def test_the_python_api_is_what_the_cli_runs(digits_build):
     assert accuracy.status == "skipped" and "no --data" in accuracy.summary
 
 
-@pytest.mark.parametrize("make, fragments", [
-    (lambda p: p, ["not a build folder (no build.json"]),
-    (lambda p: (p / "build.json").write_text("{}") and p, ["build.json", "format_version None"]),
-    (lambda p: (p / "x").write_text("x") and p / "x", ["not a build folder (not a folder"]),
-])
+@pytest.mark.parametrize(
+    "make, fragments",
+    [
+        (lambda p: p, ["not a build folder (no build.json"]),
+        (lambda p: (p / "build.json").write_text("{}") and p, ["build.json", "format_version None"]),
+        (lambda p: (p / "x").write_text("x") and p / "x", ["not a build folder (not a folder"]),
+    ],
+)
 def test_a_folder_that_is_not_a_build_is_refused(make, fragments, tmp_path):
     assert_clean_error(run_cli("check", make(tmp_path)), 2, *fragments)
 
 
-@pytest.mark.parametrize("text, fragments", [
-    ("rules: [{name: x, kind: chain, ops: [Conv]}]", ["at least two ops"]),
-    ("rules: [{name: x, kind: glue, ops: [Conv]}]", ["kind"]),
-    ("rules: !!python/object:os.system {}", ["rules.yaml"]),
-    ("replace: true\nrules: []", ["replaces the bundled rules with none"]),
-])
+@pytest.mark.parametrize(
+    "text, fragments",
+    [
+        ("rules: [{name: x, kind: chain, ops: [Conv]}]", ["at least two ops"]),
+        ("rules: [{name: x, kind: glue, ops: [Conv]}]", ["kind"]),
+        ("rules: !!python/object:os.system {}", ["rules.yaml"]),
+        ("replace: true\nrules: []", ["replaces the bundled rules with none"]),
+    ],
+)
 def test_bad_rules_are_refused_before_any_work(text, fragments, digits_build, tmp_path):
     rules = tmp_path / "rules.yaml"
     rules.write_text(text)
@@ -326,8 +413,7 @@ def test_a_check_of_the_same_inputs_is_reused_and_any_change_checks_again(digits
     assert _check_cli(folder, "--data", other)["reused"] is True
 
 
-def test_a_check_that_could_not_find_a_built_model_is_not_reused_once_it_is_there(digits_build, digits_data,
-                                                                                 tmp_path):
+def test_a_check_that_could_not_find_a_built_model_is_not_reused_once_it_is_there(digits_build, digits_data, tmp_path):
     import os
     import shutil
 

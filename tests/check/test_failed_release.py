@@ -18,15 +18,17 @@ def failed_release(tmp_path_factory, digits_model, digits_profiles, digits_data)
     root = tmp_path_factory.mktemp("failed-release")
     engines, store = root / "engines", root / "store"
     store.mkdir()
-    built = run_cli("build", digits_model, "--profiles", digits_profiles, "--sku", SKU, "--precision", "fp16",
-                    "--out", engines)
+    built = run_cli(
+        "build", digits_model, "--profiles", digits_profiles, "--sku", SKU, "--precision", "fp16", "--out", engines
+    )
     assert built.exit_code == 0, built.stderr
     checked = run_cli("check", engines, "--data", digits_data, "--no-lint", "--min-cosine", "0.99999999")
     assert_clean_error(checked, 1, "accuracy")
     refused = run_cli("publish", engines, "--name", "digits", "--version", "1.0.0", "--store", store)
     assert_clean_error(refused, 1, "not publishable", "the check failed", "--allow-failed")
-    published = run_cli("publish", engines, "--name", "digits", "--version", "1.0.0", "--store", store,
-                        "--allow-failed")
+    published = run_cli(
+        "publish", engines, "--name", "digits", "--version", "1.0.0", "--store", store, "--allow-failed"
+    )
     assert published.exit_code == 0, published.stderr
     return engines, store
 
@@ -42,8 +44,9 @@ def test_the_manifest_names_the_failed_checks(failed_release):
 def test_promote_of_a_failed_check_release_is_refused_unless_allowed(failed_release):
     _, store = failed_release
     refused = run_cli("promote", "digits@1.0.0", "--channel", "stable", "--store", store)
-    line = assert_clean_error(refused, 1, "digits@1.0.0", "not promoted to stable", f"{SKU}/fp16 accuracy",
-                              "--allow-failed")
+    line = assert_clean_error(
+        refused, 1, "digits@1.0.0", "not promoted to stable", f"{SKU}/fp16 accuracy", "--allow-failed"
+    )
     assert "below --min-cosine" in line
     assert run_cli("ls", "digits", "--store", store, "--json").stdout.count('"stable"') == 0
     allowed = run_cli("promote", "digits@1.0.0", "--channel", "stable", "--store", store, "--allow-failed")
@@ -52,8 +55,9 @@ def test_promote_of_a_failed_check_release_is_refused_unless_allowed(failed_rele
 
 def test_pull_and_export_warn_naming_the_failed_checks(failed_release, tmp_path):
     _, store = failed_release
-    pulled = run_cli("pull", "digits@1.0.0", "--sku", SKU, "--out", tmp_path / "digits.plan", "--store", store,
-                     "--json")
+    pulled = run_cli(
+        "pull", "digits@1.0.0", "--sku", SKU, "--out", tmp_path / "digits.plan", "--store", store, "--json"
+    )
     assert pulled.exit_code == 0, pulled.stderr
     assert f"warning: digits@1.0.0 was published with a failure: {SKU}/fp16 accuracy" in pulled.stderr
     assert json.loads(pulled.stdout)["warnings"]  # --json: stdout stays one document, the warning in it too

@@ -12,8 +12,15 @@ from compiler.core.records import Kernel, Precision
 
 
 def _kernel(name: str, precision: str, nodes: list[str]) -> Kernel:
-    return Kernel(name=name, type="kgen", precision=precision, input_types=[precision], constant_types=[],
-                  output_types=[precision], onnx_nodes=nodes)
+    return Kernel(
+        name=name,
+        type="kgen",
+        precision=precision,
+        input_types=[precision],
+        constant_types=[],
+        output_types=[precision],
+        onnx_nodes=nodes,
+    )
 
 
 def _rules(*names: str):
@@ -25,17 +32,22 @@ def _attention(softmax_input=TensorProto.FLOAT16, dequantized: bool = False) -> 
     nodes = []
     q = "q"
     if dequantized:
-        nodes += [helper.make_node("QuantizeLinear", ["q", "s"], ["q_q"], name="q_Q"),
-                  helper.make_node("DequantizeLinear", ["q_q", "s"], ["q_dq"], name="q_DQ")]
+        nodes += [
+            helper.make_node("QuantizeLinear", ["q", "s"], ["q_q"], name="q_Q"),
+            helper.make_node("DequantizeLinear", ["q_q", "s"], ["q_dq"], name="q_DQ"),
+        ]
         q = "q_dq"
-    nodes += [helper.make_node("MatMul", [q, "k"], ["scores"], name="scores"),
-              helper.make_node("Mul", ["scores", "scale"], ["scaled"], name="scale"),
-              helper.make_node("Add", ["scaled", "bias"], ["masked"], name="mask"),
-              helper.make_node("Softmax", ["masked"], ["probs"], name="softmax"),
-              helper.make_node("MatMul", ["probs", "v"], ["context"], name="context")]
+    nodes += [
+        helper.make_node("MatMul", [q, "k"], ["scores"], name="scores"),
+        helper.make_node("Mul", ["scores", "scale"], ["scaled"], name="scale"),
+        helper.make_node("Add", ["scaled", "bias"], ["masked"], name="mask"),
+        helper.make_node("Softmax", ["masked"], ["probs"], name="softmax"),
+        helper.make_node("MatMul", ["probs", "v"], ["context"], name="context"),
+    ]
     value = [helper.make_tensor_value_info("masked", softmax_input, None)]
-    graph = helper.make_graph(nodes, "attention", [], [], [numpy_helper.from_array(np.float32(1), "s")],
-                              value_info=value)
+    graph = helper.make_graph(
+        nodes, "attention", [], [], [numpy_helper.from_array(np.float32(1), "s")], value_info=value
+    )
     return Graph(helper.make_model(graph))
 
 
@@ -46,15 +58,24 @@ def test_attention_in_one_kernel_is_fused_and_split_attention_is_reported():
     rules = _rules("attention-fused")
     fused = check_fusions(rules, Precision.FP16, [_kernel("mha", "Half", CHAIN)], _attention(), "g")
     assert fused.status == "ok"
-    split = check_fusions(rules, Precision.FP16, [_kernel("bmm1", "Half", ["scores"]),
-                                                  _kernel("softmax", "Half", CHAIN[1:4]),
-                                                  _kernel("bmm2", "Half", ["context"])], _attention(), "g")
+    split = check_fusions(
+        rules,
+        Precision.FP16,
+        [
+            _kernel("bmm1", "Half", ["scores"]),
+            _kernel("softmax", "Half", CHAIN[1:4]),
+            _kernel("bmm2", "Half", ["context"]),
+        ],
+        _attention(),
+        "g",
+    )
     assert split.status == "ok"  # advisory: TensorRT fuses attention by shapes and head size
     assert "advisory, not so here: attention-fused (1x)" in split.summary
     assert "scores -> scale -> mask -> softmax -> context: no one kernel computes it all" in split.evidence[0]
     assert "bmm1 (scores)" in split.evidence[0]
-    assert check_fusions(rules, Precision.FP8, [_kernel("bmm1", "FP8", ["scores"])], _attention(), "g"
-                         ).status == "skipped"  # not judged in fp8 builds
+    assert (
+        check_fusions(rules, Precision.FP8, [_kernel("bmm1", "FP8", ["scores"])], _attention(), "g").status == "skipped"
+    )  # not judged in fp8 builds
 
 
 def test_a_float_softmax_in_fp16_fails_unless_the_model_keeps_it_in_fp32():
@@ -71,10 +92,13 @@ def test_a_matmul_with_q_dq_inputs_must_run_quantized():
     graph = _attention(dequantized=True)
     float_only = check_fusions(rules, Precision.INT8, [_kernel("gemm", "Float", ["scores", "q_DQ"])], graph, "g")
     assert float_only.status == "failed"
-    assert "scores (MatMul) has Q/DQ inputs but no kernel computes it quantized (its kernels compute in Float)" \
+    assert (
+        "scores (MatMul) has Q/DQ inputs but no kernel computes it quantized (its kernels compute in Float)"
         in float_only.evidence[0]
+    )
     int8 = [_kernel("gemm", "Int8", ["scores", "q_DQ"]), _kernel("epilogue", "Float", ["scores", "scale"])]
     assert check_fusions(rules, Precision.INT8, int8, graph, "g").status == "ok"
     # 'context' has no Q/DQ input (kept out of int8 with --exclude): a Float kernel for it is no violation
-    assert check_fusions(rules, Precision.INT8, [*int8, _kernel("bmm2", "Float", ["context"])], graph, "g"
-                         ).status == "ok"
+    assert (
+        check_fusions(rules, Precision.INT8, [*int8, _kernel("bmm2", "Float", ["context"])], graph, "g").status == "ok"
+    )

@@ -33,8 +33,10 @@ def large_logits(tmp_path_factory) -> tuple[Path, Path]:
     data = folder / "digits.npz"
     np.savez(data, image=make_large_logits_cnn.images())
     profiles = folder / "profiles.yaml"
-    profiles.write_text("profiles:\n  - name: online\n    shapes:\n"
-                        "      image: {min: [1, 1, 8, 8], opt: [8, 1, 8, 8], max: [32, 1, 8, 8]}\n")
+    profiles.write_text(
+        "profiles:\n  - name: online\n    shapes:\n"
+        "      image: {min: [1, 1, 8, 8], opt: [8, 1, 8, 8], max: [32, 1, 8, 8]}\n"
+    )
     return data, profiles
 
 
@@ -42,8 +44,7 @@ def test_large_logits_int8_passes_the_default_gates_in_calibrate_and_check(large
     """The face-style false failure: logits in the tens, INT8 moves them by units while every decision agrees."""
     data, profiles = large_logits
     model = make_large_logits_cnn.MODEL
-    calibrated = run_cli("calibrate", model, "--data", data, "--method", "entropy", "--out", tmp_path / "cal",
-                         "--json")
+    calibrated = run_cli("calibrate", model, "--data", data, "--method", "entropy", "--out", tmp_path / "cal", "--json")
     assert calibrated.exit_code == 0, calibrated.stderr
     document = json.loads(calibrated.stdout)
     logits = document["report"]["outputs"][0]
@@ -51,8 +52,20 @@ def test_large_logits_int8_passes_the_default_gates_in_calibrate_and_check(large
     assert logits["top1_agreement"] == 1.0 and logits["cosine_mean"] > 0.999 and logits["sqnr_db"] > 20, logits
     assert document["passed"] is True and all(g["passed"] for g in document["gates"])
 
-    built = run_cli("build", model, "--profiles", profiles, "--sku", SKU, "--precision", "int8", "--calibration",
-                    tmp_path / "cal", "--out", tmp_path / "engines")
+    built = run_cli(
+        "build",
+        model,
+        "--profiles",
+        profiles,
+        "--sku",
+        SKU,
+        "--precision",
+        "int8",
+        "--calibration",
+        tmp_path / "cal",
+        "--out",
+        tmp_path / "engines",
+    )
     assert built.exit_code == 0, built.stderr
     checked = run_cli("check", tmp_path / "engines", "--data", data, "--samples", "256", "--json")
     assert checked.exit_code == 0, checked.stderr
@@ -64,8 +77,9 @@ def test_large_logits_int8_passes_the_default_gates_in_calibrate_and_check(large
     assert figures["thresholds"]["min-sqnr"] == DEFAULTS["int8"].min_sqnr_db  # check's defaults are calibrate's
 
     # an absolute tolerance stays available for who wants it, and is what called this model broken
-    strict = run_cli("check", tmp_path / "engines", "--data", data, "--samples", "256", "--atol", "0.1",
-                     "--error-stat", "max")
+    strict = run_cli(
+        "check", tmp_path / "engines", "--data", data, "--samples", "256", "--atol", "0.1", "--error-stat", "max"
+    )
     assert_clean_error(strict, 1, "accuracy", "--atol 0.1")
 
 
@@ -77,8 +91,20 @@ def test_a_collapsed_int8_calibration_fails_at_calibrate_and_its_build_at_check(
     assert document["passed"] is False and document["report"]["outputs"][0]["cosine_mean"] < 0.9
     # the outputs are written either way: a build of them is caught again by check
     assert "report.json" in line and (tmp_path / "cal" / "calibration.json").is_file()
-    built = run_cli("build", model, "--profiles", profiles, "--sku", SKU, "--precision", "int8", "--calibration",
-                    tmp_path / "cal", "--out", tmp_path / "engines")
+    built = run_cli(
+        "build",
+        model,
+        "--profiles",
+        profiles,
+        "--sku",
+        SKU,
+        "--precision",
+        "int8",
+        "--calibration",
+        tmp_path / "cal",
+        "--out",
+        tmp_path / "engines",
+    )
     assert built.exit_code == 0, built.stderr
     checked = run_cli("check", tmp_path / "engines", "--data", data, "--json")
     assert checked.exit_code == 1, checked.stderr

@@ -34,8 +34,22 @@ def readme_order(tmp_path_factory, digits_model, digits_data, digits_profiles):
         assert done.exit_code == 0, done.stderr
         folders[name] = root / name
     for name in ("release-calibration", "calibrated"):
-        built = run_cli("build", digits_model, "--profiles", digits_profiles, "--sku", SKU, "--precision", "int8",
-                        "--calibration", folders[name], "--out", root / f"engines-{name}", "--json", env=env)
+        built = run_cli(
+            "build",
+            digits_model,
+            "--profiles",
+            digits_profiles,
+            "--sku",
+            SKU,
+            "--precision",
+            "int8",
+            "--calibration",
+            folders[name],
+            "--out",
+            root / f"engines-{name}",
+            "--json",
+            env=env,
+        )
         assert built.exit_code == 0, built.stderr
     hit = json.loads((root / "engines-calibrated" / SKU / "int8" / "engine.json").read_text())
     assert hit["cache_hit"] is True
@@ -51,8 +65,9 @@ def test_a_cache_hit_built_from_another_calibration_folder_is_measured(readme_or
     assert accuracy["status"] == "ok" and accuracy["figures"]["logits"]["cosine_mean"] > 0.999, accuracy
 
 
-def test_calibration_folders_gone_still_measured_from_the_cache_else_failed_never_skipped(readme_order, digits_data,
-                                                                                          tmp_path):
+def test_calibration_folders_gone_still_measured_from_the_cache_else_failed_never_skipped(
+    readme_order, digits_data, tmp_path
+):
     root, env, folders = readme_order
     engines = tmp_path / "engines"
     shutil.copytree(root / "engines-calibrated", engines)
@@ -74,15 +89,25 @@ def test_calibration_folders_gone_still_measured_from_the_cache_else_failed_neve
         assert report["passed"] is False and _accuracy(blind)["status"] == "failed"
         assert "passed" not in line
 
-        allowed = run_cli("check", engines, "--data", digits_data, "--no-lint", "--allow-skip", "accuracy",
-                          "--json", env=env)
+        allowed = run_cli(
+            "check", engines, "--data", digits_data, "--no-lint", "--allow-skip", "accuracy", "--json", env=env
+        )
         assert allowed.exit_code == 0, allowed.stderr
         skipped = _accuracy(allowed)
         assert skipped["status"] == "skipped" and "(--allow-skip accuracy)" in skipped["summary"]
 
         # the calibration folder given now is found by digest, wherever it was moved
-        given = run_cli("check", engines, "--data", digits_data, "--no-lint", "--calibration",
-                        aside / "calibrated", "--json", env=env)
+        given = run_cli(
+            "check",
+            engines,
+            "--data",
+            digits_data,
+            "--no-lint",
+            "--calibration",
+            aside / "calibrated",
+            "--json",
+            env=env,
+        )
         assert given.exit_code == 0, given.stderr
         accuracy = _accuracy(given)
         assert accuracy["status"] == "ok", accuracy
@@ -97,17 +122,31 @@ def test_bad_allow_skip_and_calibration_values_are_usage_errors(readme_order, di
     root, env, _ = readme_order
     wrong = run_cli("check", root / "engines-calibrated", "--allow-skip", "fusions", env=env)
     assert_clean_error(wrong, 2, "--allow-skip fusions", "accuracy")
-    missing = run_cli("check", root / "engines-calibrated", "--data", digits_data, "--calibration",
-                      tmp_path / "nowhere", env=env)
+    missing = run_cli(
+        "check", root / "engines-calibrated", "--data", digits_data, "--calibration", tmp_path / "nowhere", env=env
+    )
     assert_clean_error(missing, 2, "--calibration", "not a folder")
 
 
-def test_check_finds_the_built_model_in_the_build_cache_given_by_cache_dir(digits_model, digits_data,
-                                                                           digits_profiles, tmp_path):
+def test_check_finds_the_built_model_in_the_build_cache_given_by_cache_dir(
+    digits_model, digits_data, digits_profiles, tmp_path
+):
     """A build made with --cache-dir whose cache then moved (a CI cache restored elsewhere): the path build.log
     recorded is gone, so check measures accuracy only when told where the cache is now."""
-    built = run_cli("build", digits_model, "--profiles", digits_profiles, "--sku", SKU, "--precision", "fp16",
-                    "--out", tmp_path / "engines", "--cache-dir", tmp_path / "cache")
+    built = run_cli(
+        "build",
+        digits_model,
+        "--profiles",
+        digits_profiles,
+        "--sku",
+        SKU,
+        "--precision",
+        "fp16",
+        "--out",
+        tmp_path / "engines",
+        "--cache-dir",
+        tmp_path / "cache",
+    )
     assert built.exit_code == 0, built.stderr
     shutil.move(tmp_path / "cache", tmp_path / "restored")
     env = {**os.environ, "COMPILE_CACHE_DIR": str(tmp_path / "elsewhere")}

@@ -16,8 +16,9 @@ from tests.support.cli import files_of_at_most
 def test_output_whose_reader_went_away_ends_quietly_as_sigpipe_would(json_flag):
     """`compile doctor | head -1`: 141 (128 + SIGPIPE), as `yes | head -1` gives, not the contract's 1 (a failed
     check) and no error line; the reader here is gone before anything is written."""
-    process = subprocess.Popen([sys.executable, "-m", "compiler", "doctor", *json_flag], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "compiler", "doctor", *json_flag], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     process.stdout.close()
     stderr = process.stderr.read()
     assert process.wait() == 128 + signal.SIGPIPE
@@ -29,8 +30,13 @@ def test_output_cut_short_by_a_full_disk_fails_with_one_error_line(tmp_path, dig
     """`compile inspect --json > report.json` on a full disk must not exit 0 with the report cut short. The
     report (1.5-2 KiB) is still in Python's buffer when the command ends, so the failure comes at the last flush."""
     with open(tmp_path / "report", "wb") as report:
-        done = subprocess.run([sys.executable, "-m", "compiler", "inspect", str(digits_model), *json_flag],
-                              stdout=report, stderr=subprocess.PIPE, text=True, preexec_fn=files_of_at_most(1))
+        done = subprocess.run(
+            [sys.executable, "-m", "compiler", "inspect", str(digits_model), *json_flag],
+            stdout=report,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=files_of_at_most(1),
+        )
     assert done.returncode == 3
     lines = done.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and "File too large" in lines[0], done.stderr
@@ -38,8 +44,9 @@ def test_output_cut_short_by_a_full_disk_fails_with_one_error_line(tmp_path, dig
         assert lines[0].startswith("error: standard output: ")
 
 
-@pytest.mark.parametrize(("signum", "code", "line"), [(signal.SIGTERM, 143, "error: terminated"),
-                                                      (signal.SIGINT, 130, "error: interrupted")])
+@pytest.mark.parametrize(
+    ("signum", "code", "line"), [(signal.SIGTERM, 143, "error: terminated"), (signal.SIGINT, 130, "error: interrupted")]
+)
 def test_a_stop_that_a_library_turns_into_its_own_error_still_ends_as_the_stop(signum, code, line):
     """onnx's and onnxruntime's wrappers, or an extension module's import cut short, turn the stop into an error of
     their own (seen: exit 2 'ONNX checker rejected the model: terminated', exit 3 'backend … not installed

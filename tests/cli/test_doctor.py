@@ -17,8 +17,7 @@ def test_doctor_json():
     report = json.loads(result.stdout)  # the whole of stdout is one JSON document
     backends = {b["name"]: b for b in report["backends"]}
     assert set(backends) == {"tensorrt-rtx", "tensorrt"}
-    assert backends["tensorrt-rtx"] == {"name": "tensorrt-rtx", "installed": True, "version": "1.7.1.116",
-                                        "detail": ""}
+    assert backends["tensorrt-rtx"] == {"name": "tensorrt-rtx", "installed": True, "version": "1.7.1.116", "detail": ""}
     datacenter = backends["tensorrt"]
     assert datacenter["installed"] is False and datacenter["version"] is None
     assert "not installed" in datacenter["detail"]

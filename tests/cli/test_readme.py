@@ -98,7 +98,7 @@ def promised_files() -> set[str]:
 @pytest.fixture(scope="module")
 def walkthrough(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[tuple[list[str], int, CliResult]]]:
     """Run the walkthrough once in a fresh copy of the repository's tracked files, as a fresh clone has them:
-(its working directory, each run)."""
+    (its working directory, each run)."""
     work = tmp_path_factory.mktemp("walkthrough")
     tracked = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True).stdout
     for relative in filter(None, tracked.decode().split("\0")):
@@ -114,8 +114,16 @@ def walkthrough(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[tu
 
 
 def test_the_walkthrough_goes_from_inspect_to_release_in_order():
-    assert [args[0] for args, _ in walkthrough_commands()] == ["inspect", "calibrate", "build", "check", "publish",
-                                                               "promote", "pull", "release"]
+    assert [args[0] for args, _ in walkthrough_commands()] == [
+        "inspect",
+        "calibrate",
+        "build",
+        "check",
+        "publish",
+        "promote",
+        "pull",
+        "release",
+    ]
 
 
 def test_every_walkthrough_command_exits_as_documented(walkthrough):
@@ -129,8 +137,13 @@ def test_every_walkthrough_command_exits_as_documented(walkthrough):
 def test_the_files_the_walkthrough_names_exist_afterwards(walkthrough):
     work, _ = walkthrough
     promised = promised_files()
-    assert {"calibrated/model.onnx", "calibrated/calibration.json", "engines/build.json",
-            "engines/rtx-4090/fp32/engine.plan", "engines/rtx-4090/int8/engine.plan"} <= promised
+    assert {
+        "calibrated/model.onnx",
+        "calibrated/calibration.json",
+        "engines/build.json",
+        "engines/rtx-4090/fp32/engine.plan",
+        "engines/rtx-4090/int8/engine.plan",
+    } <= promised
     for path in sorted(promised):
         assert (work / path).is_file(), path
 
@@ -139,8 +152,9 @@ def test_each_target_folder_holds_what_the_walkthrough_says(walkthrough):
     work, runs = walkthrough
     build = next(args for args, _, _ in runs if args[0] == "build")
     report = json.loads((work / option_values(build, "--out")[0] / "build.json").read_text())
-    wanted = {(sku, precision) for sku in option_values(build, "--sku") for precision in option_values(build,
-                                                                                                        "--precision")}
+    wanted = {
+        (sku, precision) for sku in option_values(build, "--sku") for precision in option_values(build, "--precision")
+    }
     assert {(t["sku"], t["precision"]) for t in report["targets"]} == wanted
     for target in report["targets"]:
         assert target["status"] == "ok", target
@@ -160,8 +174,12 @@ def test_running_the_build_again_takes_every_target_from_the_cache(walkthrough):
 
 def _ignored(paths: list[str]) -> set[str]:
     """The paths (relative to the repository) that .gitignore ignores, as git itself decides."""
-    done = subprocess.run(["git", "check-ignore", "--no-index", "--stdin", "-z"], cwd=REPO, capture_output=True,
-                          input="\0".join(paths).encode())
+    done = subprocess.run(
+        ["git", "check-ignore", "--no-index", "--stdin", "-z"],
+        cwd=REPO,
+        capture_output=True,
+        input="\0".join(paths).encode(),
+    )
     return set(filter(None, done.stdout.decode().split("\0")))
 
 
@@ -179,15 +197,20 @@ def test_gitignore_covers_every_folder_the_readme_and_the_docs_write():
 def test_gitignore_ignores_no_source_file():
     """An output folder's pattern must not match a package folder of the same name (``build/`` once ignored
     compiler/engines/, so its modules were never committed)."""
-    sources = [str(p.relative_to(REPO)) for folder in ("compiler", "calibration", "profiles", "tests", "benchmarks")
-               for p in (REPO / folder).rglob("*") if p.is_file() and "__pycache__" not in p.parts]
+    sources = [
+        str(p.relative_to(REPO))
+        for folder in ("compiler", "calibration", "profiles", "tests", "benchmarks")
+        for p in (REPO / folder).rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+    ]
     assert "compiler/engines/plan.py" in sources
     assert _ignored(sources) == set()
 
 
 def relative_links(page: Path) -> list[str]:
-    return [link for link in _LINK.findall(page.read_text(encoding="utf-8"))
-            if not re.match(r"^[a-z][a-z0-9+.-]*:", link)]
+    return [
+        link for link in _LINK.findall(page.read_text(encoding="utf-8")) if not re.match(r"^[a-z][a-z0-9+.-]*:", link)
+    ]
 
 
 def anchors(page: Path) -> set[str]:

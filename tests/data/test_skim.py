@@ -19,8 +19,12 @@ from tests.support import synthetic
 from tests.support.cli import assert_clean_error, run_cli
 from tests.support.onnx_files import ONNX_LIGHT, external_model, point_external_data, save_model
 
-SHIPPED_MODELS = sorted([*(Path(onnx.__file__).parent / "backend" / "test" / "data").rglob("*.onnx"),
-                         *(Path(onnxruntime.__file__).parent / "datasets").glob("*.onnx")])
+SHIPPED_MODELS = sorted(
+    [
+        *(Path(onnx.__file__).parent / "backend" / "test" / "data").rglob("*.onnx"),
+        *(Path(onnxruntime.__file__).parent / "datasets").glob("*.onnx"),
+    ]
+)
 """The models the onnx and onnxruntime wheels ship: real networks, PyTorch-converted operators, string ops."""
 
 
@@ -29,9 +33,12 @@ def full_load_inputs(path: Path):
 
 
 def test_real_models_agree_with_the_full_load(tmp_path, digits_model):
-    models = [digits_model, *sorted(ONNX_LIGHT.glob("*.onnx")),
-              synthetic.resnet(tmp_path / "resnet18.onnx", depth=18, image_size=64),
-              synthetic.bert_base(tmp_path / "bert.onnx", layers=2, hidden=64, heads=2, vocab=500)]
+    models = [
+        digits_model,
+        *sorted(ONNX_LIGHT.glob("*.onnx")),
+        synthetic.resnet(tmp_path / "resnet18.onnx", depth=18, image_size=64),
+        synthetic.bert_base(tmp_path / "bert.onnx", layers=2, hidden=64, heads=2, vocab=500),
+    ]
     assert len(models) > 10
     for path in models:
         skimmed = skim_inputs(path)
@@ -61,12 +68,22 @@ def test_every_kind_of_input_shape(tmp_path):
         helper.make_tensor_sequence_value_info("sequence", TensorProto.FLOAT, [3]),
         helper.make_tensor_value_info("w", TensorProto.FLOAT, [2, 2]),  # an initializer listed as an input
     ]
-    path = save_model(tmp_path / "shapes.onnx", [helper.make_node("Identity", ["fixed"], ["y"])], inputs, [Y], [weight],
-                      check=False)
-    assert skim_inputs(path) == full_load_inputs(path) == {
-        "fixed": [1, 3, 224, 224], "named": ["batch", 128], "unknown_dim": [None, 4], "unknown_rank": None,
-        "scalar": [], "huge": [2**40, -1], "sequence": None,
-    }
+    path = save_model(
+        tmp_path / "shapes.onnx", [helper.make_node("Identity", ["fixed"], ["y"])], inputs, [Y], [weight], check=False
+    )
+    assert (
+        skim_inputs(path)
+        == full_load_inputs(path)
+        == {
+            "fixed": [1, 3, 224, 224],
+            "named": ["batch", 128],
+            "unknown_dim": [None, 4],
+            "unknown_rank": None,
+            "scalar": [],
+            "huge": [2**40, -1],
+            "sequence": None,
+        }
+    )
 
 
 def _external(tensor: TensorProto, location: str = "../outside.bin") -> TensorProto:
@@ -86,13 +103,24 @@ Y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 2])
 
 
 def _initializer(tmp_path):
-    return save_model(tmp_path / "m.onnx", [helper.make_node("Add", ["x", "w"], ["y"])], [X], [Y],
-                      [_external(_weights())], check=False)
+    return save_model(
+        tmp_path / "m.onnx",
+        [helper.make_node("Add", ["x", "w"], ["y"])],
+        [X],
+        [Y],
+        [_external(_weights())],
+        check=False,
+    )
 
 
 def _constant_node(tmp_path):
-    return save_model(tmp_path / "m.onnx", [helper.make_node("Constant", [], ["y"], value=_external(_weights()))],
-                      [X], [Y], check=False)
+    return save_model(
+        tmp_path / "m.onnx",
+        [helper.make_node("Constant", [], ["y"], value=_external(_weights()))],
+        [X],
+        [Y],
+        check=False,
+    )
 
 
 def _subgraph_initializer(tmp_path):
@@ -114,24 +142,37 @@ def _sparse_initializer(tmp_path):
 
 
 def _function_constant(tmp_path):
-    body = [helper.make_node("Constant", [], ["k"], value=_external(_weights())),
-            helper.make_node("Add", ["a", "k"], ["b"])]
+    body = [
+        helper.make_node("Constant", [], ["k"], value=_external(_weights())),
+        helper.make_node("Add", ["a", "k"], ["b"]),
+    ]
     function = helper.make_function("local", "add_k", ["a"], ["b"], body, [helper.make_opsetid("", 17)])
     node = helper.make_node("add_k", ["x"], ["y"], domain="local")
-    return save_model(tmp_path / "m.onnx", [node], [X], [Y], opsets=(("", 17), ("local", 1)), check=False,
-                      functions=[function])
+    return save_model(
+        tmp_path / "m.onnx", [node], [X], [Y], opsets=(("", 17), ("local", 1)), check=False, functions=[function]
+    )
 
 
 def _location_key_missing(tmp_path):
     tensor = _weights()
     tensor.ClearField("raw_data")
     tensor.data_location = TensorProto.EXTERNAL
-    return save_model(tmp_path / "m.onnx", [helper.make_node("Add", ["x", "w"], ["y"])], [X], [Y], [tensor],
-                      check=False)
+    return save_model(
+        tmp_path / "m.onnx", [helper.make_node("Add", ["x", "w"], ["y"])], [X], [Y], [tensor], check=False
+    )
 
 
-@pytest.mark.parametrize("make", [_initializer, _constant_node, _subgraph_initializer, _sparse_initializer,
-                                  _function_constant, _location_key_missing])
+@pytest.mark.parametrize(
+    "make",
+    [
+        _initializer,
+        _constant_node,
+        _subgraph_initializer,
+        _sparse_initializer,
+        _function_constant,
+        _location_key_missing,
+    ],
+)
 def test_external_data_anywhere_is_left_to_the_full_load(tmp_path, make):
     path = make(tmp_path)
     assert skim_inputs(path) is None
@@ -166,18 +207,56 @@ def test_never_vouches_for_a_truncated_or_foreign_file(tmp_path, digits_model):
 def test_build_refuses_external_data_outside_the_folder_before_any_build(tmp_path, digits_model, digits_profiles):
     path = external_model(tmp_path / "model", digits_model)
     point_external_data(path, "../../secret.bin")
-    result = run_cli("build", path, "--profiles", digits_profiles, "--sku", "rtx-4090", "--precision", "fp32",
-                     "--out", tmp_path / "out", "--cache-dir", tmp_path / "cache")
+    result = run_cli(
+        "build",
+        path,
+        "--profiles",
+        digits_profiles,
+        "--sku",
+        "rtx-4090",
+        "--precision",
+        "fp32",
+        "--out",
+        tmp_path / "out",
+        "--cache-dir",
+        tmp_path / "cache",
+    )
     assert_clean_error(result, 2, str(path), "outside the model's folder")
     assert not (tmp_path / "out").exists()
 
 
 def test_build_with_external_data_inside_the_folder(tmp_path, digits_model, digits_profiles):
-    inline = run_cli("build", digits_model, "--profiles", digits_profiles, "--sku", "rtx-4090", "--precision", "fp32",
-                     "--out", tmp_path / "inline", "--cache-dir", tmp_path / "cache", "--json")
+    inline = run_cli(
+        "build",
+        digits_model,
+        "--profiles",
+        digits_profiles,
+        "--sku",
+        "rtx-4090",
+        "--precision",
+        "fp32",
+        "--out",
+        tmp_path / "inline",
+        "--cache-dir",
+        tmp_path / "cache",
+        "--json",
+    )
     path = external_model(tmp_path / "model", digits_model)
-    external = run_cli("build", path, "--profiles", digits_profiles, "--sku", "rtx-4090", "--precision", "fp32",
-                       "--out", tmp_path / "out", "--cache-dir", tmp_path / "cache", "--json")
+    external = run_cli(
+        "build",
+        path,
+        "--profiles",
+        digits_profiles,
+        "--sku",
+        "rtx-4090",
+        "--precision",
+        "fp32",
+        "--out",
+        tmp_path / "out",
+        "--cache-dir",
+        tmp_path / "cache",
+        "--json",
+    )
     assert inline.exit_code == 0 and external.exit_code == 0, external.stderr
     [target] = json.loads(external.stdout)["targets"]
     assert target["status"] == "ok" and not target["cache_hit"]  # another model file: not the inline engine

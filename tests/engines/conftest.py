@@ -19,8 +19,7 @@ def workspace(tmp_path_factory) -> Path:
 @pytest.fixture(scope="package")
 def int8_calibration(workspace, digits_model, digits_data) -> Path:
     out = workspace / "calibration-int8"
-    result = run_cli("calibrate", digits_model, "--data", digits_data, "--out", out, "--precision", "int8",
-                     "--json")
+    result = run_cli("calibrate", digits_model, "--data", digits_data, "--out", out, "--precision", "int8", "--json")
     assert result.exit_code == 0, result.stderr
     return out
 

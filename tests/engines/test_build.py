@@ -51,8 +51,12 @@ def test_engine_json_agrees_with_plan_header(matrix, digits_model):
             assert plan[:4] == b"vtrt"
             assert list(plan[24:28]) == [1, 7, 1, 116]
             assert struct.unpack_from("<Q", plan, 32)[0] == CC_BITS[capability]
-            assert record["plan_header"] == {"magic": "vtrt", "version": "1.7.1.116", "compute_capabilities": [
-                capability], "compute_capability_mask": CC_BITS[capability]}
+            assert record["plan_header"] == {
+                "magic": "vtrt",
+                "version": "1.7.1.116",
+                "compute_capabilities": [capability],
+                "compute_capability_mask": CC_BITS[capability],
+            }
             assert {"engine.plan", "engine.json", "layers.json", "build.log"} <= {p.name for p in folder.iterdir()}
 
 
@@ -72,22 +76,28 @@ def test_int8_build_runs_int8_convolutions(matrix):
     out, _, _ = matrix
     # INT8 activations in, INT8 weights among the constants: not merely dequantized weights in a float kernel
     int8_convs = [
-        layer for layer in layers_of(out, "rtx-3090", "int8")
-        if layer["input_types"] == ["Int8"] and "Int8" in layer["constant_types"]
+        layer
+        for layer in layers_of(out, "rtx-3090", "int8")
+        if layer["input_types"] == ["Int8"]
+        and "Int8" in layer["constant_types"]
         and any("Conv" in node for node in layer["onnx_nodes"])
     ]
     assert len(int8_convs) >= 2, layers_of(out, "rtx-3090", "int8")
     assert all(layer["precision"] == "Int8" for layer in int8_convs)
     # the kernels that quantize (Float in, Int8 out) compute in Float; the summary counts both kinds
-    quantizing = [layer for layer in layers_of(out, "rtx-3090", "int8")
-                  if layer["input_types"] == ["Float"] and layer["output_types"] == ["Int8"]]
+    quantizing = [
+        layer
+        for layer in layers_of(out, "rtx-3090", "int8")
+        if layer["input_types"] == ["Float"] and layer["output_types"] == ["Int8"]
+    ]
     assert quantizing and all(layer["precision"] == "Float" for layer in quantizing)
     document = json.loads((out / "rtx-3090" / "int8" / "layers.json").read_text())
     assert document["kernel_precisions"]["Int8"] >= len(int8_convs)
     # the counts add up: kernels with no typed tensors (shape arithmetic) are counted as "none"
     assert sum(document["kernel_precisions"].values()) == document["kernels"] == len(document["layers"])
-    assert document["kernel_precisions"].get("none", 0) == sum(1 for layer in document["layers"]
-                                                               if layer["precision"] is None)
+    assert document["kernel_precisions"].get("none", 0) == sum(
+        1 for layer in document["layers"] if layer["precision"] is None
+    )
     # each kernel says which of the engine's two shape profiles it belongs to, and each profile has the convs
     assert {layer["profile"] for layer in document["layers"]} == {0, 1}
     for profile in (0, 1):
@@ -100,8 +110,9 @@ def test_fp16_build_runs_half_kernels(matrix):
     out, _, _ = matrix
     half = [layer for layer in layers_of(out, "rtx-4090", "fp16") if "Half" in layer["output_types"]]
     assert any(any("Conv" in node for node in layer["onnx_nodes"]) for layer in half)
-    convs = [layer for layer in layers_of(out, "rtx-4090", "fp16")
-             if "/features/features.3/Conv" in layer["onnx_nodes"]]
+    convs = [
+        layer for layer in layers_of(out, "rtx-4090", "fp16") if "/features/features.3/Conv" in layer["onnx_nodes"]
+    ]
     assert convs and all(layer["precision"] == "Half" for layer in convs), convs
 
 
@@ -125,12 +136,25 @@ def test_changes_rebuild_only_what_they_must(matrix, digits_model, digits_profil
     _, cache, _ = matrix
     # A new SKU next to cached ones builds only the new SKU's engines.
     out = workspace / "engines-more"
-    result = run_cli(*build_args(digits_model, digits_profiles, out, cache, int8_calibration,
-                                 skus=("rtx-4090", "rtx-5090"), precisions=("fp32", "fp16")))
+    result = run_cli(
+        *build_args(
+            digits_model,
+            digits_profiles,
+            out,
+            cache,
+            int8_calibration,
+            skus=("rtx-4090", "rtx-5090"),
+            precisions=("fp32", "fp16"),
+        )
+    )
     assert result.exit_code == 0, result.stderr
     hits = {(t["sku"], t["precision"]): t["cache_hit"] for t in json.loads(result.stdout)["targets"]}
-    assert hits == {("rtx-4090", "fp32"): True, ("rtx-4090", "fp16"): True,
-                    ("rtx-5090", "fp32"): False, ("rtx-5090", "fp16"): False}
+    assert hits == {
+        ("rtx-4090", "fp32"): True,
+        ("rtx-4090", "fp16"): True,
+        ("rtx-5090", "fp32"): False,
+        ("rtx-5090", "fp16"): False,
+    }
     # One changed profile changes every engine that holds it, and nothing else is redone:
     # the FP16 model is converted once per source model.
     changed = yaml.safe_load(digits_profiles.read_text())
@@ -140,8 +164,17 @@ def test_changes_rebuild_only_what_they_must(matrix, digits_model, digits_profil
     converted = list(cache.glob("prepared/*/fp16.onnx"))
     assert len(converted) == 1
     stamp = converted[0].stat().st_mtime_ns
-    result = run_cli(*build_args(digits_model, profiles, workspace / "engines-changed", cache, int8_calibration,
-                                 skus=("rtx-4090",), precisions=("fp32", "fp16")))
+    result = run_cli(
+        *build_args(
+            digits_model,
+            profiles,
+            workspace / "engines-changed",
+            cache,
+            int8_calibration,
+            skus=("rtx-4090",),
+            precisions=("fp32", "fp16"),
+        )
+    )
     assert result.exit_code == 0, result.stderr
     assert [t["cache_hit"] for t in json.loads(result.stdout)["targets"]] == [False, False]
     assert converted[0].stat().st_mtime_ns == stamp
@@ -154,9 +187,24 @@ def test_failed_target_does_not_stop_the_others(digits_model, digits_profiles, t
     # TensorRT-RTX cannot compile an FP32 GEMM for Turing (SM75): a real builder failure, in this process
     # or in a worker process (whose progress reaches the table through the parent).
     out = tmp_path / "out"
-    result = run_cli("build", digits_model, "--profiles", digits_profiles, "--sku", "rtx-2080-ti",
-                     "--sku", "rtx-4090", "--precision", "fp32", "--out", out, "--cache-dir", tmp_path / "c",
-                     "--jobs", jobs)
+    result = run_cli(
+        "build",
+        digits_model,
+        "--profiles",
+        digits_profiles,
+        "--sku",
+        "rtx-2080-ti",
+        "--sku",
+        "rtx-4090",
+        "--precision",
+        "fp32",
+        "--out",
+        out,
+        "--cache-dir",
+        tmp_path / "c",
+        "--jobs",
+        jobs,
+    )
     line = assert_clean_error(result, 1, "1 of 2 builds failed", "rtx-2080-ti/fp32", "FP32 GEMM is not supported")
     rows = {row.split("│")[1].strip(): row for row in result.stdout.splitlines() if row.count("│") > 5}
     assert "failed" in rows["rtx-2080-ti"] and "ok" in rows["rtx-4090"]
@@ -171,8 +219,23 @@ def test_failed_target_does_not_stop_the_others(digits_model, digits_profiles, t
 
 def test_a_write_failure_fails_each_target_without_a_partial_plan(digits_model, digits_profiles, tmp_path):
     out, cache = tmp_path / "out", tmp_path / "cache"
-    result = run_cli("build", digits_model, "--profiles", digits_profiles, "--sku", "rtx-4090", "--sku", "rtx-3090",
-                     "--precision", "fp32", "--out", out, "--cache-dir", cache, preexec_fn=files_of_at_most(64))
+    result = run_cli(
+        "build",
+        digits_model,
+        "--profiles",
+        digits_profiles,
+        "--sku",
+        "rtx-4090",
+        "--sku",
+        "rtx-3090",
+        "--precision",
+        "fp32",
+        "--out",
+        out,
+        "--cache-dir",
+        cache,
+        preexec_fn=files_of_at_most(64),
+    )
     line = assert_clean_error(result, 1, "2 of 2 builds failed", "could not write the engine files", "File too large")
     assert "rtx-4090/fp32" in line
     for sku in ("rtx-4090", "rtx-3090"):
@@ -188,8 +251,22 @@ def test_outputs_and_cache_entries_get_the_permissions_the_umask_gives(digits_mo
     """Results are read by others (serving fleets, later CI steps, teammates sharing a cache): no owner-only
     staging permissions may leak into them."""
     out, cache = tmp_path / "out", tmp_path / "cache"
-    result = run_cli("build", digits_model, "--profiles", digits_profiles, "--sku", "rtx-4090", "--precision", "fp32",
-                     "--out", out, "--cache-dir", cache, "--json", preexec_fn=lambda: os.umask(umask))
+    result = run_cli(
+        "build",
+        digits_model,
+        "--profiles",
+        digits_profiles,
+        "--sku",
+        "rtx-4090",
+        "--precision",
+        "fp32",
+        "--out",
+        out,
+        "--cache-dir",
+        cache,
+        "--json",
+        preexec_fn=lambda: os.umask(umask),
+    )
     assert result.exit_code == 0, result.stderr
     [entry] = cache.glob("engines/*/*")
     folders = [out, out / "rtx-4090", out / "rtx-4090" / "fp32", entry]
@@ -205,8 +282,21 @@ def test_an_engine_the_cache_cannot_keep_is_delivered_with_a_warning(digits_mode
     out, cache = tmp_path / "out", tmp_path / "cache"
     cache.mkdir()
     (cache / "engines").write_text("in the way\n")
-    result = run_cli("build", digits_model, "--profiles", digits_profiles, "--sku", "rtx-4090", "--precision", "fp32",
-                     "--out", out, "--cache-dir", cache, "--json")
+    result = run_cli(
+        "build",
+        digits_model,
+        "--profiles",
+        digits_profiles,
+        "--sku",
+        "rtx-4090",
+        "--precision",
+        "fp32",
+        "--out",
+        out,
+        "--cache-dir",
+        cache,
+        "--json",
+    )
     assert result.exit_code == 0, result.stderr
     [target] = json.loads(result.stdout)["targets"]
     assert target["status"] == "ok" and target["errors"] == []
@@ -220,50 +310,88 @@ def test_an_engine_the_cache_cannot_keep_is_delivered_with_a_warning(digits_mode
 def test_a_failed_atomic_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path):
     target = tmp_path / "engine.json"
     target.write_text("previous\n")
-    write = "import sys; from pathlib import Path; from compiler.core.files import write_atomic; " \
-            "write_atomic(Path(sys.argv[1]), bytes(1 << 20))"
-    done = subprocess.run([sys.executable, "-c", write, str(target)], capture_output=True, text=True,
-                          preexec_fn=files_of_at_most(64))
+    write = (
+        "import sys; from pathlib import Path; from compiler.core.files import write_atomic; "
+        "write_atomic(Path(sys.argv[1]), bytes(1 << 20))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", write, str(target)], capture_output=True, text=True, preexec_fn=files_of_at_most(64)
+    )
     assert done.returncode == 1 and "File too large" in done.stderr
     assert [p.name for p in tmp_path.iterdir()] == ["engine.json"]
     assert target.read_text() == "previous\n"
 
 
-@pytest.mark.parametrize(("change", "code", "fragments"), [
-    (["--sku", "rtx-9999"], 2, ["unknown SKU 'rtx-9999'", "rtx-4090"]),
-    (["--sku", "h100"], 3, ["backend tensorrt is not installed", "trt-compile[tensorrt]"]),
-    (["--sku", "rtx-4090", "--precision", "int8"], 2, ["int8 needs calibration", "--data", "--calibration"]),
-    (["--sku", "rtx-3090", "--precision", "fp8"], 2, ["fp8 needs compute capability 8.9", "rtx-3090"]),
-    (["--sku", "rtx-4090", "--precision", "bf12"], 2, ["unknown precision 'bf12'"]),
-    (["--sku", "rtx-4090", "--backend", "tensorrt-rtx", "--sku", "h100"], 2,
-     ["cannot target compute capability 9.0"]),
-    (["--sku", "rtx-4090", "--method", "bogus"], 2, ["--method bogus chooses how --data is calibrated"]),
-    (["--sku", "rtx-4090", "--precision", "int8", "--data", EXAMPLES / "digits.npz", "--method", "bogus"], 2,
-     ["--method bogus: choose from minmax, entropy, percentile"]),
-    (["--sku", "rtx-4090", "--precision", "int8", "--data", EXAMPLES / "digits.npz", "--calibration", EXAMPLES], 2,
-     ["--calibration and --data both given"]),
-])
+@pytest.mark.parametrize(
+    ("change", "code", "fragments"),
+    [
+        (["--sku", "rtx-9999"], 2, ["unknown SKU 'rtx-9999'", "rtx-4090"]),
+        (["--sku", "h100"], 3, ["backend tensorrt is not installed", "trt-compile[tensorrt]"]),
+        (["--sku", "rtx-4090", "--precision", "int8"], 2, ["int8 needs calibration", "--data", "--calibration"]),
+        (["--sku", "rtx-3090", "--precision", "fp8"], 2, ["fp8 needs compute capability 8.9", "rtx-3090"]),
+        (["--sku", "rtx-4090", "--precision", "bf12"], 2, ["unknown precision 'bf12'"]),
+        (
+            ["--sku", "rtx-4090", "--backend", "tensorrt-rtx", "--sku", "h100"],
+            2,
+            ["cannot target compute capability 9.0"],
+        ),
+        (["--sku", "rtx-4090", "--method", "bogus"], 2, ["--method bogus chooses how --data is calibrated"]),
+        (
+            ["--sku", "rtx-4090", "--precision", "int8", "--data", EXAMPLES / "digits.npz", "--method", "bogus"],
+            2,
+            ["--method bogus: choose from minmax, entropy, percentile"],
+        ),
+        (
+            ["--sku", "rtx-4090", "--precision", "int8", "--data", EXAMPLES / "digits.npz", "--calibration", EXAMPLES],
+            2,
+            ["--calibration and --data both given"],
+        ),
+    ],
+)
 def test_invalid_inputs_fail_before_any_build(change, code, fragments, digits_model, digits_profiles, tmp_path):
-    args = ["build", digits_model, "--profiles", digits_profiles, "--out", tmp_path / "out",
-            "--cache-dir", tmp_path / "cache"]
+    args = [
+        "build",
+        digits_model,
+        "--profiles",
+        digits_profiles,
+        "--out",
+        tmp_path / "out",
+        "--cache-dir",
+        tmp_path / "cache",
+    ]
     if "--precision" not in change:
         args += ["--precision", "fp32"]
     assert_clean_error(run_cli(*args, *change), code, *fragments)
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize(("option", "path", "fragments"), [
-    ("--out", "a-file/out", ["--out", "a-file/out", "cannot write there", "Not a directory"]),
-    ("--out", "a-file", ["--out", "a-file", "a file is in the way"]),
-    ("--cache-dir", "a-file/cache", ["--cache-dir", "a-file/cache", "Not a directory"]),
-    ("--cache-dir", "a-file", ["--cache-dir", "a-file", "a file is in the way"]),
-])
-def test_unusable_output_or_cache_folder_fails_before_any_build(option, path, fragments, digits_model,
-                                                                digits_profiles, tmp_path):
+@pytest.mark.parametrize(
+    ("option", "path", "fragments"),
+    [
+        ("--out", "a-file/out", ["--out", "a-file/out", "cannot write there", "Not a directory"]),
+        ("--out", "a-file", ["--out", "a-file", "a file is in the way"]),
+        ("--cache-dir", "a-file/cache", ["--cache-dir", "a-file/cache", "Not a directory"]),
+        ("--cache-dir", "a-file", ["--cache-dir", "a-file", "a file is in the way"]),
+    ],
+)
+def test_unusable_output_or_cache_folder_fails_before_any_build(
+    option, path, fragments, digits_model, digits_profiles, tmp_path
+):
     (tmp_path / "a-file").write_text("not a folder\n")
     folders = {"--out": tmp_path / "out", "--cache-dir": tmp_path / "cache", option: tmp_path / path}
-    result = run_cli("build", digits_model, "--profiles", digits_profiles, "--sku", "rtx-4090", "--precision", "fp32",
-                     "--json", *(str(a) for pair in folders.items() for a in pair), cwd=tmp_path)
+    result = run_cli(
+        "build",
+        digits_model,
+        "--profiles",
+        digits_profiles,
+        "--sku",
+        "rtx-4090",
+        "--precision",
+        "fp32",
+        "--json",
+        *(str(a) for pair in folders.items() for a in pair),
+        cwd=tmp_path,
+    )
     assert_clean_error(result, 2, *fragments, "choose another folder")
     assert result.stdout == ""
     assert (tmp_path / "a-file").read_text() == "not a folder\n"
@@ -276,8 +404,21 @@ def test_facts_that_cannot_be_remembered_do_not_fail_the_build(digits_model, dig
     cache = tmp_path / "cache"
     cache.mkdir()
     (cache / "facts").write_text("in the way\n")
-    result = run_cli("build", digits_model, "--profiles", digits_profiles, "--sku", "rtx-4090", "--precision", "fp32",
-                     "--out", tmp_path / "out", "--cache-dir", cache, "--json")
+    result = run_cli(
+        "build",
+        digits_model,
+        "--profiles",
+        digits_profiles,
+        "--sku",
+        "rtx-4090",
+        "--precision",
+        "fp32",
+        "--out",
+        tmp_path / "out",
+        "--cache-dir",
+        cache,
+        "--json",
+    )
     assert result.exit_code == 0, result.stderr
     record = json.loads((tmp_path / "out" / "rtx-4090" / "fp32" / "engine.json").read_text())
     assert record["model_sha256"] == hashlib.sha256(digits_model.read_bytes()).hexdigest()
@@ -287,11 +428,24 @@ def test_facts_that_cannot_be_remembered_do_not_fail_the_build(digits_model, dig
 @pytest.mark.parametrize("calibrating", [False, True])
 def test_bad_profile_fails_fast(digits_model, digits_data, tmp_path, calibrating):
     profiles = tmp_path / "p.yaml"
-    profiles.write_text("profiles:\n  - name: online\n    shapes:\n"
-                        "      image: {min: [4, 1, 8, 8], opt: [2, 1, 8, 8], max: [8, 1, 8, 8]}\n")
+    profiles.write_text(
+        "profiles:\n  - name: online\n    shapes:\n"
+        "      image: {min: [4, 1, 8, 8], opt: [2, 1, 8, 8], max: [8, 1, 8, 8]}\n"
+    )
     precision = ["--precision", "int8", "--data", digits_data] if calibrating else ["--precision", "fp32"]
-    result = run_cli("build", digits_model, "--profiles", profiles, "--sku", "rtx-4090", *precision,
-                     "--out", tmp_path / "out", "--cache-dir", tmp_path / "cache")
+    result = run_cli(
+        "build",
+        digits_model,
+        "--profiles",
+        profiles,
+        "--sku",
+        "rtx-4090",
+        *precision,
+        "--out",
+        tmp_path / "out",
+        "--cache-dir",
+        tmp_path / "cache",
+    )
     assert_clean_error(result, 2, "profile 'online'", "input 'image' dim 0", "min <= opt <= max")
     assert result.stderr.startswith("error:") and result.stderr.count("\n") == 1  # nothing but the error line
     assert not (tmp_path / "out").exists() and not (tmp_path / "cache" / "calibrations").exists()
@@ -301,14 +455,29 @@ def test_a_run_refused_for_its_profiles_still_remembers_the_new_model_digest(tmp
     """The CLI leaves without the interpreter's teardown; a digest still being computed when the run stops (a
     64 MB model refused for its profiles within milliseconds) is finished and remembered first, whole."""
     width = 1 << 22
-    model = save_model(tmp_path / "wide.onnx", [helper.make_node("MatMul", ["x", "w"], ["y"])],
-                       [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])],
-                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", width])],
-                       [numpy_helper.from_array(np.ones((4, width), dtype=np.float32), "w")])
+    model = save_model(
+        tmp_path / "wide.onnx",
+        [helper.make_node("MatMul", ["x", "w"], ["y"])],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", width])],
+        [numpy_helper.from_array(np.ones((4, width), dtype=np.float32), "w")],
+    )
     profiles = tmp_path / "p.yaml"
     profiles.write_text("profiles:\n  - name: p\n    shapes:\n      x: {min: [4, 4], opt: [2, 4], max: [8, 4]}\n")
-    result = run_cli("build", model, "--profiles", profiles, "--sku", "rtx-4090", "--precision", "fp32",
-                     "--out", tmp_path / "out", "--cache-dir", tmp_path / "cache")
+    result = run_cli(
+        "build",
+        model,
+        "--profiles",
+        profiles,
+        "--sku",
+        "rtx-4090",
+        "--precision",
+        "fp32",
+        "--out",
+        tmp_path / "out",
+        "--cache-dir",
+        tmp_path / "cache",
+    )
     assert_clean_error(result, 2, "profile 'p'", "min <= opt <= max")
     [memo] = (tmp_path / "cache" / "facts" / "model").iterdir()
     assert json.loads(memo.read_text())["sha256"] == hashlib.sha256(model.read_bytes()).hexdigest()
@@ -317,15 +486,33 @@ def test_a_run_refused_for_its_profiles_still_remembers_the_new_model_digest(tmp
 def test_calibration_of_another_model_is_refused(int8_calibration, digits_profiles, tmp_path):
     other = tmp_path / "other.onnx"
     shutil.copy(int8_calibration / "model.onnx", other)  # a different model file than the one calibrated
-    result = run_cli("build", other, "--profiles", digits_profiles, "--sku", "rtx-4090", "--precision", "int8",
-                     "--calibration", int8_calibration, "--out", tmp_path / "out")
+    result = run_cli(
+        "build",
+        other,
+        "--profiles",
+        digits_profiles,
+        "--sku",
+        "rtx-4090",
+        "--precision",
+        "int8",
+        "--calibration",
+        int8_calibration,
+        "--out",
+        tmp_path / "out",
+    )
     assert_clean_error(result, 2, "calibration.json", "calibrated from another model")
 
 
 def test_cancel_through_the_progress_monitor_keeps_previous_output(digits_model, digits_profiles, tmp_path):
     out, cache = tmp_path / "out", tmp_path / "cache"
-    [job] = plan_builds(digits_model, digits_profiles, ["rtx-4090"], ["fp32"], out,
-                        options=BuildOptions(cache_dir=cache, use_cache=False))
+    [job] = plan_builds(
+        digits_model,
+        digits_profiles,
+        ["rtx-4090"],
+        ["fp32"],
+        out,
+        options=BuildOptions(cache_dir=cache, use_cache=False),
+    )
     assert run_job(job, None, threading.Event()).status == "ok"
     previous = (out / "rtx-4090/fp32/engine.json").read_text()
     cancel, phases = threading.Event(), []
@@ -346,8 +533,11 @@ def test_parallel_jobs_and_concurrent_runs_share_one_cache(digits_model, digits_
     results = []
 
     def build(out: Path) -> None:
-        results.append(build_engines(digits_model, digits_profiles, list(SKUS), ["fp32"], out,
-                                     options=BuildOptions(jobs=2, cache_dir=cache)))
+        results.append(
+            build_engines(
+                digits_model, digits_profiles, list(SKUS), ["fp32"], out, options=BuildOptions(jobs=2, cache_dir=cache)
+            )
+        )
 
     threads = [threading.Thread(target=build, args=(tmp_path / f"out{i}",)) for i in range(2)]
     for thread in threads:
@@ -363,8 +553,21 @@ def test_parallel_jobs_and_concurrent_runs_share_one_cache(digits_model, digits_
 
 def test_int8_with_data_calibrates_into_the_cache(digits_model, digits_profiles, digits_data, tmp_path):
     cache = tmp_path / "cache"
-    args = ["build", digits_model, "--profiles", digits_profiles, "--sku", "rtx-4090", "--precision", "int8",
-            "--data", digits_data, "--cache-dir", cache, "--json"]
+    args = [
+        "build",
+        digits_model,
+        "--profiles",
+        digits_profiles,
+        "--sku",
+        "rtx-4090",
+        "--precision",
+        "int8",
+        "--data",
+        digits_data,
+        "--cache-dir",
+        cache,
+        "--json",
+    ]
     first = run_cli(*args, "--out", tmp_path / "a")
     assert first.exit_code == 0, first.stderr
     [calibrated] = cache.glob("calibrations/*/int8-minmax/calibration.json")
@@ -382,8 +585,15 @@ def test_int8_with_data_calibrates_into_the_cache(digits_model, digits_profiles,
         reports.append(progress)
         assert not list(fresh.glob("calibrations/*/int8-minmax"))
 
-    plan_builds(digits_model, digits_profiles, ["rtx-4090"], ["int8"], tmp_path / "d",
-                options=BuildOptions(data=digits_data, cache_dir=fresh), calibration_progress=report)
+    plan_builds(
+        digits_model,
+        digits_profiles,
+        ["rtx-4090"],
+        ["int8"],
+        tmp_path / "d",
+        options=BuildOptions(data=digits_data, cache_dir=fresh),
+        calibration_progress=report,
+    )
     assert reports[-1] == ("held-out", 359, 359)
     assert ("calibrate", 1438, 1438) in reports and reports[0][1] == 0
     assert [p.name for p in fresh.glob("calibrations/*/*")] == ["int8-minmax"]

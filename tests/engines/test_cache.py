@@ -44,11 +44,15 @@ def _overwrite(path: Path, data: bytes) -> None:
     path.write_bytes(data)
 
 
-@pytest.mark.parametrize("damage", [
-    lambda entry: _overwrite(entry / "engine.plan", b"vtrt truncated"),  # someone overwrote the cached plan
-    lambda entry: _overwrite(entry / "engine.json", b'{"trunc'),  # a record cut short
-    lambda entry: (entry / "layers.json").unlink(),  # a file deleted by hand or by a cleaner
-], ids=["plan", "record", "missing file"])
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda entry: _overwrite(entry / "engine.plan", b"vtrt truncated"),  # someone overwrote the cached plan
+        lambda entry: _overwrite(entry / "engine.json", b'{"trunc'),  # a record cut short
+        lambda entry: (entry / "layers.json").unlink(),  # a file deleted by hand or by a cleaner
+    ],
+    ids=["plan", "record", "missing file"],
+)
 def test_damaged_cache_entry_is_rebuilt_not_served(damage, digits_model, digits_profiles, tmp_path):
     cache = tmp_path / "cache"
     args = (digits_model, digits_profiles, ["rtx-4090"], ["fp32"])
@@ -69,8 +73,9 @@ def test_plan_rewritten_in_place_through_out_is_not_served_from_the_cache(digits
     leaves the cached plan as it was, and the next run hands out the plan engine.json names."""
     cache, args = tmp_path / "cache", (digits_model, digits_profiles, ["rtx-4090"], ["fp32"])
     build_engines(*args, tmp_path / "a", options=BuildOptions(cache_dir=cache))
-    second = build_engines(*args, tmp_path / "b",
-                           options=BuildOptions(cache_dir=cache))  # a hit: links the plan once more
+    second = build_engines(
+        *args, tmp_path / "b", options=BuildOptions(cache_dir=cache)
+    )  # a hit: links the plan once more
     assert [t.cache_hit for t in second.targets] == [True]
     delivered = tmp_path / "b/rtx-4090/fp32/engine.plan"
     recorded = json.loads(delivered.with_name("engine.json").read_text())["sha256"]
@@ -85,8 +90,9 @@ def test_plan_rewritten_in_place_through_out_is_not_served_from_the_cache(digits
     assert os.stat(delivered).st_nlink == 1
 
 
-def test_a_folder_that_cannot_be_put_in_place_leaves_the_previous_one(digits_model, digits_profiles, tmp_path,
-                                                                       monkeypatch):
+def test_a_folder_that_cannot_be_put_in_place_leaves_the_previous_one(
+    digits_model, digits_profiles, tmp_path, monkeypatch
+):
     """The finished folder is renamed into place; when the filesystem refuses that rename, the previous build's
     folder is put back untouched and the target fails with the reason."""
     args = (digits_model, digits_profiles, ["rtx-4090"], ["fp32"], tmp_path / "out")
@@ -124,13 +130,15 @@ def _new_file_with_digest_held(model: Path, folder: Path, monkeypatch) -> tuple[
     return copy, release
 
 
-def test_a_new_model_file_builds_while_hashed_and_stops_on_a_cache_hit(digits_model, digits_profiles, tmp_path,
-                                                                       monkeypatch):
+def test_a_new_model_file_builds_while_hashed_and_stops_on_a_cache_hit(
+    digits_model, digits_profiles, tmp_path, monkeypatch
+):
     """A file with no remembered digest starts building at once; when its digest names an engine the cache
     already has (here: a copy of a cached model), the build is stopped and the cached engine served."""
     cache = tmp_path / "cache"
-    first = build_engines(digits_model, digits_profiles, ["rtx-4090"], ["fp32"], tmp_path / "a",
-                          options=BuildOptions(cache_dir=cache))
+    first = build_engines(
+        digits_model, digits_profiles, ["rtx-4090"], ["fp32"], tmp_path / "a", options=BuildOptions(cache_dir=cache)
+    )
     copy, release = _new_file_with_digest_held(digits_model, tmp_path / "copy", monkeypatch)
     phases = []
 
@@ -138,8 +146,15 @@ def test_a_new_model_file_builds_while_hashed_and_stops_on_a_cache_hit(digits_mo
         phases.append(phase)
         release.set()  # the build is running: now let the digest finish
 
-    second = build_engines(copy, digits_profiles, ["rtx-4090"], ["fp32"], tmp_path / "b",
-                           options=BuildOptions(cache_dir=cache), progress=progress)
+    second = build_engines(
+        copy,
+        digits_profiles,
+        ["rtx-4090"],
+        ["fp32"],
+        tmp_path / "b",
+        options=BuildOptions(cache_dir=cache),
+        progress=progress,
+    )
     assert "Building engine" in phases and phases[-1] == "ok (cache hit)"
     assert [t.cache_hit for t in first.targets + second.targets] == [False, True]
     a = json.loads((tmp_path / "a/rtx-4090/fp32/engine.json").read_text())
@@ -150,11 +165,19 @@ def test_a_new_model_file_builds_while_hashed_and_stops_on_a_cache_hit(digits_mo
     other, release = _new_file_with_digest_held(digits_model, tmp_path / "other", monkeypatch)
     profiles = tmp_path / "p.yaml"  # new profiles: an engine the cache has never seen
     profiles.write_text(digits_profiles.read_text().replace("max: [64, 1, 8, 8]", "max: [48, 1, 8, 8]"))
-    third = build_engines(other, profiles, ["rtx-4090"], ["fp32"], tmp_path / "c",
-                          options=BuildOptions(cache_dir=cache), progress=progress)
+    third = build_engines(
+        other,
+        profiles,
+        ["rtx-4090"],
+        ["fp32"],
+        tmp_path / "c",
+        options=BuildOptions(cache_dir=cache),
+        progress=progress,
+    )
     assert [(t.status, t.cache_hit) for t in third.targets] == [("ok", False)]
-    fourth = build_engines(other, profiles, ["rtx-4090"], ["fp32"], tmp_path / "d",
-                           options=BuildOptions(cache_dir=cache))
+    fourth = build_engines(
+        other, profiles, ["rtx-4090"], ["fp32"], tmp_path / "d", options=BuildOptions(cache_dir=cache)
+    )
     assert [t.cache_hit for t in fourth.targets] == [True]
 
 
@@ -162,8 +185,9 @@ def test_parallel_builds_run_while_the_model_is_hashed(digits_model, digits_prof
     """With --jobs the builds start before the new file's digest is known; when it is, a cache hit still stops
     them, and a digest that fails fails each target with the reason."""
     cache = tmp_path / "cache"
-    build_engines(digits_model, digits_profiles, list(SKUS), ["fp32"], tmp_path / "a",
-                  options=BuildOptions(cache_dir=cache))
+    build_engines(
+        digits_model, digits_profiles, list(SKUS), ["fp32"], tmp_path / "a", options=BuildOptions(cache_dir=cache)
+    )
     copy, release = _new_file_with_digest_held(digits_model, tmp_path / "copy", monkeypatch)
     events = []
 
@@ -171,8 +195,15 @@ def test_parallel_builds_run_while_the_model_is_hashed(digits_model, digits_prof
         events.append((index, phase))
         release.set()  # a worker is building: only now may the digest finish
 
-    report = build_engines(copy, digits_profiles, list(SKUS), ["fp32"], tmp_path / "b",
-                           options=BuildOptions(cache_dir=cache, jobs=2), progress=progress)
+    report = build_engines(
+        copy,
+        digits_profiles,
+        list(SKUS),
+        ["fp32"],
+        tmp_path / "b",
+        options=BuildOptions(cache_dir=cache, jobs=2),
+        progress=progress,
+    )
     assert [(t.status, t.cache_hit) for t in report.targets] == [("ok", True), ("ok", True)]
     assert report.model_sha256 == hashlib.sha256(copy.read_bytes()).hexdigest()
     for index in (0, 1):
@@ -190,11 +221,19 @@ def test_parallel_builds_run_while_the_model_is_hashed(digits_model, digits_prof
             gone.unlink()
             release.set()
 
-    report = build_engines(gone, digits_profiles, list(SKUS), ["fp32"], tmp_path / "c",
-                           options=BuildOptions(cache_dir=cache, jobs=2), progress=remove_then_release)
+    report = build_engines(
+        gone,
+        digits_profiles,
+        list(SKUS),
+        ["fp32"],
+        tmp_path / "c",
+        options=BuildOptions(cache_dir=cache, jobs=2),
+        progress=remove_then_release,
+    )
     assert [t.status for t in report.targets] == ["failed", "failed"]
-    assert all("could not read the model to hash it" in t.errors[0] and "model.onnx" in t.errors[0]
-               for t in report.targets)
+    assert all(
+        "could not read the model to hash it" in t.errors[0] and "model.onnx" in t.errors[0] for t in report.targets
+    )
     assert not list((tmp_path / "c").glob("*/*/engine.plan"))
 
 
@@ -202,14 +241,34 @@ def test_parallel_builds_run_while_the_model_is_hashed(digits_model, digits_prof
 def test_a_cache_hit_records_the_sku_it_was_built_for(digits_model, digits_profiles, tmp_path, jobs):
     """rtx-3090 and rtx-a6000 are both compute capability 8.6: one engine serves both, built once (with --jobs 2
     the second target waits for it rather than build it again beside it), and each engine.json names its SKU."""
-    result = run_cli("build", digits_model, "--profiles", digits_profiles, "--sku", "rtx-3090", "--sku", "rtx-a6000",
-                     "--precision", "fp32", "--out", tmp_path / "out", "--cache-dir", tmp_path / "cache", "--json",
-                     "--jobs", jobs)
+    result = run_cli(
+        "build",
+        digits_model,
+        "--profiles",
+        digits_profiles,
+        "--sku",
+        "rtx-3090",
+        "--sku",
+        "rtx-a6000",
+        "--precision",
+        "fp32",
+        "--out",
+        tmp_path / "out",
+        "--cache-dir",
+        tmp_path / "cache",
+        "--json",
+        "--jobs",
+        jobs,
+    )
     assert result.exit_code == 0, result.stderr
     assert [(t["sku"], t["cache_hit"]) for t in json.loads(result.stdout)["targets"]] == [
-        ("rtx-3090", False), ("rtx-a6000", True)]
-    records = {sku: json.loads((tmp_path / "out" / sku / "fp32" / "engine.json").read_text())
-               for sku in ("rtx-3090", "rtx-a6000")}
+        ("rtx-3090", False),
+        ("rtx-a6000", True),
+    ]
+    records = {
+        sku: json.loads((tmp_path / "out" / sku / "fp32" / "engine.json").read_text())
+        for sku in ("rtx-3090", "rtx-a6000")
+    }
     assert {sku: r["sku"] for sku, r in records.items()} == {"rtx-3090": "rtx-3090", "rtx-a6000": "rtx-a6000"}
     assert records["rtx-3090"]["sha256"] == records["rtx-a6000"]["sha256"]
 
@@ -221,17 +280,42 @@ def _calibration_copy(source: Path, target: Path, external: bool = False, **reco
     shutil.copytree(source, target)
     record = json.loads((target / "calibration.json").read_text())
     if external:
-        onnx.save_model(onnx.load(target / "model.onnx"), target / "model.onnx", save_as_external_data=True,
-                        all_tensors_to_one_file=True, location="model.onnx.data", size_threshold=0)
-        record["files"].update({name: hashlib.sha256((target / name).read_bytes()).hexdigest()
-                                for name in ("model.onnx", "model.onnx.data")})
+        onnx.save_model(
+            onnx.load(target / "model.onnx"),
+            target / "model.onnx",
+            save_as_external_data=True,
+            all_tensors_to_one_file=True,
+            location="model.onnx.data",
+            size_threshold=0,
+        )
+        record["files"].update(
+            {
+                name: hashlib.sha256((target / name).read_bytes()).hexdigest()
+                for name in ("model.onnx", "model.onnx.data")
+            }
+        )
     (target / "calibration.json").write_text(json.dumps({**record, **record_changes}))
     return target
 
 
 def _build_int8(model, profiles, calibration, out, cache) -> CliResult:
-    return run_cli("build", model, "--profiles", profiles, "--sku", "rtx-4090", "--precision", "int8",
-                   "--calibration", calibration, "--out", out, "--cache-dir", cache, "--json")
+    return run_cli(
+        "build",
+        model,
+        "--profiles",
+        profiles,
+        "--sku",
+        "rtx-4090",
+        "--precision",
+        "int8",
+        "--calibration",
+        calibration,
+        "--out",
+        out,
+        "--cache-dir",
+        cache,
+        "--json",
+    )
 
 
 def test_calibration_artifacts_key_the_cache_by_content(int8_calibration, digits_model, digits_profiles, tmp_path):
@@ -254,8 +338,13 @@ def test_calibration_artifacts_key_the_cache_by_content(int8_calibration, digits
     weights[:4] = bytes(4) if weights[:4] != bytes(4) else b"\1\1\1\1"
     (external / "model.onnx.data").write_bytes(weights)
     # ...changed behind compile calibrate's back, it is refused before any build
-    assert_clean_error(_build_int8(digits_model, digits_profiles, external, tmp_path / "d", cache), 2,
-                       "model.onnx.data", "changed since compile calibrate wrote it", "re-run compile calibrate")
+    assert_clean_error(
+        _build_int8(digits_model, digits_profiles, external, tmp_path / "d", cache),
+        2,
+        "model.onnx.data",
+        "changed since compile calibrate wrote it",
+        "re-run compile calibrate",
+    )
     assert not (tmp_path / "d").exists()
     # ...and recorded (as a new calibration run would), it builds anew
     record = json.loads((external / "calibration.json").read_text())
@@ -266,22 +355,27 @@ def test_calibration_artifacts_key_the_cache_by_content(int8_calibration, digits
     assert [t["cache_hit"] for t in json.loads(fourth.stdout)["targets"]] == [False]
 
 
-@pytest.mark.parametrize(("damage", "fragments"), [
-    ("garbage", ["model.onnx", "changed since compile calibrate wrote it"]),
-    ("another model", ["model.onnx", "changed since compile calibrate wrote it"]),
-    ("record not an object", ["calibration.json", "not a calibration.json this version writes"]),
-    ("weights outside", ["model.onnx.data", "points outside the model's folder"]),
-    # a folder whose record lost its file list and whose model.onnx is the FP32 model built an "int8" engine
-    # with no Int8 kernel (exit 0)
-    ("file list lost, fp32 model", ["calibration.json", "records no model.onnx"]),
-    ("model a link out", ["model.onnx", "leads out of the calibration folder"]),
-    ("weights not recorded", ["model.onnx.data", "not recorded in", "calibration.json"]),
-    ("older format", ["calibration.json", "format_version None, this version reads 2"]),
-])
-def test_a_damaged_calibration_folder_is_refused_before_any_build(damage, fragments, int8_calibration, digits_model,
-                                                                   digits_profiles, tmp_path):
-    folder = _calibration_copy(int8_calibration, tmp_path / "calibration",
-                               external=damage in ("weights outside", "weights not recorded"))
+@pytest.mark.parametrize(
+    ("damage", "fragments"),
+    [
+        ("garbage", ["model.onnx", "changed since compile calibrate wrote it"]),
+        ("another model", ["model.onnx", "changed since compile calibrate wrote it"]),
+        ("record not an object", ["calibration.json", "not a calibration.json this version writes"]),
+        ("weights outside", ["model.onnx.data", "points outside the model's folder"]),
+        # a folder whose record lost its file list and whose model.onnx is the FP32 model built an "int8" engine
+        # with no Int8 kernel (exit 0)
+        ("file list lost, fp32 model", ["calibration.json", "records no model.onnx"]),
+        ("model a link out", ["model.onnx", "leads out of the calibration folder"]),
+        ("weights not recorded", ["model.onnx.data", "not recorded in", "calibration.json"]),
+        ("older format", ["calibration.json", "format_version None, this version reads 2"]),
+    ],
+)
+def test_a_damaged_calibration_folder_is_refused_before_any_build(
+    damage, fragments, int8_calibration, digits_model, digits_profiles, tmp_path
+):
+    folder = _calibration_copy(
+        int8_calibration, tmp_path / "calibration", external=damage in ("weights outside", "weights not recorded")
+    )
     if damage == "garbage":
         (folder / "model.onnx").write_bytes(b"\x08\x07garbage" * 100)
     elif damage == "another model":
@@ -314,13 +408,30 @@ def test_a_damaged_calibration_folder_is_refused_before_any_build(damage, fragme
     assert not (tmp_path / "out").exists()
 
 
-def test_a_file_in_the_way_of_an_engine_folder_fails_before_any_calibration(digits_model, digits_profiles,
-                                                                           digits_data, tmp_path):
+def test_a_file_in_the_way_of_an_engine_folder_fails_before_any_calibration(
+    digits_model, digits_profiles, digits_data, tmp_path
+):
     out, cache = tmp_path / "out", tmp_path / "cache"
     (out / "rtx-4090").mkdir(parents=True)
     (out / "rtx-4090" / "int8").write_text("not a folder\n")
-    result = run_cli("build", digits_model, "--profiles", digits_profiles, "--sku", "rtx-3090", "--sku", "rtx-4090",
-                     "--precision", "int8", "--data", digits_data, "--out", out, "--cache-dir", cache)
+    result = run_cli(
+        "build",
+        digits_model,
+        "--profiles",
+        digits_profiles,
+        "--sku",
+        "rtx-3090",
+        "--sku",
+        "rtx-4090",
+        "--precision",
+        "int8",
+        "--data",
+        digits_data,
+        "--out",
+        out,
+        "--cache-dir",
+        cache,
+    )
     assert_clean_error(result, 2, "--out", str(out / "rtx-4090" / "int8"), "a file is in the way")
     assert not (cache / "calibrations").exists() and not (out / "rtx-3090").exists()
     assert (out / "rtx-4090" / "int8").read_text() == "not a folder\n"
@@ -330,8 +441,14 @@ def test_a_target_whose_folder_cannot_be_made_fails_alone(digits_model, digits_p
     """A file put in the way after the checks (another process): that target fails, the other is built and
     build.json says which."""
     out = tmp_path / "out"
-    planned = plan_builds(digits_model, digits_profiles, ["rtx-3090", "rtx-4090"], ["fp32"], out,
-                          options=BuildOptions(cache_dir=tmp_path / "cache"))
+    planned = plan_builds(
+        digits_model,
+        digits_profiles,
+        ["rtx-3090", "rtx-4090"],
+        ["fp32"],
+        out,
+        options=BuildOptions(cache_dir=tmp_path / "cache"),
+    )
     (out / "rtx-3090").write_text("in the way\n")
     report = execute_builds(planned, digits_model, out)
     statuses = {t.sku: t for t in report.targets}
@@ -342,32 +459,41 @@ def test_a_target_whose_folder_cannot_be_made_fails_alone(digits_model, digits_p
     assert (out / "rtx-3090").read_text() == "in the way\n"
 
 
-@pytest.mark.parametrize(("offset", "value", "fragment"), [
-    (0, b"xtrt", "plan magic 'xtrt' is not 'vtrt'"),
-    (24, bytes([1, 7, 2, 0]), "plan says version 1.7.2.0 but the backend is 1.7.1.116"),
-    (32, struct.pack("<Q", CC_BITS["8.6"]), "plan targets compute capabilities ['8.6'] but ['8.9'] were requested"),
-])
+@pytest.mark.parametrize(
+    ("offset", "value", "fragment"),
+    [
+        (0, b"xtrt", "plan magic 'xtrt' is not 'vtrt'"),
+        (24, bytes([1, 7, 2, 0]), "plan says version 1.7.2.0 but the backend is 1.7.1.116"),
+        (32, struct.pack("<Q", CC_BITS["8.6"]), "plan targets compute capabilities ['8.6'] but ['8.9'] were requested"),
+    ],
+)
 def test_the_plan_header_check_catches_a_plan_that_is_not_what_was_asked_for(matrix, offset, value, fragment):
     """The check every build runs on its plan before writing engine.json, on a real plan with one field changed."""
     out, _, _ = matrix
     backend = load_backend("tensorrt-rtx")
     plan = (out / "rtx-4090" / "fp32" / "engine.plan").read_bytes()
     assert backend.plan_mismatch(plan, ("8.9",)) is None
-    changed = plan[:offset] + value + plan[offset + len(value):]
+    changed = plan[:offset] + value + plan[offset + len(value) :]
     assert backend.plan_mismatch(changed, ("8.9",)) == fragment
     assert backend.plan_mismatch(plan[:40], ("8.9",)) == "plan has 40 bytes, fewer than its 64-byte header"
 
 
 def test_builder_options_key_the_cache(digits_model, digits_profiles, tmp_path):
     args, cache = (digits_model, digits_profiles, ["rtx-4090"], ["fp32"]), tmp_path / "cache"
-    hits = [build_engines(*args, tmp_path / str(i),
-                          options=BuildOptions(cache_dir=cache, **options)).targets[0].cache_hit
-            for i, options in enumerate([{}, {"optimization_level": 1}, {"workspace_mb": 64},
-                                         {"optimization_level": 1}, {}])]
+    hits = [
+        build_engines(*args, tmp_path / str(i), options=BuildOptions(cache_dir=cache, **options)).targets[0].cache_hit
+        for i, options in enumerate(
+            [{}, {"optimization_level": 1}, {"workspace_mb": 64}, {"optimization_level": 1}, {}]
+        )
+    ]
     assert hits == [False, False, False, True, True]
     record = json.loads((tmp_path / "1" / "rtx-4090" / "fp32" / "engine.json").read_text())
-    assert record["builder_options"] == {"network": "strongly typed", "profiling_verbosity": "detailed",
-                                         "workspace_mb": None, "optimization_level": 1}
+    assert record["builder_options"] == {
+        "network": "strongly typed",
+        "profiling_verbosity": "detailed",
+        "workspace_mb": None,
+        "optimization_level": 1,
+    }
 
 
 def test_a_profile_the_builder_finds_not_self_consistent_is_refused_and_never_cached(digits_model, tmp_path):
@@ -375,13 +501,33 @@ def test_a_profile_the_builder_finds_not_self_consistent_is_refused_and_never_ca
     builds it with only a warning, an engine that cannot run at its own max. It is refused as bad input (exit 2,
     TensorRT's words kept), every time: nothing of it lands in the cache or the target's folder."""
     profiles = tmp_path / "huge.yaml"
-    profiles.write_text("profiles:\n  - name: huge\n    shapes:\n"
-                        "      image: {min: [1, 1, 8, 8], opt: [1, 1, 8, 8], max: [2147483647, 1, 8, 8]}\n")
+    profiles.write_text(
+        "profiles:\n  - name: huge\n    shapes:\n"
+        "      image: {min: [1, 1, 8, 8], opt: [1, 1, 8, 8], max: [2147483647, 1, 8, 8]}\n"
+    )
     for run in ("a", "b"):
-        result = run_cli("build", digits_model, "--profiles", profiles, "--sku", "rtx-4090", "--precision", "fp32",
-                         "--out", tmp_path / run, "--cache-dir", tmp_path / "cache")
-        assert_clean_error(result, 2, "rtx-4090/fp32", "shape profiles ask for shapes the model cannot run",
-                           "Profile kMAX values are not self-consistent", "tensor volume exceeds")
+        result = run_cli(
+            "build",
+            digits_model,
+            "--profiles",
+            profiles,
+            "--sku",
+            "rtx-4090",
+            "--precision",
+            "fp32",
+            "--out",
+            tmp_path / run,
+            "--cache-dir",
+            tmp_path / "cache",
+        )
+        assert_clean_error(
+            result,
+            2,
+            "rtx-4090/fp32",
+            "shape profiles ask for shapes the model cannot run",
+            "Profile kMAX values are not self-consistent",
+            "tensor volume exceeds",
+        )
         [target] = json.loads((tmp_path / run / "build.json").read_text())["targets"]
         assert (target["status"], target["cache_hit"], target["refused"]) == ("failed", False, True)
         assert sorted(p.name for p in (tmp_path / run / "rtx-4090" / "fp32").iterdir()) == ["build.log"]
@@ -406,6 +552,7 @@ def test_an_entry_renamed_into_place_during_a_lookup_is_a_miss_not_evicted(tmp_p
                 whole.rename(entry)  # the other run's store lands right after this look
                 return False
             return looks[method](self)
+
         return look
 
     monkeypatch.setattr(Path, "is_dir", arriving("is_dir"))
@@ -431,11 +578,13 @@ def test_a_cache_entry_removed_while_it_is_taken_is_a_miss(digits_model, digits_
     [target] = build_engines(*args, tmp_path / "b", options=BuildOptions(cache_dir=cache)).targets
     assert (target.status, target.cache_hit) == ("ok", False)
     plan = (tmp_path / "b/rtx-4090/fp32/engine.plan").read_bytes()
-    assert json.loads((tmp_path / "b/rtx-4090/fp32/engine.json").read_text())["sha256"] == hashlib.sha256(
-        plan).hexdigest()
+    assert (
+        json.loads((tmp_path / "b/rtx-4090/fp32/engine.json").read_text())["sha256"] == hashlib.sha256(plan).hexdigest()
+    )
     monkeypatch.setattr(compiler.engines.target, "copy_file", link)
-    assert build_engines(*args, tmp_path / "c",
-                         options=BuildOptions(cache_dir=cache)).targets[0].cache_hit  # stored again
+    assert (
+        build_engines(*args, tmp_path / "c", options=BuildOptions(cache_dir=cache)).targets[0].cache_hit
+    )  # stored again
 
 
 def _put_in_place_repeatedly(target: Path, rounds: int) -> int:
@@ -467,9 +616,11 @@ def test_runs_finishing_the_same_target_at_once_each_put_a_whole_folder_in_place
 
 
 @pytest.mark.parametrize("refused", [False, True], ids=["put in place", "refused"])
-def test_without_an_atomic_swap_the_previous_folder_goes_aside_and_comes_back_on_failure(tmp_path, monkeypatch,
-                                                                                         refused):
+def test_without_an_atomic_swap_the_previous_folder_goes_aside_and_comes_back_on_failure(
+    tmp_path, monkeypatch, refused
+):
     """Filesystems without RENAME_EXCHANGE (NFS): two renames, and a refused one puts the previous folder back."""
+
     def no_swap(first, second):
         raise OSError(errno.EINVAL, "Invalid argument")
 
@@ -503,8 +654,23 @@ def test_a_ci_log_gets_a_line_per_finished_target_and_unfolded_paths(digits_mode
     escape codes, and a table wide enough that paths are not folded mid-word."""
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "FORCE_COLOR", "TERM")}
     out = tmp_path / "a-rather-long-folder-name-as-ci-runners-make-them" / "build"
-    result = run_cli("build", digits_model, "--profiles", digits_profiles, "--sku", "rtx-4090", "--sku", "rtx-3090",
-                     "--precision", "fp32", "--out", out, "--cache-dir", tmp_path / "cache", env=env)
+    result = run_cli(
+        "build",
+        digits_model,
+        "--profiles",
+        digits_profiles,
+        "--sku",
+        "rtx-4090",
+        "--sku",
+        "rtx-3090",
+        "--precision",
+        "fp32",
+        "--out",
+        out,
+        "--cache-dir",
+        tmp_path / "cache",
+        env=env,
+    )
     assert result.exit_code == 0, result.stderr
     assert result.stderr.splitlines() == ["rtx-4090 fp32: ok", "rtx-3090 fp32: ok"]
     assert "\x1b" not in result.stdout + result.stderr
@@ -515,13 +681,21 @@ def test_the_python_api_checks_what_the_cli_checks(digits_model, digits_profiles
     """A library caller gets the same InvalidInput as the CLI's options would, not a TensorRT error or a build of
     something else; a single SKU or precision may be given as a plain string."""
     args = (digits_model, digits_profiles)
-    for options, fragment in (({"optimization_level": 9}, "--optimization-level 9: give 0 to 5"),
-                              ({"workspace_mb": -1}, "--workspace-mb -1: give 1 to 1048576")):
+    for options, fragment in (
+        ({"optimization_level": 9}, "--optimization-level 9: give 0 to 5"),
+        ({"workspace_mb": -1}, "--workspace-mb -1: give 1 to 1048576"),
+    ):
         with pytest.raises(InvalidInput, match=fragment):
-            plan_builds(*args, ["rtx-4090"], ["fp32"], tmp_path / "out",
-                        options=BuildOptions(cache_dir=tmp_path / "cache", **options))
-    [target] = build_engines(*args, "rtx-4090", "fp32", tmp_path / "out",
-                             options=BuildOptions(cache_dir=tmp_path / "cache")).targets
+            plan_builds(
+                *args,
+                ["rtx-4090"],
+                ["fp32"],
+                tmp_path / "out",
+                options=BuildOptions(cache_dir=tmp_path / "cache", **options),
+            )
+    [target] = build_engines(
+        *args, "rtx-4090", "fp32", tmp_path / "out", options=BuildOptions(cache_dir=tmp_path / "cache")
+    ).targets
     assert (target.sku, target.precision, target.status) == ("rtx-4090", "fp32", "ok")
 
 
@@ -530,16 +704,23 @@ def test_layers_json_keeps_node_names_with_commas_brackets_and_spaces(tmp_path):
     counted among a kernel's inputs."""
     weights = numpy_helper.from_array(np.random.default_rng(0).normal(size=(4, 1, 3, 3)).astype(np.float32), "w")
     names = ["conv, first [0]", "relu]x[y"]
-    model = save_model(tmp_path / "odd.onnx", [
-        helper.make_node("Conv", ["image", "w"], ["c"], name=names[0], pads=[1, 1, 1, 1]),
-        helper.make_node("Relu", ["c"], ["out"], name=names[1]),
-    ], [helper.make_tensor_value_info("image", TensorProto.FLOAT, ["n", 1, 8, 8])],
-        [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["n", 4, 8, 8])], [weights])
+    model = save_model(
+        tmp_path / "odd.onnx",
+        [
+            helper.make_node("Conv", ["image", "w"], ["c"], name=names[0], pads=[1, 1, 1, 1]),
+            helper.make_node("Relu", ["c"], ["out"], name=names[1]),
+        ],
+        [helper.make_tensor_value_info("image", TensorProto.FLOAT, ["n", 1, 8, 8])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["n", 4, 8, 8])],
+        [weights],
+    )
     profiles = tmp_path / "p.yaml"
-    profiles.write_text("profiles:\n  - name: p\n    shapes:\n      image: {min: [1, 1, 8, 8], opt: [2, 1, 8, 8], "
-                        "max: [4, 1, 8, 8]}\n")
-    [target] = build_engines(model, profiles, ["rtx-4090"], ["fp32"], tmp_path / "out",
-                             options=BuildOptions(cache_dir=tmp_path / "cache")).targets
+    profiles.write_text(
+        "profiles:\n  - name: p\n    shapes:\n      image: {min: [1, 1, 8, 8], opt: [2, 1, 8, 8], max: [4, 1, 8, 8]}\n"
+    )
+    [target] = build_engines(
+        model, profiles, ["rtx-4090"], ["fp32"], tmp_path / "out", options=BuildOptions(cache_dir=tmp_path / "cache")
+    ).targets
     assert target.status == "ok", target.errors
     layers = layers_of(tmp_path / "out", "rtx-4090", "fp32")
     assert set(names) <= {node for layer in layers for node in layer["onnx_nodes"]}, layers

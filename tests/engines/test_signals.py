@@ -26,14 +26,35 @@ def _start_slow_build(tmp_path: Path, jobs: int, cache: bool = False) -> tuple[s
     target's build has started (its staging folder exists)."""
     model = resnet(tmp_path / "resnet50.onnx", depth=50)
     profiles = tmp_path / "p.yaml"
-    profiles.write_text("profiles:\n  - name: p\n    shapes:\n"
-                        "      image: {min: [1, 3, 224, 224], opt: [8, 3, 224, 224], max: [32, 3, 224, 224]}\n")
+    profiles.write_text(
+        "profiles:\n  - name: p\n    shapes:\n"
+        "      image: {min: [1, 3, 224, 224], opt: [8, 3, 224, 224], max: [32, 3, 224, 224]}\n"
+    )
     out, skus = tmp_path / "out", list(SKUS)[:jobs]
     process = subprocess.Popen(
-        [sys.executable, "-m", "compiler", "build", model, "--profiles", profiles,
-         *[a for sku in skus for a in ("--sku", sku)], "--precision", "fp32", "--out", out,
-         *([] if cache else ["--no-cache"]), "--cache-dir", tmp_path / "cache", "--jobs", str(jobs)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        [
+            sys.executable,
+            "-m",
+            "compiler",
+            "build",
+            model,
+            "--profiles",
+            profiles,
+            *[a for sku in skus for a in ("--sku", sku)],
+            "--precision",
+            "fp32",
+            "--out",
+            out,
+            *([] if cache else ["--no-cache"]),
+            "--cache-dir",
+            tmp_path / "cache",
+            "--jobs",
+            str(jobs),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
     )
     deadline = time.monotonic() + 60
     while not all(any((out / sku).glob(".fp32-*")) for sku in skus):
@@ -59,10 +80,14 @@ def _processes_building_into(out: Path) -> list[str]:
 
 
 @pytest.mark.parametrize("jobs", [1, 2])
-@pytest.mark.parametrize(("send", "code", "line"), [
-    (lambda process: os.killpg(process.pid, signal.SIGINT), 130, "error: interrupted"),  # a terminal's Ctrl-C
-    (lambda process: process.send_signal(signal.SIGTERM), 143, "error: terminated"),  # a CI job cancelled
-], ids=["ctrl-c", "sigterm"])
+@pytest.mark.parametrize(
+    ("send", "code", "line"),
+    [
+        (lambda process: os.killpg(process.pid, signal.SIGINT), 130, "error: interrupted"),  # a terminal's Ctrl-C
+        (lambda process: process.send_signal(signal.SIGTERM), 143, "error: terminated"),  # a CI job cancelled
+    ],
+    ids=["ctrl-c", "sigterm"],
+)
 def test_a_stop_signal_cancels_the_build_and_leaves_no_plan(tmp_path, jobs, send, code, line):
     """A real signal while TensorRT builds: the builders stop through their progress monitors, no plan and no
     staging folder stays, build.json says cancelled, and with --jobs 2 no worker outlives the command."""
@@ -74,9 +99,9 @@ def test_a_stop_signal_cancels_the_build_and_leaves_no_plan(tmp_path, jobs, send
         assert list((out / sku).iterdir()) == []
     statuses = json.loads((out / "build.json").read_text())["targets"]
     assert [(t["sku"], t["status"], t["errors"]) for t in statuses] == [
-        (sku, "cancelled", ["build cancelled"]) for sku in skus]
+        (sku, "cancelled", ["build cancelled"]) for sku in skus
+    ]
     assert _processes_building_into(out) == []
-
 
 
 @pytest.mark.parametrize("signals", [1, 2], ids=["one signal, the grace runs out", "a second signal"])
@@ -109,8 +134,12 @@ def test_a_worker_killed_outright_fails_its_targets_and_the_run_still_reports(tm
     assert len(workers) == 2
     os.kill(workers[0], signal.SIGKILL)
     stdout, stderr = process.communicate(timeout=120)
-    assert_clean_error(CliResult(process.returncode, stdout, stderr), 1, "builds failed",
-                       "the TensorRT builder process died of SIGKILL")
+    assert_clean_error(
+        CliResult(process.returncode, stdout, stderr),
+        1,
+        "builds failed",
+        "the TensorRT builder process died of SIGKILL",
+    )
     statuses = json.loads((out / "build.json").read_text())["targets"]
     assert [t["sku"] for t in statuses] == skus
     assert any(t["status"] == "failed" and "builder process died of SIGKILL" in t["errors"][0] for t in statuses)
@@ -129,8 +158,12 @@ def test_a_builder_that_crashes_fails_its_target_with_jobs_1_too(tmp_path, crash
     [builder] = [int(p) for p in os.listdir("/proc") if p.isdigit() and _is_worker_of(int(p), process.pid)]
     os.kill(builder, crash)
     stdout, stderr = process.communicate(timeout=120)
-    line = assert_clean_error(CliResult(process.returncode, stdout, stderr), 1, "1 of 1 builds failed",
-                              f"the TensorRT builder process died of {crash.name}")
+    line = assert_clean_error(
+        CliResult(process.returncode, stdout, stderr),
+        1,
+        "1 of 1 builds failed",
+        f"the TensorRT builder process died of {crash.name}",
+    )
     [status] = json.loads((out / "build.json").read_text())["targets"]
     assert status["status"] == "failed" and crash.name in status["errors"][0] and status["errors"][0] in line
     assert sorted(p.name for p in (out / sku).iterdir()) == ["fp32"]  # no staging folder left
@@ -148,6 +181,7 @@ def _is_worker_of(pid: int, parent: int) -> bool:
 def test_a_stop_signal_during_a_held_block_arrives_when_it_ends():
     """Where a folder is made and its removal set up, Ctrl-C and SIGTERM wait: raised between the two they would
     leave the folder behind (seen once in CI as an empty calibrate-* folder in $TMPDIR)."""
+
     def stop(signum, frame):
         raise Interrupted(signum)
 
@@ -168,6 +202,7 @@ def test_a_stop_signal_during_a_held_block_arrives_when_it_ends():
 def test_a_stop_signal_while_a_file_is_written_atomically_waits_until_it_is_in_place(tmp_path, monkeypatch):
     """A stop raised right after write_atomic creates its hidden temporary file (before the ``try`` that would
     remove it) would leave that file behind: the write finishes, then the stop arrives."""
+
     def stop(signum, frame):
         raise Interrupted(signum)
 
@@ -223,8 +258,21 @@ def test_the_staging_folder_of_a_killed_run_is_swept_by_the_next_one(tmp_path, d
     handle = os.open(held, os.O_RDONLY | os.O_DIRECTORY)
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)  # as a run still building there holds it
-        result = run_cli("build", digits_model, "--profiles", digits_profiles, "--sku", sku, "--precision", "fp32",
-                         "--out", out, "--cache-dir", tmp_path / "cache", "--json")
+        result = run_cli(
+            "build",
+            digits_model,
+            "--profiles",
+            digits_profiles,
+            "--sku",
+            sku,
+            "--precision",
+            "fp32",
+            "--out",
+            out,
+            "--cache-dir",
+            tmp_path / "cache",
+            "--json",
+        )
     finally:
         os.close(handle)
     assert result.exit_code == 0, result.stderr
@@ -232,15 +280,14 @@ def test_the_staging_folder_of_a_killed_run_is_swept_by_the_next_one(tmp_path, d
 
 
 @pytest.mark.parametrize("same_bytes", [True, False], ids=["rewritten-same-bytes", "changed-bytes"])
-def test_a_model_changed_during_its_build_fails_the_target_instead_of_caching_a_mislabelled_plan(tmp_path,
-                                                                                               same_bytes):
+def test_a_model_changed_during_its_build_fails_the_target_instead_of_caching_a_mislabelled_plan(tmp_path, same_bytes):
     """The model file is replaced (new inode) while TensorRT builds: with other bytes the plan may be of a model
     other than the digest recorded, so the target fails and nothing is cached; the same bytes are no change."""
     process, out, [sku] = _start_slow_build(tmp_path, 1, cache=True)
     model = tmp_path / "resnet50.onnx"
     data = bytearray(model.read_bytes())
     if not same_bytes:
-        data[len(data) // 2:len(data) // 2 + 8] = bytes(8)  # inside the weights: still a valid model
+        data[len(data) // 2 : len(data) // 2 + 8] = bytes(8)  # inside the weights: still a valid model
     (tmp_path / "next.onnx").write_bytes(data)
     os.replace(tmp_path / "next.onnx", model)
     stdout, stderr = process.communicate(timeout=300)
@@ -250,7 +297,12 @@ def test_a_model_changed_during_its_build_fails_the_target_instead_of_caching_a_
         [plan] = engines
         assert plan.read_bytes() == (out / sku / "fp32" / "engine.plan").read_bytes()
     else:
-        assert_clean_error(CliResult(process.returncode, stdout, stderr), 1, "1 of 1 builds failed",
-                           f"{model} changed while its engine was built", "run compile build again")
+        assert_clean_error(
+            CliResult(process.returncode, stdout, stderr),
+            1,
+            "1 of 1 builds failed",
+            f"{model} changed while its engine was built",
+            "run compile build again",
+        )
         assert sorted(p.name for p in (out / sku / "fp32").iterdir()) == ["build.log"]
         assert engines == []

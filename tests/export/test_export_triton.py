@@ -55,8 +55,9 @@ def _parse(config: Path):
 
 
 def _export(uri: str, repo: Path, *args: str, release: str = "25.10"):
-    return run_cli("export", "triton", "digits@1.0.0", "--store", uri, "--repo", repo, "--json",
-                   "--triton-release", release, *args)
+    return run_cli(
+        "export", "triton", "digits@1.0.0", "--store", uri, "--repo", repo, "--json", "--triton-release", release, *args
+    )
 
 
 def test_a_mixed_fleet_gets_one_plan_per_compute_capability(store_uri, fleet_build, tmp_path, digits_model):
@@ -79,7 +80,8 @@ def test_a_mixed_fleet_gets_one_plan_per_compute_capability(store_uri, fleet_bui
     model = onnx.load(digits_model)
     inputs = {i.name: i for i in config.input}
     assert set(inputs) == {i.name for i in model.graph.input} and {o.name for o in config.output} == {
-        o.name for o in model.graph.output}
+        o.name for o in model.graph.output
+    }
     from tritonclient.grpc import model_config_pb2
 
     image = next(iter(inputs.values()))
@@ -141,8 +143,10 @@ def test_two_skus_of_one_compute_capability_are_refused(tmp_path, digits_model, 
     publish(build, store, "digits", "1.0.0")
     (tmp_path / "models").mkdir()
     result = _export(store, tmp_path / "models")
-    same = [EngineRecord.model_validate_json((build / s / "fp16" / "engine.json").read_bytes()).sha256
-            for s in ("rtx-3090", "rtx-a6000")]
+    same = [
+        EngineRecord.model_validate_json((build / s / "fp16" / "engine.json").read_bytes()).sha256
+        for s in ("rtx-3090", "rtx-a6000")
+    ]
     if same[0] == same[1]:  # one plan for both: nothing to tell apart
         assert result.exit_code == 0, result.stderr
     else:
@@ -158,8 +162,20 @@ def test_a_tampered_plan_writes_no_version(tmp_path, fleet_build):
     blob.write_bytes(b"not a plan")
     repo = tmp_path / "models"
     repo.mkdir()
-    result = run_cli("export", "triton", "digits@1.0.0", "--store", store, "--repo", repo, "--precision", "fp16",
-                     "--no-cache", "--triton-release", "25.10")
+    result = run_cli(
+        "export",
+        "triton",
+        "digits@1.0.0",
+        "--store",
+        store,
+        "--repo",
+        repo,
+        "--precision",
+        "fp16",
+        "--no-cache",
+        "--triton-release",
+        "25.10",
+    )
     assert_clean_error(result, 1, f"sha256:{engine.sha256}", "corrupt")
     assert [p.name for p in repo.iterdir()] == [".digits.lock"]  # no model folder, nothing staged; the lock stays
 
@@ -182,15 +198,25 @@ def test_a_release_without_a_model_signature_is_refused(tmp_path, fleet_build, d
 R = ("--triton-release", "25.10")
 
 
-@pytest.mark.parametrize("args, fragment", [
-    (("--model-name", "../up", *R), "--model-name"), (("--triton-version", "0", *R), "--triton-version"),
-    (("--model-version", "0", *R), "--model-version"),
-    (("--model-version", "2", "--triton-version", "3", *R), "disagree"),
-    (("--repo", "/nonexistent/models", *R), "not a folder"), (("--triton-release", ""), "--triton-release"),
-    (("--triton-release", "25.1"), "YY.MM"), (("--triton-release", "99.99"), "not in the table"),
-    (("--triton-release", "25.10\nerror: forged"), "YY.MM"), (("--triton-release", "../25.10"), "YY.MM"),
-    (("--triton-release", "25.10-py3"), "YY.MM"), (("--triton-tensorrt", "ten"), "--triton-tensorrt"),
-    (("--triton-tensorrt", "10.13.3.9.1.2"), "--triton-tensorrt"), ((), "--triton-release YY.MM")])
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (("--model-name", "../up", *R), "--model-name"),
+        (("--triton-version", "0", *R), "--triton-version"),
+        (("--model-version", "0", *R), "--model-version"),
+        (("--model-version", "2", "--triton-version", "3", *R), "disagree"),
+        (("--repo", "/nonexistent/models", *R), "not a folder"),
+        (("--triton-release", ""), "--triton-release"),
+        (("--triton-release", "25.1"), "YY.MM"),
+        (("--triton-release", "99.99"), "not in the table"),
+        (("--triton-release", "25.10\nerror: forged"), "YY.MM"),
+        (("--triton-release", "../25.10"), "YY.MM"),
+        (("--triton-release", "25.10-py3"), "YY.MM"),
+        (("--triton-tensorrt", "ten"), "--triton-tensorrt"),
+        (("--triton-tensorrt", "10.13.3.9.1.2"), "--triton-tensorrt"),
+        ((), "--triton-release YY.MM"),
+    ],
+)
 def test_hostile_options_are_refused(tmp_path, args, fragment):
     (tmp_path / "models").mkdir()
     store = tmp_path / "store"
@@ -207,8 +233,21 @@ def test_the_next_release_of_the_same_model_exports_as_the_next_version(tmp_path
     repo = tmp_path / "models"
     repo.mkdir()
     assert _export(store, repo, "--precision", "fp16").exit_code == 0
-    following = run_cli("export", "triton", "digits@1.0.1", "--store", store, "--repo", repo, "--precision", "fp16",
-                        "--triton-release", "25.10", "--model-version", "2")
+    following = run_cli(
+        "export",
+        "triton",
+        "digits@1.0.1",
+        "--store",
+        store,
+        "--repo",
+        repo,
+        "--precision",
+        "fp16",
+        "--triton-release",
+        "25.10",
+        "--model-version",
+        "2",
+    )
     assert following.exit_code == 0, following.stderr
     assert "digits@1.0.1" in (repo / "digits" / "config.pbtxt").read_text()
     assert sorted(p.name for p in (repo / "digits").iterdir()) == ["1", "2", "config.pbtxt", "warmup"]
@@ -228,10 +267,15 @@ def test_a_tensorrt_rtx_release_is_refused_naming_the_plan_its_runtime_and_what_
     repo = tmp_path / "models"
     repo.mkdir()
     result = _export(store, repo, "--precision", "fp16")
-    line = assert_clean_error(result, 2, "plan rtx-3090-fp16.plan is a TensorRT-RTX 1.7.1.116 plan",
-                              "Triton 25.10 (TensorRT 10.11.0.33)", "cannot load it",
-                              "build the rtx-3090 engines with datacenter TensorRT on a runner of that SKU",
-                              "compile export rtx")
+    line = assert_clean_error(
+        result,
+        2,
+        "plan rtx-3090-fp16.plan is a TensorRT-RTX 1.7.1.116 plan",
+        "Triton 25.10 (TensorRT 10.11.0.33)",
+        "cannot load it",
+        "build the rtx-3090 engines with datacenter TensorRT on a runner of that SKU",
+        "compile export rtx",
+    )
     assert "Traceback" not in line
     assert list(repo.iterdir()) == []  # refused before anything was fetched
 
@@ -240,9 +284,14 @@ def test_a_plan_of_another_tensorrt_version_is_refused_naming_the_releases_that_
     repo = tmp_path / "models"
     repo.mkdir()
     result = _export(store_uri, repo, "--precision", "fp16", release="25.11")
-    assert_clean_error(result, 2, "datacenter TensorRT 10.11.0.33 plan (loads with ==10.11.0.33)",
-                       "Triton 25.11 (TensorRT 10.13.3.9) cannot load it", "25.08, 25.09, 25.10",
-                       "build the rtx-3090 engine again with TensorRT 10.13.3.9")
+    assert_clean_error(
+        result,
+        2,
+        "datacenter TensorRT 10.11.0.33 plan (loads with ==10.11.0.33)",
+        "Triton 25.11 (TensorRT 10.13.3.9) cannot load it",
+        "25.08, 25.09, 25.10",
+        "build the rtx-3090 engine again with TensorRT 10.13.3.9",
+    )
     assert list(repo.iterdir()) == []
     direct = _export(store_uri, repo, "--precision", "fp16", "--triton-tensorrt", "10.11.0.33", release="25.11")
     assert direct.exit_code == 0, direct.stderr  # the server's own TensorRT wins over the table
@@ -316,8 +365,13 @@ def test_a_manifest_claiming_datacenter_tensorrt_for_a_tensorrt_rtx_plan_exports
     repo = tmp_path / "models"
     repo.mkdir()
     result = _export(store, repo, "--precision", "fp16")
-    assert_clean_error(result, 1, "claims to be a datacenter TensorRT 10.11.0.33 plan",
-                       "its header is a TensorRT-RTX plan's", "nothing was exported")
+    assert_clean_error(
+        result,
+        1,
+        "claims to be a datacenter TensorRT 10.11.0.33 plan",
+        "its header is a TensorRT-RTX plan's",
+        "nothing was exported",
+    )
     assert [p.name for p in repo.iterdir()] == [".digits.lock"]  # no model folder; the lock stays
 
 

@@ -28,8 +28,9 @@ def calibration_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     data = root / "data.npz"
     np.savez(data, **{generators.MODEL_INPUT: generators.digits_samples()})
     out = root / "calibration"
-    result = run_cli("calibrate", generators.DIGITS_MODEL, "--data", data, "--out", out, "--precision", "int8",
-                     "--json", cwd=root)
+    result = run_cli(
+        "calibrate", generators.DIGITS_MODEL, "--data", data, "--out", out, "--precision", "int8", "--json", cwd=root
+    )
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout)["files"].keys() >= {"model.onnx"}
     return out
@@ -41,8 +42,23 @@ def normal_build_peak(tmp_path_factory: pytest.TempPathFactory) -> int | None:
     root = tmp_path_factory.mktemp("hostile-normal")
     (root / "case").mkdir()
     box = Sandbox(root / "case")
-    done = run(box, ["build", str(generators.DIGITS_MODEL), "--profiles", str(generators.DIGITS_PROFILES), "--sku",
-                     "rtx-4090", "--precision", "fp32", "--precision", "fp16", "--out", str(box.out)])
+    done = run(
+        box,
+        [
+            "build",
+            str(generators.DIGITS_MODEL),
+            "--profiles",
+            str(generators.DIGITS_PROFILES),
+            "--sku",
+            "rtx-4090",
+            "--precision",
+            "fp32",
+            "--precision",
+            "fp16",
+            "--out",
+            str(box.out),
+        ],
+    )
     assert done.result is not None and done.result.exit_code == 0, done.result
     shutil.rmtree(root, ignore_errors=True)
     return done.peak_rss
@@ -63,10 +79,13 @@ def pytest_terminal_summary(terminalreporter) -> None:
         broken = sum(1 for b in TALLY.breaks if b.test == test)
         write(f"{test}: {count} cases, {broken} broke the contract ({TALLY.seconds[test]:.1f} s)")
     total = sum(TALLY.cases.values())
-    write("per family: " + ", ".join(f"{name} {cases} cases / {broken} breaks"
-                                      for name, (cases, broken) in families.items()))
-    write(f"total: {total} generated cases, {len(TALLY.breaks)} broke the contract, "
-          f"{sum(TALLY.seconds.values()):.1f} s")
+    write(
+        "per family: "
+        + ", ".join(f"{name} {cases} cases / {broken} breaks" for name, (cases, broken) in families.items())
+    )
+    write(
+        f"total: {total} generated cases, {len(TALLY.breaks)} broke the contract, {sum(TALLY.seconds.values()):.1f} s"
+    )
 
 
 @pytest.fixture(scope="session")
@@ -75,8 +94,21 @@ def store_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
     writes: what the publish cases damage copies of."""
     root = tmp_path_factory.mktemp("hostile-store-build")
     build = root / "build"
-    result = run_cli("build", generators.DIGITS_MODEL, "--profiles", generators.DIGITS_PROFILES, "--sku", "rtx-3090",
-                     "--sku", "rtx-4090", "--precision", "fp16", "--out", build, cwd=root)
+    result = run_cli(
+        "build",
+        generators.DIGITS_MODEL,
+        "--profiles",
+        generators.DIGITS_PROFILES,
+        "--sku",
+        "rtx-3090",
+        "--sku",
+        "rtx-4090",
+        "--precision",
+        "fp16",
+        "--out",
+        build,
+        cwd=root,
+    )
     assert result.exit_code == 0, result.stderr
     checked = run_cli("check", build, "--json", cwd=root)
     assert checked.exit_code == 0 and (build / "check.json").is_file(), checked.stderr

@@ -105,8 +105,15 @@ class Sandbox:
 
     def env(self) -> dict[str, str]:
         path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH", "")]))
-        return {**os.environ, "PYTHONPATH": path, "COMPILE_CACHE_DIR": str(self.cache), "TMPDIR": str(self.tmp),
-                "HOME": str(self.home), "COLUMNS": "200", "NO_COLOR": "1"}
+        return {
+            **os.environ,
+            "PYTHONPATH": path,
+            "COMPILE_CACHE_DIR": str(self.cache),
+            "TMPDIR": str(self.tmp),
+            "HOME": str(self.home),
+            "COLUMNS": "200",
+            "NO_COLOR": "1",
+        }
 
 
 Entry = tuple
@@ -205,8 +212,9 @@ def run(box: Sandbox, args: list[str], env: dict[str, str] | None = None) -> Run
     timer.start()
     problems = []
     try:
-        result: CliResult | None = run_cli(*args, cwd=box.cwd, env={**box.env(), **(env or {})}, timeout=None,
-                                           preexec_fn=_limits(pid_file))
+        result: CliResult | None = run_cli(
+            *args, cwd=box.cwd, env={**box.env(), **(env or {})}, timeout=None, preexec_fn=_limits(pid_file)
+        )
     except UnicodeDecodeError as exc:
         result, problems = None, [f"output that is not UTF-8 ({exc})"]
     finally:
@@ -244,8 +252,9 @@ PYTHON_WARNING = re.compile(r"^\S+\.py:\d+: \w*Warning: .*$", re.MULTILINE)
 """What ``warnings.warn`` prints: a library's warning that reached the user's terminal unworded."""
 
 
-def check(run_: Run, expect: Expect, *, json_output: bool, prints_report_on_error: bool = False,
-          reports_failures: bool = True) -> list[str]:
+def check(
+    run_: Run, expect: Expect, *, json_output: bool, prints_report_on_error: bool = False, reports_failures: bool = True
+) -> list[str]:
     """Every clause of the contract (docs/errors-and-signals.md) this run breaks; empty when it keeps them all."""
     problems = list(run_.problems)
     if run_.timed_out:
@@ -279,8 +288,13 @@ def check(run_: Run, expect: Expect, *, json_output: bool, prints_report_on_erro
         stray = [line for line in result.stderr.splitlines() if line and not line.startswith(("error:", "warning:"))]
         if stray:
             problems.append(f"stderr lines besides the error line: {stray[:3]!r}")
-    if code == 2 and 2 in expect.codes and expect.names and errors and not any(
-            n in errors[0] or n.encode("unicode_escape").decode("ascii") in errors[0] for n in expect.names):
+    if (
+        code == 2
+        and 2 in expect.codes
+        and expect.names
+        and errors
+        and not any(n in errors[0] or n.encode("unicode_escape").decode("ascii") in errors[0] for n in expect.names)
+    ):
         problems.append(f"the error line names none of {list(expect.names)}")
     if json_output:
         text = result.stdout
@@ -325,8 +339,10 @@ class Break:
 
     def describe(self) -> str:
         tail = self.stderr.replace(self.root, "<case>").strip().splitlines()[-3:]
-        return (f"{self.test}: {self.case[:300]}\n    $ {self.command()[:400]}\n    exit {self.exit_code}; "
-                f"stderr: {' | '.join(tail)[:500]!r}\n    broke: {'; '.join(self.problems)}")
+        return (
+            f"{self.test}: {self.case[:300]}\n    $ {self.command()[:400]}\n    exit {self.exit_code}; "
+            f"stderr: {' | '.join(tail)[:500]!r}\n    broke: {'; '.join(self.problems)}"
+        )
 
 
 @dataclass
@@ -344,8 +360,14 @@ TALLY = Tally()
 def hostile_settings(family: str) -> settings:
     """Example counts from :data:`EXAMPLES`; deterministic unless soaking; no database written into the tree; no
     shrinking phase (a case never raises: breaks are collected and reported together)."""
-    return settings(max_examples=examples(family), deadline=None, derandomize=not SOAK, database=None,
-                    phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
+    return settings(
+        max_examples=examples(family),
+        deadline=None,
+        derandomize=not SOAK,
+        database=None,
+        phases=[Phase.explicit, Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
 
 
 Setup = Callable[[object, Sandbox], "Case"]
@@ -373,8 +395,9 @@ def partial_files(folder: Path) -> set[str]:
     return {str(path.relative_to(folder)) for path in folder.rglob("*.partial")} if folder.is_dir() else set()
 
 
-def run_cases(test: str, family: str, strategy: st.SearchStrategy, setup: Setup, base: Path,
-              must: Sequence[object] = ()) -> None:
+def run_cases(
+    test: str, family: str, strategy: st.SearchStrategy, setup: Setup, base: Path, must: Sequence[object] = ()
+) -> None:
     """Run every generated case of one test, then fail with every contract break found (not only the first).
 
     ``must`` are cases that run every time (hypothesis explicit examples) besides the generated ones: the hostile
@@ -391,8 +414,13 @@ def run_cases(test: str, family: str, strategy: st.SearchStrategy, setup: Setup,
         partials = partial_files(box.out)
         done = run(box, [str(a) for a in case.args], case.env)
         count += 1
-        problems = check(done, case.expect, json_output=case.json_output,
-                         prints_report_on_error=case.prints_report_on_error, reports_failures=case.reports_failures)
+        problems = check(
+            done,
+            case.expect,
+            json_output=case.json_output,
+            prints_report_on_error=case.prints_report_on_error,
+            reports_failures=case.reports_failures,
+        )
         left = sorted(partial_files(box.out) - partials)
         if left:
             problems.append(f"temporary files left in out/: {left[:4]}")
@@ -405,12 +433,21 @@ def run_cases(test: str, family: str, strategy: st.SearchStrategy, setup: Setup,
         if LOG:
             with open(LOG, "a", encoding="utf-8") as log:
                 code = done.result.exit_code if done.result else None
-                log.write(f"{test}\texit {code}\t{done.seconds:.2f} s\t{'BROKE' if problems else 'ok'}\t"
-                          f"{recipe!r:.300}\n")
+                log.write(
+                    f"{test}\texit {code}\t{done.seconds:.2f} s\t{'BROKE' if problems else 'ok'}\t{recipe!r:.300}\n"
+                )
         if problems:
-            found.append(Break(test, repr(recipe), str(box.root), [str(a) for a in case.args],
-                               done.result.exit_code if done.result else None,
-                               done.result.stderr if done.result else "", problems))
+            found.append(
+                Break(
+                    test,
+                    repr(recipe),
+                    str(box.root),
+                    [str(a) for a in case.args],
+                    done.result.exit_code if done.result else None,
+                    done.result.stderr if done.result else "",
+                    problems,
+                )
+            )
         else:
             shutil.rmtree(box.root, ignore_errors=True)
 
@@ -424,4 +461,5 @@ def run_cases(test: str, family: str, strategy: st.SearchStrategy, setup: Setup,
         TALLY.seconds[test] = time.monotonic() - started
         TALLY.breaks.extend(found)
     assert not found, f"{len(found)} of {count} generated cases broke the contract:\n" + "\n".join(
-        b.describe() for b in found)
+        b.describe() for b in found
+    )

@@ -68,8 +68,19 @@ def _copy_profiles(box: Sandbox) -> Path:
 
 
 def _build_args(model: Path, profiles: Path, box: Sandbox, *extra: str, precision: str = "fp32") -> list[str]:
-    return ["build", str(model), "--profiles", str(profiles), "--sku", SKU, "--precision", precision, "--out",
-            str(box.out), *extra]
+    return [
+        "build",
+        str(model),
+        "--profiles",
+        str(profiles),
+        "--sku",
+        SKU,
+        "--precision",
+        precision,
+        "--out",
+        str(box.out),
+        *extra,
+    ]
 
 
 def _json(flag: bool) -> list[str]:
@@ -103,8 +114,11 @@ def test_the_checks_catch_what_they_look_for(tmp_path):
     assert problems(0, expect=(0,), peak=PEAK_RSS + 1)
     before = {"a": ("file", 1, 1, "x"), "b": ("dir",)}
     assert snapshot_changes(before, before) == []
-    assert snapshot_changes(before, {"a": ("file", 1, 2, "x"), "c": ("dir",)}) == ["a changed", "b removed",
-                                                                                     "c appeared"]
+    assert snapshot_changes(before, {"a": ("file", 1, 2, "x"), "c": ("dir",)}) == [
+        "a changed",
+        "b removed",
+        "c appeared",
+    ]
     (tmp_path / "f").write_text("1")
     (tmp_path / "l").symlink_to(tmp_path / "f")
     first = snapshot(tmp_path, [])
@@ -120,10 +134,20 @@ def test_limits_allow_a_normal_build(normal_build_peak):
 # --- models ----------------------------------------------------------------------------------------------------
 
 MODEL_CODES = {
-    "inspect": {g.UNREADABLE: _codes(2), g.CHECKER_REJECTS: _codes(2), g.LOADS: _codes(0, 2), g.VALID: _codes(0),
-                g.AMBIGUOUS: _codes(0, 2)},
-    "build": {g.UNREADABLE: _codes(2), g.CHECKER_REJECTS: _codes(1, 2), g.LOADS: _codes(0, 1, 2),
-              g.VALID: _codes(0), g.AMBIGUOUS: _codes(0, 2)},
+    "inspect": {
+        g.UNREADABLE: _codes(2),
+        g.CHECKER_REJECTS: _codes(2),
+        g.LOADS: _codes(0, 2),
+        g.VALID: _codes(0),
+        g.AMBIGUOUS: _codes(0, 2),
+    },
+    "build": {
+        g.UNREADABLE: _codes(2),
+        g.CHECKER_REJECTS: _codes(1, 2),
+        g.LOADS: _codes(0, 1, 2),
+        g.VALID: _codes(0),
+        g.AMBIGUOUS: _codes(0, 2),
+    },
 }
 """docs/inspect.md: corrupt, empty, truncated or non-ONNX files, directories and missing files exit 2, and so does
 external data that leaves the folder, is missing or too short. A model that passes the checker may still fail
@@ -136,17 +160,24 @@ other dims (2)."""
 MODELS_MUST = {
     "truncated": [(g.TruncatedModel(len(g.model_bytes()) // 2), "build", True)],
     "bit-flipped": [  # found by a soak: protobuf refuses it, the build's skim did not, TensorRT's parser failed
-        (g.BitFlippedModel(((11221949, 2), (678615, 5), (52, 7), (462, 3), (3030, 0), (1161, 0))), "build", True)],
+        (g.BitFlippedModel(((11221949, 2), (678615, 5), (52, 7), (462, 3), (3030, 0), (1161, 0))), "build", True)
+    ],
     "foreign-bytes": [(g.ForeignModel("huge-length", b""), "build", False)],
     "not-a-file": [(g.NotAModelFile("fifo"), "build", False)],
-    "external-data": [(g.ExternalDataModel("symlink-out", "fifo", 0), "inspect", False),
-                      (g.ExternalDataModel("absolute", "fifo", 0), "build", True),
-                      (g.ExternalDataModel("dotdot", "file", 0), "build", False),
-                      (g.ExternalDataModel("nested-inside", "file", 0), "build", False)],
-    "huge-dims": [(g.HugeDimsModel("initializer", 0, 2**40), "inspect", False),
-                  (g.HugeDimsModel("input", 0, 2**31), "build", True)],
-    "hostile-names": [(g.HostileNamesModel("input", "esc\x1b[31mred\x1b[0m"), "build", False),
-                      (g.HostileNamesModel("input", "\nerror: forged line"), "inspect", False)],
+    "external-data": [
+        (g.ExternalDataModel("symlink-out", "fifo", 0), "inspect", False),
+        (g.ExternalDataModel("absolute", "fifo", 0), "build", True),
+        (g.ExternalDataModel("dotdot", "file", 0), "build", False),
+        (g.ExternalDataModel("nested-inside", "file", 0), "build", False),
+    ],
+    "huge-dims": [
+        (g.HugeDimsModel("initializer", 0, 2**40), "inspect", False),
+        (g.HugeDimsModel("input", 0, 2**31), "build", True),
+    ],
+    "hostile-names": [
+        (g.HostileNamesModel("input", "esc\x1b[31mred\x1b[0m"), "build", False),
+        (g.HostileNamesModel("input", "\nerror: forged line"), "inspect", False),
+    ],
 }
 """Cases every run includes: links and paths out of the folder to FIFOs (a read would hang), a FIFO as the model,
 a length field of 2**62, weights declared far beyond the file, control sequences in names."""
@@ -163,8 +194,12 @@ def test_models(kind, request, hostile_base):
         else:  # a model that loads may meet the profiles with other dims: the profiles file is at fault then
             args = _build_args(made.path, _copy_profiles(box), box, *_json(json_output))
             names = (*names, "digits.yaml") if names else ()
-        return Case(args, Expect(MODEL_CODES[command][made.verdict], f"{made.verdict} model, {command}", names),
-                    json_output, prints_report_on_error=command == "inspect")
+        return Case(
+            args,
+            Expect(MODEL_CODES[command][made.verdict], f"{made.verdict} model, {command}", names),
+            json_output,
+            prints_report_on_error=command == "inspect",
+        )
 
     strategy = st.tuples(g.model_recipes(kind), st.sampled_from(["inspect", "build"]), st.booleans())
     run_cases(request.node.name, "models", strategy, setup, hostile_base, MODELS_MUST.get(kind, ()))
@@ -183,17 +218,23 @@ beyond them cannot be built as written, so it is invalid input, not a build to a
 
 
 PROFILES_MUST = {
-    "dims": [(g.ProfilesDocument(None, (("batch", (1, 1, 2**31)),)), "build", True),
-             (g.ProfilesDocument(None, (("dim:0:max:0", 10**30),)), "build", False),
-             (g.ProfilesDocument(None, (("dim:1:opt:0", 4.0),)), "inspect", True)],
-    "names": [(g.ProfilesDocument(None, (("name:0", "esc\x1b[31mred"), ("dim:0:min:0", 0))), "build", False),
-              (g.ProfilesDocument(None, (("name:0", "line\nerror: forged"), ("dim:0:min:0", 0))), "inspect", False),
-              (g.ProfilesDocument(None, (("rename-input", "bidi\u202eevil"),)), "build", True)],
-    "text": [(g.ProfilesText("python-tag", 0), "build", False),
-             (g.ProfilesText("huge-int-literal", 5000), "build", True),
-             (g.ProfilesText("block-nesting", 99_500), "build", False),
-             (g.ProfilesText("alias-bomb", 0), "inspect", False),
-             (g.ProfilesText("merge-bomb", 0), "build", False)],
+    "dims": [
+        (g.ProfilesDocument(None, (("batch", (1, 1, 2**31)),)), "build", True),
+        (g.ProfilesDocument(None, (("dim:0:max:0", 10**30),)), "build", False),
+        (g.ProfilesDocument(None, (("dim:1:opt:0", 4.0),)), "inspect", True),
+    ],
+    "names": [
+        (g.ProfilesDocument(None, (("name:0", "esc\x1b[31mred"), ("dim:0:min:0", 0))), "build", False),
+        (g.ProfilesDocument(None, (("name:0", "line\nerror: forged"), ("dim:0:min:0", 0))), "inspect", False),
+        (g.ProfilesDocument(None, (("rename-input", "bidi\u202eevil"),)), "build", True),
+    ],
+    "text": [
+        (g.ProfilesText("python-tag", 0), "build", False),
+        (g.ProfilesText("huge-int-literal", 5000), "build", True),
+        (g.ProfilesText("block-nesting", 99_500), "build", False),
+        (g.ProfilesText("alias-bomb", 0), "inspect", False),
+        (g.ProfilesText("merge-bomb", 0), "build", False),
+    ],
 }
 """Cases every run includes: dims past TensorRT's int32 (2**31, 10**30), a float dim, control sequences and a
 forged error line in names of invalid profiles, Python tags, a 5000-digit number, 100,000 nested sequences, alias
@@ -210,8 +251,12 @@ def test_profiles(kind, request, hostile_base):
             args = ["inspect", str(model), "--profiles", str(made.path), *_json(json_output)]
         else:
             args = _build_args(model, made.path, box, *_json(json_output))
-        return Case(args, Expect(PROFILE_CODES[command][made.verdict], f"{made.verdict} profiles, {command}",
-                                 made.names), json_output, prints_report_on_error=command == "inspect")
+        return Case(
+            args,
+            Expect(PROFILE_CODES[command][made.verdict], f"{made.verdict} profiles, {command}", made.names),
+            json_output,
+            prints_report_on_error=command == "inspect",
+        )
 
     strategy = st.tuples(g.profile_recipes(kind), st.sampled_from(["build", "build", "inspect"]), st.booleans())
     run_cases(request.node.name, "profiles", strategy, setup, hostile_base, PROFILES_MUST.get(kind, ()))
@@ -231,36 +276,47 @@ def _data_case(made: g.Made, box: Sandbox, command: str, json_output: bool) -> C
     if command == "calibrate":
         args = ["calibrate", str(model), "--data", str(made.path), "--out", str(box.out), *_json(json_output)]
     else:
-        args = _build_args(model, _copy_profiles(box), box, "--data", str(made.path), *_json(json_output),
-                           precision="int8")
+        args = _build_args(
+            model, _copy_profiles(box), box, "--data", str(made.path), *_json(json_output), precision="int8"
+        )
     return Case(args, Expect(DATA_CODES[made.verdict], f"{made.verdict} data, {command}", made.names), json_output)
 
 
 NPZ_MUST = {
     "dtype": [(g.NpzArrays(dtype="object"), "calibrate", False)],
     "values": [(g.NpzArrays(poison=((5, "inf"),)), "build", False)],
-    "header-lies": [(g.NpzHeader("far-more-rows", 0, True), "calibrate", False),
-                    (g.NpzHeader("more-rows", 5, False), "build", True),
-                    (g.NpzHeader("code-in-header", 0, False), "calibrate", False)],
-    "zip-damage": [(g.NpzDamage("data-bytes", 7, False), "calibrate", True),
-                   (g.NpzDamage("deflate-stream", 11, True), "calibrate", False),
-                   (g.NpzDamage("truncated", 3000, True), "build", False),
-                   (g.NpzDamage("eocd-offset", 0, True), "build", False)],
-    "odd-members": [(g.NpzOddMembers("pickled-object-array", True), "calibrate", False),
-                    (g.NpzOddMembers("raw-pickle-member", False), "calibrate", False),
-                    (g.NpzOddMembers("fifo", False), "calibrate", False)],
+    "header-lies": [
+        (g.NpzHeader("far-more-rows", 0, True), "calibrate", False),
+        (g.NpzHeader("more-rows", 5, False), "build", True),
+        (g.NpzHeader("code-in-header", 0, False), "calibrate", False),
+    ],
+    "zip-damage": [
+        (g.NpzDamage("data-bytes", 7, False), "calibrate", True),
+        (g.NpzDamage("deflate-stream", 11, True), "calibrate", False),
+        (g.NpzDamage("truncated", 3000, True), "build", False),
+        (g.NpzDamage("eocd-offset", 0, True), "build", False),
+    ],
+    "odd-members": [
+        (g.NpzOddMembers("pickled-object-array", True), "calibrate", False),
+        (g.NpzOddMembers("raw-pickle-member", False), "calibrate", False),
+        (g.NpzOddMembers("fifo", False), "calibrate", False),
+    ],
 }
 """Cases every run includes: a header claiming 10**12 rows of a compressed member, a CRC mismatch in a
 memory-mapped (stored) member, a corrupt deflate stream, an end record pointing past the file, pickles that
 would run a command if loaded, a FIFO named data.npz (opening it blocks)."""
 
 IMAGES_MUST = {
-    "damaged-image": [(g.ImageFolder(damage="bomb-png-100000x100000"), "calibrate", False),
-                      (g.ImageFolder(damage="bomb-png-12000x12000"), "calibrate", True),
-                      (g.ImageFolder(damage="png-bad-crc"), "build", False)],
+    "damaged-image": [
+        (g.ImageFolder(damage="bomb-png-100000x100000"), "calibrate", False),
+        (g.ImageFolder(damage="bomb-png-12000x12000"), "calibrate", True),
+        (g.ImageFolder(damage="png-bad-crc"), "build", False),
+    ],
     "resize": [(g.ImageFolder(preprocess=(("size", [100000, 100000]),)), "calibrate", False)],
-    "preprocess-fields": [(g.ImageFolder(preprocess=(("mean", [float("nan")]),)), "calibrate", False),
-                          (g.ImageFolder(preprocess=(("scale", float("inf")),)), "calibrate", True)],
+    "preprocess-fields": [
+        (g.ImageFolder(preprocess=(("mean", [float("nan")]),)), "calibrate", False),
+        (g.ImageFolder(preprocess=(("scale", float("inf")),)), "calibrate", True),
+    ],
 }
 """Cases every run includes: PNG headers declaring 100000 x 100000 and 12000 x 12000 pixels (past and below
 Pillow's bomb limit), a bad chunk CRC, a 100000 x 100000 resize, NaN and infinite preprocessing constants."""
@@ -288,8 +344,7 @@ def test_image_folders(kind, request, hostile_base):
 
 # --- calibration folders for build --calibration ---------------------------------------------------------------
 
-CALIBRATION_CODES = {g.INVALID: _codes(2), g.VALID: _codes(0), g.AMBIGUOUS: _codes(0, 2),
-                     g.RESIGNED: _codes(0, 1, 2)}
+CALIBRATION_CODES = {g.INVALID: _codes(2), g.VALID: _codes(0), g.AMBIGUOUS: _codes(0, 2), g.RESIGNED: _codes(0, 1, 2)}
 """docs/build.md, "Validation first": the folder must come from this model and this precision, its calibration.json
 must be a record this version writes (docs/formats.md: damaged, foreign or older is exit 2), and the Q/DQ model
 it records must still match its sha256 and stay inside the folder. A damaged model.onnx whose recorded sha256 was
@@ -306,22 +361,41 @@ def test_calibration_folders(kind, request, hostile_base, calibration_folder):
     def setup(drawn, box: Sandbox) -> Case:
         recipe, json_output = drawn
         made = recipe.write(box, calibration_folder)
-        args = _build_args(_copy_model(box), _copy_profiles(box), box, "--calibration", str(made.path),
-                           *_json(json_output), precision="int8")
+        args = _build_args(
+            _copy_model(box),
+            _copy_profiles(box),
+            box,
+            "--calibration",
+            str(made.path),
+            *_json(json_output),
+            precision="int8",
+        )
         if made.args:  # e.g. the folder asked for another precision
             index = args.index("--precision")
             args[index + 1] = made.args[1]
-        return Case(args, Expect(CALIBRATION_CODES[made.verdict], f"{made.verdict} calibration folder",
-                                 made.names), json_output)
+        return Case(
+            args, Expect(CALIBRATION_CODES[made.verdict], f"{made.verdict} calibration folder", made.names), json_output
+        )
 
-    run_cases(request.node.name, "calibration", st.tuples(g.calibration_recipes(kind), st.booleans()), setup,
-              hostile_base, CALIBRATION_MUST.get(kind, ()))
+    run_cases(
+        request.node.name,
+        "calibration",
+        st.tuples(g.calibration_recipes(kind), st.booleans()),
+        setup,
+        hostile_base,
+        CALIBRATION_MUST.get(kind, ()),
+    )
 
 
 # --- option values ---------------------------------------------------------------------------------------------
 
-OPTION_CODES = {g.INVALID: _codes(2), g.VALID: _codes(0), g.ENVIRONMENT: _codes(3), g.GATE: _codes(0, 1),
-                g.AMBIGUOUS: _codes(0, 2)}
+OPTION_CODES = {
+    g.INVALID: _codes(2),
+    g.VALID: _codes(0),
+    g.ENVIRONMENT: _codes(3),
+    g.GATE: _codes(0, 1),
+    g.AMBIGUOUS: _codes(0, 2),
+}
 """docs/errors-and-signals.md: a bad value is a usage error, exit 2, before any work. A backend or GPU the machine
 lacks is 3. A valid gate threshold may be missed (1). Builder options inside their documented ranges build; a
 tiny workspace or optimization level 0 may make the builder fail the target (1)."""
@@ -340,20 +414,31 @@ def _placeholder(value: str, box: Sandbox, fresh: Path) -> str:
         link = box.root / "model-folder-link"
         link.symlink_to(box.inputs)
         return str(link)
-    return {"@file": str(blocker), "@under-file": str(blocker / "sub"), "@fresh": str(fresh),
-            "@model-folder": str(box.inputs), "@model-file": str(box.inputs / "model.onnx"),
-            "@data-file": str(box.inputs / "data.npz")}.get(value, value)
+    return {
+        "@file": str(blocker),
+        "@under-file": str(blocker / "sub"),
+        "@fresh": str(fresh),
+        "@model-folder": str(box.inputs),
+        "@model-file": str(box.inputs / "model.onnx"),
+        "@data-file": str(box.inputs / "data.npz"),
+    }.get(value, value)
 
 
 def _set_option(args: list[str], option: str, value: str) -> list[str]:
     if option in args:
         index = args.index(option)
-        return [*args[: index + 1], value, *args[index + 2:]]
+        return [*args[: index + 1], value, *args[index + 2 :]]
     return [*args, option, value]
 
 
-BUILD_MUST = {"--jobs": ["0", str(2**63)], "--workspace-mb": ["0", str(2**64)], "--optimization-level": ["9"],
-              "--sku": ["rtx\x1b[2J"], "--precision": ["fp8"], "--backend": [""]}
+BUILD_MUST = {
+    "--jobs": ["0", str(2**63)],
+    "--workspace-mb": ["0", str(2**64)],
+    "--optimization-level": ["9"],
+    "--sku": ["rtx\x1b[2J"],
+    "--precision": ["fp8"],
+    "--backend": [""],
+}
 """Values every run includes (the tables in generators.py give their verdicts)."""
 
 
@@ -376,10 +461,17 @@ def test_build_options(option, request, hostile_base):
 
 
 CALIBRATE_MUST = {
-    "--holdout": [("nan", "int8"), ("24", "int8")], "--percentile": [("nan", "int8")], "--samples": [("0", "int8")],
-    "--batch-size": [("0", "fp16")], "--num-bins": [(str(10**6), "int8")], "--chunk-mb": [("0", "int8")],
-    "--seed": [("-1", "int8")], "--min-cosine": [("nan", "int8")], "--min-top1": [("98", "int8")],
-    "--max-abs-error": [("-1", "fp16")], "--out": [("@model-folder", "int8"), ("@model-folder-link", "fp16")],
+    "--holdout": [("nan", "int8"), ("24", "int8")],
+    "--percentile": [("nan", "int8")],
+    "--samples": [("0", "int8")],
+    "--batch-size": [("0", "fp16")],
+    "--num-bins": [(str(10**6), "int8")],
+    "--chunk-mb": [("0", "int8")],
+    "--seed": [("-1", "int8")],
+    "--min-cosine": [("nan", "int8")],
+    "--min-top1": [("98", "int8")],
+    "--max-abs-error": [("-1", "fp16")],
+    "--out": [("@model-folder", "int8"), ("@model-folder-link", "fp16")],
 }
 """(value, precision) pairs every run includes: NaN everywhere it can go, zero counts, a negative seed, 10**6
 histogram bins, a top-1 gate given as a percentage, an --out that would overwrite the model."""
@@ -393,24 +485,42 @@ def test_calibrate_options(option, request, hostile_base):
         model = _copy_model(box)
         data = box.inputs / "data.npz"
         data.write_bytes(g.npz_bytes({g.MODEL_INPUT: g.digits_samples()}, compressed=False))
-        args = ["calibrate", str(model), "--data", str(data), "--out", str(box.out), "--precision", precision,
-                *chosen.extra, *_json(json_output)]
+        args = [
+            "calibrate",
+            str(model),
+            "--data",
+            str(data),
+            "--out",
+            str(box.out),
+            "--precision",
+            precision,
+            *chosen.extra,
+            *_json(json_output),
+        ]
         args = _set_option(args, option, _placeholder(chosen.value, box, box.out))
         names = (option, option[2:].replace("-", "_"))  # the flag, or the field it sets
-        return Case(args, Expect(OPTION_CODES[chosen.verdict], f"{chosen.verdict} value with {precision}", names),
-                    json_output)
+        return Case(
+            args, Expect(OPTION_CODES[chosen.verdict], f"{chosen.verdict} value with {precision}", names), json_output
+        )
 
     strategy = g.option_recipes(g.CALIBRATE_OPTIONS, option).flatmap(
-        lambda chosen: st.tuples(st.just(chosen), g.calibrate_precisions(chosen), st.booleans()))
-    must = [(g.option_value(g.CALIBRATE_OPTIONS, option, value), precision, False)
-            for value, precision in CALIBRATE_MUST.get(option, ())]
+        lambda chosen: st.tuples(st.just(chosen), g.calibrate_precisions(chosen), st.booleans())
+    )
+    must = [
+        (g.option_value(g.CALIBRATE_OPTIONS, option, value), precision, False)
+        for value, precision in CALIBRATE_MUST.get(option, ())
+    ]
     run_cases(request.node.name, "calibrate-options", strategy, setup, hostile_base, must)
 
 
 INSPECT_OPTIONS = [
-    (("--sku", SKU), g.INVALID), (("--backend", "tensorrt"), g.ENVIRONMENT), (("--backend", "bogus"), g.INVALID),
-    (("--backend", ""), g.INVALID), (("--build-check", "--sku", "h100", "--profiles", "@profiles"), g.ENVIRONMENT),
-    (("--build-check", "--sku", "nope\x1b[2J", "--profiles", "@profiles"), g.INVALID), (("--build-check",), g.INVALID),
+    (("--sku", SKU), g.INVALID),
+    (("--backend", "tensorrt"), g.ENVIRONMENT),
+    (("--backend", "bogus"), g.INVALID),
+    (("--backend", ""), g.INVALID),
+    (("--build-check", "--sku", "h100", "--profiles", "@profiles"), g.ENVIRONMENT),
+    (("--build-check", "--sku", "nope\x1b[2J", "--profiles", "@profiles"), g.INVALID),
+    (("--build-check",), g.INVALID),
     (("--profiles", "@model-file"), g.INVALID),
 ]
 """docs/inspect.md: --sku without --build-check is 2; an edition asked for with --backend that is not installed is
@@ -423,11 +533,20 @@ def test_inspect_options(request, hostile_base):
         (extra, verdict), json_output = drawn
         model = _copy_model(box)
         extra = tuple(_placeholder(v, box, box.out) for v in extra)
-        return Case(["inspect", str(model), *extra, *_json(json_output)],
-                    Expect(OPTION_CODES[verdict], f"{verdict} options"), json_output, prints_report_on_error=True)
+        return Case(
+            ["inspect", str(model), *extra, *_json(json_output)],
+            Expect(OPTION_CODES[verdict], f"{verdict} options"),
+            json_output,
+            prints_report_on_error=True,
+        )
 
-    run_cases(request.node.name, "inspect-options", st.tuples(st.sampled_from(INSPECT_OPTIONS), st.booleans()),
-              setup, hostile_base)
+    run_cases(
+        request.node.name,
+        "inspect-options",
+        st.tuples(st.sampled_from(INSPECT_OPTIONS), st.booleans()),
+        setup,
+        hostile_base,
+    )
 
 
 def test_a_calibration_leaves_nothing_in_home_or_tmp(hostile_base):
@@ -455,20 +574,35 @@ REPOSITORY = snapshot(REPO, [REPO / ".git", REPO / "tests" / "hostile"])
 def test_the_repository_is_untouched():
     """Last: no case wrote into the source tree (the bundled model, data and profiles the generators read)."""
     ignored = ("__pycache__", ".pytest_cache", ".ruff_cache", ".hypothesis")
-    changes = [c for c in snapshot_changes(REPOSITORY, snapshot(REPO, [REPO / ".git", REPO / "tests" / "hostile"]))
-               if not any(part in c for part in ignored)]
+    changes = [
+        c
+        for c in snapshot_changes(REPOSITORY, snapshot(REPO, [REPO / ".git", REPO / "tests" / "hostile"]))
+        if not any(part in c for part in ignored)
+    ]
     assert not changes, changes
 
 
 # --- build folders for check ------------------------------------------------------------------------------------
 
 CHECK_DAMAGE = (
-    ("not-a-folder", None), ("no-build-json", None), ("build-json", b""), ("build-json", b"[]"),
-    ("build-json", b"[" * 100_000 + b"]" * 100_000), ("build-json", bytes(range(256)) * 4),
-    ("traversal-sku", "../../outside"), ("traversal-sku", "/etc"), ("engine-json", b"{}"),
-    ("engine-link-out", None), ("plan-changed", None), ("layers-json", b'{"format_version": 3}'),
-    ("rules", "rules: !!python/object/apply:os.system [true]"), ("rules", "rules: [{kind: chain}]"),
-    ("rules", "{{{"), ("data", b"PK\x03\x04 not a zip"), ("skus", "skus: {}"), ("intact", None),
+    ("not-a-folder", None),
+    ("no-build-json", None),
+    ("build-json", b""),
+    ("build-json", b"[]"),
+    ("build-json", b"[" * 100_000 + b"]" * 100_000),
+    ("build-json", bytes(range(256)) * 4),
+    ("traversal-sku", "../../outside"),
+    ("traversal-sku", "/etc"),
+    ("engine-json", b"{}"),
+    ("engine-link-out", None),
+    ("plan-changed", None),
+    ("layers-json", b'{"format_version": 3}'),
+    ("rules", "rules: !!python/object/apply:os.system [true]"),
+    ("rules", "rules: [{kind: chain}]"),
+    ("rules", "{{{"),
+    ("data", b"PK\x03\x04 not a zip"),
+    ("skus", "skus: {}"),
+    ("intact", None),
 )
 """docs/check.md, "Outputs and exit codes": every damaged record, path leading out of the folder, plan that is not
 the recorded one, bad rules, catalog or data is exit 2 naming the file; an intact folder checks (0)."""
@@ -480,8 +614,19 @@ def check_build(tmp_path_factory) -> Path:
     from tests.support.cli import run_cli
 
     out = tmp_path_factory.mktemp("hostile-check") / "engines"
-    result = run_cli("build", g.DIGITS_MODEL, "--profiles", g.DIGITS_PROFILES, "--sku", SKU, "--precision", "fp32",
-                     "--out", out, "--json")
+    result = run_cli(
+        "build",
+        g.DIGITS_MODEL,
+        "--profiles",
+        g.DIGITS_PROFILES,
+        "--sku",
+        SKU,
+        "--precision",
+        "fp32",
+        "--out",
+        out,
+        "--json",
+    )
     assert result.exit_code == 0, result.stderr
     return out
 
@@ -535,7 +680,10 @@ def _damaged_build(box: Sandbox, source: Path, kind: str, detail) -> tuple[list[
 def test_check_build_folders(kind, detail, request, hostile_base, check_build):
     def setup(json_output, box: Sandbox) -> Case:
         args, names, code = _damaged_build(box, check_build, kind, detail)
-        return Case(["check", *args, "--no-lint", *_json(json_output)],
-                    Expect(_codes(code), f"{kind} build folder", names), json_output)
+        return Case(
+            ["check", *args, "--no-lint", *_json(json_output)],
+            Expect(_codes(code), f"{kind} build folder", names),
+            json_output,
+        )
 
     run_cases(request.node.name, "check", st.booleans(), setup, hostile_base)

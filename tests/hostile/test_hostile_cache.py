@@ -13,16 +13,39 @@ from tests.support.cli import assert_clean_error, run_cli
 
 
 def _build(digits_model, digits_profiles, out: Path, cache: Path, remote: Path | str, *extra: str):
-    return run_cli("build", digits_model, "--profiles", digits_profiles, "--sku", "rtx-5090", "--precision", "fp16",
-                   "--out", out, "--cache-dir", cache, "--remote-cache", remote, "--json", *extra)
+    return run_cli(
+        "build",
+        digits_model,
+        "--profiles",
+        digits_profiles,
+        "--sku",
+        "rtx-5090",
+        "--precision",
+        "fp16",
+        "--out",
+        out,
+        "--cache-dir",
+        cache,
+        "--remote-cache",
+        remote,
+        "--json",
+        *extra,
+    )
 
 
-@pytest.mark.parametrize("uri, fragment", [
-    ("s3://", "bucket"), ("ftp://host/x", "unknown scheme"), ("oci://user:pw@host/x", "credentials do not go"),
-    ("s3://bucket/../x", "prefix part"), ("oci://host:99999/x", "not a registry host"),
-])
-def test_a_bad_remote_cache_uri_is_one_error_line_before_any_work(digits_model, digits_profiles, tmp_path, uri,
-                                                                  fragment):
+@pytest.mark.parametrize(
+    "uri, fragment",
+    [
+        ("s3://", "bucket"),
+        ("ftp://host/x", "unknown scheme"),
+        ("oci://user:pw@host/x", "credentials do not go"),
+        ("s3://bucket/../x", "prefix part"),
+        ("oci://host:99999/x", "not a registry host"),
+    ],
+)
+def test_a_bad_remote_cache_uri_is_one_error_line_before_any_work(
+    digits_model, digits_profiles, tmp_path, uri, fragment
+):
     result = _build(digits_model, digits_profiles, tmp_path / "out", tmp_path / "cache", uri)
     assert_clean_error(result, 2, "remote cache (--remote-cache", fragment)
     assert not (tmp_path / "out").exists()
@@ -81,8 +104,9 @@ def test_a_hostile_remote_entry_is_refused_rebuilt_and_replaced(digits_model, di
     assert "warning" not in third.stderr
 
 
-@pytest.mark.parametrize("cache, fragment", [(5, "cache"), ("ftp://x/y", "unknown scheme"),
-                                             ("s3://UPPER/x", "bucket name")])
+@pytest.mark.parametrize(
+    "cache, fragment", [(5, "cache"), ("ftp://x/y", "unknown scheme"), ("s3://UPPER/x", "bucket name")]
+)
 def test_a_bad_cache_key_in_the_pipeline_is_one_error_line(tmp_path, cache, fragment):
     from tests.pipeline.test_release import _pipeline
 

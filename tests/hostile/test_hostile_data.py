@@ -81,8 +81,7 @@ def _claim_size(path: Path, size: int) -> Path:
 
 
 def _calibrate(model: Path, data: Path, out: Path):
-    return run_cli("calibrate", model, "--data", data, "--out", out, "--samples", "200", timeout=60,
-                   preexec_fn=limited)
+    return run_cli("calibrate", model, "--data", data, "--out", out, "--samples", "200", timeout=60, preexec_fn=limited)
 
 
 def _assert_refused(done, data: Path, out: Path, *fragments: str) -> str:
@@ -114,8 +113,10 @@ def test_a_damaged_deflated_member(tmp_path, digits_model, digits_data, images, 
     data, fragment = {
         "bad-crc": (lambda: _flip(digits_data, tmp_path / "damaged.npz", 20000), "Bad CRC-32"),
         "corrupt-header-stream": (lambda: _flip(digits_data, tmp_path / "damaged.npz", 0), "decompressing"),
-        "corrupt-data-stream": (lambda: _broken_deflate_stream(tmp_path / "damaged.npz", images),
-                                "invalid stored block lengths"),
+        "corrupt-data-stream": (
+            lambda: _broken_deflate_stream(tmp_path / "damaged.npz", images),
+            "invalid stored block lengths",
+        ),
     }[damage]
     data = data()
     done = _calibrate(digits_model, data, tmp_path / "out")
@@ -125,8 +126,7 @@ def test_a_damaged_deflated_member(tmp_path, digits_model, digits_data, images, 
 def test_a_member_shorter_than_its_zip_size(tmp_path, digits_model, images):
     """Header and zip sizes agree on 3000 samples; the deflate stream (with a correct CRC) holds 1797."""
     header = _npy((3000, 1, 8, 8), b"")
-    data = _claim_size(_npz(tmp_path / "short.npz", _npy((3000, 1, 8, 8), images.tobytes())),
-                       len(header) + 3000 * 256)
+    data = _claim_size(_npz(tmp_path / "short.npz", _npy((3000, 1, 8, 8), images.tobytes())), len(header) + 3000 * 256)
     done = _calibrate(digits_model, data, tmp_path / "out")
     _assert_refused(done, data, tmp_path / "out", "damaged", "ends in sample 1797")
 
@@ -134,8 +134,7 @@ def test_a_member_shorter_than_its_zip_size(tmp_path, digits_model, images):
 def test_a_deflated_member_claiming_more_than_deflate_can_expand_to(tmp_path, digits_model, images):
     rows = (2**32 - 1) // 256 - 1
     header = _npy((rows, 1, 8, 8), b"")
-    data = _claim_size(_npz(tmp_path / "claims.npz", _npy((rows, 1, 8, 8), images.tobytes())),
-                       len(header) + rows * 256)
+    data = _claim_size(_npz(tmp_path / "claims.npz", _npy((rows, 1, 8, 8), images.tobytes())), len(header) + rows * 256)
     done = _calibrate(digits_model, data, tmp_path / "out")
     _assert_refused(done, data, tmp_path / "out", "damaged", "more than deflate can expand to")
 
@@ -143,18 +142,34 @@ def test_a_deflated_member_claiming_more_than_deflate_can_expand_to(tmp_path, di
 def test_a_truncated_file(tmp_path, digits_model, digits_data):
     raw = digits_data.read_bytes()
     data = tmp_path / "cut.npz"
-    data.write_bytes(raw[:len(raw) // 2])
+    data.write_bytes(raw[: len(raw) // 2])
     done = _calibrate(digits_model, data, tmp_path / "out")
     assert_clean_error(done, 2, str(data), "not a readable .npz")
 
 
 def test_build_data_refuses_damaged_data_the_same_way(tmp_path, digits_model, digits_data, digits_profiles, images):
-    for data, fragment in ((_broken_deflate_stream(tmp_path / "damaged.npz", images), "invalid stored block"),
-                           (_npz(tmp_path / "lying.npz", _npy((10**9, 1, 8, 8), images.tobytes())),
-                            "header declares")):
-        done = run_cli("build", digits_model, "--profiles", digits_profiles, "--sku", "rtx-4090", "--precision",
-                       "int8", "--data", data, "--out", tmp_path / "out", "--cache-dir", tmp_path / "cache",
-                       timeout=60, preexec_fn=limited)
+    for data, fragment in (
+        (_broken_deflate_stream(tmp_path / "damaged.npz", images), "invalid stored block"),
+        (_npz(tmp_path / "lying.npz", _npy((10**9, 1, 8, 8), images.tobytes())), "header declares"),
+    ):
+        done = run_cli(
+            "build",
+            digits_model,
+            "--profiles",
+            digits_profiles,
+            "--sku",
+            "rtx-4090",
+            "--precision",
+            "int8",
+            "--data",
+            data,
+            "--out",
+            tmp_path / "out",
+            "--cache-dir",
+            tmp_path / "cache",
+            timeout=60,
+            preexec_fn=limited,
+        )
         assert_clean_error(done, 2, str(data), "array 'image'", "damaged", fragment)
         assert not list((tmp_path / "cache").rglob("model.onnx"))
 
@@ -217,11 +232,12 @@ def test_any_damage_is_invalid_input_naming_the_file(tmp_path, digits_model, dig
     archives = _small_archives(digits_data)
     kind = data.draw(st.sampled_from(sorted(archives)))
     raw = bytearray(archives[kind])
-    for offset, mask in data.draw(st.lists(st.tuples(st.integers(0, len(raw) - 1), st.integers(1, 255)),
-                                           min_size=1, max_size=3)):
+    for offset, mask in data.draw(
+        st.lists(st.tuples(st.integers(0, len(raw) - 1), st.integers(1, 255)), min_size=1, max_size=3)
+    ):
         raw[offset] ^= mask
     if data.draw(st.booleans()):
-        raw = raw[:data.draw(st.integers(0, len(raw)))]
+        raw = raw[: data.draw(st.integers(0, len(raw)))]
     path = tmp_path / "damaged.npz"
     path.write_bytes(bytes(raw))
     model = _MODEL.setdefault("digits", load_model(digits_model))
@@ -237,9 +253,11 @@ def test_any_damage_is_invalid_input_naming_the_file(tmp_path, digits_model, dig
         assert str(exc).startswith(str(path)), exc
 
 
-@pytest.mark.parametrize("labels", [_npy((10**9,), b"\0" * 8 * 1797, "<i8"),
-                                    _npy((1797,), np.full(1797, np.nan, np.float32).tobytes())],
-                         ids=["lying-header", "nan"])
+@pytest.mark.parametrize(
+    "labels",
+    [_npy((10**9,), b"\0" * 8 * 1797, "<i8"), _npy((1797,), np.full(1797, np.nan, np.float32).tobytes())],
+    ids=["lying-header", "nan"],
+)
 def test_a_labels_array_set_aside_is_still_read_as_hostile(tmp_path, digits_model, images, labels):
     """The data file's ``labels`` (for --metric, never fed to the model) is checked like any member."""
     data = tmp_path / "labelled.npz"

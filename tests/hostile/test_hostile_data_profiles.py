@@ -33,15 +33,29 @@ def _data(path, sequence: int, mask_sequence: int | None = None):
 @pytest.mark.parametrize(("sequence", "side"), [(128, "longer"), (4, "shorter")])
 def test_samples_outside_every_profile_are_refused(tmp_path, encoder_build, sequence, side):
     result = run_cli("check", encoder_build, "--data", _data(tmp_path / f"{side}.npz", sequence))
-    assert_clean_error(result, 2, f"{side}.npz", "input 'input_ids'", f"[N, {sequence}]", "rtx-4090/fp16",
-                       "profile 'online' takes dim 1 from 8 to 64", f"the samples have {sequence}")
+    assert_clean_error(
+        result,
+        2,
+        f"{side}.npz",
+        "input 'input_ids'",
+        f"[N, {sequence}]",
+        "rtx-4090/fp16",
+        "profile 'online' takes dim 1 from 8 to 64",
+        f"the samples have {sequence}",
+    )
     assert not (encoder_build / "check.json").exists()
 
 
 def test_inputs_that_disagree_on_a_shared_dim_never_reach_onnxruntime(tmp_path, encoder_build):
     result = run_cli("check", encoder_build, "--data", _data(tmp_path / "mixed.npz", 64, mask_sequence=128))
-    line = assert_clean_error(result, 2, "mixed.npz", "input 'input_ids' has shape [N, 64]",
-                              "input 'attention_mask' [N, 128]", "symbolic dim 'sequence'")
+    line = assert_clean_error(
+        result,
+        2,
+        "mixed.npz",
+        "input 'input_ids' has shape [N, 64]",
+        "input 'attention_mask' [N, 128]",
+        "symbolic dim 'sequence'",
+    )
     assert "onnxruntime" not in result.stderr.lower() and "broadcast" not in line.lower()
 
 

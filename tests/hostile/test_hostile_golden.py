@@ -43,8 +43,9 @@ def _published(build: Path, tmp_path: Path) -> tuple[str, dict]:
 def _pull(store: str, tmp_path: Path, *extra: str):
     out = tmp_path / "serve" / "digits.plan"
     out.parent.mkdir(exist_ok=True)
-    return run_cli("pull", "digits@1.0.0", "--store", store, "--sku", "rtx-4090", "--out", out, "--golden",
-                   "--no-cache", *extra), out.with_name("golden.npz")
+    return run_cli(
+        "pull", "digits@1.0.0", "--store", store, "--sku", "rtx-4090", "--out", out, "--golden", "--no-cache", *extra
+    ), out.with_name("golden.npz")
 
 
 def test_a_tampered_golden_blob_is_refused(checked_build, tmp_path):
@@ -80,8 +81,9 @@ def test_golden_inputs_that_are_not_what_the_manifest_lists_are_refused(checked_
     (build / "check.json").write_text(json.dumps(report))
     store, _ = _published(build, tmp_path)
     result, golden = _pull(store, tmp_path)
-    assert_clean_error(result, 1, "the golden inputs are not what the manifest lists",
-                       "input_0 is float32 [4, 1, 8, 8]")
+    assert_clean_error(
+        result, 1, "the golden inputs are not what the manifest lists", "input_0 is float32 [4, 1, 8, 8]"
+    )
     assert not golden.exists()
 
 
@@ -93,8 +95,9 @@ def test_export_with_a_tampered_golden_blob_writes_nothing(checked_build, tmp_pa
     blob.write_bytes(b"PK\x03\x04 not the golden inputs")
     repo = tmp_path / "models"
     repo.mkdir()
-    result = run_cli("export", "triton", "digits@1.0.0", "--store", store, "--repo", repo, "--triton-release",
-                     "25.10", "--no-cache")
+    result = run_cli(
+        "export", "triton", "digits@1.0.0", "--store", store, "--repo", repo, "--triton-release", "25.10", "--no-cache"
+    )
     assert_clean_error(result, 1, manifest["content"]["golden"]["blob"]["sha256"])
     assert list(repo.iterdir()) == []
 
@@ -119,8 +122,9 @@ def test_publish_refuses_a_golden_file_edited_after_the_check(checked_build, tmp
 
 def test_pull_golden_into_a_plan_named_golden_is_refused(checked_build, tmp_path):
     store, _ = _published(checked_build, tmp_path)
-    result = run_cli("pull", "digits@1.0.0", "--store", store, "--sku", "rtx-4090", "--out", tmp_path / "golden.npz",
-                     "--golden")
+    result = run_cli(
+        "pull", "digits@1.0.0", "--store", store, "--sku", "rtx-4090", "--out", tmp_path / "golden.npz", "--golden"
+    )
     assert_clean_error(result, 2, "golden.npz is written beside the plan")
     assert not (tmp_path / "golden.npz").exists()
 
@@ -129,15 +133,20 @@ def _record(path: Path, inputs: list[GoldenTensor], outputs: list[GoldenTensor])
     import hashlib
 
     data = path.read_bytes()
-    return GoldenRecord(blob=BlobRef(sha256=hashlib.sha256(data).hexdigest(), size_bytes=len(data)), samples=1,
-                        inputs=inputs, outputs=outputs)
+    return GoldenRecord(
+        blob=BlobRef(sha256=hashlib.sha256(data).hexdigest(), size_bytes=len(data)),
+        samples=1,
+        inputs=inputs,
+        outputs=outputs,
+    )
 
 
 def test_a_pickled_golden_array_is_never_unpickled(tmp_path):
     path = tmp_path / "golden.npz"
     np.savez(path, input_0=np.array([{"__reduce__": "boom"}], dtype=object), output_0=np.zeros((1,), np.float32))
-    record = _record(path, [GoldenTensor(name="x", dtype="object", shape=[1])],
-                     [GoldenTensor(name="y", dtype="float32", shape=[1])])
+    record = _record(
+        path, [GoldenTensor(name="x", dtype="object", shape=[1])], [GoldenTensor(name="y", dtype="float32", shape=[1])]
+    )
     with pytest.raises(CheckFailed, match="not what the manifest lists"):
         load_golden(path, record, "digits@1.0.0")
 
@@ -151,8 +160,11 @@ def test_a_golden_archive_that_unpacks_beyond_the_cap_is_refused_unread(tmp_path
         archive.writestr("input_0.npy", buffer.getvalue())
         archive.writestr("output_0.npy", io.BytesIO().getvalue())
     assert path.stat().st_size < 1 << 20
-    record = _record(path, [GoldenTensor(name="x", dtype="float32", shape=list(big.shape))],
-                     [GoldenTensor(name="y", dtype="float32", shape=[0])])
+    record = _record(
+        path,
+        [GoldenTensor(name="x", dtype="float32", shape=list(big.shape))],
+        [GoldenTensor(name="y", dtype="float32", shape=[0])],
+    )
     with pytest.raises(CheckFailed, match="unpack to"):
         load_golden(path, record, "digits@1.0.0")
 

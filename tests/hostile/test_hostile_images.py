@@ -41,22 +41,28 @@ def _folder(path: Path, preprocess: str, count: int = 4) -> Path:
 def _dynamic_model(path: Path) -> Path:
     """A real model taking any height and width: [B, 1, H, W] -> GlobalAveragePool -> [B, 1]."""
     graph = helper.make_graph(
-        [helper.make_node("GlobalAveragePool", ["image"], ["pooled"]),
-         helper.make_node("Flatten", ["pooled"], ["score"])], "g",
+        [
+            helper.make_node("GlobalAveragePool", ["image"], ["pooled"]),
+            helper.make_node("Flatten", ["pooled"], ["score"]),
+        ],
+        "g",
         [helper.make_tensor_value_info("image", TensorProto.FLOAT, ["B", 1, "H", "W"])],
-        [helper.make_tensor_value_info("score", TensorProto.FLOAT, ["B", 1])])
+        [helper.make_tensor_value_info("score", TensorProto.FLOAT, ["B", 1])],
+    )
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
     return path
 
 
 def _png_header_only(path: Path, width: int, height: int) -> Path:
     """A PNG that declares ``width`` x ``height`` grey pixels in a few bytes (a decompression bomb's header)."""
+
     def chunk(kind: bytes, data: bytes) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
     ihdr = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
-    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\0" * 64))
-                     + chunk(b"IEND", b""))
+    path.write_bytes(
+        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\0" * 64)) + chunk(b"IEND", b"")
+    )
     return path
 
 
@@ -80,13 +86,16 @@ def test_a_size_beyond_the_documented_maximum_is_refused_for_dynamic_dims(tmp_pa
     ok = tmp_path / "ok"
     (folder / "preprocess.yaml").write_text("color: L\nsize: [16, 12]\n")
     # fp16: the model has no op TensorRT runs in int8, which an int8 calibration now refuses
-    calibrated = run_cli("calibrate", model, "--data", folder, "--out", ok, "--holdout", "1", "--precision", "fp16",
-                         timeout=120)
+    calibrated = run_cli(
+        "calibrate", model, "--data", folder, "--out", ok, "--holdout", "1", "--precision", "fp16", timeout=120
+    )
     assert calibrated.exit_code == 0, calibrated.stderr
 
 
-@pytest.mark.parametrize(("side", "fragment"), [(10_000, "10000x10000 pixels is more than 89478485"),
-                                               (20_000, "could be decompression bomb")])
+@pytest.mark.parametrize(
+    ("side", "fragment"),
+    [(10_000, "10000x10000 pixels is more than 89478485"), (20_000, "could be decompression bomb")],
+)
 def test_decompression_bombs_are_refused_naming_the_file(tmp_path, digits_model, side, fragment):
     """10000x10000 is past our limit and only a warning for Pillow; 20000x20000 an error of Pillow's too. The
     bomb is not the first image, so it is met while calibrating, not while validating."""
@@ -104,8 +113,14 @@ def image_bytes() -> dict[str, bytes]:
 
     pixels = (np.arange(24 * 24 * 3) % 251).astype(np.uint8).reshape(24, 24, 3)
     out = {}
-    for suffix, options in ((".png", {}), (".jpg", {"quality": 90}), (".gif", {}), (".bmp", {}),
-                            (".tif", {}), (".webp", {})):
+    for suffix, options in (
+        (".png", {}),
+        (".jpg", {"quality": 90}),
+        (".gif", {}),
+        (".bmp", {}),
+        (".tif", {}),
+        (".webp", {}),
+    ):
         buffer = io.BytesIO()
         Image.fromarray(pixels).save(buffer, format=Image.registered_extensions()[suffix], **options)
         out[suffix] = buffer.getvalue()

@@ -40,23 +40,38 @@ def test_a_bad_modelopt_interpreter_is_exit_3_naming_the_variable(tmp_path, digi
     if value is not None:
         env[ENV] = value
     out = tmp_path / "out"
-    done = run_cli("calibrate", digits_model, "--data", digits_data, "--quantizer", "modelopt", "--out", out,
-                   env=env, timeout=300)
+    done = run_cli(
+        "calibrate", digits_model, "--data", digits_data, "--quantizer", "modelopt", "--out", out, env=env, timeout=300
+    )
     line = assert_clean_error(done, 3, f"${ENV}", "--quantizer onnxruntime")
     assert "\x1b" not in line
     assert not out.exists()
 
 
-@pytest.mark.parametrize(("args", "named"), [
-    (["--method", "percentile"], "--method percentile"),
-    (["--fallback", "auto"], "--fallback auto"),
-    (["--quantizer", "tensorrt"], "--quantizer tensorrt"),
-    (["--quantizer", ""], "--quantizer"),
-])
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["--method", "percentile"], "--method percentile"),
+        (["--fallback", "auto"], "--fallback auto"),
+        (["--quantizer", "tensorrt"], "--quantizer tensorrt"),
+        (["--quantizer", ""], "--quantizer"),
+    ],
+)
 def test_what_modelopt_cannot_do_is_refused_before_any_work(tmp_path, digits_model, digits_data, args, named):
     out = tmp_path / "out"
-    done = run_cli("calibrate", digits_model, "--data", digits_data, "--quantizer", "modelopt", *args, "--out", out,
-                   env={**os.environ, ENV: "/no/such/python"}, timeout=120)
+    done = run_cli(
+        "calibrate",
+        digits_model,
+        "--data",
+        digits_data,
+        "--quantizer",
+        "modelopt",
+        *args,
+        "--out",
+        out,
+        env={**os.environ, ENV: "/no/such/python"},
+        timeout=120,
+    )
     assert_clean_error(done, 2, named)
     assert not out.exists()
 
@@ -67,11 +82,22 @@ def test_doctor_says_why_modelopt_is_not_usable(tmp_path):
     assert '"modelopt": "not usable: $COMPILE_MODELOPT_PYTHON=' in done.stdout
 
 
-def test_an_interpreter_that_writes_escapes_to_stderr_is_named_in_one_printable_line(tmp_path, digits_model,
-                                                                                     digits_data):
+def test_an_interpreter_that_writes_escapes_to_stderr_is_named_in_one_printable_line(
+    tmp_path, digits_model, digits_data
+):
     python = _script(tmp_path / "python", "#!/bin/sh\nprintf 'boom\\033]0;title\\007\\033[2J' >&2\nexit 1\n")
-    done = run_cli("calibrate", digits_model, "--data", digits_data, "--quantizer", "modelopt", "--out",
-                   tmp_path / "out", env={**os.environ, ENV: python}, timeout=120)
+    done = run_cli(
+        "calibrate",
+        digits_model,
+        "--data",
+        digits_data,
+        "--quantizer",
+        "modelopt",
+        "--out",
+        tmp_path / "out",
+        env={**os.environ, ENV: python},
+        timeout=120,
+    )
     line = assert_clean_error(done, 3, f"${ENV}", "boom")
     assert "\x1b" not in line and "\x07" not in line
 
@@ -79,11 +105,26 @@ def test_an_interpreter_that_writes_escapes_to_stderr_is_named_in_one_printable_
 def test_a_modelopt_whose_import_breaks_in_the_quantizer_is_exit_3(tmp_path, digits_model, digits_data):
     """The metadata says ModelOpt is there (the quick check calibrate makes), but importing it fails (a broken cupy
     or torch): the quantizer's ImportError is an environment problem, not a failed calibration."""
-    versions = '{"modelopt": "0.47.0", "modelopt_onnxruntime": "1.24.4", "modelopt_onnx": "1.21.0", ' \
-               '"modelopt_torch": "2.13.0"}'
-    python = _script(tmp_path / "python", f"#!/bin/sh\nif [ \"$1\" = -c ]; then echo '{versions}'; exit 0; fi\n"
-                                          "echo \"ModuleNotFoundError: No module named 'cupy'\" >&2\nexit 1\n")
-    done = run_cli("calibrate", digits_model, "--data", digits_data, "--quantizer", "modelopt", "--out",
-                   tmp_path / "out", env={**os.environ, ENV: python}, timeout=300)
+    versions = (
+        '{"modelopt": "0.47.0", "modelopt_onnxruntime": "1.24.4", "modelopt_onnx": "1.21.0", '
+        '"modelopt_torch": "2.13.0"}'
+    )
+    python = _script(
+        tmp_path / "python",
+        f"#!/bin/sh\nif [ \"$1\" = -c ]; then echo '{versions}'; exit 0; fi\n"
+        "echo \"ModuleNotFoundError: No module named 'cupy'\" >&2\nexit 1\n",
+    )
+    done = run_cli(
+        "calibrate",
+        digits_model,
+        "--data",
+        digits_data,
+        "--quantizer",
+        "modelopt",
+        "--out",
+        tmp_path / "out",
+        env={**os.environ, ENV: python},
+        timeout=300,
+    )
     assert_clean_error(done, 3, f"${ENV}", "cupy", "--quantizer onnxruntime")
     assert not (tmp_path / "out" / "calibration.json").exists()

@@ -57,11 +57,22 @@ def test_out_of_range_options_are_refused_before_any_work(tmp_path, digits_model
     assert not out.exists()
 
 
-@pytest.mark.parametrize("options", [
-    {"samples": 0}, {"samples": -3}, {"batch_size": 0}, {"chunk_mb": 0}, {"seed": -1}, {"holdout": float("nan")},
-    {"num_bins": 1 << 30, "method": "entropy"}, {"percentile": float("nan"), "method": "percentile"},
-    {"min_top1": float("nan")}, {"batch_size": True}, {"holdout": True},
-])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"samples": 0},
+        {"samples": -3},
+        {"batch_size": 0},
+        {"chunk_mb": 0},
+        {"seed": -1},
+        {"holdout": float("nan")},
+        {"num_bins": 1 << 30, "method": "entropy"},
+        {"percentile": float("nan"), "method": "percentile"},
+        {"min_top1": float("nan")},
+        {"batch_size": True},
+        {"holdout": True},
+    ],
+)
 def test_the_api_checks_the_same_options_first(tmp_path, digits_model, digits_data, options):
     with pytest.raises(InvalidInput, match=r"^--"):
         calibrate(digits_model, digits_data, tmp_path / "out", CalibrationOptions(**options))
@@ -71,6 +82,21 @@ def test_the_api_checks_the_same_options_first(tmp_path, digits_model, digits_da
 def test_in_range_extremes_still_work(tmp_path, digits_model, digits_data):
     """Counts far beyond the data are capped by it, not errors: a whole count of held-out samples, a huge
     --samples and --batch-size, a huge seed."""
-    done = run_cli("calibrate", digits_model, "--data", digits_data, "--out", tmp_path / "out", "--holdout", "300.0",
-                   "--samples", str(10**30), "--batch-size", str(10**30), "--seed", str(2**80), "--json")
+    done = run_cli(
+        "calibrate",
+        digits_model,
+        "--data",
+        digits_data,
+        "--out",
+        tmp_path / "out",
+        "--holdout",
+        "300.0",
+        "--samples",
+        str(10**30),
+        "--batch-size",
+        str(10**30),
+        "--seed",
+        str(2**80),
+        "--json",
+    )
     assert done.exit_code == 0, done.stderr

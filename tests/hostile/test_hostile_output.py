@@ -35,9 +35,12 @@ def _assert_no_raw_controls(stdout: str, stderr: str = "") -> None:
 def _forged_model(path: Path) -> Path:
     """A real model whose input and output names hold newlines and escape codes (ONNX allows any string)."""
     output = "y" + FORGED
-    graph = helper.make_graph([helper.make_node("Relu", [FORGED], [output])], "g",
-                              [helper.make_tensor_value_info(FORGED, TensorProto.FLOAT, ["B", 1, 8, 8])],
-                              [helper.make_tensor_value_info(output, TensorProto.FLOAT, ["B", 1, 8, 8])])
+    graph = helper.make_graph(
+        [helper.make_node("Relu", [FORGED], [output])],
+        "g",
+        [helper.make_tensor_value_info(FORGED, TensorProto.FLOAT, ["B", 1, 8, 8])],
+        [helper.make_tensor_value_info(output, TensorProto.FLOAT, ["B", 1, 8, 8])],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     onnx.checker.check_model(model)
     onnx.save(model, path)
@@ -46,11 +49,22 @@ def _forged_model(path: Path) -> Path:
 
 def test_profile_and_input_names_cannot_forge_error_lines(tmp_path, digits_model):
     profiles = tmp_path / "profiles.yaml"
-    profiles.write_text(yaml.safe_dump({"profiles": [{"name": FORGED, "shapes": {
-        FORGED: {"min": [1, 1, 8, 8], "opt": [1, 1, 8, 8], "max": [8, 1, 8, 8]}}}]}))
+    profiles.write_text(
+        yaml.safe_dump(
+            {
+                "profiles": [
+                    {
+                        "name": FORGED,
+                        "shapes": {FORGED: {"min": [1, 1, 8, 8], "opt": [1, 1, 8, 8], "max": [8, 1, 8, 8]}},
+                    }
+                ]
+            }
+        )
+    )
     done = run_cli("inspect", digits_model, "--profiles", profiles, env=WIDE)
-    line = assert_clean_error(done, 2, "profiles.yaml", "profile 'x\\nerror: forged\\r\\x1b[31mred",
-                              "is not a model input")
+    line = assert_clean_error(
+        done, 2, "profiles.yaml", "profile 'x\\nerror: forged\\r\\x1b[31mred", "is not a model input"
+    )
     assert "\\u2028tail" in line
     _assert_no_raw_controls(done.stdout, done.stderr)
     assert "profile 'x\\nerror: forged" in done.stdout  # the problems listed on stdout, one line each
@@ -77,8 +91,7 @@ BIDI = set("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 def test_printable_is_one_line_without_control_characters(text):
     shown = printable(text)
     assert len(shown.splitlines()) <= 1
-    assert not [char for char in shown
-                if unicodedata.category(char) in ("Cc", "Zl", "Zp", "Cs") or char in BIDI], shown
+    assert not [char for char in shown if unicodedata.category(char) in ("Cc", "Zl", "Zp", "Cs") or char in BIDI], shown
     assert printable(shown) == shown  # idempotent: an escaped message is not escaped again
 
 

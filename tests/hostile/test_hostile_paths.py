@@ -82,8 +82,9 @@ def test_out_holding_the_models_external_data(tmp_path, digits_model, digits_dat
     folder = tmp_path / "work"
     folder.mkdir()
     model = folder / "net.onnx"
-    onnx.save_model(onnx.load(digits_model), model, save_as_external_data=True, location="model.onnx.data",
-                    size_threshold=0)
+    onnx.save_model(
+        onnx.load(digits_model), model, save_as_external_data=True, location="model.onnx.data", size_threshold=0
+    )
     before = _snapshot(folder)
     done = run_cli("calibrate", model, "--data", digits_data, "--out", folder, timeout=120)
     _refused(done, "model.onnx.data")
@@ -141,8 +142,20 @@ def test_check_not_overwriting(tmp_path):
 
 def _build(model: Path, out: Path, *extra: str | Path, profiles: Path | None = None, precision: str = "fp32"):
     profiles = profiles or Path(__file__).resolve().parents[2] / "profiles" / "digits.yaml"
-    return run_cli("build", model, "--profiles", profiles, "--sku", "rtx-4090", "--precision", precision,
-                   "--out", out, *extra, timeout=120)
+    return run_cli(
+        "build",
+        model,
+        "--profiles",
+        profiles,
+        "--sku",
+        "rtx-4090",
+        "--precision",
+        precision,
+        "--out",
+        out,
+        *extra,
+        timeout=120,
+    )
 
 
 @pytest.mark.parametrize("how", ["inside", "symlink"])
@@ -168,12 +181,17 @@ def test_build_out_never_overwrites_its_profiles_or_calibration(tmp_path, digits
     out.mkdir()
     profiles = out / "build.json"  # a profiles file where the run writes its status file
     shutil.copy(Path(__file__).resolve().parents[2] / "profiles" / "digits.yaml", profiles)
-    assert_clean_error(_build(digits_model, out, profiles=profiles), 2, "--out", "build.json",
-                       "would overwrite the input")
+    assert_clean_error(
+        _build(digits_model, out, profiles=profiles), 2, "--out", "build.json", "would overwrite the input"
+    )
     assert profiles.read_text().startswith("# Shape profiles")
     calibration = out / "rtx-4090" / "int8"  # the calibration folder is the int8 target's own folder
     assert run_cli("calibrate", digits_model, "--data", digits_data, "--out", calibration).exit_code == 0
     before = _snapshot(calibration)
-    assert_clean_error(_build(digits_model, out, "--calibration", calibration, precision="int8"), 2, "--out",
-                       "replaced when the run ends")
+    assert_clean_error(
+        _build(digits_model, out, "--calibration", calibration, precision="int8"),
+        2,
+        "--out",
+        "replaced when the run ends",
+    )
     assert _snapshot(calibration) == before

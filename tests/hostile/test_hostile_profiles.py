@@ -15,8 +15,15 @@ from tests.support.cli import assert_clean_error, run_cli
 
 def _profiles(tmp_path, max_shape, name="online"):
     path = tmp_path / "profiles.yaml"
-    path.write_text(yaml.safe_dump({"profiles": [{"name": name, "shapes": {
-        "image": {"min": [1, 1, 8, 8], "opt": [1, 1, 8, 8], "max": max_shape}}}]}))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "profiles": [
+                    {"name": name, "shapes": {"image": {"min": [1, 1, 8, 8], "opt": [1, 1, 8, 8], "max": max_shape}}}
+                ]
+            }
+        )
+    )
     return path
 
 
@@ -26,10 +33,19 @@ def test_a_dim_beyond_int32_is_refused_by_inspect_and_build(tmp_path, digits_mod
     with pytest.raises(InvalidInput, match=r"profile 'online' input 'image' max\[0\]: .*2147483647"):
         load_profiles(profiles)
     inspected = run_cli("inspect", digits_model, "--profiles", profiles)
-    assert_clean_error(inspected, 2, "profiles.yaml", "profile 'online' input 'image' max[0]", str(batch),
-                       "2147483647")
-    built = run_cli("build", digits_model, "--profiles", profiles, "--sku", "rtx-4090", "--precision", "fp32",
-                    "--out", tmp_path / "out")
+    assert_clean_error(inspected, 2, "profiles.yaml", "profile 'online' input 'image' max[0]", str(batch), "2147483647")
+    built = run_cli(
+        "build",
+        digits_model,
+        "--profiles",
+        profiles,
+        "--sku",
+        "rtx-4090",
+        "--precision",
+        "fp32",
+        "--out",
+        tmp_path / "out",
+    )
     assert_clean_error(built, 2, "profiles.yaml", "max[0]", "2147483647")
     assert "internal error" not in built.stderr
     assert not (tmp_path / "out").exists()
@@ -85,11 +101,14 @@ def test_the_largest_dim_on_a_model_with_a_position_table_is_refused_quickly_nam
 
     shape = {"min": [1, 1], "opt": [1, 1], "max": [1, 2**31 - 1]}
     profiles = tmp_path / "huge.yaml"
-    profiles.write_text(yaml.safe_dump({"profiles": [{"name": "huge", "shapes": {"input_ids": shape,
-                                                                                  "attention_mask": shape}}]}))
+    profiles.write_text(
+        yaml.safe_dump({"profiles": [{"name": "huge", "shapes": {"input_ids": shape, "attention_mask": shape}}]})
+    )
     started = time.monotonic()
-    result = run_cli("build", MODEL, "--profiles", profiles, "--sku", "rtx-4090", "--precision", "fp32",
-                     "--out", tmp_path / "out")
-    assert_clean_error(result, 2, "profile 'huge'", "max 2147483647", "index 2147483646 of the 128",
-                       "lower the max to 128")
+    result = run_cli(
+        "build", MODEL, "--profiles", profiles, "--sku", "rtx-4090", "--precision", "fp32", "--out", tmp_path / "out"
+    )
+    assert_clean_error(
+        result, 2, "profile 'huge'", "max 2147483647", "index 2147483646 of the 128", "lower the max to 128"
+    )
     assert time.monotonic() - started < 60 and not (tmp_path / "out").exists()

@@ -58,8 +58,11 @@ def _kept(root: Path):
     before = snapshot(root, []) if root.is_dir() else {}
 
     def check() -> list[str]:
-        changes = [c for c in snapshot_changes(before, snapshot(root, []) if root.is_dir() else {})
-                   if not c.split(" ")[0].endswith(".lock")]
+        changes = [
+            c
+            for c in snapshot_changes(before, snapshot(root, []) if root.is_dir() else {})
+            if not c.split(" ")[0].endswith(".lock")
+        ]
         return [f"{root.name}/ changed: {changes[:6]}"] if changes else []
 
     return check
@@ -87,8 +90,11 @@ def _resign(manifest: Path, store: Path, kind: str) -> None:
     pulled = next(index for index, engine in enumerate(engines) if engine["sku"] == SKU)
     dotted = dotted.replace("engines.0.", f"engines.{pulled}.")
     if value == "@other":  # a blob of another size (a plan of the same size re-signed in is a signature's job)
-        value = next(p.name for p in sorted((store / "blobs" / "sha256").iterdir())
-                     if p.stat().st_size != engines[pulled]["plan"]["size_bytes"])
+        value = next(
+            p.name
+            for p in sorted((store / "blobs" / "sha256").iterdir())
+            if p.stat().st_size != engines[pulled]["plan"]["size_bytes"]
+        )
     elif value == "@many":
         value = [dict(engines[pulled], sku=f"sku-{i}") for i in range(20_000)]
     _set(data["content"], dotted, value)
@@ -99,8 +105,12 @@ def _resign(manifest: Path, store: Path, kind: str) -> None:
 
 
 STORE_EXTRA = {
-    "channel-history-huge": "nothing", "channel-history-nested": "channel", "lock-link-out": "lock",
-    "lock-fifo": "lock", "lock-directory": "lock", "stray-partial": "nothing",
+    "channel-history-huge": "nothing",
+    "channel-history-nested": "channel",
+    "lock-link-out": "lock",
+    "lock-fifo": "lock",
+    "lock-directory": "lock",
+    "stray-partial": "nothing",
 }
 """Damage besides manifest values: a channel whose history is 200,000 moves (16 MB: still read; a promote keeps
 the latest 10,000) or nested deep, a promote lock that is
@@ -186,33 +196,44 @@ def test_store_values(request, hostile_base, served_template):
         out, repo = box.out / "digits.plan", box.out / "repo"
         repo.mkdir()
         kept_store, kept_out = _kept(store), _kept(box.out)
-        args = {"ls": ["ls"], "ls-name": ["ls", NAME], "ls-version": ["ls", f"{NAME}@{VERSION}"],
-                "verify": ["ls", "--verify"], "pull": ["pull", f"{NAME}@{VERSION}", "--sku", SKU, "--out", out],
-                "promote": ["promote", f"{NAME}@{OTHER}", "--channel", CHANNEL],
-                "export": ["export", "triton", f"{NAME}@{VERSION}", "--repo", repo, *TRITON]}[recipe.command]
+        args = {
+            "ls": ["ls"],
+            "ls-name": ["ls", NAME],
+            "ls-version": ["ls", f"{NAME}@{VERSION}"],
+            "verify": ["ls", "--verify"],
+            "pull": ["pull", f"{NAME}@{VERSION}", "--sku", SKU, "--out", out],
+            "promote": ["promote", f"{NAME}@{OTHER}", "--channel", CHANNEL],
+            "export": ["export", "triton", f"{NAME}@{VERSION}", "--repo", repo, *TRITON],
+        }[recipe.command]
 
         def after(result: CliResult) -> list[str]:
             problems = []
             if result.exit_code != 0:
                 problems += kept_out() if not writes else kept_store()
             elif recipe.command == "pull":
-                manifest = json.loads(
-                    (store / "releases" / NAME / VERSION / "manifest.json").read_bytes())["content"]
+                manifest = json.loads((store / "releases" / NAME / VERSION / "manifest.json").read_bytes())["content"]
                 digest = next(e["plan"]["sha256"] for e in manifest["engines"] if e["sku"] == SKU)
                 if hashlib.sha256(out.read_bytes()).hexdigest() != digest:
                     problems.append("exit 0 but the pulled plan is not the blob of its digest")
             return problems
 
         codes = _value_codes(recipe.kind, part, recipe.command)
-        return Case([*args, "--store", store, *_json(recipe.json_output)],
-                    Expect(codes, f"{recipe.kind} store, {recipe.command}",
-                           ("manifest", "channel", "store", f"{NAME}@{VERSION}")),
-                    recipe.json_output, reports_failures=recipe.command == "verify", after=after)
+        return Case(
+            [*args, "--store", store, *_json(recipe.json_output)],
+            Expect(
+                codes, f"{recipe.kind} store, {recipe.command}", ("manifest", "channel", "store", f"{NAME}@{VERSION}")
+            ),
+            recipe.json_output,
+            reports_failures=recipe.command == "verify",
+            after=after,
+        )
 
     readers = ("ls-version", "pull", "export", "verify")  # each value read by two of them, in turn
-    must = [ValueCase(kind, command, json_output=i % 2 == 0) for i, kind in enumerate(VALUE_KINDS)
-            for command in ((readers[i % 4], readers[(i + 1) % 4]) if kind in g.MANIFEST_VALUES else
-                            ("promote", "ls-name"))]
+    must = [
+        ValueCase(kind, command, json_output=i % 2 == 0)
+        for i, kind in enumerate(VALUE_KINDS)
+        for command in ((readers[i % 4], readers[(i + 1) % 4]) if kind in g.MANIFEST_VALUES else ("promote", "ls-name"))
+    ]
     strategy = st.builds(ValueCase, st.sampled_from(VALUE_KINDS), st.sampled_from(STORE_COMMANDS), st.booleans())
     run_cases(request.node.name, "store-values", strategy, setup, hostile_base, must)
 
@@ -229,14 +250,21 @@ ANSWERS = {
     "status-500": lambda request: Answer(500, body=nested()),
     "status-418": lambda request: Answer(418, body=b'{"errors": [{"code": "\\u001b[2J", "message": "x"}]}'),
     "unauthorized": lambda request: Answer(401, {"WWW-Authenticate": 'Bearer realm="http://127.0.0.1:9/token"'}),
-    "paging-loop": lambda request: Answer(headers={"Link": f'<{request.path}>; rel="next"'},
-                                          body=b'{"tags": ["1.0.0"], "repositories": []}'),
-    "paging-elsewhere": lambda request: Answer(headers={"Link": '<http://127.0.0.1:9/v2/x>; rel="next"'},
-                                               body=b'{"tags": ["1.0.0"], "repositories": []}'),
+    "paging-loop": lambda request: Answer(
+        headers={"Link": f'<{request.path}>; rel="next"'}, body=b'{"tags": ["1.0.0"], "repositories": []}'
+    ),
+    "paging-elsewhere": lambda request: Answer(
+        headers={"Link": '<http://127.0.0.1:9/v2/x>; rel="next"'}, body=b'{"tags": ["1.0.0"], "repositories": []}'
+    ),
 }
 """What the hostile registry answers the targeted request with."""
-TARGETS = {"catalog": r"^/v2/_catalog", "tags": r"/tags/list", "manifest": r"/manifests/1\.0\.0$",
-           "channel": r"/manifests/_channel\.", "blob": r"/blobs/sha256:[0-9a-f]{64}$"}
+TARGETS = {
+    "catalog": r"^/v2/_catalog",
+    "tags": r"/tags/list",
+    "manifest": r"/manifests/1\.0\.0$",
+    "channel": r"/manifests/_channel\.",
+    "blob": r"/blobs/sha256:[0-9a-f]{64}$",
+}
 REGISTRY_COMMANDS = ("ls", "ls-name", "pull", "pull-channel", "verify")
 
 
@@ -254,27 +282,31 @@ def registry_release(registry, store_build, tmp_path_factory) -> str:
     repository = "hostile" + uuid.uuid4().hex[:10]
     env = environment_without_credentials(tmp_path_factory.mktemp("registry-home"))
     uri = registry.uri(repository)
-    assert run_cli("publish", store_build, "--name", NAME, "--version", VERSION, "--store", uri,
-                   env=env).exit_code == 0
+    assert run_cli("publish", store_build, "--name", NAME, "--version", VERSION, "--store", uri, env=env).exit_code == 0
     assert run_cli("promote", f"{NAME}@{VERSION}", "--channel", CHANNEL, "--store", uri, env=env).exit_code == 0
     return repository
 
 
 def test_registry_answers(request, hostile_base, registry, registry_release):
     with hostile_registry(registry) as hostile:
+
         def setup(recipe: RegistryCase, box: Sandbox) -> Case:
             hostile.reset()
             hostile.answer("GET", TARGETS[recipe.target], ANSWERS[recipe.answer])
             hostile.answer("HEAD", TARGETS[recipe.target], ANSWERS[recipe.answer])
             box.out.mkdir(exist_ok=True)
             out = box.out / "digits.plan"
-            args = {"ls": ["ls"], "ls-name": ["ls", NAME], "verify": ["ls", NAME, "--verify"],
-                    "pull": ["pull", f"{NAME}@{VERSION}", "--sku", SKU, "--out", out, "--no-cache"],
-                    "pull-channel": ["pull", f"{NAME}@{CHANNEL}", "--sku", SKU, "--out", out, "--no-cache"],
-                    }[recipe.command]
+            args = {
+                "ls": ["ls"],
+                "ls-name": ["ls", NAME],
+                "verify": ["ls", NAME, "--verify"],
+                "pull": ["pull", f"{NAME}@{VERSION}", "--sku", SKU, "--out", out, "--no-cache"],
+                "pull-channel": ["pull", f"{NAME}@{CHANNEL}", "--sku", SKU, "--out", out, "--no-cache"],
+            }[recipe.command]
             kept_out = _kept(box.out)
-            digest = hashlib.sha256((request.getfixturevalue("store_build") / SKU / "fp16" / "engine.plan"
-                                     ).read_bytes()).hexdigest()
+            digest = hashlib.sha256(
+                (request.getfixturevalue("store_build") / SKU / "fp16" / "engine.plan").read_bytes()
+            ).hexdigest()
 
             def after(result: CliResult) -> list[str]:
                 if result.exit_code != 0:
@@ -286,17 +318,35 @@ def test_registry_answers(request, hostile_base, registry, registry_release):
             env = {"DOCKER_CONFIG": str(box.home)}
             # 0: the command never made the targeted request, or the answer does it no harm; 2: a listing that
             # lost the release is "no such release"
-            return Case([*args, "--store", hostile.uri(registry_release), *_json(recipe.json_output)],
-                        Expect(_codes(0, 1, 2, 3), f"{recipe.answer} answer to {recipe.target}, {recipe.command}"),
-                        recipe.json_output, reports_failures=recipe.command == "verify", env=env, after=after)
+            return Case(
+                [*args, "--store", hostile.uri(registry_release), *_json(recipe.json_output)],
+                Expect(_codes(0, 1, 2, 3), f"{recipe.answer} answer to {recipe.target}, {recipe.command}"),
+                recipe.json_output,
+                reports_failures=recipe.command == "verify",
+                env=env,
+                after=after,
+            )
 
-        must = [RegistryCase(target, answer, command, json_output=False)
-                for target, commands in (("catalog", ["ls"]), ("tags", ["ls-name"]), ("manifest", ["pull"]),
-                                         ("channel", ["pull-channel"]), ("blob", ["pull", "verify"]))
-                for answer in ANSWERS for command in commands
-                if not (answer.startswith("paging") and target not in ("catalog", "tags"))]
-        strategy = st.builds(RegistryCase, st.sampled_from(sorted(TARGETS)), st.sampled_from(sorted(ANSWERS)),
-                             st.sampled_from(REGISTRY_COMMANDS), st.booleans())
+        must = [
+            RegistryCase(target, answer, command, json_output=False)
+            for target, commands in (
+                ("catalog", ["ls"]),
+                ("tags", ["ls-name"]),
+                ("manifest", ["pull"]),
+                ("channel", ["pull-channel"]),
+                ("blob", ["pull", "verify"]),
+            )
+            for answer in ANSWERS
+            for command in commands
+            if not (answer.startswith("paging") and target not in ("catalog", "tags"))
+        ]
+        strategy = st.builds(
+            RegistryCase,
+            st.sampled_from(sorted(TARGETS)),
+            st.sampled_from(sorted(ANSWERS)),
+            st.sampled_from(REGISTRY_COMMANDS),
+            st.booleans(),
+        )
         run_cases(request.node.name, "registry-answers", strategy, setup, hostile_base, must)
 
 
@@ -308,25 +358,42 @@ def test_pipeline_yaml(request, hostile_base):
         path = box.inputs / "pipeline.yaml"
         path.write_text(recipe.text(), encoding="utf-8")
         codes = _codes(0) if recipe.verdict() == g.VALID else _codes(2)
-        return Case(["plan", path, "--format", "json"], Expect(codes, f"{recipe.verdict()} pipeline",
-                                                               ("pipeline.yaml",)), json_output=True)
+        return Case(
+            ["plan", path, "--format", "json"],
+            Expect(codes, f"{recipe.verdict()} pipeline", ("pipeline.yaml",)),
+            json_output=True,
+        )
 
     must = [g.PipelineRecipe(version, ("fp16",), None, None) for version in g.VERSION_TEXTS]
-    must += [g.PipelineRecipe('"1.0.0"', ("fp16", "fp16"), None, None),
-             g.PipelineRecipe('"1.0.0"', ("fp16",), "bogus", None),
-             g.PipelineRecipe('"1.0.0"', ("fp16",), "tensorrt", None),
-             g.PipelineRecipe('"1.0.0"', ("fp16",), None, (9, 8)), g.PipelineRecipe('"1.0.0"', ("fp16",), None, (2, 1))]
+    must += [
+        g.PipelineRecipe('"1.0.0"', ("fp16", "fp16"), None, None),
+        g.PipelineRecipe('"1.0.0"', ("fp16",), "bogus", None),
+        g.PipelineRecipe('"1.0.0"', ("fp16",), "tensorrt", None),
+        g.PipelineRecipe('"1.0.0"', ("fp16",), None, (9, 8)),
+        g.PipelineRecipe('"1.0.0"', ("fp16",), None, (2, 1)),
+    ]
     run_cases(request.node.name, "pipeline-yaml", g.pipeline_recipes(), setup, hostile_base, must)
 
 
 # --- export targets -------------------------------------------------------------------------------------------
 
 EXPORT_DAMAGE = {
-    "intact": _codes(0), "repo-missing": _codes(2), "repo-file": _codes(2),
-    "model-file": _codes(2, 3), "model-fifo": _codes(2, 3), "model-link-out": _codes(2, 3, 4),
-    "version-other": _codes(4), "version-file": _codes(4), "config-garbage": _codes(4), "config-fifo": _codes(2),
-    "config-directory": _codes(2), "config-link-out": _codes(2), "lock-link-out": _codes(2),
-    "lock-fifo": _codes(2), "lock-directory": _codes(2), "stale-partial": _codes(0),
+    "intact": _codes(0),
+    "repo-missing": _codes(2),
+    "repo-file": _codes(2),
+    "model-file": _codes(2, 3),
+    "model-fifo": _codes(2, 3),
+    "model-link-out": _codes(2, 3, 4),
+    "version-other": _codes(4),
+    "version-file": _codes(4),
+    "config-garbage": _codes(4),
+    "config-fifo": _codes(2),
+    "config-directory": _codes(2),
+    "config-link-out": _codes(2),
+    "lock-link-out": _codes(2),
+    "lock-fifo": _codes(2),
+    "lock-directory": _codes(2),
+    "stale-partial": _codes(0),
 }
 """What stands in the repository -> the exit codes the contract allows: a repository that is not a folder is bad
 input (2); a model or version folder of other content is a conflict (4); a lock that is no lock file is refused
@@ -367,7 +434,7 @@ def _export_damage(kind: str, repo: Path, box: Sandbox) -> Path:
         elif kind == "version-file":
             (model / "1").write_bytes(b"x")
         elif kind == "config-garbage":
-            (model / "config.pbtxt").write_bytes(b"name: \"other\"\n")
+            (model / "config.pbtxt").write_bytes(b'name: "other"\n')
         elif kind == "config-fifo":
             os.mkfifo(model / "config.pbtxt")
         elif kind == "config-directory":
@@ -400,15 +467,33 @@ def test_export_targets(request, hostile_base, served_template):
         codes = EXPORT_DAMAGE[recipe.damage] if valid_name else _codes(2)
         if valid_name and name != "m" and recipe.damage not in ("repo-missing", "repo-file"):
             codes = _codes(0)  # the damage stands at model m; this export writes another model
-        args = ["export", "triton", f"{NAME}@{VERSION}", "--store", store, "--repo", repo, "--model-name", name,
-                *TRITON]
-        return Case([*args, *_json(recipe.json_output)], Expect(codes, f"{recipe.damage} repo, model {name!r}",
-                                                               ("--repo", "--model-name", "m", "config")),
-                    recipe.json_output, reports_failures=False)
+        args = [
+            "export",
+            "triton",
+            f"{NAME}@{VERSION}",
+            "--store",
+            store,
+            "--repo",
+            repo,
+            "--model-name",
+            name,
+            *TRITON,
+        ]
+        return Case(
+            [*args, *_json(recipe.json_output)],
+            Expect(codes, f"{recipe.damage} repo, model {name!r}", ("--repo", "--model-name", "m", "config")),
+            recipe.json_output,
+            reports_failures=False,
+        )
 
     must = [ExportCase(damage, None, json_output=i % 2 == 0) for i, damage in enumerate(EXPORT_DAMAGE)]
     must += [ExportCase("intact", text, False) for text in ("..", ".hidden", "a/b", "x" * 200, "ok-name")]
-    strategy = st.builds(ExportCase, st.sampled_from(sorted(EXPORT_DAMAGE)),
-                         st.one_of(st.none(), st.sampled_from(g.HOSTILE_TEXT), st.text(max_size=30)).filter(
-                             lambda t: t is None or "\x00" not in t), st.booleans())
+    strategy = st.builds(
+        ExportCase,
+        st.sampled_from(sorted(EXPORT_DAMAGE)),
+        st.one_of(st.none(), st.sampled_from(g.HOSTILE_TEXT), st.text(max_size=30)).filter(
+            lambda t: t is None or "\x00" not in t
+        ),
+        st.booleans(),
+    )
     run_cases(request.node.name, "export-targets", strategy, setup, hostile_base, must)

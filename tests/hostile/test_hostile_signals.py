@@ -32,9 +32,24 @@ def _started(tmp_path: Path, model: Path, data: Path, method: str):
     work, out = tmp_path / "tmp", tmp_path / "out"
     work.mkdir()
     process = subprocess.Popen(
-        [sys.executable, "-m", "compiler", "calibrate", str(model), "--data", str(data), "--out", str(out),
-         "--method", method], env={**os.environ, "TMPDIR": str(work)}, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-m",
+            "compiler",
+            "calibrate",
+            str(model),
+            "--data",
+            str(data),
+            "--out",
+            str(out),
+            "--method",
+            method,
+        ],
+        env={**os.environ, "TMPDIR": str(work)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     return process, work, out
 
 
@@ -65,8 +80,15 @@ def _phase_condition(phase: str, work: Path, out: Path, started: float):
     return lambda: any(out.glob(".calibrate-*/model.onnx")) or (out / "model.onnx").exists()  # held-out
 
 
-@pytest.mark.parametrize(("method", "phase"), [("minmax", "collecting"), ("entropy", "late-collecting"),
-                                               ("percentile", "late-collecting"), ("minmax", "held-out")])
+@pytest.mark.parametrize(
+    ("method", "phase"),
+    [
+        ("minmax", "collecting"),
+        ("entropy", "late-collecting"),
+        ("percentile", "late-collecting"),
+        ("minmax", "held-out"),
+    ],
+)
 def test_sigterm_is_honoured_promptly(tmp_path, digits_model, larger_data, method, phase):
     process, work, out = _started(tmp_path, digits_model, larger_data, method)
     try:

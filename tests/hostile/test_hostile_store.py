@@ -89,8 +89,11 @@ def _tree_kept(root: Path) -> Callable[[], list[str]]:
 
 
 def _manifests(store: Path) -> list[str]:
-    return sorted(str(p.relative_to(store)) for p in (store / "releases").glob("*/*/manifest.json")) \
-        if store.is_dir() else []
+    return (
+        sorted(str(p.relative_to(store)) for p in (store / "releases").glob("*/*/manifest.json"))
+        if store.is_dir()
+        else []
+    )
 
 
 # --- publish: hostile build folders ----------------------------------------------------------------------------
@@ -197,28 +200,47 @@ def _build_damage(kind: str, build: Path, box: Sandbox) -> Path:
 
 
 BUILD_DAMAGE: dict[str, tuple[frozenset[int], tuple[str, ...]]] = {
-    "not-a-folder": (_codes(2), ("build",)), "missing": (_codes(2), ("no-such-build",)),
-    "build.json-missing": (_codes(2), ("build.json",)), "build.json-garbage": (_codes(2), ("build.json",)),
-    "build.json-empty": (_codes(2), ("build.json",)), "build.json-format": (_codes(2), ("build.json",)),
-    "build.json-nested": (_codes(2), ("build.json",)), "build.json-huge": (_codes(2), ("build.json",)),
-    "build.json-fifo": (_codes(2), ("build.json",)), "build.json-link-out": (_codes(2), ("build.json",)),
-    "targets-none": (_codes(1, 2), ()), "target-failed": (_codes(1), ()),
+    "not-a-folder": (_codes(2), ("build",)),
+    "missing": (_codes(2), ("no-such-build",)),
+    "build.json-missing": (_codes(2), ("build.json",)),
+    "build.json-garbage": (_codes(2), ("build.json",)),
+    "build.json-empty": (_codes(2), ("build.json",)),
+    "build.json-format": (_codes(2), ("build.json",)),
+    "build.json-nested": (_codes(2), ("build.json",)),
+    "build.json-huge": (_codes(2), ("build.json",)),
+    "build.json-fifo": (_codes(2), ("build.json",)),
+    "build.json-link-out": (_codes(2), ("build.json",)),
+    "targets-none": (_codes(1, 2), ()),
+    "target-failed": (_codes(1), ()),
     "target-twice": (_codes(2), ("build.json",)),
-    "sku-dotdot": (_codes(2), ("build.json", "../x")), "sku-absolute": (_codes(2), ("build.json",)),
-    "sku-nul": (_codes(2), ("build.json",)), "sku-escape": (_codes(2), ("build.json", "not a SKU name")),
-    "sku-long": (_codes(2), ("build.json", "not a SKU name")), "precision-absolute": (_codes(2), ("build.json",)),
-    "engine.json-missing": (_codes(2), ("engine.json",)), "engine.json-garbage": (_codes(2), ("engine.json",)),
-    "engine.json-fifo": (_codes(2), ("engine.json",)), "engine.json-other-sku": (_codes(2), ("engine.json",)),
+    "sku-dotdot": (_codes(2), ("build.json", "../x")),
+    "sku-absolute": (_codes(2), ("build.json",)),
+    "sku-nul": (_codes(2), ("build.json",)),
+    "sku-escape": (_codes(2), ("build.json", "not a SKU name")),
+    "sku-long": (_codes(2), ("build.json", "not a SKU name")),
+    "precision-absolute": (_codes(2), ("build.json",)),
+    "engine.json-missing": (_codes(2), ("engine.json",)),
+    "engine.json-garbage": (_codes(2), ("engine.json",)),
+    "engine.json-fifo": (_codes(2), ("engine.json",)),
+    "engine.json-other-sku": (_codes(2), ("engine.json",)),
     "engine.json-other-model": (_codes(2), ("engine.json",)),
     "engine.json-digest-traversal": (_codes(2), ("engine.json", "digest")),
-    "plan-missing": (_codes(1), ("engine.plan", "missing")), "plan-fifo": (_codes(2), ("engine.plan",)),
-    "plan-link-out": (_codes(2), ("engine.plan",)), "plan-directory": (_codes(2), ("engine.plan",)),
-    "plan-longer": (_codes(2), ("engine.plan",)), "plan-other-bytes": (_codes(1), ()),
+    "plan-missing": (_codes(1), ("engine.plan", "missing")),
+    "plan-fifo": (_codes(2), ("engine.plan",)),
+    "plan-link-out": (_codes(2), ("engine.plan",)),
+    "plan-directory": (_codes(2), ("engine.plan",)),
+    "plan-longer": (_codes(2), ("engine.plan",)),
+    "plan-other-bytes": (_codes(1), ()),
     "target-link-out": (_codes(2), (SKU,)),
-    "layers.json-garbage": (_codes(2), ("layers.json",)), "layers.json-fifo": (_codes(2), ("layers.json",)),
-    "check.json-garbage": (_codes(2), ("check.json",)), "check.json-format": (_codes(2), ("check.json",)),
-    "check.json-fifo": (_codes(2), ("check.json",)), "check.json-directory": (_codes(2), ("check.json",)),
-    "check.json-failed": (_codes(1), ()), "check.json-absent": (_codes(0), ()), "intact": (_codes(0), ()),
+    "layers.json-garbage": (_codes(2), ("layers.json",)),
+    "layers.json-fifo": (_codes(2), ("layers.json",)),
+    "check.json-garbage": (_codes(2), ("check.json",)),
+    "check.json-format": (_codes(2), ("check.json",)),
+    "check.json-fifo": (_codes(2), ("check.json",)),
+    "check.json-directory": (_codes(2), ("check.json",)),
+    "check.json-failed": (_codes(1), ()),
+    "check.json-absent": (_codes(0), ()),
+    "intact": (_codes(0), ()),
 }
 """Issue 21 (compiler/releases/publish.py through compiler/engines/folder.py): the folder is read and verified before
 anything is sent: not a build folder, a record damaged, foreign, of another format or version, a plan that is not a
@@ -244,16 +266,33 @@ def test_publish_damaged_build_folders(request, hostile_base, store_build):
 
         def after(result: CliResult) -> list[str]:
             if result.exit_code == 0:
-                return [] if _manifests(store) == [f"releases/{NAME}/{VERSION}/manifest.json"] else [
-                    f"exit 0 but the store holds {_manifests(store)}"]
+                return (
+                    []
+                    if _manifests(store) == [f"releases/{NAME}/{VERSION}/manifest.json"]
+                    else [f"exit 0 but the store holds {_manifests(store)}"]
+                )
             if result.exit_code == 2:  # refused before the store was opened
                 return kept()
             return [f"a refused publish left a release: {_manifests(store)}"] if _manifests(store) else []
 
-        args = ["publish", build_dir, "--store", store, "--name", NAME, "--version", VERSION,
-                *_json(recipe.json_output)]
-        return Case(args, Expect(codes, f"{recipe.damage} build folder", names), recipe.json_output,
-                    reports_failures=False, after=after)
+        args = [
+            "publish",
+            build_dir,
+            "--store",
+            store,
+            "--name",
+            NAME,
+            "--version",
+            VERSION,
+            *_json(recipe.json_output),
+        ]
+        return Case(
+            args,
+            Expect(codes, f"{recipe.damage} build folder", names),
+            recipe.json_output,
+            reports_failures=False,
+            after=after,
+        )
 
     must = [BuildCase(damage, json_output=index % 3 == 0) for index, damage in enumerate(BUILD_DAMAGE)]
     strategy = st.builds(BuildCase, st.sampled_from(sorted(BUILD_DAMAGE)), st.booleans())
@@ -316,8 +355,12 @@ def _store_damage(kind: str, store: Path, box: Sandbox) -> tuple[str, ...]:
     elif kind == "manifest-other-release":
         _replace(manifest, "bytes", box, other.read_bytes())
     elif kind == "manifest-edited":  # the plan swapped for another blob, content_sha256 left as it was
-        _edit_json(manifest, lambda d: next(e for e in d["content"]["engines"] if e["sku"] == SKU)["plan"].update(
-            sha256=_other_blob(store, digest).name))
+        _edit_json(
+            manifest,
+            lambda d: next(e for e in d["content"]["engines"] if e["sku"] == SKU)["plan"].update(
+                sha256=_other_blob(store, digest).name
+            ),
+        )
     elif kind == "manifest-format":
         _edit_json(manifest, lambda d: d.update(format_version=99))
     elif kind == "manifest-nested":
@@ -374,8 +417,9 @@ def _store_damage(kind: str, store: Path, box: Sandbox) -> tuple[str, ...]:
         _replace(channel, "directory", box)
     elif kind == "bad-names":
         for bad in (*BAD_NAMES, "UPPER"):
-            folders = [store / "releases" / bad / VERSION] + ([store / "releases" / NAME / bad] if bad != "UPPER"
-                                                              else [])
+            folders = [store / "releases" / bad / VERSION] + (
+                [store / "releases" / NAME / bad] if bad != "UPPER" else []
+            )
             for folder in folders:
                 folder.mkdir(parents=True)
                 shutil.copyfile(other, folder / "manifest.json")
@@ -400,17 +444,34 @@ def _store_damage(kind: str, store: Path, box: Sandbox) -> tuple[str, ...]:
 
 
 STORE_DAMAGE: dict[str, tuple[str, frozenset[int]]] = {
-    **{f"manifest-{k}": ("manifest", _codes(1)) for k in (
-        "garbage", "truncated", "empty", "other-release", "edited", "format", "nested", "huge", "fifo",
-        "directory")},
-    "manifest-link-out": ("manifest", _codes(1, 2)), "manifest-link-in": ("manifest", _codes(1, 2)),
-    "release-link-out": ("release", _codes(1, 2)), "releases-link-out": ("releases", _codes(1, 2)),
+    **{
+        f"manifest-{k}": ("manifest", _codes(1))
+        for k in (
+            "garbage",
+            "truncated",
+            "empty",
+            "other-release",
+            "edited",
+            "format",
+            "nested",
+            "huge",
+            "fifo",
+            "directory",
+        )
+    },
+    "manifest-link-out": ("manifest", _codes(1, 2)),
+    "manifest-link-in": ("manifest", _codes(1, 2)),
+    "release-link-out": ("release", _codes(1, 2)),
+    "releases-link-out": ("releases", _codes(1, 2)),
     **{f"blob-{k}": ("blob", _codes(1)) for k in ("missing", "other-bytes", "truncated", "fifo", "directory")},
-    "blob-link-in": ("blob", _codes(1, 2)), "blob-link-out": ("blob", _codes(1, 2)),
-    **{f"channel-{k}": ("channel", _codes(1)) for k in (
-        "garbage", "bad-version", "of-another", "fifo", "directory")},
-    "channel-link-out": ("channel", _codes(1, 2)), "channel-missing-version": ("channel", _codes(1)),
-    "bad-names": ("nothing", _codes()), "unfinished-version": ("nothing", _codes()), "intact": ("nothing", _codes()),
+    "blob-link-in": ("blob", _codes(1, 2)),
+    "blob-link-out": ("blob", _codes(1, 2)),
+    **{f"channel-{k}": ("channel", _codes(1)) for k in ("garbage", "bad-version", "of-another", "fifo", "directory")},
+    "channel-link-out": ("channel", _codes(1, 2)),
+    "channel-missing-version": ("channel", _codes(1)),
+    "bad-names": ("nothing", _codes()),
+    "unfinished-version": ("nothing", _codes()),
+    "intact": ("nothing", _codes()),
 }
 """Damage -> (the part it hits, the codes a command reading that part may exit with). Issue 21 (compiler/releases.py):
 a store's contents are not the user's input but evidence: a manifest, channel or blob that is not whole,
@@ -419,10 +480,13 @@ its digest), never followed out of the store (2 is allowed for a link leading ou
 never blocks (FIFOs). Commands that do not read the damaged part succeed. A channel at a version without a manifest
 is damaged for a pull through it; promoting it elsewhere repairs it."""
 
-EXCEPTIONS = {("channel-missing-version", "ls"): _codes(0), ("channel-missing-version", "ls-name"): _codes(0),
-              ("channel-missing-version", "promote-move"): _codes(0), ("release-link-out", "ls"): _codes(0),
-              **{(f"channel-{kind}", command): _codes(0, 1) for kind in ("fifo", "link-out")
-                 for command in ("ls", "ls-name")}}
+EXCEPTIONS = {
+    ("channel-missing-version", "ls"): _codes(0),
+    ("channel-missing-version", "ls-name"): _codes(0),
+    ("channel-missing-version", "promote-move"): _codes(0),
+    ("release-link-out", "ls"): _codes(0),
+    **{(f"channel-{kind}", command): _codes(0, 1) for kind in ("fifo", "link-out") for command in ("ls", "ls-name")},
+}
 """Commands that read the damaged part and still succeed: ls shows where a channel points without reading that
 manifest; promote moves a channel off a missing version; ls skips a release or channel that is a link or a FIFO
 (no listing follows one)."""
@@ -446,7 +510,9 @@ def _store_args(command: str, store: Path, out: Path) -> list[str]:
     return {
         "pull-version": ["pull", f"{NAME}@{VERSION}", "--sku", SKU, "--out", out, "--no-cache"],
         "pull-channel": ["pull", f"{NAME}@{CHANNEL}", "--sku", SKU, "--out", out],
-        "ls": ["ls"], "ls-name": ["ls", NAME], "ls-version": ["ls", f"{NAME}@{VERSION}"],
+        "ls": ["ls"],
+        "ls-name": ["ls", NAME],
+        "ls-version": ["ls", f"{NAME}@{VERSION}"],
         "promote-new": ["promote", f"{NAME}@{VERSION}", "--channel", "beta"],
         "promote-move": ["promote", f"{NAME}@{OTHER}", "--channel", CHANNEL],
     }[command] + ["--store", store]
@@ -481,8 +547,13 @@ def test_store_contents(request, hostile_base, store_template):
         codes = _store_codes(recipe.damage, recipe.command)
         args = [*_store_args(recipe.command, store, out), *_json(recipe.json_output)]
         names = ("manifest", "channel", "blob", "store", "releases", digest)
-        return Case(args, Expect(codes, f"{recipe.damage} store, {recipe.command}", names), recipe.json_output,
-                    reports_failures=False, after=after)
+        return Case(
+            args,
+            Expect(codes, f"{recipe.damage} store, {recipe.command}", names),
+            recipe.json_output,
+            reports_failures=False,
+            after=after,
+        )
 
     must = []
     for index, damage in enumerate(STORE_DAMAGE):  # each damage read by two commands (FIFOs and links by all)
@@ -491,25 +562,44 @@ def test_store_contents(request, hostile_base, store_template):
         if part != "nothing" and not damage.endswith(("fifo", "link-out")):
             commands = [commands[(index + k) % len(commands)] for k in range(min(2, len(commands)))]
         must += [StoreCase(damage, command, json_output=(index + i) % 2 == 0) for i, command in enumerate(commands)]
-    strategy = st.builds(StoreCase, st.sampled_from(sorted(STORE_DAMAGE)), st.sampled_from(STORE_COMMANDS),
-                         st.booleans())
+    strategy = st.builds(
+        StoreCase, st.sampled_from(sorted(STORE_DAMAGE)), st.sampled_from(STORE_COMMANDS), st.booleans()
+    )
     run_cases(request.node.name, "store-contents", strategy, setup, hostile_base, must)
 
 
 # --- hostile option values -------------------------------------------------------------------------------------
 
-CLOSED_PORT = {"AWS_ENDPOINT_URL": "http://127.0.0.1:9", "AWS_ACCESS_KEY_ID": "hostile",
-               "AWS_SECRET_ACCESS_KEY": "hostile-secret", "AWS_DEFAULT_REGION": "us-east-1",
-               "AWS_MAX_ATTEMPTS": "1", "AWS_RETRY_MODE": "standard"}
+CLOSED_PORT = {
+    "AWS_ENDPOINT_URL": "http://127.0.0.1:9",
+    "AWS_ACCESS_KEY_ID": "hostile",
+    "AWS_SECRET_ACCESS_KEY": "hostile-secret",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_MAX_ATTEMPTS": "1",
+    "AWS_RETRY_MODE": "standard",
+}
 """An S3 endpoint nothing listens on (the discard port), so a well-formed s3:// URI fails fast and offline."""
 
 STORE_VALUES = (
-    ("", _codes(2)), (" ", _codes(2)), ("ftp://host/x", _codes(2)), ("s3://", _codes(2)), ("s3://A_B/x", _codes(2)),
-    ("s3://ab", _codes(2)), ("s3://a..b/x", _codes(2)), ("s3://-bucket/x", _codes(2)),
-    ("s3://bucket/../x", _codes(2)), ("s3://bucket/a/./b", _codes(2)), ("s3://bucket/a b", _codes(2)),
-    ("s3://bucket/x\x1b[2J", _codes(2)), ("s3://" + "b" * 64, _codes(2)), ("s3://hostile-bucket/team", _codes(3)),
-    ("oci://127.0.0.1:9/repo", _codes(2, 3)), ("file://", _codes(2)), ("@file", _codes(2, 3)),
-    ("@under-file", _codes(2, 3)), ("@missing", _codes(2, 3)),
+    ("", _codes(2)),
+    (" ", _codes(2)),
+    ("ftp://host/x", _codes(2)),
+    ("s3://", _codes(2)),
+    ("s3://A_B/x", _codes(2)),
+    ("s3://ab", _codes(2)),
+    ("s3://a..b/x", _codes(2)),
+    ("s3://-bucket/x", _codes(2)),
+    ("s3://bucket/../x", _codes(2)),
+    ("s3://bucket/a/./b", _codes(2)),
+    ("s3://bucket/a b", _codes(2)),
+    ("s3://bucket/x\x1b[2J", _codes(2)),
+    ("s3://" + "b" * 64, _codes(2)),
+    ("s3://hostile-bucket/team", _codes(3)),
+    ("oci://127.0.0.1:9/repo", _codes(2, 3)),
+    ("file://", _codes(2)),
+    ("@file", _codes(2, 3)),
+    ("@under-file", _codes(2, 3)),
+    ("@missing", _codes(2, 3)),
 )
 """--store values (issue 21, "Safety"): what no store URI is, exit 2; a store that is not there or cannot be reached,
 exit 3 (a file where the folder should be may be either); never a request for a malformed one. NUL cannot reach
@@ -518,31 +608,65 @@ the CLI (argv and the environment are C strings): the Python API's open_store re
 LONG = "v" * 1000
 OPTIONS: tuple[tuple[str, str, str, frozenset[int]], ...] = (
     *(("publish", "--store", value, codes) for value, codes in STORE_VALUES if value != "@missing"),
-    *(("pull", "--store", value, codes) for value, codes in STORE_VALUES if value in (
-        "", "s3://bucket/../x", "s3://hostile-bucket/team", "oci://127.0.0.1:9/repo", "file://", "@file", "@missing")),
-    ("ls", "--store", "", _codes(2)), ("ls", "--store", "s3://bucket/../x", _codes(2)),
-    ("ls", "--store", "@file", _codes(2, 3)), ("promote", "--store", "ftp://x", _codes(2)),
-    ("publish", "--name", "", _codes(2)), ("publish", "--name", "../x", _codes(2)),
+    *(
+        ("pull", "--store", value, codes)
+        for value, codes in STORE_VALUES
+        if value
+        in (
+            "",
+            "s3://bucket/../x",
+            "s3://hostile-bucket/team",
+            "oci://127.0.0.1:9/repo",
+            "file://",
+            "@file",
+            "@missing",
+        )
+    ),
+    ("ls", "--store", "", _codes(2)),
+    ("ls", "--store", "s3://bucket/../x", _codes(2)),
+    ("ls", "--store", "@file", _codes(2, 3)),
+    ("promote", "--store", "ftp://x", _codes(2)),
+    ("publish", "--name", "", _codes(2)),
+    ("publish", "--name", "../x", _codes(2)),
     ("publish", "--name", "UPPER", _codes(2)),
-    ("publish", "--name", "a" * 65, _codes(2)), ("publish", "--name", "x\x1b[2J", _codes(2)),
-    ("publish", "--version", LONG, _codes(2)), ("publish", "--version", "1.0/../x", _codes(2)),
-    ("publish", "--version", "", _codes(2)), ("publish", "--version", "1..0", _codes(2)),
+    ("publish", "--name", "a" * 65, _codes(2)),
+    ("publish", "--name", "x\x1b[2J", _codes(2)),
+    ("publish", "--version", LONG, _codes(2)),
+    ("publish", "--version", "1.0/../x", _codes(2)),
+    ("publish", "--version", "", _codes(2)),
+    ("publish", "--version", "1..0", _codes(2)),
     ("publish", "--version", "-1", _codes(2)),
-    ("pull", "--out", "@out-folder", _codes(2)), ("pull", "--out", "@missing-parent", _codes(2)),
-    ("pull", "--out", "@engine.json", _codes(0)), ("pull", "--out", "", _codes(2)),
-    ("pull", "--out", "@long-name", _codes(2)), ("pull", "--out", "@under-file", _codes(2)),
-    ("pull", "--out", "@link-out", _codes(0)), ("pull", "--out", "@dot", _codes(2)),
-    ("pull", "--sku", "no-such-gpu", _codes(2)), ("pull", "--sku", "", _codes(2)), ("pull", "--sku", "auto", _codes(3)),
-    ("pull", "--sku", "rtx\x1b[2J", _codes(2)), ("pull", "--precision", "junk", _codes(2)),
-    ("pull", "--precision", "", _codes(2)), ("pull", "--precision", "int8", _codes(2)),
+    ("pull", "--out", "@out-folder", _codes(2)),
+    ("pull", "--out", "@missing-parent", _codes(2)),
+    ("pull", "--out", "@engine.json", _codes(0)),
+    ("pull", "--out", "", _codes(2)),
+    ("pull", "--out", "@long-name", _codes(2)),
+    ("pull", "--out", "@under-file", _codes(2)),
+    ("pull", "--out", "@link-out", _codes(0)),
+    ("pull", "--out", "@dot", _codes(2)),
+    ("pull", "--sku", "no-such-gpu", _codes(2)),
+    ("pull", "--sku", "", _codes(2)),
+    ("pull", "--sku", "auto", _codes(3)),
+    ("pull", "--sku", "rtx\x1b[2J", _codes(2)),
+    ("pull", "--precision", "junk", _codes(2)),
+    ("pull", "--precision", "", _codes(2)),
+    ("pull", "--precision", "int8", _codes(2)),
     ("pull", "--tensorrt-version", "junk\nerror: forged", _codes(2)),
-    ("pull", "release", f"{NAME}@{LONG}", _codes(2)), ("pull", "release", f"{NAME}@9.9.9", _codes(2)),
-    ("pull", "release", NAME, _codes(2)), ("pull", "release", "@", _codes(2)), ("pull", "release", "-x", _codes(2)),
-    ("ls", "release", f"{NAME}@../x", _codes(2)), ("ls", "release", "nothere", _codes(2)),
-    ("promote", "--channel", "", _codes(2)), ("promote", "--channel", "Stable", _codes(2)),
-    ("promote", "--channel", "1abc", _codes(2)), ("promote", "--channel", "c" * 33, _codes(2)),
-    ("promote", "--channel", "../x", _codes(2)), ("promote", "--channel", "line\nbreak", _codes(2)),
-    ("promote", "release", f"{NAME}@{LONG}", _codes(2)), ("promote", "release", "nothere@1.0.0", _codes(2)),
+    ("pull", "release", f"{NAME}@{LONG}", _codes(2)),
+    ("pull", "release", f"{NAME}@9.9.9", _codes(2)),
+    ("pull", "release", NAME, _codes(2)),
+    ("pull", "release", "@", _codes(2)),
+    ("pull", "release", "-x", _codes(2)),
+    ("ls", "release", f"{NAME}@../x", _codes(2)),
+    ("ls", "release", "nothere", _codes(2)),
+    ("promote", "--channel", "", _codes(2)),
+    ("promote", "--channel", "Stable", _codes(2)),
+    ("promote", "--channel", "1abc", _codes(2)),
+    ("promote", "--channel", "c" * 33, _codes(2)),
+    ("promote", "--channel", "../x", _codes(2)),
+    ("promote", "--channel", "line\nbreak", _codes(2)),
+    ("promote", "release", f"{NAME}@{LONG}", _codes(2)),
+    ("promote", "release", "nothere@1.0.0", _codes(2)),
 )
 """(command, option, value, codes): issue 21: names, versions and channels from a strict character set,
 checked before any request (exit 2); --out a file path in an existing folder (2; a plan may be named engine.json:
@@ -565,10 +689,17 @@ def _option_value(value: str, box: Sandbox) -> str:
     if value == "@link-out":
         (box.outside / "target.plan").write_text("outside\n")
         (box.out / "link.plan").symlink_to(box.outside / "target.plan")
-    return {"@file": str(blocker), "@under-file": str(blocker / "sub"), "@missing": str(box.inputs / "no-store"),
-            "@out-folder": str(box.out), "@missing-parent": str(box.out / "no" / "x.plan"),
-            "@engine.json": str(box.out / "engine.json"), "@long-name": str(box.out / ("p" * 1000)),
-            "@link-out": str(box.out / "link.plan"), "@dot": str(box.out / ".")}.get(value, value)
+    return {
+        "@file": str(blocker),
+        "@under-file": str(blocker / "sub"),
+        "@missing": str(box.inputs / "no-store"),
+        "@out-folder": str(box.out),
+        "@missing-parent": str(box.out / "no" / "x.plan"),
+        "@engine.json": str(box.out / "engine.json"),
+        "@long-name": str(box.out / ("p" * 1000)),
+        "@link-out": str(box.out / "link.plan"),
+        "@dot": str(box.out / "."),
+    }.get(value, value)
 
 
 def _with_option(args: list[str], option: str, value: str) -> list[str]:
@@ -576,7 +707,7 @@ def _with_option(args: list[str], option: str, value: str) -> list[str]:
         return [args[0], value, *args[2:]]
     if option in args:
         index = args.index(option)
-        return [*args[: index + 1], value, *args[index + 2:]]
+        return [*args[: index + 1], value, *args[index + 2 :]]
     return [*args, option, value]
 
 
@@ -617,11 +748,31 @@ def test_store_options(request, hostile_base, store_build, store_template):
                 return []
             return kept_out() + (kept_store() if recipe.command == "promote" else [])
 
-        names = (recipe.option, recipe.value.strip() or repr(recipe.value), value, "store", "release", "version",
-                 "channel", "name", "--out", "--sku", "--precision", "SKU", "s3://", "no engine")
+        names = (
+            recipe.option,
+            recipe.value.strip() or repr(recipe.value),
+            value,
+            "store",
+            "release",
+            "version",
+            "channel",
+            "name",
+            "--out",
+            "--sku",
+            "--precision",
+            "SKU",
+            "s3://",
+            "no engine",
+        )
         env = CLOSED_PORT if recipe.value.startswith("s3://") else None
-        return Case(args, Expect(recipe.codes, f"{recipe.option} {recipe.value!r}", names), recipe.json_output,
-                    reports_failures=False, env=env, after=after)
+        return Case(
+            args,
+            Expect(recipe.codes, f"{recipe.option} {recipe.value!r}", names),
+            recipe.json_output,
+            reports_failures=False,
+            env=env,
+            after=after,
+        )
 
     must = [OptionCase(c, o, v, codes, json_output=i % 4 == 0) for i, (c, o, v, codes) in enumerate(OPTIONS)]
     text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\0"), max_size=80)
@@ -631,12 +782,19 @@ def test_store_options(request, hostile_base, store_build, store_template):
         return _codes(0) if rule.fullmatch(value) and ".." not in value else _codes(2)
 
     generated = st.one_of(
-        st.builds(lambda t, j: OptionCase("pull", "release", t, _codes(0) if t in REFS else _codes(2), j), refs,
-                  st.booleans()),
-        st.builds(lambda t, j: OptionCase("promote", "--channel", t, valid(CHANNEL_RULE, t), j),
-                  st.one_of(text, st.from_regex(CHANNEL_RULE, fullmatch=True)), st.booleans()),
-        st.builds(lambda t, j: OptionCase("publish", "--version", t, valid(VERSION_RULE, t), j),
-                  st.one_of(text, st.from_regex(VERSION_RULE, fullmatch=True)), st.booleans()),
+        st.builds(
+            lambda t, j: OptionCase("pull", "release", t, _codes(0) if t in REFS else _codes(2), j), refs, st.booleans()
+        ),
+        st.builds(
+            lambda t, j: OptionCase("promote", "--channel", t, valid(CHANNEL_RULE, t), j),
+            st.one_of(text, st.from_regex(CHANNEL_RULE, fullmatch=True)),
+            st.booleans(),
+        ),
+        st.builds(
+            lambda t, j: OptionCase("publish", "--version", t, valid(VERSION_RULE, t), j),
+            st.one_of(text, st.from_regex(VERSION_RULE, fullmatch=True)),
+            st.booleans(),
+        ),
     )
     run_cases(request.node.name, "store-options", generated, setup, hostile_base, must)
 

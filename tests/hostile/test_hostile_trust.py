@@ -50,8 +50,9 @@ def template(tmp_path_factory, digits_model, digits_profiles, keys) -> Path:
     """A store with 1.0.0 and 1.0.1 signed by the Ed25519 key, and 2.0.0 unsigned."""
     root = tmp_path_factory.mktemp("trust")
     build = root / "build"
-    built = run_cli("build", digits_model, "--profiles", digits_profiles, "--sku", SKU, "--precision", "fp16",
-                    "--out", build)
+    built = run_cli(
+        "build", digits_model, "--profiles", digits_profiles, "--sku", SKU, "--precision", "fp16", "--out", build
+    )
     assert built.exit_code == 0, built.stderr
     store = root / "store"
     for version, sign in (("1.0.0", True), ("1.0.1", True), ("2.0.0", False)):
@@ -69,8 +70,9 @@ KEY_CASES = ("not-pem", "rsa", "p384", "encrypted", "huge", "empty", "fifo", "fo
 def test_a_bad_signing_key_is_refused_before_the_store_is_touched(bad, keys, template, tmp_path):
     store = tmp_path / "store"
     build = Path((template / "build-path").read_text())
-    result = run_cli("publish", build, "--name", NAME, "--version", "3.0.0", "--store", store, "--sign-key",
-                     keys[bad], timeout=60)
+    result = run_cli(
+        "publish", build, "--name", NAME, "--version", "3.0.0", "--store", store, "--sign-key", keys[bad], timeout=60
+    )
     assert_clean_error(result, 2, "--sign-key", str(keys[bad]))
     assert not store.exists()
 
@@ -110,9 +112,15 @@ def _plant(store: Path, kind: str, how: str, outside: Path) -> None:
             handle.truncate(5 << 20)
     else:
         other = (store / "releases" / NAME / "1.0.1" / f"{kind}.json").read_bytes()
-        path.write_bytes({"garbage": b"\x00\xff{not json", "empty": b"", "not-a-bundle": b'{"mediaType": "x"}',
-                          "flipped": _flip_signature(original) if kind == "signature" else b"{}",
-                          "other-version": other}[how])
+        path.write_bytes(
+            {
+                "garbage": b"\x00\xff{not json",
+                "empty": b"",
+                "not-a-bundle": b'{"mediaType": "x"}',
+                "flipped": _flip_signature(original) if kind == "signature" else b"{}",
+                "other-version": other,
+            }[how]
+        )
 
 
 SIGNATURE_CASES = ("garbage", "empty", "not-a-bundle", "flipped", "other-version", "huge", "fifo", "link-out")
@@ -120,8 +128,9 @@ SIGNATURE_CASES = ("garbage", "empty", "not-a-bundle", "flipped", "other-version
 PROVENANCE_CASES = ("garbage", "empty", "not-a-bundle", "other-version", "huge")
 
 
-@pytest.mark.parametrize(("kind", "how"), [*(("signature", h) for h in SIGNATURE_CASES),
-                                           *(("provenance", h) for h in PROVENANCE_CASES)])
+@pytest.mark.parametrize(
+    ("kind", "how"), [*(("signature", h) for h in SIGNATURE_CASES), *(("provenance", h) for h in PROVENANCE_CASES)]
+)
 def test_a_damaged_or_planted_attachment_fails_verification(kind, how, keys, template, tmp_path):
     store = tmp_path / "store"
     shutil.copytree(template / "store", store, symlinks=True)
@@ -134,8 +143,19 @@ def test_a_damaged_or_planted_attachment_fails_verification(kind, how, keys, tem
     assert_clean_error(verdict, code, f"{kind}.json" if how in ("fifo", "link-out") else f"{NAME}@1.0.0")
     out = tmp_path / "out"
     out.mkdir()
-    pulled = run_cli("pull", f"{NAME}@1.0.0", "--store", store, "--sku", SKU, "--out", out / "digits.plan",
-                     "--verify-key", keys["ed25519.pub"], timeout=60)
+    pulled = run_cli(
+        "pull",
+        f"{NAME}@1.0.0",
+        "--store",
+        store,
+        "--sku",
+        SKU,
+        "--out",
+        out / "digits.plan",
+        "--verify-key",
+        keys["ed25519.pub"],
+        timeout=60,
+    )
     if kind == "signature":  # a pull checks the signature; the provenance is verify's
         assert_clean_error(pulled, code)
         assert list(out.iterdir()) == []
@@ -145,9 +165,18 @@ def test_a_damaged_or_planted_attachment_fails_verification(kind, how, keys, tem
     assert snapshot_changes(before, snapshot(tmp_path, [tmp_path / "pulled"])) == []
 
 
-@pytest.mark.parametrize("reference", [
-    "awskms:alias/x\nerror: forged", "hsm:2?label=\x1b[31mred", "gcpkms:" + "p" * 100_000, "azurekms://",
-    "hsm:2?label=release&pin=1234", "sigstore:\u202eevil", "awskms:arn:aws:kms:eu-west-1:1:key/\u2028x"])
+@pytest.mark.parametrize(
+    "reference",
+    [
+        "awskms:alias/x\nerror: forged",
+        "hsm:2?label=\x1b[31mred",
+        "gcpkms:" + "p" * 100_000,
+        "azurekms://",
+        "hsm:2?label=release&pin=1234",
+        "sigstore:\u202eevil",
+        "awskms:arn:aws:kms:eu-west-1:1:key/\u2028x",
+    ],
+)
 @pytest.mark.parametrize("how", ["option", "environment"])
 def test_a_hostile_key_reference_is_one_clean_line_before_the_store_is_touched(reference, how, template, tmp_path):
     store = tmp_path / "store"
@@ -156,22 +185,30 @@ def test_a_hostile_key_reference_is_one_clean_line_before_the_store_is_touched(r
     if how == "environment":
         env["COMPILE_SIGN_KEY"] = reference
     args = ("--sign-key", reference) if how == "option" else ()
-    result = run_cli("publish", build, "--name", NAME, "--version", "3.0.0", "--store", store, *args, env=env,
-                     timeout=60)
+    result = run_cli(
+        "publish", build, "--name", NAME, "--version", "3.0.0", "--store", store, *args, env=env, timeout=60
+    )
     assert_clean_error(result, 2, "--sign-key")  # the variable is the option's default
     assert "\x1b" not in result.stderr and "1234" not in result.stderr and len(result.stderr) < 2000
     assert not store.exists()
 
 
-@pytest.mark.parametrize(("identity", "issuer", "fragment"), [
-    ("ci\nerror: forged", "https://token.actions.githubusercontent.com", "--identity"),
-    ("x" * 5000, "https://token.actions.githubusercontent.com", "--identity"),
-    ("https://github.com/o/r/.github/workflows/r.yml@refs/heads/main", "token.actions.githubusercontent.com",
-     "--issuer"),
-    ("https://github.com/o/r/.github/workflows/r.yml@refs/heads/main", "https://a b", "--issuer"),
-])
+@pytest.mark.parametrize(
+    ("identity", "issuer", "fragment"),
+    [
+        ("ci\nerror: forged", "https://token.actions.githubusercontent.com", "--identity"),
+        ("x" * 5000, "https://token.actions.githubusercontent.com", "--identity"),
+        (
+            "https://github.com/o/r/.github/workflows/r.yml@refs/heads/main",
+            "token.actions.githubusercontent.com",
+            "--issuer",
+        ),
+        ("https://github.com/o/r/.github/workflows/r.yml@refs/heads/main", "https://a b", "--issuer"),
+    ],
+)
 def test_a_hostile_keyless_identity_is_bad_input_before_any_request(identity, issuer, fragment, template):
-    result = run_cli("verify", f"{NAME}@1.0.0", "--store", template / "store", "--identity", identity, "--issuer",
-                     issuer, timeout=60)
+    result = run_cli(
+        "verify", f"{NAME}@1.0.0", "--store", template / "store", "--identity", identity, "--issuer", issuer, timeout=60
+    )
     assert_clean_error(result, 2, fragment)
     assert "forged" not in result.stderr

@@ -86,8 +86,12 @@ def test_build_check_builds_every_profile(digits_model, digits_profiles):
     assert check["status"] == "ok", check
     assert "rtx-3090" in check["detail"] and "8.6" in check["detail"]
     assert "online" in check["detail"] and "batch" in check["detail"]
-    assert report["profiles"] == {"file": str(digits_profiles), "names": ["online", "batch"], "valid": True,
-                                  "errors": []}
+    assert report["profiles"] == {
+        "file": str(digits_profiles),
+        "names": ["online", "batch"],
+        "valid": True,
+        "errors": [],
+    }
 
 
 def test_build_check_usage_and_environment_errors(digits_model, digits_profiles):
@@ -98,8 +102,9 @@ def test_build_check_usage_and_environment_errors(digits_model, digits_profiles)
     # An H100 is built by datacenter TensorRT, which is not installed here: environment problem.
     result = run_cli("inspect", digits_model, "--profiles", digits_profiles, "--build-check", "--sku", "h100")
     assert_clean_error(result, 3, "h100", "tensorrt is not installed", "pip install")
-    assert_clean_error(run_cli("inspect", digits_model, "--build-check", "--sku", "rtx-9999"), 2,
-                       "unknown SKU 'rtx-9999'", "rtx-4090")
+    assert_clean_error(
+        run_cli("inspect", digits_model, "--build-check", "--sku", "rtx-9999"), 2, "unknown SKU 'rtx-9999'", "rtx-4090"
+    )
     assert_clean_error(run_cli("inspect", digits_model, "--sku", "rtx-4090"), 2, "--build-check")
     assert_clean_error(run_cli("inspect", digits_model, "--backend", "tensorrt"), 3, "tensorrt", "pip install")
     assert_clean_error(run_cli("inspect", digits_model, "--backend", "onnxruntime"), 2, "unknown backend")
@@ -107,8 +112,10 @@ def test_build_check_usage_and_environment_errors(digits_model, digits_profiles)
 
 def test_json_is_one_document_and_nothing_else(digits_model, digits_profiles, tmp_path):
     bad_profiles = tmp_path / "bad.yaml"
-    bad_profiles.write_text("profiles:\n  - name: tiny\n    shapes:\n"
-                            "      image: {min: [1, 1, 8, 8], opt: [1, 1, 8, 8], max: [8, 1, 9, 8]}\n")
+    bad_profiles.write_text(
+        "profiles:\n  - name: tiny\n    shapes:\n"
+        "      image: {min: [1, 1, 8, 8], opt: [1, 1, 8, 8], max: [8, 1, 9, 8]}\n"
+    )
     runs = [
         (0, [digits_model, "--profiles", digits_profiles, "--build-check"]),
         (0, [ORT_DATASETS / "logreg_iris.onnx"]),
@@ -174,10 +181,13 @@ def test_onnxruntime_logreg_iris_ml_ops_are_unsupported():
 def test_custom_domain_op_splits_the_model(tmp_path):
     path = save_model(
         tmp_path / "custom.onnx",
-        [helper.make_node("Relu", ["x"], ["a"], name="relu_in"),
-         helper.make_node("FancyOp", ["a"], ["b"], name="fancy", domain="com.example"),
-         helper.make_node("Sigmoid", ["b"], ["y"], name="sigmoid_out")],
-        [value("x", TensorProto.FLOAT, ["N", 4])], [value("y", TensorProto.FLOAT, ["N", 4])],
+        [
+            helper.make_node("Relu", ["x"], ["a"], name="relu_in"),
+            helper.make_node("FancyOp", ["a"], ["b"], name="fancy", domain="com.example"),
+            helper.make_node("Sigmoid", ["b"], ["y"], name="sigmoid_out"),
+        ],
+        [value("x", TensorProto.FLOAT, ["N", 4])],
+        [value("y", TensorProto.FLOAT, ["N", 4])],
         opsets=(("", 17), ("com.example", 1)),
     )
     report = inspect_json(path)
@@ -201,12 +211,16 @@ def test_unsupported_op_in_the_middle_gives_two_partitions(tmp_path):
     weight = numpy_helper.from_array(np.full((4, 4), 0.5, np.float32), "w")
     path = save_model(
         tmp_path / "unique.onnx",
-        [helper.make_node("MatMul", ["x", "w"], ["h"], name="project"),
-         helper.make_node("Relu", ["h"], ["a"], name="relu"),
-         helper.make_node("Unique", ["a"], ["u"], name="unique", sorted=1),
-         helper.make_node("Neg", ["u"], ["n"], name="neg"),
-         helper.make_node("Abs", ["n"], ["y"], name="abs")],
-        [value("x", TensorProto.FLOAT, [2, 4])], [value("y", TensorProto.FLOAT, ["U"])], [weight],
+        [
+            helper.make_node("MatMul", ["x", "w"], ["h"], name="project"),
+            helper.make_node("Relu", ["h"], ["a"], name="relu"),
+            helper.make_node("Unique", ["a"], ["u"], name="unique", sorted=1),
+            helper.make_node("Neg", ["u"], ["n"], name="neg"),
+            helper.make_node("Abs", ["n"], ["y"], name="abs"),
+        ],
+        [value("x", TensorProto.FLOAT, [2, 4])],
+        [value("y", TensorProto.FLOAT, ["U"])],
+        [weight],
     )
     trt = inspect_json(path)["tensorrt"]
     assert trt["supported"] is False
@@ -220,27 +234,39 @@ def test_unsupported_op_in_the_middle_gives_two_partitions(tmp_path):
 
 
 def test_control_flow_is_listed(tmp_path):
-    then_branch = helper.make_graph([helper.make_node("Relu", ["x"], ["t"], name="then_relu")], "then", [],
-                                    [value("t", TensorProto.FLOAT, [4])])
-    else_branch = helper.make_graph([helper.make_node("Neg", ["x"], ["e"], name="else_neg")], "else", [],
-                                    [value("e", TensorProto.FLOAT, [4])])
+    then_branch = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["t"], name="then_relu")], "then", [], [value("t", TensorProto.FLOAT, [4])]
+    )
+    else_branch = helper.make_graph(
+        [helper.make_node("Neg", ["x"], ["e"], name="else_neg")], "else", [], [value("e", TensorProto.FLOAT, [4])]
+    )
     body = helper.make_graph(
-        [helper.make_node("Add", ["acc_in", "x"], ["acc_out"], name="body_add"),
-         helper.make_node("Identity", ["cond_in"], ["cond_out"], name="body_cond")],
+        [
+            helper.make_node("Add", ["acc_in", "x"], ["acc_out"], name="body_add"),
+            helper.make_node("Identity", ["cond_in"], ["cond_out"], name="body_cond"),
+        ],
         "body",
-        [value("i", TensorProto.INT64, []), value("cond_in", TensorProto.BOOL, []),
-         value("acc_in", TensorProto.FLOAT, [4])],
+        [
+            value("i", TensorProto.INT64, []),
+            value("cond_in", TensorProto.BOOL, []),
+            value("acc_in", TensorProto.FLOAT, [4]),
+        ],
         [value("cond_out", TensorProto.BOOL, []), value("acc_out", TensorProto.FLOAT, [4])],
     )
     path = save_model(
         tmp_path / "control.onnx",
-        [helper.make_node("ReduceSum", ["x"], ["s"], name="sum", keepdims=0),
-         helper.make_node("Greater", ["s", "zero"], ["c"], name="positive"),
-         helper.make_node("If", ["c"], ["branch"], name="choose", then_branch=then_branch, else_branch=else_branch),
-         helper.make_node("Loop", ["trips", "", "branch"], ["y"], name="repeat", body=body)],
-        [value("x", TensorProto.FLOAT, [4])], [value("y", TensorProto.FLOAT, [4])],
-        [numpy_helper.from_array(np.array(0, np.float32), "zero"),
-         numpy_helper.from_array(np.array(3, np.int64), "trips")],
+        [
+            helper.make_node("ReduceSum", ["x"], ["s"], name="sum", keepdims=0),
+            helper.make_node("Greater", ["s", "zero"], ["c"], name="positive"),
+            helper.make_node("If", ["c"], ["branch"], name="choose", then_branch=then_branch, else_branch=else_branch),
+            helper.make_node("Loop", ["trips", "", "branch"], ["y"], name="repeat", body=body),
+        ],
+        [value("x", TensorProto.FLOAT, [4])],
+        [value("y", TensorProto.FLOAT, [4])],
+        [
+            numpy_helper.from_array(np.array(0, np.float32), "zero"),
+            numpy_helper.from_array(np.array(3, np.int64), "trips"),
+        ],
     )
     report = inspect_json(path)
     model = report["model"]
@@ -273,13 +299,14 @@ def test_synthetic_resnets_are_fully_supported(tmp_path):
 
 
 def test_small_bert_is_fully_supported_and_runs(tmp_path):
-    path = synthetic.bert_base(tmp_path / "bert_small.onnx", layers=2, hidden=64, heads=4, vocab=100,
-                               max_positions=32)
+    path = synthetic.bert_base(tmp_path / "bert_small.onnx", layers=2, hidden=64, heads=4, vocab=100, max_positions=32)
     onnx.checker.check_model(str(path), full_check=True)
     report = inspect_json(path)
     model, trt = report["model"], report["tensorrt"]
-    assert model["inputs"] == [{"name": "input_ids", "dtype": "int64", "shape": ["B", "S"]},
-                               {"name": "attention_mask", "dtype": "int64", "shape": ["B", "S"]}]
+    assert model["inputs"] == [
+        {"name": "input_ids", "dtype": "int64", "shape": ["B", "S"]},
+        {"name": "attention_mask", "dtype": "int64", "shape": ["B", "S"]},
+    ]
     assert model["outputs"] == [{"name": "last_hidden_state", "dtype": "float32", "shape": ["B", "S", 64]}]
     for op, count in {"LayerNormalization": 5, "Softmax": 2, "Erf": 2, "Gather": 2}.items():
         assert model["op_counts"][op] == count, op
@@ -393,8 +420,12 @@ def test_bad_model_files(tmp_path, digits_model):
 
 def test_a_model_the_checker_rejects(tmp_path):
     # Parses as protobuf, but the node reads a tensor nobody produces.
-    graph = helper.make_graph([helper.make_node("Relu", ["ghost"], ["y"], name="relu")], "g",
-                              [value("x", TensorProto.FLOAT, [2])], [value("y", TensorProto.FLOAT, [2])])
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["ghost"], ["y"], name="relu")],
+        "g",
+        [value("x", TensorProto.FLOAT, [2])],
+        [value("y", TensorProto.FLOAT, [2])],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     path = tmp_path / "dangling.onnx"
     onnx.save(model, path)
@@ -450,7 +481,8 @@ def test_a_second_inspect_of_the_same_model_takes_tensorrts_view_from_the_cache(
     third = run_cli("inspect", digits_model, "--json", env=env)
     assert third.exit_code == 0, third.stderr
     assert json.loads(third.stdout)["tensorrt"] == json.loads(first.stdout)["tensorrt"] | {
-        "parse_seconds": json.loads(third.stdout)["tensorrt"]["parse_seconds"]}
+        "parse_seconds": json.loads(third.stdout)["tensorrt"]["parse_seconds"]
+    }
     assert json.loads(entry.read_text())["tensorrt"]["partitions"][0]["outputs"] != ["from-the-cache"]
 
     other = tmp_path / "other.onnx"

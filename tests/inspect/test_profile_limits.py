@@ -21,10 +21,22 @@ from tests.support.cli import assert_clean_error, run_cli
 
 def _profiles(path, sequence: tuple[int, int, int], batch: tuple[int, int, int] = (1, 4, 8)):
     shape = {key: [b, s] for key, b, s in zip(("min", "opt", "max"), batch, sequence, strict=True)}
-    path.write_text(yaml.safe_dump({"profiles": [
-        {"name": "short", "shapes": {"input_ids": {"min": [1, 8], "opt": [4, 32], "max": [8, 64]},
-                                     "attention_mask": {"min": [1, 8], "opt": [4, 32], "max": [8, 64]}}},
-        {"name": "long", "shapes": {"input_ids": shape, "attention_mask": shape}}]}))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "profiles": [
+                    {
+                        "name": "short",
+                        "shapes": {
+                            "input_ids": {"min": [1, 8], "opt": [4, 32], "max": [8, 64]},
+                            "attention_mask": {"min": [1, 8], "opt": [4, 32], "max": [8, 64]},
+                        },
+                    },
+                    {"name": "long", "shapes": {"input_ids": shape, "attention_mask": shape}},
+                ]
+            }
+        )
+    )
     return path
 
 
@@ -39,12 +51,32 @@ def buffer_encoder(tmp_path_factory):
 def test_a_sequence_past_the_position_table_is_refused_by_inspect_and_build(tmp_path):
     profiles = _profiles(tmp_path / "long.yaml", (8, 128, 512))
     inspected = run_cli("inspect", MODEL, "--profiles", profiles)
-    line = assert_clean_error(inspected, 2, "long.yaml", "profile 'long'", "input 'input_ids' dim 1 ('sequence')",
-                              "attention_mask", "max 512", "embeddings/position", "(Gather)", "index 511 of the 128",
-                              "lower the max to 128")
+    line = assert_clean_error(
+        inspected,
+        2,
+        "long.yaml",
+        "profile 'long'",
+        "input 'input_ids' dim 1 ('sequence')",
+        "attention_mask",
+        "max 512",
+        "embeddings/position",
+        "(Gather)",
+        "index 511 of the 128",
+        "lower the max to 128",
+    )
     assert "profile 'short'" not in line
-    built = run_cli("build", MODEL, "--profiles", profiles, "--sku", "rtx-4090", "--precision", "fp32",
-                    "--out", tmp_path / "engines")
+    built = run_cli(
+        "build",
+        MODEL,
+        "--profiles",
+        profiles,
+        "--sku",
+        "rtx-4090",
+        "--precision",
+        "fp32",
+        "--out",
+        tmp_path / "engines",
+    )
     assert_clean_error(built, 2, "profile 'long'", "input 'input_ids' dim 1", "lower the max to 128")
     assert not (tmp_path / "engines").exists()
 
@@ -52,8 +84,14 @@ def test_a_sequence_past_the_position_table_is_refused_by_inspect_and_build(tmp_
 def test_hugging_face_position_ids_past_the_buffer_are_refused(tmp_path, buffer_encoder):
     profiles = _profiles(tmp_path / "long.yaml", (8, 128, 512))
     inspected = run_cli("inspect", buffer_encoder, "--profiles", profiles)
-    assert_clean_error(inspected, 2, "input 'input_ids' dim 1", "node 'embeddings/add' (Add)",
-                       "Incompatible dimensions", "lower the max to 128")
+    assert_clean_error(
+        inspected,
+        2,
+        "input 'input_ids' dim 1",
+        "node 'embeddings/add' (Add)",
+        "Incompatible dimensions",
+        "lower the max to 128",
+    )
 
 
 @pytest.mark.parametrize("positions", ["range", "buffer"])
@@ -67,10 +105,12 @@ def test_the_largest_size_named_is_exactly_the_one_the_model_takes(tmp_path, pos
 def _reshaping_model() -> onnx.ModelProto:
     """x [B, S] -> Reshape to [B, 4, 16]: runs only when S is 64."""
     graph = helper.make_graph(
-        [helper.make_node("Reshape", ["x", "shape"], ["y"], name="to_heads")], "reshape",
+        [helper.make_node("Reshape", ["x", "shape"], ["y"], name="to_heads")],
+        "reshape",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["B", "S"])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["B", 4, 16])],
-        [numpy_helper.from_array(np.array([0, 4, 16], np.int64), "shape")])
+        [numpy_helper.from_array(np.array([0, 4, 16], np.int64), "shape")],
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
@@ -100,8 +140,19 @@ def test_what_the_builder_finds_not_self_consistent_fails_the_target_as_bad_inpu
 
 
 def test_the_int64_binding_warning_stays_in_the_log_not_on_screen(tmp_path):
-    built = run_cli("build", MODEL, "--profiles", _profiles(tmp_path / "p.yaml", (8, 64, 128)), "--sku", "rtx-4090",
-                    "--precision", "fp32", "--out", tmp_path / "engines", "--no-cache")
+    built = run_cli(
+        "build",
+        MODEL,
+        "--profiles",
+        _profiles(tmp_path / "p.yaml", (8, 64, 128)),
+        "--sku",
+        "rtx-4090",
+        "--precision",
+        "fp32",
+        "--out",
+        tmp_path / "engines",
+        "--no-cache",
+    )
     assert built.exit_code == 0, built.stderr
     assert "Int64 binding" not in built.stderr and "warning:" not in built.stderr
     record = json.loads((tmp_path / "engines" / "rtx-4090" / "fp32" / "engine.json").read_text())

@@ -30,18 +30,38 @@ def _manifest_engines(store, name: str) -> set[tuple[str, str]]:
     listed = run_cli("ls", name, "--store", store, "--json")
     assert listed.exit_code == 0, listed.stderr
     pulled = {}
-    for sku, precision in (("rtx-4090", "int8"), ("rtx-4090", "fp16"), ("rtx-3090", "int8"), ("rtx-3090", "fp16"),
-                           ("rtx-4090", "fp8"), ("rtx-3090", "fp8")):
-        result = run_cli("pull", f"{name}@1.0.0", "--store", store, "--sku", sku, "--precision", precision,
-                         "--out", store.parent / f"{name}-{sku}-{precision}.plan")
+    for sku, precision in (
+        ("rtx-4090", "int8"),
+        ("rtx-4090", "fp16"),
+        ("rtx-3090", "int8"),
+        ("rtx-3090", "fp16"),
+        ("rtx-4090", "fp8"),
+        ("rtx-3090", "fp8"),
+    ):
+        result = run_cli(
+            "pull",
+            f"{name}@1.0.0",
+            "--store",
+            store,
+            "--sku",
+            sku,
+            "--precision",
+            precision,
+            "--out",
+            store.parent / f"{name}-{sku}-{precision}.plan",
+        )
         pulled[(sku, precision)] = result.exit_code == 0
     return {key for key, ok in pulled.items() if ok}
 
 
 def test_every_precision_of_the_encoder_is_released(released):
     store, works = released
-    assert _manifest_engines(store, "encoder") == {("rtx-4090", "int8"), ("rtx-4090", "fp16"),
-                                                   ("rtx-3090", "int8"), ("rtx-3090", "fp16")}
+    assert _manifest_engines(store, "encoder") == {
+        ("rtx-4090", "int8"),
+        ("rtx-4090", "fp16"),
+        ("rtx-3090", "int8"),
+        ("rtx-3090", "fp16"),
+    }
     assert _manifest_engines(store, "encoder-fp8") == {("rtx-4090", "fp8")}
     for work in works.values():
         report = json.loads((work / "release-report.json").read_text())
@@ -69,11 +89,25 @@ def test_int8_and_fp8_engines_run_every_matmul_quantized(released):
     _, works = released
     for work, precision, kind in ((works["int8+fp16"], "int8", "Int8"), (works["fp8"], "fp8", "FP8")):
         layers = json.loads((work / "builds" / "rtx-4090" / "rtx-4090" / precision / "layers.json").read_text())
-        quantized = {node for layer in layers["layers"] if layer["precision"] == kind
-                     for node in layer["onnx_nodes"] if "MatMul" in node or "Gemm" in node}
-        assert {f"layer.{i}/{name}/MatMul" for i in (0, 1) for name in
-                ("attention/query", "attention/key", "attention/value", "attention/output", "intermediate",
-                 "output")} <= quantized, quantized
+        quantized = {
+            node
+            for layer in layers["layers"]
+            if layer["precision"] == kind
+            for node in layer["onnx_nodes"]
+            if "MatMul" in node or "Gemm" in node
+        }
+        assert {
+            f"layer.{i}/{name}/MatMul"
+            for i in (0, 1)
+            for name in (
+                "attention/query",
+                "attention/key",
+                "attention/value",
+                "attention/output",
+                "intermediate",
+                "output",
+            )
+        } <= quantized, quantized
         assert "classifier/Gemm" in quantized
 
 

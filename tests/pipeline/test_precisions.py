@@ -18,11 +18,27 @@ def test_int8_fp8_and_fp16_targets_release_together(tmp_path):
     # TensorRT-RTX leaves the FP8 quantize of the digits CNN's Gemm input (after Flatten) as a kernel of its own,
     # which the bundled qdq-folded rule fails: held to INT8 here, as that is not what this test is about
     rules = tmp_path / "rules.yaml"
-    rules.write_text(yaml.safe_dump({"rules": [{"name": "qdq-folded", "kind": "no-standalone",
-                                                "ops": ["DequantizeLinear", "QuantizeLinear"],
-                                                "around": ["Conv", "Gemm", "MatMul"], "precisions": ["int8"]}]}))
-    pipeline = _pipeline(tmp_path, targets={"rtx-4090": ["int8", "fp8", "fp16"]},
-                         calibration={**calibration, "fallback": "auto"}, check={**check, "rules": str(rules)})
+    rules.write_text(
+        yaml.safe_dump(
+            {
+                "rules": [
+                    {
+                        "name": "qdq-folded",
+                        "kind": "no-standalone",
+                        "ops": ["DequantizeLinear", "QuantizeLinear"],
+                        "around": ["Conv", "Gemm", "MatMul"],
+                        "precisions": ["int8"],
+                    }
+                ]
+            }
+        )
+    )
+    pipeline = _pipeline(
+        tmp_path,
+        targets={"rtx-4090": ["int8", "fp8", "fp16"]},
+        calibration={**calibration, "fallback": "auto"},
+        check={**check, "rules": str(rules)},
+    )
     result = _release(pipeline, tmp_path / "work")
     assert result.exit_code == 0, result.stderr
     report = json.loads(result.stdout)

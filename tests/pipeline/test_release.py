@@ -99,13 +99,14 @@ def test_sharded_jobs_stage_concurrently_and_finalize_publishes_one_release(tmp_
     assert final.exit_code == 0, final.stderr
     manifest = json.loads(store.read_manifest("digits", "1.0.0"))
     assert sorted((e["sku"], e["precision"]) for e in manifest["content"]["engines"]) == sorted(
-        [("rtx-4090", p) for p in ("fp32", "fp16", "int8")] + [("rtx-3090", p) for p in ("fp16", "int8")]
-        + [("rtx-5090", "fp16")])
+        [("rtx-4090", p) for p in ("fp32", "fp16", "int8")]
+        + [("rtx-3090", p) for p in ("fp16", "int8")]
+        + [("rtx-5090", "fp16")]
+    )
     for engine in manifest["content"]["engines"]:
         blob = tmp_path / "artifacts" / "blobs" / "sha256" / engine["plan"]["sha256"]
         assert hashlib.sha256(blob.read_bytes()).hexdigest() == engine["plan"]["sha256"]
-    assert json.loads(_release(pipeline, tmp_path / "work", "--finalize").stdout)["published"]["status"] == \
-        "unchanged"
+    assert json.loads(_release(pipeline, tmp_path / "work", "--finalize").stdout)["published"]["status"] == "unchanged"
 
 
 def test_finalize_names_the_job_not_staged(tmp_path):
@@ -115,13 +116,16 @@ def test_finalize_names_the_job_not_staged(tmp_path):
     assert_clean_error(result, 1, "missing: rtx-5090", "staged: rtx-4090")
 
 
-@pytest.mark.parametrize(("change", "fragments"), [
-    ({"targets": {"rtx-4090": ["fp64"]}}, ["line 8", "targets.rtx-4090.precisions[0]", "'fp16'"]),
-    ({"targets": {"no-such-gpu": ["fp16"]}}, ["no-such-gpu"]),
-    ({"release": {"name": "../x", "version": "1"}}, ["release.name", "../x"]),
-    ({"unknown_key": 1}, ["unknown_key", "unknown key"]),
-    ({"check": {"samples": 0}}, ["line", "check.samples"]),
-])
+@pytest.mark.parametrize(
+    ("change", "fragments"),
+    [
+        ({"targets": {"rtx-4090": ["fp64"]}}, ["line 8", "targets.rtx-4090.precisions[0]", "'fp16'"]),
+        ({"targets": {"no-such-gpu": ["fp16"]}}, ["no-such-gpu"]),
+        ({"release": {"name": "../x", "version": "1"}}, ["release.name", "../x"]),
+        ({"unknown_key": 1}, ["unknown_key", "unknown key"]),
+        ({"check": {"samples": 0}}, ["line", "check.samples"]),
+    ],
+)
 def test_an_invalid_pipeline_is_exit_2_naming_the_field(tmp_path, change, fragments):
     result = run_cli("release", _pipeline(tmp_path, **change), "--work", tmp_path / "work")
     assert_clean_error(result, 2, *fragments)
@@ -131,9 +135,12 @@ def test_an_invalid_pipeline_is_exit_2_naming_the_field(tmp_path, change, fragme
 def test_plan_lists_one_job_per_sku_with_its_runner(tmp_path):
     pipeline = _pipeline(tmp_path, targets={"rtx-4090": ["fp16"], "h100": {"precisions": ["fp16"]}})
     matrix = json.loads(run_cli("plan", pipeline, "--format", "github-matrix").stdout)
-    assert matrix == {"include": [
-        {"sku": "rtx-4090", "backend": "tensorrt-rtx", "runs-on": ["ubuntu-24.04"]},
-        {"sku": "h100", "backend": "tensorrt", "runs-on": ["self-hosted", "linux", "gpu", "h100"]}]}
+    assert matrix == {
+        "include": [
+            {"sku": "rtx-4090", "backend": "tensorrt-rtx", "runs-on": ["ubuntu-24.04"]},
+            {"sku": "h100", "backend": "tensorrt", "runs-on": ["self-hosted", "linux", "gpu", "h100"]},
+        ]
+    }
 
 
 def test_a_dry_run_validates_and_builds_nothing(tmp_path):
@@ -163,12 +170,22 @@ def test_parts_built_from_different_calibrated_models_are_not_one_release():
     from compiler.releases.publish import merge_contents
 
     def part(sku: str, qdq_model: str) -> ReleaseContent:
-        engine = ReleaseEngine(sku=sku, compute_capabilities=["8.9"], precision="int8", profiles=[],
-                               backend={"name": "tensorrt-rtx", "version": "1.7.1.116"}, builder_options={},
-                               plan=BlobRef(sha256=sku[-1] * 64, size_bytes=1), layers=None,
-                               built_model_sha256=qdq_model, calibration_sha256="c" * 64, plan_header=None)
-        return ReleaseContent(name="digits", version="1", model_sha256="m" * 64, model_name="m.onnx",
-                              engines=[engine], check=None)
+        engine = ReleaseEngine(
+            sku=sku,
+            compute_capabilities=["8.9"],
+            precision="int8",
+            profiles=[],
+            backend={"name": "tensorrt-rtx", "version": "1.7.1.116"},
+            builder_options={},
+            plan=BlobRef(sha256=sku[-1] * 64, size_bytes=1),
+            layers=None,
+            built_model_sha256=qdq_model,
+            calibration_sha256="c" * 64,
+            plan_header=None,
+        )
+        return ReleaseContent(
+            name="digits", version="1", model_sha256="m" * 64, model_name="m.onnx", engines=[engine], check=None
+        )
 
     assert len(merge_contents([part("rtx-4090", "a" * 64), part("rtx-3090", "a" * 64)]).engines) == 2
     with pytest.raises(InvalidInput, match="int8 engines built from different calibrated models"):

@@ -35,8 +35,19 @@ def test_sharded_staging_and_finalize_on_the_registry(registry, tmp_path):
     assert store.versions("digits") == ["1.0.0"]  # staged parts are no versions
     for engine in manifest["content"]["engines"]:
         out = tmp_path / f"{engine['sku']}-{engine['precision']}.plan"
-        pulled = run_cli("pull", "digits@1.0.0", "--sku", engine["sku"], "--precision", engine["precision"],
-                         "--store", uri, "--out", out, env=env)
+        pulled = run_cli(
+            "pull",
+            "digits@1.0.0",
+            "--sku",
+            engine["sku"],
+            "--precision",
+            engine["precision"],
+            "--store",
+            uri,
+            "--out",
+            out,
+            env=env,
+        )
         assert pulled.exit_code == 0, pulled.stderr
         assert hashlib.sha256(out.read_bytes()).hexdigest() == engine["plan"]["sha256"]
     listing = json.loads(run_cli("ls", "--store", uri, "--json", env=env).stdout)
@@ -63,8 +74,12 @@ def test_a_registry_that_refuses_its_catalog_is_said_plainly(tmp_path):
     server = ThreadingHTTPServer(("127.0.0.1", 0), Refusing)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        result = run_cli("ls", "--store", f"oci+http://127.0.0.1:{server.server_port}/team",
-                         env=environment_without_credentials(tmp_path))
+        result = run_cli(
+            "ls",
+            "--store",
+            f"oci+http://127.0.0.1:{server.server_port}/team",
+            env=environment_without_credentials(tmp_path),
+        )
     finally:
         server.shutdown()
     assert_clean_error(result, 3, "the registry refuses to list its catalog (403 DENIED)", "compile ls NAME")

@@ -35,8 +35,10 @@ def test_a_pipeline_signs_with_a_key_from_the_environment(tmp_path, keys):
     statement = json.loads(run_cli("provenance", "digits@1.0.0", "--store", store, "--json").stdout)
     parameters = statement["predicate"]["buildDefinition"]["externalParameters"]
     assert parameters["pipeline"]["digest"]["sha256"] == hashlib.sha256(pipeline.read_bytes()).hexdigest()
-    assert sorted((t["sku"], t["precision"]) for t in parameters["targets"]) == [("rtx-4090", "fp16"),
-                                                                               ("rtx-4090", "int8")]
+    assert sorted((t["sku"], t["precision"]) for t in parameters["targets"]) == [
+        ("rtx-4090", "fp16"),
+        ("rtx-4090", "int8"),
+    ]
     roles = {}
     for dependency in statement["predicate"]["buildDefinition"]["resolvedDependencies"]:
         roles.setdefault(dependency.get("annotations", {}).get("role"), []).append(dependency)
@@ -46,16 +48,22 @@ def test_a_pipeline_signs_with_a_key_from_the_environment(tmp_path, keys):
     assert len(roles["calibrated model"]) == 1 and len(roles["converted model"]) == 1
 
 
-@pytest.mark.parametrize(("key", "fragments"), [
-    ("-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIB\n-----END PRIVATE KEY-----\n", ["signing.key", "material"]),
-    ("awskms:///alias/release", ["signing.key", "not a awskms key reference"]),
-    ("gcpkms:nope", ["signing.key", "not a gcpkms key reference"]),
-    ("vault://secret/release", ["signing.key", "vault:// keys are not supported"]),
-    ("env://NOT A NAME", ["signing.key", "environment variable"]),
-    ("env://UNSET_RELEASE_KEY_31", ["signing.key", "$UNSET_RELEASE_KEY_31 is not set"]),
-    ("@inside", ["inside the pipeline's repository"]),
-    ("@rsa", ["signing.key", "RSA"]),
-])
+@pytest.mark.parametrize(
+    ("key", "fragments"),
+    [
+        (
+            "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIB\n-----END PRIVATE KEY-----\n",
+            ["signing.key", "material"],
+        ),
+        ("awskms:///alias/release", ["signing.key", "not a awskms key reference"]),
+        ("gcpkms:nope", ["signing.key", "not a gcpkms key reference"]),
+        ("vault://secret/release", ["signing.key", "vault:// keys are not supported"]),
+        ("env://NOT A NAME", ["signing.key", "environment variable"]),
+        ("env://UNSET_RELEASE_KEY_31", ["signing.key", "$UNSET_RELEASE_KEY_31 is not set"]),
+        ("@inside", ["inside the pipeline's repository"]),
+        ("@rsa", ["signing.key", "RSA"]),
+    ],
+)
 def test_a_bad_key_reference_is_refused_before_any_work(tmp_path, keys, key, fragments):
     repo = tmp_path / "repo"
     (repo / ".git").mkdir(parents=True)
@@ -77,8 +85,9 @@ def test_a_bad_key_reference_is_refused_before_any_work(tmp_path, keys, key, fra
 def test_sharded_jobs_need_no_key_and_finalize_signs(tmp_path, keys):
     repo = tmp_path / "repo"
     repo.mkdir()
-    pipeline = _pipeline(repo, targets={"rtx-4090": ["fp16"], "rtx-3090": ["fp16"]},
-                         signing={"key": "env://RELEASE_KEY"})
+    pipeline = _pipeline(
+        repo, targets={"rtx-4090": ["fp16"], "rtx-3090": ["fp16"]}, signing={"key": "env://RELEASE_KEY"}
+    )
     without = {k: v for k, v in os.environ.items() if k not in ("RELEASE_KEY", "COMPILE_SIGN_KEY")}
     for sku in ("rtx-4090", "rtx-3090"):  # a build runner holds no secret
         job = _release(pipeline, tmp_path / "work", "--only-sku", sku, env=without)
@@ -92,8 +101,10 @@ def test_sharded_jobs_need_no_key_and_finalize_signs(tmp_path, keys):
     verified = run_cli("verify", "digits@1.0.0", "--store", repo / "artifacts", "--key", keys["ed25519.pub"])
     assert verified.exit_code == 0, verified.stderr
     statement = json.loads(run_cli("provenance", "digits@1.0.0", "--store", repo / "artifacts", "--json").stdout)
-    assert statement["predicate"]["buildDefinition"]["externalParameters"]["pipeline"]["digest"]["sha256"] == \
-        hashlib.sha256(pipeline.read_bytes()).hexdigest()
+    assert (
+        statement["predicate"]["buildDefinition"]["externalParameters"]["pipeline"]["digest"]["sha256"]
+        == hashlib.sha256(pipeline.read_bytes()).hexdigest()
+    )
 
 
 def test_a_pipeline_signs_with_an_hsm_key_named_by_its_uri(tmp_path):
@@ -104,8 +115,7 @@ def test_a_pipeline_signs_with_an_hsm_key_named_by_its_uri(tmp_path):
     repo = tmp_path / "repo"
     repo.mkdir()
     pipeline = _pipeline(repo, targets={"rtx-4090": ["fp16"]}, signing={"key": URI})
-    env = {**{k: v for k, v in os.environ.items() if k != "COMPILE_SIGN_KEY"},
-           **softhsm_token(tmp_path / "softhsm")}
+    env = {**{k: v for k, v in os.environ.items() if k != "COMPILE_SIGN_KEY"}, **softhsm_token(tmp_path / "softhsm")}
     done = _release(pipeline, tmp_path / "work", env=env)
     assert done.exit_code == 0, done.stderr
     published = json.loads(done.stdout)["published"]

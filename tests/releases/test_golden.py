@@ -29,8 +29,9 @@ def checked_build(tmp_path_factory, digits_model, digits_profiles, digits_data) 
 
 
 @pytest.mark.parametrize("store_kind", ["local", "s3"])
-def test_golden_inputs_are_published_pulled_and_verified(checked_build, tmp_path, digits_model, digits_data,
-                                                         store_kind, request):
+def test_golden_inputs_are_published_pulled_and_verified(
+    checked_build, tmp_path, digits_model, digits_data, store_kind, request
+):
     import onnxruntime
 
     record = json.loads((checked_build / "check.json").read_text())["golden"]
@@ -43,16 +44,16 @@ def test_golden_inputs_are_published_pulled_and_verified(checked_build, tmp_path
         bucket = f"t-{uuid.uuid4().hex[:16]}"
         server.client().create_bucket(Bucket=bucket)
         store, env = f"s3://{bucket}/team", server.env()
-    published = run_cli("publish", checked_build, "--store", store, "--name", "digits", "--version", "1.0.0",
-                        env=env)
+    published = run_cli("publish", checked_build, "--store", store, "--name", "digits", "--version", "1.0.0", env=env)
     assert published.exit_code == 0, published.stderr
     golden = resolve(store, "digits@1.0.0").manifest.content.golden if store_kind == "local" else None
     if golden is not None:
         assert golden.blob.sha256 == record["blob"]["sha256"] and golden.blob.size_bytes <= GOLDEN_MAX_BYTES
     out = tmp_path / "serve" / "digits.plan"
     out.parent.mkdir()
-    pulled = run_cli("pull", "digits@1.0.0", "--store", store, "--sku", "rtx-4090", "--out", out, "--golden",
-                     "--json", env=env)
+    pulled = run_cli(
+        "pull", "digits@1.0.0", "--store", store, "--sku", "rtx-4090", "--out", out, "--golden", "--json", env=env
+    )
     assert pulled.exit_code == 0, pulled.stderr
     assert json.loads(pulled.stdout)["golden"]["sha256"] == record["blob"]["sha256"]
     with np.load(out.with_name("golden.npz"), allow_pickle=False) as arrays:
@@ -103,7 +104,8 @@ def test_a_check_reused_after_its_golden_file_was_removed_writes_it_again(tmp_pa
 
 
 def test_a_verified_pull_with_golden_reads_the_manifest_once_and_verifies_the_golden_inputs_too(
-        checked_build, tmp_path, monkeypatch):
+    checked_build, tmp_path, monkeypatch
+):
     """`pull --golden --verify-key`: one manifest read serves the plan and golden.npz, and an unsigned release
     gets neither (nothing is written); a signed one gets both."""
     from compiler.releases.pull import pull
@@ -114,12 +116,36 @@ def test_a_verified_pull_with_golden_reads_the_manifest_once_and_verifies_the_go
     keys = write_keys(tmp_path / "keys")
     store = str(tmp_path / "store")
     publish(checked_build, store, "digits", "1.0.0")
-    assert run_cli("publish", checked_build, "--store", store, "--name", "digits", "--version", "1.1.0",
-                   "--sign-key", keys["ed25519"]).exit_code == 0
+    assert (
+        run_cli(
+            "publish",
+            checked_build,
+            "--store",
+            store,
+            "--name",
+            "digits",
+            "--version",
+            "1.1.0",
+            "--sign-key",
+            keys["ed25519"],
+        ).exit_code
+        == 0
+    )
     out = tmp_path / "out"
     out.mkdir()
-    unsigned = run_cli("pull", "digits@1.0.0", "--store", store, "--sku", "rtx-4090", "--out", out / "d.plan",
-                       "--golden", "--verify-key", keys["ed25519.pub"])
+    unsigned = run_cli(
+        "pull",
+        "digits@1.0.0",
+        "--store",
+        store,
+        "--sku",
+        "rtx-4090",
+        "--out",
+        out / "d.plan",
+        "--golden",
+        "--verify-key",
+        keys["ed25519.pub"],
+    )
     assert unsigned.exit_code == 1 and "unsigned" in unsigned.stderr
     assert list(out.iterdir()) == []
 
@@ -127,8 +153,15 @@ def test_a_verified_pull_with_golden_reads_the_manifest_once_and_verifies_the_go
     reads = []
     original = type(opened).read_manifest
     monkeypatch.setattr(type(opened), "read_manifest", lambda self, *a: reads.append(a) or original(self, *a))
-    result = pull(opened, "digits@1.1.0", out=out / "d.plan", sku="rtx-4090", verify_key=keys["ed25519.pub"],
-                  golden=out / "golden.npz", use_cache=False)
+    result = pull(
+        opened,
+        "digits@1.1.0",
+        out=out / "d.plan",
+        sku="rtx-4090",
+        verify_key=keys["ed25519.pub"],
+        golden=out / "golden.npz",
+        use_cache=False,
+    )
     assert reads == [("digits", "1.1.0")]
     assert result.golden.sha256 == resolve(store, "digits@1.1.0").manifest.content.golden.blob.sha256
     assert sorted(p.name for p in out.iterdir()) == ["d.plan", "d.plan.json", "golden.npz"]

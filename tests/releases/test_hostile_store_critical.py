@@ -58,8 +58,14 @@ def _local(tmp_path: Path) -> Backend:
             path.chmod(0o644)
         path.write_bytes(data)
 
-    return Backend("local", str(root), dict(os.environ), read,
-                   lambda sha256, data: write_key(f"blobs/sha256/{sha256}", data), write_key)
+    return Backend(
+        "local",
+        str(root),
+        dict(os.environ),
+        read,
+        lambda sha256, data: write_key(f"blobs/sha256/{sha256}", data),
+        write_key,
+    )
 
 
 def _s3(server) -> Backend:
@@ -76,8 +82,14 @@ def _s3(server) -> Backend:
     def write_key(key: str, data: bytes) -> None:
         client.put_object(Bucket=bucket, Key=f"team/{key}", Body=data)
 
-    return Backend("s3", f"s3://{bucket}/team", server.env(), read,
-                   lambda sha256, data: write_key(f"blobs/sha256/{sha256}", data), write_key)
+    return Backend(
+        "s3",
+        f"s3://{bucket}/team",
+        server.env(),
+        read,
+        lambda sha256, data: write_key(f"blobs/sha256/{sha256}", data),
+        write_key,
+    )
 
 
 @pytest.fixture(params=["local", "s3"])
@@ -94,8 +106,9 @@ def backend(request, tmp_path, monkeypatch) -> Backend:
 @pytest.fixture(scope="module")
 def build(tmp_path_factory, digits_model, digits_profiles) -> Path:
     out = tmp_path_factory.mktemp("critical") / "build"
-    result = run_cli("build", digits_model, "--profiles", digits_profiles, "--sku", SKU, "--precision", "fp16",
-                     "--out", out)
+    result = run_cli(
+        "build", digits_model, "--profiles", digits_profiles, "--sku", SKU, "--precision", "fp16", "--out", out
+    )
     assert result.exit_code == 0, result.stderr
     return out
 
@@ -238,9 +251,12 @@ def _as_datacenter(backend: Backend, content: dict) -> None:
     data = b"datacenter TensorRT 10.11.0.33 plan stand-in"
     digest = hashlib.sha256(data).hexdigest()
     backend.write_blob(digest, data)
-    content["engines"][0].update(backend={"name": "tensorrt", "version": "10.11.0.33"}, plan_header=None,
-                                 plan={"sha256": digest, "size_bytes": len(data)},
-                                 runtime={"family": "tensorrt", "version": "10.11.0.33"})
+    content["engines"][0].update(
+        backend={"name": "tensorrt", "version": "10.11.0.33"},
+        plan_header=None,
+        plan={"sha256": digest, "size_bytes": len(data)},
+        runtime={"family": "tensorrt", "version": "10.11.0.33"},
+    )
 
 
 def _files_under(root: Path) -> list[str]:
@@ -270,11 +286,11 @@ def test_a_sku_with_quotes_cannot_inject_config_fields(backend, build, tmp_path)
 
 @pytest.mark.parametrize("capability", ["8.9x", "../8.9", '8.9" } x {', "9"])
 def test_a_compute_capability_that_is_no_compute_capability_is_damage(backend, build, tmp_path, capability):
-    ref = _hostile_release(backend, build, "2.0.0",
-                           lambda c: c["engines"][0].update(compute_capabilities=[capability]))
+    ref = _hostile_release(backend, build, "2.0.0", lambda c: c["engines"][0].update(compute_capabilities=[capability]))
     repo = tmp_path / "repo"
-    assert_clean_error(_export(backend, ref, repo), 1, "manifest.json", "compute_capabilities",
-                       "not a compute capability")
+    assert_clean_error(
+        _export(backend, ref, repo), 1, "manifest.json", "compute_capabilities", "not a compute capability"
+    )
     assert _files_under(repo) == []
 
 
@@ -283,8 +299,9 @@ def test_a_model_name_with_a_newline_stays_a_comment(backend, build, tmp_path):
     from tritonclient.grpc import model_config_pb2
 
     hostile = 'm.onnx)\ndefault_model_filename: "evil.plan"\n# ('
-    ref = _hostile_release(backend, build, "2.0.0",
-                           lambda c: (c.update(model_name=hostile), _as_datacenter(backend, c)))
+    ref = _hostile_release(
+        backend, build, "2.0.0", lambda c: (c.update(model_name=hostile), _as_datacenter(backend, c))
+    )
     repo = tmp_path / "repo"
     result = _export(backend, ref, repo)
     assert result.exit_code == 0, result.stderr
@@ -391,8 +408,17 @@ def test_a_pulled_plan_is_a_copy_not_a_link_to_the_pull_cache(build, tmp_path):
     out = tmp_path / "out"
     out.mkdir()
     for attempt in ("first", "second"):  # the first fills the cache, the second is served from it
-        pulled = run_cli("pull", f"{NAME}@1.0.0", "--sku", SKU, "--out", out / f"{attempt}.plan", "--store",
-                         backend.uri, env={**backend.env, "COMPILE_CACHE_DIR": str(cache)})
+        pulled = run_cli(
+            "pull",
+            f"{NAME}@1.0.0",
+            "--sku",
+            SKU,
+            "--out",
+            out / f"{attempt}.plan",
+            "--store",
+            backend.uri,
+            env={**backend.env, "COMPILE_CACHE_DIR": str(cache)},
+        )
         assert pulled.exit_code == 0, pulled.stderr
     cached = cache / "pulls" / "sha256" / digest
     assert cached.read_bytes() == plan

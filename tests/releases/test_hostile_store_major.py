@@ -30,8 +30,18 @@ def builds(tmp_path_factory, digits_model, digits_profiles) -> dict[str, Path]:
     out = {}
     for precision in ("fp16", "fp32"):
         out[precision] = root / precision
-        result = run_cli("build", digits_model, "--profiles", digits_profiles, "--sku", "rtx-4090", "--precision",
-                         precision, "--out", out[precision])
+        result = run_cli(
+            "build",
+            digits_model,
+            "--profiles",
+            digits_profiles,
+            "--sku",
+            "rtx-4090",
+            "--precision",
+            precision,
+            "--out",
+            out[precision],
+        )
         assert result.exit_code == 0, result.stderr
     return out
 
@@ -88,11 +98,33 @@ def test_racing_exports_of_two_releases_into_one_model_never_mix(store, tmp_path
     for round_ in range(6):
         repo = tmp_path / f"repo-{round_}"
         repo.mkdir()
-        processes = [subprocess.Popen(
-            [sys.executable, "-m", "compiler", "export", "triton", f"{NAME}@{version}", "--store", str(store),
-             "--repo", str(repo), "--model-name", "m", "--model-version", str(number), "--no-cache", *TRITON],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
-            for number, version in ((1, "1.0.0"), (2, "2.0.0"))]
+        processes = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "compiler",
+                    "export",
+                    "triton",
+                    f"{NAME}@{version}",
+                    "--store",
+                    str(store),
+                    "--repo",
+                    str(repo),
+                    "--model-name",
+                    "m",
+                    "--model-version",
+                    str(number),
+                    "--no-cache",
+                    *TRITON,
+                ],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                cwd=REPO,
+            )
+            for number, version in ((1, "1.0.0"), (2, "2.0.0"))
+        ]
         outcomes = [(p.wait(120), p.stderr.read()) for p in processes]
         for p in processes:
             p.stdout.close()
@@ -100,7 +132,9 @@ def test_racing_exports_of_two_releases_into_one_model_never_mix(store, tmp_path
         assert sorted(code for code, _ in outcomes) == [0, 4], outcomes
         written = next(index for index, (code, _) in enumerate(outcomes) if code == 0) + 1
         assert sorted(p.name for p in (repo / "m").iterdir() if not p.name.startswith(".")) == [
-            str(written), "config.pbtxt"]
+            str(written),
+            "config.pbtxt",
+        ]
         config = (repo / "m" / "config.pbtxt").read_text()
         assert ("fp16" if written == 1 else "fp32") in config
         plans = sorted(p.name for p in (repo / "m" / str(written)).iterdir())
@@ -112,14 +146,16 @@ def test_an_export_lock_that_is_a_link_or_fifo_is_refused_and_never_followed(sto
     repo.mkdir()
     outside.mkdir()
     (repo / ".m.lock").symlink_to(outside / "created")
-    result = run_cli("export", "triton", f"{NAME}@1.0.0", "--store", store, "--repo", repo, "--model-name", "m",
-                     *TRITON)
+    result = run_cli(
+        "export", "triton", f"{NAME}@1.0.0", "--store", store, "--repo", repo, "--model-name", "m", *TRITON
+    )
     assert_clean_error(result, 2, ".m.lock", "symbolic link")
     assert not (outside / "created").exists()
     (repo / ".m.lock").unlink()
     os.mkfifo(repo / ".m.lock")
-    result = run_cli("export", "triton", f"{NAME}@1.0.0", "--store", store, "--repo", repo, "--model-name", "m",
-                     *TRITON, timeout=60)
+    result = run_cli(
+        "export", "triton", f"{NAME}@1.0.0", "--store", store, "--repo", repo, "--model-name", "m", *TRITON, timeout=60
+    )
     assert_clean_error(result, 2, ".m.lock", "FIFO")
 
 
@@ -142,8 +178,12 @@ def test_what_killed_writers_left_is_swept_and_fresh_work_is_not(builds, store, 
     assert not old.exists() and fresh.exists()
     assert run_cli("pull", f"{NAME}@1.0.0", "--sku", "rtx-4090", "--store", store, "--out", out).exit_code == 0
     assert not old_pull.exists()
-    assert run_cli("export", "triton", f"{NAME}@1.0.0", "--store", store, "--repo", repo,
-                   "--model-name", "m", *TRITON).exit_code == 0
+    assert (
+        run_cli(
+            "export", "triton", f"{NAME}@1.0.0", "--store", store, "--repo", repo, "--model-name", "m", *TRITON
+        ).exit_code
+        == 0
+    )
     assert sorted(p.name for p in (repo / "m").iterdir()) == ["1", "config.pbtxt"]
 
 
@@ -162,8 +202,12 @@ def test_a_channel_grown_past_what_readers_take_is_repaired_by_promote(store, tm
     assert run_cli("promote", f"{NAME}@1.0.0", "--channel", "stable", "--store", store).exit_code == 0
     with open(channel, "r+b") as handle:  # sparse: 65 MiB of a record no reader takes
         handle.truncate(65 << 20)
-    assert_clean_error(run_cli("promote", f"{NAME}@2.0.0", "--channel", "stable", "--store", store), 1,
-                       "channels/digits/stable", "--repair")
+    assert_clean_error(
+        run_cli("promote", f"{NAME}@2.0.0", "--channel", "stable", "--store", store),
+        1,
+        "channels/digits/stable",
+        "--repair",
+    )
     repaired = run_cli("promote", f"{NAME}@2.0.0", "--channel", "stable", "--store", store, "--repair", "--json")
     assert repaired.exit_code == 0, repaired.stderr
     assert json.loads(repaired.stdout)["status"] == "repaired"
@@ -175,14 +219,20 @@ def test_a_channel_grown_past_what_readers_take_is_repaired_by_promote(store, tm
 
 def _pipeline(tmp_path: Path, targets: str, version: str = '"1.0.0"', head: str = "") -> Path:
     path = tmp_path / "pipeline.yaml"
-    path.write_text(f"{head}release: {{name: digits, version: {version}}}\nmodel: {REPO}/compiler/examples/"
-                    f"digits_cnn.onnx\nprofiles: {REPO}/profiles/digits.yaml\ntargets:\n{targets}\n")
+    path.write_text(
+        f"{head}release: {{name: digits, version: {version}}}\nmodel: {REPO}/compiler/examples/"
+        f"digits_cnn.onnx\nprofiles: {REPO}/profiles/digits.yaml\ntargets:\n{targets}\n"
+    )
     return path
 
 
-@pytest.mark.parametrize("targets, fragment", [
-    ("  rtx-4090: [fp16, fp16]", "fp16 listed more than once"),
-    ("  rtx-4090: {precisions: [fp16], backend: bogus}", "unknown backend 'bogus'")])
+@pytest.mark.parametrize(
+    "targets, fragment",
+    [
+        ("  rtx-4090: [fp16, fp16]", "fp16 listed more than once"),
+        ("  rtx-4090: {precisions: [fp16], backend: bogus}", "unknown backend 'bogus'"),
+    ],
+)
 def test_pipeline_targets_that_could_never_release_are_refused(tmp_path, targets, fragment):
     path = _pipeline(tmp_path, targets)
     for args in (["plan", path], ["release", path, "--dry-run"]):
@@ -206,14 +256,27 @@ def test_a_yaml_alias_bomb_is_refused_quickly_in_one_short_line(tmp_path):
     assert_clean_error(run_cli("plan", cyclic), 2, "aliases expand")
 
 
-def test_pulled_and_built_plans_share_no_inode_with_the_caches(builds, store, tmp_path, digits_model,
-                                                                digits_profiles):
+def test_pulled_and_built_plans_share_no_inode_with_the_caches(builds, store, tmp_path, digits_model, digits_profiles):
     cache = tmp_path / "cache"
     env = {**os.environ, "COMPILE_CACHE_DIR": str(cache)}
     outs = [tmp_path / f"b{i}" for i in range(2)]
     for out in outs:
-        assert run_cli("build", digits_model, "--profiles", digits_profiles, "--sku", "rtx-4090", "--precision",
-                       "fp16", "--out", out, env=env).exit_code == 0
+        assert (
+            run_cli(
+                "build",
+                digits_model,
+                "--profiles",
+                digits_profiles,
+                "--sku",
+                "rtx-4090",
+                "--precision",
+                "fp16",
+                "--out",
+                out,
+                env=env,
+            ).exit_code
+            == 0
+        )
     plans = [out / "rtx-4090" / "fp16" / "engine.plan" for out in outs]
     assert all(os.stat(plan).st_nlink == 1 for plan in plans)
     assert hashlib.sha256(plans[0].read_bytes()).digest() == hashlib.sha256(plans[1].read_bytes()).digest()

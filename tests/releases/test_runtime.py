@@ -47,16 +47,34 @@ def test_a_tensorrt_rtx_engine_loads_only_with_the_release_that_built_it(rtx_bui
     with pytest.raises(InvalidInput, match=rf"TensorRT {later}; it has: .*loads with =={version}"):
         pull(store, "digits@1.0.0", sku="rtx-4090", out=tmp_path / "b.plan", tensorrt_version=later)
     assert not (tmp_path / "b.plan").exists()
-    bad = run_cli("pull", "digits@1.0.0", "--store", store, "--sku", "rtx-4090", "--out", tmp_path / "c.plan",
-                  "--tensorrt-version", "10.x")
+    bad = run_cli(
+        "pull",
+        "digits@1.0.0",
+        "--store",
+        store,
+        "--sku",
+        "rtx-4090",
+        "--out",
+        tmp_path / "c.plan",
+        "--tensorrt-version",
+        "10.x",
+    )
     assert_clean_error(bad, 2, "--tensorrt-version", "'10.x' is not a TensorRT version")
 
 
-@pytest.mark.parametrize(("built", "compatible", "loads", "refuses"), [
-    ("10.8.0.43", False, ["10.8.0.43", "10.8", "10"], ["10.8.0.44", "10.9", "11.0", "10.7"]),
-    ("10.8.0.43", True, ["10.8.0.43", "10.8.1", "10.13.3.9", "10.9", "10"], ["10.7.9", "11.0.0.1", "9.3", "10.8.0.42"]),
-    ("1.7.1.116", False, ["1.7.1.116", "1.7"], ["1.7.1.117", "1.8.0.1", "2.0"]),
-])
+@pytest.mark.parametrize(
+    ("built", "compatible", "loads", "refuses"),
+    [
+        ("10.8.0.43", False, ["10.8.0.43", "10.8", "10"], ["10.8.0.44", "10.9", "11.0", "10.7"]),
+        (
+            "10.8.0.43",
+            True,
+            ["10.8.0.43", "10.8.1", "10.13.3.9", "10.9", "10"],
+            ["10.7.9", "11.0.0.1", "9.3", "10.8.0.42"],
+        ),
+        ("1.7.1.116", False, ["1.7.1.116", "1.7"], ["1.7.1.117", "1.8.0.1", "2.0"]),
+    ],
+)
 def test_the_version_rule(built, compatible, loads, refuses):
     family = "tensorrt-rtx" if built.startswith("1.") else "tensorrt"
     runtime = Runtime(family=family, version=built, version_compatible=compatible)
@@ -65,12 +83,15 @@ def test_the_version_rule(built, compatible, loads, refuses):
     assert [v for v in refuses if runtime.loads(v)] == []
 
 
-@pytest.mark.parametrize("record", [
-    {"family": "tensorrt-rtx", "version": "1.7.1.116", "version_compatible": True},  # RTX has no such plans
-    {"family": "tensorrt", "version": "10.8.0.43", "loads_with": ">=10.8.0.43,<11"},  # claims more than it may
-    {"family": "onnxruntime", "version": "1.20"},
-    {"family": "tensorrt", "version": "10.8; rm -rf /"},
-])
+@pytest.mark.parametrize(
+    "record",
+    [
+        {"family": "tensorrt-rtx", "version": "1.7.1.116", "version_compatible": True},  # RTX has no such plans
+        {"family": "tensorrt", "version": "10.8.0.43", "loads_with": ">=10.8.0.43,<11"},  # claims more than it may
+        {"family": "onnxruntime", "version": "1.20"},
+        {"family": "tensorrt", "version": "10.8; rm -rf /"},
+    ],
+)
 def test_a_runtime_record_that_contradicts_the_rule_is_refused(record):
     with pytest.raises(ValueError):
         Runtime.model_validate(record)

@@ -44,9 +44,13 @@ def _edit_manifest(store: StoreUnderTest, version: str, data: bytes) -> None:
         import boto3
 
         env = store.env
-        boto3.client("s3", endpoint_url=env["AWS_ENDPOINT_URL"], region_name=env["AWS_DEFAULT_REGION"],
-                     aws_access_key_id=env["AWS_ACCESS_KEY_ID"], aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"]
-                     ).put_object(Bucket=bucket, Key=f"{prefix}/releases/digits/{version}/manifest.json", Body=data)
+        boto3.client(
+            "s3",
+            endpoint_url=env["AWS_ENDPOINT_URL"],
+            region_name=env["AWS_DEFAULT_REGION"],
+            aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+        ).put_object(Bucket=bucket, Key=f"{prefix}/releases/digits/{version}/manifest.json", Body=data)
     else:  # a push of another manifest to the version's tag, as `oras push` would
         from compiler.stores.oci import RELEASE_ARTIFACT, RELEASE_CONFIG, _release_layers
 
@@ -77,8 +81,19 @@ def test_signed_release_of_two_build_folders_verifies_with_its_key_only(store, b
     repo.mkdir()
     for key, code, fragment in ((keys["p256.pub"], 1, "bad signature"), (keys["ed25519.pub"], 2, "TensorRT-RTX")):
         # the signature is checked first; past it, Triton's own rule refuses TensorRT-RTX plans (docs/triton.md)
-        exported = store.cli("export", "triton", "digits@1.0.0", "--repo", repo, "--precision", "fp16",
-                             "--triton-release", "25.01", "--verify-key", key)
+        exported = store.cli(
+            "export",
+            "triton",
+            "digits@1.0.0",
+            "--repo",
+            repo,
+            "--precision",
+            "fp16",
+            "--triton-release",
+            "25.01",
+            "--verify-key",
+            key,
+        )
         assert_clean_error(exported, code, fragment)
         assert list(repo.iterdir()) == []
 
@@ -93,8 +108,10 @@ def test_provenance_names_the_pulled_plans_and_the_source_model(store, builds, k
     shown = store.cli("provenance", "digits@1.0.0", "--json")
     assert shown.exit_code == 0, shown.stderr
     statement = json.loads(shown.stdout)
-    assert (statement["_type"], statement["predicateType"]) == ("https://in-toto.io/Statement/v1",
-                                                                "https://slsa.dev/provenance/v1")
+    assert (statement["_type"], statement["predicateType"]) == (
+        "https://in-toto.io/Statement/v1",
+        "https://slsa.dev/provenance/v1",
+    )
     subjects = {s["name"]: s["digest"]["sha256"] for s in statement["subject"] if s["name"].endswith("/engine.plan")}
     image = [s["digest"]["sha256"] for s in statement["subject"] if not s["name"].endswith("/engine.plan")]
     # on OCI the image manifest too (what cosign's checks look for); elsewhere the plans alone
@@ -104,8 +121,17 @@ def test_provenance_names_the_pulled_plans_and_the_source_model(store, builds, k
     out.mkdir()
     pulled = {}
     for sku in ("rtx-3090", "rtx-4090"):
-        result = store.cli("pull", "digits@1.0.0", "--sku", sku, "--out", out / f"{sku}.plan",
-                           "--verify-key", keys["p256.pub"], "--json")
+        result = store.cli(
+            "pull",
+            "digits@1.0.0",
+            "--sku",
+            sku,
+            "--out",
+            out / f"{sku}.plan",
+            "--verify-key",
+            keys["p256.pub"],
+            "--json",
+        )
         assert result.exit_code == 0, result.stderr
         pulled[f"{sku}/fp16/engine.plan"] = hashlib.sha256((out / f"{sku}.plan").read_bytes()).hexdigest()
     assert subjects == pulled
@@ -126,18 +152,38 @@ def test_verified_pull_and_export_refuse_an_unsigned_release_and_write_nothing(s
     _publish(store, [builds["a"]], "1.0.0")
     out = tmp_path / "out"
     out.mkdir()
-    refused = store.cli("pull", "digits@1.0.0", "--sku", "rtx-3090", "--out", out / "digits.plan", "--verify-key",
-                        keys["ed25519.pub"])
+    refused = store.cli(
+        "pull", "digits@1.0.0", "--sku", "rtx-3090", "--out", out / "digits.plan", "--verify-key", keys["ed25519.pub"]
+    )
     assert_clean_error(refused, 1, "unsigned")
     env = {**store.env, "COMPILE_VERIFY_KEY": str(keys["ed25519.pub"])}  # the variable asks for it too
-    by_env = run_cli("pull", "digits@1.0.0", "--sku", "rtx-3090", "--out", out / "digits.plan", "--store",
-                     store.uri, env=env)
+    by_env = run_cli(
+        "pull", "digits@1.0.0", "--sku", "rtx-3090", "--out", out / "digits.plan", "--store", store.uri, env=env
+    )
     assert_clean_error(by_env, 1, "unsigned")
-    exported = store.cli("export", "triton", "digits@1.0.0", "--repo", out, "--triton-release", "25.01",
-                         "--verify-key", keys["ed25519.pub"])
+    exported = store.cli(
+        "export",
+        "triton",
+        "digits@1.0.0",
+        "--repo",
+        out,
+        "--triton-release",
+        "25.01",
+        "--verify-key",
+        keys["ed25519.pub"],
+    )
     assert_clean_error(exported, 1, "unsigned")
-    empty = run_cli("pull", "digits@1.0.0", "--sku", "rtx-3090", "--out", out / "digits.plan", "--store", store.uri,
-                    env={**store.env, "COMPILE_VERIFY_KEY": ""})  # a secret that did not arrive: fail closed
+    empty = run_cli(
+        "pull",
+        "digits@1.0.0",
+        "--sku",
+        "rtx-3090",
+        "--out",
+        out / "digits.plan",
+        "--store",
+        store.uri,
+        env={**store.env, "COMPILE_VERIFY_KEY": ""},
+    )  # a secret that did not arrive: fail closed
     assert_clean_error(empty, 2, "$COMPILE_VERIFY_KEY is set but empty")
     assert list(out.iterdir()) == []
 
@@ -154,8 +200,7 @@ def test_a_manifest_edited_in_the_store_fails_verification(store, builds, keys, 
     # folder and S3: the signature names other bytes; OCI: the tag now names a manifest nobody signed
     assert_clean_error(verdict, 1, "manifest mismatch" if store.kind != "oci" else "unsigned")
     out = tmp_path / "digits.plan"
-    pulled = store.cli("pull", "digits@1.0.0", "--sku", "rtx-3090", "--out", out, "--verify-key",
-                       keys["ed25519.pub"])
+    pulled = store.cli("pull", "digits@1.0.0", "--sku", "rtx-3090", "--out", out, "--verify-key", keys["ed25519.pub"])
     assert pulled.exit_code == 1, pulled.stderr
     assert not out.exists() and not list(tmp_path.glob("*.json"))
 
@@ -173,8 +218,10 @@ def test_the_builder_is_the_ci_run_when_there_is_one_else_user_at_host(monkeypat
     monkeypatch.setenv("GITHUB_RUN_ID", "42")
     monkeypatch.setenv("GITHUB_RUN_ATTEMPT", "2")
     monkeypatch.setenv("GITHUB_WORKFLOW_REF", "org/models/.github/workflows/release.yml@refs/heads/main")
-    assert builder() == ("https://github.com/org/models/.github/workflows/release.yml@refs/heads/main",
-                         "https://github.com/org/models/actions/runs/42/attempts/2")
+    assert builder() == (
+        "https://github.com/org/models/.github/workflows/release.yml@refs/heads/main",
+        "https://github.com/org/models/actions/runs/42/attempts/2",
+    )
 
 
 @pytest.mark.parametrize("ref", ["digits", "digits@9.9.9", "../x@1", "digits@../1"])
@@ -190,8 +237,21 @@ def test_signature_and_signed_provenance_are_sigstore_bundles(builds, keys, tmp_
     from sigstore_models.bundle.v1 import Bundle
 
     store = str(tmp_path / "store")
-    assert run_cli("publish", builds["a"], "--name", "digits", "--version", "1.0.0", "--store", store,
-                   "--sign-key", keys["p256"]).exit_code == 0
+    assert (
+        run_cli(
+            "publish",
+            builds["a"],
+            "--name",
+            "digits",
+            "--version",
+            "1.0.0",
+            "--store",
+            store,
+            "--sign-key",
+            keys["p256"],
+        ).exit_code
+        == 0
+    )
     for kind in ("signature", "provenance"):
         bundle = Bundle.model_validate_json(open_store(store).attachment("digits", "1.0.0", kind))
         assert bundle.media_type == "application/vnd.dev.sigstore.bundle.v0.3+json"
@@ -222,7 +282,8 @@ def test_a_signature_planted_in_a_registry_is_refused(registry, builds, keys, tm
     assert_clean_error(store.cli("verify", "digits@1.0.0", "--key", keys["ed25519.pub"]), 1, "signature")
     out = tmp_path / "out"
     out.mkdir()
-    pulled = store.cli("pull", "digits@1.0.0", "--sku", "rtx-4090", "--out", out / "x.plan", "--verify-key",
-                       keys["ed25519.pub"])
+    pulled = store.cli(
+        "pull", "digits@1.0.0", "--sku", "rtx-4090", "--out", out / "x.plan", "--verify-key", keys["ed25519.pub"]
+    )
     assert_clean_error(pulled, 1, "signature")
     assert list(out.iterdir()) == []

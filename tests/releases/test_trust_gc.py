@@ -28,8 +28,9 @@ def _leftovers(store, version: str) -> list[str]:
     repo = opened._repo("digits")
     subject, referrers = REFERRERS[store.uri, version]
     tags = opened._paged(f"/v2/{repo}/tags/list?n=1000", "tags", "tags", opened._scope(repo))
-    return [t for t in tags if t in (f"_yanked.{version}", subject.replace(":", "-"))] + \
-        [d for d in referrers if opened._manifest(repo, d) is not None]
+    return [t for t in tags if t in (f"_yanked.{version}", subject.replace(":", "-"))] + [
+        d for d in referrers if opened._manifest(repo, d) is not None
+    ]
 
 
 REFERRERS: dict[tuple[str, str], tuple[str, list[str]]] = {}
@@ -45,8 +46,9 @@ def _remember_referrers(store, version: str) -> None:
 
 def test_gc_removes_the_signature_provenance_and_yank_mark_of_what_it_removes(store, builds, keys):
     for version in ("1.0.0", "1.0.1", "1.0.2"):
-        published = store.cli("publish", builds["a"], "--name", "digits", "--version", version, "--sign-key",
-                              keys["p256"], "--json")
+        published = store.cli(
+            "publish", builds["a"], "--name", "digits", "--version", version, "--sign-key", keys["p256"], "--json"
+        )
         assert published.exit_code == 0, published.stderr
     assert store.cli("yank", "digits@1.0.0", "--reason", "wrong data").exit_code == 0
     for version in ("1.0.0", "1.0.1"):

@@ -17,8 +17,14 @@ from tests.support.cli import assert_clean_error, run_cli
 from tests.support.keys import write_keys
 from tests.support.softhsm import PIN, URI, softhsm_token
 
-CI_IDENTITY = ("ACTIONS_ID_TOKEN_REQUEST_URL", "ACTIONS_ID_TOKEN_REQUEST_TOKEN", "SIGSTORE_ID_TOKEN",
-               "GITLAB_CI", "BUILDKITE", "CIRCLECI")
+CI_IDENTITY = (
+    "ACTIONS_ID_TOKEN_REQUEST_URL",
+    "ACTIONS_ID_TOKEN_REQUEST_TOKEN",
+    "SIGSTORE_ID_TOKEN",
+    "GITLAB_CI",
+    "BUILDKITE",
+    "CIRCLECI",
+)
 
 
 @pytest.fixture(scope="module")
@@ -54,26 +60,29 @@ def test_an_hsm_key_signs_and_its_printed_public_key_verifies(store, builds, hsm
 
     by_env = _publish(store.uri, builds["b"], "1.1.0", {**env, "COMPILE_SIGN_KEY": URI})
     assert by_env.exit_code == 0, by_env.stderr
-    assert "the signing key's public half" in by_env.stdout and published["public_key"].splitlines()[1] in \
-        by_env.stdout
+    assert "the signing key's public half" in by_env.stdout and published["public_key"].splitlines()[1] in by_env.stdout
     out = tmp_path / "out"
     out.mkdir()
     pulled = store.cli("pull", "digits@1.1.0", "--sku", "rtx-3090", "--out", out / "d.plan", "--verify-key", public)
     assert pulled.exit_code == 0, pulled.stderr
 
 
-@pytest.mark.parametrize(("change", "code", "fragments"), [
-    ({"COMPILE_HSM_PIN": "9999"}, 3, ["cannot sign with it", "$COMPILE_HSM_PIN"]),
-    ({"COMPILE_HSM_PIN": None}, 2, ["$COMPILE_HSM_PIN is not set"]),
-    ({"PYKCS11LIB": None}, 3, ["$PYKCS11LIB must name"]),
-    ({"PYKCS11LIB": "/nonexistent/libpkcs11.so"}, 3, ["$PYKCS11LIB must name", "no such file"]),
-    ({"@key": "hsm:2?label=nosuchtoken"}, 3, ["cannot read the public key", "No PKCS#11 token"]),
-    ({"@key": "hsm:7?label=release"}, 3, ["cannot read the public key"]),
-    ({"@key": "hsm:3?label=release"}, 2, ["ecdsa-sha2-nistp384", "only EC P-256"]),
-    ({"@key": "hsm:two"}, 2, ["not a hsm key reference", "hsm:2?label=release"]),
-])
-def test_an_hsm_that_cannot_sign_is_one_line_before_anything_is_published(builds, hsm, tmp_path, change, code,
-                                                                         fragments):
+@pytest.mark.parametrize(
+    ("change", "code", "fragments"),
+    [
+        ({"COMPILE_HSM_PIN": "9999"}, 3, ["cannot sign with it", "$COMPILE_HSM_PIN"]),
+        ({"COMPILE_HSM_PIN": None}, 2, ["$COMPILE_HSM_PIN is not set"]),
+        ({"PYKCS11LIB": None}, 3, ["$PYKCS11LIB must name"]),
+        ({"PYKCS11LIB": "/nonexistent/libpkcs11.so"}, 3, ["$PYKCS11LIB must name", "no such file"]),
+        ({"@key": "hsm:2?label=nosuchtoken"}, 3, ["cannot read the public key", "No PKCS#11 token"]),
+        ({"@key": "hsm:7?label=release"}, 3, ["cannot read the public key"]),
+        ({"@key": "hsm:3?label=release"}, 2, ["ecdsa-sha2-nistp384", "only EC P-256"]),
+        ({"@key": "hsm:two"}, 2, ["not a hsm key reference", "hsm:2?label=release"]),
+    ],
+)
+def test_an_hsm_that_cannot_sign_is_one_line_before_anything_is_published(
+    builds, hsm, tmp_path, change, code, fragments
+):
     env = {**_env(), **hsm}
     key = change.pop("@key", URI)
     for name, value in change.items():
@@ -84,27 +93,52 @@ def test_an_hsm_that_cannot_sign_is_one_line_before_anything_is_published(builds
     assert not (tmp_path / "store").exists()
 
 
-@pytest.mark.parametrize("reference", [
-    "awskms:", "awskms:///alias/release", "awskms:arn:aws:kms:eu-west-1:12:key/x", "awskms:alias/re lease",
-    "gcpkms:projects/p/keys/k", "gcpkms:projects/my-proj/locations/global/keyRings/r/cryptoKeys/k",
-    "azurekms:https://vault.example/keys/k", "azurekms://v.vault.azure.net/secrets/k", "hsm:2?pin-value=1234",
-    "sigstore:staging", "awskms:" + "a" * 5000])
+@pytest.mark.parametrize(
+    "reference",
+    [
+        "awskms:",
+        "awskms:///alias/release",
+        "awskms:arn:aws:kms:eu-west-1:12:key/x",
+        "awskms:alias/re lease",
+        "gcpkms:projects/p/keys/k",
+        "gcpkms:projects/my-proj/locations/global/keyRings/r/cryptoKeys/k",
+        "azurekms:https://vault.example/keys/k",
+        "azurekms://v.vault.azure.net/secrets/k",
+        "hsm:2?pin-value=1234",
+        "sigstore:staging",
+        "awskms:" + "a" * 5000,
+    ],
+)
 def test_a_malformed_kms_reference_is_bad_input(builds, tmp_path, reference):
     result = _publish(tmp_path / "store", builds["a"], "1.0.0", _env(), "--sign-key", reference)
-    assert_clean_error(result, 2, "--sign-key", "key reference" if not reference.startswith("sigstore") else
-                       "keyless signing is just 'sigstore:'")
+    assert_clean_error(
+        result,
+        2,
+        "--sign-key",
+        "key reference" if not reference.startswith("sigstore") else "keyless signing is just 'sigstore:'",
+    )
     assert "1234" not in result.stderr or "pin-value" in reference
     assert not (tmp_path / "store").exists()
 
 
-@pytest.mark.parametrize("reference", [
-    "awskms:alias/release", "awskms:arn:aws:kms:eu-west-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab",
-    "gcpkms:projects/my-proj/locations/global/keyRings/release/cryptoKeys/signing/cryptoKeyVersions/1",
-    "azurekms://release-vault.vault.azure.net/keys/signing"])
+@pytest.mark.parametrize(
+    "reference",
+    [
+        "awskms:alias/release",
+        "awskms:arn:aws:kms:eu-west-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab",
+        "gcpkms:projects/my-proj/locations/global/keyRings/release/cryptoKeys/signing/cryptoKeyVersions/1",
+        "azurekms://release-vault.vault.azure.net/keys/signing",
+    ],
+)
 def test_an_unreachable_kms_is_an_environment_problem_that_prints_no_credential(builds, tmp_path, reference):
     secret = "wJalrXUtnFEMI-K7MDENG-bPxRfiCYEXAMPLEKEY"
-    env = _env(AWS_ENDPOINT_URL_KMS="http://127.0.0.1:9", AWS_ACCESS_KEY_ID="AKIAIOSFODNN7EXAMPLE",
-               AWS_SECRET_ACCESS_KEY=secret, AWS_DEFAULT_REGION="eu-west-1", AZURE_CLIENT_SECRET=secret)
+    env = _env(
+        AWS_ENDPOINT_URL_KMS="http://127.0.0.1:9",
+        AWS_ACCESS_KEY_ID="AKIAIOSFODNN7EXAMPLE",
+        AWS_SECRET_ACCESS_KEY=secret,
+        AWS_DEFAULT_REGION="eu-west-1",
+        AZURE_CLIENT_SECRET=secret,
+    )
     result = _publish(tmp_path / "store", builds["a"], "1.0.0", env, "--sign-key", reference)
     assert_clean_error(result, 3, f"--sign-key {reference}")
     assert secret not in result.stderr
@@ -121,11 +155,19 @@ def test_keyless_signing_without_an_ambient_credential_is_refused_before_any_wor
 
 def _keyless_looking_bundle(mangle: bool) -> bytes:
     """A bundle shaped as sigstore writes a keyless one (a certificate, a log entry), whose contents are junk."""
-    envelope = {"payload": "e30=", "payloadType": "application/vnd.in-toto+json",
-                "signatures": [{"sig": "AAAA", "keyid": ""}]}
+    envelope = {
+        "payload": "e30=",
+        "payloadType": "application/vnd.in-toto+json",
+        "signatures": [{"sig": "AAAA", "keyid": ""}],
+    }
     material = {"certificate": {"rawBytes": "MIIB" if mangle else "bm90IGEgY2VydGlmaWNhdGU="}, "tlogEntries": []}
-    return json.dumps({"mediaType": "application/vnd.dev.sigstore.bundle.v0.3+json",
-                       "verificationMaterial": material, "dsseEnvelope": envelope}).encode()
+    return json.dumps(
+        {
+            "mediaType": "application/vnd.dev.sigstore.bundle.v0.3+json",
+            "verificationMaterial": material,
+            "dsseEnvelope": envelope,
+        }
+    ).encode()
 
 
 def test_verify_by_identity_refuses_key_signed_and_malformed_bundles_and_bad_options(builds, keys, tmp_path):
@@ -133,8 +175,12 @@ def test_verify_by_identity_refuses_key_signed_and_malformed_bundles_and_bad_opt
     assert _publish(store, builds["a"], "1.0.0", _env(), "--sign-key", keys["ed25519"]).exit_code == 0
     assert _publish(store, builds["a"], "2.0.0", _env()).exit_code == 0
     open_store(str(store)).attach("digits", "2.0.0", "signature", _keyless_looking_bundle(True))
-    identity = ("--identity", "https://github.com/org/repo/.github/workflows/release.yml@refs/heads/main",
-                "--issuer", "https://token.actions.githubusercontent.com")
+    identity = (
+        "--identity",
+        "https://github.com/org/repo/.github/workflows/release.yml@refs/heads/main",
+        "--issuer",
+        "https://token.actions.githubusercontent.com",
+    )
 
     def verify(version: str, *args: str | Path):
         return run_cli("verify", f"digits@{version}", "--store", store, *args, env=_env())

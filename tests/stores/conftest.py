@@ -92,11 +92,11 @@ def _build(out: Path, digits_model, digits_profiles, skus=SKUS, precisions=("fp1
 def builds(tmp_path_factory, digits_model, digits_profiles) -> dict[str, Path]:
     """Two build folders of other content: fp16 for two SKUs, fp32 for one."""
     root = tmp_path_factory.mktemp("builds")
-    return {"a": _build(root / "a", digits_model, digits_profiles),
-            "b": _build(root / "b", digits_model, digits_profiles, skus=("rtx-3090",), precisions=("fp32",))}
+    return {
+        "a": _build(root / "a", digits_model, digits_profiles),
+        "b": _build(root / "b", digits_model, digits_profiles, skus=("rtx-3090",), precisions=("fp32",)),
+    }
 
 
 def _engine(build: Path, sku: str, precision: str = "fp16") -> EngineRecord:
     return EngineRecord.model_validate_json((build / sku / precision / "engine.json").read_bytes())
-
-

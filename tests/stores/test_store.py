@@ -99,8 +99,11 @@ def test_racing_publishers_of_one_version_leave_one_content(store, builds):
     if store.kind == "oci":  # no create-only tag write: see test_store_oci.py for what a registry guarantees
         for result in results:
             assert result.exit_code == 0 or "already published" in assert_clean_error(result, 4), result.stderr
-        assert any(json.loads(r.stdout)["status"] == "published" for b, r in zip(racers, results, strict=True)
-                   if b == winner and r.exit_code == 0)
+        assert any(
+            json.loads(r.stdout)["status"] == "published"
+            for b, r in zip(racers, results, strict=True)
+            if b == winner and r.exit_code == 0
+        )
         _pull_all_verified(store, "digits@2.0.0", winner)
         return
     for build, result in zip(racers, results, strict=True):
@@ -127,8 +130,9 @@ def test_racing_promotions_end_on_one_and_keep_every_move(store, builds):
     for version in versions:
         assert _publish(store, builds["a"], version).exit_code == 0
     with ThreadPoolExecutor(8) as pool:
-        results = list(pool.map(lambda v: store.cli("promote", f"digits@{v}", "--channel", "stable", "--json"),
-                                versions))
+        results = list(
+            pool.map(lambda v: store.cli("promote", f"digits@{v}", "--channel", "stable", "--json"), versions)
+        )
     assert all(r.exit_code == 0 for r in results), [r.stderr for r in results]
     channel = json.loads(open_store(store.uri).read_channel("digits", "stable")[0])
     assert sorted(move["version"] for move in channel["history"]) == versions
@@ -159,9 +163,24 @@ def _big_build(builds: Path, root: Path, megabytes: int) -> Path:
 def test_a_publisher_killed_mid_upload_leaves_no_release_and_a_rerun_completes(store, builds, tmp_path):
     big = _big_build(builds["a"], tmp_path, 192)
     digest = _engine(big, "rtx-3090").sha256
-    publisher = subprocess.Popen([sys.executable, "-m", "compiler", "publish", str(big), "--name", "digits",
-                                  "--version", "4.0.0", "--store", store.uri], env=store.env,
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    publisher = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "compiler",
+            "publish",
+            str(big),
+            "--name",
+            "digits",
+            "--version",
+            "4.0.0",
+            "--store",
+            store.uri,
+        ],
+        env=store.env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     assert _wait_for_upload_to_start(store, digest, publisher), "the upload never started"
     publisher.send_signal(signal.SIGKILL)
     publisher.wait(30)
@@ -203,16 +222,23 @@ def test_a_tampered_blob_is_refused_and_nothing_is_written(store, builds, tmp_pa
 
 
 def test_names_are_refused_before_any_request(builds, tmp_path):
-    dead = {**os.environ, "AWS_ENDPOINT_URL": "http://127.0.0.1:9", "AWS_ACCESS_KEY_ID": "x",
-            "AWS_SECRET_ACCESS_KEY": "y", "AWS_DEFAULT_REGION": "us-east-1"}  # any request would be exit 3
-    cases = [("publish", builds["a"], "--name", "../etc", "--version", "1"),
-             ("publish", builds["a"], "--name", "digits", "--version", "1/../../x"),
-             ("publish", builds["a"], "--name", "/abs", "--version", "1"),
-             ("publish", builds["a"], "--name", "x" * 65, "--version", "1"),
-             ("pull", "digits@..", "--sku", "rtx-3090", "--out", tmp_path / "p.plan"),
-             ("pull", "Digits@1", "--sku", "rtx-3090", "--out", tmp_path / "p.plan"),
-             ("promote", "digits@1", "--channel", "../stable"),
-             ("ls", "digits@a/b")]
+    dead = {
+        **os.environ,
+        "AWS_ENDPOINT_URL": "http://127.0.0.1:9",
+        "AWS_ACCESS_KEY_ID": "x",
+        "AWS_SECRET_ACCESS_KEY": "y",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }  # any request would be exit 3
+    cases = [
+        ("publish", builds["a"], "--name", "../etc", "--version", "1"),
+        ("publish", builds["a"], "--name", "digits", "--version", "1/../../x"),
+        ("publish", builds["a"], "--name", "/abs", "--version", "1"),
+        ("publish", builds["a"], "--name", "x" * 65, "--version", "1"),
+        ("pull", "digits@..", "--sku", "rtx-3090", "--out", tmp_path / "p.plan"),
+        ("pull", "Digits@1", "--sku", "rtx-3090", "--out", tmp_path / "p.plan"),
+        ("promote", "digits@1", "--channel", "../stable"),
+        ("ls", "digits@a/b"),
+    ]
     for case in cases:
         for uri in ("s3://bucket/prefix", str(tmp_path / "local"), "oci://127.0.0.1:9/models"):
             result = run_cli(*case, "--store", uri, env=dead, timeout=60)
@@ -227,16 +253,30 @@ def test_s3_unreachable_denied_or_missing_bucket_is_exit_3(s3, builds, tmp_path)
     stopped = run_cli("ls", "--store", f"s3://{bucket}", env=s3.env(AWS_ENDPOINT_URL="http://127.0.0.1:9"))
     assert_clean_error(stopped, 3, "cannot reach")
     assert time.monotonic() - started < 60
-    denied = run_cli("publish", builds["a"], "--name", "digits", "--version", "1", "--store", f"s3://{bucket}",
-                     env=s3.env(AWS_SECRET_ACCESS_KEY="wrong"))
+    denied = run_cli(
+        "publish",
+        builds["a"],
+        "--name",
+        "digits",
+        "--version",
+        "1",
+        "--store",
+        f"s3://{bucket}",
+        env=s3.env(AWS_SECRET_ACCESS_KEY="wrong"),
+    )
     assert_clean_error(denied, 3, "access denied")
     assert "wrong" not in denied.stderr
-    missing = run_cli("publish", builds["a"], "--name", "digits", "--version", "1", "--store", "s3://no-such-bucket",
-                      env=s3.env())
+    missing = run_cli(
+        "publish", builds["a"], "--name", "digits", "--version", "1", "--store", "s3://no-such-bucket", env=s3.env()
+    )
     assert_clean_error(missing, 3, "bucket no-such-bucket does not exist")
     anonymous = {k: v for k, v in s3.env().items() if k not in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
-    no_credentials = run_cli("ls", "--store", f"s3://{bucket}", env={**anonymous, "AWS_CONFIG_FILE": "/dev/null",
-                                                                     "AWS_SHARED_CREDENTIALS_FILE": "/dev/null"})
+    no_credentials = run_cli(
+        "ls",
+        "--store",
+        f"s3://{bucket}",
+        env={**anonymous, "AWS_CONFIG_FILE": "/dev/null", "AWS_SHARED_CREDENTIALS_FILE": "/dev/null"},
+    )
     assert_clean_error(no_credentials, 3, "no AWS credentials")
 
 
@@ -286,12 +326,12 @@ def test_a_damaged_manifest_is_exit_1_naming_it(store, builds, tmp_path):
         from compiler.stores.oci import RELEASE_ARTIFACT, RELEASE_CONFIG
 
         oci = open_store(store.uri)
-        oci._push(oci._repo("digits"), "8.0.0", json.dumps(manifest).encode(), RELEASE_CONFIG, RELEASE_ARTIFACT, [],
-                  {})
+        oci._push(oci._repo("digits"), "8.0.0", json.dumps(manifest).encode(), RELEASE_CONFIG, RELEASE_ARTIFACT, [], {})
     else:
         server_bucket, prefix = store.uri.removeprefix("s3://").split("/", 1)
-        open_store(store.uri).client.put_object(Bucket=server_bucket, Key=f"{prefix}/{key}",
-                                                Body=json.dumps(manifest).encode())
+        open_store(store.uri).client.put_object(
+            Bucket=server_bucket, Key=f"{prefix}/{key}", Body=json.dumps(manifest).encode()
+        )
     result = store.cli("pull", "digits@8.0.0", "--sku", "rtx-3090", "--out", tmp_path / "x.plan")
     assert_clean_error(result, 1, key, "edited after publishing")
 

@@ -25,16 +25,22 @@ def published(registry, tmp_path_factory, digits_model, digits_profiles) -> tupl
     """digits@1.0.0 (fp16 for rtx-4090) published to a repository of the real registry, and its build folder."""
     root = tmp_path_factory.mktemp("hostile-registry")
     build = root / "build"
-    built = run_cli("build", digits_model, "--profiles", digits_profiles, "--sku", "rtx-4090", "--precision", "fp16",
-                    "--out", build)
+    built = run_cli(
+        "build", digits_model, "--profiles", digits_profiles, "--sku", "rtx-4090", "--precision", "fp16", "--out", build
+    )
     assert built.exit_code == 0, built.stderr
     repository = "h" + uuid.uuid4().hex[:12]
     env = environment_without_credentials(root)
-    done = run_cli("publish", build, "--name", "digits", "--version", "1.0.0", "--store", registry.uri(repository),
-                   env=env)
+    done = run_cli(
+        "publish", build, "--name", "digits", "--version", "1.0.0", "--store", registry.uri(repository), env=env
+    )
     assert done.exit_code == 0, done.stderr
-    assert run_cli("promote", "digits@1.0.0", "--channel", "stable", "--store", registry.uri(repository),
-                   env=env).exit_code == 0
+    assert (
+        run_cli(
+            "promote", "digits@1.0.0", "--channel", "stable", "--store", registry.uri(repository), env=env
+        ).exit_code
+        == 0
+    )
     return repository, build
 
 
@@ -50,24 +56,32 @@ def _fresh(hostile):
 
 
 def _cli(hostile: HostileRegistry, repository: str, tmp_path: Path, *args: str | Path) -> CliResult:
-    return run_cli(*args, "--store", hostile.uri(repository), env=environment_without_credentials(tmp_path),
-                   timeout=120)
+    return run_cli(
+        *args, "--store", hostile.uri(repository), env=environment_without_credentials(tmp_path), timeout=120
+    )
 
 
 def _pull(hostile, repository, tmp_path) -> tuple[CliResult, Path]:
     out = tmp_path / "out" / "digits.plan"
     out.parent.mkdir(exist_ok=True)
-    return _cli(hostile, repository, tmp_path, "pull", "digits@1.0.0", "--sku", "rtx-4090", "--out", out,
-                "--no-cache"), out
+    return _cli(
+        hostile, repository, tmp_path, "pull", "digits@1.0.0", "--sku", "rtx-4090", "--out", out, "--no-cache"
+    ), out
 
 
 def _nothing_in(folder: Path) -> None:
     assert not any(folder.iterdir()), list(folder.iterdir())
 
 
-@pytest.mark.parametrize("target, command", [
-    (r"/manifests/1\.0\.0$", "pull"), (r"/tags/list", "ls NAME"), (r"/_catalog", "ls"),
-    (r"/manifests/_channel\.stable$", "pull channel")])
+@pytest.mark.parametrize(
+    "target, command",
+    [
+        (r"/manifests/1\.0\.0$", "pull"),
+        (r"/tags/list", "ls NAME"),
+        (r"/_catalog", "ls"),
+        (r"/manifests/_channel\.stable$", "pull channel"),
+    ],
+)
 def test_json_nested_100k_deep_is_not_json_not_a_crash(hostile, published, tmp_path, target, command):
     repository, _ = published
     hostile.answer("GET", target, Answer(body=nested(), headers={"Content-Type": "application/json"}))
@@ -84,8 +98,15 @@ def test_json_nested_100k_deep_is_not_json_not_a_crash(hostile, published, tmp_p
 def test_a_token_or_error_body_nested_100k_deep_is_not_a_crash(hostile, published, tmp_path):
     repository, _ = published
     realm = f"http://{hostile.host}/token"
-    hostile.answer("GET", r"/tags/list", lambda r: None if "Authorization" in r.headers else Answer(
-        401, {"WWW-Authenticate": f'Bearer realm="{realm}",service="x",scope="y"'}, nested()))
+    hostile.answer(
+        "GET",
+        r"/tags/list",
+        lambda r: (
+            None
+            if "Authorization" in r.headers
+            else Answer(401, {"WWW-Authenticate": f'Bearer realm="{realm}",service="x",scope="y"'}, nested())
+        ),
+    )
     hostile.answer("GET", r"^/token", Answer(body=nested()))
     assert_clean_error(_cli(hostile, repository, tmp_path, "ls", "digits"), 3, "token")
     hostile.reset()
@@ -110,9 +131,11 @@ def test_pagination_that_never_ends_or_leads_back_stops(hostile, published, tmp_
     def page(request) -> Answer:
         number = int(request.path.rpartition("page=")[2]) if "page=" in request.path else 0
         after = {"loop": number, "endless": number + 1}.get(pages)
-        link = (f"<{path}?n=1000&page={after}>" if after is not None else "<http://example.com/v2/_catalog>")
-        return Answer(headers={"Link": f'{link}; rel="next"', "Content-Type": "application/json"},
-                      body=json.dumps({field: [f"x{number}"]}).encode())
+        link = f"<{path}?n=1000&page={after}>" if after is not None else "<http://example.com/v2/_catalog>"
+        return Answer(
+            headers={"Link": f'{link}; rel="next"', "Content-Type": "application/json"},
+            body=json.dumps({field: [f"x{number}"]}).encode(),
+        )
 
     hostile.answer("GET", path.replace(".", r"\."), page)
     result = _cli(hostile, repository, tmp_path, *(["ls"] if listing == "catalog" else ["ls", "digits"]))
@@ -124,8 +147,11 @@ def test_pagination_that_never_ends_or_leads_back_stops(hostile, published, tmp_
 def test_an_endless_answer_is_read_no_further_than_its_bound(hostile, published, tmp_path, what):
     repository, build = published
     record = EngineRecord.model_validate_json((build / "rtx-4090" / "fp16" / "engine.json").read_bytes())
-    pattern = {"manifest": r"/manifests/1\.0\.0$", "plan blob": f"/blobs/sha256:{record.sha256}$",
-               "config blob": r"/blobs/sha256:(?!" + record.sha256 + ")"}[what]
+    pattern = {
+        "manifest": r"/manifests/1\.0\.0$",
+        "plan blob": f"/blobs/sha256:{record.sha256}$",
+        "config blob": r"/blobs/sha256:(?!" + record.sha256 + ")",
+    }[what]
     hostile.answer("GET", pattern, Answer(body=endless(b"{")))
     result, out = _pull(hostile, repository, tmp_path)
     assert_clean_error(result, 3 if what == "manifest" else 1)

@@ -64,8 +64,9 @@ def test_a_release_is_an_oci_artifact_with_its_manifest_as_config_and_one_layer_
     assert manifest["config"]["mediaType"] == RELEASE_CONFIG
     config = _get(registry, f"{repository}/blobs/{manifest['config']['digest']}", "*/*").content
     assert config == open_store(uri).read_manifest("digits", "1.0.0")
-    plans = {layer["annotations"]["vnd.trt-compile.sku"]: layer for layer in manifest["layers"]
-             if layer["mediaType"] == PLAN}
+    plans = {
+        layer["annotations"]["vnd.trt-compile.sku"]: layer for layer in manifest["layers"] if layer["mediaType"] == PLAN
+    }
     for sku, capability in (("rtx-3090", "8.6"), ("rtx-4090", "8.9")):
         engine = EngineRecord.model_validate_json((build / sku / "fp16" / "engine.json").read_bytes())
         layer = plans[sku]
@@ -84,7 +85,10 @@ def test_channels_are_tags_no_version_can_be(registry, build):
     repository = uri.split("/", 3)[3] + "/digits"
     image = open_store(uri).artifact("digits", "1.0.0")[1]  # its provenance's referrers index is a tag too
     assert sorted(_get(registry, f"{repository}/tags/list", "*/*").json()["tags"]) == [
-        "1.0.0", "_channel.stable", f"sha256-{image}"]
+        "1.0.0",
+        "_channel.stable",
+        f"sha256-{image}",
+    ]
     assert _get(registry, f"{repository}/manifests/_channel.stable").json()["artifactType"] == CHANNEL_ARTIFACT
     store = open_store(uri)
     assert (store.versions("digits"), store.channels("digits")) == (["1.0.0"], ["stable"])
@@ -134,22 +138,28 @@ def test_https_is_the_default_and_never_falls_back_to_plain_http(registry, tmp_p
 
 def test_an_unreachable_registry_is_exit_3(tmp_path, build):
     env = environment_without_credentials(tmp_path)
-    for args in (("ls",), ("publish", build, "--name", "digits", "--version", "1"),
-                 ("pull", "digits@1", "--sku", "rtx-3090", "--out", tmp_path / "x.plan")):
+    for args in (
+        ("ls",),
+        ("publish", build, "--name", "digits", "--version", "1"),
+        ("pull", "digits@1", "--sku", "rtx-3090", "--out", tmp_path / "x.plan"),
+    ):
         result = run_cli(*args, "--store", "oci+http://127.0.0.1:9/models", env=env, timeout=60)
         assert_clean_error(result, 3, "cannot reach the registry 127.0.0.1:9")
     assert not (tmp_path / "x.plan").exists()
 
 
-@pytest.mark.parametrize("uri, fragment", [
-    ("oci://user:hunter2@registry.example/models", "credentials do not go in the URI"),
-    ("oci://registry.example", "repository part ''"),
-    ("oci://registry.example/Models", "repository part 'Models'"),
-    ("oci://registry.example/a/../b", "repository part '..'"),
-    ("oci://registry.example/models?x=1", "repository part"),
-    ("oci://registry.example:99999/models", "not a registry host"),
-    ("oci://-bad-/models", "not a registry host"),
-])
+@pytest.mark.parametrize(
+    "uri, fragment",
+    [
+        ("oci://user:hunter2@registry.example/models", "credentials do not go in the URI"),
+        ("oci://registry.example", "repository part ''"),
+        ("oci://registry.example/Models", "repository part 'Models'"),
+        ("oci://registry.example/a/../b", "repository part '..'"),
+        ("oci://registry.example/models?x=1", "repository part"),
+        ("oci://registry.example:99999/models", "not a registry host"),
+        ("oci://-bad-/models", "not a registry host"),
+    ],
+)
 def test_store_uris_are_checked_before_any_request(uri, fragment, tmp_path):
     result = run_cli("ls", "--store", uri, env=environment_without_credentials(tmp_path), timeout=60)
     assert "hunter2" not in assert_clean_error(result, 2, fragment)
@@ -159,10 +169,26 @@ def test_a_tag_that_is_not_a_release_is_refused_naming_it(registry, build, tmp_p
     uri = registry.uri()
     publish(build, uri, "digits", "1.0.0")
     store = OciStore(uri)
-    store._push(store._repo("digits"), "4.0.0", b"{}", "application/vnd.oci.image.config.v1+json",
-                "application/vnd.example.other", [], {})
-    result = run_cli("pull", "digits@4.0.0", "--sku", "rtx-3090", "--out", tmp_path / "x.plan", "--store", uri,
-                     env=environment_without_credentials(tmp_path))
+    store._push(
+        store._repo("digits"),
+        "4.0.0",
+        b"{}",
+        "application/vnd.oci.image.config.v1+json",
+        "application/vnd.example.other",
+        [],
+        {},
+    )
+    result = run_cli(
+        "pull",
+        "digits@4.0.0",
+        "--sku",
+        "rtx-3090",
+        "--out",
+        tmp_path / "x.plan",
+        "--store",
+        uri,
+        env=environment_without_credentials(tmp_path),
+    )
     assert_clean_error(result, 1, "digits:4.0.0", "not ours", "artifactType")
 
 
@@ -177,8 +203,10 @@ def test_credentials_come_from_the_docker_config_and_its_helpers(tmp_path, monke
     assert _find_credentials("other.example") is None
     helper = tmp_path / "bin" / "docker-credential-fake"
     helper.parent.mkdir()
-    helper.write_text('#!/bin/sh\nread host\n[ "$host" = helped.example ] || exit 1\n'
-                      'echo \'{"Username": "bot", "Secret": "t0ken"}\'\n')
+    helper.write_text(
+        '#!/bin/sh\nread host\n[ "$host" = helped.example ] || exit 1\n'
+        'echo \'{"Username": "bot", "Secret": "t0ken"}\'\n'
+    )
     helper.chmod(0o755)
     monkeypatch.setenv("PATH", f"{helper.parent}:/usr/bin:/bin")
     (tmp_path / "config.json").write_text(json.dumps({"credHelpers": {"helped.example": "fake"}}))
@@ -186,8 +214,13 @@ def test_credentials_come_from_the_docker_config_and_its_helpers(tmp_path, monke
     (tmp_path / "config.json").write_text(json.dumps({"credsStore": "missing-helper"}))
     with pytest.raises(EnvironmentProblem, match="docker-credential-missing-helper"):
         _find_credentials("registry.example")
-    for malformed in ({"auths": ["x"]}, {"credHelpers": ["fake"]}, {"auths": {"[": {"auth": 1}}},
-                      {"auths": {"registry.example": {"auth": 12}}}, {"credsStore": 3}):
+    for malformed in (
+        {"auths": ["x"]},
+        {"credHelpers": ["fake"]},
+        {"auths": {"[": {"auth": 1}}},
+        {"auths": {"registry.example": {"auth": 12}}},
+        {"credsStore": 3},
+    ):
         (tmp_path / "config.json").write_text(json.dumps(malformed))  # a config of someone else's tool: no crash
         try:
             assert _find_credentials("registry.example") is None
@@ -248,7 +281,6 @@ def test_racing_attachers_of_one_signature_all_succeed(registry, build):
         version = f"4.0.{round_}"
         publish(build, uri, "digits", version)
         with ThreadPoolExecutor(8) as pool:
-            answers = list(pool.map(lambda v: OciStore(uri).attach("digits", v, "signature", signature),
-                                    [version] * 8))
+            answers = list(pool.map(lambda v: OciStore(uri).attach("digits", v, "signature", signature), [version] * 8))
         assert set(answers) <= {None, signature}, answers
         assert OciStore(uri).attachment("digits", version, "signature") == signature

@@ -63,8 +63,7 @@ def test_ls_verify_lists_dangling_and_unreferenced_blobs(store, builds, tmp_path
     if store.kind == "local":
         (Path(store.uri) / "blobs" / "sha256" / plan).unlink()
     else:
-        open_store(store.uri).client.delete_object(Bucket=store.uri[5:].split("/")[0],
-                                                   Key=f"team/blobs/sha256/{plan}")
+        open_store(store.uri).client.delete_object(Bucket=store.uri[5:].split("/")[0], Key=f"team/blobs/sha256/{plan}")
     if store.kind == "local":
         (Path(store.uri) / "blobs" / "sha256" / stray).write_bytes(b"left by a killed publisher")
     else:
@@ -72,7 +71,9 @@ def test_ls_verify_lists_dangling_and_unreferenced_blobs(store, builds, tmp_path
     result, report = _verify(store)
     assert_clean_error(result, 1, "1 damaged or dangling")
     assert sorted((f["kind"], f["key"]) for f in report["findings"]) == [
-        ("dangling", f"blobs/sha256/{plan}"), ("unreferenced", f"blobs/sha256/{stray}")]
+        ("dangling", f"blobs/sha256/{plan}"),
+        ("unreferenced", f"blobs/sha256/{stray}"),
+    ]
 
 
 def test_publish_repair_replaces_a_damaged_blob(store, builds, tmp_path):
@@ -91,7 +92,8 @@ def test_publish_repair_replaces_a_damaged_blob(store, builds, tmp_path):
     assert (result["status"], result["uploaded_blobs"]) == ("repaired", 1)
     assert _pull(store, tmp_path).exit_code == 0
     assert (tmp_path / "pulled" / "rtx-4090.plan").read_bytes() == (
-        builds["a"] / "rtx-4090" / "fp16" / "engine.plan").read_bytes()
+        builds["a"] / "rtx-4090" / "fp16" / "engine.plan"
+    ).read_bytes()
     assert _verify(store)[0].exit_code == 0
     again = _publish(store, builds["a"], "1.0.0", "--repair", "--json")
     assert json.loads(again.stdout)["status"] == "unchanged"  # nothing left to repair
@@ -125,8 +127,12 @@ def test_stray_folder_like_objects_list_a_release_once(s3, builds, monkeypatch):
     bucket = f"t-{uuid.uuid4().hex[:16]}"
     s3.client().create_bucket(Bucket=bucket)
     uri = f"s3://{bucket}/team"
-    assert run_cli("publish", builds["a"], "--name", "digits", "--version", "1.0.0", "--store", uri,
-                   env=s3.env()).exit_code == 0
+    assert (
+        run_cli(
+            "publish", builds["a"], "--name", "digits", "--version", "1.0.0", "--store", uri, env=s3.env()
+        ).exit_code
+        == 0
+    )
     for key in ("releases/digits", "releases/digits/", "releases/digits/1.0.0", "releases/digits/1.0.0/"):
         s3.client().put_object(Bucket=bucket, Key=f"team/{key}", Body=b"")
     listing = json.loads(run_cli("ls", "--json", "--store", uri, env=s3.env()).stdout)

@@ -25,13 +25,23 @@ class CliResult:
         return [line for line in self.stderr.splitlines() if line.startswith("error:")]
 
 
-def run_cli(*args: str | Path, cwd: Path | None = None, env: dict[str, str] | None = None,
-            timeout: float = 900, preexec_fn: Callable[[], None] | None = None) -> CliResult:
+def run_cli(
+    *args: str | Path,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    timeout: float = 900,
+    preexec_fn: Callable[[], None] | None = None,
+) -> CliResult:
     """Run `compile ARGS...` the way a user does: a separate process, real exit code and streams
     (``preexec_fn`` sets limits in that process)."""
     done = subprocess.run(
         [sys.executable, "-m", "compiler", *map(str, args)],
-        capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout, preexec_fn=preexec_fn,
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=timeout,
+        preexec_fn=preexec_fn,
     )
     return CliResult(done.returncode, done.stdout, done.stderr)
 

@@ -12,21 +12,32 @@ def write_keys(folder: Path) -> dict[str, Path]:
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
-    private = {"ed25519": ed25519.Ed25519PrivateKey.generate(), "p256": ec.generate_private_key(ec.SECP256R1()),
-               "rsa": rsa.generate_private_key(public_exponent=65537, key_size=2048),
-               "p384": ec.generate_private_key(ec.SECP384R1())}
+    private = {
+        "ed25519": ed25519.Ed25519PrivateKey.generate(),
+        "p256": ec.generate_private_key(ec.SECP256R1()),
+        "rsa": rsa.generate_private_key(public_exponent=65537, key_size=2048),
+        "p384": ec.generate_private_key(ec.SECP384R1()),
+    }
     paths = {}
     for name, key in private.items():
         paths[name] = folder / f"{name}.pem"
-        paths[name].write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                                  serialization.NoEncryption()))
+        paths[name].write_bytes(
+            key.private_bytes(
+                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+            )
+        )
         paths[f"{name}.pub"] = folder / f"{name}.pub"
-        paths[f"{name}.pub"].write_bytes(key.public_key().public_bytes(
-            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+        paths[f"{name}.pub"].write_bytes(
+            key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+        )
     paths["encrypted"] = folder / "encrypted.pem"
-    paths["encrypted"].write_bytes(private["ed25519"].private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-        serialization.BestAvailableEncryption(b"passphrase")))
+    paths["encrypted"].write_bytes(
+        private["ed25519"].private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.BestAvailableEncryption(b"passphrase"),
+        )
+    )
     paths["not-pem"] = folder / "not-pem.pem"
     paths["not-pem"].write_bytes(b"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl\n")
     return paths

@@ -11,8 +11,9 @@ ONNX_LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 """Real networks (AlexNet, DenseNet, Inception, ResNet-50, ...) the onnx wheel ships with light weights."""
 
 
-def save_model(path: Path, nodes, inputs, outputs, initializers=(), opsets=(("", 17),), check: bool = True,
-               **model_fields) -> Path:
+def save_model(
+    path: Path, nodes, inputs, outputs, initializers=(), opsets=(("", 17),), check: bool = True, **model_fields
+) -> Path:
     """An IR-8 model of one graph; ``check=False`` for files the checker must not see (bad external data)."""
     graph = helper.make_graph(nodes, path.stem, inputs, outputs, list(initializers))
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid(d, v) for d, v in opsets], **model_fields)
@@ -28,8 +29,9 @@ def external_model(folder: Path, source: Path, location: str = "weights.bin") ->
     (folder / location).parent.mkdir(parents=True, exist_ok=True)
     model = onnx.load(source)
     target = folder / "model.onnx"
-    onnx.save(model, target, save_as_external_data=True, all_tensors_to_one_file=True, location=location,
-              size_threshold=0)
+    onnx.save(
+        model, target, save_as_external_data=True, all_tensors_to_one_file=True, location=location, size_threshold=0
+    )
     return target
 
 

@@ -79,8 +79,9 @@ storage:
 http: {{addr: "127.0.0.1:{port}"}}
 """)
     log = open(root / "registry.log", "ab")  # noqa: SIM115 - the child owns it; closed with the process
-    process = subprocess.Popen([BINARY, "serve", str(config)], stdout=log, stderr=subprocess.STDOUT,
-                               start_new_session=True)
+    process = subprocess.Popen(
+        [BINARY, "serve", str(config)], stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
     log.close()
     registry = Registry(f"127.0.0.1:{port}", root, process)
     deadline = time.monotonic() + READY_SECONDS

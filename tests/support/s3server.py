@@ -28,8 +28,13 @@ class S3Server:
 
     def env(self, **overrides: str) -> dict[str, str]:
         """An environment whose AWS settings reach this server (for a CLI in a subprocess, or os.environ)."""
-        env = {**os.environ, "AWS_ENDPOINT_URL": self.endpoint, "AWS_ACCESS_KEY_ID": ACCESS_KEY,
-               "AWS_SECRET_ACCESS_KEY": SECRET_KEY, "AWS_DEFAULT_REGION": "us-east-1"}
+        env = {
+            **os.environ,
+            "AWS_ENDPOINT_URL": self.endpoint,
+            "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+            "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+            "AWS_DEFAULT_REGION": "us-east-1",
+        }
         for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN"):
             env.pop(name, None)
         return {**env, **overrides}
@@ -37,8 +42,13 @@ class S3Server:
     def client(self):
         import boto3
 
-        return boto3.client("s3", endpoint_url=self.endpoint, region_name="us-east-1",
-                            aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY)
+        return boto3.client(
+            "s3",
+            endpoint_url=self.endpoint,
+            region_name="us-east-1",
+            aws_access_key_id=ACCESS_KEY,
+            aws_secret_access_key=SECRET_KEY,
+        )
 
     def stop(self) -> None:
         """SIGKILL (weed survives it cleanly, and needs its socket files removed)."""
@@ -77,11 +87,31 @@ def start_s3_server(timeout: float = 60) -> S3Server:
     folder = Path(tempfile.mkdtemp(prefix="compile-s3-"))
     env = {**os.environ, "AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY}
     process = subprocess.Popen(
-        [weed, f"-logdir={folder}", "mini", f"-dir={folder}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
-         "-master.telemetry=false", "-webdav=false", "-admin.ui=false", "-s3.port.iceberg=0", "-s3.port.lance=0",
-         "-s3.autoCreateBucket=false", "-s3.allowDeleteBucketNotEmpty=false", f"-s3.port={s3}",
-         f"-master.port={master}", f"-volume.port={volume}", f"-filer.port={filer}", f"-admin.port={admin}"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        [
+            weed,
+            f"-logdir={folder}",
+            "mini",
+            f"-dir={folder}",
+            "-ip=127.0.0.1",
+            "-ip.bind=127.0.0.1",
+            "-master.telemetry=false",
+            "-webdav=false",
+            "-admin.ui=false",
+            "-s3.port.iceberg=0",
+            "-s3.port.lance=0",
+            "-s3.autoCreateBucket=false",
+            "-s3.allowDeleteBucketNotEmpty=false",
+            f"-s3.port={s3}",
+            f"-master.port={master}",
+            f"-volume.port={volume}",
+            f"-filer.port={filer}",
+            f"-admin.port={admin}",
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     server = S3Server(f"http://127.0.0.1:{s3}", process, folder, s3)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -103,4 +133,3 @@ def s3_server() -> Iterator[S3Server]:
         yield server
     finally:
         server.stop()
-

@@ -24,9 +24,13 @@ def datacenter_copy(build: Path, out: Path, version: str = "10.11.0.33", version
         data = f"datacenter TensorRT {version} plan stand-in for {engine['sku']}/{engine['precision']}\n".encode()
         data += plan.read_bytes()[64:]
         plan.write_bytes(data)
-        engine.update(sha256=hashlib.sha256(data).hexdigest(), size_bytes=len(data), plan_header=None,
-                      backend={"name": "tensorrt", "version": version},
-                      builder_options={**engine["builder_options"], "version_compatible": version_compatible})
+        engine.update(
+            sha256=hashlib.sha256(data).hexdigest(),
+            size_bytes=len(data),
+            plan_header=None,
+            backend={"name": "tensorrt", "version": version},
+            builder_options={**engine["builder_options"], "version_compatible": version_compatible},
+        )
         record.write_text(json.dumps(engine, indent=2))
         digests[(engine["sku"], engine["precision"])] = engine["sha256"]
     check = out / "check.json"

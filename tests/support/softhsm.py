@@ -29,9 +29,14 @@ def softhsm_token(folder: Path) -> dict[str, str]:
     subprocess.run([tool, "--init-token", "--free", "--label", LABEL, "--so-pin", "5678", "--pin", PIN], **run)
     for key_id, curve in (("02", ec.SECP256R1()), ("03", ec.SECP384R1())):
         pem = folder / f"key{key_id}.pem"
-        pem.write_bytes(ec.generate_private_key(curve).private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
-        subprocess.run([tool, "--import", str(pem), "--token", LABEL, "--label", f"key{key_id}", "--id", key_id,
-                        "--pin", PIN], **run)
+        pem.write_bytes(
+            ec.generate_private_key(curve).private_bytes(
+                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+            )
+        )
+        subprocess.run(
+            [tool, "--import", str(pem), "--token", LABEL, "--label", f"key{key_id}", "--id", key_id, "--pin", PIN],
+            **run,
+        )
         pem.unlink()  # the private key lives in the token only
     return {**env, "PYKCS11LIB": str(MODULE), "COMPILE_HSM_PIN": PIN}

@@ -107,20 +107,41 @@ def bert_base(
     # Embeddings: word + position (first S rows of the table) + token type 0.
     word = g.op("Gather", [g.normal("embeddings.word", (vocab, hidden), std), "input_ids"], "embeddings.word_gather")
     ids_shape = g.op("Shape", ["input_ids"], "embeddings.ids_shape")
-    seq_len = g.op("Slice", [ids_shape, g.const("const.one_1d", np.array([1], np.int64)),
-                             g.const("const.two_1d", np.array([2], np.int64))], "embeddings.seq_len")
-    positions = g.op("Slice", [g.normal("embeddings.position", (max_positions, hidden), std),
-                               g.const("const.zero_1d", np.array([0], np.int64)), seq_len,
-                               g.const("const.axis0", np.array([0], np.int64))], "embeddings.position_slice")
-    token_type = g.op("Gather", [g.normal("embeddings.token_type", (2, hidden), std),
-                                 g.const("const.zero_scalar", np.array(0, np.int64))], "embeddings.token_type_gather")
+    seq_len = g.op(
+        "Slice",
+        [ids_shape, g.const("const.one_1d", np.array([1], np.int64)), g.const("const.two_1d", np.array([2], np.int64))],
+        "embeddings.seq_len",
+    )
+    positions = g.op(
+        "Slice",
+        [
+            g.normal("embeddings.position", (max_positions, hidden), std),
+            g.const("const.zero_1d", np.array([0], np.int64)),
+            seq_len,
+            g.const("const.axis0", np.array([0], np.int64)),
+        ],
+        "embeddings.position_slice",
+    )
+    token_type = g.op(
+        "Gather",
+        [g.normal("embeddings.token_type", (2, hidden), std), g.const("const.zero_scalar", np.array(0, np.int64))],
+        "embeddings.token_type_gather",
+    )
     x = g.op("Add", [word, positions], "embeddings.add_position")
     x = g.op("Add", [x, token_type], "embeddings.add_token_type")
 
     def layer_norm(value: str, prefix: str) -> str:
-        return g.op("LayerNormalization", [value, g.const(f"{prefix}.weight", np.ones(hidden, np.float32)),
-                                           g.const(f"{prefix}.bias", np.zeros(hidden, np.float32))],
-                    prefix, axis=-1, epsilon=1e-12)
+        return g.op(
+            "LayerNormalization",
+            [
+                value,
+                g.const(f"{prefix}.weight", np.ones(hidden, np.float32)),
+                g.const(f"{prefix}.bias", np.zeros(hidden, np.float32)),
+            ],
+            prefix,
+            axis=-1,
+            epsilon=1e-12,
+        )
 
     def dense(value: str, prefix: str, fan_in: int, fan_out: int) -> str:
         product = g.op("MatMul", [value, g.normal(f"{prefix}.weight", (fan_in, fan_out), std)], f"{prefix}.matmul")
@@ -160,8 +181,9 @@ def bert_base(
 
         h = dense(x, f"{p}.intermediate", hidden, intermediate)
         erf = g.op("Erf", [g.op("Div", [h, sqrt2], f"{p}.gelu.div")], f"{p}.gelu.erf")
-        gelu = g.op("Mul", [g.op("Mul", [h, g.op("Add", [erf, one], f"{p}.gelu.add")], f"{p}.gelu.mul"), half],
-                    f"{p}.gelu.half")
+        gelu = g.op(
+            "Mul", [g.op("Mul", [h, g.op("Add", [erf, one], f"{p}.gelu.add")], f"{p}.gelu.mul"), half], f"{p}.gelu.half"
+        )
         out = dense(gelu, f"{p}.output", intermediate, hidden)
         x = layer_norm(g.op("Add", [out, x], f"{p}.output.residual"), f"{p}.output.layer_norm")
 
@@ -196,12 +218,19 @@ def resnet(
     expansion = 4 if kind == "bottleneck" else 1
     g = _Graph(seed)
 
-    def conv_bn(value: str, prefix: str, cin: int, cout: int, kernel: int, stride: int, relu: bool,
-                gamma: float = 1.0) -> str:
+    def conv_bn(
+        value: str, prefix: str, cin: int, cout: int, kernel: int, stride: int, relu: bool, gamma: float = 1.0
+    ) -> str:
         weight = g.normal(f"{prefix}.conv.weight", (cout, cin, kernel, kernel), math.sqrt(2.0 / (cin * kernel**2)))
         pad = kernel // 2
-        y = g.op("Conv", [value, weight], f"{prefix}.conv", kernel_shape=[kernel, kernel],
-                 strides=[stride, stride], pads=[pad] * 4)
+        y = g.op(
+            "Conv",
+            [value, weight],
+            f"{prefix}.conv",
+            kernel_shape=[kernel, kernel],
+            strides=[stride, stride],
+            pads=[pad] * 4,
+        )
         bn = [
             g.const(f"{prefix}.bn.weight", (gamma * (1.0 + 0.1 * g.rng.standard_normal(cout))).astype(np.float32)),
             g.const(f"{prefix}.bn.bias", (0.1 * g.rng.standard_normal(cout)).astype(np.float32)),

@@ -42,10 +42,26 @@ def _resign(folder: Path, name: str) -> None:
 
 
 RECORD_FIELD_TYPES: dict[str, str] = {
-    "format_version": "int", "precision": "str", "method": "str?", "model": "str", "model_sha256": "str",
-    "data": "str", "data_kind": "str", "data_sha256": "str", "samples": "int", "holdout_samples": "int",
-    "batch_size": "int", "seed": "int", "options": "dict", "versions": "dict", "cache_key": "str",
-    "ranges": "dict", "trt_cache_header": "str?", "files": "dict", "out": "str", "seconds": "float",
+    "format_version": "int",
+    "precision": "str",
+    "method": "str?",
+    "model": "str",
+    "model_sha256": "str",
+    "data": "str",
+    "data_kind": "str",
+    "data_sha256": "str",
+    "samples": "int",
+    "holdout_samples": "int",
+    "batch_size": "int",
+    "seed": "int",
+    "options": "dict",
+    "versions": "dict",
+    "cache_key": "str",
+    "ranges": "dict",
+    "trt_cache_header": "str?",
+    "files": "dict",
+    "out": "str",
+    "seconds": "float",
 }
 """calibration.json's fields (docs/formats.md) and their JSON types; ``?`` marks the nullable ones."""
 
@@ -79,13 +95,22 @@ class CalibrationFolder:
         if self.kind == "intact":
             verdict = VALID
         elif self.kind == "record-bytes":
-            data = {"missing": None, "empty": b"", "random": bytes(range(256)) * 4, "truncated":
-                    (folder / "calibration.json").read_bytes()[: 10 + self.where % 400], "array": b"[]",
-                    "null": b"null", "string": b'"calibration"', "deep": b"[" * 100_000 + b"]" * 100_000,
-                    "deep-object": b'{"a":' * 50_000 + b"1" + b"}" * 50_000, "nan-literal": None,
-                    "utf16": json.dumps(_record(folder)).encode("utf-16"),
-                    "huge-number": None, "giant": None}[self.detail]
-            record = (folder / "calibration.json")
+            data = {
+                "missing": None,
+                "empty": b"",
+                "random": bytes(range(256)) * 4,
+                "truncated": (folder / "calibration.json").read_bytes()[: 10 + self.where % 400],
+                "array": b"[]",
+                "null": b"null",
+                "string": b'"calibration"',
+                "deep": b"[" * 100_000 + b"]" * 100_000,
+                "deep-object": b'{"a":' * 50_000 + b"1" + b"}" * 50_000,
+                "nan-literal": None,
+                "utf16": json.dumps(_record(folder)).encode("utf-16"),
+                "huge-number": None,
+                "giant": None,
+            }[self.detail]
+            record = folder / "calibration.json"
             if self.detail == "missing":
                 record.unlink()
             elif self.detail == "nan-literal":  # Python's json writes NaN: not JSON, but a float to a lenient reader
@@ -144,9 +169,11 @@ class CalibrationFolder:
             names = ("model.onnx", "calibration.json")
         elif self.kind == "files-list":
             record = _record(folder)
-            record["files"] = {"nothing": {}, "no-model": {k: v for k, v in record["files"].items()
-                                                           if k != "model.onnx"},
-                               "traversal": {**record["files"], "../../outside/x": "0" * 64}}[self.detail]
+            record["files"] = {
+                "nothing": {},
+                "no-model": {k: v for k, v in record["files"].items() if k != "model.onnx"},
+                "traversal": {**record["files"], "../../outside/x": "0" * 64},
+            }[self.detail]
             if self.detail == "traversal":
                 verdict = AMBIGUOUS
             _save_record(folder, record)
@@ -234,16 +261,34 @@ class CalibrationFolder:
 
 def _field_type_cases() -> st.SearchStrategy[tuple[str, Any]]:
     return st.sampled_from(sorted(RECORD_FIELD_TYPES)).flatmap(
-        lambda key: st.tuples(st.just(key), st.sampled_from(WRONG_VALUES[RECORD_FIELD_TYPES[key].rstrip("?")])))
+        lambda key: st.tuples(st.just(key), st.sampled_from(WRONG_VALUES[RECORD_FIELD_TYPES[key].rstrip("?")]))
+    )
 
 
 def calibration_recipes(kind: str) -> st.SearchStrategy[CalibrationFolder]:
     build = functools.partial(st.builds, CalibrationFolder, st.just(kind))
     return {
         "intact": build(),
-        "record-bytes": build(st.sampled_from(["deep-object", "empty", "random", "truncated", "array", "null", "string",
-                                               "deep", "missing", "nan-literal", "utf16", "huge-number",
-                                               "giant"]), st.integers(0, 2**16)),
+        "record-bytes": build(
+            st.sampled_from(
+                [
+                    "deep-object",
+                    "empty",
+                    "random",
+                    "truncated",
+                    "array",
+                    "null",
+                    "string",
+                    "deep",
+                    "missing",
+                    "nan-literal",
+                    "utf16",
+                    "huge-number",
+                    "giant",
+                ]
+            ),
+            st.integers(0, 2**16),
+        ),
         "field-type": build(_field_type_cases()),
         "field-missing": build(st.sampled_from(sorted(RECORD_FIELD_TYPES))),
         "field-unknown": build(st.sampled_from(["extra", "__class__", "report", ""])),
@@ -253,20 +298,41 @@ def calibration_recipes(kind: str) -> st.SearchStrategy[CalibrationFolder]:
         "model-sha256": build(st.sampled_from(["0" * 64, "", "z" * 64, "57c4" * 16])),
         "files-sha256": build(st.sampled_from(["0" * 64, "", "../../etc/passwd", "A" * 64])),
         "files-list": build(st.sampled_from(["nothing", "no-model", "traversal"])),
-        "model-file": build(st.sampled_from(["symlink-out-fifo", "directory", "fifo", "symlink-out", "missing",
-                                             "dangling", "hardlink-out"])),
+        "model-file": build(
+            st.sampled_from(
+                ["symlink-out-fifo", "directory", "fifo", "symlink-out", "missing", "dangling", "hardlink-out"]
+            )
+        ),
         "record-link": build(st.sampled_from(["out", "inside"])),
         "not-a-folder": build(st.sampled_from(["fifo", "file", "missing", "link-out"])),
         "extra-files": build(st.sampled_from(["stray-external-data", "subfolder", "notes", "link-out"])),
-        "damaged-model": build(st.tuples(st.sampled_from(["bit-flipped", "truncated", "fp32-source"]),
-                                         st.integers(0, 2**20))),
-        "damaged-model-resigned": build(st.tuples(st.sampled_from(["bit-flipped", "truncated", "fp32-source"]),
-                                                  st.integers(0, 2**20))),
+        "damaged-model": build(
+            st.tuples(st.sampled_from(["bit-flipped", "truncated", "fp32-source"]), st.integers(0, 2**20))
+        ),
+        "damaged-model-resigned": build(
+            st.tuples(st.sampled_from(["bit-flipped", "truncated", "fp32-source"]), st.integers(0, 2**20))
+        ),
         "damaged-other-file": build(st.sampled_from(["report.json", "calibration.cache"])),
     }[kind]
 
 
-CALIBRATION_KINDS = ("intact", "record-bytes", "field-type", "field-missing", "field-unknown", "format-version",
-                     "precision", "asked-precision", "model-sha256", "files-sha256", "files-list", "model-file",
-                     "record-link", "not-a-folder", "extra-files", "damaged-model", "damaged-model-resigned",
-                     "damaged-other-file")
+CALIBRATION_KINDS = (
+    "intact",
+    "record-bytes",
+    "field-type",
+    "field-missing",
+    "field-unknown",
+    "format-version",
+    "precision",
+    "asked-precision",
+    "model-sha256",
+    "files-sha256",
+    "files-list",
+    "model-file",
+    "record-link",
+    "not-a-folder",
+    "extra-files",
+    "damaged-model",
+    "damaged-model-resigned",
+    "damaged-other-file",
+)

@@ -114,9 +114,25 @@ def bit_flips(max_size: int = 12) -> st.SearchStrategy[list[tuple[int, int]]]:
 
 
 HOSTILE_TEXT = (
-    "line\nbreak", "carriage\rreturn", "esc\x1b[31mred\x1b[0m", "\x1b]0;title\x07", "nul\x00byte", "bell\x07",
-    "del\x7f", "c1\x85next", "bidi\u202eevil", "isolate\u2066x\u2069", "zero\u200bwidth", "é-combining-e\u0301",
-    "日本語", "emoji-\U0001f600", "", " ", "x" * 5000, "error: forged", "\nerror: forged line",
+    "line\nbreak",
+    "carriage\rreturn",
+    "esc\x1b[31mred\x1b[0m",
+    "\x1b]0;title\x07",
+    "nul\x00byte",
+    "bell\x07",
+    "del\x7f",
+    "c1\x85next",
+    "bidi\u202eevil",
+    "isolate\u2066x\u2069",
+    "zero\u200bwidth",
+    "é-combining-e\u0301",
+    "日本語",
+    "emoji-\U0001f600",
+    "",
+    " ",
+    "x" * 5000,
+    "error: forged",
+    "\nerror: forged line",
 )
 """Strings that must never reach a terminal or an error line unescaped: line breaks, control sequences,
 bidirectional overrides, a forged ``error:`` line; and plain unicode, empty and very long strings."""

@@ -27,8 +27,9 @@ from tests.hostile.generators.common import (
 from tests.hostile.generators.profiles import dump_yaml
 
 
-def png_bytes(width: int, height: int, pixels: bytes, bit_depth: int = 8, color_type: int = 0,
-              compress: bool = True) -> bytes:
+def png_bytes(
+    width: int, height: int, pixels: bytes, bit_depth: int = 8, color_type: int = 0, compress: bool = True
+) -> bytes:
     """A PNG written by hand: the header may declare any size, whatever the data holds."""
 
     def chunk(kind: bytes, body: bytes) -> bytes:
@@ -48,8 +49,13 @@ def bmp_header_only(width: int, height: int) -> bytes:
 
 
 def gif_header_only(width: int, height: int) -> bytes:
-    return (b"GIF89a" + struct.pack("<HHBBB", width, height, 0, 0, 0)
-            + b"," + struct.pack("<HHHHB", 0, 0, width, height, 0) + b"\x08\x02\x4c\x01\x00;")
+    return (
+        b"GIF89a"
+        + struct.pack("<HHBBB", width, height, 0, 0, 0)
+        + b","
+        + struct.pack("<HHHHB", 0, 0, width, height, 0)
+        + b"\x08\x02\x4c\x01\x00;"
+    )
 
 
 def digit_png(index: int, mode: str = "L", size: tuple[int, int] = (8, 8), fmt: str = "PNG") -> bytes:
@@ -67,8 +73,14 @@ def digit_png(index: int, mode: str = "L", size: tuple[int, int] = (8, 8), fmt: 
     return buffer.getvalue()
 
 
-VALID_PREPROCESS: dict[str, Any] = {"input": MODEL_INPUT, "layout": "NCHW", "color": "L", "scale": 255.0,
-                                    "mean": [0.0], "std": [1.0]}
+VALID_PREPROCESS: dict[str, Any] = {
+    "input": MODEL_INPUT,
+    "layout": "NCHW",
+    "color": "L",
+    "scale": 255.0,
+    "mean": [0.0],
+    "std": [1.0],
+}
 """What feeds the digits CNN from grayscale images (its fixed 8 x 8 is the default size)."""
 
 
@@ -103,8 +115,24 @@ def preprocess_verdict(data: Any) -> str:
 
 
 PREPROCESS_VALUES: dict[str, tuple[Any, ...]] = {
-    "size": ([1, 10**12], [100000, 100000], [2**31, 2**31], [10**12, 1], [8, 8], [0, 8], [-8, 8], [8],
-             [8, 8, 8], [16, 16], [1, 1], "8x8", None, [8.5, 8], [[8], [8]], {"h": 8}),
+    "size": (
+        [1, 10**12],
+        [100000, 100000],
+        [2**31, 2**31],
+        [10**12, 1],
+        [8, 8],
+        [0, 8],
+        [-8, 8],
+        [8],
+        [8, 8, 8],
+        [16, 16],
+        [1, 1],
+        "8x8",
+        None,
+        [8.5, 8],
+        [[8], [8]],
+        {"h": 8},
+    ),
     "layout": ("NHWC", "NCHW", "CHW", "nchw", "", None, 4),
     "color": ("RGB", "L", "CMYK", "l", "", None, ["L"]),
     "scale": (float("nan"), 16, 1e-30, 0, -1, 255.0, float("inf"), "x", None, [255]),
@@ -135,14 +163,20 @@ class ImageFolder:
         names = ["images", "preprocess.yaml"]
         for index in range(self.count):
             mode = self.modes[index % len(self.modes)]
-            fmt, suffix = {"CMYK": ("JPEG", ".jpg"), "F": ("TIFF", ".tif"), "I": ("TIFF", ".tiff"),
-                           "P": ("GIF", ".gif"), "1": ("BMP", ".bmp"), "RGBA": ("WEBP", ".webp")}.get(
-                mode, ("PNG", ".png"))
+            fmt, suffix = {
+                "CMYK": ("JPEG", ".jpg"),
+                "F": ("TIFF", ".tif"),
+                "I": ("TIFF", ".tiff"),
+                "P": ("GIF", ".gif"),
+                "1": ("BMP", ".bmp"),
+                "RGBA": ("WEBP", ".webp"),
+            }.get(mode, ("PNG", ".png"))
             sub = folder / ("nested" if index % 3 == 2 else "")
             sub.mkdir(exist_ok=True)
             size = (8, 8) if index % 2 == 0 else (5 + index, 12)
             (sub / f"{index:03d}{suffix.upper() if index == 1 else suffix}").write_bytes(
-                digit_png(index, mode, size, fmt))
+                digit_png(index, mode, size, fmt)
+            )
         if self.count < 2:
             verdict = INVALID  # calibration needs at least 2 samples
         if self.damage is not None:
@@ -162,10 +196,14 @@ class ImageFolder:
                 verdict = INVALID
         else:
             verdict = INVALID
-            text = {"not-a-mapping": "- color: L\n", "broken": "color: [L\n", "empty": "",
-                    "python-tag": "color: !!python/object/apply:os.system ['true']\n",
-                    "unknown-key": dump_yaml({**data, "resize": "bicubic"}),
-                    "not-utf8": "color: L\nscale: 255\n# \udcff\n"}.get(self.spec)
+            text = {
+                "not-a-mapping": "- color: L\n",
+                "broken": "color: [L\n",
+                "empty": "",
+                "python-tag": "color: !!python/object/apply:os.system ['true']\n",
+                "unknown-key": dump_yaml({**data, "resize": "bicubic"}),
+                "not-utf8": "color: L\nscale: 255\n# \udcff\n",
+            }.get(self.spec)
             if self.spec == "directory":
                 spec.mkdir()
             elif self.spec == "fifo":
@@ -195,9 +233,13 @@ def _damage_image(path: Path, damage: str, where: int, verdict: str) -> str:
         fmt, dims = damage.split("-")[1:]
         width, height = map(int, dims.split("x"))
         path = path.with_suffix("." + fmt)
-        path.write_bytes({"png": lambda: png_bytes(width, height, b"\0" * 64),
-                          "bmp": lambda: bmp_header_only(width, height),
-                          "gif": lambda: gif_header_only(width, height)}[fmt]())
+        path.write_bytes(
+            {
+                "png": lambda: png_bytes(width, height, b"\0" * 64),
+                "bmp": lambda: bmp_header_only(width, height),
+                "gif": lambda: gif_header_only(width, height),
+            }[fmt]()
+        )
     elif damage == "png-bad-crc":
         mutable = bytearray(data)
         mutable[29] ^= 0xFF  # inside the IHDR chunk's CRC
@@ -226,28 +268,56 @@ def _decodes(path: Path, verdict: str) -> str:
     return verdict
 
 
-IMAGE_DAMAGE = ("truncated", "random-bytes", "text", "zero-bytes", "bit-flipped", "png-bad-crc", "wrong-suffix",
-                "bomb-png-100000x100000", "bomb-png-30000x30000", "bomb-png-12000x12000", "bomb-png-65535x1",
-                "bomb-png-1x2147483647", "bomb-bmp-100000x100000", "bomb-bmp-12000x12000", "bomb-gif-65535x65535")
+IMAGE_DAMAGE = (
+    "truncated",
+    "random-bytes",
+    "text",
+    "zero-bytes",
+    "bit-flipped",
+    "png-bad-crc",
+    "wrong-suffix",
+    "bomb-png-100000x100000",
+    "bomb-png-30000x30000",
+    "bomb-png-12000x12000",
+    "bomb-png-65535x1",
+    "bomb-png-1x2147483647",
+    "bomb-bmp-100000x100000",
+    "bomb-bmp-12000x12000",
+    "bomb-gif-65535x65535",
+)
 IMAGE_MODES = ("CMYK", "RGB", "RGBA", "P", "1", "I;16", "I", "F", "L", "LA")
-SPEC_KINDS = ("fifo", "directory", "missing", "not-a-mapping", "broken", "python-tag", "empty", "unknown-key",
-              "not-utf8")
+SPEC_KINDS = (
+    "fifo",
+    "directory",
+    "missing",
+    "not-a-mapping",
+    "broken",
+    "python-tag",
+    "empty",
+    "unknown-key",
+    "not-utf8",
+)
 
 
 def image_recipes(kind: str) -> st.SearchStrategy[Any]:
     def fields(keys: tuple[str, ...]) -> st.SearchStrategy[tuple[tuple[str, Any], ...]]:
-        pair = st.sampled_from(keys).flatmap(lambda key: st.tuples(st.just(key),
-                                                                   st.sampled_from(PREPROCESS_VALUES[key])))
+        pair = st.sampled_from(keys).flatmap(
+            lambda key: st.tuples(st.just(key), st.sampled_from(PREPROCESS_VALUES[key]))
+        )
         return st.lists(pair, min_size=1, max_size=2, unique_by=lambda p: p[0]).map(tuple)
 
     return {
         "damaged-image": st.builds(ImageFolder, damage=st.sampled_from(IMAGE_DAMAGE), where=st.integers(0, 2**16)),
         "resize": st.builds(ImageFolder, preprocess=fields(("size",))),
-        "preprocess-fields": st.builds(ImageFolder, preprocess=fields(tuple(k for k in PREPROCESS_VALUES
-                                                                            if k != "size"))),
+        "preprocess-fields": st.builds(
+            ImageFolder, preprocess=fields(tuple(k for k in PREPROCESS_VALUES if k != "size"))
+        ),
         "preprocess-file": st.builds(ImageFolder, spec=st.sampled_from(SPEC_KINDS)),
-        "counts-and-modes": st.builds(ImageFolder, count=st.sampled_from([5, 1, 0, 2]),
-                                      modes=st.lists(st.sampled_from(IMAGE_MODES), min_size=1, max_size=3).map(tuple)),
+        "counts-and-modes": st.builds(
+            ImageFolder,
+            count=st.sampled_from([5, 1, 0, 2]),
+            modes=st.lists(st.sampled_from(IMAGE_MODES), min_size=1, max_size=3).map(tuple),
+        ),
     }[kind]
 
 

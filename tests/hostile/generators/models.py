@@ -141,9 +141,23 @@ class NotAModelFile:
         return Made(path, UNREADABLE, ("model.onnx",))
 
 
-EXTERNAL_KINDS = ("link-loop", "dotdot", "symlink-out", "missing", "too-short", "directory", "nul-in-name",
-                  "empty-name", "negative-offset", "huge-length", "text-offset", "absolute", "dotdot-inside",
-                  "nested-inside", "link-inside")
+EXTERNAL_KINDS = (
+    "link-loop",
+    "dotdot",
+    "symlink-out",
+    "missing",
+    "too-short",
+    "directory",
+    "nul-in-name",
+    "empty-name",
+    "negative-offset",
+    "huge-length",
+    "text-offset",
+    "absolute",
+    "dotdot-inside",
+    "nested-inside",
+    "link-inside",
+)
 """How a model's external-data reference goes wrong; the last three stay inside the model's folder (controls)."""
 
 
@@ -160,8 +174,14 @@ class ExternalDataModel:
     def write(self, box) -> Made:
         folder = box.inputs
         model = model_proto()
-        onnx.save_model(model, folder / "model.onnx", save_as_external_data=True, all_tensors_to_one_file=True,
-                        location="weights.bin", size_threshold=0)
+        onnx.save_model(
+            model,
+            folder / "model.onnx",
+            save_as_external_data=True,
+            all_tensors_to_one_file=True,
+            location="weights.bin",
+            size_threshold=0,
+        )
         weights = folder / "weights.bin"
         outside = box.outside / "weights.bin"
         if self.target == "fifo":
@@ -252,13 +272,17 @@ class HugeDimsModel:
             tensor.dims[self.axis % len(tensor.dims)] = self.value
         elif self.place == "value-info":
             info = graph.value_info.add()
-            info.CopyFrom(onnx.helper.make_tensor_value_info(graph.node[0].output[0], onnx.TensorProto.FLOAT,
-                                                             ["B", self.value, 8, 8]))
+            info.CopyFrom(
+                onnx.helper.make_tensor_value_info(
+                    graph.node[0].output[0], onnx.TensorProto.FLOAT, ["B", self.value, 8, 8]
+                )
+            )
         else:  # a Reshape whose shape constant asks for the value
             flatten = next(n for n in graph.node if n.op_type == "Flatten")
             shape_name = "hostile_shape"
-            graph.initializer.append(onnx.numpy_helper.from_array(np.array([self.value, -1], dtype=np.int64),
-                                                                  shape_name))
+            graph.initializer.append(
+                onnx.numpy_helper.from_array(np.array([self.value, -1], dtype=np.int64), shape_name)
+            )
             flatten.op_type = "Reshape"
             del flatten.attribute[:]
             flatten.input.append(shape_name)
@@ -298,13 +322,14 @@ def model_recipes(kind: str) -> st.SearchStrategy[Any]:
         "bit-flipped": st.builds(BitFlippedModel, bit_flips().map(tuple)),
         "foreign-bytes": st.builds(ForeignModel, st.sampled_from(FOREIGN_KINDS), st.binary(min_size=0, max_size=512)),
         "not-a-file": st.builds(NotAModelFile, st.sampled_from(NOT_A_FILE)),
-        "external-data": st.builds(ExternalDataModel, st.sampled_from(EXTERNAL_KINDS),
-                                   st.sampled_from(["fifo", "file"]), st.integers(0, 2**20)),
-        "huge-dims": st.builds(HugeDimsModel, st.sampled_from(DIM_PLACES), st.integers(0, 3),
-                               st.sampled_from(HUGE_DIMS)),
+        "external-data": st.builds(
+            ExternalDataModel, st.sampled_from(EXTERNAL_KINDS), st.sampled_from(["fifo", "file"]), st.integers(0, 2**20)
+        ),
+        "huge-dims": st.builds(
+            HugeDimsModel, st.sampled_from(DIM_PLACES), st.integers(0, 3), st.sampled_from(HUGE_DIMS)
+        ),
         "hostile-names": st.builds(HostileNamesModel, st.sampled_from(["input", "output", "node"]), hostile_text()),
     }[kind]
 
 
-MODEL_KINDS = ("truncated", "bit-flipped", "foreign-bytes", "not-a-file", "external-data", "huge-dims",
-               "hostile-names")
+MODEL_KINDS = ("truncated", "bit-flipped", "foreign-bytes", "not-a-file", "external-data", "huge-dims", "hostile-names")

@@ -41,9 +41,9 @@ def npy_bytes(array: np.ndarray, header: dict[str, Any] | None = None) -> bytes:
         return buffer.getvalue()
     data = buffer.getvalue()
     if (data[6], data[7]) == (1, 0):
-        body = data[10 + struct.unpack("<H", data[8:10])[0]:]
+        body = data[10 + struct.unpack("<H", data[8:10])[0] :]
     else:
-        body = data[12 + struct.unpack("<I", data[8:12])[0]:]
+        body = data[12 + struct.unpack("<I", data[8:12])[0] :]
     fields = {"descr": np.lib.format.dtype_to_descr(array.dtype), "fortran_order": False, "shape": array.shape}
     fields.update(header)
     text = repr(fields).encode("latin1")
@@ -65,8 +65,21 @@ def _npz_file(box, data: bytes, name: str = "data.npz") -> Path:
     return path
 
 
-DTYPES = (">f4", "float16", "int32", "int64", "uint8", "bool", "complex64", "<U3", "datetime64[s]", "object",
-          "structured", "float64", "float32")
+DTYPES = (
+    ">f4",
+    "float16",
+    "int32",
+    "int64",
+    "uint8",
+    "bool",
+    "complex64",
+    "<U3",
+    "datetime64[s]",
+    "object",
+    "structured",
+    "float64",
+    "float32",
+)
 """``>f4`` is big-endian float32 (its dtype is not the model's float32 for numpy equality: a documented mismatch);
 ``float32`` is the valid control."""
 
@@ -91,8 +104,13 @@ class NpzArrays:
             base = np.resize(base, self.shape)
         for index, value in self.poison:
             if base.size:
-                base.reshape(-1)[index % base.size] = {"nan": np.nan, "inf": np.inf, "-inf": -np.inf,
-                                                       "huge": 3e38, "tiny": 1e-45}[value]
+                base.reshape(-1)[index % base.size] = {
+                    "nan": np.nan,
+                    "inf": np.inf,
+                    "-inf": -np.inf,
+                    "huge": 3e38,
+                    "tiny": 1e-45,
+                }[value]
         if self.dtype == "object":
             array: np.ndarray = np.empty(base.shape, dtype=object)
             array[...] = 0.5
@@ -155,8 +173,12 @@ class NpzHeader:
         elif self.lie == "not-a-dict":
             raw = b"\x93NUMPY\x01\x00" + struct.pack("<H", 54) + b"[1, 2, 3]".ljust(53) + b"\n"
         elif self.lie == "code-in-header":
-            raw = (b"\x93NUMPY\x01\x00" + struct.pack("<H", 118)
-                   + b"__import__('os').system('touch PWNED')".ljust(117) + b"\n")
+            raw = (
+                b"\x93NUMPY\x01\x00"
+                + struct.pack("<H", 118)
+                + b"__import__('os').system('touch PWNED')".ljust(117)
+                + b"\n"
+            )
         elif self.lie == "bad-magic":
             raw = b"\x93NUMPZ\x01\x00" + npy_bytes(array)[8:]
         elif self.lie == "version-9":
@@ -170,9 +192,21 @@ class NpzHeader:
         return Made(_npz_file(box, data), verdict, ("data.npz",))
 
 
-HEADER_LIES = ("wider-dtype", "far-more-rows", "fewer-rows", "more-rows", "negative-dim", "huge-inner-dims",
-               "bad-descr", "pickle-descr", "not-a-dict", "code-in-header", "bad-magic", "version-9",
-               "header-length-huge")
+HEADER_LIES = (
+    "wider-dtype",
+    "far-more-rows",
+    "fewer-rows",
+    "more-rows",
+    "negative-dim",
+    "huge-inner-dims",
+    "bad-descr",
+    "pickle-descr",
+    "not-a-dict",
+    "code-in-header",
+    "bad-magic",
+    "version-9",
+    "header-length-huge",
+)
 
 
 @dataclass(frozen=True)
@@ -188,7 +222,7 @@ class NpzDamage:
         data = bytearray(npz_bytes({MODEL_INPUT: digits_samples()}, self.compressed))
         with zipfile.ZipFile(io.BytesIO(bytes(data))) as archive:
             info = archive.infolist()[0]
-        name_length, extra_length = struct.unpack("<HH", data[info.header_offset + 26: info.header_offset + 30])
+        name_length, extra_length = struct.unpack("<HH", data[info.header_offset + 26 : info.header_offset + 30])
         start = info.header_offset + 30 + name_length + extra_length
         verdict = INVALID
         if self.damage == "data-bytes":  # CRC mismatch: the bytes changed, the recorded CRC did not
@@ -203,9 +237,9 @@ class NpzDamage:
         elif self.damage == "truncated":
             data = data[: self.where % len(data)]
         elif self.damage == "size-field":  # the local header's uncompressed size says 4 GiB
-            data[info.header_offset + 22: info.header_offset + 26] = b"\xff\xff\xff\xfe"
+            data[info.header_offset + 22 : info.header_offset + 26] = b"\xff\xff\xff\xfe"
             central = _central_offset(bytes(data))
-            data[central + 24: central + 28] = b"\xff\xff\xff\xfe"
+            data[central + 24 : central + 28] = b"\xff\xff\xff\xfe"
         elif self.damage == "central-directory-cut":
             data = data[: _central_offset(bytes(data)) + 10]
         elif self.damage == "eocd-offset":  # the end record points past the file
@@ -225,8 +259,17 @@ def _central_offset(data: bytes) -> int:
     return data.rindex(b"PK\x01\x02")
 
 
-NPZ_DAMAGE = ("crc-field", "data-bytes", "deflate-stream", "truncated", "size-field", "central-directory-cut",
-              "eocd-offset", "prefix-garbage", "suffix-garbage")
+NPZ_DAMAGE = (
+    "crc-field",
+    "data-bytes",
+    "deflate-stream",
+    "truncated",
+    "size-field",
+    "central-directory-cut",
+    "eocd-offset",
+    "prefix-garbage",
+    "suffix-garbage",
+)
 
 
 class _Boom:
@@ -256,8 +299,7 @@ class NpzOddMembers:
             array[0], array[1] = _Boom(str(box.outside / "PWNED")), [1, 2]
             data = zip_members({f"{MODEL_INPUT}.npy": npy_bytes(array)}, self.compressed)
         elif self.kind == "raw-pickle-member":
-            data = zip_members({f"{MODEL_INPUT}.npy": pickle.dumps(_Boom(str(box.outside / "PWNED")))},
-                               self.compressed)
+            data = zip_members({f"{MODEL_INPUT}.npy": pickle.dumps(_Boom(str(box.outside / "PWNED")))}, self.compressed)
         elif self.kind == "scalar":
             data = zip_members({f"{MODEL_INPUT}.npy": npy_bytes(np.float32(1.0).reshape(()))}, self.compressed)
         elif self.kind == "no-members":
@@ -304,12 +346,35 @@ def _duplicate(data: bytes, other: bytes, compressed: bool) -> bytes:
     return buffer.getvalue()
 
 
-ODD_MEMBERS = ("traversal-member", "raw-pickle-member", "scalar", "no-members", "only-other-files", "plain-npy",
-               "nested-member", "pickled-object-array", "duplicate-member", "directory", "fifo", "no-suffix",
-               "upper-suffix", "extra-array", "zero-samples")
+ODD_MEMBERS = (
+    "traversal-member",
+    "raw-pickle-member",
+    "scalar",
+    "no-members",
+    "only-other-files",
+    "plain-npy",
+    "nested-member",
+    "pickled-object-array",
+    "duplicate-member",
+    "directory",
+    "fifo",
+    "no-suffix",
+    "upper-suffix",
+    "extra-array",
+    "zero-samples",
+)
 
-ARRAY_SHAPES = ((SAMPLES, 8, 8, 1), (SAMPLES, 1, 8, 8, 1), (SAMPLES, 3, 8, 8), (SAMPLES, 1, 8, 9), (SAMPLES, 64),
-                (SAMPLES,), (SAMPLES, 1, 0, 8), (SAMPLES, 1, 8), (3, 1, 8, 8))
+ARRAY_SHAPES = (
+    (SAMPLES, 8, 8, 1),
+    (SAMPLES, 1, 8, 8, 1),
+    (SAMPLES, 3, 8, 8),
+    (SAMPLES, 1, 8, 9),
+    (SAMPLES, 64),
+    (SAMPLES,),
+    (SAMPLES, 1, 0, 8),
+    (SAMPLES, 1, 8),
+    (3, 1, 8, 8),
+)
 
 
 def npz_recipes(kind: str) -> st.SearchStrategy[Any]:
@@ -318,11 +383,22 @@ def npz_recipes(kind: str) -> st.SearchStrategy[Any]:
         "dtype": st.builds(NpzArrays, dtype=st.sampled_from(DTYPES), compressed=compressed),
         "shape": st.builds(NpzArrays, shape=st.sampled_from(ARRAY_SHAPES), compressed=compressed),
         "count": st.builds(NpzArrays, count=st.sampled_from([1, 0, 2, 3, SAMPLES]), compressed=compressed),
-        "values": st.builds(NpzArrays, poison=st.lists(st.tuples(st.integers(0, 2**20), st.sampled_from(
-            ["nan", "inf", "-inf", "huge", "tiny"])), min_size=1, max_size=3).map(tuple), compressed=compressed),
-        "names": st.builds(NpzArrays, names=st.sampled_from([("",), ("img",), (MODEL_INPUT, "extra"), ("IMAGE",),
-                                                             (MODEL_INPUT + " ",), ("imagé",), ("a/b",)]),
-                           compressed=compressed),
+        "values": st.builds(
+            NpzArrays,
+            poison=st.lists(
+                st.tuples(st.integers(0, 2**20), st.sampled_from(["nan", "inf", "-inf", "huge", "tiny"])),
+                min_size=1,
+                max_size=3,
+            ).map(tuple),
+            compressed=compressed,
+        ),
+        "names": st.builds(
+            NpzArrays,
+            names=st.sampled_from(
+                [("",), ("img",), (MODEL_INPUT, "extra"), ("IMAGE",), (MODEL_INPUT + " ",), ("imagé",), ("a/b",)]
+            ),
+            compressed=compressed,
+        ),
         "fortran": st.builds(NpzArrays, fortran=st.just(True), compressed=compressed),
         "header-lies": st.builds(NpzHeader, st.sampled_from(HEADER_LIES), st.integers(0, 2**16), compressed),
         "zip-damage": st.builds(NpzDamage, st.sampled_from(NPZ_DAMAGE), st.integers(0, 2**20), compressed),

@@ -28,21 +28,39 @@ def _int_values(low: int, high: int | None, *, extra_valid: tuple[int, ...] = ()
     values past 2**20 are ambiguous: a sane bound may refuse them (2), or the run takes them within the suite's
     time and memory bounds (0)."""
     values: list[tuple[str, str]] = []
-    for number in sorted({low - 1, low - 2**31, -1, 0, low, *extra_valid, 2**63, 2**64, 10**30,
-                          *((high, high + 1, 2 * high) if high is not None else ())}):
+    for number in sorted(
+        {
+            low - 1,
+            low - 2**31,
+            -1,
+            0,
+            low,
+            *extra_valid,
+            2**63,
+            2**64,
+            10**30,
+            *((high, high + 1, 2 * high) if high is not None else ()),
+        }
+    ):
         if number < low or (high is not None and number > high):
             verdict = INVALID
         else:
             verdict = AMBIGUOUS if high is None and number > 2**20 else VALID
         values.append((str(number), verdict))
-    values += [("x", INVALID), ("", INVALID), ("1.5", INVALID), ("nan", INVALID), ("0x10", INVALID),
-               ("1e3", INVALID), ("--json", INVALID)]
+    values += [
+        ("x", INVALID),
+        ("", INVALID),
+        ("1.5", INVALID),
+        ("nan", INVALID),
+        ("0x10", INVALID),
+        ("1e3", INVALID),
+        ("--json", INVALID),
+    ]
     return values
 
 
 def _float_values(valid, *, extra: tuple[str, ...] = ()) -> list[tuple[str, str]]:
-    values = ["nan", "NaN", "inf", "-inf", "-1", "0", "0.5", "1", "1.5", "2", "98", "1e308", "1e-320", "x", "",
-              *extra]
+    values = ["nan", "NaN", "inf", "-inf", "-1", "0", "0.5", "1", "1.5", "2", "98", "1e308", "1e-320", "x", "", *extra]
     return [(v, valid(v)) for v in values]
 
 
@@ -86,13 +104,39 @@ BUILD_OPTIONS: dict[str, list[tuple[str, str]]] = {
     "--jobs": _int_values(1, 64, extra_valid=(2,)),
     "--workspace-mb": _int_values(1, 1 << 20, extra_valid=(16, 256)),
     "--optimization-level": [*_int_values(0, 5, extra_valid=(3,)), ("9", INVALID)],
-    "--sku": [("rtx4090", INVALID), ("", INVALID), ("RTX-4090", INVALID), ("rtx-4090\n", INVALID),
-              ("rtx\x1b[2J", INVALID), ("rtx-4090\u202e", INVALID), ("h100", ENVIRONMENT), ("a100", ENVIRONMENT),
-              ("rtx-3090", VALID), ("rtx-5090", VALID), ("../skus", INVALID), ("*", INVALID)],
-    "--precision": [("FP32", INVALID), ("int4", INVALID), ("", INVALID), ("fp32 ", INVALID), ("bf16", INVALID),
-                    ("int8", INVALID), ("fp8", INVALID), ("fp16", VALID), ("fp32\x1b[31m", INVALID)],
-    "--backend": [("tensorrt-rtx", VALID), ("tensorrt", ENVIRONMENT), ("cuda", INVALID), ("", INVALID),
-                  ("TensorRT", INVALID), ("tensorrt-rtx\n", INVALID)],
+    "--sku": [
+        ("rtx4090", INVALID),
+        ("", INVALID),
+        ("RTX-4090", INVALID),
+        ("rtx-4090\n", INVALID),
+        ("rtx\x1b[2J", INVALID),
+        ("rtx-4090\u202e", INVALID),
+        ("h100", ENVIRONMENT),
+        ("a100", ENVIRONMENT),
+        ("rtx-3090", VALID),
+        ("rtx-5090", VALID),
+        ("../skus", INVALID),
+        ("*", INVALID),
+    ],
+    "--precision": [
+        ("FP32", INVALID),
+        ("int4", INVALID),
+        ("", INVALID),
+        ("fp32 ", INVALID),
+        ("bf16", INVALID),
+        ("int8", INVALID),
+        ("fp8", INVALID),
+        ("fp16", VALID),
+        ("fp32\x1b[31m", INVALID),
+    ],
+    "--backend": [
+        ("tensorrt-rtx", VALID),
+        ("tensorrt", ENVIRONMENT),
+        ("cuda", INVALID),
+        ("", INVALID),
+        ("TensorRT", INVALID),
+        ("tensorrt-rtx\n", INVALID),
+    ],
     "--method": [("minmax", INVALID), ("entropy", INVALID), ("kl", INVALID)],
     "--cache-dir": [("@file", INVALID), ("@under-file", INVALID), ("/dev/null", INVALID), ("@fresh", VALID)],
     "--out": [("@file", INVALID), ("@under-file", INVALID), ("/dev/null", INVALID), ("@fresh", VALID)],
@@ -101,24 +145,55 @@ BUILD_OPTIONS: dict[str, list[tuple[str, str]]] = {
 --data, are refused; ``@file`` is a path that is a file, ``@under-file`` a path below one."""
 
 CALIBRATE_OPTIONS: dict[str, list[tuple[str, str]]] = {
-    "--holdout": [(v, _holdout(v)) for v in ("nan", "inf", "-inf", "-1", "0", "1e-9", "0.5", "0.999999", "1",
-                                             "2", "2.5", "23", "24", "1e300", "x")],
+    "--holdout": [
+        (v, _holdout(v))
+        for v in ("nan", "inf", "-inf", "-1", "0", "1e-9", "0.5", "0.999999", "1", "2", "2.5", "23", "24", "1e300", "x")
+    ],
     "--percentile": _float_values(_in(50, 100, low_open=True), extra=("50", "50.0001", "99.9", "100", "100.0001")),
     "--samples": _int_values(1, None, extra_valid=(5, 10**6)),
     "--batch-size": _int_values(1, None, extra_valid=(3, 10**6)),
     "--num-bins": [*_int_values(256, 1 << 14, extra_valid=(512,)), ("255", INVALID), (str(10**6), INVALID)],
     "--chunk-mb": _int_values(1, None, extra_valid=(2, 10**6)),
-    "--seed": [("-1", INVALID), ("0", VALID), ("7", VALID), (str(2**32), VALID), (str(2**64), AMBIGUOUS),
-               (str(2**128), AMBIGUOUS), ("x", INVALID), ("1.5", INVALID)],
+    "--seed": [
+        ("-1", INVALID),
+        ("0", VALID),
+        ("7", VALID),
+        (str(2**32), VALID),
+        (str(2**64), AMBIGUOUS),
+        (str(2**128), AMBIGUOUS),
+        ("x", INVALID),
+        ("1.5", INVALID),
+    ],
     "--min-cosine": _float_values(_gate(-1, 1)),
     "--min-top1": _float_values(_gate(0, 1)),
     "--max-abs-error": _float_values(_gate(0, math.inf)),
-    "--method": [("minmax", VALID), ("entropy", VALID), ("percentile", VALID), ("MinMax", INVALID), ("kl", INVALID),
-                 ("", INVALID), ("minmax\x1b[2J", INVALID)],
-    "--precision": [("int8", VALID), ("fp8", VALID), ("fp16", VALID), ("int4", INVALID), ("FP16", INVALID),
-                    ("", INVALID), ("fp32", INVALID)],
-    "--out": [("@model-folder", INVALID), ("@model-folder-link", INVALID), ("@model-file", INVALID),
-              ("@data-file", INVALID), ("/dev/null", INVALID), ("@under-file", INVALID), ("@fresh", VALID)],
+    "--method": [
+        ("minmax", VALID),
+        ("entropy", VALID),
+        ("percentile", VALID),
+        ("MinMax", INVALID),
+        ("kl", INVALID),
+        ("", INVALID),
+        ("minmax\x1b[2J", INVALID),
+    ],
+    "--precision": [
+        ("int8", VALID),
+        ("fp8", VALID),
+        ("fp16", VALID),
+        ("int4", INVALID),
+        ("FP16", INVALID),
+        ("", INVALID),
+        ("fp32", INVALID),
+    ],
+    "--out": [
+        ("@model-folder", INVALID),
+        ("@model-folder-link", INVALID),
+        ("@model-file", INVALID),
+        ("@data-file", INVALID),
+        ("/dev/null", INVALID),
+        ("@under-file", INVALID),
+        ("@fresh", VALID),
+    ],
 }
 """``compile calibrate``'s options (docs/calibrate.md). Gates take a threshold in their measure's range: a
 cosine in [-1, 1], a top-1 fraction in [0, 1], a non-negative error; NaN is never a threshold. --seed is at

@@ -47,8 +47,10 @@ def profiles_verdict(data: Any) -> str:
         if not isinstance(shape, dict) or set(shape) != {"min", "opt", "max"}:
             return INVALID
         lists = [shape["min"], shape["opt"], shape["max"]]
-        if not all(isinstance(dims, list) and len(dims) == len(MODEL_DIMS) and all(type(d) is int for d in dims)
-                   for dims in lists):
+        if not all(
+            isinstance(dims, list) and len(dims) == len(MODEL_DIMS) and all(type(d) is int for d in dims)
+            for dims in lists
+        ):
             return INVALID
         for axis, static in enumerate(MODEL_DIMS):
             if isinstance(static, int) and any(dims[axis] != static for dims in lists):
@@ -56,25 +58,69 @@ def profiles_verdict(data: Any) -> str:
         if not 1 <= lists[0][0] <= lists[1][0] <= lists[2][0]:
             return INVALID
         if any(d > MAX_PROFILE_DIM for dims in lists for d in dims) or any(
-                math.prod(dims) > MAX_PROFILE_VOLUME for dims in lists):
+            math.prod(dims) > MAX_PROFILE_VOLUME for dims in lists
+        ):
             return INVALID
         names.append(name)
     return VALID if len(set(names)) == len(names) else INVALID
 
 
-HOSTILE_DIMS = (2**31, -1, -(2**31), 1, 2, 7, 8, 9, 64, 2**31 - 1, 0, 2**32 + 1, 2**40, 2**63 - 1, 2**63, 2**64,
-                10**30, 4.0, 1.5, float("nan"), float("inf"), -0.0, True, False, None, "8", "B", [8], {"v": 8}, 1e400)
+HOSTILE_DIMS = (
+    2**31,
+    -1,
+    -(2**31),
+    1,
+    2,
+    7,
+    8,
+    9,
+    64,
+    2**31 - 1,
+    0,
+    2**32 + 1,
+    2**40,
+    2**63 - 1,
+    2**63,
+    2**64,
+    10**30,
+    4.0,
+    1.5,
+    float("nan"),
+    float("inf"),
+    -0.0,
+    True,
+    False,
+    None,
+    "8",
+    "B",
+    [8],
+    {"v": 8},
+    1e400,
+)
 
 
 def yaml_values(depth: int = 3) -> st.SearchStrategy[Any]:
     """Arbitrary YAML-representable data (what a random YAML document parses to)."""
-    scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True, allow_infinity=True),
-                        st.text(max_size=12), st.sampled_from(HOSTILE_DIMS))
-    keys = st.one_of(st.sampled_from(["profiles", "name", "shapes", MODEL_INPUT, "min", "opt", "max", "mid"]),
-                     st.text(max_size=8), st.integers(-2, 2), st.booleans(), st.none())
-    return st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=4),
-                                                         st.dictionaries(keys, inner, max_size=4)),
-                        max_leaves=12)
+    scalars = st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(),
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.text(max_size=12),
+        st.sampled_from(HOSTILE_DIMS),
+    )
+    keys = st.one_of(
+        st.sampled_from(["profiles", "name", "shapes", MODEL_INPUT, "min", "opt", "max", "mid"]),
+        st.text(max_size=8),
+        st.integers(-2, 2),
+        st.booleans(),
+        st.none(),
+    )
+    return st.recursive(
+        scalars,
+        lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(keys, inner, max_size=4)),
+        max_leaves=12,
+    )
 
 
 def dump_yaml(data: Any) -> str:
@@ -161,8 +207,12 @@ def _dim_edits() -> st.SearchStrategy[tuple[str, Any]]:
         st.builds(lambda p, v: (f"dim:{p[0]}:{p[1]}:{p[2]}", v), place, st.sampled_from(HOSTILE_DIMS)),
         st.builds(lambda p, v: (f"dim:{p[0]}:{p[1]}:{p[2]}", v), place, st.integers()),
         st.tuples(st.just("batch"), st.tuples(*[st.sampled_from((0, 1, 2, 64, 2**31 - 1, 2**31, 2**62))] * 3)),
-        st.builds(lambda i, k, v: (f"shape:{i}:{k}", v), st.integers(0, 1), st.sampled_from(["min", "opt", "max"]),
-                  st.one_of(st.lists(st.sampled_from(HOSTILE_DIMS), max_size=6), yaml_values())),
+        st.builds(
+            lambda i, k, v: (f"shape:{i}:{k}", v),
+            st.integers(0, 1),
+            st.sampled_from(["min", "opt", "max"]),
+            st.one_of(st.lists(st.sampled_from(HOSTILE_DIMS), max_size=6), yaml_values()),
+        ),
     )
 
 
@@ -205,11 +255,13 @@ class ProfilesText:
         if self.kind == "duplicate-key":
             data = text.replace(b"    shapes:", b"    shapes: {}\n    shapes:", 1)
         elif self.kind == "duplicate-input":
-            data = text.replace(b"      image:", b"      image: {min: [1, 1, 8, 8], opt: [1, 1, 8, 8], "
-                                b"max: [1, 1, 8, 8]}\n      image:", 1)
+            data = text.replace(
+                b"      image:",
+                b"      image: {min: [1, 1, 8, 8], opt: [1, 1, 8, 8], max: [1, 1, 8, 8]}\n      image:",
+                1,
+            )
         elif self.kind == "python-tag":
-            data = (b"profiles: !!python/object/apply:os.system ['touch " + str(box.outside / "PWNED").encode()
-                    + b"']\n")
+            data = b"profiles: !!python/object/apply:os.system ['touch " + str(box.outside / "PWNED").encode() + b"']\n"
         elif self.kind == "python-name":
             data = b"profiles:\n  - name: !!python/name:os.system\n    shapes: {}\n"
         elif self.kind == "flow-nesting":
@@ -232,8 +284,10 @@ class ProfilesText:
             lines.append(b"profiles: [{name: x, shapes: {image: {min: *a24, opt: *a24, max: *a24}}}]")
             data = b"\n".join(lines) + b"\n"
         elif self.kind == "merge-bomb":
-            data = (b"base: &b {min: [1, 1, 8, 8], opt: [1, 1, 8, 8], max: [8, 1, 8, 8]}\n"
-                    b"profiles:\n  - name: m\n    shapes:\n      image: {<<: *b, <<: *b}\n")
+            data = (
+                b"base: &b {min: [1, 1, 8, 8], opt: [1, 1, 8, 8], max: [8, 1, 8, 8]}\n"
+                b"profiles:\n  - name: m\n    shapes:\n      image: {<<: *b, <<: *b}\n"
+            )
         elif self.kind == "two-documents":
             data = text + b"\n---\n" + text
         elif self.kind == "nul-bytes":
@@ -264,10 +318,31 @@ class ProfilesText:
         return Made(path, verdict, ("profiles.yaml",))
 
 
-PROFILE_TEXT_KINDS = ("duplicate-key", "duplicate-input", "python-tag", "python-name", "flow-nesting",
-                      "block-nesting", "giant", "giant-line", "not-utf8", "utf16", "alias-bomb", "merge-bomb",
-                      "two-documents", "nul-bytes", "tabs", "crlf", "bom", "empty", "only-comments",
-                      "huge-int-literal", "directory", "missing", "dev-zero")
+PROFILE_TEXT_KINDS = (
+    "duplicate-key",
+    "duplicate-input",
+    "python-tag",
+    "python-name",
+    "flow-nesting",
+    "block-nesting",
+    "giant",
+    "giant-line",
+    "not-utf8",
+    "utf16",
+    "alias-bomb",
+    "merge-bomb",
+    "two-documents",
+    "nul-bytes",
+    "tabs",
+    "crlf",
+    "bom",
+    "empty",
+    "only-comments",
+    "huge-int-literal",
+    "directory",
+    "missing",
+    "dev-zero",
+)
 
 
 def profile_recipes(kind: str) -> st.SearchStrategy[Any]:

@@ -59,15 +59,42 @@ so its own digest check passes and only the value's check can refuse it."""
 
 # --- pipeline YAML -------------------------------------------------------------------------------------------
 
-VERSION_TEXTS = ('"1.10"', "1.10", "010", "0x1F", "12:30", "true", "yes", "null", "~", "1e3", ".inf", "[1]",
-                 "{a: 1}", "1.0.0", "v2", '"a..b"', '"-x"', '"' + "9" * 65 + '"', "'x y'", '"\\x1b[2J"', "2024-01-01",
-                 "!!binary aGVsbG8=", "&v 1.0.0", "!!str 1.10", "0o17", "+1", "1_000")
+VERSION_TEXTS = (
+    '"1.10"',
+    "1.10",
+    "010",
+    "0x1F",
+    "12:30",
+    "true",
+    "yes",
+    "null",
+    "~",
+    "1e3",
+    ".inf",
+    "[1]",
+    "{a: 1}",
+    "1.0.0",
+    "v2",
+    '"a..b"',
+    '"-x"',
+    '"' + "9" * 65 + '"',
+    "'x y'",
+    '"\\x1b[2J"',
+    "2024-01-01",
+    "!!binary aGVsbG8=",
+    "&v 1.0.0",
+    "!!str 1.10",
+    "0o17",
+    "+1",
+    "1_000",
+)
 
 
 def yaml_scalar_texts() -> st.SearchStrategy[str]:
     """How a version may be written: the tricky YAML scalars, or arbitrary short text quoted or not."""
     made = st.text(st.characters(codec="utf-8", exclude_characters="\n\r"), min_size=0, max_size=20).map(
-        lambda t: '"' + t.replace("\\", "\\\\").replace('"', '\\"') + '"')
+        lambda t: '"' + t.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    )
     return st.one_of(st.sampled_from(VERSION_TEXTS), made, st.sampled_from([repr(t) for t in HOSTILE_TEXT[:12]]))
 
 
@@ -109,24 +136,32 @@ class PipelineRecipe:
         target = f"[{', '.join(self.precisions)}]"
         if self.backend is not None:
             target = f"{{precisions: {target}, backend: {self.backend}}}"
-        lines += [f"release: {{name: digits, version: {version}}}",
-                  f"model: {REPO}/compiler/examples/digits_cnn.onnx", f"profiles: {REPO}/profiles/digits.yaml",
-                  f"targets: {{{self.sku}: {target}}}"]
+        lines += [
+            f"release: {{name: digits, version: {version}}}",
+            f"model: {REPO}/compiler/examples/digits_cnn.onnx",
+            f"profiles: {REPO}/profiles/digits.yaml",
+            f"targets: {{{self.sku}: {target}}}",
+        ]
         return "\n".join(lines) + "\n"
 
     def verdict(self) -> str:
         if self.bomb:
             return INVALID  # a list is no version, however it expands
-        ok = (_version_verdict(self.version) == VALID and len(set(self.precisions)) == len(self.precisions) > 0
-              and all(p in PRECISIONS for p in self.precisions)
-              and (self.backend is None or self.backend in BACKENDS))
+        ok = (
+            _version_verdict(self.version) == VALID
+            and len(set(self.precisions)) == len(self.precisions) > 0
+            and all(p in PRECISIONS for p in self.precisions)
+            and (self.backend is None or self.backend in BACKENDS)
+        )
         return VALID if ok else INVALID
 
 
 def pipeline_recipes() -> st.SearchStrategy[PipelineRecipe]:
     precision = st.one_of(st.sampled_from(PRECISIONS), st.sampled_from(("FP16", "fp4", "int4", '"fp16 "')))
-    backend = st.one_of(st.none(), st.sampled_from(BACKENDS),
-                        st.sampled_from(("bogus", "TensorRT", '"tensorrt "', "onnxruntime", '""')))
+    backend = st.one_of(
+        st.none(), st.sampled_from(BACKENDS), st.sampled_from(("bogus", "TensorRT", '"tensorrt "', "onnxruntime", '""'))
+    )
     bomb = st.one_of(st.none(), st.tuples(st.integers(2, 12), st.integers(1, 9)))
-    return st.builds(PipelineRecipe, yaml_scalar_texts(), st.lists(precision, min_size=1, max_size=4).map(tuple),
-                     backend, bomb)
+    return st.builds(
+        PipelineRecipe, yaml_scalar_texts(), st.lists(precision, min_size=1, max_size=4).map(tuple), backend, bomb
+    )
