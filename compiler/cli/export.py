@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 from typing import Annotated
 
-from compiler.cli import render
+from compiler.cli import render, render_releases
 from compiler.cli.params import (
     CACHE,
     OUTPUT,
@@ -106,7 +106,7 @@ def triton(
     if json:
         render.emit_json(result)
     else:
-        render.exported(result)
+        render_releases.exported(result)
 
 
 @examples(
@@ -154,4 +154,4 @@ def rtx(
     if json:
         render.emit_json(result)
     else:
-        render.exported_rtx(result)
+        render_releases.exported_rtx(result)

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from compiler.cli import render
+from compiler.cli import render, render_releases
 from compiler.cli.params import (
     CACHE,
     INPUTS,
@@ -83,7 +83,7 @@ def publish(
     if json:
         render.emit_json(result)
     else:
-        render.published(result)
+        render_releases.published(result)
     for skipped in result.skipped_targets:
         sys.stderr.write(f"warning: left out {printable(skipped)} (--allow-failed)\n")
 
@@ -154,7 +154,7 @@ def pull(
     if json:
         render.emit_json(result)
     else:
-        render.pulled(result)
+        render_releases.pulled(result)
 
 
 @examples(
@@ -188,7 +188,7 @@ def list_releases(
         from compiler.releases.fsck import verify_store
 
         report = verify_store(store, release)
-        render.emit_json(report) if json else render.store_check(report)
+        render.emit_json(report) if json else render_releases.store_check(report)
         if not report.passed:
             broken = [f for f in report.findings if f.kind != "unreferenced"]
             raise CheckFailed(
@@ -200,7 +200,7 @@ def list_releases(
     if json:
         render.emit_json(listing)
     else:
-        render.listing(listing)
+        render_releases.listing(listing)
 
 
 @examples(
@@ -241,7 +241,7 @@ def promote(
     if json:
         render.emit_json(result)
     else:
-        render.promoted(result)
+        render_releases.promoted(result)
 
 
 @examples(
@@ -266,4 +266,4 @@ def yank(
     if json:
         render.emit_json(result)
     else:
-        render.yanked(result)
+        render_releases.yanked(result)

@@ -6,7 +6,7 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Annotated
 
-from compiler.cli import render
+from compiler.cli import render, render_releases
 from compiler.cli.params import INPUTS, JsonOption, ReleaseArgument, StoreOption, examples, option
 from compiler.stores import DEFAULT_STORE
 
@@ -57,7 +57,7 @@ def verify(
     if json:
         render.emit_json(result)
     else:
-        render.verified(result)
+        render_releases.verified(result)
 
 
 @examples("compile provenance digits@1.0.0", "compile provenance digits@stable --store s3://models/team --json")
@@ -74,4 +74,4 @@ def provenance(
     if json:
         render.emit_json(statement)
     else:
-        render.provenance(statement)
+        render_releases.provenance(statement)

@@ -9,41 +9,32 @@ the same contract as the rest of tests/hostile (harness.py), plus the store's ow
 - names in a store that are not valid names (upper case, ``..``, dot files, control characters, links) are
   ignored by ls, never listed nor followed.
 
-Three families: damaged build folders given to publish (``BUILD_DAMAGE``), damaged local store contents given to
-pull/ls/promote (``STORE_DAMAGE`` x ``STORE_COMMANDS``) and hostile option values (``OPTIONS``). Every damage has
-an explicit case (the MUST lists); hypothesis draws a few more combinations and arbitrary NAME@VERSION text.
+Two families here: damaged build folders given to publish (``BUILD_DAMAGE``) and damaged local store contents
+given to pull/ls/promote (``STORE_DAMAGE`` x ``STORE_COMMANDS``); hostile option values are in
+test_hostile_store_options.py. Every damage has an explicit case (the MUST lists); hypothesis draws a few more
+combinations.
 
-    PYTHONPATH=. python -m pytest -q tests/hostile/test_hostile_store.py     # ~55 s on 2 cores, 203 cases
+    PYTHONPATH=. python -m pytest -q tests/hostile/test_hostile_store.py
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import re
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
 from hypothesis import strategies as st
 
 from tests.hostile import generators as g
-from tests.hostile.harness import Case, Expect, Sandbox, run_cases, snapshot, snapshot_changes
+from tests.hostile.harness import Case, Expect, Sandbox, run_cases
+from tests.hostile.store_support import CHANNEL, NAME, OTHER, SKU, VERSION, codes, json_flag, tree_kept
 from tests.support.cli import CliResult
 
-NAME, VERSION, OTHER, CHANNEL, SKU = "digits", "1.0.0", "1.0.1", "stable", "rtx-4090"
 HUGE = (64 << 20) + 4096
 """Past the 64 MiB any record may have (records.MAX_RECORD_BYTES); made sparse, so it costs no disk."""
-
-
-def _codes(*codes: int) -> frozenset[int]:
-    return frozenset(codes)
-
-
-def _json(flag: bool) -> list[str]:
-    return ["--json"] if flag else []
 
 
 def _edit_json(path: Path, change: Callable[[dict], object]) -> None:
@@ -75,17 +66,6 @@ def _replace(path: Path, how: str, box: Sandbox, data: bytes = b"") -> None:
             handle.truncate(HUGE)
     elif how != "missing":
         raise ValueError(how)
-
-
-def _tree_kept(root: Path) -> Callable[[], list[str]]:
-    """A check that ``root`` (a store, an --out folder) is exactly as it is now."""
-    before = snapshot(root, []) if root.is_dir() else {}
-
-    def kept() -> list[str]:
-        changes = snapshot_changes(before, snapshot(root, []) if root.is_dir() else {})
-        return [f"{root.name}/ changed: {changes[:6]}"] if changes else []
-
-    return kept
 
 
 def _manifests(store: Path) -> list[str]:
@@ -200,47 +180,47 @@ def _build_damage(kind: str, build: Path, box: Sandbox) -> Path:
 
 
 BUILD_DAMAGE: dict[str, tuple[frozenset[int], tuple[str, ...]]] = {
-    "not-a-folder": (_codes(2), ("build",)),
-    "missing": (_codes(2), ("no-such-build",)),
-    "build.json-missing": (_codes(2), ("build.json",)),
-    "build.json-garbage": (_codes(2), ("build.json",)),
-    "build.json-empty": (_codes(2), ("build.json",)),
-    "build.json-format": (_codes(2), ("build.json",)),
-    "build.json-nested": (_codes(2), ("build.json",)),
-    "build.json-huge": (_codes(2), ("build.json",)),
-    "build.json-fifo": (_codes(2), ("build.json",)),
-    "build.json-link-out": (_codes(2), ("build.json",)),
-    "targets-none": (_codes(1, 2), ()),
-    "target-failed": (_codes(1), ()),
-    "target-twice": (_codes(2), ("build.json",)),
-    "sku-dotdot": (_codes(2), ("build.json", "../x")),
-    "sku-absolute": (_codes(2), ("build.json",)),
-    "sku-nul": (_codes(2), ("build.json",)),
-    "sku-escape": (_codes(2), ("build.json", "not a SKU name")),
-    "sku-long": (_codes(2), ("build.json", "not a SKU name")),
-    "precision-absolute": (_codes(2), ("build.json",)),
-    "engine.json-missing": (_codes(2), ("engine.json",)),
-    "engine.json-garbage": (_codes(2), ("engine.json",)),
-    "engine.json-fifo": (_codes(2), ("engine.json",)),
-    "engine.json-other-sku": (_codes(2), ("engine.json",)),
-    "engine.json-other-model": (_codes(2), ("engine.json",)),
-    "engine.json-digest-traversal": (_codes(2), ("engine.json", "digest")),
-    "plan-missing": (_codes(1), ("engine.plan", "missing")),
-    "plan-fifo": (_codes(2), ("engine.plan",)),
-    "plan-link-out": (_codes(2), ("engine.plan",)),
-    "plan-directory": (_codes(2), ("engine.plan",)),
-    "plan-longer": (_codes(2), ("engine.plan",)),
-    "plan-other-bytes": (_codes(1), ()),
-    "target-link-out": (_codes(2), (SKU,)),
-    "layers.json-garbage": (_codes(2), ("layers.json",)),
-    "layers.json-fifo": (_codes(2), ("layers.json",)),
-    "check.json-garbage": (_codes(2), ("check.json",)),
-    "check.json-format": (_codes(2), ("check.json",)),
-    "check.json-fifo": (_codes(2), ("check.json",)),
-    "check.json-directory": (_codes(2), ("check.json",)),
-    "check.json-failed": (_codes(1), ()),
-    "check.json-absent": (_codes(0), ()),
-    "intact": (_codes(0), ()),
+    "not-a-folder": (codes(2), ("build",)),
+    "missing": (codes(2), ("no-such-build",)),
+    "build.json-missing": (codes(2), ("build.json",)),
+    "build.json-garbage": (codes(2), ("build.json",)),
+    "build.json-empty": (codes(2), ("build.json",)),
+    "build.json-format": (codes(2), ("build.json",)),
+    "build.json-nested": (codes(2), ("build.json",)),
+    "build.json-huge": (codes(2), ("build.json",)),
+    "build.json-fifo": (codes(2), ("build.json",)),
+    "build.json-link-out": (codes(2), ("build.json",)),
+    "targets-none": (codes(1, 2), ()),
+    "target-failed": (codes(1), ()),
+    "target-twice": (codes(2), ("build.json",)),
+    "sku-dotdot": (codes(2), ("build.json", "../x")),
+    "sku-absolute": (codes(2), ("build.json",)),
+    "sku-nul": (codes(2), ("build.json",)),
+    "sku-escape": (codes(2), ("build.json", "not a SKU name")),
+    "sku-long": (codes(2), ("build.json", "not a SKU name")),
+    "precision-absolute": (codes(2), ("build.json",)),
+    "engine.json-missing": (codes(2), ("engine.json",)),
+    "engine.json-garbage": (codes(2), ("engine.json",)),
+    "engine.json-fifo": (codes(2), ("engine.json",)),
+    "engine.json-other-sku": (codes(2), ("engine.json",)),
+    "engine.json-other-model": (codes(2), ("engine.json",)),
+    "engine.json-digest-traversal": (codes(2), ("engine.json", "digest")),
+    "plan-missing": (codes(1), ("engine.plan", "missing")),
+    "plan-fifo": (codes(2), ("engine.plan",)),
+    "plan-link-out": (codes(2), ("engine.plan",)),
+    "plan-directory": (codes(2), ("engine.plan",)),
+    "plan-longer": (codes(2), ("engine.plan",)),
+    "plan-other-bytes": (codes(1), ()),
+    "target-link-out": (codes(2), (SKU,)),
+    "layers.json-garbage": (codes(2), ("layers.json",)),
+    "layers.json-fifo": (codes(2), ("layers.json",)),
+    "check.json-garbage": (codes(2), ("check.json",)),
+    "check.json-format": (codes(2), ("check.json",)),
+    "check.json-fifo": (codes(2), ("check.json",)),
+    "check.json-directory": (codes(2), ("check.json",)),
+    "check.json-failed": (codes(1), ()),
+    "check.json-absent": (codes(0), ()),
+    "intact": (codes(0), ()),
 }
 """Issue 21 (compiler/releases/publish.py through compiler/engines/folder.py): the folder is read and verified before
 anything is sent: not a build folder, a record damaged, foreign, of another format or version, a plan that is not a
@@ -262,7 +242,7 @@ def test_publish_damaged_build_folders(request, hostile_base, store_build):
         build_dir = _build_damage(recipe.damage, build, box)
         store = box.out / "store"
         codes, names = BUILD_DAMAGE[recipe.damage]
-        kept = _tree_kept(box.out)
+        kept = tree_kept(box.out)
 
         def after(result: CliResult) -> list[str]:
             if result.exit_code == 0:
@@ -284,7 +264,7 @@ def test_publish_damaged_build_folders(request, hostile_base, store_build):
             NAME,
             "--version",
             VERSION,
-            *_json(recipe.json_output),
+            *json_flag(recipe.json_output),
         ]
         return Case(
             args,
@@ -445,7 +425,7 @@ def _store_damage(kind: str, store: Path, box: Sandbox) -> tuple[str, ...]:
 
 STORE_DAMAGE: dict[str, tuple[str, frozenset[int]]] = {
     **{
-        f"manifest-{k}": ("manifest", _codes(1))
+        f"manifest-{k}": ("manifest", codes(1))
         for k in (
             "garbage",
             "truncated",
@@ -459,19 +439,19 @@ STORE_DAMAGE: dict[str, tuple[str, frozenset[int]]] = {
             "directory",
         )
     },
-    "manifest-link-out": ("manifest", _codes(1, 2)),
-    "manifest-link-in": ("manifest", _codes(1, 2)),
-    "release-link-out": ("release", _codes(1, 2)),
-    "releases-link-out": ("releases", _codes(1, 2)),
-    **{f"blob-{k}": ("blob", _codes(1)) for k in ("missing", "other-bytes", "truncated", "fifo", "directory")},
-    "blob-link-in": ("blob", _codes(1, 2)),
-    "blob-link-out": ("blob", _codes(1, 2)),
-    **{f"channel-{k}": ("channel", _codes(1)) for k in ("garbage", "bad-version", "of-another", "fifo", "directory")},
-    "channel-link-out": ("channel", _codes(1, 2)),
-    "channel-missing-version": ("channel", _codes(1)),
-    "bad-names": ("nothing", _codes()),
-    "unfinished-version": ("nothing", _codes()),
-    "intact": ("nothing", _codes()),
+    "manifest-link-out": ("manifest", codes(1, 2)),
+    "manifest-link-in": ("manifest", codes(1, 2)),
+    "release-link-out": ("release", codes(1, 2)),
+    "releases-link-out": ("releases", codes(1, 2)),
+    **{f"blob-{k}": ("blob", codes(1)) for k in ("missing", "other-bytes", "truncated", "fifo", "directory")},
+    "blob-link-in": ("blob", codes(1, 2)),
+    "blob-link-out": ("blob", codes(1, 2)),
+    **{f"channel-{k}": ("channel", codes(1)) for k in ("garbage", "bad-version", "of-another", "fifo", "directory")},
+    "channel-link-out": ("channel", codes(1, 2)),
+    "channel-missing-version": ("channel", codes(1)),
+    "bad-names": ("nothing", codes()),
+    "unfinished-version": ("nothing", codes()),
+    "intact": ("nothing", codes()),
 }
 """Damage -> (the part it hits, the codes a command reading that part may exit with). Issue 21 (compiler/releases.py):
 a store's contents are not the user's input but evidence: a manifest, channel or blob that is not whole,
@@ -481,11 +461,11 @@ never blocks (FIFOs). Commands that do not read the damaged part succeed. A chan
 is damaged for a pull through it; promoting it elsewhere repairs it."""
 
 EXCEPTIONS = {
-    ("channel-missing-version", "ls"): _codes(0),
-    ("channel-missing-version", "ls-name"): _codes(0),
-    ("channel-missing-version", "promote-move"): _codes(0),
-    ("release-link-out", "ls"): _codes(0),
-    **{(f"channel-{kind}", command): _codes(0, 1) for kind in ("fifo", "link-out") for command in ("ls", "ls-name")},
+    ("channel-missing-version", "ls"): codes(0),
+    ("channel-missing-version", "ls-name"): codes(0),
+    ("channel-missing-version", "promote-move"): codes(0),
+    ("release-link-out", "ls"): codes(0),
+    **{(f"channel-{kind}", command): codes(0, 1) for kind in ("fifo", "link-out") for command in ("ls", "ls-name")},
 }
 """Commands that read the damaged part and still succeed: ls shows where a channel points without reading that
 manifest; promote moves a channel off a missing version; ls skips a release or channel that is a link or a FIFO
@@ -496,7 +476,7 @@ def _store_codes(damage: str, command: str) -> frozenset[int]:
     part, codes = STORE_DAMAGE[damage]
     if (damage, command) in EXCEPTIONS:
         return EXCEPTIONS[(damage, command)]
-    return codes if command in READS[part] else _codes(0)
+    return codes if command in READS[part] else codes(0)
 
 
 @dataclass(frozen=True)
@@ -527,7 +507,7 @@ def test_store_contents(request, hostile_base, store_template):
         ignored = _store_damage(recipe.damage, store, box)
         box.out.mkdir(exist_ok=True)
         out = box.out / "digits.plan"
-        kept_store, kept_out = _tree_kept(store), _tree_kept(box.out)
+        kept_store, kept_out = tree_kept(store), tree_kept(box.out)
 
         def after(result: CliResult) -> list[str]:
             problems = []
@@ -545,7 +525,7 @@ def test_store_contents(request, hostile_base, store_template):
             return problems
 
         codes = _store_codes(recipe.damage, recipe.command)
-        args = [*_store_args(recipe.command, store, out), *_json(recipe.json_output)]
+        args = [*_store_args(recipe.command, store, out), *json_flag(recipe.json_output)]
         names = ("manifest", "channel", "blob", "store", "releases", digest)
         return Case(
             args,
@@ -569,241 +549,3 @@ def test_store_contents(request, hostile_base, store_template):
 
 
 # --- hostile option values -------------------------------------------------------------------------------------
-
-CLOSED_PORT = {
-    "AWS_ENDPOINT_URL": "http://127.0.0.1:9",
-    "AWS_ACCESS_KEY_ID": "hostile",
-    "AWS_SECRET_ACCESS_KEY": "hostile-secret",
-    "AWS_DEFAULT_REGION": "us-east-1",
-    "AWS_MAX_ATTEMPTS": "1",
-    "AWS_RETRY_MODE": "standard",
-}
-"""An S3 endpoint nothing listens on (the discard port), so a well-formed s3:// URI fails fast and offline."""
-
-STORE_VALUES = (
-    ("", _codes(2)),
-    (" ", _codes(2)),
-    ("ftp://host/x", _codes(2)),
-    ("s3://", _codes(2)),
-    ("s3://A_B/x", _codes(2)),
-    ("s3://ab", _codes(2)),
-    ("s3://a..b/x", _codes(2)),
-    ("s3://-bucket/x", _codes(2)),
-    ("s3://bucket/../x", _codes(2)),
-    ("s3://bucket/a/./b", _codes(2)),
-    ("s3://bucket/a b", _codes(2)),
-    ("s3://bucket/x\x1b[2J", _codes(2)),
-    ("s3://" + "b" * 64, _codes(2)),
-    ("s3://hostile-bucket/team", _codes(3)),
-    ("oci://127.0.0.1:9/repo", _codes(2, 3)),
-    ("file://", _codes(2)),
-    ("@file", _codes(2, 3)),
-    ("@under-file", _codes(2, 3)),
-    ("@missing", _codes(2, 3)),
-)
-"""--store values (issue 21, "Safety"): what no store URI is, exit 2; a store that is not there or cannot be reached,
-exit 3 (a file where the folder should be may be either); never a request for a malformed one. NUL cannot reach
-the CLI (argv and the environment are C strings): the Python API's open_store refuses it (test below)."""
-
-LONG = "v" * 1000
-OPTIONS: tuple[tuple[str, str, str, frozenset[int]], ...] = (
-    *(("publish", "--store", value, codes) for value, codes in STORE_VALUES if value != "@missing"),
-    *(
-        ("pull", "--store", value, codes)
-        for value, codes in STORE_VALUES
-        if value
-        in (
-            "",
-            "s3://bucket/../x",
-            "s3://hostile-bucket/team",
-            "oci://127.0.0.1:9/repo",
-            "file://",
-            "@file",
-            "@missing",
-        )
-    ),
-    ("ls", "--store", "", _codes(2)),
-    ("ls", "--store", "s3://bucket/../x", _codes(2)),
-    ("ls", "--store", "@file", _codes(2, 3)),
-    ("promote", "--store", "ftp://x", _codes(2)),
-    ("publish", "--name", "", _codes(2)),
-    ("publish", "--name", "../x", _codes(2)),
-    ("publish", "--name", "UPPER", _codes(2)),
-    ("publish", "--name", "a" * 65, _codes(2)),
-    ("publish", "--name", "x\x1b[2J", _codes(2)),
-    ("publish", "--version", LONG, _codes(2)),
-    ("publish", "--version", "1.0/../x", _codes(2)),
-    ("publish", "--version", "", _codes(2)),
-    ("publish", "--version", "1..0", _codes(2)),
-    ("publish", "--version", "-1", _codes(2)),
-    ("pull", "--out", "@out-folder", _codes(2)),
-    ("pull", "--out", "@missing-parent", _codes(2)),
-    ("pull", "--out", "@engine.json", _codes(0)),
-    ("pull", "--out", "", _codes(2)),
-    ("pull", "--out", "@long-name", _codes(2)),
-    ("pull", "--out", "@under-file", _codes(2)),
-    ("pull", "--out", "@link-out", _codes(0)),
-    ("pull", "--out", "@dot", _codes(2)),
-    ("pull", "--sku", "no-such-gpu", _codes(2)),
-    ("pull", "--sku", "", _codes(2)),
-    ("pull", "--sku", "auto", _codes(3)),
-    ("pull", "--sku", "rtx\x1b[2J", _codes(2)),
-    ("pull", "--precision", "junk", _codes(2)),
-    ("pull", "--precision", "", _codes(2)),
-    ("pull", "--precision", "int8", _codes(2)),
-    ("pull", "--tensorrt-version", "junk\nerror: forged", _codes(2)),
-    ("pull", "release", f"{NAME}@{LONG}", _codes(2)),
-    ("pull", "release", f"{NAME}@9.9.9", _codes(2)),
-    ("pull", "release", NAME, _codes(2)),
-    ("pull", "release", "@", _codes(2)),
-    ("pull", "release", "-x", _codes(2)),
-    ("ls", "release", f"{NAME}@../x", _codes(2)),
-    ("ls", "release", "nothere", _codes(2)),
-    ("promote", "--channel", "", _codes(2)),
-    ("promote", "--channel", "Stable", _codes(2)),
-    ("promote", "--channel", "1abc", _codes(2)),
-    ("promote", "--channel", "c" * 33, _codes(2)),
-    ("promote", "--channel", "../x", _codes(2)),
-    ("promote", "--channel", "line\nbreak", _codes(2)),
-    ("promote", "release", f"{NAME}@{LONG}", _codes(2)),
-    ("promote", "release", "nothere@1.0.0", _codes(2)),
-)
-"""(command, option, value, codes): issue 21: names, versions and channels from a strict character set,
-checked before any request (exit 2); --out a file path in an existing folder (2; a plan may be named engine.json:
-its record is engine.json.json, issue 31); an unknown SKU, a precision or runtime version the release has no
-engine for (2); --sku auto without a GPU (3). "release" is the positional NAME@VERSION. An --out that is a link to
-a file outside is replaced, the file it led to left alone."""
-
-
-REFS = (f"{NAME}@{VERSION}", f"{NAME}@{OTHER}", f"{NAME}@{CHANNEL}")
-"""The refs the store of an option case resolves."""
-CHANNEL_RULE = re.compile(r"[a-z](?:[a-z0-9_-]{0,30}[a-z0-9])?")
-VERSION_RULE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,62}[A-Za-z0-9])?")
-"""Issue 21.s rules for channels and versions (no '..' either), written out again as the oracle."""
-
-
-def _option_value(value: str, box: Sandbox) -> str:
-    blocker = box.inputs / "a-file"
-    if value in ("@file", "@under-file") and not blocker.exists():
-        blocker.write_text("in the way\n")
-    if value == "@link-out":
-        (box.outside / "target.plan").write_text("outside\n")
-        (box.out / "link.plan").symlink_to(box.outside / "target.plan")
-    return {
-        "@file": str(blocker),
-        "@under-file": str(blocker / "sub"),
-        "@missing": str(box.inputs / "no-store"),
-        "@out-folder": str(box.out),
-        "@missing-parent": str(box.out / "no" / "x.plan"),
-        "@engine.json": str(box.out / "engine.json"),
-        "@long-name": str(box.out / ("p" * 1000)),
-        "@link-out": str(box.out / "link.plan"),
-        "@dot": str(box.out / "."),
-    }.get(value, value)
-
-
-def _with_option(args: list[str], option: str, value: str) -> list[str]:
-    if option == "release":
-        return [args[0], value, *args[2:]]
-    if option in args:
-        index = args.index(option)
-        return [*args[: index + 1], value, *args[index + 2 :]]
-    return [*args, option, value]
-
-
-@dataclass(frozen=True)
-class OptionCase:
-    command: str
-    option: str
-    value: str
-    codes: frozenset[int]
-    json_output: bool = False
-
-
-def test_store_options(request, hostile_base, store_build, store_template):
-    def setup(recipe: OptionCase, box: Sandbox) -> Case:
-        store = box.inputs / "store"
-        box.out.mkdir()
-        if recipe.command == "promote":
-            store = box.out / "store"
-        shutil.copytree(store_template, store, symlinks=True)
-        build = box.inputs / "build"
-        if recipe.command == "publish":
-            shutil.copytree(store_build, build, symlinks=True)
-            store = box.out / "published"
-        base = {
-            "publish": ["publish", build, "--name", NAME, "--version", "2.0.0", "--store", store],
-            "pull": ["pull", f"{NAME}@{VERSION}", "--sku", SKU, "--out", box.out / "digits.plan", "--store", store],
-            "ls": ["ls", NAME, "--store", store],
-            "promote": ["promote", f"{NAME}@{OTHER}", "--channel", "beta", "--store", store],
-        }[recipe.command]
-        value = _option_value(recipe.value, box)
-        args = [*_with_option([str(a) for a in base], recipe.option, value), *_json(recipe.json_output)]
-        kept_out, kept_store = _tree_kept(box.out), _tree_kept(store)
-
-        def after(result: CliResult) -> list[str]:
-            if result.exit_code == 0:
-                if recipe.value == "@link-out" and (box.outside / "target.plan").read_text() != "outside\n":
-                    return ["pulled through a link into the file outside"]
-                return []
-            return kept_out() + (kept_store() if recipe.command == "promote" else [])
-
-        names = (
-            recipe.option,
-            recipe.value.strip() or repr(recipe.value),
-            value,
-            "store",
-            "release",
-            "version",
-            "channel",
-            "name",
-            "--out",
-            "--sku",
-            "--precision",
-            "SKU",
-            "s3://",
-            "no engine",
-        )
-        env = CLOSED_PORT if recipe.value.startswith("s3://") else None
-        return Case(
-            args,
-            Expect(recipe.codes, f"{recipe.option} {recipe.value!r}", names),
-            recipe.json_output,
-            reports_failures=False,
-            env=env,
-            after=after,
-        )
-
-    must = [OptionCase(c, o, v, codes, json_output=i % 4 == 0) for i, (c, o, v, codes) in enumerate(OPTIONS)]
-    text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\0"), max_size=80)
-    refs = st.one_of(text, st.builds(lambda tag: f"{NAME}@{tag}", text), st.sampled_from(REFS))
-
-    def valid(rule: re.Pattern[str], value: str) -> frozenset[int]:
-        return _codes(0) if rule.fullmatch(value) and ".." not in value else _codes(2)
-
-    generated = st.one_of(
-        st.builds(
-            lambda t, j: OptionCase("pull", "release", t, _codes(0) if t in REFS else _codes(2), j), refs, st.booleans()
-        ),
-        st.builds(
-            lambda t, j: OptionCase("promote", "--channel", t, valid(CHANNEL_RULE, t), j),
-            st.one_of(text, st.from_regex(CHANNEL_RULE, fullmatch=True)),
-            st.booleans(),
-        ),
-        st.builds(
-            lambda t, j: OptionCase("publish", "--version", t, valid(VERSION_RULE, t), j),
-            st.one_of(text, st.from_regex(VERSION_RULE, fullmatch=True)),
-            st.booleans(),
-        ),
-    )
-    run_cases(request.node.name, "store-options", generated, setup, hostile_base, must)
-
-
-def test_open_store_refuses_a_nul():
-    """The one --store value argv cannot carry, through the Python API: refused as invalid input, not a crash."""
-    from compiler.core.errors import InvalidInput
-    from compiler.stores import open_store
-
-    for uri in ("a\0b", "file://a\0b", "s3://bucket/a\0b"):
-        with pytest.raises(InvalidInput):
-            open_store(uri)

@@ -24,8 +24,8 @@ from compiler.stores.oci import (
     RELEASE_ARTIFACT,
     RELEASE_CONFIG,
     OciStore,
-    _find_credentials,
 )
+from compiler.stores.oci_auth import find_credentials
 from tests.support.cli import assert_clean_error, run_cli
 from tests.support.registry import environment_without_credentials
 
@@ -196,11 +196,11 @@ def test_credentials_come_from_the_docker_config_and_its_helpers(tmp_path, monke
     monkeypatch.delenv("COMPILE_REGISTRY_USERNAME", raising=False)
     monkeypatch.delenv("REGISTRY_AUTH_FILE", raising=False)
     monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path))
-    assert _find_credentials("registry.example") is None
+    assert find_credentials("registry.example") is None
     auth = base64.b64encode(b"ci:s3cret").decode()
     (tmp_path / "config.json").write_text(json.dumps({"auths": {"https://registry.example": {"auth": auth}}}))
-    assert _find_credentials("registry.example") == ("ci", "s3cret")
-    assert _find_credentials("other.example") is None
+    assert find_credentials("registry.example") == ("ci", "s3cret")
+    assert find_credentials("other.example") is None
     helper = tmp_path / "bin" / "docker-credential-fake"
     helper.parent.mkdir()
     helper.write_text(
@@ -210,10 +210,10 @@ def test_credentials_come_from_the_docker_config_and_its_helpers(tmp_path, monke
     helper.chmod(0o755)
     monkeypatch.setenv("PATH", f"{helper.parent}:/usr/bin:/bin")
     (tmp_path / "config.json").write_text(json.dumps({"credHelpers": {"helped.example": "fake"}}))
-    assert _find_credentials("helped.example") == ("bot", "t0ken")
+    assert find_credentials("helped.example") == ("bot", "t0ken")
     (tmp_path / "config.json").write_text(json.dumps({"credsStore": "missing-helper"}))
     with pytest.raises(EnvironmentProblem, match="docker-credential-missing-helper"):
-        _find_credentials("registry.example")
+        find_credentials("registry.example")
     for malformed in (
         {"auths": ["x"]},
         {"credHelpers": ["fake"]},
@@ -223,7 +223,7 @@ def test_credentials_come_from_the_docker_config_and_its_helpers(tmp_path, monke
     ):
         (tmp_path / "config.json").write_text(json.dumps(malformed))  # a config of someone else's tool: no crash
         try:
-            assert _find_credentials("registry.example") is None
+            assert find_credentials("registry.example") is None
         except EnvironmentProblem as exc:  # a malformed entry for this very registry is said plainly
             assert "registry.example" in str(exc)
 
