@@ -75,7 +75,7 @@ def _run_app() -> tuple[int, str | None]:
         )
     except Exception as exc:
         _traceback_if_debugging()
-        return ExitCode.CHECK_FAILED, f"internal error: {type(exc).__name__}: {exc}; rerun with --debug and report it"
+        return ExitCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc}; rerun with --debug and report it"
 
 
 def _traceback_if_debugging() -> None:

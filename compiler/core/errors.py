@@ -20,6 +20,8 @@ class ExitCode(IntEnum):
     INVALID_INPUT = 2
     ENVIRONMENT = 3
     CONFLICT = 4
+    INTERNAL = 70
+    """A bug in compile (sysexits.h EX_SOFTWARE): CI can tell it from a failed gate (1)."""
 
 
 class CompileError(Exception):

@@ -73,3 +73,29 @@ main()
 """
     done = subprocess.run([sys.executable, "-c", script, "wrapped"], capture_output=True, text=True, timeout=60)
     assert (done.returncode, done.stderr, done.stdout) == (code, line + "\n", "")
+
+
+@pytest.mark.parametrize("debug", [False, True])
+def test_a_bug_exits_70_not_the_exit_code_of_a_failed_gate(debug):
+    """An exception no stage expects is ours to fix: exit 70 (EX_SOFTWARE) and one `error: internal error` line, so
+    a CI job can tell a bug from a verdict (1); --debug adds the traceback."""
+    script = """
+from compiler.cli.app import app
+from compiler.cli.main import main
+
+@app.command()
+def buggy():
+    {}["missing"]
+
+@app.command()
+def other():
+    pass
+
+main()
+"""
+    args = ["--debug", "buggy"] if debug else ["buggy"]
+    done = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=60)
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert done.returncode == 70, done.stderr
+    assert errors == ["error: internal error: KeyError: 'missing'; rerun with --debug and report it"]
+    assert ("Traceback" in done.stderr) is debug and done.stdout == ""
