@@ -197,10 +197,7 @@ def _inputs_sha256(
                 for c in options.calibration
                 if (Path(c) / "calibration.json").is_file()
             ),  # where a failure's advice comes from
-            "options": options.model_dump(
-                mode="json",
-                exclude={"data", "model", "rules", "skus", "profiles", "reuse", "calibration", "labels", "cache_dir"},
-            ),
+            "options": options.keyed_values(),
             "versions": {**versions(), **installed_versions()},
         }
     )

@@ -7,23 +7,16 @@ from typing import Annotated
 
 from compiler.cli import render
 from compiler.cli.params import (
-    CALIBRATE_PRECISIONS,
-    CALIBRATION,
-    GATES,
-    INPUTS,
-    METHODS,
-    OUTPUT,
-    QUANTIZERS,
     ExplainOption,
     JsonOption,
     ModelArgument,
     RemoteCacheOption,
     examples,
     option,
-    switch,
+    with_options,
 )
 from compiler.core.errors import CheckFailed
-from compiler.core.flags import CALIBRATE
+from compiler.core.flags import CALIBRATE, INPUTS, OUTPUT
 from compiler.core.text import gate_figure
 
 
@@ -32,6 +25,7 @@ from compiler.core.text import gate_figure
     "compile calibrate model.onnx --data images/ --method entropy --min-cosine 0.99 --out calibrated",
     "compile calibrate model.onnx --data data.npz --precision fp16 --exclude Softmax --out calibrated",
 )
+@with_options(CALIBRATE)
 def calibrate(
     model: ModelArgument,
     *,
@@ -44,25 +38,6 @@ def calibrate(
             show_default=False,
         ),
     ],
-    precision: Annotated[str, option(CALIBRATE_PRECISIONS, CALIBRATION, CALIBRATE["precision"])] = "int8",
-    method: Annotated[str, option(METHODS, CALIBRATION, CALIBRATE["method"])] = "minmax",
-    samples: Annotated[int | None, option("N", CALIBRATION, CALIBRATE["samples"])] = None,
-    batch_size: Annotated[int, option("N", CALIBRATION, CALIBRATE["batch_size"])] = 32,
-    holdout: Annotated[float, option("X", CALIBRATION, CALIBRATE["holdout"])] = 0.2,
-    seed: Annotated[int, option("N", CALIBRATION, CALIBRATE["seed"])] = 0,
-    percentile: Annotated[float, option("X", CALIBRATION, CALIBRATE["percentile"])] = 99.999,
-    num_bins: Annotated[int, option("N", CALIBRATION, CALIBRATE["num_bins"])] = 2048,
-    chunk_mb: Annotated[int, option("MIB", CALIBRATION, CALIBRATE["chunk_mb"])] = 256,
-    min_cosine: Annotated[float | None, option("X", GATES, CALIBRATE["min_cosine"])] = None,
-    min_top1: Annotated[float | None, option("X", GATES, CALIBRATE["min_top1"])] = None,
-    max_abs_error: Annotated[float | None, option("X", GATES, CALIBRATE["max_abs_error"])] = None,
-    min_sqnr: Annotated[float | None, option("DB", GATES, CALIBRATE["min_sqnr"])] = None,
-    exclude: Annotated[list[str] | None, option("NODE|OP", CALIBRATION, CALIBRATE["exclude"])] = None,
-    fallback: Annotated[str | None, option("auto", CALIBRATION, CALIBRATE["fallback"])] = None,
-    quantizer: Annotated[str, option(QUANTIZERS, CALIBRATION, CALIBRATE["quantizer"])] = "onnxruntime",
-    metric: Annotated[str | None, option("MODULE:FUNCTION", GATES, CALIBRATE["metric"])] = None,
-    min_metric: Annotated[float | None, option("X", GATES, CALIBRATE["min_metric"])] = None,
-    labels: Annotated[Path | None, option("FILE", INPUTS, CALIBRATE["labels"])] = None,
     out: Annotated[
         Path,
         option(
@@ -72,7 +47,7 @@ def calibrate(
             show_default=False,
         ),
     ],
-    no_reuse: Annotated[bool, switch("--no-reuse", OUTPUT, "Recompute even if DIR holds this result.")] = False,
+    options: dict,
     remote_cache: RemoteCacheOption = None,
     explain: ExplainOption = False,
     json: JsonOption = False,
@@ -83,28 +58,7 @@ def calibrate(
     from calibration import calibrate as run_calibration
     from compiler.core.options import CalibrationOptions
 
-    options = CalibrationOptions(
-        precision=precision,
-        method=method,
-        samples=samples,
-        batch_size=batch_size,
-        holdout=holdout,
-        seed=seed,
-        percentile=percentile,
-        num_bins=num_bins,
-        chunk_mb=chunk_mb,
-        min_cosine=min_cosine,
-        min_top1=min_top1,
-        max_abs_error=max_abs_error,
-        min_sqnr=min_sqnr,
-        exclude=tuple(exclude or ()),
-        fallback=fallback,
-        quantizer=quantizer,
-        metric=metric,
-        min_metric=min_metric,
-        labels=labels,
-        reuse=not no_reuse,
-    )
+    options = CalibrationOptions(**options)
     from compiler.cache.tier import CacheTier
 
     shared = CacheTier(remote_cache, explain)

@@ -8,25 +8,9 @@ from pathlib import Path
 from typing import Annotated
 
 from compiler.cli import render
-from compiler.cli.params import (
-    BACKENDS,
-    CACHE,
-    CALIBRATION,
-    INPUTS,
-    METHODS,
-    OUTPUT,
-    PRECISIONS,
-    TARGETS,
-    ExplainOption,
-    JsonOption,
-    ModelArgument,
-    RemoteCacheOption,
-    examples,
-    option,
-    switch,
-)
+from compiler.cli.params import JsonOption, ModelArgument, examples, option, with_options
 from compiler.core.errors import CheckFailed, InvalidInput
-from compiler.core.flags import BUILD
+from compiler.core.flags import BUILD, INPUTS, OUTPUT, PRECISIONS, TARGETS
 from compiler.core.text import printable
 
 
@@ -35,6 +19,7 @@ from compiler.core.text import printable
     "compile build model.onnx --profiles profiles.yaml --sku rtx-4090 --sku rtx-3090 --precision int8 "
     "--data data.npz --out engines --jobs 2",
 )
+@with_options(BUILD)
 def build(
     model: ModelArgument,
     *,
@@ -47,17 +32,7 @@ def build(
     precision: Annotated[
         list[str], option(PRECISIONS, TARGETS, "Engine precision; repeat for several.", show_default=False)
     ],
-    calibration: Annotated[list[Path] | None, option("DIR", CALIBRATION, BUILD["calibration"])] = None,
-    data: Annotated[Path | None, option("DATA", CALIBRATION, BUILD["data"])] = None,
-    method: Annotated[str | None, option(METHODS, CALIBRATION, BUILD["method"])] = None,
-    jobs: Annotated[int, option("N", TARGETS, BUILD["jobs"])] = 1,
-    backend: Annotated[str | None, option(BACKENDS, TARGETS, BUILD["backend"])] = None,
-    workspace_mb: Annotated[int | None, option("MIB", TARGETS, BUILD["workspace_mb"])] = None,
-    optimization_level: Annotated[int | None, option("N", TARGETS, BUILD["optimization_level"])] = None,
-    cache_dir: Annotated[Path | None, option("DIR", CACHE, BUILD["cache_dir"])] = None,
-    no_cache: Annotated[bool, switch("--no-cache", CACHE, "Build everything anew.")] = False,
-    remote_cache: RemoteCacheOption = None,
-    explain: ExplainOption = False,
+    options: dict,
     out: Annotated[
         Path, option("DIR", OUTPUT, "Output folder: DIR/<sku>/<precision>/engine.plan.", show_default=False)
     ],
@@ -66,19 +41,7 @@ def build(
     """One engine per SKU x precision under DIR/<sku>/<precision>/, with a content-addressed cache."""
     from compiler.engines import BuildOptions, execute_builds, plan_builds
 
-    options = BuildOptions(
-        calibration=tuple(calibration or ()),
-        data=data,
-        method=method,
-        cache_dir=cache_dir,
-        use_cache=not no_cache,
-        backend=backend,
-        workspace_mb=workspace_mb,
-        optimization_level=optimization_level,
-        jobs=jobs,
-        remote_cache=remote_cache,
-        explain=explain,
-    )
+    options = BuildOptions(**options)
     with nullcontext() if json else render.phase_progress() as progress:  # shows only if --data calibrates
         planned = plan_builds(model, profiles, sku, precision, out, options, calibration_progress=progress)
     if json:
@@ -88,7 +51,7 @@ def build(
         with render.build_progress(planned) as progress:
             report = execute_builds(planned, model, out, options.jobs, progress)
         render.builds(report)
-    if explain and not json:
+    if options.explain and not json:
         for target in report.targets:
             if target.cache and target.cache.source == "miss":
                 render.console.print(f"miss {target.sku}/{target.precision}: {printable(target.cache.reason or '')}")

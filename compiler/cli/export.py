@@ -8,10 +8,6 @@ from typing import Annotated
 
 from compiler.cli import render, render_releases
 from compiler.cli.params import (
-    CACHE,
-    OUTPUT,
-    PRECISIONS,
-    TARGETS,
     AllowYankedOption,
     JsonOption,
     ReleaseArgument,
@@ -21,6 +17,7 @@ from compiler.cli.params import (
     option,
     switch,
 )
+from compiler.core.flags import CACHE, OUTPUT, PRECISIONS, TARGETS
 from compiler.stores import DEFAULT_STORE
 
 

@@ -6,8 +6,9 @@ import re
 from typing import Annotated
 
 from compiler.cli import render
-from compiler.cli.params import CACHE, OUTPUT, STORE, JsonOption, examples, option, switch
+from compiler.cli.params import JsonOption, examples, option, switch
 from compiler.core.errors import InvalidInput
+from compiler.core.flags import CACHE, OUTPUT, STORE
 
 SIZE = re.compile(r"(?P<number>[0-9]+(?:\.[0-9]+)?)\s*(?P<unit>[KMGT]?)i?B?", re.IGNORECASE)
 

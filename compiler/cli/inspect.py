@@ -6,8 +6,9 @@ from pathlib import Path
 from typing import Annotated
 
 from compiler.cli import render
-from compiler.cli.params import BACKENDS, CACHE, INPUTS, TARGETS, JsonOption, ModelArgument, examples, option, switch
+from compiler.cli.params import JsonOption, ModelArgument, examples, option, switch
 from compiler.core.errors import InvalidInput
+from compiler.core.flags import BACKENDS, CACHE, INPUTS, TARGETS
 
 
 @examples("compile doctor", "compile doctor --json")

@@ -4,6 +4,9 @@ and one example per command. Option help of the option groups is taken from comp
 
 from __future__ import annotations
 
+import functools
+import inspect
+import typing
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -11,27 +14,22 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from compiler.core.errors import InvalidInput
+from compiler.core.flags import (
+    CACHE,
+    CALIBRATION,
+    EXPLAIN,
+    GATES,
+    INPUTS,
+    OUTPUT,
+    REMOTE_CACHE,
+    STORE,
+    TARGETS,
+    Flag,
+)
 
 FLAG = ""
 """The metavar of an on/off flag: nothing, where Typer would print ``<bool>`` as if it took a value."""
-
-INPUTS, TARGETS, CALIBRATION, GATES, CACHE, STORE, OUTPUT = (
-    "Inputs",
-    "Targets",
-    "Calibration",
-    "Gates",
-    "Cache",
-    "Store",
-    "Output",
-)
-"""Help panels, in the order a command's options are read."""
-
-PRECISIONS = "[fp32|fp16|int8|fp8]"
-CALIBRATE_PRECISIONS = "[int8|fp8|fp16]"
-METHODS = "[minmax|entropy|percentile]"
-QUANTIZERS = "[onnxruntime|modelopt]"
-BACKENDS = "[tensorrt-rtx|tensorrt]"
-"""Closed sets as the help shows them (the values are checked by the option groups, with their own message)."""
+PANELS = (INPUTS, TARGETS, CALIBRATION, GATES, CACHE, STORE, OUTPUT)
 
 
 def option(metavar: str, panel: str, help: str, *flags: str, **settings: Any) -> Any:
@@ -91,23 +89,31 @@ PipelineArgument = Annotated[
     Path, typer.Argument(metavar="PIPELINE", show_default=False, help="The pipeline YAML (docs/pipeline.md).")
 ]
 
-RemoteCacheOption = Annotated[
-    str | None,
-    option(
-        "URI",
-        CACHE,
-        "Remote cache shared by runners: a folder, "
-        "s3://BUCKET/PREFIX or oci://HOST/REPOSITORY; a local miss asks it "
-        "first and what is made is sent there (default "
-        "$COMPILE_REMOTE_CACHE; '' for none).",
-    ),
-]
-ExplainOption = Annotated[
-    bool,
-    switch(
-        "--explain", CACHE, "For each cache miss, say which input of its key changed against the nearest cached entry."
-    ),
-]
+
+def parameter(name: str, flag: Flag) -> tuple[Any, Any]:
+    """The annotation and default of the Typer parameter that a declaration (compiler/core/flags.py) makes."""
+    if flag.kind == "off":
+        return Annotated[bool, switch(flag.switch, flag.panel, flag.help)], False
+    if flag.kind == "per_output":
+        return Annotated[list[str] | None, threshold(flag.help)], None
+    if flag.type is bool:
+        return Annotated[bool, switch(f"--{name.replace('_', '-')}", flag.panel, flag.help)], flag.default
+    if flag.kind == "many":
+        return Annotated[list[flag.type] | None, option(flag.metavar, flag.panel, flag.help)], None
+    kind = flag.type if flag.default is not None else flag.type | None
+    return Annotated[kind, option(flag.metavar, flag.panel, flag.help)], flag.default
+
+
+def field_value(name: str, flag: Flag, value: Any) -> Any:
+    """What the command line gave, as the option group's field takes it."""
+    if flag.kind == "off":
+        return not value
+    if flag.kind == "per_output":
+        return per_output(f"--{name.replace('_', '-')}", value, number=flag.type is not str)
+    if flag.kind == "many":
+        return tuple(value or ())
+    return value
+
 
 AllowYankedOption = Annotated[
     bool, switch("--allow-yanked", INPUTS, "Use the version even if it was withdrawn with compile yank.")
@@ -144,3 +150,46 @@ def per_output(flag: str, values: list[str] | None, number: bool = True) -> dict
         else:
             chosen[name] = given
     return chosen
+
+
+RemoteCacheOption = parameter("remote_cache", REMOTE_CACHE)[0]
+ExplainOption = parameter("explain", EXPLAIN)[0]
+
+
+def with_options(declarations: dict[str, Flag]) -> Callable[[Command], Command]:
+    """Give a command the parameters of an option group, generated from its declarations: the command declares a
+    parameter ``options`` and receives the group's field values there (its other parameters are its own). In the
+    help, options are grouped by panel in :data:`PANELS` order; within a panel the command's own parameters before
+    ``options`` come first, then the group's in declaration order, then the command's own after it."""
+
+    def attach(command: Command) -> Command:
+        hints = typing.get_type_hints(command, include_extras=True)
+        own = list(inspect.signature(command).parameters.values())
+        at = [p.name for p in own].index("options")
+        generated = [
+            inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
+            for name, (annotation, default) in ((n, parameter(n, f)) for n, f in declarations.items())
+        ]
+        resolved = [p.replace(annotation=hints[p.name]) for p in own]
+        ordered = resolved[:at] + generated + resolved[at + 1 :]
+        ordered.sort(key=_panel_rank)
+
+        @functools.wraps(command)
+        def run(**values: Any) -> Any:
+            given = {name: field_value(name, f, values.pop(name)) for name, f in declarations.items()}
+            return command(**values, options=given)
+
+        run.__signature__ = inspect.Signature(ordered)  # type: ignore[attr-defined]
+        run.__annotations__ = {p.name: p.annotation for p in ordered}
+        return run  # type: ignore[return-value]
+
+    return attach
+
+
+def _panel_rank(parameter: inspect.Parameter) -> int:
+    """Arguments first, then options by panel (a stable sort keeps the order within each)."""
+    info = next((a for a in getattr(parameter.annotation, "__metadata__", ()) if hasattr(a, "rich_help_panel")), None)
+    panel = getattr(info, "rich_help_panel", None)
+    if isinstance(info, typer.models.ArgumentInfo) or panel is None:
+        return -1
+    return PANELS.index(panel)

@@ -6,19 +6,9 @@ from pathlib import Path
 from typing import Annotated
 
 from compiler.cli import render
-from compiler.cli.params import (
-    OUTPUT,
-    STORE,
-    TARGETS,
-    ExplainOption,
-    JsonOption,
-    PipelineArgument,
-    RemoteCacheOption,
-    examples,
-    option,
-    switch,
-)
+from compiler.cli.params import ExplainOption, JsonOption, PipelineArgument, RemoteCacheOption, examples, option, switch
 from compiler.core.errors import InvalidInput
+from compiler.core.flags import OUTPUT, STORE, TARGETS
 from compiler.core.text import printable
 
 FORMATS = ("table", "json", "github-matrix")

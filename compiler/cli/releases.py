@@ -11,11 +11,6 @@ import typer
 
 from compiler.cli import render, render_releases
 from compiler.cli.params import (
-    CACHE,
-    INPUTS,
-    OUTPUT,
-    PRECISIONS,
-    TARGETS,
     AllowYankedOption,
     JsonOption,
     ReleaseArgument,
@@ -27,6 +22,7 @@ from compiler.cli.params import (
     switch,
 )
 from compiler.core.errors import CheckFailed
+from compiler.core.flags import CACHE, INPUTS, OUTPUT, PRECISIONS, TARGETS
 from compiler.core.text import and_more, printable
 from compiler.stores import DEFAULT_STORE  # the interface only: each backend is imported when its URI is used
 

@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Annotated
 
 from compiler.cli import render, render_releases
-from compiler.cli.params import INPUTS, JsonOption, ReleaseArgument, StoreOption, examples, option
+from compiler.cli.params import JsonOption, ReleaseArgument, StoreOption, examples, option
+from compiler.core.flags import INPUTS
 from compiler.stores import DEFAULT_STORE
 
 

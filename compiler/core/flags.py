@@ -1,85 +1,253 @@
-"""What each option of the option groups means, written once: the groups (:mod:`compiler.core.options`) take their
-field descriptions from here and the CLI its ``--help``, so the two cannot drift. Plain strings: the CLI reads them
-at start-up without importing pydantic."""
+"""Every option of the option groups, declared once: its flag, metavar, help panel, default, help and whether it is
+part of the reuse key. The groups (:mod:`compiler.core.options`) take their fields' defaults and descriptions from
+here and the CLI generates its parameters from it (:func:`compiler.cli.params.with_options`), so the two cannot
+drift. Plain data: the CLI reads it at start-up without importing pydantic."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+INPUTS, TARGETS, CALIBRATION, GATES, CACHE, STORE, OUTPUT = (
+    "Inputs",
+    "Targets",
+    "Calibration",
+    "Gates",
+    "Cache",
+    "Store",
+    "Output",
+)
+"""Help panels, in the order a command's options are read."""
+
+PRECISIONS = "[fp32|fp16|int8|fp8]"
+CALIBRATE_PRECISIONS = "[int8|fp8|fp16]"
+METHODS = "[minmax|entropy|percentile]"
+QUANTIZERS = "[onnxruntime|modelopt]"
+BACKENDS = "[tensorrt-rtx|tensorrt]"
+"""Closed sets as the help shows them (the values are checked by the option groups, with their own message)."""
+
+
+@dataclass(frozen=True)
+class Flag:
+    """One option of an option group.
+
+    ``kind`` says how the command line maps to the field: ``value`` (``--samples 64``), ``many`` (repeated, a
+    tuple), ``per_output`` (``X`` for every output or ``OUTPUT=X`` for one, repeated: a dict), ``off`` (a boolean
+    field that is on unless ``--no-…`` is given). ``keyed`` is False for what does not enter a reuse key as a value:
+    files keyed by their content instead, and switches that do not change the result."""
+
+    help: str
+    metavar: str = ""
+    panel: str = INPUTS
+    default: Any = None
+    type: type = str
+    kind: str = "value"
+    switch: str | None = None
+    """The flag of an ``off`` option (``--no-lint``)."""
+    keyed: bool = True
+
+    @property
+    def field_default(self) -> Any:
+        """The group field's default: what the command line gives when the option is not used."""
+        return {"many": (), "per_output": {}, "off": True}.get(self.kind, self.default)
+
+
+REMOTE_CACHE = Flag(
+    "Remote cache shared by runners: a folder, s3://BUCKET/PREFIX or oci://HOST/REPOSITORY; a local miss asks it "
+    "first and what is made is sent there (default $COMPILE_REMOTE_CACHE; '' for none).",
+    "URI",
+    CACHE,
+)
+EXPLAIN = Flag(
+    "For each cache miss, say which input of its key changed against the nearest cached entry.",
+    panel=CACHE,
+    type=bool,
+    default=False,
+)
 
 BUILD = {
-    "calibration": "Output folder of compile calibrate (int8/fp8, or fp16 to build its conversion); repeat for "
-    "several precisions, each target takes the folder of its own.",
-    "data": "Calibration data (.npz or image folder) to calibrate int8/fp8 now (kept in the cache) when "
-    "--calibration is not given.",
-    "method": "Calibration method with --data: minmax (the default), entropy, percentile.",
-    "cache_dir": "Build cache (default $COMPILE_CACHE_DIR or ~/.cache/compile).",
-    "use_cache": "Take engines from the build cache and add new ones to it (--no-cache builds everything anew).",
-    "remote_cache": "Remote cache shared by runners (a folder, s3://BUCKET/PREFIX or oci://HOST/REPOSITORY): a local "
-    "miss asks it first, what is made is sent there (default $COMPILE_REMOTE_CACHE).",
-    "explain": "Say for each cache miss which input of its key changed against the nearest cached entry.",
-    "backend": "Override the SKU's backend.",
-    "workspace_mb": "Builder workspace limit in MiB (1 to 1048576).",
-    "optimization_level": "Builder optimization level (0-5).",
-    "jobs": "Builds at once, each in a process of its own (1-64).",
+    "calibration": Flag(
+        "Output folder of compile calibrate (int8/fp8, or fp16 to build its conversion); repeat for several "
+        "precisions, each target takes the folder of its own.",
+        "DIR",
+        CALIBRATION,
+        type=Path,
+        kind="many",
+    ),
+    "data": Flag(
+        "Calibration data (.npz or image folder) to calibrate int8/fp8 now (kept in the cache) when --calibration "
+        "is not given.",
+        "DATA",
+        CALIBRATION,
+        type=Path,
+    ),
+    "method": Flag("Calibration method with --data: minmax (the default), entropy, percentile.", METHODS, CALIBRATION),
+    "jobs": Flag("Builds at once, each in a process of its own (1-64).", "N", TARGETS, 1, int),
+    "backend": Flag("Override the SKU's backend.", BACKENDS, TARGETS),
+    "workspace_mb": Flag("Builder workspace limit in MiB (1 to 1048576).", "MIB", TARGETS, type=int),
+    "optimization_level": Flag("Builder optimization level (0-5).", "N", TARGETS, type=int),
+    "cache_dir": Flag("Build cache (default $COMPILE_CACHE_DIR or ~/.cache/compile).", "DIR", CACHE, type=Path),
+    "use_cache": Flag("Build everything anew.", panel=CACHE, kind="off", switch="--no-cache"),
+    "remote_cache": REMOTE_CACHE,
+    "explain": EXPLAIN,
 }
 
 CALIBRATE = {
-    "precision": "int8, fp8 (Q/DQ model) or fp16 (converted model).",
-    "method": "Range method: minmax, entropy or percentile.",
-    "samples": "Cap on calibration samples.",
-    "batch_size": "Samples per onnxruntime run.",
-    "holdout": "Held-out samples for the accuracy report: a fraction (< 1) or a count.",
-    "seed": "Seed of the calibration / held-out split.",
-    "percentile": "Percentile kept by --method percentile.",
-    "num_bins": "Histogram bins for entropy and percentile.",
-    "chunk_mb": "Activation memory per onnxruntime chunk (MiB).",
-    "min_cosine": "Gate: mean cosine similarity of every output (its 5 % quantile gets 5x the slack); default "
-    "0.999 fp16, 0.98 int8, 0.96 fp8.",
-    "min_top1": "Gate: top-1 agreement of class-score outputs (a fraction, 0.98 for 98 %); default 0.99 fp16, "
-    "0.90 int8/fp8.",
-    "max_abs_error": "Gate: max absolute error of every output (no default: it depends on the output's scale).",
-    "min_sqnr": "Gate: signal to quantization-noise ratio of every output in dB, against the output's spread; "
-    "default 30 fp16, 12 int8/fp8.",
-    "exclude": "Keep a node (by name) or every node of an op type (Softmax) out of the lower precision: no Q/DQ "
-    "for int8/fp8, FP32 for fp16. Repeat for more.",
-    "metric": "Your own score, MODULE:FUNCTION (a dotted module or a .py file): function(outputs, reference, labels) "
-    "-> float; reported, gated by --min-metric, the objective of --fallback auto.",
-    "min_metric": "Gate: least score of --metric.",
-    "labels": "An .npz of labels for --metric, one row per data sample (labels argument).",
-    "fallback": "auto: when a gate fails, keep the fewest nodes in higher precision until the gates pass "
-    "(ranked by sensitivity, then bisected; FP32 for fp16's overflowing nodes); recorded in "
-    "calibration.json.",
-    "reuse": "Reuse a folder that holds this very result (--no-reuse recomputes).",
-    "quantizer": "Who places Q/DQ and calibrates (int8/fp8): onnxruntime (default) or modelopt (NVIDIA ModelOpt, "
-    "run by the Python that $COMPILE_MODELOPT_PYTHON names; minmax/entropy, no --fallback auto).",
+    "precision": Flag("int8, fp8 (Q/DQ model) or fp16 (converted model).", CALIBRATE_PRECISIONS, CALIBRATION, "int8"),
+    "method": Flag("Range method: minmax, entropy or percentile.", METHODS, CALIBRATION, "minmax"),
+    "samples": Flag("Cap on calibration samples.", "N", CALIBRATION, type=int),
+    "batch_size": Flag("Samples per onnxruntime run.", "N", CALIBRATION, 32, int),
+    "holdout": Flag(
+        "Held-out samples for the accuracy report: a fraction (< 1) or a count.", "X", CALIBRATION, 0.2, float
+    ),
+    "seed": Flag("Seed of the calibration / held-out split.", "N", CALIBRATION, 0, int),
+    "percentile": Flag("Percentile kept by --method percentile.", "X", CALIBRATION, 99.999, float),
+    "num_bins": Flag("Histogram bins for entropy and percentile.", "N", CALIBRATION, 2048, int),
+    "chunk_mb": Flag("Activation memory per onnxruntime chunk (MiB).", "MIB", CALIBRATION, 256, int),
+    "min_cosine": Flag(
+        "Gate: mean cosine similarity of every output (its 5 % quantile gets 5x the slack); default 0.999 fp16, "
+        "0.98 int8, 0.96 fp8.",
+        "X",
+        GATES,
+        type=float,
+    ),
+    "min_top1": Flag(
+        "Gate: top-1 agreement of class-score outputs (a fraction, 0.98 for 98 %); default 0.99 fp16, 0.90 int8/fp8.",
+        "X",
+        GATES,
+        type=float,
+    ),
+    "max_abs_error": Flag(
+        "Gate: max absolute error of every output (no default: it depends on the output's scale).",
+        "X",
+        GATES,
+        type=float,
+    ),
+    "min_sqnr": Flag(
+        "Gate: signal to quantization-noise ratio of every output in dB, against the output's spread; default 30 "
+        "fp16, 12 int8/fp8.",
+        "DB",
+        GATES,
+        type=float,
+    ),
+    "exclude": Flag(
+        "Keep a node (by name) or every node of an op type (Softmax) out of the lower precision: no Q/DQ for "
+        "int8/fp8, FP32 for fp16. Repeat for more.",
+        "NODE|OP",
+        CALIBRATION,
+        kind="many",
+    ),
+    "fallback": Flag(
+        "auto: when a gate fails, keep the fewest nodes in higher precision until the gates pass (ranked by "
+        "sensitivity, then bisected; FP32 for fp16's overflowing nodes); recorded in calibration.json.",
+        "auto",
+        CALIBRATION,
+    ),
+    "quantizer": Flag(
+        "Who places Q/DQ and calibrates (int8/fp8): onnxruntime (default) or modelopt (NVIDIA ModelOpt, run by the "
+        "Python that $COMPILE_MODELOPT_PYTHON names; minmax/entropy, no --fallback auto).",
+        QUANTIZERS,
+        CALIBRATION,
+        "onnxruntime",
+    ),
+    "metric": Flag(
+        "Your own score, MODULE:FUNCTION (a dotted module or a .py file): function(outputs, reference, labels) -> "
+        "float; reported, gated by --min-metric, the objective of --fallback auto.",
+        "MODULE:FUNCTION",
+        GATES,
+    ),
+    "min_metric": Flag("Gate: least score of --metric.", "X", GATES, type=float),
+    "labels": Flag(
+        "An .npz of labels for --metric, one row per data sample (labels argument).", "FILE", INPUTS, type=Path
+    ),
+    "reuse": Flag("Recompute even if DIR holds this result.", panel=OUTPUT, kind="off", switch="--no-reuse"),
 }
 
 CHECK = {
-    "data": "Samples for accuracy and FP16 range: .npz or an image folder with preprocess.yaml.",
-    "samples": "Use the first N samples of DATA.",
-    "batch_size": "Samples per onnxruntime run.",
-    "model": "The FP32 model, if not where build.json says.",
-    "cache_dir": "The build cache the build used (its --cache-dir; default $COMPILE_CACHE_DIR or ~/.cache/compile): "
-    "where the model each engine was built from is kept.",
-    "profiles": "Shape profiles to size partition boundaries with when no engine was built.",
-    "rules": "Fusion rules YAML: extends the bundled rules (replace: true replaces them).",
-    "skus": "SKU catalog for GPU memory (default: the bundled skus.yaml).",
-    "headroom": "Fraction of GPU memory an engine must leave free.",
-    "max_partitions": "Gate: most TensorRT partitions of the model.",
-    "max_unsupported": "Gate: most nodes TensorRT does not take.",
-    "max_boundary_mb": "Gate: most MiB crossing partition boundaries per inference.",
-    "atol": "Gate (optional, off by default): absolute tolerance, with --rtol as Polygraphy compares",
-    "rtol": "Gate (optional, off by default): relative tolerance",
-    "error_stat": "With --atol/--rtol: elemwise (default), max, mean, median or quantile error",
-    "error_quantile": "With --error-stat quantile: the quantile (0.99)",
-    "min_cosine": "Gate: least mean cosine similarity (its 5 % quantile gets 5x the slack)",
-    "min_top1": "Gate: least top-1 agreement (0.98: 98 %); top-5 gets half the slack",
-    "min_sqnr": "Gate: least SQNR in dB against the output's spread",
-    "calibration": "A calibration folder (compile calibrate --out) to find an int8/fp8 engine's Q/DQ model in, "
-    "by digest, besides the build cache and the path recorded. Repeat for more.",
-    "allow_skip": "Let a check that cannot be measured be skipped instead of failing (accuracy: the model an "
-    "engine was built from is nowhere to be found).",
-    "metric": "Your own score, MODULE:FUNCTION: function(outputs, reference, labels) -> float, per engine's model.",
-    "min_metric": "Gate: least score of --metric.",
-    "labels": "An .npz of labels for --metric, one row per data sample.",
-    "chunk_mb": "Intermediate tensors held at once by the FP16 range check.",
-    "lint": "Run the ONNX checker and Polygraphy lint (--no-lint skips them).",
-    "reuse": "Return the folder's check.json when it was made from exactly these inputs (--no-reuse checks again).",
+    "data": Flag(
+        "Samples for accuracy and FP16 range: .npz or an image folder with preprocess.yaml.",
+        "DATA",
+        type=Path,
+        keyed=False,
+    ),
+    "samples": Flag("Use the first N samples of DATA.", "N", INPUTS, 64, int),
+    "batch_size": Flag("Samples per onnxruntime run.", "N", INPUTS, 8, int),
+    "model": Flag("The FP32 model, if not where build.json says.", "FILE", type=Path, keyed=False),
+    "profiles": Flag(
+        "Shape profiles to size partition boundaries with when no engine was built.", "FILE", type=Path, keyed=False
+    ),
+    "rules": Flag(
+        "Fusion rules YAML: extends the bundled rules (replace: true replaces them).", "FILE", type=Path, keyed=False
+    ),
+    "skus": Flag("SKU catalog for GPU memory (default: the bundled skus.yaml).", "FILE", type=Path, keyed=False),
+    "headroom": Flag("Fraction of GPU memory an engine must leave free.", "X", GATES, 0.1, float),
+    "max_partitions": Flag("Gate: most TensorRT partitions of the model.", "N", GATES, 1, int),
+    "max_unsupported": Flag("Gate: most nodes TensorRT does not take.", "N", GATES, 0, int),
+    "max_boundary_mb": Flag("Gate: most MiB crossing partition boundaries per inference.", "MIB", GATES, type=float),
+    "atol": Flag(
+        "Gate (optional, off by default): absolute tolerance, with --rtol as Polygraphy compares",
+        panel=GATES,
+        kind="per_output",
+        type=float,
+    ),
+    "rtol": Flag("Gate (optional, off by default): relative tolerance", panel=GATES, kind="per_output", type=float),
+    "error_stat": Flag(
+        "With --atol/--rtol: elemwise (default), max, mean, median or quantile error", panel=GATES, kind="per_output"
+    ),
+    "error_quantile": Flag(
+        "With --error-stat quantile: the quantile (0.99)", panel=GATES, kind="per_output", type=float
+    ),
+    "min_cosine": Flag(
+        "Gate: least mean cosine similarity (its 5 % quantile gets 5x the slack)",
+        panel=GATES,
+        kind="per_output",
+        type=float,
+    ),
+    "min_top1": Flag(
+        "Gate: least top-1 agreement (0.98: 98 %); top-5 gets half the slack",
+        panel=GATES,
+        kind="per_output",
+        type=float,
+    ),
+    "min_sqnr": Flag("Gate: least SQNR in dB against the output's spread", panel=GATES, kind="per_output", type=float),
+    "calibration": Flag(
+        "A calibration folder (compile calibrate --out) to find an int8/fp8 engine's Q/DQ model in, by digest, "
+        "besides the build cache and the path recorded. Repeat for more.",
+        "DIR",
+        type=Path,
+        kind="many",
+        keyed=False,
+    ),
+    "metric": Flag(
+        "Your own score, MODULE:FUNCTION: function(outputs, reference, labels) -> float, per engine's model.",
+        "MODULE:FUNCTION",
+        GATES,
+    ),
+    "min_metric": Flag("Gate: least score of --metric.", "X", GATES, type=float),
+    "labels": Flag("An .npz of labels for --metric, one row per data sample.", "FILE", type=Path, keyed=False),
+    "allow_skip": Flag(
+        "Let a check that cannot be measured be skipped instead of failing (accuracy: the model an engine was "
+        "built from is nowhere to be found).",
+        "CHECK",
+        GATES,
+        kind="many",
+    ),
+    "chunk_mb": Flag("Intermediate tensors held at once by the FP16 range check.", "MIB", INPUTS, 256, int),
+    "lint": Flag("Skip the ONNX checker and Polygraphy lint.", kind="off", switch="--no-lint"),
+    "reuse": Flag(
+        "Check again even if check.json was made from the same inputs.",
+        panel=OUTPUT,
+        kind="off",
+        switch="--no-reuse",
+        keyed=False,
+    ),
+    "cache_dir": Flag(
+        "The build cache the build used (its --cache-dir; default $COMPILE_CACHE_DIR or ~/.cache/compile): where "
+        "the model each engine was built from is kept.",
+        "DIR",
+        CACHE,
+        type=Path,
+        keyed=False,
+    ),
 }
-"""Per-output thresholds (atol ... min_top1) take X for every output or OUTPUT=X for one, repeated."""

@@ -8,7 +8,7 @@ onnxruntime as a value it would reject with a type error; a bad one is one ``err
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator
 
@@ -28,6 +28,8 @@ class OptionGroup(BaseModel):
     """A frozen group of options; a bad value is InvalidInput naming it as its flag (``--jobs 0: give 1 to 64``)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    declarations: ClassVar[dict[str, flags.Flag]] = {}
+    """The group's options as compiler/core/flags.py declares them."""
 
     def __init__(self, **values: Any) -> None:
         try:
@@ -46,34 +48,46 @@ class OptionGroup(BaseModel):
             message = f"give {low} to {high}" if high is not None else f"give at least {low}"
         return f"--{name.replace('_', '-')} {values.get(name)}: {message}"
 
-
-def described(texts: dict[str, str]):
-    """Give each field its option's help (compiler/core/flags.py) as its description: one text for both."""
-
-    def describe(group: type[OptionGroup]) -> type[OptionGroup]:
-        for name, text in texts.items():
-            group.model_fields[name].description = text
-        return group
-
-    return describe
+    def keyed_values(self) -> dict[str, Any]:
+        """The values that enter a reuse key (JSON): every option declared ``keyed``, so an option added to the
+        group is part of the key unless its declaration says why not."""
+        return self.model_dump(mode="json", exclude={n for n, f in self.declarations.items() if not f.keyed})
 
 
-@described(flags.BUILD)
+def declared(declarations: dict[str, flags.Flag]):
+    """The fields of a group as its declarations (compiler/core/flags.py) give them: ``field("samples", ge=1)`` is
+    the field with the declared default and help, and the bounds its consumer accepts."""
+
+    def field(name: str, **bounds: Any) -> Any:
+        flag = declarations[name]
+        default = flag.field_default
+        if isinstance(default, dict):
+            return Field(default_factory=dict, description=flag.help, **bounds)
+        return Field(default, description=flag.help, **bounds)
+
+    return field
+
+
+_build, _calibrate, _check = declared(flags.BUILD), declared(flags.CALIBRATE), declared(flags.CHECK)
+
+
 class BuildOptions(OptionGroup):
     """How ``compile build`` prepares, builds and caches its targets (the SKUs, precisions and profiles are the
     targets themselves, not options)."""
 
-    calibration: tuple[Path, ...] = ()
-    data: Path | None = None
-    method: str | None = None
-    cache_dir: Path | None = None
-    use_cache: bool = True
-    remote_cache: str | None = None
-    explain: bool = False
-    backend: str | None = None
-    workspace_mb: StrictInt | None = Field(None, ge=1, le=MAX_WORKSPACE_MB)
-    optimization_level: StrictInt | None = Field(None, ge=0, le=5)
-    jobs: StrictInt = Field(1, ge=1, le=MAX_JOBS)
+    declarations = flags.BUILD
+
+    calibration: tuple[Path, ...] = _build("calibration")
+    data: Path | None = _build("data")
+    method: str | None = _build("method")
+    cache_dir: Path | None = _build("cache_dir")
+    use_cache: bool = _build("use_cache")
+    remote_cache: str | None = _build("remote_cache")
+    explain: bool = _build("explain")
+    backend: str | None = _build("backend")
+    workspace_mb: StrictInt | None = _build("workspace_mb", ge=1, le=MAX_WORKSPACE_MB)
+    optimization_level: StrictInt | None = _build("optimization_level", ge=0, le=5)
+    jobs: StrictInt = _build("jobs", ge=1, le=MAX_JOBS)
 
     @field_validator("calibration", mode="before")
     @classmethod
@@ -110,31 +124,32 @@ numpy allocates them per tensor: 8x TensorRT's own 2048 is plenty."""
 MAX_CHUNK_MB = 1 << 20
 
 
-@described(flags.CALIBRATE)
 class CalibrationOptions(OptionGroup):
     """How ``compile calibrate`` turns data into ranges (int8/fp8) or converts (fp16), and the gates on the held-out
     accuracy. NaN and infinity are refused everywhere; whole numbers must be whole."""
 
-    precision: str = "int8"
-    method: str = "minmax"
-    samples: StrictInt | None = Field(None, ge=1)
-    batch_size: StrictInt = Field(32, ge=1)
-    holdout: float = Field(0.2, gt=0)
-    seed: StrictInt = Field(0, ge=0)
-    percentile: float = Field(99.999, gt=50, le=100)
-    num_bins: StrictInt = Field(2048, ge=256, le=MAX_NUM_BINS)
-    chunk_mb: StrictInt = Field(256, ge=1, le=MAX_CHUNK_MB)
-    min_cosine: float | None = Field(None, ge=-1, le=1)
-    min_top1: float | None = Field(None, ge=0, le=1)
-    max_abs_error: float | None = Field(None, ge=0)
-    min_sqnr: float | None = Field(None, ge=-200, le=200)
-    exclude: tuple[str, ...] = ()
-    fallback: str | None = None
-    quantizer: str = "onnxruntime"
-    metric: str | None = None
-    min_metric: float | None = None
-    labels: Path | None = None
-    reuse: bool = True
+    declarations = flags.CALIBRATE
+
+    precision: str = _calibrate("precision")
+    method: str = _calibrate("method")
+    samples: StrictInt | None = _calibrate("samples", ge=1)
+    batch_size: StrictInt = _calibrate("batch_size", ge=1)
+    holdout: float = _calibrate("holdout", gt=0)
+    seed: StrictInt = _calibrate("seed", ge=0)
+    percentile: float = _calibrate("percentile", gt=50, le=100)
+    num_bins: StrictInt = _calibrate("num_bins", ge=256, le=MAX_NUM_BINS)
+    chunk_mb: StrictInt = _calibrate("chunk_mb", ge=1, le=MAX_CHUNK_MB)
+    min_cosine: float | None = _calibrate("min_cosine", ge=-1, le=1)
+    min_top1: float | None = _calibrate("min_top1", ge=0, le=1)
+    max_abs_error: float | None = _calibrate("max_abs_error", ge=0)
+    min_sqnr: float | None = _calibrate("min_sqnr", ge=-200, le=200)
+    exclude: tuple[str, ...] = _calibrate("exclude")
+    fallback: str | None = _calibrate("fallback")
+    quantizer: str = _calibrate("quantizer")
+    metric: str | None = _calibrate("metric")
+    min_metric: float | None = _calibrate("min_metric")
+    labels: Path | None = _calibrate("labels")
+    reuse: bool = _calibrate("reuse")
 
     @field_validator("exclude", mode="before")
     @classmethod
@@ -189,38 +204,39 @@ SKIPPABLE = ("accuracy",)
 """Checks that fail when they cannot be measured, unless ``--allow-skip`` names them."""
 
 
-@described(flags.CHECK)
 class CheckOptions(OptionGroup):
     """What ``compile check`` looks at and the gates it holds the build to. Accuracy thresholds are per output:
     the key ``""`` is every output not named; unset ones take the precision's defaults (docs/check.md)."""
 
-    data: Path | None = None
-    samples: StrictInt = Field(64, ge=1, le=MAX_CHECK_SAMPLES)
-    batch_size: StrictInt = Field(8, ge=1, le=1024)
-    model: Path | None = None
-    profiles: Path | None = None
-    rules: Path | None = None
-    skus: Path | None = None
-    headroom: float = Field(0.1, ge=0, lt=1)
-    max_partitions: StrictInt | None = Field(1, ge=1)
-    max_unsupported: StrictInt | None = Field(0, ge=0)
-    max_boundary_mb: float | None = Field(None, ge=0)
-    atol: dict[str, float] = {}
-    rtol: dict[str, float] = {}
-    error_stat: dict[str, str] = {}
-    error_quantile: dict[str, float] = {}
-    min_cosine: dict[str, float] = {}
-    min_top1: dict[str, float] = {}
-    min_sqnr: dict[str, float] = {}
-    calibration: tuple[Path, ...] = ()
-    allow_skip: tuple[str, ...] = ()
-    metric: str | None = None
-    min_metric: float | None = None
-    labels: Path | None = None
-    chunk_mb: StrictInt = Field(256, ge=1, le=MAX_CHUNK_MB)
-    lint: bool = True
-    reuse: bool = True
-    cache_dir: Path | None = None
+    declarations = flags.CHECK
+
+    data: Path | None = _check("data")
+    samples: StrictInt = _check("samples", ge=1, le=MAX_CHECK_SAMPLES)
+    batch_size: StrictInt = _check("batch_size", ge=1, le=1024)
+    model: Path | None = _check("model")
+    profiles: Path | None = _check("profiles")
+    rules: Path | None = _check("rules")
+    skus: Path | None = _check("skus")
+    headroom: float = _check("headroom", ge=0, lt=1)
+    max_partitions: StrictInt | None = _check("max_partitions", ge=1)
+    max_unsupported: StrictInt | None = _check("max_unsupported", ge=0)
+    max_boundary_mb: float | None = _check("max_boundary_mb", ge=0)
+    atol: dict[str, float] = _check("atol")
+    rtol: dict[str, float] = _check("rtol")
+    error_stat: dict[str, str] = _check("error_stat")
+    error_quantile: dict[str, float] = _check("error_quantile")
+    min_cosine: dict[str, float] = _check("min_cosine")
+    min_top1: dict[str, float] = _check("min_top1")
+    min_sqnr: dict[str, float] = _check("min_sqnr")
+    calibration: tuple[Path, ...] = _check("calibration")
+    allow_skip: tuple[str, ...] = _check("allow_skip")
+    metric: str | None = _check("metric")
+    min_metric: float | None = _check("min_metric")
+    labels: Path | None = _check("labels")
+    chunk_mb: StrictInt = _check("chunk_mb", ge=1, le=MAX_CHUNK_MB)
+    lint: bool = _check("lint")
+    reuse: bool = _check("reuse")
+    cache_dir: Path | None = _check("cache_dir")
 
     @field_validator("headroom", "max_boundary_mb", "min_metric", mode="before")
     @classmethod
