@@ -11,30 +11,23 @@ import importlib.util
 from typing import TYPE_CHECKING
 
 from compiler.core.errors import EnvironmentProblem, InvalidInput
+from compiler.core.plugins import BACKENDS, backend_kind, backend_names, preferred
 
 if TYPE_CHECKING:
     from compiler.backends.base import TensorRTBackend
 
-BACKENDS: dict[str, tuple[str, str]] = {
-    "tensorrt-rtx": ("compiler.backends.tensorrt_rtx", "TensorRTRTXBackend"),
-    "tensorrt": ("compiler.backends.tensorrt", "DatacenterTensorRTBackend"),
-}
-"""Backend name -> (module, class). The module imports its TensorRT package lazily."""
-TENSORRT_MODULES = {"tensorrt-rtx": "tensorrt_rtx", "tensorrt": "tensorrt"}
-"""Backend name -> the TensorRT edition's Python module (its distribution is the same name with dashes): what
-``--version`` and ``doctor`` ask about without importing any backend."""
-
 
 def load_backend(name: str) -> TensorRTBackend:
     """An instance of the named backend; EnvironmentProblem when its TensorRT is not installed."""
-    if name not in BACKENDS:
-        raise InvalidInput(f"unknown backend '{name}'; choose one of: {', '.join(BACKENDS)}")
-    module, cls = BACKENDS[name]
-    return getattr(importlib.import_module(module), cls)()
+    kind = backend_kind(name)
+    if kind is None:
+        raise InvalidInput(f"unknown backend '{name}'; choose one of: {', '.join(backend_names())}")
+    return getattr(importlib.import_module(kind.module), kind.cls)()
 
 
 def is_installed(name: str) -> bool:
-    return importlib.util.find_spec(TENSORRT_MODULES[name]) is not None
+    kind = backend_kind(name)
+    return kind is not None and importlib.util.find_spec(kind.package) is not None
 
 
 def installed_versions() -> dict[str, str | None]:
@@ -42,20 +35,23 @@ def installed_versions() -> dict[str, str | None]:
     import importlib.metadata
 
     versions: dict[str, str | None] = {}
-    for name, package in TENSORRT_MODULES.items():
+    for kind in BACKENDS:
         try:
-            versions[name] = importlib.metadata.version(package.replace("_", "-"))
+            versions[kind.name] = importlib.metadata.version(kind.distribution)
         except importlib.metadata.PackageNotFoundError:
-            versions[name] = None
+            versions[kind.name] = None
     return versions
 
 
 def default_backend() -> str:
-    """The datacenter edition where it is installed, TensorRT-RTX otherwise."""
-    for name in ("tensorrt", "tensorrt-rtx"):
-        if is_installed(name):
-            return name
+    """The backend a build takes where the SKU names none: one that needs the target's GPU where installed (a GPU
+    host means it), else one that builds anywhere."""
+    for kind in preferred(gpu=True):
+        if is_installed(kind.name):
+            return kind.name
+    anywhere = [f"'trt-compile[{k.extra}]'" for k in BACKENDS if not k.needs_target_gpu]
+    on_gpu = [f"'trt-compile[{k.extra}]'" for k in BACKENDS if k.needs_target_gpu]
     raise EnvironmentProblem(
-        "no TensorRT backend is installed; run pip install 'trt-compile[rtx]' "
-        "(or 'trt-compile[tensorrt]' on a GPU host)"
+        f"no TensorRT backend is installed; run pip install {' or '.join(anywhere)} "
+        f"(or {' or '.join(on_gpu)} on a GPU host)"
     )

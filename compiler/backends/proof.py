@@ -17,6 +17,7 @@ from compiler.backends import is_installed, load_backend
 from compiler.backends.base import BuildSpec
 from compiler.backends.isolated import Builders
 from compiler.core.errors import CompileError
+from compiler.core.plugins import preferred
 from compiler.core.profiles import ShapeProfile, ShapeRange
 from compiler.core.records import BuildProof, Kernel, Reformats, Status
 
@@ -33,7 +34,7 @@ def prove_build(model: Path, shapes: dict[str, tuple[int, ...]], dims: dict[str,
     input dims, str/None for dynamic) at the shape of ``shapes`` (one sample's). OK with what was built, FAILED
     with the builder's errors and the nodes they are about, SKIPPED when no backend here can build. An OK proof
     carries the engine's precision-boundary reformat kernels."""
-    backend = next((name for name in ("tensorrt-rtx", "tensorrt") if is_installed(name)), None)
+    backend = next((kind.name for kind in preferred(gpu=False) if is_installed(kind.name)), None)
     if backend is None:
         return BuildProof(status=Status.SKIPPED, detail="no TensorRT backend is installed to prove it builds")
     fixed = {

@@ -9,16 +9,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from compiler.backends import TENSORRT_MODULES
 from compiler.backends.base import BuildSpec, TensorRTBackend
 from compiler.core.errors import EnvironmentProblem
 from compiler.core.files import default_cache_dir, write_atomic
 from compiler.core.gpu import cuda_driver_version, list_gpus
+from compiler.core.plugins import backend_kind
 
 
 class DatacenterTensorRTBackend(TensorRTBackend):
     name = "tensorrt"
-    module_name = TENSORRT_MODULES["tensorrt"]
+    module_name = backend_kind("tensorrt").package
     install_hint = "pip install 'trt-compile[tensorrt]' on a host with an NVIDIA GPU"
 
     def _timing_cache_path(self, spec: BuildSpec) -> Path:

@@ -5,14 +5,14 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from compiler.backends import TENSORRT_MODULES
 from compiler.backends.base import BuildSpec, TensorRTBackend
 from compiler.core.errors import InvalidInput
+from compiler.core.plugins import backend_kind
 
 
 class TensorRTRTXBackend(TensorRTBackend):
     name = "tensorrt-rtx"
-    module_name = TENSORRT_MODULES["tensorrt-rtx"]
+    module_name = backend_kind("tensorrt-rtx").package
     install_hint = "pip install 'trt-compile[rtx]'"
     plan_magic = "vtrt"
     plan_header_bytes = 64

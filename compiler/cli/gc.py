@@ -9,6 +9,7 @@ from compiler.cli import render
 from compiler.cli.params import JsonOption, examples, option, switch
 from compiler.core.errors import InvalidInput
 from compiler.core.flags import CACHE, OUTPUT, STORE
+from compiler.core.plugins import store_forms
 
 SIZE = re.compile(r"(?P<number>[0-9]+(?:\.[0-9]+)?)\s*(?P<unit>[KMGT]?)i?B?", re.IGNORECASE)
 
@@ -30,7 +31,7 @@ def parse_size(text: str) -> int:
 def gc(
     store: Annotated[
         str | None,
-        option("URI", STORE, "The store whose old versions go (a folder, s3://BUCKET/PREFIX, oci://HOST/REPOSITORY)."),
+        option("URI", STORE, f"The store whose old versions go ({store_forms()})."),
     ] = None,
     remote_cache: Annotated[str | None, option("URI", CACHE, "The remote cache to trim instead.")] = None,
     keep: Annotated[

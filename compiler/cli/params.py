@@ -26,6 +26,7 @@ from compiler.core.flags import (
     TARGETS,
     Flag,
 )
+from compiler.core.plugins import store_forms, store_notes
 
 FLAG = ""
 """The metavar of an on/off flag: nothing, where Typer would print ``<bool>`` as if it took a value."""
@@ -74,8 +75,7 @@ StoreOption = Annotated[
     option(
         "URI",
         STORE,
-        "A folder, s3://BUCKET/PREFIX or oci://HOST/REPOSITORY "
-        "(oci+http:// for a plain-HTTP registry); default $COMPILE_STORE or ./artifacts.",
+        f"{store_forms()[0].upper()}{store_forms()[1:]} ({store_notes()}); default $COMPILE_STORE or ./artifacts.",
         envvar="COMPILE_STORE",
     ),
 ]

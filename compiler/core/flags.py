@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from compiler.core.plugins import backend_names, store_forms
+
 INPUTS, TARGETS, CALIBRATION, GATES, CACHE, STORE, OUTPUT = (
     "Inputs",
     "Targets",
@@ -24,7 +26,7 @@ PRECISIONS = "[fp32|fp16|int8|fp8]"
 CALIBRATE_PRECISIONS = "[int8|fp8|fp16]"
 METHODS = "[minmax|entropy|percentile]"
 QUANTIZERS = "[onnxruntime|modelopt]"
-BACKENDS = "[tensorrt-rtx|tensorrt]"
+BACKENDS = "[" + "|".join(backend_names()) + "]"
 """Closed sets as the help shows them (the values are checked by the option groups, with their own message)."""
 
 
@@ -54,8 +56,8 @@ class Flag:
 
 
 REMOTE_CACHE = Flag(
-    "Remote cache shared by runners: a folder, s3://BUCKET/PREFIX or oci://HOST/REPOSITORY; a local miss asks it "
-    "first and what is made is sent there (default $COMPILE_REMOTE_CACHE; '' for none).",
+    f"Remote cache shared by runners: {store_forms()}; a local miss asks it first and what is made is sent there "
+    "(default $COMPILE_REMOTE_CACHE; '' for none).",
     "URI",
     CACHE,
 )
@@ -89,7 +91,7 @@ BUILD = {
     "optimization_level": Flag("Builder optimization level (0-5).", "N", TARGETS, type=int),
     "cache_dir": Flag("Build cache (default $COMPILE_CACHE_DIR or ~/.cache/compile).", "DIR", CACHE, type=Path),
     "use_cache": Flag("Build everything anew.", panel=CACHE, kind="off", switch="--no-cache"),
-    "remote_cache": REMOTE_CACHE,
+    "remote_cache": REMOTE_CACHE,  # store_notes() is for --store's help
     "explain": EXPLAIN,
 }
 

@@ -110,12 +110,10 @@ class BuildOptions(OptionGroup):
             )
         if self.method is not None and self.method not in METHODS:
             raise InvalidInput(f"--method {self.method}: choose from {', '.join(METHODS)}")
-        from typing import get_args
+        from compiler.core.plugins import backend_names
 
-        from compiler.core.profiles import Backend
-
-        if self.backend is not None and self.backend not in get_args(Backend):
-            raise InvalidInput(f"--backend {self.backend!r}: choose from {', '.join(get_args(Backend))}")
+        if self.backend is not None and self.backend not in backend_names():
+            raise InvalidInput(f"--backend {self.backend!r}: choose from {', '.join(backend_names())}")
 
 
 MAX_NUM_BINS = 1 << 14

@@ -95,6 +95,7 @@ class ProfileSet(_Strict):
 
 
 Backend = Literal["tensorrt-rtx", "tensorrt"]
+"""The backends' names (compiler.core.plugins; a test holds the two equal)."""
 
 
 class Sku(_Strict):

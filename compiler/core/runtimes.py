@@ -22,11 +22,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, model_validator
 
+from compiler.core.plugins import BACKENDS
+
 RuntimeFamily = Literal["tensorrt", "tensorrt-rtx"]
-FAMILY_NAMES = {"tensorrt": "datacenter TensorRT", "tensorrt-rtx": "TensorRT-RTX"}
+"""The backends' names (compiler.core.plugins; a test holds the two equal)."""
+FAMILY_NAMES = {kind.name: kind.title for kind in BACKENDS}
 VERSION = re.compile(r"[0-9]{1,4}(?:\.[0-9]{1,6}){0,4}")
 """A TensorRT version as its packages spell it (10.13.3.9, 1.7.1.116), or its leading parts (10.13)."""
-PLAN_MAGIC = {"vtrt": "tensorrt-rtx"}
+PLAN_MAGIC = {kind.plan_magic: kind.name for kind in BACKENDS if kind.plan_magic}
 """A plan's first four bytes -> the runtime that wrote it, where we know the header (TensorRT-RTX's is documented
 by what it builds here: ``vtrt``, version bytes at offset 24). A datacenter plan's header is not read."""
 
@@ -83,7 +86,7 @@ def runtime_of(backend: dict[str, Any], builder_options: dict[str, Any]) -> Runt
     """The runtime of a plan from what its engine.json records (the backend and the builder options)."""
     family = backend.get("name")
     if family not in FAMILY_NAMES:
-        raise ValueError(f"backend {str(family)[:40]!r} is no runtime we know (tensorrt or tensorrt-rtx)")
+        raise ValueError(f"backend {str(family)[:40]!r} is no runtime we know ({' or '.join(FAMILY_NAMES)})")
     return Runtime(
         family=family,
         version=str(backend.get("version", "")),

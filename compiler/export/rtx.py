@@ -27,6 +27,7 @@ from pydantic import BaseModel
 
 from compiler.core.errors import Conflict, InvalidInput
 from compiler.core.files import default_cache_dir, file_sha256, write_atomic
+from compiler.core.plugins import RTX_RUNTIME
 from compiler.core.records import GOLDEN_FILE, ReleaseEngine, ReleaseManifest, TensorSignature
 from compiler.core.runtimes import Runtime, parse_version
 from compiler.export import engine_per_capability
@@ -147,7 +148,7 @@ def _engines(manifest: ReleaseManifest, precision: str | None, runtime_version: 
         raise InvalidInput(f"{release} has no {precision} engine; it has {', '.join(precisions)}")
     for engine in engines:
         plan = f"{engine.sku}/{engine.precision}"
-        if engine.runtime.family != "tensorrt-rtx":
+        if engine.runtime.family != RTX_RUNTIME:
             raise InvalidInput(
                 f"{release}: plan {plan} is a {engine.runtime.name} plan, which the TensorRT-RTX "
                 "runtime (and ONNX Runtime's TensorRT RTX execution provider) cannot load: serve it "

@@ -31,6 +31,7 @@ from pydantic import BaseModel
 
 from compiler.core.errors import CheckFailed, Conflict, EnvironmentProblem, InvalidInput
 from compiler.core.files import NotRegularFile, default_cache_dir, open_lock_file, sweep_partials, write_atomic
+from compiler.core.plugins import TRITON_RUNTIME
 from compiler.core.records import ReleaseEngine, ReleaseManifest
 from compiler.core.runtimes import FAMILY_NAMES, claimed_by_header
 from compiler.export import engine_per_capability
@@ -198,7 +199,7 @@ def _loadable(manifest: ReleaseManifest, engines: list[ReleaseEngine], triton: s
     release = f"{manifest.content.name}@{manifest.content.version}"
     for engine in engines:
         runtime, plan = engine.runtime, _file_name(engine)
-        if runtime.family != "tensorrt":
+        if runtime.family != TRITON_RUNTIME:
             raise InvalidInput(
                 f"{release}: plan {plan} is a {runtime.name} plan; Triton's TensorRT backend ({triton}) runs "
                 f"datacenter TensorRT, which cannot load it: build the {engine.sku} engines with datacenter TensorRT "

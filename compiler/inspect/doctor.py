@@ -9,10 +9,11 @@ import sys
 from pydantic import BaseModel
 
 from compiler import version
-from compiler.backends import BACKENDS, load_backend
+from compiler.backends import load_backend
 from compiler.core.errors import CompileError
 from compiler.core.gpu import list_gpus
 from compiler.core.modelopt import status as modelopt_status
+from compiler.core.plugins import backend_names
 
 
 class BackendStatus(BaseModel):
@@ -62,7 +63,7 @@ def _onnxruntime() -> tuple[str, list[str]]:
 def diagnose() -> DoctorReport:
     """Never raises for a missing or broken component: reporting those is the point."""
     backends = []
-    for name in BACKENDS:
+    for name in backend_names():
         try:
             backend = load_backend(name)
             backends.append(BackendStatus(name=name, installed=True, version=backend.version))

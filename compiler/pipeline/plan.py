@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
+from compiler.core.plugins import backend_kind
 from compiler.pipeline.spec import LoadedPipeline
 
 CPU_RUNNER = ["ubuntu-24.04"]
@@ -39,7 +40,7 @@ def plan_release(pipeline: LoadedPipeline) -> ReleasePlan:
     for sku in spec.targets:
         target = spec.target(sku)
         backend = target.backend or catalog.get(sku).backend
-        runs_on = CPU_RUNNER if backend == "tensorrt-rtx" else ["self-hosted", "linux", "gpu", sku]
+        runs_on = ["self-hosted", "linux", "gpu", sku] if backend_kind(backend).needs_target_gpu else CPU_RUNNER
         jobs.append(Job(sku=sku, backend=backend, precisions=[p.value for p in target.precisions], runs_on=runs_on))
     return ReleasePlan(
         pipeline=str(pipeline.path),

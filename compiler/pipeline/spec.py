@@ -14,9 +14,9 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from compiler.backends import BACKENDS
 from compiler.core.errors import InvalidInput
 from compiler.core.options import CalibrationOptions, CheckOptions
+from compiler.core.plugins import backend_names
 from compiler.core.records import Precision
 from compiler.core.yaml import describe_validation_error, read_yaml
 from compiler.stores.base import check_name, check_version
@@ -85,8 +85,8 @@ class TargetSpec(_Strict):
     @field_validator("backend")
     @classmethod
     def _known_backend(cls, value: str | None) -> str | None:
-        if value is not None and value not in BACKENDS:
-            raise ValueError(f"unknown backend {value[:80]!r}; choose one of: {', '.join(BACKENDS)}")
+        if value is not None and value not in backend_names():
+            raise ValueError(f"unknown backend {value[:80]!r}; choose one of: {', '.join(backend_names())}")
         return value
 
 

@@ -6,44 +6,49 @@ the others.
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
 from compiler.core.errors import EnvironmentProblem, InvalidInput
+from compiler.core.plugins import STORES, store_forms, store_kind, store_notes
 from compiler.stores.base import Ref, Store
 
 __all__ = ["DEFAULT_STORE", "Ref", "Store", "open_store"]
 
 DEFAULT_STORE = "./artifacts"
-SCHEMES = ("file://", "s3://", "oci://", "oci+http://")
 
 
 def open_store(uri: str | Store, *, create: bool = False) -> Store:
-    """The store at ``uri``: a folder path or ``file://`` URI, ``s3://bucket/prefix``, ``oci://host[:port]/repo``
-    (HTTPS) or ``oci+http://host:port/repo``; a store already open is returned as it is, so every API function
-    takes either. ``create`` makes a missing local folder (for publishing)."""
+    """The store at ``uri``: a folder path or ``file://`` URI, or a URI of another kind of store
+    (:data:`compiler.core.plugins.STORES`: ``s3://bucket/prefix``, ``oci://host[:port]/repo``, ...); a store already
+    open is returned as it is, so every API function takes either. ``create`` makes a missing local folder (for
+    publishing)."""
     if isinstance(uri, Store):
         return uri
     if not isinstance(uri, str) or not uri.strip() or "\0" in uri:
-        raise InvalidInput("--store: give a folder, file://PATH, s3://BUCKET/PREFIX or oci://HOST/REPOSITORY")
-    if uri.startswith("s3://"):
-        from compiler.stores.s3 import S3Store
-
-        return S3Store(uri)
-    if uri.startswith(("oci://", "oci+http://")):
-        try:
-            from compiler.stores.oci import OciStore
-        except ImportError as exc:  # the backend, or the client it needs, is not installed
-            raise EnvironmentProblem(
-                f"store {uri}: OCI stores are not available in this installation ({exc}); use a folder or s3://"
-            ) from None
-        return OciStore(uri)
-    if "://" in uri and not uri.startswith("file://"):
-        raise InvalidInput(
-            f"store {uri}: unknown scheme; use a folder, file://, s3:// or oci:// (oci+http:// "
-            "for a plain-HTTP registry)"
-        )
-    from compiler.stores.local import LocalStore
-
+        raise InvalidInput(f"--store: give {_forms_with_path()}")
+    kind = store_kind(uri)
+    if kind.local and "://" in uri and not uri.startswith(kind.prefixes):
+        raise InvalidInput(f"store {uri}: unknown scheme; use {_schemes()}")
+    try:
+        backend = getattr(importlib.import_module(kind.module), kind.cls)
+    except ImportError as exc:  # the backend, or the client it needs, is not installed
+        install = f"pip install 'trt-compile[{kind.extra}]', or " if kind.extra else ""
+        raise EnvironmentProblem(
+            f"store {uri}: {kind.name} stores are not available in this installation ({exc}); {install}use a folder"
+        ) from None
+    if not kind.local:
+        return backend(uri)
     if not uri.removeprefix("file://").strip():  # Path("") would be the working directory
         raise InvalidInput(f"store {uri}: no folder given; use file://PATH or a folder path")
-    return LocalStore(Path(uri.removeprefix("file://")), create=create)
+    return backend(Path(uri.removeprefix("file://")), create=create)
+
+
+def _forms_with_path() -> str:
+    return store_forms().replace("a folder", "a folder, file://PATH", 1)
+
+
+def _schemes() -> str:
+    """``a folder, file://, s3:// or oci:// (oci+http:// for a plain-HTTP registry)``."""
+    prefixes = [kind.prefixes[0] for kind in STORES]
+    return f"a folder, {', '.join(prefixes[:-1])} or {prefixes[-1]} ({store_notes()})"

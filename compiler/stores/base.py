@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Protocol
 
 from compiler.core.errors import CheckFailed, EnvironmentProblem, InvalidInput
+from compiler.core.plugins import store_forms
 
 NAME = re.compile(r"[a-z0-9](?:[a-z0-9._-]{0,62}[a-z0-9])?")
 """Release names: lower case (OCI repository names must be), no slash, no leading dot."""
@@ -231,9 +232,7 @@ class Store(ABC):
         raise self._unsupported("compile gc")
 
     def _unsupported(self, what: str) -> Unsupported:
-        return Unsupported(
-            f"store {self.uri}: {what} is not available on this kind of store; use a folder, s3:// or oci://"
-        )
+        return Unsupported(f"store {self.uri}: {what} is not available on this kind of store; use {store_forms()}")
 
     def _no_staging(self) -> EnvironmentProblem:
         return EnvironmentProblem(
