@@ -45,3 +45,50 @@ def test_the_import_layers_hold_and_nothing_imports_in_a_cycle(monkeypatch):
         )
     ]
     assert not in_cycles
+
+
+def _architecture_section(title: str) -> str:
+    text = (REPO / "docs" / "architecture.md").read_text()
+    return text.split(f"## {title}\n", 1)[1].split("\n## ", 1)[0]
+
+
+def test_the_architecture_doc_names_every_module_in_its_folder():
+    import re
+
+    tree = _architecture_section("The tree").split("```")[1]
+    blocks = re.split(r"\n(?=\s{0,2}[a-z_]+/ )", tree)
+    described = {
+        block.split()[0].rstrip("/"): set(re.findall(r"[a-z_0-9]+", block)) for block in blocks if block.strip()
+    }
+    missing = []
+    for path in tracked_files():
+        parts = path.split("/")
+        if not path.endswith(".py") or parts[0] not in ("compiler", "calibration") or parts[-1].startswith("__"):
+            continue
+        folder = parts[1] if parts[0] == "compiler" and len(parts) > 2 else parts[0]
+        if parts[-1][:-3] not in described.get(folder, set()):
+            missing.append(path)
+    assert not missing
+
+
+def test_the_allowed_crossings_the_doc_lists_are_the_contracts_ignored_imports():
+    import re
+    import tomllib
+
+    contracts = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    ignored = {line for contract in contracts for line in contract.get("ignore_imports", [])}
+    listed = set(re.findall(r"^(\S+ -> \S+)$", _architecture_section("The layers"), re.MULTILINE))
+    assert listed == ignored
+
+
+def test_the_consumer_api_loads_no_onnx_onnxruntime_or_polygraphy():
+    """What the fourth import contract says, seen at run time: a serving host that pulls imports none of them."""
+    import sys
+
+    script = (
+        "import sys\n"
+        "from compiler.releases import list_store, pull, resolve, select_engine, verify_release\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'onnx', 'onnxruntime', 'polygraphy'}))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=REPO)
+    assert done.stdout.strip() == "[]"
