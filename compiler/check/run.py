@@ -166,12 +166,12 @@ def _inputs_sha256(
     from compiler.check.golden import SAMPLES as GOLDEN_SAMPLES
     from compiler.check.report import versions
     from compiler.core.files import file_sha256, hash_json
-    from compiler.core.profiles import bundled_profiles_path
+    from compiler.core.profiles import bundled_catalog_path
     from compiler.core.records import CHECK_FORMAT
 
     files = {
         "rules": options.rules,
-        "skus": options.skus or bundled_profiles_path("skus.yaml"),
+        "skus": options.skus or bundled_catalog_path(),
         "profiles": options.profiles,
         "labels": options.labels,
     }

@@ -27,7 +27,10 @@ def build(
         Path, option("FILE", INPUTS, "Shape profiles YAML; every profile goes into each engine.", show_default=False)
     ],
     sku: Annotated[
-        list[str], option("SKU", TARGETS, "GPU SKU from profiles/skus.yaml; repeat for several.", show_default=False)
+        list[str],
+        option(
+            "SKU", TARGETS, "GPU SKU of the catalog (compiler/core/skus.yaml); repeat for several.", show_default=False
+        ),
     ],
     precision: Annotated[
         list[str], option(PRECISIONS, TARGETS, "Engine precision; repeat for several.", show_default=False)

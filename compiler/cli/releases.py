@@ -94,7 +94,12 @@ def pull(
     *,
     sku: Annotated[
         str,
-        option("SKU", TARGETS, "GPU SKU from profiles/skus.yaml, or auto for this machine's GPU.", show_default=False),
+        option(
+            "SKU",
+            TARGETS,
+            "GPU SKU of the catalog (compiler/core/skus.yaml), or auto for this machine's GPU.",
+            show_default=False,
+        ),
     ],
     precision: Annotated[str | None, option(PRECISIONS, TARGETS, "The precision (when it has several).")] = None,
     tensorrt_version: Annotated[

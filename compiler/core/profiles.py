@@ -151,13 +151,14 @@ def _describe_profile_error(exc: ValidationError, data: Any) -> str:
 def load_sku_catalog(path: str | Path | None = None) -> SkuCatalog:
     """The given catalog, or the one bundled with the package (works from any directory)."""
     if path is None:
-        with resources.as_file(resources.files("profiles") / "skus.yaml") as bundled:
+        with resources.as_file(resources.files("compiler.core") / "skus.yaml") as bundled:
             return load_yaml(bundled, SkuCatalog)
     return load_yaml(path, SkuCatalog)
 
 
-def bundled_profiles_path(name: str) -> Path:
-    return Path(str(resources.files("profiles") / name))
+def bundled_catalog_path() -> Path:
+    """The SKU catalog shipped inside the package (compiler/core/skus.yaml)."""
+    return Path(str(resources.files("compiler.core") / "skus.yaml"))
 
 
 def profiles_problem(path: str | Path, errors: list[str], hint: str = "") -> InvalidInput:

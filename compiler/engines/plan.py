@@ -98,7 +98,7 @@ def plan_builds(
     model, out = Path(model), Path(out)
     skus, precisions = ([names] if isinstance(names, str) else list(names) for names in (skus, precisions))
     if not skus:
-        raise InvalidInput("no --sku given; name at least one SKU from profiles/skus.yaml")
+        raise InvalidInput("no --sku given; name at least one SKU of the catalog (compiler/core/skus.yaml)")
     if not precisions:
         raise InvalidInput("no --precision given; choose from " + ", ".join(PRECISIONS))
     for precision in precisions:

@@ -11,10 +11,10 @@ import pytest
 import yaml
 
 from compiler.core.errors import InvalidInput
-from compiler.core.profiles import ProfileSet, bundled_profiles_path, load_profiles, load_sku_catalog, validate_profiles
+from compiler.core.profiles import ProfileSet, load_profiles, load_sku_catalog, validate_profiles
 from compiler.data.model import load_model
 from tests.support import synthetic
-from tests.support.cli import assert_clean_error, run_cli
+from tests.support.cli import REPO, assert_clean_error, run_cli
 
 TEXT = {"input_ids": ["B", "S"], "attention_mask": ["B", "S"]}
 """The inputs of a BERT-like model: two inputs sharing the symbolic dims B and S."""
@@ -319,7 +319,7 @@ def test_profiles_from_a_pipe_as_process_substitution_gives_them(digits_model, d
 
 
 def test_bundled_profiles_and_sku_catalog():
-    digits = load_profiles(bundled_profiles_path("digits.yaml"))
+    digits = load_profiles(REPO / "profiles" / "digits.yaml")
     assert [p.name for p in digits.profiles] == ["online", "batch"]
     assert validate_profiles(digits, {"image": ["B", 1, 8, 8]}) == []
     catalog = load_sku_catalog()

@@ -1,1 +1,0 @@
-"""Bundled data: the GPU SKU catalog (skus.yaml) and example shape profiles."""
