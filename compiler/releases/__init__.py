@@ -7,26 +7,13 @@ Modules: ``publish`` (immutable releases, staged parts of sharded ones), ``manif
 manifests and channel records), ``pull``, ``channels`` (promote), ``listing`` (ls).
 """
 
-import importlib
-from typing import Any
+from compiler.releases.channels import promote
+from compiler.releases.fetch import fetch_verified
+from compiler.releases.listing import list_store
+from compiler.releases.manifest import resolve
+from compiler.releases.pull import pull, select_engine
+from compiler.releases.verify import verify_release
 
-_API = {
-    "fetch_verified": "compiler.releases.fetch",
-    "list_store": "compiler.releases.listing",
-    "promote": "compiler.releases.channels",
-    "publish": "compiler.releases.publish",
-    "pull": "compiler.releases.pull",
-    "resolve": "compiler.releases.manifest",
-    "select_engine": "compiler.releases.pull",
-    "verify_release": "compiler.releases.verify",
-}
-"""Name -> the module that defines it, imported on first use (as Polygraphy's lazy importer does): a consumer that
-pulls imports neither publish nor what publishing needs (onnx), which an import-linter contract keeps."""
-
-__all__ = sorted(_API)
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _API:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(_API[name]), name)
+__all__ = ["fetch_verified", "list_store", "promote", "pull", "resolve", "select_engine", "verify_release"]
+"""The consumer's API, which an import-linter contract keeps free of onnx, onnxruntime and Polygraphy. The producer's
+``publish`` is :func:`compiler.releases.publish.publish`: importing it here would bring what publishing reads."""

@@ -17,8 +17,8 @@ from compiler.check.golden import write_golden
 from compiler.core.errors import CheckFailed
 from compiler.core.files import hash_json
 from compiler.core.records import GOLDEN_MAX_BYTES, BlobRef, GoldenRecord, GoldenTensor
-from compiler.releases import publish
 from compiler.releases.golden import load_golden
+from compiler.releases.publish import publish
 from tests.support.cli import assert_clean_error, run_cli
 from tests.support.serving import datacenter_copy
 

@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 from compiler.core.records import GOLDEN_MAX_BYTES
-from compiler.releases import publish, resolve
+from compiler.releases import resolve
 from compiler.releases.golden import pull_golden
+from compiler.releases.publish import publish
 from tests.support.cli import run_cli
 
 

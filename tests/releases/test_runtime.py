@@ -12,7 +12,8 @@ import pytest
 from compiler.core.errors import CheckFailed, InvalidInput
 from compiler.core.files import hash_json
 from compiler.core.runtimes import Runtime
-from compiler.releases import publish, pull, resolve, select_engine
+from compiler.releases import pull, resolve, select_engine
+from compiler.releases.publish import publish
 from tests.support.cli import assert_clean_error, run_cli
 
 
