@@ -93,12 +93,12 @@ class RemoteCache:
     def __init__(self, uri: str) -> None:
         from compiler.stores import open_store
 
+        self.read_only = _mode() == "read-only"
         try:
-            self.store = open_store(uri, create=True)
+            self.store = open_store(uri, create=not self.read_only)
         except CompileError as exc:  # said as the remote cache's, not --store's
             raise type(exc)(f"remote cache (--remote-cache, ${ENV} or the pipeline's cache:): {exc}") from None
         self.uri = self.store.uri
-        self.read_only = _mode() == "read-only"
         self.warnings: list[str] = []
         self._lock = threading.Lock()
         self._proven_damaged: set[tuple[str, str]] = set()
