@@ -35,19 +35,20 @@ def shared_place(request, tmp_path, monkeypatch) -> tuple[str, dict[str, str]]:
     return f"s3://{bucket}/place", env
 
 
-def _edit_entry(uri: str, kind: str, name: str, edit) -> str:
-    """Rewrite the one ``kind`` entry's index so that file ``name``'s record is ``edit(record)``, as anyone who can
-    write the cache can: the key."""
+def _edit_entries(uri: str, kind: str, name: str, edit) -> list[str]:
+    """Rewrite every ``kind`` entry's index so that file ``name``'s record is ``edit(record)``, as anyone who can
+    write the cache can: their keys."""
     from compiler.stores import open_store
 
     store = open_store(uri)
-    (key,) = store.entry_keys(kind)
-    index = json.loads(store.read_entry(kind, key))
-    index["files"][name] = edit(index["files"][name])
-    store.delete_entry(kind, key)
-    files = [(f["sha256"], f["size"]) for f in index["files"].values()]
-    assert store.create_entry(kind, key, json.dumps(index).encode(), files) is None
-    return key
+    keys = store.entry_keys(kind)
+    for key in keys:
+        index = json.loads(store.read_entry(kind, key))
+        index["files"][name] = edit(index["files"][name])
+        store.delete_entry(kind, key)
+        files = [(f["sha256"], f["size"]) for f in index["files"].values()]
+        assert store.create_entry(kind, key, json.dumps(index).encode(), files) is None
+    return keys
 
 
 def _release(pipeline: Path, work: Path, env: dict[str, str], place: str) -> dict:
@@ -56,11 +57,13 @@ def _release(pipeline: Path, work: Path, env: dict[str, str], place: str) -> dic
     return {**json.loads(result.stdout), "_stderr": result.stderr}
 
 
-def _assert_pullable_verified(place: str, env: dict[str, str], versions: list[str], tmp_path: Path) -> None:
-    """Every version's plan and golden inputs pull, verified, and the store's own check finds nothing wrong."""
-    for version in versions:
+def _assert_pullable_verified(place: str, env: dict[str, str], versions: dict[str, bool], tmp_path: Path) -> None:
+    """Every version's plan (and golden inputs, where ``versions`` says it has them) pulls, verified, and the
+    store's own check finds nothing wrong."""
+    for version, golden in versions.items():
         out = tmp_path / f"pulled-{version}" / "digits.plan"
         out.parent.mkdir()
+        args = ["--golden"] if golden else []
         pulled = run_cli(
             "pull",
             f"digits@{version}",
@@ -70,39 +73,91 @@ def _assert_pullable_verified(place: str, env: dict[str, str], versions: list[st
             place,
             "--out",
             out,
-            "--golden",
             "--no-cache",
+            *args,
             env=env,
         )
         assert pulled.exit_code == 0, pulled.stderr
-        assert out.with_name("golden.npz").is_file()
+        assert out.with_name("golden.npz").is_file() == golden
     verified = run_cli("ls", "--store", place, "--verify", env=env)
     assert verified.exit_code == 0, verified.stdout + verified.stderr
 
 
-@pytest.mark.parametrize(
-    "kind, name, lie",
-    [
-        ("checks", "golden.npz", lambda f: {**f, "size": 3}),
-        ("engines", "engine.plan", lambda f: {**f, "size": f["size"] - 1}),
-    ],
-    ids=["golden-size-3", "plan-size-off-by-one"],
-)
-def test_a_lying_index_on_a_shared_cache_and_store_leaves_every_release_pullable_verified(
-    shared_place, tmp_path, kind, name, lie
-):
+def _named_blobs(value: object) -> set[str]:
+    """Every digest a manifest names as a blob (the values of its ``sha256`` fields)."""
+    found: set[str] = set()
+    if isinstance(value, dict):
+        if isinstance(value.get("sha256"), str):
+            found.add(value["sha256"])
+        value = list(value.values())
+    if isinstance(value, list):
+        for item in value:
+            found |= _named_blobs(item)
+    return found
+
+
+def _release_blobs(place: str, env: dict[str, str], version: str) -> dict[str, object]:
+    """The blobs ``digits@version`` names, each with what would change if it were removed and put back (a folder's
+    inode and mtime; an S3 object's ETag and LastModified)."""
+    from compiler.stores import open_store
+
+    listing = run_cli("ls", f"digits@{version}", "--store", place, "--json", env=env)
+    digests = _named_blobs(json.loads(listing.stdout)["manifest"]["content"])
+    store = open_store(place)
+    present = sorted(d for d in digests if store.blob_size("", d) is not None)
+    if not place.startswith("s3://"):
+        return {
+            d: (lambda s: (s.st_ino, s.st_mtime_ns))(os.stat(Path(place) / "blobs" / "sha256" / d)) for d in present
+        }
+    head = store.client.head_object
+    return {
+        d: (lambda h: (h["ETag"], h["LastModified"]))(head(Bucket=store.bucket, Key=f"{store.prefix}blobs/sha256/{d}"))
+        for d in present
+    }
+
+
+def _golden_digest(uri: str) -> str:
+    from compiler.stores import open_store
+
+    store = open_store(uri)
+    (key,) = store.entry_keys("checks")
+    return json.loads(store.read_entry("checks", key))["files"]["golden.npz"]["sha256"]
+
+
+LIES = {
+    # the inspection's index names the release's golden.npz (as its inspect.json) with a size of 3
+    "golden-named-size-3": (
+        "inspections",
+        "inspect.json",
+        lambda place, f: {"sha256": _golden_digest(place), "size": 3},
+    ),
+    # the engine's index says its plan (the release's plan) is one byte shorter than it is
+    "plan-size-off-by-one": ("engines", "engine.plan", lambda place, f: {**f, "size": f["size"] - 1}),
+}
+
+
+@pytest.mark.parametrize("lie", list(LIES))
+def test_a_lying_index_on_a_shared_cache_and_store_leaves_every_release_pullable_verified(shared_place, tmp_path, lie):
     place, env = shared_place
+    kind, name, edit = LIES[lie]
     pipeline = _pipeline(tmp_path, targets={"rtx-5090": ["fp16"]}, calibration=None)
     _release(pipeline, tmp_path / "a", _runner(tmp_path, "a", env), place)
-    key = _edit_entry(place, kind, name, lie)
-    # runner B, an empty local cache, releases the next version through the same place
+    released = _release_blobs(place, env, "1.0.0")
+    keys = _edit_entries(place, kind, name, lambda record: edit(place, record))
+    # runner B, an empty local cache, releases the next version through the same place, checked without golden
+    # inputs (so nothing of its own puts back a golden blob the lie removed)
     again = _pipeline(
-        tmp_path, targets={"rtx-5090": ["fp16"]}, calibration=None, release={"name": "digits", "version": "1.0.1"}
+        tmp_path,
+        targets={"rtx-5090": ["fp16"]},
+        calibration=None,
+        check={},
+        release={"name": "digits", "version": "1.0.1"},
     )
     b = _release(again, tmp_path / "b", _runner(tmp_path, "b", env), place)
+    assert _release_blobs(place, env, "1.0.0") == released  # none removed, none put back
+    _assert_pullable_verified(place, env, {"1.0.0": True, "1.0.1": False}, tmp_path)
     (warning,) = b["warnings"]
-    assert f"{kind} entry {key[:12]} refused ({name}: its index records" in warning, warning
-    _assert_pullable_verified(place, env, ["1.0.0", "1.0.1"], tmp_path)
+    assert any(f"{kind} entry {key[:12]} refused ({name}: its index records" in warning for key in keys), warning
 
 
 def _build(model, profiles, sku: str, out: Path, cache: Path, remote: Path, *extra: str, env=None):
@@ -198,7 +253,7 @@ def test_a_read_only_runner_takes_entries_and_writes_nothing(digits_model, digit
     )
     assert json.loads(taken.stdout)["targets"][0]["cache"] == {"source": "remote", "reason": None}, taken.stderr
     # a damaged entry is refused and built here, and left where it is: a read-only runner removes nothing
-    key = _edit_entry(str(remote), "engines", "build.log", lambda f: {**f, "size": f["size"] + 1})
+    (key,) = _edit_entries(str(remote), "engines", "build.log", lambda f: {**f, "size": f["size"] + 1})
     before = sorted(str(p.relative_to(remote)) for p in remote.rglob("*"))
     refused = _build(
         digits_model, digits_profiles, "rtx-5090", tmp_path / "d", tmp_path / "cd", remote, "--json", env=read_only
