@@ -16,6 +16,7 @@ from compiler.cache.remote import Damaged, EntryIndex, RemoteCache, open_remote
 from compiler.core.errors import CompileError
 from compiler.core.files import hash_json, staging_folder
 from compiler.core.records import CacheOutcome, EngineRecord
+from compiler.data.skim import skim_inputs
 from compiler.engines.cache import ENGINE_FILES, BuildCache
 
 PREPARED_FP16 = "fp16.onnx"
@@ -123,20 +124,40 @@ def prepared_key(model_sha256: str) -> str:
     return hash_json({"prepared": "fp16", "model": model_sha256})
 
 
-def fetch_prepared(uri: str, model_sha256: str, converted: Path) -> bool:
-    """The FP16 conversion of the model from the remote, renamed into its place in the local cache when whole."""
+def fetch_prepared(uri: str, source: Path, model_sha256: str, converted: Path) -> bool:
+    """The FP16 conversion of the model ``source`` from the remote, renamed into its place in the local cache when
+    whole and a model of ``source``'s inputs (an entry of other bytes would stay in the local cache and fail every
+    build after)."""
     remote = open_remote(uri)
+    key = prepared_key(model_sha256)
     with staging_folder(converted.parent, "remote-fp16") as folder:
         try:
-            if remote.fetch("prepared", prepared_key(model_sha256), folder) is None:
+            if remote.fetch("prepared", key, folder) is None:
                 return False
+            if not _same_inputs(source, folder / PREPARED_FP16):
+                raise remote.damaged(
+                    "prepared", key, f"its {PREPARED_FP16} is no model with the inputs of {source.name}"
+                )
             (folder / PREPARED_FP16).replace(converted)
             return True
         except Damaged:
             return False
         except CompileError as exc:
-            remote.unreachable("prepared", prepared_key(model_sha256), exc)
+            remote.unreachable("prepared", key, exc)
             return False
+
+
+def _same_inputs(source: Path, fetched: Path) -> bool:
+    """Whether ``fetched`` is an ONNX model (read by the safe loader) whose inputs are ``source``'s. Only that can
+    be known without converting again: that it is the conversion is the cache writer's word (docs/ci-cache.md)."""
+    from compiler.data.model import load_model
+
+    try:
+        theirs = load_model(fetched, infer_shapes=False, check=False, digest=False).input_dims()
+        ours = skim_inputs(source) or load_model(source, infer_shapes=False, check=False, digest=False).input_dims()
+    except CompileError:
+        return False
+    return theirs == ours
 
 
 def send_prepared(uri: str, model_sha256: str, converted: Path) -> None:
