@@ -42,7 +42,7 @@ class CacheTier:
         """A fetched entry whose content the stage refused (its records contradict the key)."""
         assert self.remote is not None
         return CacheOutcome(
-            source="miss", reason="the remote entry was damaged", warning=str(self.remote.damaged(kind, key, why, []))
+            source="miss", reason="the remote entry was damaged", warning=str(self.remote.damaged(kind, key, why))
         )
 
     def send(

@@ -306,7 +306,7 @@ def builds(report: BuildReport) -> None:
                     t.sku,
                     t.precision,
                     status_text(t.status),
-                    "hit" if t.cache_hit else "miss",
+                    t.cache.source if t.cache else "hit" if t.cache_hit else "miss",
                     f"{t.seconds:.2f}",
                     t.errors[0] if t.errors else t.path,
                 ]

@@ -323,7 +323,7 @@ def _prepare(
     folder = _calibration_for(options.calibration, precision)
     if precision == Precision.FP16 and folder is None:
         converted = cache.root / "prepared" / model_sha / "fp16.onnx"
-        if not converted.is_file() and not (remote and fetch_prepared(remote, model_sha, converted)):
+        if not converted.is_file() and not (remote and fetch_prepared(remote, model, model_sha, converted)):
             from calibration import convert_fp16
 
             convert_fp16(model, converted)  # writes a staging file and renames it into place

@@ -139,7 +139,7 @@ def _from_caches(
         return hit.model_copy(update={"cache": CacheOutcome(source="hit")}), CacheOutcome(source="hit")
     if job.remote_cache is None:
         return None, _missed(job, cache, "not in the local cache")
-    outcome, warning = fetch_engine(job.remote_cache, job.cache_key, cache)
+    outcome, warning = fetch_engine(job, cache)
     if outcome.source == "remote" and (hit := _from_cache(job, staging, started, cache)) is not None:
         return hit.model_copy(update={"cache": outcome}), outcome
     outcome = _missed(job, cache, outcome.reason or "")
