@@ -53,7 +53,7 @@ def trusted_key(key: Path | str | None):
             "unset it to take releases without verifying their signature"
         )
     key = key or os.environ.get(VERIFY_KEY_ENV) or None
-    return load_public_key(Path(key), "--verify-key") if key else None
+    return load_public_key(key, "--verify-key") if key else None
 
 
 def require_signature(store: Store, resolved: Resolved, key) -> dict[str, Any]:
@@ -86,7 +86,7 @@ def require_signature(store: Store, resolved: Resolved, key) -> dict[str, Any]:
 def verify_release(
     store: str | Store,
     ref: str | Ref,
-    key_path: Path | None = None,
+    key_path: Path | str | None = None,
     *,
     identity: str | None = None,
     issuer: str | None = None,
@@ -151,7 +151,7 @@ def verify_release(
     )
 
 
-def trust_of(key_path: Path | None, identity: str | None, issuer: str | None):
+def trust_of(key_path: Path | str | None, identity: str | None, issuer: str | None):
     """What a release must be signed by: a public key, or a keyless identity and its issuer (exit 2 for any other
     combination, before any request)."""
     if key_path is not None and (identity is not None or issuer is not None):
@@ -159,7 +159,7 @@ def trust_of(key_path: Path | None, identity: str | None, issuer: str | None):
             "--key and --identity/--issuer: give one way to trust the signer, a public key or a keyless identity"
         )
     if key_path is not None:
-        return load_public_key(Path(key_path))
+        return load_public_key(key_path)
     if identity is None or issuer is None:
         raise InvalidInput(
             "give --key PUB.pem, or --identity and --issuer together for a keyless release"
