@@ -33,7 +33,7 @@ def signer_of(key: Path | str | None, reference: str | None = None, pipeline: Pa
     file path. ``$COMPILE_SIGN_KEY`` set but empty is refused (a secret that did not arrive must not publish
     unsigned), and a key file inside the pipeline's repository is refused: committed with the pipeline, it is no
     secret. No error prints a key value that may be key material (keyrefs.shown_key)."""
-    from compiler.releases.keyrefs import ENV_REFERENCE, is_reference, reference_signer, shown_key
+    from compiler.releases.keyrefs import ENV_REFERENCE, NOT_SHOWN, is_reference, reference_signer, shown_key
 
     if not key and os.environ.get(SIGN_KEY_ENV) == "":
         raise InvalidInput(
@@ -50,11 +50,12 @@ def signer_of(key: Path | str | None, reference: str | None = None, pipeline: Pa
         return None
     if is_reference(value):
         return reference_signer(value, role)
-    if pipeline is not None and not value.startswith(ENV_REFERENCE):
+    shown = shown_key(value, base)
+    if pipeline is not None and not value.startswith(ENV_REFERENCE) and shown != NOT_SHOWN:  # an existing file
         repository = repository_of(pipeline)
         if ((base / value) if base is not None else Path(value)).resolve().is_relative_to(repository):
             raise InvalidInput(
-                f"{role} {shown_key(value, base)}: inside the pipeline's repository {repository}, where a private "
+                f"{role} {shown}: inside the pipeline's repository {repository}, where a private "
                 "key is no secret; keep it outside (a CI secret written to a temporary file, or "
                 "signing.key: env://VAR)"
             )

@@ -26,7 +26,6 @@ SCHEMES = ("hsm:", "awskms:", "gcpkms:", "azurekms:", KEYLESS)
 ENV_REFERENCE = "env://"
 """``env://VAR``: the key's PEM is in ``$VAR`` (cosign's spelling), for a key option or a pipeline's signing.key."""
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
-REFERENCE_FORMS = "a PEM file's path, env://VAR, hsm:, awskms:, gcpkms:, azurekms: or sigstore:"
 NOT_SHOWN = "(a key value, not shown)"
 """How an error names a key value that is neither an existing file nor a key reference: it may be the key itself
 (a PEM, its base64 body, hex, a file's contents pasted), which is never printed."""

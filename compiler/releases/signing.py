@@ -14,7 +14,7 @@ from typing import Any
 
 from compiler.core.errors import CheckFailed, EnvironmentProblem, InvalidInput
 from compiler.core.files import NotRegularFile, read_regular
-from compiler.releases.keyrefs import ENV_REFERENCE, REFERENCE_FORMS, env_key, shown_key
+from compiler.releases.keyrefs import ENV_REFERENCE, env_key, shown_key
 
 BUNDLE = "application/vnd.dev.sigstore.bundle.v0.3+json"
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
@@ -33,7 +33,7 @@ def _read_key_file(path: Path, label: str) -> bytes:
     try:
         data = read_regular(path, MAX_KEY_BYTES)
     except FileNotFoundError:
-        raise InvalidInput(f"{label}: no such file, nor a key reference ({REFERENCE_FORMS}); {MAKE_KEY}") from None
+        raise InvalidInput(f"{label}: no such file (nor env://VAR); {MAKE_KEY}") from None
     except NotRegularFile:
         raise InvalidInput(f"{label}: not a regular file; give a PEM key file") from None
     except OSError as exc:
