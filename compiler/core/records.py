@@ -660,14 +660,14 @@ def read_record_bytes(path: Path, hint: str) -> bytes:
 def parse_record(raw: bytes, path: Path, kind: type[Record], hint: str) -> Record:
     """``raw`` validated as a ``kind`` of this version's format. The file must say its ``format_version`` itself:
     the model's default would pass a file of an older format (calibration.json 1 said ``format``) as current."""
-    import json
+    from compiler.core.jsonio import UnreadableJson, parse_json
 
     expected = kind.model_fields["format_version"].default
     readable = getattr(kind, "readable_formats", (expected,))
     try:
-        data = json.loads(raw)
-    except (ValueError, RecursionError) as exc:  # RecursionError: objects nested thousands deep
-        raise InvalidInput(f"{path}: not JSON of ours ({str(exc) or type(exc).__name__}); {hint}") from None
+        data = parse_json(raw, MAX_RECORD_BYTES)
+    except UnreadableJson as exc:
+        raise InvalidInput(f"{path}: not JSON of ours ({exc}); {hint}") from None
     version = data.get("format_version") if isinstance(data, dict) else None
     if isinstance(data, dict) and (isinstance(version, bool) or version not in readable):
         raise InvalidInput(

@@ -14,7 +14,9 @@ from typing import Any
 
 from compiler.core.errors import CheckFailed, EnvironmentProblem, InvalidInput
 from compiler.core.files import NotRegularFile, read_regular
+from compiler.core.jsonio import parse_json
 from compiler.releases.keyrefs import ENV_REFERENCE, env_key, shown_key
+from compiler.stores.base import MAX_ATTACHMENT_BYTES
 
 BUNDLE = "application/vnd.dev.sigstore.bundle.v0.3+json"
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
@@ -161,13 +163,15 @@ def open_bundle(data: bytes, what: str) -> tuple[Any, dict[str, Any]]:
     from securesystemslib.dsse import Envelope
 
     try:
-        bundle = json.loads(data)
+        bundle = parse_json(data, MAX_ATTACHMENT_BYTES)
+        if not isinstance(bundle, dict):
+            raise ValueError(f"a JSON {type(bundle).__name__}, not an object")
         if bundle.get("mediaType") != BUNDLE:
             raise ValueError(f"mediaType {str(bundle.get('mediaType'))[:80]!r}")
         envelope = Envelope.from_dict(bundle["dsseEnvelope"])
         if envelope.payload_type != PAYLOAD_TYPE:
             raise ValueError(f"payloadType {str(envelope.payload_type)[:80]!r}")
-        carried = json.loads(envelope.payload)
+        carried = parse_json(envelope.payload, MAX_ATTACHMENT_BYTES)
         if not isinstance(carried, dict) or carried.get("_type") != STATEMENT_TYPE:
             raise ValueError("no in-toto Statement v1 inside")
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
@@ -209,9 +213,10 @@ def verify(data: bytes, key, what: str) -> dict[str, Any]:
 
 def _keyless(data: bytes) -> bool:
     try:
-        material = json.loads(data).get("verificationMaterial")
-    except (ValueError, AttributeError):
+        bundle = parse_json(data, MAX_ATTACHMENT_BYTES)
+    except ValueError:
         return False
+    material = bundle.get("verificationMaterial") if isinstance(bundle, dict) else None
     return isinstance(material, dict) and ("certificate" in material or "x509CertificateChain" in material)
 
 

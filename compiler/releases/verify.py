@@ -9,7 +9,6 @@ writes anything, and the plans against the manifest as it fetches them.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import time
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from compiler.core.errors import CheckFailed, InvalidInput
+from compiler.core.jsonio import parse_json
 from compiler.core.records import Progress
 from compiler.releases.attest import RELEASE_SIGNATURE
 from compiler.releases.manifest import Resolved, resolve
@@ -190,9 +190,9 @@ def _provenance(data: bytes, key, what: str) -> tuple[dict[str, Any], bool]:
     """The statement of a stored provenance (a signed bundle, checked with ``key`` when given, or a plain
     statement) and whether it was signed."""
     try:
-        parsed = json.loads(data)
-    except ValueError:
-        raise CheckFailed(f"the provenance of {what} is not JSON") from None
+        parsed = parse_json(data, MAX_ATTACHMENT_BYTES)
+    except ValueError as exc:
+        raise CheckFailed(f"the provenance of {what} is not JSON we read ({exc})") from None
     if isinstance(parsed, dict) and parsed.get("mediaType") == BUNDLE:
         statement = (
             verify(data, key, f"the provenance of {what}")
