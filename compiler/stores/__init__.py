@@ -9,11 +9,18 @@ from __future__ import annotations
 from pathlib import Path
 
 from compiler.core.errors import EnvironmentProblem, InvalidInput
+from compiler.core.text import printable
 from compiler.stores.base import Ref, Store
 
 __all__ = ["DEFAULT_STORE", "Ref", "Store", "open_store"]
 
 DEFAULT_STORE = "./artifacts"
+CREDENTIALS = {
+    "s3": "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE (docs/store.md)",
+    "oci": "log in with `docker login HOST` or set DOCKER_CONFIG",
+    "oci+http": "log in with `docker login HOST` or set DOCKER_CONFIG",
+}
+"""Where each store's credentials go instead of its URI."""
 SCHEMES = ("file://", "s3://", "oci://", "oci+http://")
 
 
@@ -25,6 +32,12 @@ def open_store(uri: str | Store, *, create: bool = False) -> Store:
         return uri
     if not isinstance(uri, str) or not uri.strip() or "\0" in uri:
         raise InvalidInput("--store: give a folder, file://PATH, s3://BUCKET/PREFIX or oci://HOST/REPOSITORY")
+    scheme, separator, rest = uri.partition("://")
+    if separator and "@" in rest.split("/", 1)[0]:  # user:password@host, in any scheme: never echoed
+        raise InvalidInput(
+            f"store {printable(scheme)[:20]}://...: credentials do not go in the URI (they would show in logs); "
+            + CREDENTIALS.get(scheme, "nor is this a store's scheme: use a folder, file://, s3:// or oci://")
+        )
     if uri.startswith("s3://"):
         from compiler.stores.s3 import S3Store
 
