@@ -53,7 +53,7 @@ def _sha256(value: str) -> str:
 
 Sha256 = Annotated[str, AfterValidator(_sha256)]
 """A content digest; it becomes a key (``blobs/sha256/<digest>``) and a file name."""
-ByteSize = Annotated[int, Field(ge=0, lt=2**63)]
+ByteSize = Annotated[StrictInt, Field(ge=0, lt=2**63)]
 """A file's size: what a filesystem, S3 or a registry can hold (a 10**4000 in a manifest is not a size)."""
 SkuName = Annotated[str, AfterValidator(_sku_name)]
 """A SKU as records name it; it becomes a folder and file name (build folders, Triton plan files)."""
