@@ -427,6 +427,13 @@ def _prove_build(model: Path, dataset, indices, source, precision: str):
     return proof.detail, proof.reformats
 
 
+def check_exclude(model: str | Path, names: tuple[str, ...]) -> None:
+    """Refuse (exit 2) an ``--exclude`` value that names neither a node nor an op type of ``model``, as
+    :func:`calibrate` does, without calibrating (``compile release --dry-run``)."""
+    source = load_model(model)
+    _resolve_exclude(source.proto, names, source.path)
+
+
 def _resolve_exclude(proto, names: tuple[str, ...], path: Path) -> tuple[frozenset[str], frozenset[str]]:
     """``--exclude`` values as (node names, op types) of the model; one that is neither is refused, named."""
     nodes = {node.name for node in proto.graph.node if node.name}
@@ -497,4 +504,4 @@ def _with_gates(result: CalibrationResult, limits: dict[str, float | None], reus
     return result.model_copy(update={"gates": checked, "passed": all(g.passed for g in checked), "reused": reused})
 
 
-__all__ = ["CalibrationResult", "TensorRange", "calibrate", "convert_fp16"]
+__all__ = ["CalibrationResult", "TensorRange", "calibrate", "check_exclude", "convert_fp16"]

@@ -83,6 +83,24 @@ def configured(uri: str | None) -> str | None:
     return chosen.strip() or None if chosen is not None else None
 
 
+def check_remote_uri(uri: str | None) -> None:
+    """Refuse the remote cache's URI (``uri``, else $COMPILE_REMOTE_CACHE) as opening it would (a scheme no store
+    has, credentials in it: exit 2), without creating a folder or sending a request."""
+    chosen = configured(uri)
+    if chosen is not None and "://" in chosen and not chosen.startswith("file://"):
+        _remote_store(chosen, create=False)  # the URI's syntax and backend (nothing is sent)
+
+
+def _remote_store(uri: str, create: bool):
+    """The store behind the remote cache, its errors said as the remote cache's, not --store's."""
+    from compiler.stores import open_store
+
+    try:
+        return open_store(uri, create=create)
+    except CompileError as exc:
+        raise type(exc)(f"remote cache (--remote-cache, ${ENV} or the pipeline's cache:): {exc}") from None
+
+
 @lru_cache(maxsize=8)
 def open_remote(uri: str) -> RemoteCache:
     """One RemoteCache per URI in a process (its store's connections are kept)."""
@@ -91,13 +109,8 @@ def open_remote(uri: str) -> RemoteCache:
 
 class RemoteCache:
     def __init__(self, uri: str) -> None:
-        from compiler.stores import open_store
-
         self.read_only = _mode() == "read-only"
-        try:
-            self.store = open_store(uri, create=not self.read_only)
-        except CompileError as exc:  # said as the remote cache's, not --store's
-            raise type(exc)(f"remote cache (--remote-cache, ${ENV} or the pipeline's cache:): {exc}") from None
+        self.store = _remote_store(uri, create=not self.read_only)
         self.uri = self.store.uri
         self.warnings: list[str] = []
         self._lock = threading.Lock()

@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from compiler.cache.remote import KIND_FILES
+from compiler.core.jsonio import parse_json
+from compiler.core.records import MAX_RECORD_BYTES
 from compiler.stores import Store
 from compiler.stores.base import Unsupported
 
@@ -156,6 +158,6 @@ def sweep_blobs(
 def _mark_time(store: Store, key: str, count: Callable[[], None]) -> float:
     count()
     try:
-        return float(json.loads(store.read_entry(MARKS, key) or b"{}").get("at", 0))
+        return float(parse_json(store.read_entry(MARKS, key) or b"{}", MAX_RECORD_BYTES).get("at", 0))
     except (ValueError, TypeError, AttributeError):
         return 0.0  # a damaged mark: as old as can be, so the blob is judged by its own age

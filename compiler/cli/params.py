@@ -51,18 +51,19 @@ SignKeyOption = Annotated[
         "KEY",
         INPUTS,
         "Sign the release with this private key (EC P-256 or "
-        "Ed25519 PEM), an HSM or KMS key URI (hsm:, awskms:, gcpkms:, azurekms:) "
+        "Ed25519 PEM, a file or env://VAR), an HSM or KMS key URI (hsm:, awskms:, gcpkms:, azurekms:) "
         "or sigstore: for keyless CI signing; default $COMPILE_SIGN_KEY.",
         envvar="COMPILE_SIGN_KEY",
         show_default=False,
     ),
 ]
 VerifyKeyOption = Annotated[
-    Path | None,
+    str | None,  # not Path: it would turn env://VAR into env:/VAR
     option(
         "PUB.pem",
         INPUTS,
-        "Refuse a release not signed by this public key (before anything is written); default $COMPILE_VERIFY_KEY.",
+        "Refuse a release not signed by this public key (a PEM file or env://VAR; checked before anything is "
+        "written); default $COMPILE_VERIFY_KEY.",
         envvar="COMPILE_VERIFY_KEY",
         show_default=False,
     ),

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from contextlib import nullcontext
-from pathlib import Path
 from typing import Annotated
 
 from compiler.cli import render, render_releases
@@ -22,8 +21,13 @@ def verify(
     release: ReleaseArgument,
     *,
     key: Annotated[
-        Path | None,
-        option("PUB.pem", INPUTS, "The publisher's public key (EC P-256 or Ed25519 PEM).", show_default=False),
+        str | None,  # not Path: it would turn env://VAR into env:/VAR
+        option(
+            "PUB.pem",
+            INPUTS,
+            "The publisher's public key (EC P-256 or Ed25519 PEM, a file or env://VAR).",
+            show_default=False,
+        ),
     ] = None,
     identity: Annotated[
         str | None,

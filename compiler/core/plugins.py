@@ -24,11 +24,20 @@ class StoreKind:
     """A folder on this machine (staging for sharded releases, cache and store in one place)."""
     extra: str | None = None
     """The pip extra that installs its client; None when the core dependencies do."""
+    credentials: str = ""
+    """Where its credentials go (never in the URI, where logs would show them)."""
 
 
 STORES = (
     StoreKind("folder", ("file://",), "compiler.stores.local", "LocalStore", "a folder", local=True),
-    StoreKind("s3", ("s3://",), "compiler.stores.s3", "S3Store", "s3://BUCKET/PREFIX"),
+    StoreKind(
+        "s3",
+        ("s3://",),
+        "compiler.stores.s3",
+        "S3Store",
+        "s3://BUCKET/PREFIX",
+        credentials="set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE (docs/store.md)",
+    ),
     StoreKind(
         "oci",
         ("oci://", "oci+http://"),
@@ -36,6 +45,7 @@ STORES = (
         "OciStore",
         "oci://HOST/REPOSITORY",
         note="oci+http:// for a plain-HTTP registry",
+        credentials="log in with `docker login HOST` or set DOCKER_CONFIG",
     ),
 )
 

@@ -14,11 +14,11 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, TypeVar
 
-from pydantic import AfterValidator, BaseModel, Field, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, Field, StrictInt, ValidationError, model_validator
 
 from compiler.core.errors import InvalidInput
 from compiler.core.files import NotRegularFile, read_regular
-from compiler.core.profiles import ShapeProfile
+from compiler.core.profiles import MAX_DIM, ShapeProfile
 from compiler.core.runtimes import FAMILY_NAMES, PLAN_MAGIC, Runtime, runtime_of
 
 Progress = Callable[[str, int, int], None]
@@ -53,7 +53,7 @@ def _sha256(value: str) -> str:
 
 Sha256 = Annotated[str, AfterValidator(_sha256)]
 """A content digest; it becomes a key (``blobs/sha256/<digest>``) and a file name."""
-ByteSize = Annotated[int, Field(ge=0, lt=2**63)]
+ByteSize = Annotated[StrictInt, Field(ge=0, lt=2**63)]
 """A file's size: what a filesystem, S3 or a registry can hold (a 10**4000 in a manifest is not a size)."""
 SkuName = Annotated[str, AfterValidator(_sku_name)]
 """A SKU as records name it; it becomes a folder and file name (build folders, Triton plan files)."""
@@ -495,6 +495,11 @@ class ReleaseCheck(BaseModel):
     """Checks by status (ok, failed, skipped)."""
 
 
+ModelDim = Annotated[StrictInt, Field(ge=-1, le=MAX_DIM)]
+"""A fixed dim of a model's tensor as a manifest records it (-1: dynamic, as some exporters write it), no larger
+than TensorRT takes: a manifest holding 10**100 is damaged (a Triton config's dims are int64)."""
+
+
 class TensorSignature(BaseModel):
     """One input or output of the model, as a server declares it (the engine's I/O: conversion and calibration
     keep the model's I/O types)."""
@@ -502,7 +507,7 @@ class TensorSignature(BaseModel):
     name: str
     dtype: str
     """numpy's name of the type (float32, int64), as ``compile inspect`` shows it."""
-    shape: list[int | str | None] | None
+    shape: list[ModelDim | str | None] | None
     """A str entry is a symbolic dim, None an unknown one; None when the rank is unknown."""
 
 
@@ -515,7 +520,7 @@ GOLDEN_MAX_BYTES = 16 << 20
 class GoldenTensor(BaseModel):
     name: str
     dtype: str
-    shape: list[int]
+    shape: list[Annotated[int, Field(ge=0, le=MAX_DIM)]]
     """The samples on axis 0, then the tensor's own dims."""
 
 
@@ -660,14 +665,14 @@ def read_record_bytes(path: Path, hint: str) -> bytes:
 def parse_record(raw: bytes, path: Path, kind: type[Record], hint: str) -> Record:
     """``raw`` validated as a ``kind`` of this version's format. The file must say its ``format_version`` itself:
     the model's default would pass a file of an older format (calibration.json 1 said ``format``) as current."""
-    import json
+    from compiler.core.jsonio import UnreadableJson, parse_json
 
     expected = kind.model_fields["format_version"].default
     readable = getattr(kind, "readable_formats", (expected,))
     try:
-        data = json.loads(raw)
-    except (ValueError, RecursionError) as exc:  # RecursionError: objects nested thousands deep
-        raise InvalidInput(f"{path}: not JSON of ours ({str(exc) or type(exc).__name__}); {hint}") from None
+        data = parse_json(raw, MAX_RECORD_BYTES)
+    except UnreadableJson as exc:
+        raise InvalidInput(f"{path}: not JSON of ours ({exc}); {hint}") from None
     version = data.get("format_version") if isinstance(data, dict) else None
     if isinstance(data, dict) and (isinstance(version, bool) or version not in readable):
         raise InvalidInput(

@@ -105,7 +105,7 @@ def release(
     published: dict[str, object] = {}
     jobs = [job for job in plan.jobs if only_sku in (None, job.sku)]
     if dry_run:
-        run.stage("validate", lambda: _validate(pipeline, plan))
+        run.stage("validate", lambda: _validate(pipeline, plan, uri))
     elif finalize:
         run.stage("finalize", lambda: _finalize(pipeline, plan, published, signer))
     else:
@@ -217,8 +217,10 @@ def _build_and_publish(
     run.stage("stage" if only_sku else "publish", publish_step)
 
 
-def _validate(pipeline: LoadedPipeline, plan: ReleasePlan) -> str:
-    """Everything a release would read, without building: the model and profiles, the data, the rules."""
+def _validate(pipeline: LoadedPipeline, plan: ReleasePlan, remote_cache: str | None) -> str:
+    """Everything a release would read and refuse, without building or sending anything: the model and profiles,
+    the data, the rules, the store's and remote cache's URIs, the exclusions."""
+    from compiler.cache.remote import check_remote_uri
     from compiler.stores import open_store
 
     _inspect(pipeline)
@@ -228,6 +230,11 @@ def _validate(pipeline: LoadedPipeline, plan: ReleasePlan) -> str:
             raise InvalidInput(f"{pipeline.path}: {path} does not exist")
     if "://" in spec.store and not spec.store.startswith("file://"):
         open_store(spec.store)  # the URI's syntax and backend (nothing is sent)
+    check_remote_uri(remote_cache)
+    if _calibrated(pipeline, plan.jobs) and spec.calibration.exclude:
+        from calibration.api import check_exclude
+
+        check_exclude(spec.model, spec.calibration.exclude)  # the model's node names: no calibration needed
     jobs = "; ".join(
         f"{job.sku} ({job.backend}): {', '.join(job.precisions)} on {', '.join(job.runs_on)}" for job in plan.jobs
     )
@@ -256,18 +263,25 @@ def _inspect(pipeline: LoadedPipeline, run: _Run | None = None) -> str:
     )
 
 
+def _calibrated(pipeline: LoadedPipeline, jobs) -> list[str]:
+    """The precisions the release calibrates (or converts with exclusions) for ``jobs``; exit 2 when they need a
+    calibration section the pipeline lacks."""
+    targets = {p for job in jobs for p in job.precisions}
+    wanted = sorted(p for p in targets if Precision(p).calibrated)
+    c = pipeline.spec.calibration
+    if wanted and c is None:
+        raise InvalidInput(f"{pipeline.path}: {', '.join(wanted)} targets need a calibration section (data)")
+    if c is not None and Precision.FP16 in targets and (c.fallback or c.exclude):
+        wanted.append(Precision.FP16.value)  # converted here, so its exclusions and fallback apply to the build
+    return wanted
+
+
 def _calibrate(run: _Run, pipeline: LoadedPipeline, jobs, work: Path, calibrations: dict[str, Path]) -> str:
     from calibration import calibrate
     from compiler.core.options import CalibrationOptions
 
     spec = pipeline.spec
-    targets = {p for job in jobs for p in job.precisions}
-    wanted = sorted(p for p in targets if Precision(p).calibrated)
-    c = spec.calibration
-    if wanted and c is None:
-        raise InvalidInput(f"{pipeline.path}: {', '.join(wanted)} targets need a calibration section (data)")
-    if c is not None and Precision.FP16 in targets and (c.fallback or c.exclude):
-        wanted.append(Precision.FP16.value)  # converted here, so its exclusions and fallback apply to the build
+    wanted, c = _calibrated(pipeline, jobs), spec.calibration
     if not wanted:
         return "skipped: no int8 or fp8 target"
     done = []

@@ -18,51 +18,48 @@ from compiler.core.errors import Conflict, InvalidInput
 from compiler.core.records import ReleaseContent
 from compiler.releases.manifest import damaged, holds
 from compiler.releases.provenance import BuildContext, provenance_statement
-from compiler.releases.signing import load_signer, sign, signer_from_pem, statement
+from compiler.releases.signing import load_signer, sign, statement
 from compiler.stores import Store
 
 RELEASE_SIGNATURE = "https://trt-compile.dev/release-signature/v1"
 """The predicate of a release's signature statement: its subject is the manifest's bytes by sha256."""
 SIGN_KEY_ENV = "COMPILE_SIGN_KEY"
-ENV_REFERENCE = "env://"
-"""A pipeline's ``signing.key: env://VAR``: the key's PEM is in ``$VAR`` (cosign's spelling)."""
 
 
 def signer_of(key: Path | str | None, reference: str | None = None, pipeline: Path | None = None):
     """The signer for a publish, None for an unsigned release: ``--sign-key`` (else ``$COMPILE_SIGN_KEY``), else
-    the pipeline's ``signing.key`` reference (``env://VAR``: the PEM a CI secret put in ``$VAR``; an HSM, KMS or
-    ``sigstore:`` keyless URI, :mod:`compiler.releases.keyrefs`; else a file path, relative to the pipeline). A key
-    file inside the pipeline's repository is refused: committed with the pipeline, it is no secret."""
-    from compiler.releases.keyrefs import is_reference, reference_signer
+    the pipeline's ``signing.key`` reference, relative to the pipeline. Each may be ``env://VAR`` (the PEM a CI
+    secret put in ``$VAR``), an HSM, KMS or ``sigstore:`` keyless URI (:mod:`compiler.releases.keyrefs`), or a
+    file path. ``$COMPILE_SIGN_KEY`` set but empty is refused (a secret that did not arrive must not publish
+    unsigned), and a key file inside the pipeline's repository is refused: committed with the pipeline, it is no
+    secret. No error prints a key value that may be key material (keyrefs.shown_key)."""
+    from compiler.releases.keyrefs import ENV_REFERENCE, NOT_SHOWN, is_reference, reference_signer, shown_key
 
+    if not key and os.environ.get(SIGN_KEY_ENV) == "":
+        raise InvalidInput(
+            f"${SIGN_KEY_ENV} is set but empty; give the signing key there (a PEM file's path, env://VAR, an HSM "
+            "or KMS key URI, or sigstore:), or unset it to publish unsigned"
+        )
     role = "--sign-key" if key else f"${SIGN_KEY_ENV}"
-    key = key or os.environ.get(SIGN_KEY_ENV) or None
-    if is_reference(key):
-        return reference_signer(key, role)
-    if key is None and is_reference(reference):
-        return reference_signer(reference, f"{pipeline}: signing.key")
-    if key is None and reference is not None and reference.startswith(ENV_REFERENCE):
-        variable = reference[len(ENV_REFERENCE) :]
-        material = os.environ.get(variable)
-        if not material:
-            raise InvalidInput(
-                f"{pipeline}: signing.key {reference}: ${variable} is not set; put the PEM key there from a CI secret"
-            )
-        return signer_from_pem(material.encode(), f"{pipeline}: signing.key {reference}")
-    if key is None and reference is not None:
-        key, role = (pipeline.parent if pipeline else Path()) / reference, f"{pipeline}: signing.key"
-    if key is None:
+    value = str(key or os.environ.get(SIGN_KEY_ENV) or "") or None
+    base = None
+    if value is None and reference is not None:
+        value, role = reference, f"{pipeline}: signing.key"
+        base = pipeline.parent if pipeline is not None else Path()
+    if value is None:
         return None
-    path = Path(key)
-    if pipeline is not None:
+    if is_reference(value):
+        return reference_signer(value, role)
+    shown = shown_key(value, base)
+    if pipeline is not None and not value.startswith(ENV_REFERENCE) and shown != NOT_SHOWN:  # an existing file
         repository = repository_of(pipeline)
-        if path.resolve().is_relative_to(repository):
+        if ((base / value) if base is not None else Path(value)).resolve().is_relative_to(repository):
             raise InvalidInput(
-                f"signing key {path}: inside the pipeline's repository {repository}, where a private "
+                f"{role} {shown}: inside the pipeline's repository {repository}, where a private "
                 "key is no secret; keep it outside (a CI secret written to a temporary file, or "
                 "signing.key: env://VAR)"
             )
-    return load_signer(path, role)
+    return load_signer(value, role, base)
 
 
 def repository_of(pipeline: Path) -> Path:

@@ -10,11 +10,12 @@ malformed bundle, bad options) is refused before any request.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from compiler.core.errors import CheckFailed, EnvironmentProblem, InvalidInput
+from compiler.core.jsonio import parse_json
 from compiler.core.text import redacted_reason
+from compiler.stores.base import MAX_ATTACHMENT_BYTES
 
 BUNDLE_PREFIX = "application/vnd.dev.sigstore.bundle"
 INSTALL = "install compile's [sigstore] extra (sigstore==4.5.1)"
@@ -98,7 +99,7 @@ class KeylessIdentity:
         """The statement of a keyless bundle whose certificate names this identity and issuer; CheckFailed for
         a key-signed, malformed or other identity's bundle; exit 3 when Sigstore's trust root cannot be had."""
         try:
-            parsed = json.loads(data)
+            parsed = parse_json(data, MAX_ATTACHMENT_BYTES)
             material = parsed.get("verificationMaterial") if isinstance(parsed, dict) else None
         except ValueError:
             parsed = material = None
@@ -133,6 +134,6 @@ class KeylessIdentity:
         if kind != payload_type:
             raise CheckFailed(f"{what}: its envelope carries {str(kind)[:80]}, not an in-toto statement")
         try:
-            return json.loads(payload)
+            return parse_json(payload, MAX_ATTACHMENT_BYTES)
         except ValueError:
             raise CheckFailed(f"{what}: its statement is not JSON") from None

@@ -23,6 +23,12 @@ PKCS11_ENV = "PYKCS11LIB"
 KEYLESS = "sigstore:"
 """Sigstore keyless signing with the CI's ambient OIDC identity (compiler.releases.keyless)."""
 SCHEMES = ("hsm:", "awskms:", "gcpkms:", "azurekms:", KEYLESS)
+ENV_REFERENCE = "env://"
+"""``env://VAR``: the key's PEM is in ``$VAR`` (cosign's spelling), for a key option or a pipeline's signing.key."""
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+NOT_SHOWN = "(a key value, not shown)"
+"""How an error names a key value that is neither an existing file nor a key reference: it may be the key itself
+(a PEM, its base64 body, hex, a file's contents pasted), which is never printed."""
 SHAPES = {
     "hsm": (
         re.compile(r"hsm:(?P<keyid>\d{1,9})?(\?label=(?P<label>[A-Za-z0-9%+._-]{1,128}))?"),
@@ -64,6 +70,37 @@ EXTRAS = {
 def is_reference(value: str | Path | None) -> bool:
     """Whether a ``--sign-key`` value names a key by URI rather than a PEM file."""
     return isinstance(value, str) and value.startswith(SCHEMES)
+
+
+def shown_key(value: str | Path, base: Path | None = None) -> str:
+    """How an error names a key given as ``value`` (a path relative to ``base`` when given): a key reference
+    (a known scheme, ``env://`` included) or an existing file as written; anything else as :data:`NOT_SHOWN`,
+    since it may be the key itself."""
+    from compiler.core.text import printable
+
+    text = str(value)
+    if is_reference(text) or text.startswith(ENV_REFERENCE):
+        return _shown(text)
+    try:
+        exists = os.path.lexists((base / value) if base is not None else value)
+    except (OSError, ValueError):  # a name too long for the file system, a NUL byte: no file
+        exists = False
+    return printable(text) if exists else NOT_SHOWN
+
+
+def env_key(value: str, label: str) -> bytes:
+    """The PEM an ``env://VAR`` key value names, from ``$VAR`` (exit 2 when the name is no variable's or the
+    variable is unset or empty: a CI secret that did not arrive)."""
+    variable = value[len(ENV_REFERENCE) :]
+    if not ENV_NAME.fullmatch(variable):
+        raise InvalidInput(f"{label}: after env:// give an environment variable's name (env://RELEASE_KEY)")
+    material = os.environ.get(variable)
+    if not material:
+        raise InvalidInput(
+            f"{label}: ${variable} is {'empty' if material == '' else 'not set'}; put the PEM key there from a "
+            "CI secret"
+        )
+    return material.encode()
 
 
 def shape_problem(value: str) -> str | None:

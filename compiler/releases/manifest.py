@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import getpass
 import hashlib
-import json
 import os
 import socket
 import time
@@ -15,7 +14,15 @@ from pydantic import BaseModel
 
 from compiler.core.errors import CheckFailed, Conflict, InvalidInput
 from compiler.core.files import hash_json
-from compiler.core.records import ChannelRecord, Provenance, ReleaseManifest, YankRecord, parse_record
+from compiler.core.jsonio import parse_json
+from compiler.core.records import (
+    MAX_RECORD_BYTES,
+    ChannelRecord,
+    Provenance,
+    ReleaseManifest,
+    YankRecord,
+    parse_record,
+)
 from compiler.core.text import printable
 from compiler.stores import Store, open_store
 from compiler.stores.base import CHANNEL, VERSION, Ref, manifest_key, yank_key
@@ -57,7 +64,8 @@ def parse_manifest(data: bytes, store: Store, name: str, version: str) -> Releas
         raise damaged(store, key, str(exc).removeprefix(f"{key}: ")) from None
     if (manifest.content.name, manifest.content.version) != (name, version):
         raise damaged(store, key, f"it describes {manifest.content.name}@{manifest.content.version}")
-    if hash_json(json.loads(data)["content"]) != manifest.content_sha256:  # as published, in any format
+    published = parse_json(data, MAX_RECORD_BYTES)["content"]  # as published, in any format
+    if hash_json(published) != manifest.content_sha256:
         raise damaged(store, key, "its content does not hash to its content_sha256: edited after publishing")
     return manifest
 

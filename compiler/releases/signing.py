@@ -14,6 +14,9 @@ from typing import Any
 
 from compiler.core.errors import CheckFailed, EnvironmentProblem, InvalidInput
 from compiler.core.files import NotRegularFile, read_regular
+from compiler.core.jsonio import parse_json
+from compiler.releases.keyrefs import ENV_REFERENCE, env_key, shown_key
+from compiler.stores.base import MAX_ATTACHMENT_BYTES
 
 BUNDLE = "application/vnd.dev.sigstore.bundle.v0.3+json"
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
@@ -27,19 +30,28 @@ MAKE_KEY = (
 )
 
 
-def _read_key_file(path: Path, role: str) -> bytes:
+def _read_key_file(path: Path, label: str) -> bytes:
     """At most MAX_KEY_BYTES + 1 bytes of a regular file (a FIFO or device is refused without blocking on it)."""
     try:
         data = read_regular(path, MAX_KEY_BYTES)
     except FileNotFoundError:
-        raise InvalidInput(f"{role} {path}: no such file; {MAKE_KEY}") from None
+        raise InvalidInput(f"{label}: no such file (nor env://VAR); {MAKE_KEY}") from None
     except NotRegularFile:
-        raise InvalidInput(f"{role} {path}: not a regular file; give a PEM key file") from None
+        raise InvalidInput(f"{label}: not a regular file; give a PEM key file") from None
     except OSError as exc:
-        raise InvalidInput(f"{role} {path}: cannot read it ({exc.strerror or exc})") from None
+        raise InvalidInput(f"{label}: cannot read it ({exc.strerror or type(exc).__name__})") from None
     if len(data) > MAX_KEY_BYTES:
-        raise InvalidInput(f"{role} {path}: over {MAX_KEY_BYTES // 1024} KiB, not a PEM key; {MAKE_KEY}")
+        raise InvalidInput(f"{label}: over {MAX_KEY_BYTES // 1024} KiB, not a PEM key; {MAKE_KEY}")
     return data
+
+
+def key_bytes(value: str | Path, role: str, base: Path | None = None) -> tuple[bytes, str]:
+    """The PEM bytes a key option or field names (``env://VAR``, else a file, relative to ``base`` when given)
+    and the label its errors name it by, which never holds key material (keyrefs.shown_key)."""
+    label = f"{role} {shown_key(value, base)}"
+    if str(value).startswith(ENV_REFERENCE):
+        return env_key(str(value), label), label
+    return _read_key_file((base / value) if base is not None else Path(value), label), label
 
 
 def _accepted(key: Any, label: str) -> Any:
@@ -57,9 +69,10 @@ def _accepted(key: Any, label: str) -> Any:
     raise InvalidInput(f"{label}: a {kind} key; only EC P-256 or Ed25519 keys are accepted; {MAKE_KEY}")
 
 
-def load_signer(path: Path, role: str = "--sign-key"):
-    """The signer of a private key file (EC P-256 or Ed25519, unencrypted PEM as openssl writes it)."""
-    return signer_from_pem(_read_key_file(path, role), f"{role} {path}")
+def load_signer(value: str | Path, role: str = "--sign-key", base: Path | None = None):
+    """The signer of a private key file or ``env://VAR`` (EC P-256 or Ed25519, unencrypted PEM as openssl writes
+    it)."""
+    return signer_from_pem(*key_bytes(value, role, base))
 
 
 def signer_from_pem(data: bytes, label: str):
@@ -84,22 +97,23 @@ def signer_from_pem(data: bytes, label: str):
     return CryptoSigner(_accepted(key, label))
 
 
-def load_public_key(path: Path, role: str = "--key"):
-    """The public key of a PEM file (EC P-256 or Ed25519), as securesystemslib verifies with it."""
+def load_public_key(value: str | Path, role: str = "--key"):
+    """The public key of a PEM file or ``env://VAR`` (EC P-256 or Ed25519), as securesystemslib verifies with
+    it."""
     from cryptography.hazmat.primitives.serialization import load_pem_public_key
     from securesystemslib.signer import SSlibKey
 
-    data = _read_key_file(path, role)
+    data, label = key_bytes(value, role)
     try:
         key = load_pem_public_key(data)
     except Exception as exc:  # cryptography raises ValueError or UnsupportedAlgorithm
         if b"PRIVATE KEY" in data:
             raise InvalidInput(
-                f"{role} {path}: a private key; give its public half (`openssl pkey -in KEY -pubout "
+                f"{label}: a private key; give its public half (`openssl pkey -in KEY -pubout "
                 "-out release.pub`): verifying hosts never hold the private key"
             ) from None
-        raise InvalidInput(f"{role} {path}: not a PEM public key ({type(exc).__name__}); {MAKE_KEY}") from None
-    return SSlibKey.from_crypto(_accepted(key, f"{role} {path}"))
+        raise InvalidInput(f"{label}: not a PEM public key ({type(exc).__name__}); {MAKE_KEY}") from None
+    return SSlibKey.from_crypto(_accepted(key, label))
 
 
 def statement(subjects: list[dict[str, Any]], predicate_type: str, predicate: dict[str, Any]) -> dict[str, Any]:
@@ -149,13 +163,15 @@ def open_bundle(data: bytes, what: str) -> tuple[Any, dict[str, Any]]:
     from securesystemslib.dsse import Envelope
 
     try:
-        bundle = json.loads(data)
+        bundle = parse_json(data, MAX_ATTACHMENT_BYTES)
+        if not isinstance(bundle, dict):
+            raise ValueError(f"a JSON {type(bundle).__name__}, not an object")
         if bundle.get("mediaType") != BUNDLE:
             raise ValueError(f"mediaType {str(bundle.get('mediaType'))[:80]!r}")
         envelope = Envelope.from_dict(bundle["dsseEnvelope"])
         if envelope.payload_type != PAYLOAD_TYPE:
             raise ValueError(f"payloadType {str(envelope.payload_type)[:80]!r}")
-        carried = json.loads(envelope.payload)
+        carried = parse_json(envelope.payload, MAX_ATTACHMENT_BYTES)
         if not isinstance(carried, dict) or carried.get("_type") != STATEMENT_TYPE:
             raise ValueError("no in-toto Statement v1 inside")
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
@@ -197,9 +213,10 @@ def verify(data: bytes, key, what: str) -> dict[str, Any]:
 
 def _keyless(data: bytes) -> bool:
     try:
-        material = json.loads(data).get("verificationMaterial")
-    except (ValueError, AttributeError):
+        bundle = parse_json(data, MAX_ATTACHMENT_BYTES)
+    except ValueError:
         return False
+    material = bundle.get("verificationMaterial") if isinstance(bundle, dict) else None
     return isinstance(material, dict) and ("certificate" in material or "x509CertificateChain" in material)
 
 

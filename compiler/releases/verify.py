@@ -9,7 +9,6 @@ writes anything, and the plans against the manifest as it fetches them.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import time
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from compiler.core.errors import CheckFailed, InvalidInput
+from compiler.core.jsonio import parse_json
 from compiler.core.records import Progress
 from compiler.releases.attest import RELEASE_SIGNATURE
 from compiler.releases.manifest import Resolved, resolve
@@ -53,7 +53,7 @@ def trusted_key(key: Path | str | None):
             "unset it to take releases without verifying their signature"
         )
     key = key or os.environ.get(VERIFY_KEY_ENV) or None
-    return load_public_key(Path(key), "--verify-key") if key else None
+    return load_public_key(key, "--verify-key") if key else None
 
 
 def require_signature(store: Store, resolved: Resolved, key) -> dict[str, Any]:
@@ -86,7 +86,7 @@ def require_signature(store: Store, resolved: Resolved, key) -> dict[str, Any]:
 def verify_release(
     store: str | Store,
     ref: str | Ref,
-    key_path: Path | None = None,
+    key_path: Path | str | None = None,
     *,
     identity: str | None = None,
     issuer: str | None = None,
@@ -151,7 +151,7 @@ def verify_release(
     )
 
 
-def trust_of(key_path: Path | None, identity: str | None, issuer: str | None):
+def trust_of(key_path: Path | str | None, identity: str | None, issuer: str | None):
     """What a release must be signed by: a public key, or a keyless identity and its issuer (exit 2 for any other
     combination, before any request)."""
     if key_path is not None and (identity is not None or issuer is not None):
@@ -159,7 +159,7 @@ def trust_of(key_path: Path | None, identity: str | None, issuer: str | None):
             "--key and --identity/--issuer: give one way to trust the signer, a public key or a keyless identity"
         )
     if key_path is not None:
-        return load_public_key(Path(key_path))
+        return load_public_key(key_path)
     if identity is None or issuer is None:
         raise InvalidInput(
             "give --key PUB.pem, or --identity and --issuer together for a keyless release"
@@ -190,9 +190,9 @@ def _provenance(data: bytes, key, what: str) -> tuple[dict[str, Any], bool]:
     """The statement of a stored provenance (a signed bundle, checked with ``key`` when given, or a plain
     statement) and whether it was signed."""
     try:
-        parsed = json.loads(data)
-    except ValueError:
-        raise CheckFailed(f"the provenance of {what} is not JSON") from None
+        parsed = parse_json(data, MAX_ATTACHMENT_BYTES)
+    except ValueError as exc:
+        raise CheckFailed(f"the provenance of {what} is not JSON we read ({exc})") from None
     if isinstance(parsed, dict) and parsed.get("mediaType") == BUNDLE:
         statement = (
             verify(data, key, f"the provenance of {what}")

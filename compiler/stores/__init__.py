@@ -11,6 +11,7 @@ from pathlib import Path
 
 from compiler.core.errors import EnvironmentProblem, InvalidInput
 from compiler.core.plugins import STORES, store_forms, store_kind, store_notes
+from compiler.core.text import printable
 from compiler.stores.base import Ref, Store
 
 __all__ = ["DEFAULT_STORE", "Ref", "Store", "open_store"]
@@ -27,8 +28,14 @@ def open_store(uri: str | Store, *, create: bool = False) -> Store:
         return uri
     if not isinstance(uri, str) or not uri.strip() or "\0" in uri:
         raise InvalidInput(f"--store: give {_forms_with_path()}")
+    scheme, separator, rest = uri.partition("://")
+    if separator and "@" in rest.split("/", 1)[0]:  # user:password@host, in any scheme: never echoed
+        hint = store_kind(uri).credentials or f"nor is this a store's scheme: use {_schemes()}"
+        raise InvalidInput(
+            f"store {printable(scheme)[:20]}://...: credentials do not go in the URI (they would show in logs); {hint}"
+        )
     kind = store_kind(uri)
-    if kind.local and "://" in uri and not uri.startswith(kind.prefixes):
+    if kind.local and separator and not uri.startswith(kind.prefixes):
         raise InvalidInput(f"store {uri}: unknown scheme; use {_schemes()}")
     try:
         backend = getattr(importlib.import_module(kind.module), kind.cls)

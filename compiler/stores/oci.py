@@ -48,7 +48,7 @@ from compiler.stores.base import (
     check_sha256,
     check_version,
 )
-from compiler.stores.oci_auth import CHUNK, TIMEOUT, Authorizer, parse_json, read_bounded
+from compiler.stores.oci_auth import CHUNK, TIMEOUT, Authorizer, answer_json, read_bounded
 from compiler.stores.oci_records import OciRecords
 from compiler.stores.referrers import Referrers
 
@@ -327,7 +327,7 @@ class OciStore(OciRecords, Referrers, Store):
             return None
         body = response.content
         digest = "sha256:" + hashlib.sha256(body).hexdigest()
-        manifest = parse_json(body)
+        manifest = answer_json(body)
         if not isinstance(manifest, dict):
             raise self._damaged(f"{repo}:{tag}", "its manifest is not OCI JSON")
         return manifest, digest
@@ -480,7 +480,7 @@ class OciStore(OciRecords, Referrers, Store):
                     f"store {self.uri}: the registry does not list its repositories (no "
                     "catalog API); name the release (compile ls NAME --store ...)"
                 )
-            answer = parse_json(response.content)
+            answer = answer_json(response.content)
             page = answer.get(field) if isinstance(answer, dict) else False
             if not isinstance(page, list | None):
                 raise EnvironmentProblem(f"store {self.uri}: {what}: the registry's answer is not a JSON listing")
@@ -560,7 +560,7 @@ class _Body:
 def _error_of(response) -> tuple[str, str]:
     """The first error code and message of a distribution error body (``{"errors": [{"code", "message"}]}``)."""
     try:
-        error = (parse_json(response.content).get("errors") or [{}])[0]
+        error = (answer_json(response.content).get("errors") or [{}])[0]
         return str(error.get("code", ""))[:80], str(error.get("message", ""))[:200]
     except (ValueError, AttributeError, IndexError, TypeError, KeyError):
         return "", str(response.reason or "")[:80]

@@ -13,6 +13,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from compiler.core.errors import EnvironmentProblem
+from compiler.core.jsonio import UnreadableJson, parse_json
 
 MAX_MANIFEST_BYTES = 4 << 20
 """What registries accept for a manifest (Distribution's limit); a bigger answer is not one of ours. Every answer
@@ -44,11 +45,11 @@ def read_bounded(response, what: str) -> None:
     response._content = b"".join(parts)  # what requests' own .content would hold, read within the bound
 
 
-def parse_json(body: bytes) -> Any:
-    """JSON, or None for what is not (nested thousands deep included: Python's parser recurses)."""
+def answer_json(body: bytes) -> Any:
+    """A registry's JSON answer, or None for what is not JSON we read (too large, nested too deep)."""
     try:
-        return json.loads(body)
-    except (ValueError, RecursionError):
+        return parse_json(body, MAX_MANIFEST_BYTES)
+    except UnreadableJson:
         return None
 
 
@@ -113,7 +114,7 @@ class Authorizer:
             raise EnvironmentProblem(
                 f"store {self.uri}: the registry {self.host} refused the credentials; log in again with `docker login`"
             )
-        found = parse_json(answer.content)
+        found = answer_json(answer.content)
         token = (found.get("token") or found.get("access_token")) if isinstance(found, dict) else None
         if answer.status_code != 200 or not isinstance(token, str):
             raise EnvironmentProblem(

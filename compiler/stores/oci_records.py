@@ -6,9 +6,10 @@ request helpers it uses."""
 from __future__ import annotations
 
 import hashlib
-import json
 from typing import Any
 
+from compiler.core.jsonio import parse_json
+from compiler.core.records import MAX_RECORD_BYTES
 from compiler.stores.base import NAME as NAME_PATTERN
 from compiler.stores.base import SHA256, check_name, check_sha256, check_version
 
@@ -148,5 +149,5 @@ def _blobs_of(data: bytes) -> list[tuple[str, int]]:
             for value in node:
                 walk(value)
 
-    walk(json.loads(data))  # a part this run wrote, or one the registry returned as it was staged
+    walk(parse_json(data, MAX_RECORD_BYTES))  # a part this run wrote, or one the registry returned as it was staged
     return sorted(found.items())

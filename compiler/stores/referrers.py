@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 from compiler.core.errors import EnvironmentProblem
+from compiler.core.jsonio import parse_json
 from compiler.stores.base import ATTACHMENTS, MAX_ATTACHMENT_BYTES, SHA256, check_version
 
 IMAGE_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
@@ -199,7 +200,7 @@ class Referrers:
 
 def _manifests(body: bytes) -> list[Any]:
     try:
-        index = json.loads(body) if len(body) <= MAX_ATTACHMENT_BYTES else None
+        index = parse_json(body, MAX_ATTACHMENT_BYTES)
     except ValueError:
         index = None
     manifests = index.get("manifests") if isinstance(index, dict) else None
@@ -208,6 +209,7 @@ def _manifests(body: bytes) -> list[Any]:
 
 def _is_bundle(data: bytes) -> bool:
     try:
-        return json.loads(data).get("mediaType") == BUNDLE
-    except (ValueError, AttributeError):
+        found = parse_json(data, MAX_ATTACHMENT_BYTES)
+    except ValueError:
         return False
+    return isinstance(found, dict) and found.get("mediaType") == BUNDLE

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import contextlib
 import re
+from datetime import datetime
 from typing import Any
 
 from compiler.core.errors import CheckFailed, EnvironmentProblem, InvalidInput
 from compiler.core.records import MAX_RECORD_BYTES
+from compiler.core.text import printable
 from compiler.stores.base import Discard, HashingSink, Sink, Token, VerifyingReader
 from compiler.stores.keyed import KeyedStore
 
@@ -105,10 +107,11 @@ class S3Store(KeyedStore):
 
     def _size(self, key: str) -> int | None:
         try:
-            return self._call(key, self.client.head_object, Bucket=self.bucket, Key=self.prefix + key)["ContentLength"]
+            answer = self._call(key, self.client.head_object, Bucket=self.bucket, Key=self.prefix + key)
         except KeyError:
             self._missing(key)
             return None
+        return self._field(answer, "ContentLength", key, int)
 
     def _put(self, key: str, source: VerifyingReader) -> bool:
         """Create-only: one ``put_object`` with ``If-None-Match: *`` for a blob up to one part, else a multipart
@@ -136,7 +139,7 @@ class S3Store(KeyedStore):
         from concurrent.futures import ThreadPoolExecutor
 
         upload = self._call(key, self.client.create_multipart_upload, Bucket=self.bucket, Key=self.prefix + key)
-        upload_id = upload["UploadId"]
+        upload_id = self._field(upload, "UploadId", key, str)
         try:
             size, workers = TRANSFER["multipart_chunksize"], TRANSFER["max_concurrency"]
             with ThreadPoolExecutor(workers) as pool:
@@ -167,7 +170,10 @@ class S3Store(KeyedStore):
                 UploadId=upload_id,
                 IfNoneMatch="*",
                 MultipartUpload={
-                    "Parts": [{"PartNumber": i + 1, "ETag": part["ETag"]} for i, part in enumerate(parts)]
+                    "Parts": [
+                        {"PartNumber": i + 1, "ETag": self._field(part, "ETag", key, str)}
+                        for i, part in enumerate(parts)
+                    ]
                 },
             )
         except BaseException:
@@ -211,7 +217,7 @@ class S3Store(KeyedStore):
             return False
         except _Short:
             return True
-        with response["Body"] as body:
+        with self._field(response, "Body", key) as body:
             while chunk := self._call(key, body.read, MB):
                 sink.write(chunk)
         return True
@@ -221,9 +227,10 @@ class S3Store(KeyedStore):
             response = self._call(key, self.client.get_object, Bucket=self.bucket, Key=self.prefix + key)
         except KeyError:
             return None
-        with response["Body"] as body:
+        etag = self._field(response, "ETag", key, str)
+        with self._field(response, "Body", key) as body:
             data = self._call(key, body.read, MAX_RECORD_BYTES + 1)
-        return data, response["ETag"]
+        return data, etag
 
     def _create(self, key: str, data: bytes) -> bool:
         try:
@@ -250,16 +257,17 @@ class S3Store(KeyedStore):
         """Judged by the bytes of one object version (its ETag), then deleted only if it still has that ETag
         (``If-Match``): a good blob a racing repair put there meanwhile has another and stays."""
         try:
-            etag = self._call(key, self.client.head_object, Bucket=self.bucket, Key=self.prefix + key)["ETag"]
+            answer = self._call(key, self.client.head_object, Bucket=self.bucket, Key=self.prefix + key)
         except KeyError:
             return False
+        etag = self._field(answer, "ETag", key, str)
         sink = HashingSink(Discard(), size, sha256)
         ranged = {"Range": f"bytes=0-{size}"} if size else {}  # one byte past: enough to tell a longer one
         try:
             response = self._call(
                 key, self.client.get_object, Bucket=self.bucket, Key=self.prefix + key, IfMatch=etag, **ranged
             )
-            with response["Body"] as body:
+            with self._field(response, "Body", key) as body:
                 while data := self._call(key, body.read, 1 << 20):
                     sink.write(data)
         except (KeyError, _Taken):
@@ -289,8 +297,12 @@ class S3Store(KeyedStore):
         names: list[str] = []
         start = len(self.prefix + prefix)
         for page in self._pages(prefix):
-            names += [entry["Prefix"][start:].rstrip("/") for entry in page.get("CommonPrefixes", [])]
-            names += [entry["Key"][start:] for entry in page.get("Contents", [])]
+            names += [
+                self._field(entry, "Prefix", prefix, str)[start:].rstrip("/") for entry in self._entries(page, prefix)
+            ]
+            names += [
+                self._field(entry, "Key", prefix, str)[start:] for entry in self._entries(page, prefix, "Contents")
+            ]
         return sorted(set(names))  # a stray object "releases/x" beside the prefix "releases/x/" is one name
 
     def _delete(self, key: str) -> None:
@@ -302,10 +314,34 @@ class S3Store(KeyedStore):
     def _listing(self, prefix: str) -> dict[str, tuple[int, float]]:
         start = len(self.prefix + prefix)
         return {
-            entry["Key"][start:]: (entry["Size"], entry["LastModified"].timestamp())
+            self._field(entry, "Key", prefix, str)[start:]: (
+                self._field(entry, "Size", prefix, int),
+                self._field(entry, "LastModified", prefix, datetime).timestamp(),
+            )
             for page in self._pages(prefix)
-            for entry in page.get("Contents", [])
+            for entry in self._entries(page, prefix, "Contents")
         }
+
+    def _field(self, answer: Any, name: str, what: str, kind: type | None = None) -> Any:
+        """``answer[name]`` of an S3 answer (of the type ``kind`` when given): an endpoint that left it out (a 200
+        without an ETag, a listing entry without a Key) is not an S3 server this tool can use (exit 3)."""
+        value = answer.get(name) if isinstance(answer, dict) else None
+        if value is None or (kind is not None and (not isinstance(value, kind) or isinstance(value, bool))):
+            raise self._unusable(what, name, value is not None)
+        return value
+
+    def _entries(self, page: Any, prefix: str, kind: str = "CommonPrefixes") -> list[dict]:
+        """A listing page's entries of ``kind`` (none when it has none; exit 3 when they are not a list)."""
+        entries = page.get(kind, []) if isinstance(page, dict) else None
+        if not isinstance(entries, list):
+            raise self._unusable(prefix, kind, True)
+        return entries
+
+    def _unusable(self, what: str, name: str, present: bool) -> EnvironmentProblem:
+        return EnvironmentProblem(
+            f"store {self.uri}: the S3 endpoint answered {printable(what)[:200]} without "
+            f"{'a valid ' if present else ''}{name}; it is not an S3 server this tool can use (check AWS_ENDPOINT_URL)"
+        )
 
 
 class _Taken(Exception):

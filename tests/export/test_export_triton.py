@@ -385,3 +385,25 @@ def test_a_warmup_file_holding_other_bytes_is_never_replaced(store_uri, tmp_path
     assert_clean_error(result, 4, str(warmup), "other bytes than the golden sample")
     assert warmup.read_bytes() == b"not the golden sample"
     assert not (repo / "digits" / "2").exists()  # found before anything was written
+
+
+@pytest.mark.parametrize("dim", [10**100, 2**63, 2**31, -2, True])
+def test_a_manifest_whose_input_dims_no_config_can_hold_is_damaged(dim, fleet_build, tmp_path):
+    """A manifest re-hashed after an edit (anyone who can write the store can) whose input shape holds a dim past
+    what TensorRT takes (or no dim at all): refused when read, as a damaged manifest (exit 1), not an internal
+    error of the config writer; nothing is written to the repository (issue 39, major 11)."""
+    from compiler.core.files import hash_json
+
+    store = tmp_path / "store"
+    publish(fleet_build, str(store), "digits", "1.0.0")
+    manifest = store / "releases" / "digits" / "1.0.0" / "manifest.json"
+    data = json.loads(manifest.read_bytes())
+    data["content"]["inputs"][0]["shape"][1] = dim
+    data["content_sha256"] = hash_json(data["content"])
+    manifest.chmod(0o644)
+    manifest.write_text(json.dumps(data))
+    repo = tmp_path / "models"
+    repo.mkdir()
+    result = _export(str(store), repo, "--precision", "fp16")
+    assert_clean_error(result, 1, "manifest.json", "inputs")
+    assert list(repo.iterdir()) == []

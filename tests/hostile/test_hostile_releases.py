@@ -78,7 +78,7 @@ def _set(content: dict, dotted: str, value: object) -> None:
     *path, last = dotted.split(".")
     for part in path:
         content = content[int(part)] if part.isdigit() else content[part]
-    content[last] = value
+    content[int(last) if isinstance(content, list) else last] = value
 
 
 def _resign(manifest: Path, store: Path, kind: str) -> None:

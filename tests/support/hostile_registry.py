@@ -72,8 +72,10 @@ class Request:
 
 
 class HostileRegistry:
-    def __init__(self, upstream: Registry) -> None:
+    def __init__(self, upstream: Registry | Upstream, keep_host: bool = False) -> None:
         self.upstream = upstream
+        self.keep_host = keep_host
+        """Forward the client's Host header as sent: an S3 request's signature covers it."""
         self.routes: list[tuple[str, re.Pattern[str], Route]] = []
         self.requests: list[Request] = []
         self.sent: dict[str, int] = {}
@@ -142,7 +144,8 @@ def _handler(registry: HostileRegistry) -> type[BaseHTTPRequestHandler]:
 
         def _forward(self, payload: bytes | None) -> None:
             url = f"http://{registry.upstream.host}{self.path}"
-            headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
+            dropped = ("connection",) if registry.keep_host else ("host", "connection")
+            headers = {k: v for k, v in self.headers.items() if k.lower() not in dropped}
             forwarded = urllib.request.Request(url, data=payload, headers=headers, method=self.command)
             try:
                 response = urllib.request.urlopen(forwarded, timeout=30)
@@ -168,10 +171,18 @@ def _handler(registry: HostileRegistry) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+@dataclass
+class Upstream:
+    """Any HTTP server to stand in front of (``host`` is ``127.0.0.1:PORT``), such as the tests' S3 server."""
+
+    host: str
+
+
 @contextlib.contextmanager
-def hostile_registry(upstream: Registry) -> Iterator[HostileRegistry]:
-    """A hostile registry in front of ``upstream`` for the block."""
-    registry = HostileRegistry(upstream)
+def hostile_registry(upstream: Registry | Upstream, keep_host: bool = False) -> Iterator[HostileRegistry]:
+    """A hostile registry (or, with ``keep_host``, any hostile HTTP server: S3) in front of ``upstream`` for the
+    block."""
+    registry = HostileRegistry(upstream, keep_host)
     registry.thread.start()
     try:
         yield registry

@@ -51,6 +51,8 @@ MANIFEST_VALUES: dict[str, tuple[str, object]] = {
     "name-other": ("name", "other"),
     "version-other": ("version", "9.9.9"),
     "inputs-nested": ("inputs", "@nested"),
+    "input-dim-huge": ("inputs.0.shape.1", 10**100),
+    "input-dim-bool": ("inputs.0.shape.1", True),
     "backend-not-text": ("engines.0.backend", {"name": ["tensorrt-rtx"]}),
 }
 """Manifest content edits (a dotted path into ``content``, the value; ``@...`` values are made by the test: another
