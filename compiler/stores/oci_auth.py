@@ -19,10 +19,17 @@ MAX_MANIFEST_BYTES = 4 << 20
 but a blob's (a manifest, a page of tags or repositories, a token, an error) is read up to this and refused past
 it, never read whole."""
 TIMEOUT = (5, 60)
-"""Seconds to connect and between bytes: an unreachable registry fails fast, a slow upload does not."""
+"""Seconds to connect and between bytes: an unreachable registry fails fast, a slow upload does not (each within
+the store's deadline, :mod:`compiler.stores.deadline`)."""
 CHUNK = 1 << 20
 HELPER_SECONDS = 30.0
 """A credential helper answers from a keychain in well under a second."""
+
+
+def timeouts() -> tuple[float, float]:
+    from compiler.stores.deadline import socket_timeouts
+
+    return socket_timeouts(*TIMEOUT)
 
 
 def read_bounded(response, what: str) -> None:
@@ -102,9 +109,9 @@ class Authorizer:
         try:
             if credentials is not None and credentials[0] == "<token>":  # an identity (refresh) token
                 grant = {"grant_type": "refresh_token", "client_id": "trt-compile", "refresh_token": credentials[1]}
-                answer = self.session.post(realm, data={**query, **grant}, timeout=TIMEOUT, stream=True)
+                answer = self.session.post(realm, data={**query, **grant}, timeout=timeouts(), stream=True)
             else:
-                answer = self.session.get(realm, params=query, auth=credentials, timeout=TIMEOUT, stream=True)
+                answer = self.session.get(realm, params=query, auth=credentials, timeout=timeouts(), stream=True)
             read_bounded(answer, f"store {self.uri}: the token service's answer")
         except requests.exceptions.RequestException as exc:
             raise EnvironmentProblem(
