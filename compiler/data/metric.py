@@ -81,7 +81,7 @@ def _in_child(
         if outputs is not None:
             np.savez(work / worker.DATA, **arrays)
         (work / worker.REQUEST).write_text(json.dumps(request))
-        command = [sys.executable, "-P", "-m", "compiler.data.metric_worker", folder]
+        command = [sys.executable, "-B", "-P", "-m", "compiler.data.metric_worker", folder]  # -B: writes no .pyc
         try:
             done = child.run(command, seconds)
         except OSError as exc:

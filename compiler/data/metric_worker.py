@@ -1,7 +1,7 @@
 """The child process a ``--metric`` call runs in (:mod:`compiler.data.metric`): imports the user's module, calls its
 function on the arrays the parent saved, and writes the score (or why there is none) to ``answer.json``.
 
-Run as ``python -P -m compiler.data.metric_worker FOLDER``; whatever the user's code does here (prints, exits,
+Run as ``python -B -P -m compiler.data.metric_worker FOLDER``; whatever the user's code does here (prints, exits,
 raises anything, hangs, kills itself) cannot reach the parent's stdout or stop it: the parent reads only the answer.
 """
 
