@@ -4,6 +4,9 @@ prints gigabytes costs :data:`KEEP` bytes of memory per stream and a child that 
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import subprocess
 import threading
 import time
@@ -74,6 +77,7 @@ class Child:
             stdin=subprocess.PIPE if input_text is not None else subprocess.DEVNULL,
             stdout=piped,
             stderr=subprocess.STDOUT if merge and keep else piped,
+            process_group=0,  # its own group: what it starts is ended with it
         )
         self._tails = [_Tail(pipe, keep) for pipe in (self.process.stdout, self.process.stderr) if pipe is not None]
         if input_text is not None:
@@ -101,7 +105,14 @@ class Child:
 
     def kill(self) -> None:
         self.process.kill()
+        self._end_group()
         self.process.wait()
+
+    def _end_group(self) -> None:
+        """What the child started (a background job holding its pipes) ends with it; called before the child is
+        reaped, so its pid (the group's id) cannot have been reused."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, signal.SIGKILL)
 
 
 def run(command: Sequence[str], seconds: float, **kwargs) -> Finished:

@@ -144,6 +144,7 @@ def test_hostile_modelopt_interpreters(request, hostile_base):
             [*args, "--json"],
             Expect(frozenset(codes), f"{recipe.stage}: {recipe.kind}"),
             json_output=True,
+            reports_failures=False,  # a quantizer that fails leaves no report to print
             env={ENV: str(python), deadlines.MODELOPT: DEADLINE},
         )
 
