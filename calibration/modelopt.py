@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -17,8 +16,10 @@ import onnx
 from onnx import numpy_helper
 
 from calibration.calibrators import FP8_MAX, INT8_MAX
+from compiler.core import child
+from compiler.core.child import last_line
 from compiler.core.errors import CheckFailed, EnvironmentProblem, InvalidInput
-from compiler.core.modelopt import ENV, interpreter, last_line
+from compiler.core.modelopt import ENV, deadline, interpreter, timed_out
 from compiler.core.options import CalibrationOptions
 from compiler.data.model import OnnxModel
 
@@ -93,32 +94,28 @@ def quantize(
         command += ["--nodes_to_exclude", *(f"^{re.escape(name)}$" for name in sorted(keep_nodes))]
     if keep_ops:
         command += ["--op_types_to_exclude", *sorted(keep_ops)]
-    child = subprocess.Popen(
-        command,
-        cwd=work,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        errors="replace",
-    )
-    try:
-        output, _ = child.communicate()
-    except BaseException:  # a stop signal: the child goes with us
-        child.kill()
-        child.wait()
-        raise
-    if child.returncode != 0 and re.search(r"^(ModuleNotFoundError|ImportError)\b", output, re.MULTILINE):
+    seconds = deadline()
+    done = child.run(command, seconds, cwd=work, merge=True)  # a stop (Ctrl-C) takes the child with us
+    if done.timed_out:
+        raise timed_out(str(python), seconds, "ModelOpt's quantizer")
+    output = done.stdout
+    if done.returncode != 0 and re.search(r"^(ModuleNotFoundError|ImportError)\b", output, re.MULTILINE):
         raise EnvironmentProblem(
             f"${ENV}={str(python)!r} cannot import ModelOpt's quantizer ({last_line(output)}); "
             f"make its venv again (docs/calibrate.md), or use --quantizer onnxruntime"
         )
-    if child.returncode != 0 or not out.is_file():
+    if done.returncode != 0 or not out.is_file():
         raise CheckFailed(
-            f"{source.path}: ModelOpt could not quantize it to {precision} (exit {child.returncode}: "
+            f"{source.path}: ModelOpt could not quantize it to {precision} (exit {done.returncode}: "
             f"{last_line(output) or 'no output'}); try --quantizer onnxruntime"
         )
-    return activation_ranges(out, precision)
+    try:
+        return activation_ranges(out, precision)
+    except Exception as exc:  # onnx's DecodeError and its kin: what the child wrote is not a model
+        raise CheckFailed(
+            f"{source.path}: ModelOpt wrote {out.name}, which is not an ONNX model ({type(exc).__name__}); try "
+            f"--quantizer onnxruntime"
+        ) from None
 
 
 def float_twin(source: OnnxModel, quantized: Path, work: Path) -> Path:

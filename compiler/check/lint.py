@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import onnx
 
+from compiler.core.child import Child
 from compiler.core.records import CheckResult, Status
 from compiler.data.model import OnnxModel, first_line
 
@@ -25,7 +25,7 @@ _CHECKER_NODE = re.compile(r"[Nn]ode \(([^)]*)\)|In Node, \(\"?([^\",)]*)")
 
 @dataclass
 class Lint:
-    process: subprocess.Popen | None
+    process: Child | None
     report: Path
     checker: list[str]
 
@@ -54,9 +54,7 @@ def start_lint(model: OnnxModel, shapes: dict[str, list[int]], work: Path) -> Li
     if shapes:
         args += ["--input-shapes", *(f"{name}:{list(dims)}".replace(" ", "") for name, dims in shapes.items())]
     try:
-        process = subprocess.Popen(
-            args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=work, stdin=subprocess.DEVNULL
-        )
+        process = Child(args, LINT_TIMEOUT_SECONDS, cwd=work, keep=0)  # its log is not ours to show
     except OSError:
         process = None
     return Lint(process, report, checker)
@@ -69,11 +67,7 @@ def finish_lint(lint: Lint) -> CheckResult:
     if lint.process is None:
         note = "; Polygraphy's lint could not be started"
     else:
-        try:
-            lint.process.wait(timeout=LINT_TIMEOUT_SECONDS)
-        except subprocess.TimeoutExpired:
-            lint.process.kill()
-            lint.process.wait()
+        if lint.process.finish().timed_out:
             note = f"; Polygraphy's lint did not finish in {LINT_TIMEOUT_SECONDS} s"
         try:
             entries = json.loads(lint.report.read_text()).get("lint_entries", [])

@@ -7,16 +7,20 @@ ranking): a function given the candidate's outputs, the FP32 reference's and the
 ``outputs`` and ``reference`` map each output name to its array over every compared sample (samples on axis 0);
 ``labels`` maps each array of ``--labels FILE.npz`` (and ``labels``, the data file's own array of that name, never
 fed to the model) to its rows for those samples, or is None. The module is a
-dotted name importable from the working directory or a ``.py`` file path. It is the user's own code, run as is.
+dotted name importable from the working directory or a ``.py`` file path.
+
+It is the user's own code, so it runs in a child process of its own (:mod:`compiler.data.metric_worker`), once
+to check that it imports and then once per score: whatever it does there (prints, ``sys.exit``, ``os._exit``, any
+exception, a value that is no finite number, a hang past ``$COMPILE_METRIC_DEADLINE``) is one ``error:`` line and
+exit 2, and our stdout stays ours. A call costs a Python start and the module's import (docs/calibrate.md).
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
+import json
 import math
 import sys
-from collections.abc import Callable
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,57 +30,90 @@ from compiler.core.errors import InvalidInput
 from compiler.data.datasets import LABELS_ARRAY, Dataset
 from compiler.data.model import first_line
 
-MetricFunction = Callable[[dict[str, np.ndarray], dict[str, np.ndarray], dict[str, np.ndarray] | None], float]
-
 
 @dataclass(frozen=True)
 class Metric:
     name: str
-    function: MetricFunction
+    """The ``--metric`` spec, as given."""
 
     def __call__(
         self, outputs: dict[str, np.ndarray], reference: dict[str, np.ndarray], labels: dict[str, np.ndarray] | None
     ) -> float:
-        try:
-            value = self.function(outputs, reference, labels)
-        except Exception as exc:  # the user's code: its failure is named, not ours
-            raise InvalidInput(f"--metric {self.name}: raised {type(exc).__name__}: {first_line(exc)}") from None
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, int | float | np.floating | np.integer)
-            or not math.isfinite(float(value))
-        ):
-            raise InvalidInput(f"--metric {self.name}: returned {str(value)[:60]!r}; return a finite number")
-        return float(value)
+        return _in_child(self.name, outputs, reference, labels)
 
 
 def load_metric(spec: str) -> Metric:
-    """``module:function`` (a dotted module importable from the working directory, or a .py file) as a Metric."""
+    """``module:function`` (a dotted module importable from the working directory, or a .py file) as a Metric,
+    its import tried now in its child (a bad one is exit 2 before any work)."""
     module_name, _, function_name = spec.rpartition(":")
     if not module_name or not function_name.isidentifier():
         raise InvalidInput(f"--metric {spec}: give MODULE:FUNCTION (metrics.top1, or path/to/metrics.py:top1)")
+    if module_name.endswith(".py") and not Path(module_name).is_file():
+        raise InvalidInput(f"--metric {spec}: {module_name} is not a file")
+    _in_child(spec, None, None, None)
+    return Metric(spec)
+
+
+MAX_ANSWER_BYTES = 64 << 10
+
+
+def _in_child(
+    spec: str,
+    outputs: dict[str, np.ndarray] | None,
+    reference: dict[str, np.ndarray] | None,
+    labels: dict[str, np.ndarray] | None,
+) -> float:
+    """One run of the worker: the arrays saved for it in a folder of our own (removed after), its answer read
+    there and checked again (it is written by a process that runs the user's code)."""
+    from compiler.core import child, deadlines
+    from compiler.data import metric_worker as worker
+
+    seconds = deadlines.seconds(deadlines.METRIC, deadlines.METRIC_DEFAULT)
+    with tempfile.TemporaryDirectory(prefix="compile-metric-") as folder:
+        work = Path(folder)
+        names = list(outputs or {})
+        request = {"spec": spec, "import_only": outputs is None, "outputs": names}
+        request["labels"] = None if labels is None else list(labels)
+        arrays = {f"o{i}": outputs[n] for i, n in enumerate(names)} | {
+            f"r{i}": reference[n] for i, n in enumerate(names)
+        }
+        arrays |= {f"l{i}": array for i, array in enumerate((labels or {}).values())}
+        if outputs is not None:
+            np.savez(work / worker.DATA, **arrays)
+        (work / worker.REQUEST).write_text(json.dumps(request))
+        command = [sys.executable, "-B", "-P", "-m", "compiler.data.metric_worker", folder]  # -B: writes no .pyc
+        try:
+            done = child.run(command, seconds)
+        except OSError as exc:
+            raise InvalidInput(f"--metric {spec}: its process could not start ({exc.strerror})") from None
+        if done.timed_out:
+            raise InvalidInput(
+                f"--metric {spec}: gave no score within {seconds:g} s and was stopped; make it faster, or raise "
+                f"${deadlines.METRIC} (seconds)"
+            )
+        return _answer(spec, work / worker.ANSWER, done)
+
+
+def _answer(spec: str, path: Path, done) -> float:
+    from compiler.core.child import last_line
+    from compiler.core.text import printable
+
     try:
-        if module_name.endswith(".py"):
-            path = Path(module_name)
-            if not path.is_file():
-                raise InvalidInput(f"--metric {spec}: {path} is not a file")
-            loader = importlib.util.spec_from_file_location(f"compile_metric_{path.stem}", path)
-            module = importlib.util.module_from_spec(loader)
-            loader.loader.exec_module(module)
-        else:
-            if "" not in sys.path and str(Path.cwd()) not in sys.path:
-                sys.path.insert(0, str(Path.cwd()))
-            module = importlib.import_module(module_name)
-    except InvalidInput:
-        raise
-    except Exception as exc:
+        with open(path, "rb") as handle:
+            found = json.loads(handle.read(MAX_ANSWER_BYTES))
+    except (OSError, ValueError, RecursionError):
+        ended = f"exit {done.returncode}" if done.returncode >= 0 else f"signal {-done.returncode}"
+        said = last_line(done.stderr)
         raise InvalidInput(
-            f"--metric {spec}: cannot import {module_name}: {type(exc).__name__}: {first_line(exc)}"
+            f"--metric {spec}: its process ended ({ended}) without a score (os._exit, a crash or a kill?)"
+            + (f": {said}" if said else "")
         ) from None
-    function = getattr(module, function_name, None)
-    if not callable(function):
-        raise InvalidInput(f"--metric {spec}: {module_name} has no function {function_name}")
-    return Metric(spec, function)
+    error, value = (found.get("error"), found.get("value")) if isinstance(found, dict) else (None, None)
+    if isinstance(error, str):
+        raise InvalidInput(f"--metric {spec}: {printable(error[:300])}")
+    if not isinstance(value, float) or not math.isfinite(value):
+        raise InvalidInput(f"--metric {spec}: its process answered no score; return a finite number")
+    return value
 
 
 def metric_and_labels(

@@ -48,7 +48,8 @@ from compiler.stores.base import (
     check_sha256,
     check_version,
 )
-from compiler.stores.oci_auth import CHUNK, TIMEOUT, Authorizer, answer_json, read_bounded
+from compiler.stores.deadline import Deadlined
+from compiler.stores.oci_auth import CHUNK, Authorizer, answer_json, read_bounded, timeouts
 from compiler.stores.oci_records import OciRecords
 from compiler.stores.referrers import Referrers
 
@@ -111,7 +112,7 @@ def parse_oci_uri(uri: str) -> tuple[str, str, str]:
     return scheme, host, repository
 
 
-class OciStore(OciRecords, Referrers, Store):
+class OciStore(Deadlined, OciRecords, Referrers, Store):
     settle_seconds = SETTLE_SECONDS
     """How long a tag push waits before it re-reads the tag to see whether a racing push overwrote it."""
 
@@ -164,7 +165,7 @@ class OciStore(OciRecords, Referrers, Store):
                 headers["Authorization"] = authorization
             try:
                 response = self.session.request(
-                    method, url, headers=headers, timeout=TIMEOUT, **{**kwargs, "stream": True}
+                    method, url, headers=headers, timeout=timeouts(), **{**kwargs, "stream": True}
                 )
                 if not streamed:
                     read_bounded(response, f"store {self.uri}: the registry's answer to {what}")

@@ -7,11 +7,11 @@ import base64
 import json
 import os
 import re
-import subprocess
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from compiler.core import child
 from compiler.core.errors import EnvironmentProblem
 from compiler.core.jsonio import UnreadableJson, parse_json
 
@@ -20,8 +20,17 @@ MAX_MANIFEST_BYTES = 4 << 20
 but a blob's (a manifest, a page of tags or repositories, a token, an error) is read up to this and refused past
 it, never read whole."""
 TIMEOUT = (5, 60)
-"""Seconds to connect and between bytes: an unreachable registry fails fast, a slow upload does not."""
+"""Seconds to connect and between bytes: an unreachable registry fails fast, a slow upload does not (each within
+the store's deadline, :mod:`compiler.stores.deadline`)."""
 CHUNK = 1 << 20
+HELPER_SECONDS = 30.0
+"""A credential helper answers from a keychain in well under a second."""
+
+
+def timeouts() -> tuple[float, float]:
+    from compiler.stores.deadline import socket_timeouts
+
+    return socket_timeouts(*TIMEOUT)
 
 
 def read_bounded(response, what: str) -> None:
@@ -101,9 +110,9 @@ class Authorizer:
         try:
             if credentials is not None and credentials[0] == "<token>":  # an identity (refresh) token
                 grant = {"grant_type": "refresh_token", "client_id": "trt-compile", "refresh_token": credentials[1]}
-                answer = self.session.post(realm, data={**query, **grant}, timeout=TIMEOUT, stream=True)
+                answer = self.session.post(realm, data={**query, **grant}, timeout=timeouts(), stream=True)
             else:
-                answer = self.session.get(realm, params=query, auth=credentials, timeout=TIMEOUT, stream=True)
+                answer = self.session.get(realm, params=query, auth=credentials, timeout=timeouts(), stream=True)
             read_bounded(answer, f"store {self.uri}: the token service's answer")
         except requests.exceptions.RequestException as exc:
             raise EnvironmentProblem(
@@ -177,14 +186,17 @@ def _from_helper(helper: str, host: str) -> tuple[str, str] | None:
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", helper):
         raise EnvironmentProblem(f"Docker config: credential helper {helper!r} is not a helper name")
     try:
-        done = subprocess.run(
-            [f"docker-credential-{helper}", "get"], input=host, capture_output=True, text=True, timeout=30
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
+        done = child.run([f"docker-credential-{helper}", "get"], HELPER_SECONDS, input_text=host)
+    except OSError as exc:
         raise EnvironmentProblem(
             f"Docker config: cannot run docker-credential-{helper} for {host} "
             f"({type(exc).__name__}); install it or log in again"
         ) from None
+    if done.timed_out:
+        raise EnvironmentProblem(
+            f"Docker config: docker-credential-{helper} gave no answer for {host} in {HELPER_SECONDS:g} s; "
+            "install it again or log in again"
+        )
     if done.returncode != 0:
         return None  # "credentials not found in native keychain"
     try:

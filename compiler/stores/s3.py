@@ -18,6 +18,7 @@ from compiler.core.errors import CheckFailed, EnvironmentProblem, InvalidInput
 from compiler.core.records import MAX_RECORD_BYTES
 from compiler.core.text import printable
 from compiler.stores.base import Discard, HashingSink, Sink, Token, VerifyingReader
+from compiler.stores.deadline import Deadlined, socket_timeouts
 from compiler.stores.keyed import KeyedStore
 
 BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
@@ -44,7 +45,7 @@ def parse_s3_uri(uri: str) -> tuple[str, str]:
     return bucket, "".join(f"{part}/" for part in parts)
 
 
-class S3Store(KeyedStore):
+class S3Store(Deadlined, KeyedStore):
     def __init__(self, uri: str) -> None:
         import boto3
         from boto3.s3.transfer import TransferConfig
@@ -52,10 +53,11 @@ class S3Store(KeyedStore):
 
         self.uri = uri
         self.bucket, self.prefix = parse_s3_uri(uri)
+        connect, read = socket_timeouts(5, 60)
         config = Config(
             retries={"mode": "standard", "max_attempts": 4},
-            connect_timeout=5,
-            read_timeout=60,
+            connect_timeout=connect,
+            read_timeout=read,
             max_pool_connections=TRANSFER["max_concurrency"] + 2,
         )
         try:
@@ -63,6 +65,12 @@ class S3Store(KeyedStore):
         except Exception as exc:  # botocore's profile and config errors: the environment's, not ours
             raise EnvironmentProblem(f"store {uri}: cannot set up S3 ({exc})") from None
         self.transfer = TransferConfig(**TRANSFER)
+        self.client.meta.events.register("before-send", self._refuse_after_deadline)
+
+    def _refuse_after_deadline(self, **kwargs: Any) -> None:
+        """No request leaves once an operation passed the deadline: the transfer manager's threads stop too."""
+        if self.gave_up is not None:
+            raise EnvironmentProblem(self.gave_up)
 
     def _call(self, what: str, action, *args: Any, **kwargs: Any) -> Any:
         """One S3 call with its failures said in the store's terms: missing -> None-ish to the caller (raised as
