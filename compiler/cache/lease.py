@@ -7,9 +7,10 @@ again before a removal when its last read began over ``RECHECK_SECONDS`` ago, ke
 and removes nothing later than ``SWEEP_DEADLINE_SECONDS`` after its sweep record. So either gc's record was there
 when the publisher looked (the publisher then looks at its blobs again ``SETTLE_SECONDS`` after its lease landed,
 when every removal of a gc that missed the lease has landed, and sends what went), or gc wrote it later and reads
-the lease. A lease stays after its manifest until it expires (a gc that read the references before the manifest
-reads the lease), and a publisher writes its manifest only while its lease has ``LEASE_TAIL_SECONDS`` left: one
-that outlived it takes a new lease and looks again. gc removes expired leases and stale sweep records.
+the lease. A lease stays after its manifest until it expires: a gc that read the references before the manifest
+landed reads the lease, finds the manifest and keeps what it names (nothing, when that gc removes the version). A
+publisher writes its manifest only while its lease has ``LEASE_TAIL_SECONDS`` left: one that outlived it takes a
+new lease and looks again. gc removes expired leases and stale sweep records.
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ import re
 import time
 from collections.abc import Callable
 
+from compiler.core.errors import CompileError
 from compiler.stores import Store
-from compiler.stores.base import SHA256
+from compiler.stores.base import SHA256, check_name, check_version
 
 LEASES = "leases"
 SWEEPS = "sweeps"
@@ -57,8 +59,8 @@ def _number(data: bytes, field: str, default: float) -> float:
 class Lease:
     """A publisher's lease on the blobs it relies on (a no-op on a store gc does not sweep)."""
 
-    def __init__(self, store: Store, release: str, digests: list[str]) -> None:
-        self.store, self.release = store, release
+    def __init__(self, store: Store, name: str, version: str, digests: list[str], job: str | None = None) -> None:
+        self.store, self.release = store, {"name": name, "version": version, "job": job}
         self.digests = sorted(set(digests))
         self.enabled = store.swept_by_gc  # a registry frees blobs itself, reading no lease
         self.key: str | None = None
@@ -71,7 +73,7 @@ class Lease:
         if not self.enabled:
             return
         now, key = time.time(), _new_key()
-        record = {"release": self.release, "blobs": self.digests, "at": now, "expires": now + LEASE_SECONDS}
+        record = {**self.release, "blobs": self.digests, "at": now, "expires": now + LEASE_SECONDS}
         self.store.create_entry(LEASES, key, json.dumps(record).encode(), [])
         self.key, self.taken, self.settled = key, time.monotonic(), False
         self.sweep_seen = bool(live_sweeps(self.store))
@@ -98,14 +100,18 @@ def live_sweeps(store: Store) -> list[str]:
 
 
 class SweepGuard:
-    """gc's side: its sweep record, the leases it has read (union: a lease once seen keeps its blobs for the run),
-    and the deadline past which it removes nothing."""
+    """gc's side: its sweep record, the leases it has read (a lease once seen keeps its blobs for the whole run),
+    and the deadline past which it removes nothing. A lease whose record landed (its manifest, or its staged part)
+    keeps what that record names, unless gc removes that version in this run (``skip``)."""
 
-    def __init__(self, store: Store, dry_run: bool, count: Callable[[], None]) -> None:
-        self.store, self.dry_run, self.count = store, dry_run, count
+    def __init__(
+        self, store: Store, dry_run: bool, count: Callable[[], None], skip: set[tuple[str, str]] = frozenset()
+    ) -> None:
+        self.store, self.dry_run, self.count, self.skip = store, dry_run, count, skip
         self.key = None if dry_run or not store.swept_by_gc else _new_key()
         self.started = time.monotonic()
         self.leased: set[str] = set()
+        self.seen: set[str] = set()
         self.last_read = -math.inf
 
     def __enter__(self) -> SweepGuard:
@@ -122,11 +128,15 @@ class SweepGuard:
             self.count()
 
     def read_leases(self) -> set[str]:
-        """Every digest a live lease names, added to those seen before; expired leases removed."""
+        """Every digest a live lease names (or its landed record), added to those seen before (leases are
+        create-only: one seen is not read again); expired leases removed."""
         self.last_read = time.monotonic()
         now = time.time()
         self.count()
         for key in self.store.entry_keys(LEASES):
+            if key in self.seen:
+                continue
+            self.seen.add(key)
             self.count()
             data = self.store.read_entry(LEASES, key) or b""
             if now > _number(data, "expires", math.inf) + CLOCK_SKEW_SECONDS:
@@ -134,8 +144,24 @@ class SweepGuard:
                     self.store.delete_entry(LEASES, key)
                     self.count()
                 continue
-            self.leased.update(d.decode() for d in DIGEST.findall(data))
+            landed = self._landed(data)
+            self.leased.update(d.decode() for d in DIGEST.findall(data if landed is None else landed))
         return self.leased
+
+    def _landed(self, data: bytes) -> bytes | None:
+        """The record the lease's publish wrote (empty when gc removes that version now), None when there is none
+        yet, or the lease cannot be read (then its own digests count)."""
+        try:
+            record = json.loads(data)
+            name, version, job = check_name(record["name"]), check_version(record["version"]), record.get("job")
+        except (ValueError, TypeError, KeyError, AttributeError, RecursionError, CompileError):
+            return None
+        if (name, version) in self.skip:
+            return b""
+        self.count()
+        if job is None:
+            return self.store.read_manifest(name, version)
+        return self.store.staged(name, version).get(job) if isinstance(job, str) else None
 
     def may_remove(self, digest: str) -> bool:
         """Whether ``digest`` may be removed now: within the deadline, and no lease read within RECHECK_SECONDS

@@ -125,7 +125,7 @@ def sweep_blobs(
     not a candidate at all."""
     now = time.time()
     result = Sweep()
-    with SweepGuard(store, dry_run, count) as guard:
+    with SweepGuard(store, dry_run, count, skip) as guard:
         blobs = store.blob_digests(POOL)
         count()
         referenced = references(store, skip, count, known, known_entries)

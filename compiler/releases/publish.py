@@ -165,7 +165,7 @@ def stage(
     started = time.monotonic()
     release = read_builds(build_dirs, name, version, allow_failed=False)
     store = open_store(store, create=True)
-    uploaded, present = _upload_leased(store, name, version, release.blobs + release.check_reports, progress)
+    uploaded, present = _upload_leased(store, name, version, release.blobs + release.check_reports, progress, job)
     part = StagedPart(
         job=job,
         content=release.content,
@@ -369,12 +369,12 @@ def merge_contents(parts: list[ReleaseContent]) -> ReleaseContent:
 
 
 def _upload_leased(
-    store: Store, name: str, version: str, blobs: list[_Blob], progress: Progress | None
+    store: Store, name: str, version: str, blobs: list[_Blob], progress: Progress | None, job: str | None = None
 ) -> tuple[list[_Blob], int]:
     """:func:`_upload_missing` under a lease on every blob, taken before the first look: when the record naming
     them may be written (the lease still has its tail left, no gc could have removed one unseen), the blobs sent
     (again, if a look after the lease was outlived or a gc was found sweeping missed one) and those found there."""
-    lease = Lease(store, f"{name}@{version}", [blob.ref.sha256 for blob in blobs])
+    lease = Lease(store, name, version, [blob.ref.sha256 for blob in blobs], job)
     lease.take()
     uploaded, present = _upload_missing(store, name, blobs, progress)
     while lease.must_look_again():
