@@ -165,10 +165,23 @@ def _remove(store: Store, digest: str, marked: bool, dry_run: bool, count: Calla
         count()
 
 
+def refuse_hidden_entries(store: Store, count: Callable[[], None] = lambda: None) -> None:
+    """What a gc calls before it removes versions or entries: the staging area and the cache listed (what the sweep
+    will read), and :func:`refuse_hidden`, so a refused gc has removed nothing."""
+    for name, version in store.staged_releases():
+        count()
+        store.staged(name, version)
+    for kind in (*KINDS, MARKS):
+        count()
+        _keys(store, kind)
+    refuse_hidden(store)
+
+
 def refuse_hidden(store: Store) -> None:
-    """Exit 1 before anything is removed when a listing skipped an entry (a channel or staged part that is a link
-    would keep what it names, and gc cannot tell what: it never follows one)."""
-    hidden = store.hidden()
+    """Exit 1 before anything is removed when a listing gc relies on skipped an entry (a channel, staged part or
+    cache entry that is a link would keep what it names, and gc cannot tell what: it never follows one). A blob that
+    is a link is only damage: no listing of blobs gc removes from shows it, so gc leaves it where it is."""
+    hidden = [entry for entry in store.hidden() if not entry.startswith("blobs/")]
     if hidden:
         raise CheckFailed(
             f"store {store.uri}: {', '.join(hidden[:5])}{' …' if len(hidden) > 5 else ''} in place of a plain file "

@@ -63,6 +63,7 @@ EXAMPLES = {
     "registry-answers": 3,
     "pipeline-yaml": 20,
     "export-targets": 4,
+    "gc-races": 4,
 }
 """Generated cases per test (each test is one family x kind, so the totals are these times the kinds), besides
 the explicit cases each test always runs (test_hostile.py's MUST tables). A CLI run costs ~0.3 s (a build refusing
