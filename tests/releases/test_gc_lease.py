@@ -110,8 +110,9 @@ def test_a_publish_that_outlives_its_lease_looks_again_and_sends_what_went(store
     assert store.cli("ls", "digits", "--verify").exit_code == 0
 
 
-def _race_once(uri: str, build: Path, version: str) -> tuple[list[str], int]:
-    """One retried publish against gcs running back to back over stale marks: the dangling blobs, gc runs."""
+def _race_once(uri: str, build: Path, version: str, delay: float) -> tuple[list[str], int]:
+    """One retried publish, ``delay`` seconds into gcs running back to back over stale marks (so it meets them at
+    every stage of a run): the dangling blobs, and the gc runs."""
     digests = _strand(uri, build, version)
     _stale_marks(uri, digests)
     time.sleep(GRACE_MINUTES * 60 + 0.3)
@@ -127,7 +128,7 @@ def _race_once(uri: str, build: Path, version: str) -> tuple[list[str], int]:
     collector = threading.Thread(target=collect)
     collector.start()
     try:
-        time.sleep(0.2)
+        time.sleep(delay)
         publish(build, uri, "digits", version)
     finally:
         stop.set()
@@ -142,7 +143,7 @@ def test_gc_racing_a_retried_publish_over_stale_marks_leaves_no_dangling_release
     dangling, runs = {}, 0
     for index in range(repetitions):
         version = f"5.{index}"
-        found, count = _race_once(store.uri, builds["a"], version)
+        found, count = _race_once(store.uri, builds["a"], version, 0.1 + (index % 8) * 0.15)
         runs += count
         if found:
             dangling[version] = found
