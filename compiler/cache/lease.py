@@ -175,6 +175,8 @@ class SweepGuard:
     def _tidy_sweeps(self) -> None:
         """Remove the sweep records killed gcs left (older than any gc may remove for)."""
         live = set(live_sweeps(self.store))
+        self.count()
         for key in self.store.entry_keys(SWEEPS):
             if key not in live:
                 self.store.delete_entry(SWEEPS, key)
+                self.count()
