@@ -10,7 +10,7 @@ from collections import Counter
 from pydantic import BaseModel, ValidationError
 
 from compiler.cache.remote import EntryIndex, open_remote
-from compiler.cache.sweep import KINDS, Sweep, sweep_or_note
+from compiler.cache.sweep import KINDS, Sweep, refuse_hidden_entries, sweep_or_note
 from compiler.core.errors import InvalidInput
 
 
@@ -76,6 +76,7 @@ def gc_cache(
             if (kind, key) not in live.gone:
                 doomed.append((kind, key))
                 live.drop(kind, key, blobs)
+    refuse_hidden_entries(store, count)
     if not dry_run:
         for kind, key in doomed:
             store.delete_entry(kind, key)

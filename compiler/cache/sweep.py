@@ -1,10 +1,11 @@
 """Removing blobs nothing needs, safely beside publishers at work: the second half of ``compile gc``.
 
-A blob goes only when no remaining manifest, staged part or cache entry mentions its digest (read after the
-manifests were removed, so one written meanwhile is seen), and only once it has been found unreferenced for a grace
-period: the first sweep that finds it marks it (a record beside it, with the time), a later one removes it. A
-publisher that saw the blob present and skipped sending it writes its manifest well within the grace, and the next
-sweep finds the blob referenced again and drops its mark. With a grace of 0 the mark and the removal are one sweep.
+A blob goes only when no remaining manifest, staged part, cache entry or live lease (:mod:`compiler.cache.lease`:
+what a publisher at work relies on) mentions its digest, and only once it has been found so for a grace period:
+the first sweep that finds it marks it (a record beside it, with the time), a later one removes it. The references
+are read after the manifests were removed (one written meanwhile is seen), the leases after the references and
+again before each removal once the last read is half a second old. With a grace of 0 the mark and the removal are
+one sweep. Nothing is removed while a listing hides an entry (a link in a folder store).
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from compiler.cache.lease import SweepGuard
 from compiler.cache.remote import KIND_FILES
+from compiler.core.errors import CheckFailed
 from compiler.core.jsonio import parse_json
 from compiler.core.records import MAX_RECORD_BYTES
 from compiler.stores import Store
@@ -124,35 +127,69 @@ def sweep_blobs(
     not a candidate at all."""
     now = time.time()
     result = Sweep()
-    blobs = store.blob_digests(POOL)
-    count()
-    referenced = references(store, skip, count, known, known_entries)
-    marks = {key: _mark_time(store, key, count) for key in _keys(store, MARKS)}
-    for digest, (size, written) in sorted(blobs.items()):
-        if digest in referenced:
-            if digest in marks and not dry_run:
-                store.delete_entry(MARKS, digest)
-                count()
-            continue
-        marked_at = marks.get(digest)
-        if marked_at is None and grace_seconds > 0:
-            result.marked.append(digest)
-            if not dry_run:
-                store.create_entry(MARKS, digest, json.dumps({"at": now}).encode(), [])
-                count()
-            continue
-        if now - written < grace_seconds or (marked_at is not None and now - marked_at < grace_seconds):
-            result.marked.append(digest)
-            continue
-        result.removed.append(digest)
-        result.freed_bytes += size
-        if not dry_run:
-            store.delete_blob(POOL, digest)
-            count()
-            if marked_at is not None:
-                store.delete_entry(MARKS, digest)
-                count()
+    with SweepGuard(store, dry_run, count, skip) as guard:
+        blobs = store.blob_digests(POOL)
+        count()
+        referenced = references(store, skip, count, known, known_entries)
+        refuse_hidden(store)
+        referenced |= guard.read_leases()
+        marks = {key: _mark_time(store, key, count) for key in _keys(store, MARKS)}
+        for digest, (size, written) in sorted(blobs.items()):
+            if digest in referenced:
+                if digest in marks and not dry_run:
+                    store.delete_entry(MARKS, digest)
+                    count()
+                continue
+            marked_at = marks.get(digest)
+            if marked_at is None and grace_seconds > 0:
+                result.marked.append(digest)
+                if not dry_run:
+                    store.create_entry(MARKS, digest, json.dumps({"at": now}).encode(), [])
+                    count()
+                continue
+            old = now - written >= grace_seconds and (marked_at is None or now - marked_at >= grace_seconds)
+            if not old or (not dry_run and not guard.may_remove(digest)):
+                result.marked.append(digest)
+                continue
+            _remove(store, digest, marked_at is not None, dry_run, count)
+            result.removed.append(digest)
+            result.freed_bytes += size
     return result
+
+
+def _remove(store: Store, digest: str, marked: bool, dry_run: bool, count: Callable[[], None]) -> None:
+    if dry_run:
+        return
+    store.delete_blob(POOL, digest)
+    count()
+    if marked:
+        store.delete_entry(MARKS, digest)
+        count()
+
+
+def refuse_hidden_entries(store: Store, count: Callable[[], None] = lambda: None) -> None:
+    """What a gc calls before it removes versions or entries: the staging area and the cache listed (what the sweep
+    will read), and :func:`refuse_hidden`, so a refused gc has removed nothing."""
+    for name, version in store.staged_releases():
+        count()
+        store.staged(name, version)
+    for kind in (*KINDS, MARKS):
+        count()
+        _keys(store, kind)
+    refuse_hidden(store)
+
+
+def refuse_hidden(store: Store) -> None:
+    """Exit 1 before anything is removed when a listing gc relies on skipped an entry (a channel, staged part or
+    cache entry that is a link would keep what it names, and gc cannot tell what: it never follows one). A blob that
+    is a link is only damage: no listing of blobs gc removes from shows it, so gc leaves it where it is."""
+    hidden = [entry for entry in store.hidden() if not entry.startswith("blobs/")]
+    if hidden:
+        raise CheckFailed(
+            f"store {store.uri}: {', '.join(hidden[:5])}{' …' if len(hidden) > 5 else ''} in place of a plain file "
+            "or folder; gc removes nothing while a listing hides what may need keeping: put the file it stands "
+            "for there (compile promote again for a channel) or remove it"
+        )
 
 
 def _mark_time(store: Store, key: str, count: Callable[[], None]) -> float:

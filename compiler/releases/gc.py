@@ -9,7 +9,7 @@ from calendar import timegm
 
 from pydantic import BaseModel
 
-from compiler.cache.sweep import Sweep, sweep_or_note
+from compiler.cache.sweep import Sweep, refuse_hidden_entries, sweep_or_note
 from compiler.core.errors import CompileError, InvalidInput
 from compiler.releases.manifest import parse_manifest, read_channel
 from compiler.stores import Store, open_store
@@ -86,6 +86,7 @@ def gc_store(
         fates_of, doomed_of = _versions_of(store, name, keep, keep_days, grace_minutes * 60, now, count, known)
         fates += fates_of
         doomed |= doomed_of
+    refuse_hidden_entries(store, count)  # a channel that is a link keeps a version gc cannot see
     if not dry_run:
         for name, version in sorted(doomed):
             store.delete_manifest(name, version)

@@ -3,7 +3,10 @@
 The folder is read and verified first (build.json, each target's engine.json, its plan's size; check.json when
 present), so nothing is sent for a build that cannot be published. Then the blobs the store lacks go up, each
 verified against its recorded sha256 as it is read, and the manifest is written last, create-only: a publisher
-killed midway leaves blobs nobody refers to and no release, and a re-run completes it.
+killed midway leaves blobs nobody refers to and no release, and a re-run completes it. A lease taken before the
+first look at the store keeps every blob the release names from ``compile gc`` until the manifest is there
+(:mod:`compiler.cache.lease`); a publish that outlived its lease, or found a gc sweeping, looks again before its
+manifest and sends what went.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ValidationError
 
+from compiler.cache.lease import Lease
 from compiler.core.errors import CheckFailed, Conflict, EnvironmentProblem, InvalidInput
 from compiler.core.files import hash_json
 from compiler.core.records import (
@@ -129,7 +133,7 @@ def publish(
             signer,
             context,
         )
-    uploaded, present = _upload_missing(store, name, release.blobs + release.check_reports, progress)
+    uploaded, present = _upload_leased(store, name, version, release.blobs + release.check_reports, progress)
     status = _create(store, release, [b.ref for b in release.check_reports])
     return _attested(store, release, _result(store, release, status, uploaded, present, started), signer, context)
 
@@ -161,7 +165,7 @@ def stage(
     started = time.monotonic()
     release = read_builds(build_dirs, name, version, allow_failed=False)
     store = open_store(store, create=True)
-    uploaded, present = _upload_missing(store, name, release.blobs + release.check_reports, progress)
+    uploaded, present = _upload_leased(store, name, version, release.blobs + release.check_reports, progress, job)
     part = StagedPart(
         job=job,
         content=release.content,
@@ -362,6 +366,22 @@ def merge_contents(parts: list[ReleaseContent]) -> ReleaseContent:
             "golden": golden,
         }
     )
+
+
+def _upload_leased(
+    store: Store, name: str, version: str, blobs: list[_Blob], progress: Progress | None, job: str | None = None
+) -> tuple[list[_Blob], int]:
+    """:func:`_upload_missing` under a lease on every blob, taken before the first look: when the record naming
+    them may be written (the lease still has its tail left, no gc could have removed one unseen), the blobs sent
+    (again, if a look after the lease was outlived or a gc was found sweeping missed one) and those found there."""
+    lease = Lease(store, name, version, [blob.ref.sha256 for blob in blobs], job)
+    lease.take()
+    uploaded, present = _upload_missing(store, name, blobs, progress)
+    while lease.must_look_again():
+        again, _ = _upload_missing(store, name, blobs, None)
+        uploaded += again
+        present -= len(again)
+    return uploaded, present
 
 
 def _upload_missing(store: Store, name: str, blobs: list[_Blob], progress: Progress | None) -> tuple[list[_Blob], int]:

@@ -165,6 +165,15 @@ class Store(ABC):
     blobs_per_release = False
     """Whether each release keeps blobs of its own (OCI repositories) rather than one shared pool."""
 
+    swept_by_gc = False
+    """Whether ``compile gc`` removes this store's unreferenced blobs itself (a registry's own garbage collection
+    does it there), so publishers take leases on the blobs they rely on (:mod:`compiler.cache.lease`)."""
+
+    def hidden(self) -> list[str]:
+        """The entries listings so far skipped because they are not plain files or folders (a symbolic link, a
+        FIFO), as ``key (what it is)``: gc removes nothing while a listing hides what may need keeping."""
+        return []
+
     def blobs(self, name: str) -> list[str] | None:
         """The digests of every blob the store holds (the shared pool; ``name``'s own where blobs are per
         release), sorted; None where the backend cannot list blobs (the registry API has no such call)."""

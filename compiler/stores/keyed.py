@@ -36,6 +36,8 @@ from compiler.stores.base import (
 class KeyedStore(Store):
     """A store over keys: a backend says how to size, put, stream, create, swap and list one key."""
 
+    swept_by_gc = True
+
     @abstractmethod
     def _size(self, key: str) -> int | None: ...
 

@@ -32,6 +32,7 @@ class LocalStore(KeyedStore):
         self.root = root
         self.uri = str(root)
         self._swept: set[Path] = set()
+        self._hidden: dict[str, str] = {}
         if create:
             try:
                 root.mkdir(parents=True, exist_ok=True)
@@ -206,16 +207,24 @@ class LocalStore(KeyedStore):
         return [version for version in super().versions(name) if os.path.lexists(folder / version / "manifest.json")]
 
     def _children(self, prefix: str) -> list[str]:
+        """Plain files and folders only: what else stands there (a link, a FIFO) is never followed, and is
+        remembered (:meth:`hidden`) so gc can refuse a store whose listings hide something."""
         try:
-            return [
-                entry.name
-                for entry in os.scandir(self._path(prefix.rstrip("/")))
-                if entry.is_dir(follow_symlinks=False) or entry.is_file(follow_symlinks=False)
-            ]
+            names = []
+            for entry in os.scandir(self._path(prefix.rstrip("/"))):
+                if entry.is_dir(follow_symlinks=False) or entry.is_file(follow_symlinks=False):
+                    names.append(entry.name)
+                else:
+                    what = "a symbolic link" if entry.is_symlink() else "not a regular file"
+                    self._hidden[prefix + entry.name] = what
+            return names
         except OSError as exc:
             if exc.errno in (errno.ENOENT, errno.ENOTDIR):
                 return []
             raise EnvironmentProblem(f"store {self.root}: cannot list {prefix} ({exc.strerror or exc})") from None
+
+    def hidden(self) -> list[str]:
+        return [f"{key} ({what})" for key, what in sorted(self._hidden.items())]
 
     def _delete(self, key: str) -> None:
         path = self._path(key)

@@ -69,6 +69,7 @@ EXAMPLES = {
     "pipeline-fields": 4,
     "metric-modules": 3,
     "modelopt-interpreters": 3,
+    "gc-races": 4,
 }
 """Generated cases per test (each test is one family x kind, so the totals are these times the kinds), besides
 the explicit cases each test always runs (test_hostile.py's MUST tables). A CLI run costs ~0.3 s (a build refusing

@@ -241,7 +241,7 @@ def test_publish_damaged_build_folders(request, hostile_base, store_build):
         shutil.copytree(store_build, build, symlinks=True)
         build_dir = _build_damage(recipe.damage, build, box)
         store = box.out / "store"
-        codes, names = BUILD_DAMAGE[recipe.damage]
+        expected, names = BUILD_DAMAGE[recipe.damage]
         kept = tree_kept(box.out)
 
         def after(result: CliResult) -> list[str]:
@@ -268,7 +268,7 @@ def test_publish_damaged_build_folders(request, hostile_base, store_build):
         ]
         return Case(
             args,
-            Expect(codes, f"{recipe.damage} build folder", names),
+            Expect(expected, f"{recipe.damage} build folder", names),
             recipe.json_output,
             reports_failures=False,
             after=after,
@@ -473,10 +473,10 @@ manifest; promote moves a channel off a missing version; ls skips a release or c
 
 
 def _store_codes(damage: str, command: str) -> frozenset[int]:
-    part, codes = STORE_DAMAGE[damage]
+    part, expected = STORE_DAMAGE[damage]
     if (damage, command) in EXCEPTIONS:
         return EXCEPTIONS[(damage, command)]
-    return codes if command in READS[part] else codes(0)
+    return expected if command in READS[part] else codes(0)
 
 
 @dataclass(frozen=True)
