@@ -5,7 +5,8 @@ from __future__ import annotations
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,16 +36,69 @@ def check(
     passed, failed or was skipped and why. Raises InvalidInput for a folder that is not a build, bad rules or data
     (before any work), EnvironmentProblem for a missing backend. ``shared`` (a :class:`compiler.cache.tier.CacheTier`):
     a verdict of the same inputs is taken from the remote cache, and one made here is sent there."""
-    from compiler.check.fusions import load_rules
-    from compiler.check.report import MARKDOWN, write_report
-    from compiler.core.files import check_writable_folder
-    from compiler.core.paths import check_not_overwriting
-    from compiler.core.profiles import load_profiles, load_sku_catalog
-    from compiler.core.records import CHECK_RECORD, GOLDEN_FILE
+    from compiler.check.report import write_report
 
     options = options or CheckOptions()
-    started = time.perf_counter()
-    build = _checkable(read_build(Path(build_dir)))
+    with _validated(Path(build_dir), options, progress, time.perf_counter()) as run:
+        key = _inputs_sha256(run.build, run.source, run.dataset, options, run.models)
+        reused, cache = _reused(run.build.root, key, options, shared)
+        if reused is not None:
+            return reused
+        with tempfile.TemporaryDirectory(prefix="compile-check-") as work:
+            report = _run(run, Path(work))
+    report = report.model_copy(update={"inputs_sha256": key})
+    write_report(report, run.build.root)
+    if shared is not None:
+        cache = _send(shared, key, run.build.root, report, cache)
+    return report.model_copy(update={"cache": cache})
+
+
+@contextmanager
+def _validated(
+    build_dir: Path, options: CheckOptions, progress: Progress | None, started: float
+) -> Iterator[_CheckRun]:
+    """Every input read and validated before any expensive work (InvalidInput names the first at fault): the
+    build folder, where the reports go, the calibration folders, the rules, the SKUs, the source model, the
+    profiles, the samples, the metric and labels, and each engine's built model. The samples stay open until the
+    run is done."""
+    from compiler.check.fusions import load_rules
+
+    build = _checkable(read_build(build_dir))
+    _check_paths(build, options)
+    rules = load_rules(options.rules)  # bad rules fail before any work
+    catalog = _catalog(build, options.skus)
+    source = source_model(build, options.model)
+    profiles = _profiles(build, options.profiles)
+    dataset = None
+    if options.data is not None:
+        from compiler.data.datasets import open_dataset
+
+        dataset = open_dataset(options.data, source)
+    try:
+        if dataset is not None:
+            from compiler.check.data_shapes import check_data_shapes
+
+            check_data_shapes(dataset, source, [t.engine for t in build.targets if t.engine is not None])
+        scoring = _metric(options, dataset)
+        models = {
+            t.label: built_model(t, source, options.cache_dir, options.calibration)
+            for t in build.targets
+            if t.engine is not None
+        }
+        yield _CheckRun(build, options, source, profiles, rules, catalog, dataset, models, scoring, progress, started)
+    finally:
+        if dataset is not None:
+            dataset.close()
+
+
+def _check_paths(build: BuildFolder, options: CheckOptions) -> None:
+    """Refuse a build folder the reports cannot be written to, reports that would overwrite an input, and a
+    ``--calibration`` that is not a folder."""
+    from compiler.check.report import MARKDOWN
+    from compiler.core.files import check_writable_folder
+    from compiler.core.paths import check_not_overwriting
+    from compiler.core.records import CHECK_RECORD, GOLDEN_FILE
+
     check_writable_folder(build.root, "BUILD_DIR")
     inputs = [
         p for p in (options.data, options.model, options.rules, options.skus, options.profiles, options.labels) if p
@@ -55,58 +109,55 @@ def check(
     for folder in options.calibration:
         if not Path(folder).is_dir():
             raise InvalidInput(f"--calibration {folder}: not a folder; pass the --out folder of compile calibrate")
-    rules = load_rules(options.rules)  # bad rules fail before any work
-    catalog = load_sku_catalog(options.skus)
+
+
+def _catalog(build: BuildFolder, skus: Path | None) -> SkuCatalog:
+    """The SKU catalog, refused (before any work) when it does not know an engine's SKU."""
+    from compiler.core.profiles import load_sku_catalog
+
+    catalog = load_sku_catalog(skus)
     for target in build.targets:
         if target.engine is not None:
-            catalog.get(target.engine.sku)  # an unknown SKU is a usage error, before any work
-    source = source_model(build, options.model)
+            catalog.get(target.engine.sku)  # an unknown SKU is a usage error
+    return catalog
+
+
+def _profiles(build: BuildFolder, path: Path | None) -> list[ShapeProfile]:
+    """The shape profiles the engines were built with; ``--profiles``' (or none) when no engine was built."""
+    from compiler.core.profiles import load_profiles
+
     engines = [t.engine for t in build.targets if t.engine is not None]
-    profiles = (
-        list(engines[0].profiles)
-        if engines
-        else (list(load_profiles(options.profiles).profiles) if options.profiles else [])
-    )
-    dataset = None
-    if options.data is not None:
-        from compiler.data.datasets import open_dataset
+    if engines:
+        return list(engines[0].profiles)
+    return list(load_profiles(path).profiles) if path else []
 
-        dataset = open_dataset(options.data, source)
-    try:
-        if dataset is not None:
-            from compiler.check.data_shapes import check_data_shapes
 
-            check_data_shapes(dataset, source, engines)
-        metric, labels = _metric(options, dataset)
-        models = {
-            t.label: built_model(t, source, options.cache_dir, options.calibration)
-            for t in build.targets
-            if t.engine is not None
-        }
-        key = _inputs_sha256(build, source, dataset, options, models)
-        earlier = _earlier(build.root / CHECK_RECORD, key) if options.reuse else None
-        if earlier is not None:
-            return earlier.model_copy(update={"cache": CacheOutcome(source="hit")})
-        miss = CacheOutcome(source="miss", reason="no check.json of these inputs" if options.reuse else "--no-reuse")
-        if shared is not None and shared.remote is not None and options.reuse:
-            found, miss = _from_shared(shared, key, build.root)
-            if found is not None:
-                write_report(found.model_copy(update={"build_dir": str(build.root), "reused": False}), build.root)
-                return found.model_copy(update={"build_dir": str(build.root), "cache": miss})
-        run = _CheckRun(
-            build, options, source, profiles, rules, catalog, dataset, models, (metric, labels), progress, started
-        )
-        with tempfile.TemporaryDirectory(prefix="compile-check-") as work:
-            report = _run(run, Path(work))
-    finally:
-        if dataset is not None:
-            dataset.close()
-    report = report.model_copy(update={"inputs_sha256": key})
-    write_report(report, build.root)
-    if shared is not None:
-        sent = shared.send("checks", key, build.root, [CHECK_RECORD] + ([GOLDEN_FILE] if report.golden else []))
-        miss = miss.model_copy(update={"warning": " / ".join(filter(None, [miss.warning, sent])) or None})
-    return report.model_copy(update={"cache": miss})
+def _reused(root: Path, key: str, options: CheckOptions, shared: Any) -> tuple[CheckReport | None, CacheOutcome]:
+    """A verdict of the same inputs: the folder's own check.json, else the remote cache's (written into the
+    folder); None and why there was none otherwise."""
+    from compiler.check.report import write_report
+    from compiler.core.records import CHECK_RECORD
+
+    earlier = _earlier(root / CHECK_RECORD, key) if options.reuse else None
+    if earlier is not None:
+        hit = CacheOutcome(source="hit")
+        return earlier.model_copy(update={"cache": hit}), hit
+    miss = CacheOutcome(source="miss", reason="no check.json of these inputs" if options.reuse else "--no-reuse")
+    if shared is not None and shared.remote is not None and options.reuse:
+        found, miss = _from_shared(shared, key, root)
+        if found is not None:
+            write_report(found.model_copy(update={"build_dir": str(root), "reused": False}), root)
+            return found.model_copy(update={"build_dir": str(root), "cache": miss}), miss
+    return None, miss
+
+
+def _send(shared: Any, key: str, root: Path, report: CheckReport, outcome: CacheOutcome) -> CacheOutcome:
+    """Send the verdict (and the golden inputs it wrote) to the remote cache: a remote that cannot take it adds a
+    warning to ``outcome``, it does not fail the check."""
+    from compiler.core.records import CHECK_RECORD, GOLDEN_FILE
+
+    sent = shared.send("checks", key, root, [CHECK_RECORD] + ([GOLDEN_FILE] if report.golden else []))
+    return outcome.model_copy(update={"warning": " / ".join(filter(None, [outcome.warning, sent])) or None})
 
 
 def _from_shared(shared: Any, key: str, root: Path) -> tuple[CheckReport | None, CacheOutcome]:
