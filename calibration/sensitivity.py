@@ -60,17 +60,54 @@ def local_errors(
     prepared: Path, qdq: Path, dataset: Dataset, indices: np.ndarray, batch_size: int
 ) -> dict[str, tuple[float, list[str]]]:
     """Quantized node -> (its local SQNR in dB, its quantized activation inputs), over ``indices``."""
+    path, compared, statistics = _sensitivity_model(prepared, qdq)
+    try:
+        runner = session(path, "sensitivity model")
+    finally:
+        path.unlink(missing_ok=True)
+        path.with_name(path.name + ".data").unlink(missing_ok=True)
+    names = [o.name for o in runner.get_outputs()]
+    sums = {node: [0.0, 0.0, 0.0, 0] for node in compared}  # sum x, sum x^2, sum err^2, count
+    for chunk in batches(indices, batch_size):
+        values = dict(zip(names, runner.run(names, dataset.read(chunk)), strict=True))
+        for node, outputs in statistics.items():
+            _accumulate(sums[node], *(values[name] for name in outputs))
+    return {node: (sqnr_db(*sums[node]), compared[node][2]) for node in compared}
+
+
+def _sensitivity_model(
+    prepared: Path, qdq: Path
+) -> tuple[Path, dict[str, tuple[str, str, list[str]]], dict[str, tuple[str, str, str, str]]]:
+    """The FP32 model holding a local copy of every quantized node and, as its only outputs, the statistics that
+    measure each copy against the FP32 node, saved beside ``qdq`` (both models are freed before it runs); each
+    node's (FP32 output, local output, quantized activations) and its statistics' outputs."""
     float_model = onnx.load_model(prepared)
     quantized_model = onnx.load_model(qdq)
     del float_model.opset_import[:]  # FP8 Q/DQ needs the opset (19) the quantizer raised the Q/DQ model to
     float_model.opset_import.extend(quantized_model.opset_import)
-    nodes, dequantized = _quantized_nodes(quantized_model.graph)
-    float_names = {i.name for i in float_model.graph.input} | {o for n in float_model.graph.node for o in n.output}
-    float_names |= {i.name for i in float_model.graph.initializer}
-    qdq_nodes = {
-        n.output[0]: n for n in quantized_model.graph.node if n.op_type in ("QuantizeLinear", "DequantizeLinear")
-    }
     graph = float_model.graph
+    compared = _add_local_copies(graph, quantized_model.graph)
+    del graph.output[:]
+    statistics = {
+        node: _error_statistics(graph, reference, local_name, default_opset(float_model))
+        for node, (reference, local_name, _) in compared.items()
+    }
+    path = qdq.with_name(qdq.name + ".sensitivity.onnx")
+    save_model(float_model, path, path.name + ".data")
+    return path, compared, statistics
+
+
+def _add_local_copies(graph: onnx.GraphProto, quantized: onnx.GraphProto) -> dict[str, tuple[str, str, list[str]]]:
+    """Add to the FP32 ``graph`` a copy (prefixed) of each node ``quantized`` runs quantized, fed the FP32 model's
+    own activations through its Q/DQ pairs and its quantized weights; node -> (its FP32 output, its copy's
+    output, its quantized activation inputs). A node the Q/DQ model renamed or fused is left out: nothing of the
+    FP32 model to compare with."""
+    nodes, dequantized = _quantized_nodes(quantized)
+    float_names = {i.name for i in graph.input} | {o for n in graph.node for o in n.output}
+    float_names |= {i.name for i in graph.initializer}
+    qdq_nodes = {n.output[0]: n for n in quantized.node if n.op_type in ("QuantizeLinear", "DequantizeLinear")}
+    initializers = {i.name: i for i in quantized.initializer}
+    present = {i.name for i in graph.initializer}
     added: list[onnx.NodeProto] = []
     copied: set[str] = set()
 
@@ -86,26 +123,15 @@ def local_errors(
                 producer.input[0]
                 if producer.op_type == "QuantizeLinear" and producer.input[0] in float_names
                 else local(producer.input[0]),
-                *(_initializer(i) for i in producer.input[1:]),
+                *(initializer(i) for i in producer.input[1:]),
             ]
-            added.append(
-                helper.make_node(
-                    producer.op_type,
-                    inputs,
-                    [PREFIX + name],
-                    PREFIX + producer.name,
-                    domain=producer.domain,
-                    **{a.name: helper.get_attribute_value(a) for a in producer.attribute},
-                )
-            )
+            added.append(_prefixed_copy(producer, inputs))
         elif producer is None:
-            _initializer(name)
+            initializer(name)
         return PREFIX + name
 
-    initializers = {i.name: i for i in quantized_model.graph.initializer}
-    present = {i.name for i in graph.initializer}
-
-    def _initializer(name: str) -> str:
+    def initializer(name: str) -> str:
+        """A weight (or scale, zero point) of the Q/DQ model, copied in once (prefixed); other names stay."""
         if name in initializers and PREFIX + name not in present:
             copy = onnx.TensorProto()
             copy.CopyFrom(initializers[name])
@@ -117,41 +143,25 @@ def local_errors(
     compared: dict[str, tuple[str, str, list[str]]] = {}
     for node in nodes:
         if node.output[0] not in float_names:
-            continue  # a node the Q/DQ model renamed or fused: nothing of the FP32 model to compare with
-        inputs = [local(i) if i in dequantized else (i if i in float_names else _initializer(i)) for i in node.input]
-        added.append(
-            helper.make_node(
-                node.op_type,
-                inputs,
-                [PREFIX + node.output[0]],
-                PREFIX + node.name,
-                domain=node.domain,
-                **{a.name: helper.get_attribute_value(a) for a in node.attribute},
-            )
-        )
+            continue
+        inputs = [local(i) if i in dequantized else (i if i in float_names else initializer(i)) for i in node.input]
+        added.append(_prefixed_copy(node, inputs))
         activations = [dequantized[i] for i in node.input if i in dequantized and dequantized[i] in float_names]
         compared[node.name] = (node.output[0], PREFIX + node.output[0], activations)
     graph.node.extend(added)
-    del graph.output[:]
-    statistics = {
-        node: _error_statistics(graph, reference, local_name, default_opset(float_model))
-        for node, (reference, local_name, _) in compared.items()
-    }
-    path = qdq.with_name(qdq.name + ".sensitivity.onnx")
-    save_model(float_model, path, path.name + ".data")
-    del float_model, quantized_model
-    try:
-        runner = session(path, "sensitivity model")
-    finally:
-        path.unlink(missing_ok=True)
-        path.with_name(path.name + ".data").unlink(missing_ok=True)
-    names = [o.name for o in runner.get_outputs()]
-    sums = {node: [0.0, 0.0, 0.0, 0] for node in compared}  # sum x, sum x^2, sum err^2, count
-    for chunk in batches(indices, batch_size):
-        values = dict(zip(names, runner.run(names, dataset.read(chunk)), strict=True))
-        for node, outputs in statistics.items():
-            _accumulate(sums[node], *(values[name] for name in outputs))
-    return {node: (sqnr_db(*sums[node]), compared[node][2]) for node in compared}
+    return compared
+
+
+def _prefixed_copy(node: onnx.NodeProto, inputs: list[str]) -> onnx.NodeProto:
+    """``node`` reading ``inputs``, with its name and output prefixed: a copy that lives beside the original."""
+    return helper.make_node(
+        node.op_type,
+        inputs,
+        [PREFIX + node.output[0]],
+        PREFIX + node.name,
+        domain=node.domain,
+        **{a.name: helper.get_attribute_value(a) for a in node.attribute},
+    )
 
 
 def _accumulate(sums: list, means: np.ndarray, spreads: np.ndarray, errors: np.ndarray, size: np.ndarray) -> None:

@@ -15,7 +15,7 @@ from compiler.core.profiles import ShapeProfile
 from compiler.core.records import CheckResult, Status
 from compiler.core.text import human_size
 from compiler.data.model import OnnxModel, _infer_shapes
-from compiler.inspect.summary import tensorrt_view
+from compiler.inspect.summary import Partition, TensorRTView, tensorrt_view
 
 MAX_EVIDENCE = 20
 
@@ -66,28 +66,37 @@ def check_partitions(
     max_unsupported: int | None,
     max_boundary_mb: float | None,
 ) -> CheckResult:
+    """The partitions check: TensorRT's partitions of ``model``, the nodes falling back and the bytes crossing the
+    boundaries at each profile's opt and max shapes; failed past any of the limits given (None: no limit)."""
     view = tensorrt_view(model, backend)  # EnvironmentProblem (exit 3) when the backend is missing
+    figures = _figures(view, model, profiles)
+    failures = _failures(figures, max_partitions, max_unsupported, max_boundary_mb)
+    summary = _summary(figures)
+    return CheckResult(
+        name="partitions",
+        status=Status.FAILED if failures else Status.OK,
+        evidence=_evidence(figures),
+        figures=figures,
+        summary=(f"{summary}: " + "; ".join(failures)) if failures else summary,
+    )
+
+
+def _figures(view: TensorRTView, model: OnnxModel, profiles: list[ShapeProfile]) -> dict[str, Any]:
+    """check.json's figures: the backend, each partition with its boundary tensors, the nodes falling back, the
+    boundary bytes per shape set and the boundary tensors no shape set can size."""
     graph_io = {v.name for v in (*model.proto.graph.input, *model.proto.graph.output)}
     sets = {label: _shapes_at(model, dims) for label, dims in _shape_sets(model, profiles).items()}
     partitions: list[dict[str, Any]] = []
     boundary_bytes: dict[str, int] = dict.fromkeys(sets, 0)
     unsized: set[str] = set()
-    evidence = []
-    for index, partition in enumerate(view.partitions):
-        crossing = [t for t in (*partition.inputs, *partition.outputs) if t not in graph_io]
-        tensors = []
-        for name in crossing:
-            sizes = {}
-            for label, shapes in sets.items():
-                itemsize, dims = shapes.get(name, (None, None))
-                sizes[label] = None if itemsize is None or dims is None else itemsize * prod(dims)
-                if sizes[label] is None:
-                    unsized.add(name)
+    for partition in view.partitions:
+        tensors = _boundary(partition, graph_io, sets)
+        for tensor in tensors:
+            for label, size in tensor["bytes"].items():
+                if size is None:
+                    unsized.add(tensor["name"])
                 else:
-                    boundary_bytes[label] += sizes[label]
-            tensors.append({"name": name, "direction": "in" if name in partition.inputs else "out", "bytes": sizes})
-            shown = ", ".join(f"{label} {'?' if b is None else human_size(b)}" for label, b in sizes.items())
-            evidence.append(f"partition {index} {'input' if name in partition.inputs else 'output'} {name}: {shown}")
+                    boundary_bytes[label] += size
         partitions.append(
             {
                 "nodes": partition.nodes,
@@ -97,20 +106,58 @@ def check_partitions(
                 "boundary": tensors,
             }
         )
-    unsupported = [
-        {"index": u.index, "name": u.name, "op": u.op, "domain": u.domain, "reason": u.reason} for u in view.unsupported
-    ]
-    evidence = [
-        f"falls back: node {u['index']} {u['name'] or '(unnamed)'} ({u['op']}): {u['reason']}" for u in unsupported
-    ][:MAX_EVIDENCE] + evidence[:MAX_EVIDENCE]
-    figures = {
+    return {
         "backend": f"{view.backend} {view.version}",
         "partitions": partitions,
-        "unsupported": unsupported,
+        "unsupported": [
+            {"index": u.index, "name": u.name, "op": u.op, "domain": u.domain, "reason": u.reason}
+            for u in view.unsupported
+        ],
         "boundary_bytes": boundary_bytes,
         "unsized_tensors": sorted(unsized),
     }
-    worst = max(boundary_bytes.values(), default=0)
+
+
+def _boundary(
+    partition: Partition, graph_io: set[str], sets: dict[str, dict[str, tuple[int | None, list[int] | None]]]
+) -> list[dict[str, Any]]:
+    """The tensors crossing a partition's boundary (the graph's own inputs and outputs do not), each with its
+    bytes at every shape set (None: shape inference cannot size it)."""
+    tensors = []
+    for name in (*partition.inputs, *partition.outputs):
+        if name in graph_io:
+            continue
+        sizes = {}
+        for label, shapes in sets.items():
+            itemsize, dims = shapes.get(name, (None, None))
+            sizes[label] = None if itemsize is None or dims is None else itemsize * prod(dims)
+        tensors.append({"name": name, "direction": "in" if name in partition.inputs else "out", "bytes": sizes})
+    return tensors
+
+
+def _evidence(figures: dict[str, Any]) -> list[str]:
+    """The first nodes falling back, then the first boundary tensors with their sizes (at most MAX_EVIDENCE of
+    each)."""
+    falling_back = [
+        f"falls back: node {u['index']} {u['name'] or '(unnamed)'} ({u['op']}): {u['reason']}"
+        for u in figures["unsupported"]
+    ]
+    crossing = [
+        f"partition {index} {'input' if tensor['direction'] == 'in' else 'output'} {tensor['name']}: "
+        + ", ".join(f"{label} {'?' if b is None else human_size(b)}" for label, b in tensor["bytes"].items())
+        for index, partition in enumerate(figures["partitions"])
+        for tensor in partition["boundary"]
+    ]
+    return falling_back[:MAX_EVIDENCE] + crossing[:MAX_EVIDENCE]
+
+
+def _failures(
+    figures: dict[str, Any], max_partitions: int | None, max_unsupported: int | None, max_boundary_mb: float | None
+) -> list[str]:
+    """Each limit the figures exceed, with the flag that set it; boundary tensors of unknown size break
+    ``--max-boundary-mb`` too, since it cannot be held."""
+    partitions, unsupported, unsized = figures["partitions"], figures["unsupported"], figures["unsized_tensors"]
+    worst = max(figures["boundary_bytes"].values(), default=0)
     failures = []
     if max_partitions is not None and len(partitions) > max_partitions:
         failures.append(f"{len(partitions)} partitions, more than --max-partitions {max_partitions}")
@@ -126,23 +173,19 @@ def check_partitions(
         )
     if max_boundary_mb is not None and unsized:
         failures.append(
-            f"boundary tensor(s) {', '.join(sorted(unsized)[:5])} of unknown size (shape inference "
+            f"boundary tensor(s) {', '.join(unsized[:5])} of unknown size (shape inference "
             f"cannot size them), so --max-boundary-mb cannot be held"
         )
-    where = f"{len(partitions)} TensorRT partition(s), {len(unsupported)} node(s) falling back"
-    crossing_note = ""
+    return failures
+
+
+def _summary(figures: dict[str, Any]) -> str:
+    """How many partitions and falling-back nodes, and (when the model is split) the most bytes crossing."""
+    partitions, unsupported, unsized = figures["partitions"], figures["unsupported"], figures["unsized_tensors"]
+    summary = f"{len(partitions)} TensorRT partition(s), {len(unsupported)} node(s) falling back"
     if len(partitions) > 1 or unsupported:
-        crossing_note = f", {human_size(worst)} crossing boundaries at most" + (
+        worst = max(figures["boundary_bytes"].values(), default=0)
+        summary += f", {human_size(worst)} crossing boundaries at most" + (
             f" besides {len(unsized)} tensor(s) of unknown size" if unsized else ""
         )
-    if failures:
-        return CheckResult(
-            name="partitions",
-            status=Status.FAILED,
-            evidence=evidence,
-            figures=figures,
-            summary=f"{where}{crossing_note}: " + "; ".join(failures),
-        )
-    return CheckResult(
-        name="partitions", status=Status.OK, evidence=evidence, figures=figures, summary=f"{where}{crossing_note}"
-    )
+    return summary

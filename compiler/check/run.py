@@ -5,8 +5,11 @@ from __future__ import annotations
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -17,6 +20,14 @@ from compiler.core.records import CacheOutcome, CheckReport, CheckResult, Engine
 from compiler.data.model import OnnxModel, load_model
 from compiler.engines.folder import REBUILD, BuildFolder, Target, built_model, read_build, source_model
 
+if TYPE_CHECKING:
+    from compiler.check.fusions import Rule
+    from compiler.core.profiles import ShapeProfile, SkuCatalog
+    from compiler.core.records import EngineRecord, GoldenRecord
+    from compiler.data.datasets import Dataset
+    from compiler.data.metric import Metric
+    from compiler.data.ranges import Reference
+
 
 def check(
     build_dir: str | Path, options: CheckOptions | None = None, progress: Progress | None = None, shared: Any = None
@@ -25,16 +36,69 @@ def check(
     passed, failed or was skipped and why. Raises InvalidInput for a folder that is not a build, bad rules or data
     (before any work), EnvironmentProblem for a missing backend. ``shared`` (a :class:`compiler.cache.tier.CacheTier`):
     a verdict of the same inputs is taken from the remote cache, and one made here is sent there."""
-    from compiler.check.fusions import load_rules
-    from compiler.check.report import MARKDOWN, write_report
-    from compiler.core.files import check_writable_folder
-    from compiler.core.paths import check_not_overwriting
-    from compiler.core.profiles import load_profiles, load_sku_catalog
-    from compiler.core.records import CHECK_RECORD, GOLDEN_FILE
+    from compiler.check.report import write_report
 
     options = options or CheckOptions()
-    started = time.perf_counter()
-    build = _checkable(read_build(Path(build_dir)))
+    with _validated(Path(build_dir), options, progress, time.perf_counter()) as run:
+        key = _inputs_sha256(run.build, run.source, run.dataset, options, run.models)
+        reused, cache = _reused(run.build.root, key, options, shared)
+        if reused is not None:
+            return reused
+        with tempfile.TemporaryDirectory(prefix="compile-check-") as work:
+            report = _run(run, Path(work))
+    report = report.model_copy(update={"inputs_sha256": key})
+    write_report(report, run.build.root)
+    if shared is not None:
+        cache = _send(shared, key, run.build.root, report, cache)
+    return report.model_copy(update={"cache": cache})
+
+
+@contextmanager
+def _validated(
+    build_dir: Path, options: CheckOptions, progress: Progress | None, started: float
+) -> Iterator[_CheckRun]:
+    """Every input read and validated before any expensive work (InvalidInput names the first at fault): the
+    build folder, where the reports go, the calibration folders, the rules, the SKUs, the source model, the
+    profiles, the samples, the metric and labels, and each engine's built model. The samples stay open until the
+    run is done."""
+    from compiler.check.fusions import load_rules
+
+    build = _checkable(read_build(build_dir))
+    _check_paths(build, options)
+    rules = load_rules(options.rules)  # bad rules fail before any work
+    catalog = _catalog(build, options.skus)
+    source = source_model(build, options.model)
+    profiles = _profiles(build, options.profiles)
+    dataset = None
+    if options.data is not None:
+        from compiler.data.datasets import open_dataset
+
+        dataset = open_dataset(options.data, source)
+    try:
+        if dataset is not None:
+            from compiler.check.data_shapes import check_data_shapes
+
+            check_data_shapes(dataset, source, [t.engine for t in build.targets if t.engine is not None])
+        scoring = _metric(options, dataset)
+        models = {
+            t.label: built_model(t, source, options.cache_dir, options.calibration)
+            for t in build.targets
+            if t.engine is not None
+        }
+        yield _CheckRun(build, options, source, profiles, rules, catalog, dataset, models, scoring, progress, started)
+    finally:
+        if dataset is not None:
+            dataset.close()
+
+
+def _check_paths(build: BuildFolder, options: CheckOptions) -> None:
+    """Refuse a build folder the reports cannot be written to, reports that would overwrite an input, and a
+    ``--calibration`` that is not a folder."""
+    from compiler.check.report import MARKDOWN
+    from compiler.core.files import check_writable_folder
+    from compiler.core.paths import check_not_overwriting
+    from compiler.core.records import CHECK_RECORD, GOLDEN_FILE
+
     check_writable_folder(build.root, "BUILD_DIR")
     inputs = [
         p for p in (options.data, options.model, options.rules, options.skus, options.profiles, options.labels) if p
@@ -45,68 +109,55 @@ def check(
     for folder in options.calibration:
         if not Path(folder).is_dir():
             raise InvalidInput(f"--calibration {folder}: not a folder; pass the --out folder of compile calibrate")
-    rules = load_rules(options.rules)  # bad rules fail before any work
-    catalog = load_sku_catalog(options.skus)
+
+
+def _catalog(build: BuildFolder, skus: Path | None) -> SkuCatalog:
+    """The SKU catalog, refused (before any work) when it does not know an engine's SKU."""
+    from compiler.core.profiles import load_sku_catalog
+
+    catalog = load_sku_catalog(skus)
     for target in build.targets:
         if target.engine is not None:
-            catalog.get(target.engine.sku)  # an unknown SKU is a usage error, before any work
-    source = source_model(build, options.model)
+            catalog.get(target.engine.sku)  # an unknown SKU is a usage error
+    return catalog
+
+
+def _profiles(build: BuildFolder, path: Path | None) -> list[ShapeProfile]:
+    """The shape profiles the engines were built with; ``--profiles``' (or none) when no engine was built."""
+    from compiler.core.profiles import load_profiles
+
     engines = [t.engine for t in build.targets if t.engine is not None]
-    profiles = (
-        list(engines[0].profiles)
-        if engines
-        else (list(load_profiles(options.profiles).profiles) if options.profiles else [])
-    )
-    dataset = None
-    if options.data is not None:
-        from compiler.data.datasets import open_dataset
+    if engines:
+        return list(engines[0].profiles)
+    return list(load_profiles(path).profiles) if path else []
 
-        dataset = open_dataset(options.data, source)
-    try:
-        if dataset is not None:
-            from compiler.check.data_shapes import check_data_shapes
 
-            check_data_shapes(dataset, source, engines)
-        metric, labels = _metric(options, dataset)
-        models = {
-            t.label: built_model(t, source, options.cache_dir, options.calibration)
-            for t in build.targets
-            if t.engine is not None
-        }
-        key = _inputs_sha256(build, source, dataset, options, models)
-        earlier = _earlier(build.root / CHECK_RECORD, key) if options.reuse else None
-        if earlier is not None:
-            return earlier.model_copy(update={"cache": CacheOutcome(source="hit")})
-        miss = CacheOutcome(source="miss", reason="no check.json of these inputs" if options.reuse else "--no-reuse")
-        if shared is not None and shared.remote is not None and options.reuse:
-            found, miss = _from_shared(shared, key, build.root)
-            if found is not None:
-                write_report(found.model_copy(update={"build_dir": str(build.root), "reused": False}), build.root)
-                return found.model_copy(update={"build_dir": str(build.root), "cache": miss})
-        with tempfile.TemporaryDirectory(prefix="compile-check-") as work:
-            report = _run(
-                build,
-                source,
-                profiles,
-                rules,
-                catalog,
-                dataset,
-                models,
-                options,
-                progress,
-                Path(work),
-                started,
-                (metric, labels),
-            )
-    finally:
-        if dataset is not None:
-            dataset.close()
-    report = report.model_copy(update={"inputs_sha256": key})
-    write_report(report, build.root)
-    if shared is not None:
-        sent = shared.send("checks", key, build.root, [CHECK_RECORD] + ([GOLDEN_FILE] if report.golden else []))
-        miss = miss.model_copy(update={"warning": " / ".join(filter(None, [miss.warning, sent])) or None})
-    return report.model_copy(update={"cache": miss})
+def _reused(root: Path, key: str, options: CheckOptions, shared: Any) -> tuple[CheckReport | None, CacheOutcome]:
+    """A verdict of the same inputs: the folder's own check.json, else the remote cache's (written into the
+    folder); None and why there was none otherwise."""
+    from compiler.check.report import write_report
+    from compiler.core.records import CHECK_RECORD
+
+    earlier = _earlier(root / CHECK_RECORD, key) if options.reuse else None
+    if earlier is not None:
+        hit = CacheOutcome(source="hit")
+        return earlier.model_copy(update={"cache": hit}), hit
+    miss = CacheOutcome(source="miss", reason="no check.json of these inputs" if options.reuse else "--no-reuse")
+    if shared is not None and shared.remote is not None and options.reuse:
+        found, miss = _from_shared(shared, key, root)
+        if found is not None:
+            write_report(found.model_copy(update={"build_dir": str(root), "reused": False}), root)
+            return found.model_copy(update={"build_dir": str(root), "cache": miss}), miss
+    return None, miss
+
+
+def _send(shared: Any, key: str, root: Path, report: CheckReport, outcome: CacheOutcome) -> CacheOutcome:
+    """Send the verdict (and the golden inputs it wrote) to the remote cache: a remote that cannot take it adds a
+    warning to ``outcome``, it does not fail the check."""
+    from compiler.core.records import CHECK_RECORD, GOLDEN_FILE
+
+    sent = shared.send("checks", key, root, [CHECK_RECORD] + ([GOLDEN_FILE] if report.golden else []))
+    return outcome.model_copy(update={"warning": " / ".join(filter(None, [outcome.warning, sent])) or None})
 
 
 def _from_shared(shared: Any, key: str, root: Path) -> tuple[CheckReport | None, CacheOutcome]:
@@ -225,142 +276,205 @@ def _earlier(path: Path, key: str) -> CheckReport | None:
     return report.model_copy(update={"reused": True})
 
 
-def _run(
-    build: BuildFolder,
-    source: OnnxModel,
-    profiles,
-    rules,
-    catalog,
-    dataset,
-    models,
-    options: CheckOptions,
-    progress: Progress | None,
-    work: Path,
-    started: float,
-    scoring,
-) -> CheckReport:
-    from compiler.backends import default_backend
-    from compiler.check.accuracy import check_accuracy, engine_accuracy
-    from compiler.check.fusions import Graph, check_fusions
-    from compiler.check.golden import capture as capture_golden
-    from compiler.check.lint import finish_lint, start_lint
-    from compiler.check.memory import check_memory
-    from compiler.check.partitions import check_partitions
-    from compiler.data.ranges import check_ranges, fp16_tensors, reference_pass
+@dataclass(frozen=True)
+class _CheckRun:
+    """What one check run reads, each part validated before any expensive work: the build folder, the options,
+    the source model and its profiles, the fusion rules, the SKU catalog, the samples (None without --data), each
+    target's built model (its path, None when not at hand, and where it was looked for), the metric and labels,
+    and when the run started."""
 
+    build: BuildFolder
+    options: CheckOptions
+    source: OnnxModel
+    profiles: list[ShapeProfile]
+    rules: list[Rule]
+    catalog: SkuCatalog
+    dataset: Dataset | None
+    models: dict[str, tuple[Path | None, str]]
+    scoring: tuple[Metric | None, dict[str, np.ndarray] | None]
+    progress: Progress | None
+    started: float
+
+
+def _run(run: _CheckRun, work: Path) -> CheckReport:
+    """Every check, in this order: the lint starts first (Polygraphy's runs in a child beside the rest), then the
+    partitions, one FP32 pass over the samples and each target's checks; the lint's result goes first."""
+    from compiler.backends import default_backend
+    from compiler.check.lint import finish_lint, start_lint
+    from compiler.check.partitions import check_partitions
+
+    options, profiles = run.options, run.profiles
     first_shapes = {name: list(r.min) for name, r in profiles[0].shapes.items()} if profiles else {}
-    lint = start_lint(source, first_shapes, work) if options.lint else None
-    built = [t for t in build.targets if t.engine is not None]
+    lint = start_lint(run.source, first_shapes, work) if options.lint else None
+    built = [t for t in run.build.targets if t.engine is not None]
     backend = built[0].engine.backend["name"] if built else default_backend()
     model_checks = [
         check_partitions(
-            source, backend, profiles, options.max_partitions, options.max_unsupported, options.max_boundary_mb
+            run.source, backend, profiles, options.max_partitions, options.max_unsupported, options.max_boundary_mb
         )
     ]
+    run, samples = _fp32_pass(run)
+    graph_of = _graph_loader(run)
+    measured: dict[str, CheckResult] = {}  # accuracy by built model: the engines of one model share it
+    engine_checks = [
+        _engine_check(run, target, graph_of, samples, measured) if target.engine is not None else _unbuilt(target)
+        for target in run.build.targets
+    ]
+    if lint is not None:
+        model_checks.insert(0, finish_lint(lint))
+    report = _report(run.build, run.source, model_checks, engine_checks, run.options, run.started)
+    return report.model_copy(update={"golden": samples.golden if samples is not None else None})
+
+
+@dataclass(frozen=True)
+class _Samples:
+    """The FP32 model's one pass over the samples checked, which accuracy and FP16 range share, and the golden
+    inputs written from it."""
+
+    reference: Reference
+    indices: np.ndarray
+    golden: GoldenRecord | None
+
+
+def _fp32_pass(run: _CheckRun) -> tuple[_CheckRun, _Samples | None]:
+    """The FP32 model's outputs on the samples checked (and its intermediate ranges when an engine is FP16), and
+    golden.npz written from them; None without --data. A model with a fixed batch size runs whole batches of it:
+    the run comes back with that ``batch_size``."""
+    from compiler.check.golden import capture as capture_golden
+    from compiler.data.ranges import reference_pass
+
+    if run.dataset is None:
+        return run, None
+    count, batch = _sample_count(run.source, run.dataset, run.options.samples)
+    if batch is not None:
+        run = replace(run, options=run.options.model_copy(update={"batch_size": batch}))
+    indices = np.arange(count)
+    run.dataset.check_values()
+    wants_ranges = any(t.engine is not None and t.engine.precision == Precision.FP16 for t in run.build.targets)
+    reference = reference_pass(
+        run.source,
+        run.dataset,
+        indices,
+        run.options.batch_size,
+        wants_ranges,
+        run.options.chunk_mb,
+        counter("fp32", len(indices), run.progress),
+    )
+    golden = capture_golden(run.build.root, run.dataset, indices, reference.outputs, batch)
+    return run, _Samples(reference, indices, golden)
+
+
+def _sample_count(source: OnnxModel, dataset: Dataset, samples: int) -> tuple[int, int | None]:
+    """How many samples are checked (``--samples``, at most the data's) and the model's fixed batch size, if it
+    has one: then whole batches of it, and data holding less than one batch is refused."""
+    from compiler.data.datasets import model_inputs
+
+    fixed = {i.batch for i in model_inputs(source) if i.batch is not None}
+    count = min(samples, dataset.count)
+    if not fixed:
+        return count, None
+    batch = max(fixed)
+    count = max(batch, count // batch * batch) if dataset.count >= batch else 0
+    if count == 0:
+        raise InvalidInput(
+            f"{dataset.path}: {dataset.count} sample(s); the model's fixed batch size {batch} needs at least {batch}"
+        )
+    return count, batch
+
+
+def _graph_loader(run: _CheckRun) -> Callable[[Target], OnnxModel]:
+    """The graph each target's engine was built from (the source model's when its built model is not at hand),
+    each file loaded once."""
     loaded: dict[Path, OnnxModel] = {}
 
     def graph_of(target: Target) -> OnnxModel:
-        path = models[target.label][0] or source.path
+        path = run.models[target.label][0] or run.source.path
         if path not in loaded:
-            loaded[path] = source if path == source.path else load_model(path, check=False, digest=False)
+            loaded[path] = run.source if path == run.source.path else load_model(path, check=False, digest=False)
         return loaded[path]
 
-    # accuracy and FP16 range share one FP32 pass over the samples
-    accuracy: dict[str, CheckResult] = {}
-    reference = indices = golden = None
-    if dataset is not None:
-        from compiler.data.datasets import model_inputs
+    return graph_of
 
-        fixed = {i.batch for i in model_inputs(source) if i.batch is not None}
-        count = min(options.samples, dataset.count)
-        if fixed:  # a model with a fixed batch size runs whole batches of it
-            batch = max(fixed)
-            options = options.model_copy(update={"batch_size": batch})
-            count = max(batch, count // batch * batch) if dataset.count >= batch else 0
-            if count == 0:
-                raise InvalidInput(
-                    f"{dataset.path}: {dataset.count} sample(s); the model's fixed batch size "
-                    f"{batch} needs at least {batch}"
-                )
-        indices = np.arange(count)
-        dataset.check_values()
-        wants_ranges = any(t.engine.precision == Precision.FP16 for t in built)
-        reference = reference_pass(
-            source,
-            dataset,
-            indices,
-            options.batch_size,
-            wants_ranges,
-            options.chunk_mb,
-            counter("fp32", len(indices), progress),
+
+def _engine_check(
+    run: _CheckRun,
+    target: Target,
+    graph_of: Callable[[Target], OnnxModel],
+    samples: _Samples | None,
+    measured: dict[str, CheckResult],
+) -> EngineCheck:
+    """A built engine's checks: its fusions, its memory on its SKU, accuracy against FP32, FP16 range (an FP16
+    engine) and the engine's own accuracy."""
+    from compiler.check.accuracy import engine_accuracy
+    from compiler.check.fusions import Graph, check_fusions
+    from compiler.check.memory import check_memory
+    from compiler.data.ranges import check_ranges, fp16_tensors
+
+    engine = target.engine
+    path, where = run.models[target.label]
+    checks = [
+        check_fusions(
+            run.rules,
+            engine.precision,
+            target.layers.layers,
+            Graph(graph_of(target).proto),
+            where if path else f"the source model's graph ({where})",
+        ),
+        check_memory(target.log, engine.sku, run.catalog.get(engine.sku), run.options.headroom),
+        _accuracy(run, engine, path, where, samples, measured),
+    ]
+    if engine.precision == Precision.FP16:
+        checks.append(
+            _skipped("fp16-range", "no --data given: the FP32 model's intermediate ranges need samples")
+            if samples is None
+            else check_ranges(samples.reference, len(samples.indices), fp16_tensors(graph_of(target) if path else None))
         )
-        golden = capture_golden(build.root, dataset, indices, reference.outputs, max(fixed) if fixed else None)
-    engine_checks = []
-    for target in build.targets:
-        if target.engine is None:
-            engine_checks.append(_unbuilt(target))
-            continue
-        engine = target.engine
-        path, where = models[target.label]
-        checks = [
-            check_fusions(
-                rules,
-                engine.precision,
-                target.layers.layers,
-                Graph(graph_of(target).proto),
-                where if path else f"the source model's graph ({where})",
-            ),
-            check_memory(target.log, engine.sku, catalog.get(engine.sku), options.headroom),
-        ]
-        if reference is None:
-            checks.append(
-                _skipped("accuracy", "no --data given: pass samples (npz or an image folder) to compare with FP32")
-            )
-        elif engine.precision == Precision.FP32:
-            checks.append(
-                _skipped(
-                    "accuracy",
-                    "the fp32 engine was built from the FP32 model itself: nothing to "
-                    "compare in onnxruntime (engine-accuracy needs a GPU)",
-                )
-            )
-        elif path is None:
-            checks.append(_unmeasured(engine.precision, where, options))
-        else:
-            key = engine.built_model_sha256
-            if key not in accuracy:
-                accuracy[key] = check_accuracy(
-                    reference.outputs,
-                    path,
-                    engine.precision,
-                    dataset,
-                    indices,
-                    options,
-                    counter(f"{engine.precision}", len(indices), progress),
-                    *scoring,
-                )
-            checks.append(accuracy[key])
-        if engine.precision == Precision.FP16:
-            if reference is None:
-                checks.append(
-                    _skipped("fp16-range", "no --data given: the FP32 model's intermediate ranges need samples")
-                )
-            else:
-                checks.append(check_ranges(reference, len(indices), fp16_tensors(graph_of(target) if path else None)))
-        checks.append(engine_accuracy(engine))
-        engine_checks.append(
-            EngineCheck(
-                sku=engine.sku,
-                precision=engine.precision,
-                path=str(target.folder),
-                engine_sha256=engine.sha256,
-                status=_worst(checks),
-                checks=checks,
-            )
+    checks.append(engine_accuracy(engine))
+    return EngineCheck(
+        sku=engine.sku,
+        precision=engine.precision,
+        path=str(target.folder),
+        engine_sha256=engine.sha256,
+        status=_worst(checks),
+        checks=checks,
+    )
+
+
+def _accuracy(
+    run: _CheckRun,
+    engine: EngineRecord,
+    path: Path | None,
+    where: str,
+    samples: _Samples | None,
+    measured: dict[str, CheckResult],
+) -> CheckResult:
+    """The engine's built model against FP32 on the samples, measured once per built model (``measured``);
+    skipped without samples or for an FP32 engine, and a failure when the built model is not at hand."""
+    from compiler.check.accuracy import check_accuracy
+
+    if samples is None:
+        return _skipped("accuracy", "no --data given: pass samples (npz or an image folder) to compare with FP32")
+    if engine.precision == Precision.FP32:
+        return _skipped(
+            "accuracy",
+            "the fp32 engine was built from the FP32 model itself: nothing to "
+            "compare in onnxruntime (engine-accuracy needs a GPU)",
         )
-    if lint is not None:
-        model_checks.insert(0, finish_lint(lint))
-    return _report(build, source, model_checks, engine_checks, options, started).model_copy(update={"golden": golden})
+    if path is None:
+        return _unmeasured(engine.precision, where, run.options)
+    key = engine.built_model_sha256
+    if key not in measured:
+        measured[key] = check_accuracy(
+            samples.reference.outputs,
+            path,
+            engine.precision,
+            run.dataset,
+            samples.indices,
+            run.options,
+            counter(f"{engine.precision}", len(samples.indices), run.progress),
+            *run.scoring,
+        )
+    return measured[key]
 
 
 def _unmeasured(precision: Precision, where: str, options: CheckOptions) -> CheckResult:

@@ -26,6 +26,7 @@ import stat
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
@@ -35,13 +36,16 @@ from compiler.core.plugins import TRITON_RUNTIME
 from compiler.core.records import ReleaseEngine, ReleaseManifest
 from compiler.core.runtimes import FAMILY_NAMES, claimed_by_header
 from compiler.export import engine_per_capability
-from compiler.export.triton_config import WARMUP_FOLDER, parse_config, render_config
+from compiler.export.triton_config import WARMUP_FOLDER, TritonConfig, parse_config, render_config
 from compiler.export.triton_releases import releases_running, tensorrt_of
 from compiler.releases.fetch import fetch_verified, resolve_trusted
 from compiler.releases.golden import read_golden
 from compiler.releases.pull import release_warnings
 from compiler.stores import Store, open_store
 from compiler.stores.base import Ref
+
+if TYPE_CHECKING:
+    from compiler.releases.manifest import Resolved
 
 MODEL_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,126}[A-Za-z0-9])?")
 CONFIG = "config.pbtxt"
@@ -122,20 +126,17 @@ def export_triton(
     cache = (cache_dir or default_cache_dir()) / "pulls" if use_cache else None
     golden = read_golden(store, manifest, cache) if manifest.content.golden is not None else None
     config = render_config(name, manifest, engines, plans, default_plan, golden.inputs if golden else None)
-    model_dir = repo / name
-    target = model_dir / str(version_folder)
     files = {_file_name(e): e for e in engines if _file_name(e) in plans.values()}  # what the config names
-    expected = {file: engine.plan.sha256 for file, engine in files.items()}
     result = TritonExport(
         release=str(resolved.ref),
         version=resolved.version,
         model=name,
-        model_dir=str(model_dir),
+        model_dir=str(repo / name),
         model_version=version_folder,
         triton=triton,
         status="written",
         plans=plans,
-        sha256=expected,
+        sha256=_digests(files),
         max_batch_size=config.batching.max_batch_size,
         preferred_batch_sizes=config.batching.preferred,
         batching=config.batching.reason or f"max_batch_size {config.batching.max_batch_size} from the profiles",
@@ -144,33 +145,49 @@ def export_triton(
         seconds=0,
         warnings=release_warnings(manifest),
     )
-    existing_config = model_dir / CONFIG
     with model_lock(repo, name):  # two exports into one model: one at a time, so a config never names the other's
-        _regular_or_absent(existing_config)
-        if existing_config.is_file() and not _same_model(existing_config.read_bytes(), config.text.encode()):
-            raise Conflict(
-                f"{existing_config}: describes other plans, inputs, outputs or batching than "
-                f"{resolved.ref}; export to another --model-name or --repo, or remove that model folder"
-            )
-        _write_warmup(model_dir / WARMUP_FOLDER, config.warmup, check_only=True)
-        if target.exists():
-            _same_or_conflict(target, expected, resolved.ref)
-            result.status = "unchanged"
-        else:
-            created = not model_dir.exists()
-            model_dir.mkdir(exist_ok=True)
-            sweep_partials(model_dir)  # version folders that exports killed midway left
-            try:
-                _stage(store, manifest.content.name, files, target, cache)
-            except BaseException:
-                if created:  # a failed export leaves no empty model folder behind
-                    with contextlib.suppress(OSError):
-                        model_dir.rmdir()
-                raise
-        _write_warmup(model_dir / WARMUP_FOLDER, config.warmup)
-        write_atomic(existing_config, config.text.encode())  # last: Triton sees the model once its files are there
+        result.status = _write_model(store, resolved, files, config, repo / name / str(version_folder), cache)
     result.seconds = round(time.monotonic() - started, 3)
     return result
+
+
+def _write_model(
+    store: Store,
+    resolved: Resolved,
+    files: dict[str, ReleaseEngine],
+    config: TritonConfig,
+    target: Path,
+    cache: Path | None,
+) -> str:
+    """Write the model's version folder (``written``), or find it holding these very plans (``unchanged``), then
+    its warmup files and config.pbtxt last: Triton sees the model once its files are there. What stands there is
+    checked first (a conflict is exit 4); called under :func:`model_lock`."""
+    model_dir, config_path = target.parent, target.parent / CONFIG
+    _regular_or_absent(config_path)
+    if config_path.is_file() and not _same_model(config_path.read_bytes(), config.text.encode()):
+        raise Conflict(
+            f"{config_path}: describes other plans, inputs, outputs or batching than "
+            f"{resolved.ref}; export to another --model-name or --repo, or remove that model folder"
+        )
+    _write_warmup(model_dir / WARMUP_FOLDER, config.warmup, check_only=True)
+    status = "written"
+    if target.exists():
+        _same_or_conflict(target, _digests(files), resolved.ref)
+        status = "unchanged"
+    else:
+        created = not model_dir.exists()
+        model_dir.mkdir(exist_ok=True)
+        sweep_partials(model_dir)  # version folders that exports killed midway left
+        try:
+            _stage(store, resolved.manifest.content.name, files, target, cache)
+        except BaseException:
+            if created:  # a failed export leaves no empty model folder behind
+                with contextlib.suppress(OSError):
+                    model_dir.rmdir()
+            raise
+    _write_warmup(model_dir / WARMUP_FOLDER, config.warmup)
+    write_atomic(config_path, config.text.encode())
+    return status
 
 
 def _model_version(model_version: int | None, triton_version: int | None) -> int:
@@ -306,9 +323,14 @@ def _stage(store: Store, name: str, files: dict[str, ReleaseEngine], target: Pat
         except OSError:
             if not target.exists():
                 raise
-            _same_or_conflict(target, {f: e.plan.sha256 for f, e in files.items()}, name)
+            _same_or_conflict(target, _digests(files), name)
     finally:
         shutil.rmtree(staged, ignore_errors=True)
+
+
+def _digests(files: dict[str, ReleaseEngine]) -> dict[str, str]:
+    """Plan file -> the sha256 the manifest records for it: what the version folder must hold."""
+    return {file: engine.plan.sha256 for file, engine in files.items()}
 
 
 def _same_or_conflict(target: Path, expected: dict[str, str], ref: object) -> None:
