@@ -198,3 +198,27 @@ def test_attachments_carry_cosigns_bundle_annotations_in_their_manifest_and_the_
         annotations = manifest["annotations"]
         assert annotations[BUNDLE_CONTENT] == "dsse-envelope" and annotations[BUNDLE_PREDICATE] == predicate
         assert annotations[CREATED].endswith("Z") and entry["annotations"] == annotations
+
+
+def test_readers_open_the_attachment_manifests_not_the_listing(registry, checked_build, keys, tmp_path):
+    """Another tool rewrote the fallback index without annotations or artifact types, and listed first an entry
+    annotated as a signature that refers to something else: verify still finds the real signature and
+    provenance by opening each manifest (kind and subject are read there)."""
+    store = registry.uri()
+    _publish(store, checked_build, "1.0.0", keys["ed25519"])
+    repository = store.split("/", 3)[3] + "/digits"
+    _, digest = _image(registry, repository, "1.0.0")
+    url = f"http://{registry.host}/v2/{repository}/manifests/{digest.replace(':', '-')}"
+    index = requests.get(url, headers={"Accept": IMAGE_INDEX}, timeout=10).json()
+    stripped = [{k: v for k, v in e.items() if k in ("mediaType", "digest", "size")} for e in index["manifests"]]
+    _, other = _image(registry, repository, "1.0.0")  # a manifest that refers to no subject
+    planted = {
+        "mediaType": MANIFEST,
+        "digest": other,
+        "size": 1,
+        "annotations": {"io.github.trt-compile.attachment": "signature", "vnd.trt-compile.attachment": "signature"},
+    }
+    index["manifests"] = [planted, *stripped]
+    requests.put(url, data=json.dumps(index), headers={"Content-Type": IMAGE_INDEX}, timeout=10).raise_for_status()
+    verified = run_cli("verify", "digits@1.0.0", "--store", store, "--key", keys["ed25519.pub"])
+    assert verified.exit_code == 0, verified.stderr
