@@ -28,6 +28,10 @@ BUNDLE_CONTENT = "dev.sigstore.bundle.content"
 BUNDLE_PREDICATE = "dev.sigstore.bundle.predicateType"
 """cosign's annotations on a bundle's referrer (``WriteAttestationNewBundleFormat``), so a client that picks
 attestations by predicate type from a listing tells the signature from the provenance."""
+ATTACHED_TAG = "_attached."
+"""Each attachment is also the tag ``_attached.<subject's sha256>.<kind>`` (no version starts with ``_``): a
+registry's garbage collection that deletes untagged manifests (``docker-registry garbage-collect
+--delete-untagged``) keeps it, which the fallback index alone does not make it do."""
 MAX_REFERRERS = 256
 """Referrers of one version opened to find ours: a signature, a provenance, and whatever other tools attached."""
 
@@ -167,7 +171,14 @@ class Referrers:
         }
         body = json.dumps(manifest, separators=(",", ":")).encode()
         digest = "sha256:" + hashlib.sha256(body).hexdigest()
-        response = self._put_manifest(repo, digest, body, IMAGE_MANIFEST, what=f"the {kind} of {repo}@{subject[:19]}")
+        what = f"the {kind} of {repo}@{subject[:19]}"
+        tag = f"{ATTACHED_TAG}{subject.removeprefix('sha256:')}.{kind}"
+        try:
+            response = self._put_manifest(repo, tag, body, IMAGE_MANIFEST, what=what)
+        except EnvironmentProblem as exc:
+            if not getattr(exc, "taken", False):
+                raise
+            response = self._put_manifest(repo, digest, body, IMAGE_MANIFEST, what=what)  # a racer's tag, immutable
         if response is not None and response.headers.get("OCI-Subject"):
             return digest, None
         return digest, {

@@ -108,11 +108,11 @@ def test_a_skopeo_mirror_carries_the_golden_inputs_and_pulls_verified(registry, 
         assert listed.exit_code == 0 and "nothing damaged, dangling" in listed.stdout, listed.stdout + listed.stderr
 
 
-def _garbage_collect(registry: Registry) -> str:
+def _garbage_collect(registry: Registry, *options: str) -> str:
     """The registry's own mark-and-sweep, run while it is stopped (Distribution requires that, or read-only mode)."""
     registry.stop()
     swept = subprocess.run(
-        ["docker-registry", "garbage-collect", str(registry.root / "config.yml")],
+        ["docker-registry", "garbage-collect", *options, str(registry.root / "config.yml")],
         capture_output=True,
         text=True,
         timeout=120,
@@ -121,9 +121,11 @@ def _garbage_collect(registry: Registry) -> str:
     return swept.stdout
 
 
-def test_the_registrys_garbage_collection_keeps_every_byte_of_every_release(checked_build, keys, tmp_path):
+@pytest.mark.parametrize("options", [(), ("--delete-untagged",)], ids=["default", "delete-untagged"])
+def test_the_registrys_garbage_collection_keeps_every_byte_of_every_release(checked_build, keys, tmp_path, options):
     """Two signed releases, a channel, a yank, and a blob an interrupted publish left: after garbage-collect the
-    leftover is gone (it ran) and every release pulls verified, golden inputs included."""
+    leftover is gone (it ran) and every release pulls verified, golden inputs, signature and provenance included
+    (``--delete-untagged`` removes every manifest no tag names: each attachment has a tag of its own)."""
     with registry_server() as registry:
         store = registry.uri("ml")
         for version in ("1.0.0", "1.0.1"):
@@ -137,7 +139,7 @@ def test_the_registrys_garbage_collection_keeps_every_byte_of_every_release(chec
         requests.put(f"{location}&digest=sha256:{sha}", data=leftover, timeout=10).raise_for_status()
         assert registry.blob_file(sha).exists()
         port = int(registry.host.rsplit(":", 1)[1])
-        swept = _garbage_collect(registry)
+        swept = _garbage_collect(registry, *options)
         assert not registry.blob_file(sha).exists(), swept
         registry.process = start_registry(registry.root, port).process
         for version in ("1.0.0", "1.0.1"):

@@ -85,9 +85,10 @@ def test_channels_are_tags_no_version_can_be(registry, build):
     run = run_cli("promote", "digits@1.0.0", "--channel", "stable", "--store", uri)
     assert run.exit_code == 0, run.stderr
     repository = uri.split("/", 3)[3] + "/digits"
-    image = open_store(uri).artifact("digits", "1.0.0")[1]  # its provenance's referrers index is a tag too
+    image = open_store(uri).artifact("digits", "1.0.0")[1]  # its provenance and referrers index are tags too
     assert sorted(_get(registry, f"{repository}/tags/list", "*/*").json()["tags"]) == [
         "1.0.0",
+        f"_attached.{image}.provenance",
         "_channel.stable",
         f"sha256-{image}",
     ]
