@@ -11,7 +11,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from compiler.core.errors import EnvironmentProblem
+from compiler.core.errors import CheckFailed, EnvironmentProblem
 from compiler.stores.base import ATTACHMENTS, MAX_ATTACHMENT_BYTES, SHA256, check_version
 from compiler.stores.oci_names import annotation, annotation_of
 
@@ -113,11 +113,12 @@ class Referrers:
         subject is not its referrer."""
         for entry in self._index(repo, subject)[:MAX_REFERRERS]:
             digest = entry.get("digest") if isinstance(entry, dict) else None
-            if not isinstance(digest, str) or not SHA256.fullmatch(digest.removeprefix("sha256:")):
+            if not isinstance(digest, str) or not digest.startswith("sha256:") or not SHA256.fullmatch(digest[7:]):
                 continue
-            if entry.get("artifactType") not in (None, BUNDLE, STATEMENT):
-                continue  # another tool's artifact (an SBOM, a cosign signature of the old format)
-            found = self._manifest(repo, digest)
+            try:
+                found = self._manifest(repo, digest)
+            except CheckFailed:  # not a manifest: another tool's, or planted; it cannot hide ours listed after it
+                continue
             referred = (found[0].get("subject") or {}) if found else {}
             if isinstance(referred, dict) and referred.get("digest") == subject:
                 yield digest, found[0]
