@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, NamedTuple, TypeVar
+from typing import Annotated, Any, ClassVar, TypeVar
 
 from pydantic import AfterValidator, BaseModel, Field, ValidationError, model_validator
 
@@ -557,16 +557,6 @@ class Provenance(BaseModel):
     tool_version: str
 
 
-class ReleaseBlob(NamedTuple):
-    """One blob of a release: its file name, what it is (``plan``, ``layers``, ``check``, ``golden``), and the
-    engine it belongs to (plans and layers.json)."""
-
-    title: str
-    role: str
-    ref: BlobRef
-    engine: ReleaseEngine | None = None
-
-
 class ReleaseManifest(BaseModel):
     """releases/<name>/<version>/manifest.json: immutable once written."""
 
@@ -586,25 +576,6 @@ class ReleaseManifest(BaseModel):
     fp16-range: ...``) and each target that did not build; empty for a clean release. ``promote`` refuses a
     release with failures (or whose ``content.check`` did not pass) unless ``--allow-failed``; pull and export
     warn."""
-
-    @property
-    def blobs(self) -> list[ReleaseBlob]:
-        """Every blob the release names, each with the file name it is known by (``rtx-4090-fp16.plan``,
-        ``rtx-4090-fp16.layers.json``, ``check.json``, ``golden.npz``; unique within the release): the one list that
-        verify, ls --verify and the OCI layers are made from, so no blob of a release is outside any of them."""
-        found = []
-        for engine in self.content.engines:
-            stem = f"{engine.sku}-{engine.precision.value}"
-            found.append(ReleaseBlob(f"{stem}.plan", "plan", engine.plan, engine))
-            if engine.layers is not None:
-                found.append(ReleaseBlob(f"{stem}.layers.json", "layers", engine.layers, engine))
-        found += [
-            ReleaseBlob(f"check-{i}.json" if i else "check.json", "check", report)
-            for i, report in enumerate(self.check_reports)
-        ]
-        if self.content.golden is not None:
-            found.append(ReleaseBlob(GOLDEN_FILE, "golden", self.content.golden.blob))
-        return found
 
     @property
     def failures(self) -> list[str]:

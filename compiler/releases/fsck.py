@@ -7,6 +7,7 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from compiler.core.errors import CompileError, InvalidInput
+from compiler.core.release_files import release_blobs
 from compiler.releases.manifest import read_channel, resolve
 from compiler.stores import Store, open_store
 from compiler.stores.base import Ref, blob_key, channel_key, holds, manifest_key
@@ -57,7 +58,9 @@ def verify_store(store: str | Store, name: str | None = None) -> StoreCheck:
             )
             if manifest is None:
                 continue
-            for label, ref in ((b.title, b.ref) for b in manifest.blobs):  # golden.npz too: all a release names
+            for label, ref in (
+                (b.title, b.ref) for b in release_blobs(manifest)
+            ):  # golden.npz too: all a release names
                 referenced.add(ref.sha256)
                 scope = release if store.blobs_per_release else ""
                 seen = (scope, ref.sha256, ref.size_bytes)  # a digest recorded with two sizes: one is wrong

@@ -19,6 +19,7 @@ from pydantic import BaseModel
 
 from compiler.core.errors import CheckFailed, InvalidInput
 from compiler.core.records import Progress
+from compiler.core.release_files import release_blobs
 from compiler.releases.attest import READABLE_SIGNATURES
 from compiler.releases.manifest import Resolved, resolve
 from compiler.releases.provenance import PLAN_FILE, SLSA_PROVENANCE, plan_name
@@ -123,7 +124,7 @@ def verify_release(
             f"{what}: provenance mismatch: its subjects ({len(have)}) are not the manifest's plans "
             f"({len(wanted)}) by sha256"
         )
-    blobs = [(blob.title, blob.ref) for blob in resolved.manifest.blobs]  # golden.npz too: damaged, it fails
+    blobs = [(blob.title, blob.ref) for blob in release_blobs(resolved.manifest)]  # golden.npz too: damaged, it fails
     total = 0
     for done, (label, blob) in enumerate(blobs):
         if progress:

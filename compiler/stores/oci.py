@@ -31,7 +31,8 @@ from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 from compiler.core.errors import CheckFailed, EnvironmentProblem, InvalidInput
-from compiler.core.records import MAX_RECORD_BYTES, ReleaseBlob, ReleaseManifest
+from compiler.core.records import MAX_RECORD_BYTES, ReleaseManifest
+from compiler.core.release_files import ReleaseBlob, release_blobs
 from compiler.stores.base import (
     CHANNEL,
     NAME,
@@ -65,7 +66,7 @@ GOLDEN = media_type("golden.v1+npz")
 """The golden inputs (golden.npz, numpy's zip of .npy arrays): a layer like the others, so every client that copies
 or collects the release by its manifest keeps them."""
 LAYER_TYPES = {"plan": PLAN, "layers": LAYERS, "check": CHECK, "golden": GOLDEN}
-"""A release blob's media type by its role (:class:`compiler.core.records.ReleaseBlob`)."""
+"""A release blob's media type by its role (:class:`compiler.core.release_files.ReleaseBlob`)."""
 FILEPATH = "org.cncf.model.filepath"
 """ModelPack's annotation for where a layer's file goes in a model's folder (``rtx-4090/fp16/engine.plan``)."""
 TITLE = "org.opencontainers.image.title"
@@ -573,10 +574,10 @@ def _error_of(response) -> tuple[str, str]:
 
 
 def _release_layers(data: bytes) -> tuple[list[dict[str, Any]], dict[str, str]]:
-    """The layers and annotations of a release's image manifest: every blob its manifest names
-    (:attr:`ReleaseManifest.blobs`), so the registry checks they are all there before it accepts the tag, its garbage
-    collection keeps them and a copy of the tag carries them; each titled with its file name, unique in the release,
-    so ``oras pull`` writes every one under its own name."""
+    """The layers and annotations of a release's image manifest: every blob its manifest names (release_blobs), so
+    the registry checks they are all there before it accepts the tag, its garbage collection keeps them and a copy
+    of the tag carries them; each titled with its file name, unique in the release, so ``oras pull`` writes every
+    one under its own name."""
     manifest = ReleaseManifest.model_validate_json(data)
     content = manifest.content
     layers = [
@@ -586,7 +587,7 @@ def _release_layers(data: bytes) -> tuple[list[dict[str, Any]], dict[str, str]]:
             "size": blob.ref.size_bytes,
             "annotations": {TITLE: blob.title, **_layer_annotations(blob)},
         }
-        for blob in manifest.blobs
+        for blob in release_blobs(manifest)
     ]
     annotations = {
         TITLE: content.name,

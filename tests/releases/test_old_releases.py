@@ -43,8 +43,8 @@ def test_an_old_release_pulls_verifies_exports_and_republishes_unchanged(old_sto
     pulled = run_cli("pull", "digits@stable", "--store", old_store, "--sku", "rtx-3090", "--out", out / "e.plan",
                      "--golden", "--verify-key", public)  # fmt: skip
     assert pulled.exit_code == 0, pulled.stderr
-    assert (out / "e.plan").read_bytes() == (OLD / "build" / "rtx-3090" / "fp32" / "engine.plan").read_bytes()
-    assert (out / "golden.npz").read_bytes() == (OLD / "build" / "golden.npz").read_bytes()
+    assert (out / "e.plan").read_bytes() == (OLD / "engines" / "rtx-3090" / "fp32" / "engine.plan").read_bytes()
+    assert (out / "golden.npz").read_bytes() == (OLD / "engines" / "golden.npz").read_bytes()
     exported = run_cli("export", "rtx", "digits@1.0.0", "--store", old_store, "--out", out, "--verify-key", public,
                        "--json")  # fmt: skip
     assert exported.exit_code == 0, exported.stderr
@@ -56,7 +56,7 @@ def test_an_old_release_pulls_verifies_exports_and_republishes_unchanged(old_sto
         "sm89/rtx-4090-fp32.engine",
     ]
     build = tmp_path / "build"
-    shutil.copytree(OLD / "build", build)  # the model build.json names is on no machine: no model signature
+    shutil.copytree(OLD / "engines", build)  # the model build.json names is on no machine: no model signature
     again = run_cli("publish", build, "--store", old_store, "--name", "digits", "--version", "1.0.0", "--json")
     assert again.exit_code == 0, again.stderr
     assert json.loads(again.stdout)["status"] == "unchanged"
