@@ -3,9 +3,10 @@ distribution HTTP API with ``requests``.
 
 Layout (docs/store-oci.md): release ``NAME`` is the repository ``<repository>/NAME``; version ``V`` is the tag ``V``,
 an OCI image manifest of ``artifactType`` :data:`RELEASE_ARTIFACT` whose config blob is the release manifest JSON and
-whose layers are the release's blobs (one per engine plan, with SKU, compute capability and precision annotations;
-layers.json and check.json). Channel ``C`` is the tag ``_channel.C`` (no version starts with ``_``), a manifest of
-``artifactType`` :data:`CHANNEL_ARTIFACT` whose config blob is the channel record. A version's signature and
+whose layers are every blob the release names, each titled with its file name (each engine's plan, with SKU,
+compute capability and precision annotations, and layers.json; check.json; the golden inputs). Names are
+:mod:`compiler.stores.oci_names`'s. Channel ``C`` is the tag ``_channel.C`` (no version starts with ``_``), a
+manifest of ``artifactType`` :data:`CHANNEL_ARTIFACT` whose config blob is the channel record. A version's signature and
 provenance refer to its manifest as cosign's bundles do (:mod:`compiler.stores.referrers`).
 
 Why ``requests`` and not the ``oras`` client: the store streams a :class:`VerifyingReader` as the upload body (oras

@@ -2,6 +2,8 @@
 (sigstore/cosign specs/BUNDLE_SPEC.md): each is an artifact manifest whose ``subject`` is the release's image
 manifest, found through the registry's referrers API or, on a registry without it (CNCF Distribution 2.x), through
 the OCI spec's fallback tag ``sha256-<digest>``: an image index listing the referrers, which the attacher keeps.
+Each carries cosign's bundle annotations, and a tag of its own (:data:`ATTACHED_TAG`) so no garbage collection of
+untagged manifests removes it.
 """
 
 from __future__ import annotations
@@ -107,10 +109,10 @@ class Referrers:
         )
 
     def _referrers(self, repo: str, subject: str) -> Iterator[tuple[str, dict[str, Any]]]:
-        """Each artifact listed as referring to ``subject`` that may be a signature or provenance, opened: what it is
-        is read from its own manifest (content-addressed, so any copy keeps it), never from a listing's
-        annotations, which other tools (an attacher, a mirror) may leave out; one whose manifest names another
-        subject is not its referrer."""
+        """Each artifact listed as referring to ``subject`` (the first :data:`MAX_REFERRERS`), opened: what it is is
+        read from its own manifest (content-addressed, so any copy keeps it), never from a listing's annotations or
+        artifact types, which other tools (an attacher, a mirror) may drop or get wrong; one whose manifest names
+        another subject is not its referrer."""
         for entry in self._index(repo, subject)[:MAX_REFERRERS]:
             digest = entry.get("digest") if isinstance(entry, dict) else None
             if not isinstance(digest, str) or not digest.startswith("sha256:") or not SHA256.fullmatch(digest[7:]):
