@@ -88,3 +88,25 @@ def test_damaged_or_missing_golden_inputs_fail_verify_and_ls_verify_naming_them(
     findings = json.loads(listed.stdout)["findings"]
     assert [(f["key"], "golden.npz" in f["why"]) for f in findings] == [(f"blobs/sha256/{golden}", True)], findings
     assert findings[0]["kind"] == ("damaged" if harm == "damaged" else "dangling")
+
+
+def test_publish_repair_replaces_damaged_golden_inputs_and_gc_keeps_them(store, checked_build, keys):
+    """``publish --repair`` reads the golden blob back like the plans (an OCI registry cannot have it replaced: it
+    says so), and ``gc`` of the other versions leaves it with the version kept."""
+    for version in ("1.0.0", "1.0.1"):
+        published = store.cli("publish", checked_build, "--name", "digits", "--version", version, "--sign-key",
+                              keys["ed25519"])  # fmt: skip
+        assert published.exit_code == 0, published.stderr
+    golden = _golden_sha256(checked_build)
+    store.tamper(golden, b"PK\x03\x04 not the golden inputs")
+    repaired = store.cli("publish", checked_build, "--name", "digits", "--version", "1.0.1", "--repair", "--json")
+    if store.kind == "oci":
+        assert_clean_error(repaired, 3, "cannot be replaced", golden)
+        return
+    assert repaired.exit_code == 0, repaired.stderr
+    assert (json.loads(repaired.stdout)["status"], json.loads(repaired.stdout)["uploaded_blobs"]) == ("repaired", 1)
+    for _ in range(2):  # the first gc marks what is unreferenced, the second removes it
+        swept = store.cli("gc", "--keep", "1", "--grace-minutes", "0")
+        assert swept.exit_code == 0, swept.stderr
+    verified = store.cli("verify", "digits@1.0.1", "--key", keys["ed25519.pub"])
+    assert verified.exit_code == 0, verified.stderr
