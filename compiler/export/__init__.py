@@ -18,9 +18,10 @@ def engine_per_capability(engines: list[ReleaseEngine], why: str) -> dict[str, R
     for engine in engines:
         for capability in engine.compute_capabilities:
             if capability in owner and owner[capability].plan.sha256 != engine.plan.sha256:
+                first = owner[capability]
                 raise InvalidInput(
-                    f"{owner[capability].sku} and {engine.sku} both have a {engine.precision} engine "
-                    f"for compute capability {capability}; {why}"
+                    f"{first.sku}/{first.precision} and {engine.sku}/{engine.precision} are different plans for "
+                    f"compute capability {capability}; {why}"
                 )
             owner.setdefault(capability, engine)
     return owner

@@ -143,9 +143,14 @@ def export_rtx(
 def _engines(manifest: ReleaseManifest, precision: str | None, runtime_version: str | None) -> list[ReleaseEngine]:
     release = f"{manifest.content.name}@{manifest.content.version}"
     engines = [e for e in manifest.content.engines if precision is None or e.precision == precision]
+    precisions = sorted({e.precision.value for e in manifest.content.engines})
     if not engines:
-        precisions = sorted({e.precision.value for e in manifest.content.engines})
         raise InvalidInput(f"{release} has no {precision} engine; it has {', '.join(precisions)}")
+    if len({e.precision for e in engines}) > 1:  # one EP-context model per compute capability names one engine
+        raise InvalidInput(
+            f"{release} has engines of {', '.join(precisions)}; an application's folder holds one engine per "
+            f"compute capability: add --precision {' or '.join(precisions)}"
+        )
     for engine in engines:
         plan = f"{engine.sku}/{engine.precision}"
         if engine.runtime.family != RTX_RUNTIME:

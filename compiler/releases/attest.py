@@ -21,8 +21,11 @@ from compiler.releases.provenance import BuildContext, provenance_statement
 from compiler.releases.signing import load_signer, sign, statement
 from compiler.stores import Store
 
-RELEASE_SIGNATURE = "https://trt-compile.dev/release-signature/v1"
-"""The predicate of a release's signature statement: its subject is the manifest's bytes by sha256."""
+RELEASE_SIGNATURE = "https://trt-compile.github.io/release-signature/v1"
+"""The predicate of a release's signature statement: its subject is the manifest's bytes by sha256 (a URI under the
+project's own domain, as its OCI names are: compiler.stores.oci_names)."""
+READABLE_SIGNATURES = (RELEASE_SIGNATURE, "https://trt-compile.dev/release-signature/v1")
+"""The predicate types a verifier accepts: releases signed before issue 42 name a domain that is not the project's."""
 SIGN_KEY_ENV = "COMPILE_SIGN_KEY"
 
 
@@ -80,7 +83,7 @@ def attest(
     manifest = store.read_manifest(name, version)
     if manifest is None:
         raise damaged(store, f"releases/{name}/{version}/manifest.json", "it vanished right after publishing")
-    if not holds(manifest, store, name, version, content_sha256):
+    if not holds(manifest, store, name, version, content):
         raise Conflict(
             f"{name}@{version} is already published in {store.uri} with other content (a racing "
             "publisher's, on a registry); releases are immutable: publish a new version"

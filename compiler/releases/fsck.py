@@ -7,6 +7,7 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from compiler.core.errors import CompileError, InvalidInput
+from compiler.core.release_files import release_blobs
 from compiler.releases.manifest import read_channel, resolve
 from compiler.stores import Store, open_store
 from compiler.stores.base import Ref, blob_key, channel_key, holds, manifest_key
@@ -57,9 +58,9 @@ def verify_store(store: str | Store, name: str | None = None) -> StoreCheck:
             )
             if manifest is None:
                 continue
-            content = manifest.content
-            refs = [b for e in content.engines for b in (e.plan, e.layers) if b is not None] + manifest.check_reports
-            for ref in refs:
+            for label, ref in (
+                (b.title, b.ref) for b in release_blobs(manifest)
+            ):  # golden.npz too: all a release names
                 referenced.add(ref.sha256)
                 scope = release if store.blobs_per_release else ""
                 seen = (scope, ref.sha256, ref.size_bytes)  # a digest recorded with two sizes: one is wrong
@@ -67,14 +68,16 @@ def verify_store(store: str | Store, name: str | None = None) -> StoreCheck:
                     continue
                 verified[seen] = 0
                 state = _read(
-                    findings, blob_key(ref.sha256), lambda r=release, b=ref: holds(store, r, b.sha256, b.size_bytes)
+                    findings,
+                    blob_key(ref.sha256),
+                    lambda r=release, b=ref: holds(store, r, b.sha256, b.size_bytes),
                 )
                 if state is None and not any(f.key == blob_key(ref.sha256) for f in findings):
                     findings.append(
                         Finding(
                             kind="dangling",
                             key=blob_key(ref.sha256),
-                            why=f"{release}@{version} names it; the store lacks it",
+                            why=f"{release}@{version} names it ({label}); the store lacks it",
                         )
                     )
                 if state is not None:
@@ -85,8 +88,8 @@ def verify_store(store: str | Store, name: str | None = None) -> StoreCheck:
                             kind="damaged",
                             key=blob_key(ref.sha256),
                             why=f"not the {ref.size_bytes} bytes hashing to its name that "
-                            f"{release}@{version} records; publish --repair from the build "
-                            "folder",
+                            f"{release}@{version} records for {label}; publish --repair from the "
+                            "build folder",
                         )
                     )
         for channel in store.channels(release):

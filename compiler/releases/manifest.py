@@ -19,6 +19,7 @@ from compiler.core.records import (
     MAX_RECORD_BYTES,
     ChannelRecord,
     Provenance,
+    ReleaseContent,
     ReleaseManifest,
     YankRecord,
     parse_record,
@@ -48,10 +49,15 @@ def damaged(store: Store, key: str, what: str) -> CheckFailed:
     return CheckFailed(f"store {store.uri}: {key} is damaged ({what}); publish it again or ask who owns the store")
 
 
-def holds(data: bytes, store: Store, name: str, version: str, content_sha256: str) -> bool:
-    """Whether the stored manifest ``data`` is of the content ``content_sha256`` names (one of an older format is
-    compared as this format reads it)."""
-    return hash_json(parse_manifest(data, store, name, version).content.model_dump(mode="json")) == content_sha256
+def holds(data: bytes, store: Store, name: str, version: str, content: ReleaseContent) -> bool:
+    """Whether the stored manifest ``data`` is of ``content`` (one of an older format is compared as this format
+    reads it). A publisher that could not read the model (a build folder carried to another machine: no inputs and
+    outputs) is compared with the stored ones taken in: the model is the same by its sha256, and they are read from
+    it."""
+    stored = parse_manifest(data, store, name, version).content
+    if content.inputs is None and content.outputs is None:
+        content = content.model_copy(update={"inputs": stored.inputs, "outputs": stored.outputs})
+    return hash_json(stored.model_dump(mode="json")) == hash_json(content.model_dump(mode="json"))
 
 
 def parse_manifest(data: bytes, store: Store, name: str, version: str) -> ReleaseManifest:

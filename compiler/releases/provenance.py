@@ -17,7 +17,7 @@ from compiler.releases.manifest import provenance as who_and_when
 from compiler.releases.signing import statement
 
 SLSA_PROVENANCE = "https://slsa.dev/provenance/v1"
-BUILD_TYPE = "https://trt-compile.dev/release-build/v1"
+BUILD_TYPE = "https://trt-compile.github.io/release-build/v1"
 """What ``buildDefinition`` means: the pipeline (or build folders) and targets of `compile release`/`publish`."""
 TOOLS = ("trt-compile", "onnxruntime", "polygraphy", "onnx")
 """Packages of the publishing environment named as resolved dependencies (the engines name their TensorRT)."""

@@ -125,7 +125,7 @@ def publish(
     repaired = repair_blobs(store, name, release.blobs + release.check_reports) if repair else []
     existing = store.read_manifest(name, version)
     if existing is not None:
-        same_or_conflict(existing, release.content_sha256, store, name, version)
+        same_or_conflict(existing, release.content, store, name, version)
         return _attested(
             store,
             release,
@@ -252,7 +252,7 @@ def finalize(
     release = Release(content)
     existing = store.read_manifest(name, version)
     if existing is not None:
-        same_or_conflict(existing, release.content_sha256, store, name, version)
+        same_or_conflict(existing, release.content, store, name, version)
         return _attested(store, release, _result(store, release, "unchanged", [], 0, started), signer, context)
     reports = [ref for part in staged for ref in part.check_reports]
     status = _create(store, release, reports)
@@ -289,7 +289,7 @@ def _create(store: Store, release: Release, check_reports: list[BlobRef]) -> str
     raced = store.create_manifest(content.name, content.version, manifest.model_dump_json(indent=2).encode())
     if raced is None:
         return "published"
-    same_or_conflict(raced, release.content_sha256, store, content.name, content.version)
+    same_or_conflict(raced, content, store, content.name, content.version)
     return "unchanged"
 
 
@@ -312,10 +312,11 @@ def _result(
     )
 
 
-def same_or_conflict(existing: bytes, content_sha256: str, store: Store, name: str, version: str) -> None:
-    """Conflict unless the published release is this content (one of an older format is compared as this format
-    reads it: the same build published again before and after the runtime was recorded is the same release)."""
-    if not holds(existing, store, name, version, content_sha256):
+def same_or_conflict(existing: bytes, content: ReleaseContent, store: Store, name: str, version: str) -> None:
+    """Conflict unless the published release is this content (:func:`compiler.releases.manifest.holds`: the same
+    build published again before and after the runtime was recorded, or from another machine, is the same
+    release)."""
+    if not holds(existing, store, name, version, content):
         raise Conflict(
             f"{name}@{version} is already published in {store.uri} with other content; releases are "
             "immutable: publish a new version"

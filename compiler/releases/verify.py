@@ -2,8 +2,8 @@
 
 Three links, each failing with exit 1 naming which: the signature verifies with the key and names the manifest's
 bytes (sha256); the provenance is the one the signature names and its subjects are exactly the manifest's plans;
-every blob the manifest names hashes to its digest. A pull or export given a key checks the first link before it
-writes anything, and the plans against the manifest as it fetches them.
+every blob the manifest names (plans, layers.json, check.json, golden.npz) hashes to its digest. A pull or export
+given a key checks the first link before it writes anything, and the plans against the manifest as it fetches them.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from pydantic import BaseModel
 from compiler.core.errors import CheckFailed, InvalidInput
 from compiler.core.jsonio import parse_json
 from compiler.core.records import Progress
-from compiler.releases.attest import RELEASE_SIGNATURE
+from compiler.core.release_files import release_blobs
+from compiler.releases.attest import READABLE_SIGNATURES
 from compiler.releases.manifest import Resolved, resolve
 from compiler.releases.provenance import PLAN_FILE, SLSA_PROVENANCE, plan_name
 from compiler.releases.signing import BUNDLE, STATEMENT_TYPE, load_public_key, open_bundle, verify
@@ -69,7 +70,7 @@ def require_signature(store: Store, resolved: Resolved, key) -> dict[str, Any]:
     signed = verify(bundle, key, f"the signature of {what}")
     subjects = signed.get("subject") if isinstance(signed.get("subject"), list) else []
     named = next((s for s in subjects if isinstance(s, dict) and s.get("name") == f"{name}@{version}"), None)
-    if signed.get("predicateType") != RELEASE_SIGNATURE or named is None:
+    if signed.get("predicateType") not in READABLE_SIGNATURES or named is None:
         names = ", ".join(str(s.get("name"))[:80] for s in subjects[:3] if isinstance(s, dict))
         raise CheckFailed(
             f"the signature of {what} is a signature of something else ({names or 'no subject'}; "
@@ -123,10 +124,7 @@ def verify_release(
             f"{what}: provenance mismatch: its subjects ({len(have)}) are not the manifest's plans "
             f"({len(wanted)}) by sha256"
         )
-    blobs = [
-        (f"{e.sku}/{e.precision} plan", blob) for e in content.engines for blob in filter(None, (e.plan, e.layers))
-    ]
-    blobs += [("check.json", report) for report in resolved.manifest.check_reports]
+    blobs = [(blob.title, blob.ref) for blob in release_blobs(resolved.manifest)]  # golden.npz too: damaged, it fails
     total = 0
     for done, (label, blob) in enumerate(blobs):
         if progress:

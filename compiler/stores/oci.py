@@ -3,9 +3,10 @@ distribution HTTP API with ``requests``.
 
 Layout (docs/store-oci.md): release ``NAME`` is the repository ``<repository>/NAME``; version ``V`` is the tag ``V``,
 an OCI image manifest of ``artifactType`` :data:`RELEASE_ARTIFACT` whose config blob is the release manifest JSON and
-whose layers are the release's blobs (one per engine plan, with SKU, compute capability and precision annotations;
-layers.json and check.json). Channel ``C`` is the tag ``_channel.C`` (no version starts with ``_``), a manifest of
-``artifactType`` :data:`CHANNEL_ARTIFACT` whose config blob is the channel record. A version's signature and
+whose layers are every blob the release names, each titled with its file name (each engine's plan, with SKU,
+compute capability and precision annotations, and layers.json; check.json; the golden inputs). Names are
+:mod:`compiler.stores.oci_names`'s. Channel ``C`` is the tag ``_channel.C`` (no version starts with ``_``), a
+manifest of ``artifactType`` :data:`CHANNEL_ARTIFACT` whose config blob is the channel record. A version's signature and
 provenance refer to its manifest as cosign's bundles do (:mod:`compiler.stores.referrers`).
 
 Why ``requests`` and not the ``oras`` client: the store streams a :class:`VerifyingReader` as the upload body (oras
@@ -32,6 +33,7 @@ from urllib.parse import urljoin, urlsplit
 
 from compiler.core.errors import CheckFailed, EnvironmentProblem, InvalidInput
 from compiler.core.records import MAX_RECORD_BYTES, ReleaseManifest
+from compiler.core.release_files import ReleaseBlob, release_blobs
 from compiler.stores.base import (
     CHANNEL,
     NAME,
@@ -50,22 +52,28 @@ from compiler.stores.base import (
 )
 from compiler.stores.deadline import Deadlined
 from compiler.stores.oci_auth import CHUNK, Authorizer, answer_json, read_bounded, timeouts
+from compiler.stores.oci_names import annotation, annotation_of, media_type, readable
 from compiler.stores.oci_records import OciRecords
 from compiler.stores.referrers import Referrers
 
 MANIFEST = "application/vnd.oci.image.manifest.v1+json"
-RELEASE_ARTIFACT = "application/vnd.trt-compile.release.v1+json"
-RELEASE_CONFIG = "application/vnd.trt-compile.release.manifest.v1+json"
-CHANNEL_ARTIFACT = "application/vnd.trt-compile.channel.v1+json"
-CHANNEL_CONFIG = "application/vnd.trt-compile.channel.record.v1+json"
-PLAN = "application/vnd.trt-compile.plan.v1"
-LAYERS = "application/vnd.trt-compile.layers.v1+json"
-CHECK = "application/vnd.trt-compile.check.v1+json"
-ANNOTATION = "vnd.trt-compile."
+RELEASE_ARTIFACT = media_type("release.v1+json")
+RELEASE_CONFIG = media_type("release.manifest.v1+json")
+CHANNEL_ARTIFACT = media_type("channel.v1+json")
+CHANNEL_CONFIG = media_type("channel.record.v1+json")
+PLAN = media_type("plan.v1")
+LAYERS = media_type("layers.v1+json")
+CHECK = media_type("check.v1+json")
+GOLDEN = media_type("golden.v1+npz")
+"""The golden inputs (golden.npz, numpy's zip of .npy arrays): a layer like the others, so every client that copies
+or collects the release by its manifest keeps them."""
+LAYER_TYPES = {"plan": PLAN, "layers": LAYERS, "check": CHECK, "golden": GOLDEN}
+"""A release blob's media type by its role (:class:`compiler.core.release_files.ReleaseBlob`)."""
 FILEPATH = "org.cncf.model.filepath"
-"""ModelPack's annotation for where a layer's file goes when the artifact is unpacked."""
+"""ModelPack's annotation for where a layer's file goes in a model's folder (``rtx-4090/fp16/engine.plan``)."""
 TITLE = "org.opencontainers.image.title"
-PREVIOUS = ANNOTATION + "previous"
+"""The file name a client (``oras pull``) writes a layer to: unique within a release."""
+PREVIOUS = annotation("previous")
 """On a channel's manifest: the digest of the state it replaced, so a mover can tell whether a later state was
 built on its own."""
 CHANNEL_TAG = "_channel."
@@ -339,7 +347,7 @@ class OciStore(Deadlined, OciRecords, Referrers, Store):
         if found is None:
             return None
         manifest, digest = found
-        if manifest.get("artifactType") != artifact_type:
+        if manifest.get("artifactType") not in readable(artifact_type):
             raise self._damaged(f"{repo}:{tag}", f"artifactType {manifest.get('artifactType')!r}, not {artifact_type}")
         config = manifest.get("config")
         return self._read_small_blob(repo, config if isinstance(config, dict) else {}, f"{repo}:{tag}"), digest
@@ -530,7 +538,7 @@ class OciStore(Deadlined, OciRecords, Referrers, Store):
             if digest is None or digest == expected:
                 return False  # overwritten by a mover that never read our state: read again and retry
             found = self._manifest(repo, digest)
-            digest = ((found[0].get("annotations") or {}).get(PREVIOUS) or None) if found else None
+            digest = (annotation_of(found[0].get("annotations"), "previous") or None) if found else None
         return False
 
 
@@ -568,52 +576,42 @@ def _error_of(response) -> tuple[str, str]:
 
 
 def _release_layers(data: bytes) -> tuple[list[dict[str, Any]], dict[str, str]]:
-    """The layers and annotations of a release's image manifest: every blob its manifest names, so the registry
-    checks they are all there before it accepts the tag, and keeps them from garbage collection."""
+    """The layers and annotations of a release's image manifest: every blob its manifest names (release_blobs), so
+    the registry checks they are all there before it accepts the tag, its garbage collection keeps them and a copy
+    of the tag carries them; each titled with its file name, unique in the release, so ``oras pull`` writes every
+    one under its own name."""
     manifest = ReleaseManifest.model_validate_json(data)
     content = manifest.content
-    layers = []
-    for engine in content.engines:
-        folder = f"{engine.sku}/{engine.precision.value}"
-        layers.append(
-            {
-                "mediaType": PLAN,
-                "digest": f"sha256:{engine.plan.sha256}",
-                "size": engine.plan.size_bytes,
-                "annotations": {
-                    TITLE: f"{engine.sku}-{engine.precision.value}.plan",
-                    FILEPATH: f"{folder}/engine.plan",
-                    ANNOTATION + "sku": engine.sku,
-                    ANNOTATION + "compute-capabilities": ",".join(engine.compute_capabilities),
-                    ANNOTATION + "precision": engine.precision.value,
-                    ANNOTATION + "backend": " ".join(
-                        filter(None, (engine.backend.get("name"), engine.backend.get("version")))
-                    ),
-                },
-            }
-        )
-        if engine.layers is not None:
-            layers.append(
-                {
-                    "mediaType": LAYERS,
-                    "digest": f"sha256:{engine.layers.sha256}",
-                    "size": engine.layers.size_bytes,
-                    "annotations": {FILEPATH: f"{folder}/layers.json"},
-                }
-            )
-    for index, report in enumerate(manifest.check_reports):
-        layers.append(
-            {
-                "mediaType": CHECK,
-                "digest": f"sha256:{report.sha256}",
-                "size": report.size_bytes,
-                "annotations": {FILEPATH: f"check-{index}.json" if index else "check.json"},
-            }
-        )
+    layers = [
+        {
+            "mediaType": LAYER_TYPES[blob.role],
+            "digest": f"sha256:{blob.ref.sha256}",
+            "size": blob.ref.size_bytes,
+            "annotations": {TITLE: blob.title, **_layer_annotations(blob)},
+        }
+        for blob in release_blobs(manifest)
+    ]
     annotations = {
-        "org.opencontainers.image.title": content.name,
+        TITLE: content.name,
         "org.opencontainers.image.version": content.version,
         "org.opencontainers.image.created": manifest.published.at,
-        ANNOTATION + "content-sha256": manifest.content_sha256,
+        annotation("content-sha256"): manifest.content_sha256,
     }
     return layers, annotations
+
+
+def _layer_annotations(blob: ReleaseBlob) -> dict[str, str]:
+    """Where the file goes in a model's folder (ModelPack's file path) and, for a plan, where it runs."""
+    engine = blob.engine
+    if engine is None:
+        return {FILEPATH: blob.title}
+    folder = f"{engine.sku}/{engine.precision.value}"
+    if blob.role == "layers":
+        return {FILEPATH: f"{folder}/layers.json"}
+    return {
+        FILEPATH: f"{folder}/engine.plan",
+        annotation("sku"): engine.sku,
+        annotation("compute-capabilities"): ",".join(engine.compute_capabilities),
+        annotation("precision"): engine.precision.value,
+        annotation("backend"): " ".join(filter(None, (engine.backend.get("name"), engine.backend.get("version")))),
+    }

@@ -12,15 +12,16 @@ from compiler.core.jsonio import parse_json
 from compiler.core.records import MAX_RECORD_BYTES
 from compiler.stores.base import NAME as NAME_PATTERN
 from compiler.stores.base import SHA256, check_name, check_sha256, check_version
+from compiler.stores.oci_names import media_type
 
-CACHE_ARTIFACT = "application/vnd.trt-compile.cache-entry.v1+json"
-CACHE_CONFIG = "application/vnd.trt-compile.cache-entry.index.v1+json"
-YANK_ARTIFACT = "application/vnd.trt-compile.yank.v1+json"
-YANK_CONFIG = "application/vnd.trt-compile.yank.record.v1+json"
+CACHE_ARTIFACT = media_type("cache-entry.v1+json")
+CACHE_CONFIG = media_type("cache-entry.index.v1+json")
+YANK_ARTIFACT = media_type("yank.v1+json")
+YANK_CONFIG = media_type("yank.record.v1+json")
 YANK_TAG = "_yanked."
 """A version's yank record is the tag ``_yanked.VERSION`` (no version starts with ``_``)."""
-STAGED_ARTIFACT = "application/vnd.trt-compile.staged-part.v1+json"
-STAGED_CONFIG = "application/vnd.trt-compile.staged-part.record.v1+json"
+STAGED_ARTIFACT = media_type("staged-part.v1+json")
+STAGED_CONFIG = media_type("staged-part.record.v1+json")
 STAGED_TAG = "_staged."
 BLOB = "application/octet-stream"
 

@@ -2,17 +2,21 @@
 (sigstore/cosign specs/BUNDLE_SPEC.md): each is an artifact manifest whose ``subject`` is the release's image
 manifest, found through the registry's referrers API or, on a registry without it (CNCF Distribution 2.x), through
 the OCI spec's fallback tag ``sha256-<digest>``: an image index listing the referrers, which the attacher keeps.
+Each carries cosign's bundle annotations, and a tag of its own (:data:`ATTACHED_TAG`) so no garbage collection of
+untagged manifests removes it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterator
 from typing import Any
 
-from compiler.core.errors import EnvironmentProblem
+from compiler.core.errors import CheckFailed, EnvironmentProblem
 from compiler.core.jsonio import parse_json
 from compiler.stores.base import ATTACHMENTS, MAX_ATTACHMENT_BYTES, SHA256, check_version
+from compiler.stores.oci_names import annotation, annotation_of
 
 IMAGE_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 IMAGE_INDEX = "application/vnd.oci.image.index.v1+json"
@@ -20,8 +24,19 @@ EMPTY = "application/vnd.oci.empty.v1+json"
 EMPTY_BYTES = b"{}"
 BUNDLE = "application/vnd.dev.sigstore.bundle.v0.3+json"
 STATEMENT = "application/vnd.in-toto+json"
-KIND = "vnd.trt-compile.attachment"
-"""Annotation naming what an attached artifact is (``signature`` or ``provenance``)."""
+KIND = annotation("attachment")
+"""Annotation naming what an attached artifact is (``signature`` or ``provenance``); read under the legacy key too."""
+CREATED = "org.opencontainers.image.created"
+BUNDLE_CONTENT = "dev.sigstore.bundle.content"
+BUNDLE_PREDICATE = "dev.sigstore.bundle.predicateType"
+"""cosign's annotations on a bundle's referrer (``WriteAttestationNewBundleFormat``), so a client that picks
+attestations by predicate type from a listing tells the signature from the provenance."""
+ATTACHED_TAG = "_attached."
+"""Each attachment is also the tag ``_attached.<subject's sha256>.<kind>`` (no version starts with ``_``): a
+registry's garbage collection that deletes untagged manifests (``docker-registry garbage-collect
+--delete-untagged``) keeps it, which the fallback index alone does not make it do."""
+MAX_REFERRERS = 256
+"""Referrers of one version opened to find ours: a signature, a provenance, and whatever other tools attached."""
 
 
 class Referrers:
@@ -35,14 +50,14 @@ class Referrers:
         for _ in range(3):  # the fallback index is read, extended and written: a racing attacher is retried
             found = self._find(repo, subject, kind)
             if found is not None:
-                return self._read_attached(repo, found, kind)
+                return self._read_attached(repo, *found, kind)
             digest, descriptor = self._push_referrer(repo, subject, kind, data)
             if descriptor is not None:  # no referrers API: keep the fallback tag's index
                 self._add_to_index(repo, subject, descriptor)
                 self._settle()
             found = self._find(repo, subject, kind)
             if found is not None:  # ours, or a racing attacher's that was listed first: the first one stays
-                return None if found == digest else self._read_attached(repo, found, kind)
+                return None if found[0] == digest else self._read_attached(repo, *found, kind)
         raise EnvironmentProblem(f"store {self.uri}: the referrers of {repo}:{version} keep changing; try again")
 
     def attachment(self, name: str, version: str, kind: str) -> bytes | None:
@@ -51,7 +66,7 @@ class Referrers:
         if subject is None:
             return None
         found = self._find(repo, subject, kind)
-        return None if found is None else self._read_attached(repo, found, kind)
+        return None if found is None else self._read_attached(repo, *found, kind)
 
     def _delete_attachments(self, name: str, version: str) -> None:
         """Remove the version's signature and provenance artifacts and the fallback tag's index listing them."""
@@ -59,16 +74,10 @@ class Referrers:
         subject = self._subject(repo, version, missing_ok=True)
         if subject is None:
             return
-        for entry in self._index(repo, subject):
-            annotations = entry.get("annotations") if isinstance(entry, dict) else None
-            digest = entry.get("digest") if isinstance(entry, dict) else None
-            if (
-                isinstance(annotations, dict)
-                and annotations.get(KIND) in ATTACHMENTS
-                and isinstance(digest, str)
-                and SHA256.fullmatch(digest.removeprefix("sha256:"))
-            ):
-                self._delete_digest(repo, digest, f"the {annotations[KIND]} of {repo}:{version}")
+        for digest, manifest in self._referrers(repo, subject):
+            kind = annotation_of(manifest.get("annotations"), "attachment")
+            if kind in ATTACHMENTS:
+                self._delete_digest(repo, digest, f"the {kind} of {repo}:{version}")
         index = self._fallback(repo, subject)  # an image index: removed by the digest of its bytes
         if index is not None:
             self._delete_digest(
@@ -89,18 +98,33 @@ class Referrers:
             )
         return digest
 
-    def _find(self, repo: str, subject: str, kind: str) -> str | None:
-        """The digest of the first artifact of ``kind`` referring to ``subject``."""
-        for entry in self._index(repo, subject):
-            annotations = entry.get("annotations") if isinstance(entry, dict) else None
-            if (
-                isinstance(annotations, dict)
-                and annotations.get(KIND) == kind
-                and isinstance(entry.get("digest"), str)
-                and entry["digest"].startswith("sha256:")
-            ):
-                return entry["digest"]
-        return None
+    def _find(self, repo: str, subject: str, kind: str) -> tuple[str, dict[str, Any]] | None:
+        """The first artifact of ``kind`` referring to ``subject``: its digest and manifest."""
+        return next(
+            (
+                found
+                for found in self._referrers(repo, subject)
+                if annotation_of(found[1].get("annotations"), "attachment") == kind
+            ),
+            None,
+        )
+
+    def _referrers(self, repo: str, subject: str) -> Iterator[tuple[str, dict[str, Any]]]:
+        """Each artifact listed as referring to ``subject`` (the first :data:`MAX_REFERRERS`), opened: what it is is
+        read from its own manifest (content-addressed, so any copy keeps it), never from a listing's annotations or
+        artifact types, which other tools (an attacher, a mirror) may drop or get wrong; one whose manifest names
+        another subject is not its referrer."""
+        for entry in self._index(repo, subject)[:MAX_REFERRERS]:
+            digest = entry.get("digest") if isinstance(entry, dict) else None
+            if not isinstance(digest, str) or not digest.startswith("sha256:") or not SHA256.fullmatch(digest[7:]):
+                continue
+            try:
+                found = self._manifest(repo, digest)
+            except CheckFailed:  # not a manifest: another tool's, or planted; it cannot hide ours listed after it
+                continue
+            referred = (found[0].get("subject") or {}) if found else {}
+            if isinstance(referred, dict) and referred.get("digest") == subject:
+                yield digest, found[0]
 
     def _index(self, repo: str, subject: str) -> list[Any]:
         """The referrers of ``subject``: the referrers API's answer, else the fallback tag's index."""
@@ -132,7 +156,7 @@ class Referrers:
         indexed it itself: it answers with an ``OCI-Subject`` header)."""
         artifact_type = BUNDLE if _is_bundle(data) else STATEMENT
         sha256, empty = self._send(repo, data), self._send(repo, EMPTY_BYTES)
-        annotations = {KIND: kind}
+        annotations = _annotations(kind, data, artifact_type)
         manifest = {
             "schemaVersion": 2,
             "mediaType": IMAGE_MANIFEST,
@@ -151,7 +175,14 @@ class Referrers:
         }
         body = json.dumps(manifest, separators=(",", ":")).encode()
         digest = "sha256:" + hashlib.sha256(body).hexdigest()
-        response = self._put_manifest(repo, digest, body, IMAGE_MANIFEST, what=f"the {kind} of {repo}@{subject[:19]}")
+        what = f"the {kind} of {repo}@{subject[:19]}"
+        tag = f"{ATTACHED_TAG}{subject.removeprefix('sha256:')}.{kind}"
+        try:
+            response = self._put_manifest(repo, tag, body, IMAGE_MANIFEST, what=what)
+        except EnvironmentProblem as exc:
+            if not getattr(exc, "taken", False):
+                raise
+            response = self._put_manifest(repo, digest, body, IMAGE_MANIFEST, what=what)  # a racer's tag, immutable
         if response is not None and response.headers.get("OCI-Subject"):
             return digest, None
         return digest, {
@@ -186,9 +217,8 @@ class Referrers:
         tag = subject.replace(":", "-")
         self._put_manifest(repo, tag, json.dumps(index, separators=(",", ":")).encode(), IMAGE_INDEX)
 
-    def _read_attached(self, repo: str, digest: str, kind: str) -> bytes:
-        found = self._manifest(repo, digest)
-        layers = found[0].get("layers") if found else None
+    def _read_attached(self, repo: str, digest: str, manifest: dict[str, Any], kind: str) -> bytes:
+        layers = manifest.get("layers")
         what = f"the {kind} of {repo} ({digest[:19]})"
         if not isinstance(layers, list) or not layers or not isinstance(layers[0], dict):
             raise self._damaged(what, "its artifact manifest has no layer")
@@ -213,3 +243,29 @@ def _is_bundle(data: bytes) -> bool:
     except ValueError:
         return False
     return isinstance(found, dict) and found.get("mediaType") == BUNDLE
+
+
+def _annotations(kind: str, data: bytes, artifact_type: str) -> dict[str, str]:
+    """What an attachment's manifest (and its entry in the fallback index) is annotated with: its kind, when it was
+    made, and for a Sigstore bundle what cosign writes: a DSSE envelope, and the predicate type of its statement."""
+    import time
+
+    annotations = {KIND: kind, CREATED: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    if artifact_type == BUNDLE:
+        annotations[BUNDLE_CONTENT] = "dsse-envelope"
+        predicate = _predicate_type(data)
+        if predicate:
+            annotations[BUNDLE_PREDICATE] = predicate
+    return annotations
+
+
+def _predicate_type(bundle: bytes) -> str | None:
+    """The predicate type of the in-toto statement a bundle's DSSE envelope carries (one this publisher made)."""
+    import base64
+
+    try:
+        payload = parse_json(bundle, MAX_ATTACHMENT_BYTES)["dsseEnvelope"]["payload"]
+        value = parse_json(base64.b64decode(payload, validate=True), MAX_ATTACHMENT_BYTES).get("predicateType")
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+    return value if isinstance(value, str) else None

@@ -150,7 +150,7 @@ def test_two_skus_of_one_compute_capability_are_refused(tmp_path, digits_model, 
     if same[0] == same[1]:  # one plan for both: nothing to tell apart
         assert result.exit_code == 0, result.stderr
     else:
-        assert_clean_error(result, 2, "rtx-3090 and rtx-a6000", "compute capability 8.6")
+        assert_clean_error(result, 2, "rtx-3090/fp16 and rtx-a6000/fp16 are different plans", "compute capability 8.6")
 
 
 def test_a_tampered_plan_writes_no_version(tmp_path, fleet_build):

@@ -61,6 +61,7 @@ EXAMPLES = {
     "store-options": 2,
     "store-values": 2,
     "registry-answers": 3,
+    "registry-layouts": 3,
     "pipeline-yaml": 20,
     "export-targets": 4,
     "remote-cache": 8,

@@ -65,14 +65,16 @@ def test_a_release_is_an_oci_artifact_with_its_manifest_as_config_and_one_layer_
     config = _get(registry, f"{repository}/blobs/{manifest['config']['digest']}", "*/*").content
     assert config == open_store(uri).read_manifest("digits", "1.0.0")
     plans = {
-        layer["annotations"]["vnd.trt-compile.sku"]: layer for layer in manifest["layers"] if layer["mediaType"] == PLAN
+        layer["annotations"]["io.github.trt-compile.sku"]: layer
+        for layer in manifest["layers"]
+        if layer["mediaType"] == PLAN
     }
     for sku, capability in (("rtx-3090", "8.6"), ("rtx-4090", "8.9")):
         engine = EngineRecord.model_validate_json((build / sku / "fp16" / "engine.json").read_bytes())
         layer = plans[sku]
         assert (layer["digest"], layer["size"]) == (f"sha256:{engine.sha256}", engine.size_bytes)
-        assert layer["annotations"]["vnd.trt-compile.compute-capabilities"] == capability
-        assert layer["annotations"]["vnd.trt-compile.precision"] == "fp16"
+        assert layer["annotations"]["io.github.trt-compile.compute-capabilities"] == capability
+        assert layer["annotations"]["io.github.trt-compile.precision"] == "fp16"
         assert layer["annotations"]["org.cncf.model.filepath"] == f"{sku}/fp16/engine.plan"
     assert manifest["annotations"]["org.opencontainers.image.version"] == "1.0.0"
 
@@ -83,9 +85,10 @@ def test_channels_are_tags_no_version_can_be(registry, build):
     run = run_cli("promote", "digits@1.0.0", "--channel", "stable", "--store", uri)
     assert run.exit_code == 0, run.stderr
     repository = uri.split("/", 3)[3] + "/digits"
-    image = open_store(uri).artifact("digits", "1.0.0")[1]  # its provenance's referrers index is a tag too
+    image = open_store(uri).artifact("digits", "1.0.0")[1]  # its provenance and referrers index are tags too
     assert sorted(_get(registry, f"{repository}/tags/list", "*/*").json()["tags"]) == [
         "1.0.0",
+        f"_attached.{image}.provenance",
         "_channel.stable",
         f"sha256-{image}",
     ]
