@@ -202,6 +202,13 @@ def list_releases(
         render.emit_json(listing)
     else:
         render_releases.listing(listing)
+    render.warnings(
+        [
+            f"store {listing.store}: {entry} was not listed (not a plain file or folder); move it out of the store "
+            "or put the record itself there (compile gc refuses to run while it is there)"
+            for entry in listing.skipped
+        ]
+    )
 
 
 @examples(

@@ -36,13 +36,23 @@ class Listing(BaseModel):
     channels: dict[str, str] = {}
     manifest: ReleaseManifest | None = None
     yanked: YankRecord | None = None
+    skipped: list[str] = []
+    """Entries the listing did not follow because they are not plain files or folders (a channel or release that
+    is a link, a FIFO): named, never silently left out; gc refuses to run while they are there."""
 
 
 def list_store(store: str | Store, ref: str | Ref | None = None) -> Listing:
-    """Everything (names, versions, channels), one release's versions, or one version's manifest."""
+    """Everything (names, versions, channels), one release's versions, or one version's manifest; with the entries
+    the listing did not follow (:attr:`Listing.skipped`)."""
     if ref is not None and not isinstance(ref, Ref):
         ref = Ref.parse(ref, tag_required=False)
     store = open_store(store)
+    listing = _listing(store, ref)
+    skipped = [entry for entry in store.hidden() if not entry.startswith("blobs/")]
+    return listing.model_copy(update={"skipped": skipped}) if skipped else listing
+
+
+def _listing(store: Store, ref: Ref | None) -> Listing:
     if ref is None:
         return Listing(
             store=store.uri,

@@ -177,3 +177,23 @@ def test_a_channel_that_is_a_link_stops_gc_before_it_removes_anything(tmp_path, 
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
     assert sorted(p.relative_to(root) for p in root.rglob("*")) == before  # nothing removed
     assert open_store(str(root)).read_manifest("digits", "1.0.0") is not None
+
+
+def test_a_channel_that_is_a_link_is_named_by_ls_not_left_out(tmp_path, builds):
+    """ls does not follow the link (no listing does) but says so: a warning line naming it, and ``skipped`` in the
+    JSON, so nobody reads a store whose channel points somewhere unknown as a store without that channel."""
+    root = _linked_channel_store(tmp_path, builds)
+    channel = root / "channels" / "digits" / "stable"
+    place = tmp_path / "elsewhere" / "stable"
+    place.parent.mkdir()
+    channel.rename(place)
+    channel.symlink_to(place)
+    shown = run_cli("ls", "--store", root)
+    assert shown.exit_code == 0 and "Traceback" not in shown.stderr
+    assert [line for line in shown.stderr.splitlines() if line.startswith("warning:")] == [
+        f"warning: store {root}: channels/digits/stable (a symbolic link) was not listed (not a plain file or "
+        "folder); move it out of the store or put the record itself there (compile gc refuses to run while it is there)"
+    ]
+    listed = run_cli("ls", "digits", "--store", root, "--json")
+    assert json.loads(listed.stdout)["skipped"] == ["channels/digits/stable (a symbolic link)"]
+    assert json.loads(listed.stdout)["channels"] == {}
