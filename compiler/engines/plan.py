@@ -96,15 +96,7 @@ def plan_builds(
     proven writable, last)."""
     options = options or BuildOptions()
     model, out = Path(model), Path(out)
-    skus, precisions = ([names] if isinstance(names, str) else list(names) for names in (skus, precisions))
-    if not skus:
-        raise InvalidInput("no --sku given; name at least one SKU of the catalog (compiler/core/skus.yaml)")
-    if not precisions:
-        raise InvalidInput("no --precision given; choose from " + ", ".join(PRECISIONS))
-    for precision in precisions:
-        if precision not in PRECISIONS:
-            raise InvalidInput(f"unknown precision '{precision}'; choose from {', '.join(PRECISIONS)}")
-    precisions = [Precision(p) for p in dict.fromkeys(precisions)]
+    skus, precisions = _named_targets(skus, precisions)
     cache = BuildCache(options.cache_dir)
     writable_folder(
         cache.root, "--cache-dir" if options.cache_dir else "build cache (set --cache-dir or COMPILE_CACHE_DIR)"
@@ -117,19 +109,7 @@ def plan_builds(
         raise profiles_problem(profiles, errors, hint="see compile inspect --profiles")
     catalog = load_sku_catalog()
     targets = {sku: catalog.get(sku) for sku in dict.fromkeys(skus)}
-    backends = {}
-    for target in targets.values():
-        name = target.backend if options.backend is None else options.backend
-        if name not in backends:
-            backends[name] = load_backend(name)
-        backends[name].check_targets((target.compute_capability,))
-    if Precision.FP8 in precisions:
-        for sku, target in targets.items():
-            if tuple(map(int, target.compute_capability.split("."))) < FP8_MIN_CAPABILITY:
-                raise InvalidInput(
-                    f"fp8 needs compute capability 8.9 or newer; SKU '{sku}' is "
-                    f"{target.compute_capability}; drop fp8 or that SKU"
-                )
+    backends = _backends(targets, precisions, options)
     # before the costly part (calibration, FP16 conversion); the folders are made only once it has passed
     check_writable_folder(out, "--out")
     target_dirs = [out / sku / precision for sku in targets for precision in precisions]
@@ -144,51 +124,91 @@ def plan_builds(
         open_remote(remote)  # a URI it cannot be is refused now, before any work
     prepared = {p: _prepare(p, model, digest, options, cache, calibration_progress, remote) for p in precisions}
     excluded = {p: _excluded(options.calibration, p) if prepared[p][3] else () for p in precisions}
-    source_stat = _files_stat(model, model_stat, source["files"])
+    shared = {
+        "cache_root": cache.root,
+        "use_cache": options.use_cache,
+        "model_digest": digest,
+        "source_stat": _files_stat(model, model_stat, source["files"]),
+        "remote_cache": remote,
+        "explain": options.explain,
+    }
     jobs = []
     for sku, target in targets.items():
         backend = backends[target.backend if options.backend is None else options.backend]
         for precision in precisions:
-            built_model, built_sha, built_stat, calibration_sha = prepared[precision]
-            spec = BuildSpec(
-                model_path=built_model,
-                profiles=tuple(profile_set.profiles),
-                compute_capabilities=(target.compute_capability,),
-                workspace_mb=options.workspace_mb,
-                optimization_level=options.optimization_level,
-                sku=sku,
-                state_dir=cache.root,
-            )
-            material = {
-                "format": BUILD_FORMAT,
-                "profiles": [p.model_dump() for p in spec.profiles],
-                "precision": precision.value,
-                "compute_capabilities": spec.compute_capabilities,
-                "backend": [backend.name, backend.version],
-                "options": spec.options(),
-            }
-            jobs.append(
-                BuildJob(
-                    sku=sku,
-                    precision=precision,
-                    backend=backend.name,
-                    spec=spec,
-                    key_material=material,
-                    cache_root=cache.root,
-                    use_cache=options.use_cache,
-                    target_dir=out / sku / precision,
-                    model_digest=digest,
-                    prepared_sha256=built_sha,
-                    calibration_sha256=calibration_sha,
-                    source_stat=source_stat,
-                    built_stat=built_stat,
-                    remote_cache=remote,
-                    explain=options.explain,
-                    excluded=excluded[precision],
-                )
-            )
+            made = prepared[precision], excluded[precision]
+            jobs.append(_job(sku, target, backend, precision, *made, profile_set, options, out, shared))
     writable_folder(out, "--out")
     return jobs
+
+
+def _named_targets(skus: str | list[str], precisions: str | list[str]) -> tuple[list[str], list[Precision]]:
+    """The SKUs and precisions asked for (one name or several), refused when none or unknown; precisions once each."""
+    skus, precisions = ([names] if isinstance(names, str) else list(names) for names in (skus, precisions))
+    if not skus:
+        raise InvalidInput("no --sku given; name at least one SKU of the catalog (compiler/core/skus.yaml)")
+    if not precisions:
+        raise InvalidInput("no --precision given; choose from " + ", ".join(PRECISIONS))
+    for precision in precisions:
+        if precision not in PRECISIONS:
+            raise InvalidInput(f"unknown precision '{precision}'; choose from {', '.join(PRECISIONS)}")
+    return skus, [Precision(p) for p in dict.fromkeys(precisions)]
+
+
+def _backends(targets: dict, precisions: list[Precision], options: BuildOptions) -> dict:
+    """The backend of each target's SKU (or --backend), loaded once each and asked whether it builds for the SKU's
+    compute capability; fp8 refused for a SKU older than 8.9."""
+    backends = {}
+    for target in targets.values():
+        name = target.backend if options.backend is None else options.backend
+        if name not in backends:
+            backends[name] = load_backend(name)
+        backends[name].check_targets((target.compute_capability,))
+    if Precision.FP8 in precisions:
+        for sku, target in targets.items():
+            if tuple(map(int, target.compute_capability.split("."))) < FP8_MIN_CAPABILITY:
+                raise InvalidInput(
+                    f"fp8 needs compute capability 8.9 or newer; SKU '{sku}' is "
+                    f"{target.compute_capability}; drop fp8 or that SKU"
+                )
+    return backends
+
+
+def _job(
+    sku, target, backend, precision, prepared, excluded, profile_set, options, out: Path, shared: dict
+) -> BuildJob:
+    """One SKU x precision: the build it runs and the key material of its cache entry."""
+    built_model, built_sha, built_stat, calibration_sha = prepared
+    spec = BuildSpec(
+        model_path=built_model,
+        profiles=tuple(profile_set.profiles),
+        compute_capabilities=(target.compute_capability,),
+        workspace_mb=options.workspace_mb,
+        optimization_level=options.optimization_level,
+        sku=sku,
+        state_dir=shared["cache_root"],
+    )
+    material = {
+        "format": BUILD_FORMAT,
+        "profiles": [p.model_dump() for p in spec.profiles],
+        "precision": precision.value,
+        "compute_capabilities": spec.compute_capabilities,
+        "backend": [backend.name, backend.version],
+        "options": spec.options(),
+    }
+    return BuildJob(
+        sku=sku,
+        precision=precision,
+        backend=backend.name,
+        spec=spec,
+        key_material=material,
+        target_dir=out / sku / precision,
+        prepared_sha256=built_sha,
+        calibration_sha256=calibration_sha,
+        built_stat=built_stat,
+        excluded=excluded,
+        **shared,
+    )
 
 
 def _inputs(
