@@ -4,6 +4,8 @@ unreferenced (a blob no manifest names: what a killed publisher leaves; harmless
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from pydantic import BaseModel
 
 from compiler.core.errors import CompileError, InvalidInput
@@ -38,94 +40,100 @@ class StoreCheck(BaseModel):
         return not any(f.kind != "unreferenced" for f in self.findings)
 
 
+@dataclass
+class _Tally:
+    """What a store check has found so far: its findings, the blobs read (scope, digest, size recorded -> bytes
+    read; a digest recorded with two sizes is read twice, as one of them is wrong) and every digest named."""
+
+    findings: list[Finding] = field(default_factory=list)
+    verified: dict[tuple[str, str, int], int] = field(default_factory=dict)
+    referenced: set[str] = field(default_factory=set)
+
+
 def verify_store(store: str | Store, name: str | None = None) -> StoreCheck:
     """Read and check everything the store holds (or everything of release ``name``)."""
     store = open_store(store)
     if name is not None and Ref.parse(name, tag_required=False).tag is not None:
         raise InvalidInput(f"ls --verify {name}: give a release NAME (every version of it is read), or none")
     names = [name] if name else store.names()
-    findings: list[Finding] = []
-    verified: dict[tuple[str, str, int], int] = {}  # (scope, digest, size recorded) -> bytes read
-    referenced: set[str] = set()
+    tally = _Tally()
     versions = channels = 0
     for release in names:
         for version in store.versions(release):
             versions += 1
             manifest = _read(
-                findings,
+                tally.findings,
                 manifest_key(release, version),
                 lambda r=release, v=version: resolve(store, Ref(r, v)).manifest,
             )
-            if manifest is None:
-                continue
-            for label, ref in (
-                (b.title, b.ref) for b in release_blobs(manifest)
-            ):  # golden.npz too: all a release names
-                referenced.add(ref.sha256)
-                scope = release if store.blobs_per_release else ""
-                seen = (scope, ref.sha256, ref.size_bytes)  # a digest recorded with two sizes: one is wrong
-                if seen in verified:
-                    continue
-                verified[seen] = 0
-                state = _read(
-                    findings,
-                    blob_key(ref.sha256),
-                    lambda r=release, b=ref: holds(store, r, b.sha256, b.size_bytes),
-                )
-                if state is None and not any(f.key == blob_key(ref.sha256) for f in findings):
-                    findings.append(
-                        Finding(
-                            kind="dangling",
-                            key=blob_key(ref.sha256),
-                            why=f"{release}@{version} names it ({label}); the store lacks it",
-                        )
-                    )
-                if state is not None:
-                    verified[seen] = ref.size_bytes
-                if state is False:
-                    findings.append(
-                        Finding(
-                            kind="damaged",
-                            key=blob_key(ref.sha256),
-                            why=f"not the {ref.size_bytes} bytes hashing to its name that "
-                            f"{release}@{version} records for {label}; publish --repair from the "
-                            "build folder",
-                        )
-                    )
-        for channel in store.channels(release):
-            channels += 1
-            record = _read(
-                findings, channel_key(release, channel), lambda r=release, c=channel: read_channel(store, r, c)
-            )
-            if record is not None and store.read_manifest(release, record[0].version) is None:
-                findings.append(
-                    Finding(
-                        kind="dangling",
-                        key=channel_key(release, channel),
-                        why=f"it points at {record[0].version}, which has no manifest",
-                    )
-                )
+            if manifest is not None:
+                _check_blobs(store, release, version, manifest, tally)
+        channels += _check_channels(store, release, tally.findings)
     listed = None if name and not store.blobs_per_release else store.blobs(names[0] if name else "")
     if listed is not None:
-        findings += [
+        tally.findings += [
             Finding(
                 kind="unreferenced",
                 key=blob_key(d),
                 why="no manifest names it (left by an interrupted publish, or by a release removed by hand)",
             )
             for d in listed
-            if d not in referenced
+            if d not in tally.referenced
         ]
     return StoreCheck(
         store=store.uri,
         name=name,
         versions=versions,
         channels=channels,
-        blobs=len(verified),
-        bytes_read=sum(verified.values()),
-        findings=findings,
+        blobs=len(tally.verified),
+        bytes_read=sum(tally.verified.values()),
+        findings=tally.findings,
         unreferenced_listed=listed is not None,
     )
+
+
+def _check_blobs(store: Store, release: str, version: str, manifest, tally: _Tally) -> None:
+    """Every blob the version names (golden.npz too) read whole against its digest and size, once per store
+    (per release where blobs are per release): dangling when missing, damaged when its bytes are other."""
+    for label, ref in ((b.title, b.ref) for b in release_blobs(manifest)):
+        tally.referenced.add(ref.sha256)
+        seen = (release if store.blobs_per_release else "", ref.sha256, ref.size_bytes)
+        if seen in tally.verified:
+            continue
+        tally.verified[seen] = 0
+        key = blob_key(ref.sha256)
+        state = _read(tally.findings, key, lambda r=release, b=ref: holds(store, r, b.sha256, b.size_bytes))
+        if state is None and not any(f.key == key for f in tally.findings):
+            tally.findings.append(
+                Finding(kind="dangling", key=key, why=f"{release}@{version} names it ({label}); the store lacks it")
+            )
+        if state is not None:
+            tally.verified[seen] = ref.size_bytes
+        if state is False:
+            tally.findings.append(
+                Finding(
+                    kind="damaged",
+                    key=key,
+                    why=f"not the {ref.size_bytes} bytes hashing to its name that {release}@{version} records for "
+                    f"{label}; publish --repair from the build folder",
+                )
+            )
+
+
+def _check_channels(store: Store, release: str, findings: list[Finding]) -> int:
+    """Every channel of the release read, and dangling when it points at a version without a manifest; how many."""
+    channels = store.channels(release)
+    for channel in channels:
+        record = _read(findings, channel_key(release, channel), lambda c=channel: read_channel(store, release, c))
+        if record is not None and store.read_manifest(release, record[0].version) is None:
+            findings.append(
+                Finding(
+                    kind="dangling",
+                    key=channel_key(release, channel),
+                    why=f"it points at {record[0].version}, which has no manifest",
+                )
+            )
+    return len(channels)
 
 
 def _read(findings: list[Finding], key: str, read):
