@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import re
-import time
 from datetime import datetime
 from typing import Any
 
@@ -29,12 +28,6 @@ TRANSFER = {"multipart_threshold": 16 * MB, "multipart_chunksize": 16 * MB, "max
 """Parts of 16 MiB, 8 at a time: a 500 MB plan is 30 parts."""
 MISSING = {"404", "NoSuchKey", "NotFound"}
 TAKEN = {"412", "PreconditionFailed", "409", "ConditionalRequestConflict"}
-BUSY = {"500", "503", "InternalError", "ServiceUnavailable", "SlowDown"}
-SETTLE_PAUSES = (0.5, 1.0, 2.0, 4.0)
-"""Seconds before a record write is sent again when the server stayed busy through botocore's own retries: an
-S3-compatible server growing volumes for a new bucket answers InternalError to its first writes for seconds
-(SeaweedFS, seen here on a publish's first write, its lease). A record is bytes in hand, so sending it again is
-safe; a create-only write that had landed is then refused as taken, which its callers read as written."""
 """A conditional write lost: the key exists (create-only) or changed (If-Match), or a concurrent one won (409)."""
 DENIED = {"403", "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken"}
 
@@ -97,15 +90,16 @@ class S3Store(Deadlined, KeyedStore):
                 raise _Taken(what) from None
             if code == "InvalidRange" or status == "416":
                 raise _Short(what) from None
-            if code in BUSY or status in BUSY:
-                raise _Busy(f"store {self.uri}: {what} failed ({code or status}: {_message(exc)})") from None
             if code in DENIED or status == "403":
                 raise EnvironmentProblem(
                     f"store {self.uri}: access denied ({code or status}) to {what}; check the "
                     "AWS credentials (AWS_ACCESS_KEY_ID/AWS_PROFILE) and the bucket's "
                     "policy"
                 ) from None
-            raise EnvironmentProblem(f"store {self.uri}: {what} failed ({code or status}: {_message(exc)})") from None
+            raise EnvironmentProblem(
+                f"store {self.uri}: {what} failed ({code or status}: "
+                f"{exc.response.get('Error', {}).get('Message', '')})"
+            ) from None
         except BotoCoreError as exc:
             raise EnvironmentProblem(f"store {self.uri}: {_describe(exc)}") from None
 
@@ -247,13 +241,6 @@ class S3Store(Deadlined, KeyedStore):
         return data, etag
 
     def _create(self, key: str, data: bytes) -> bool:
-        for pause in SETTLE_PAUSES:
-            with contextlib.suppress(_Busy):
-                return self._create_once(key, data)
-            time.sleep(pause)
-        return self._create_once(key, data)
-
-    def _create_once(self, key: str, data: bytes) -> bool:
         try:
             self._call(
                 key, self.client.put_object, Bucket=self.bucket, Key=self.prefix + key, Body=data, IfNoneMatch="*"
@@ -363,14 +350,6 @@ class S3Store(Deadlined, KeyedStore):
             f"store {self.uri}: the S3 endpoint answered {printable(what)[:200]} without "
             f"{'a valid ' if present else ''}{name}; it is not an S3 server this tool can use (check AWS_ENDPOINT_URL)"
         )
-
-
-class _Busy(EnvironmentProblem):
-    """The server answered that it is busy or failed inside (500, 503) after botocore's retries."""
-
-
-def _message(exc: Any) -> str:
-    return str(exc.response.get("Error", {}).get("Message", ""))
 
 
 class _Taken(Exception):

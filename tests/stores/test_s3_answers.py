@@ -53,32 +53,3 @@ def test_an_s3_answer_without_what_s3_always_sends_is_an_unusable_endpoint(
         assert hostile.requests, "the command never reached the hostile endpoint"
     assert_clean_error(result, 3, store, "not an S3 server this tool can use")
     assert not (tmp_path / "digits.plan").exists()
-
-
-def test_a_record_write_the_server_refuses_as_busy_is_sent_again(s3, bucket, monkeypatch):
-    """A new bucket's first writes can meet InternalError for seconds after botocore's own retries (SeaweedFS, seen
-    on a publish's lease): a record write is sent again after a pause, and lands once; a server busy for good is
-    still one store error."""
-    from botocore.exceptions import ClientError
-
-    from compiler.stores import open_store
-
-    for name, value in s3.env().items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.setattr("compiler.stores.s3.SETTLE_PAUSES", (0.01, 0.01, 0.01))
-    store = open_store(f"s3://{bucket}/team")
-    real, refusals = store.client.put_object, [2]
-
-    def busy_first(**kwargs):
-        if refusals[0] > 0:
-            refusals[0] -= 1
-            raise ClientError({"Error": {"Code": "InternalError", "Message": "please try again"}}, "PutObject")
-        return real(**kwargs)
-
-    monkeypatch.setattr(store.client, "put_object", busy_first)
-    assert store.create_entry("leases", "a" * 64, b'{"x": 1}', []) is None  # created (nothing was there)
-    assert store.read_entry("leases", "a" * 64) == b'{"x": 1}'
-    refusals[0] = 10
-    with pytest.raises(Exception, match="InternalError"):
-        store.create_entry("leases", "b" * 64, b"{}", [])
-    assert store.read_entry("leases", "b" * 64) is None
