@@ -78,6 +78,13 @@ def _free_port(taken: set[int]) -> int:
     raise RuntimeError("no free port pair for SeaweedFS")
 
 
+MAX_VOLUMES = 4000
+"""Volumes the server may grow. Each bucket is a collection that grows volumes of its own (7 at its first write), and
+the default limit is the free disk divided by 128 MiB: a test session's few hundred buckets exhausted it on a disk
+with 58 GB free (InternalError on every new bucket's first write). Volumes are sparse files: the limit costs no
+disk."""
+
+
 def start_s3_server(timeout: float = 60) -> S3Server:
     weed = shutil.which("weed")
     if weed is None:
@@ -106,6 +113,7 @@ def start_s3_server(timeout: float = 60) -> S3Server:
             f"-volume.port={volume}",
             f"-filer.port={filer}",
             f"-admin.port={admin}",
+            f"-volume.max={MAX_VOLUMES}",
         ],
         env=env,
         stdout=subprocess.DEVNULL,
