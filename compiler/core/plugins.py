@@ -57,8 +57,12 @@ def store_kind(uri: str) -> StoreKind:
 
 def store_forms() -> str:
     """``a folder, s3://BUCKET/PREFIX or oci://HOST/REPOSITORY``: every kind, as help and errors name them."""
-    forms = [kind.form for kind in STORES]
-    return ", ".join(forms[:-1]) + " or " + forms[-1]
+    return spoken_list([kind.form for kind in STORES])
+
+
+def spoken_list(items: list[str]) -> str:
+    """``a, b or c``: choices as help and errors say them."""
+    return ", ".join(items[:-1]) + " or " + items[-1] if len(items) > 1 else "".join(items)
 
 
 def store_notes() -> str:

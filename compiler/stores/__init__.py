@@ -10,7 +10,7 @@ import importlib
 from pathlib import Path
 
 from compiler.core.errors import EnvironmentProblem, InvalidInput
-from compiler.core.plugins import STORES, store_forms, store_kind, store_notes
+from compiler.core.plugins import STORES, spoken_list, store_forms, store_kind, store_notes
 from compiler.core.text import printable
 from compiler.stores.base import Ref, Store
 
@@ -57,5 +57,4 @@ def _forms_with_path() -> str:
 
 def _schemes() -> str:
     """``a folder, file://, s3:// or oci:// (oci+http:// for a plain-HTTP registry)``."""
-    prefixes = [kind.prefixes[0] for kind in STORES]
-    return f"a folder, {', '.join(prefixes[:-1])} or {prefixes[-1]} ({store_notes()})"
+    return f"{spoken_list(['a folder'] + [kind.prefixes[0] for kind in STORES])} ({store_notes()})"
