@@ -36,8 +36,8 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent)]
 
 from benchmarks.store import fake_build  # noqa: E402
-from compiler.releases.gc import gc_store  # noqa: E402
 from compiler.releases.publish import publish  # noqa: E402
+from compiler.releases.store_gc import gc_store  # noqa: E402
 from compiler.stores import open_store  # noqa: E402
 from tests.support.cli import REPO, run_cli  # noqa: E402
 from tests.support.s3server import s3_server  # noqa: E402

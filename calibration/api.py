@@ -407,9 +407,9 @@ def _exclusions(excluded: list[str], proto, found: dict[str, dict]) -> list[dict
 
 
 def _prove_build(model: Path, dataset, indices, source, precision: str):
-    """One real build of the Q/DQ model (:func:`compiler.backends.proof.prove_build`) before anything says ok: what
-    proved it, and the reformat kernels that build got."""
-    from compiler.backends.proof import prove_build
+    """One real build of the Q/DQ model (:func:`compiler.backends.build_proof.prove_build`) before anything says ok:
+    what proved it, and the reformat kernels that build got."""
+    from compiler.backends.build_proof import prove_build
     from compiler.core.records import Status
 
     shapes = {name: array.shape for name, array in dataset.read(indices[:1]).items()}

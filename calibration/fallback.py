@@ -330,7 +330,7 @@ class Search:
     def reformats(self, nodes: set[str]) -> int | None:
         """The precision-boundary reformat kernels of the engine TensorRT builds from the Q/DQ model with ``nodes``
         in float (one build, as calibrate's proof); None when nothing here can build it."""
-        from compiler.backends.proof import prove_build
+        from compiler.backends.build_proof import prove_build
 
         path = self.work / f"reformats-{len(list(self.work.iterdir()))}.onnx"
         onnx.save_model(float_nodes(self.proto, self.prepared, nodes), path)

@@ -1,2 +1,2 @@
 """Caches shared beyond one machine, and keeping stores tidy: the remote cache (:mod:`~compiler.cache.remote`),
-``--explain`` of cache misses (:mod:`~compiler.cache.explain`) and ``compile gc`` (:mod:`~compiler.cache.gc`)."""
+``--explain`` of cache misses (:mod:`~compiler.cache.explain`) and ``compile gc`` (:mod:`~compiler.cache.cache_gc`)."""

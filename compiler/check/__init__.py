@@ -2,10 +2,10 @@
 as gates with thresholds and evidence (docs/check.md).
 
 One module per check (``fusions``, ``partitions``, ``memory``, ``accuracy``, ``lint``; the FP16 range statistics
-are ``compiler.data.ranges``, shared with calibration), ``run`` runs them over the folder that
+are ``compiler.data.ranges``, shared with calibration), ``checks`` runs them over the folder that
 ``compiler.engines.folder`` reads, ``report`` writes check.json and check.md.
 """
 
-from compiler.check.run import check
+from compiler.check.checks import check
 
 __all__ = ["check"]

@@ -1,6 +1,6 @@
 """The Typer app: every command registered in one place, with help that reads like a CLI's.
 
-Commands are plain functions in one module per command group (``inspect``, ``calibration``, ``engines``,
+Commands are plain functions in one module per command group (``inspect``, ``calibrate``, ``build``,
 ``check``, ``releases``, ``export``, ``pipeline``); each makes its stage's option group, calls the stage and hands
 the result to :mod:`compiler.cli.render`. Importing this module imports no stage: each command imports its own
 when it runs, so ``compile --version`` and ``--help`` start in a blink.
@@ -16,7 +16,7 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperCommand, TyperGroup
 
-from compiler.cli import calibration, check, engines, export, gc, inspect, pipeline, releases, trust
+from compiler.cli import build, calibrate, check, export, gc, inspect, pipeline, releases, verify
 from compiler.cli.params import FLAG
 
 
@@ -95,8 +95,8 @@ def _register(group: typer.Typer, command: Callable[..., Any], name: str | None 
 for _command in (
     inspect.doctor,
     inspect.inspect,
-    engines.build,
-    calibration.calibrate,
+    build.build,
+    calibrate.calibrate,
     check.check,
     releases.publish,
     releases.pull,
@@ -106,8 +106,8 @@ _register(app, releases.list_releases, "ls")
 _register(app, releases.promote)
 _register(app, releases.yank)
 _register(app, gc.gc)
-_register(app, trust.verify)
-_register(app, trust.provenance)
+_register(app, verify.verify)
+_register(app, verify.provenance)
 app.add_typer(export_app)
 _register(export_app, export.triton)
 _register(export_app, export.rtx)

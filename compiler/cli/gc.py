@@ -69,7 +69,7 @@ def gc(
     if store is not None:
         if max_size is not None:
             raise InvalidInput("--max-size trims the remote cache; for a store give --keep N and/or --keep-days D")
-        from compiler.releases.gc import gc_store
+        from compiler.releases.store_gc import gc_store
 
         report = gc_store(store, keep=keep, keep_days=keep_days, grace_minutes=grace_minutes, dry_run=dry_run)
     else:
@@ -77,7 +77,7 @@ def gc(
             raise InvalidInput(
                 "--keep counts release versions; for the remote cache give --keep-days D and/or --max-size SIZE"
             )
-        from compiler.cache.gc import gc_cache
+        from compiler.cache.cache_gc import gc_cache
 
         report = gc_cache(
             remote_cache,

@@ -24,7 +24,7 @@ READER_GONE = 128 + signal.SIGPIPE
 def _stop(signum: int, frame: object) -> None:
     """Ctrl-C and SIGTERM (a cancelled CI job, a stopping container) stop any command the same way: noted, then
     a KeyboardInterrupt, which no ``except Exception`` catches, so cleanup runs and nothing half-done stays.
-    `compile build` lets its builders stop through their progress monitors instead (compiler/engines/run.py)."""
+    `compile build` lets its builders stop through their progress monitors instead (compiler/engines/workers.py)."""
     note_stop(signum)
     raise KeyboardInterrupt
 

@@ -1,6 +1,6 @@
 """A model's sha256 (the file, then its external data), computed on a second core beside other work.
 
-No onnx here: `compile build` hashes a model it never parses with onnx (see :mod:`compiler.data.skim`).
+No onnx here: `compile build` hashes a model it never parses with onnx (see :mod:`compiler.data.protobuf_inputs`).
 """
 
 from __future__ import annotations

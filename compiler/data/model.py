@@ -21,7 +21,7 @@ from pydantic import BaseModel
 from compiler.core.digest import finish_model_digest, hash_beside
 from compiler.core.errors import InvalidInput
 from compiler.core.profiles import Dim
-from compiler.data.skim import PROTOBUF_LIMIT
+from compiler.data.protobuf_inputs import PROTOBUF_LIMIT
 
 
 def first_line(message: object) -> str:
@@ -81,7 +81,7 @@ class OnnxModel:
 
     def input_dims(self) -> dict[str, list[Dim] | None]:
         """Input name -> dims (None when the rank is unknown), what profile validation checks against: the
-        same mapping :func:`compiler.data.skim.skim_inputs` reads without parsing the model."""
+        same mapping :func:`compiler.data.protobuf_inputs.skim_inputs` reads without parsing the model."""
         return {i.name: (list(i.shape) if i.shape is not None else None) for i in self.inputs()}
 
 

@@ -1,7 +1,7 @@
 """`compile build`: one TensorRT engine per SKU x precision, every shape profile in each.
 
-Three parts, in the order data moves through them: :mod:`~compiler.engines.plan` decides the targets (every check
-that can fail before a build, the model each precision builds from, cache keys), :mod:`~compiler.engines.run` runs
+Three parts, in the order data moves through them: :mod:`~compiler.engines.jobs` decides the targets (every check
+that can fail before a build, the model each precision builds from, cache keys), :mod:`~compiler.engines.workers` runs
 them (child processes, stop signals, progress, build.json), :mod:`~compiler.engines.target` produces one
 (a cache hit or a build, in a staging folder, with its records); :mod:`~compiler.engines.cache` is the
 content-addressed build cache they share, and :mod:`~compiler.engines.folder` the one reader of a build
@@ -14,8 +14,8 @@ from pathlib import Path
 
 from compiler.core.options import BuildOptions
 from compiler.core.records import BuildReport, Progress
-from compiler.engines.plan import BuildJob, plan_builds
-from compiler.engines.run import JobProgress, execute_builds, run_job
+from compiler.engines.jobs import BuildJob, plan_builds
+from compiler.engines.workers import JobProgress, execute_builds, run_job
 
 
 def build_engines(

@@ -16,14 +16,14 @@ from compiler.cache.remote import Damaged, EntryIndex, RemoteCache, open_remote
 from compiler.core.errors import CompileError
 from compiler.core.files import hash_json, staging_folder
 from compiler.core.records import CacheOutcome, EngineRecord
-from compiler.data.skim import skim_inputs
+from compiler.data.protobuf_inputs import skim_inputs
 from compiler.engines.cache import ENGINE_FILES, BuildCache
 
 PREPARED_FP16 = "fp16.onnx"
 
 
 def explain_engine(job: Any, cache_root: Path) -> str:
-    """``--explain``'s line for an engine the caches lack (``job``: its :class:`~compiler.engines.plan.BuildJob`):
+    """``--explain``'s line for an engine the caches lack (``job``: its :class:`~compiler.engines.jobs.BuildJob`):
     what changed against the nearest cached engine."""
     from types import SimpleNamespace
 
@@ -53,7 +53,7 @@ def explain_engine(job: Any, cache_root: Path) -> str:
 
 
 def fetch_engine(job: Any, cache: BuildCache) -> tuple[CacheOutcome, str | None]:
-    """Fill the local cache's entry for ``job`` (its :class:`~compiler.engines.plan.BuildJob`) from the remote:
+    """Fill the local cache's entry for ``job`` (its :class:`~compiler.engines.jobs.BuildJob`) from the remote:
     ``remote`` when it is there now, else a miss with why; and the warning line of a damaged entry or a remote
     that did not answer."""
     key = job.cache_key

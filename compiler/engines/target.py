@@ -1,7 +1,7 @@
 """Producing one target of `compile build`: a cache hit or a build, made in a staging folder that replaces the
 target's folder only when whole, so a folder holding ``engine.plan`` is always a finished, verified build.
 
-The build itself runs wherever the caller's ``build`` function puts it (:mod:`compiler.engines.run` runs it in a
+The build itself runs wherever the caller's ``build`` function puts it (:mod:`compiler.engines.workers` runs it in a
 child process, :mod:`compiler.backends.isolated`, so a builder that crashes fails its target and nothing else).
 """
 
@@ -22,7 +22,7 @@ from compiler.core.files import changed_since, copy_file, replace_dir, staging_f
 from compiler.core.profiles import inconsistent_profiles
 from compiler.core.records import CacheOutcome, EngineRecord, Kernel, LayersRecord, Progress, Status, TargetStatus
 from compiler.engines.cache import ENGINE_FILES, BuildCache
-from compiler.engines.plan import BuildJob
+from compiler.engines.jobs import BuildJob
 from compiler.engines.shared import explain_engine, fetch_engine, send_engine
 
 Build = Callable[[BuildJob, Path, Progress | None, Any], BuiltPlan]

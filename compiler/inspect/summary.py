@@ -28,8 +28,8 @@ from compiler.core.profiles import (
     validate_profiles,
 )
 from compiler.core.records import CacheOutcome, Status, StepStatus
-from compiler.data.limits import profile_limit_errors
 from compiler.data.model import OnnxModel, TensorInfo, load_model, sparse_tensors, tensor_info
+from compiler.data.shape_limits import profile_limit_errors
 from compiler.inspect.cached import Inspection, cached, inspection_key, store
 from compiler.inspect.view import Partition, TensorRTView, UnsupportedNode
 

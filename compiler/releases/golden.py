@@ -4,7 +4,7 @@ content-addressed, size-capped blob (``golden.npz``) a serving host or a later G
     from compiler.releases.golden import pull_golden
     golden = pull_golden("s3://models/prod", "digits@stable", Path("/models/golden.npz"))
 
-Publish stores the file ``compile check --data`` wrote (compiler.check.golden); pull and export fetch it through
+Publish stores the file ``compile check --data`` wrote (compiler.check.golden_capture); pull and export fetch it through
 the verified path (digest and size against the manifest) and then check it holds exactly the arrays the manifest
 lists, read with ``allow_pickle=False`` and no member larger than the cap.
 """

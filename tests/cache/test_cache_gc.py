@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from compiler.cache.gc import gc_cache
+from compiler.cache.cache_gc import gc_cache
 from compiler.cache.remote import open_remote
 
 

@@ -203,7 +203,7 @@ def test_gitignore_ignores_no_source_file():
         for p in (REPO / folder).rglob("*")
         if p.is_file() and "__pycache__" not in p.parts
     ]
-    assert "compiler/engines/plan.py" in sources
+    assert "compiler/engines/jobs.py" in sources
     assert _ignored(sources) == set()
 
 

@@ -8,9 +8,9 @@ import inspect
 
 import pytest
 
-from compiler.cli.calibration import calibrate
+from compiler.cli.build import build
+from compiler.cli.calibrate import calibrate
 from compiler.cli.check import check
-from compiler.cli.engines import build
 from compiler.cli.params import field_value
 from compiler.core import flags
 from compiler.core.errors import InvalidInput

@@ -14,7 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from compiler.core.errors import InvalidInput
 from compiler.data.model import load_model
-from compiler.data.skim import skim_inputs
+from compiler.data.protobuf_inputs import skim_inputs
 from tests.support import synthetic
 from tests.support.cli import assert_clean_error, run_cli
 from tests.support.onnx_files import ONNX_LIGHT, external_model, point_external_data, save_model

@@ -119,13 +119,13 @@ def _new_file_with_digest_held(model: Path, folder: Path, monkeypatch) -> tuple[
     folder.mkdir()
     copy = folder / "model.onnx"
     shutil.copy(model, copy)
-    release, hash_model_file = threading.Event(), compiler.engines.plan.hash_model_file_mapped
+    release, hash_model_file = threading.Event(), compiler.engines.jobs.hash_model_file_mapped
 
     def held(path: Path):
         release.wait()
         return hash_model_file(path)
 
-    monkeypatch.setattr(compiler.engines.plan, "hash_model_file_mapped", held)
+    monkeypatch.setattr(compiler.engines.jobs, "hash_model_file_mapped", held)
     return copy, release
 
 

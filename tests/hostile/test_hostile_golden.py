@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from compiler.check.golden import write_golden
+from compiler.check.golden_capture import write_golden
 from compiler.core.errors import CheckFailed
 from compiler.core.files import hash_json
 from compiler.core.records import GOLDEN_MAX_BYTES, BlobRef, GoldenRecord, GoldenTensor

@@ -14,7 +14,7 @@ import yaml
 from onnx import TensorProto, helper, numpy_helper
 
 from compiler.core.profiles import load_profiles
-from compiler.data.limits import profile_limit_errors
+from compiler.data.shape_limits import profile_limit_errors
 from tests.fixtures.make_encoder import MODEL, POSITIONS, build
 from tests.support.cli import assert_clean_error, run_cli
 

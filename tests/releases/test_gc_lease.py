@@ -16,8 +16,8 @@ import pytest
 
 from compiler.cache import lease
 from compiler.cache.sweep import MARKS
-from compiler.releases.gc import gc_store
 from compiler.releases.publish import publish, read_builds
+from compiler.releases.store_gc import gc_store
 from compiler.stores import open_store
 from compiler.stores.base import Store, VerifyingReader
 from tests.support.cli import run_cli

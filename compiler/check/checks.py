@@ -214,7 +214,7 @@ def _inputs_sha256(
     samples, the rules and catalog files by content, the options and the versions of the tools that judge. Paths
     are left out: the same inputs elsewhere give the same verdict."""
     from compiler.backends import installed_versions
-    from compiler.check.golden import SAMPLES as GOLDEN_SAMPLES
+    from compiler.check.golden_capture import SAMPLES as GOLDEN_SAMPLES
     from compiler.check.report import versions
     from compiler.core.files import file_sha256, hash_json
     from compiler.core.profiles import bundled_catalog_path
@@ -269,7 +269,7 @@ def _earlier(path: Path, key: str) -> CheckReport | None:
     if report.inputs_sha256 != key:
         return None
     if report.golden is not None:  # its golden inputs must still be the ones it wrote
-        from compiler.check.golden import still_there
+        from compiler.check.golden_capture import still_there
 
         if not still_there(path.parent, report.golden):
             return None
@@ -340,7 +340,7 @@ def _fp32_pass(run: _CheckRun) -> tuple[_CheckRun, _Samples | None]:
     """The FP32 model's outputs on the samples checked (and its intermediate ranges when an engine is FP16), and
     golden.npz written from them; None without --data. A model with a fixed batch size runs whole batches of it:
     the run comes back with that ``batch_size``."""
-    from compiler.check.golden import capture as capture_golden
+    from compiler.check.golden_capture import capture as capture_golden
     from compiler.data.ranges import reference_pass
 
     if run.dataset is None:

@@ -20,7 +20,7 @@ from compiler.core.options import BuildOptions
 from compiler.core.paths import check_not_overwriting
 from compiler.core.profiles import ProfileSet, load_profiles, load_sku_catalog, profiles_problem, validate_profiles
 from compiler.core.records import BUILD_FORMAT, CALIBRATION_FILES, CALIBRATION_RECORD, PRECISIONS, Precision, Progress
-from compiler.data.skim import skim_inputs
+from compiler.data.protobuf_inputs import skim_inputs
 from compiler.engines.cache import BuildCache
 from compiler.engines.shared import fetch_prepared, send_prepared
 
@@ -276,12 +276,12 @@ PROFILE_LIMITS = "profile-limits"
 
 
 def _limit_errors(model: Path, profiles: ProfileSet, cache: BuildCache) -> list[str]:
-    """The shapes of the profiles the model cannot run (:func:`compiler.data.limits.profile_limit_errors`),
+    """The shapes of the profiles the model cannot run (:func:`compiler.data.shape_limits.profile_limit_errors`),
     found once per model file and profiles (by content: the file may be a pipe, read once)."""
 
     def compute() -> dict[str, Any]:
-        from compiler.data.limits import profile_limit_errors
         from compiler.data.model import load_model
+        from compiler.data.shape_limits import profile_limit_errors
 
         proto = load_model(model, infer_shapes=False, check=False, digest=False).proto
         return {"errors": profile_limit_errors(proto, profiles)}

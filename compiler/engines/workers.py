@@ -17,7 +17,7 @@ from compiler.backends.isolated import Builders, BuiltPlan, block_stop_signals
 from compiler.core.errors import CompileError, Interrupted, note_stop, on_stop_signals
 from compiler.core.files import write_atomic
 from compiler.core.records import BuildReport, Progress, Status, TargetStatus
-from compiler.engines.plan import BuildJob, engine_key
+from compiler.engines.jobs import BuildJob, engine_key
 from compiler.engines.target import failed, produce
 
 REMOTE_THREADS = 8
