@@ -24,12 +24,12 @@ def capture(
     if count < 1:
         return None
     inputs = dataset.read(indices[:count])
-    return write_golden(
+    return write_golden_npz(
         folder / GOLDEN_FILE, inputs, {name: values[:count] for name, values in reference.items()}, batch or 1
     )
 
 
-def write_golden(
+def write_golden_npz(
     path: Path, inputs: dict[str, np.ndarray], outputs: dict[str, np.ndarray], step: int = 1
 ) -> GoldenRecord | None:
     """golden.npz of these samples (uncompressed, atomically) and its record; None when even one sample would be

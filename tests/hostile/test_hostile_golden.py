@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from compiler.check.golden_capture import write_golden
+from compiler.check.golden_capture import write_golden_npz
 from compiler.core.errors import CheckFailed
 from compiler.core.files import hash_json
 from compiler.core.records import GOLDEN_MAX_BYTES, BlobRef, GoldenRecord, GoldenTensor
@@ -171,7 +171,7 @@ def test_a_golden_archive_that_unpacks_beyond_the_cap_is_refused_unread(tmp_path
 
 def test_one_sample_over_the_cap_makes_no_golden_file(tmp_path):
     huge = np.zeros((2, GOLDEN_MAX_BYTES // 4), np.float32)  # one sample alone is the whole cap
-    assert write_golden(tmp_path / "golden.npz", {"x": huge}, {"y": np.zeros((2, 1), np.float32)}) is None
+    assert write_golden_npz(tmp_path / "golden.npz", {"x": huge}, {"y": np.zeros((2, 1), np.float32)}) is None
     assert not (tmp_path / "golden.npz").exists()
-    record = write_golden(tmp_path / "golden.npz", {"x": huge[:, :1000]}, {"y": np.zeros((2, 1), np.float32)})
+    record = write_golden_npz(tmp_path / "golden.npz", {"x": huge[:, :1000]}, {"y": np.zeros((2, 1), np.float32)})
     assert record.samples == 2 and record.blob.size_bytes == (tmp_path / "golden.npz").stat().st_size
