@@ -141,17 +141,18 @@ def _signer(pipeline: LoadedPipeline):
 def _context(pipeline: LoadedPipeline, calibrations: dict[str, Path]):
     """What the provenance records of the pipeline run: the file and its digest, the calibration data's digest."""
     from compiler.core.records import CALIBRATION_RECORD, CalibrationRecord, parse_record, read_record_bytes
-    from compiler.releases.provenance import BuildContext
+    from compiler.releases.provenance import BuildContext, portable_name, repository_of
 
     data = data_sha256 = None
     for folder in calibrations.values():
         path = folder / CALIBRATION_RECORD
         record = parse_record(read_record_bytes(path, "calibrate again"), path, CalibrationRecord, "calibrate again")
         data, data_sha256 = record.data, record.data_sha256
+    repository = repository_of(pipeline.path)
     return BuildContext(
-        pipeline=str(pipeline.path),
+        pipeline=portable_name(pipeline.path, repository),
         pipeline_sha256=pipeline.sha256,
-        calibration_data=data,
+        calibration_data=portable_name(data, repository) if data else None,
         calibration_data_sha256=data_sha256,
     )
 

@@ -17,7 +17,7 @@ from typing import Any
 from compiler.core.errors import Conflict, InvalidInput
 from compiler.core.records import ReleaseContent
 from compiler.releases.manifest import damaged, holds
-from compiler.releases.provenance import BuildContext, provenance_statement
+from compiler.releases.provenance import BuildContext, provenance_statement, repository_of
 from compiler.releases.signing import load_signer, sign, statement
 from compiler.stores import Store
 
@@ -63,15 +63,6 @@ def signer_of(key: Path | str | None, reference: str | None = None, pipeline: Pa
                 "signing.key: env://VAR)"
             )
     return load_signer(value, role, base)
-
-
-def repository_of(pipeline: Path) -> Path:
-    """The repository a pipeline file is in (the nearest folder upward with ``.git``), else its folder."""
-    folder = pipeline.resolve().parent
-    for candidate in (folder, *folder.parents):
-        if (candidate / ".git").exists():
-            return candidate
-    return folder
 
 
 def attest(

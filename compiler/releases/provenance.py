@@ -6,14 +6,18 @@ calibrated models by sha256 and the tools' versions (resolved dependencies), who
 from __future__ import annotations
 
 import os
+import re
 import time
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
+from compiler.core.errors import InvalidInput
+from compiler.core.jsonio import parse_json
 from compiler.core.records import ReleaseContent
-from compiler.releases.manifest import provenance as who_and_when
+from compiler.core.text import printable
 from compiler.releases.signing import statement
 
 SLSA_PROVENANCE = "https://slsa.dev/provenance/v1"
@@ -41,19 +45,78 @@ def plan_name(engine) -> str:
     return f"{engine.sku}/{engine.precision!s}/{PLAN_FILE}"
 
 
+BUILDER_ENV = "COMPILE_BUILDER_ID"
+"""A builder id (a URI) the publishing platform vouches for, where neither default fits."""
+LOCAL_BUILDER = "https://trt-compile.github.io/builders/local/v1"
+"""The builder id off CI: a machine nobody vouches for (a verifier's policy decides whether to accept it)."""
+
+
 def builder() -> tuple[str, str | None]:
-    """Who built it: the CI run (GitHub Actions' ``GITHUB_*``) when there is one, else user@host; and the run's
-    URL as the invocation."""
+    """Who built it, as a URI (SLSA's ``builder.id``), and the CI run's URL as the invocation.
+
+    ``$COMPILE_BUILDER_ID`` when set; on GitHub Actions the workflow that runs the build, as GitHub's build type
+    names it: the called workflow under a reusable workflow (``job_workflow_ref``, from the job's OIDC token when
+    it may mint one), else ``GITHUB_WORKFLOW_REF``; elsewhere :data:`LOCAL_BUILDER` (never a user or host name)."""
     env = os.environ
+    run = None
     if env.get("GITHUB_ACTIONS") == "true" and env.get("GITHUB_REPOSITORY") and env.get("GITHUB_RUN_ID"):
         server = env.get("GITHUB_SERVER_URL", "https://github.com")
         run = f"{server}/{env['GITHUB_REPOSITORY']}/actions/runs/{env['GITHUB_RUN_ID']}"
         if env.get("GITHUB_RUN_ATTEMPT"):
             run += f"/attempts/{env['GITHUB_RUN_ATTEMPT']}"
-        workflow = env.get("GITHUB_WORKFLOW_REF") or f"{env['GITHUB_REPOSITORY']}/{env.get('GITHUB_WORKFLOW', '')}"
-        return f"{server}/{workflow}", run
-    published = who_and_when()
-    return f"{published.by}@{published.host}", None
+    if env.get(BUILDER_ENV):
+        return _builder_uri(env[BUILDER_ENV]), run
+    if run is None:
+        return LOCAL_BUILDER, None
+    workflow = (
+        _job_workflow_ref()
+        or env.get("GITHUB_WORKFLOW_REF")
+        or f"{env['GITHUB_REPOSITORY']}/{env.get('GITHUB_WORKFLOW', '')}"
+    )
+    return f"{env.get('GITHUB_SERVER_URL', 'https://github.com')}/{workflow}", run
+
+
+def _builder_uri(value: str) -> str:
+    if not re.fullmatch(r"[a-z][a-z0-9+.-]*://[^\s/]+\S*", value):
+        raise InvalidInput(
+            f"${BUILDER_ENV}: {printable(value)!r} is not a URI; give the builder's id as scheme://host/path "
+            "(e.g. https://ci.example.com/pipelines/release)"
+        )
+    return value
+
+
+def _job_workflow_ref() -> str | None:
+    """The workflow file that runs this job (a reusable workflow's own, not its caller's), read from the job's
+    OIDC token; None where the job may not mint one (no ``id-token: write``) or the token says nothing."""
+    if not os.environ.get("ACTIONS_ID_TOKEN_REQUEST_URL"):
+        return None
+    try:
+        import id as oidc  # sigstore's ambient-credential client (the [sigstore] extra)
+
+        token = oidc.detect_credential("trt-compile")
+        claims = parse_json(oidc.decode_oidc_token(token)[1], 64 * 1024) if token else {}
+    except Exception:  # no client, a refused or malformed token: the workflow ref from the environment is next
+        return None
+    value = claims.get("job_workflow_ref") if isinstance(claims, dict) else None
+    return value if isinstance(value, str) and re.fullmatch(r"[\w.-]+/[\w.-]+/\S+@\S+", value) else None
+
+
+def repository_of(path: Path) -> Path:
+    """The repository a file is in (the nearest folder upward with ``.git``), else its folder."""
+    folder = path.resolve().parent
+    for candidate in (folder, *folder.parents):
+        if (candidate / ".git").exists():
+            return candidate
+    return folder
+
+
+def portable_name(path: str | Path, repository: Path) -> str:
+    """How the statement names a file: relative to the pipeline's repository, else by its file name alone, never
+    by a path of the machine that built it (a public artifact must not carry a runner's layout)."""
+    resolved = Path(path).resolve()
+    if resolved.is_relative_to(repository):
+        return resolved.relative_to(repository).as_posix()
+    return resolved.name
 
 
 def _tool_versions() -> list[dict[str, Any]]:

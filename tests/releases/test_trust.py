@@ -205,25 +205,6 @@ def test_a_manifest_edited_in_the_store_fails_verification(store, builds, keys, 
     assert not out.exists() and not list(tmp_path.glob("*.json"))
 
 
-def test_the_builder_is_the_ci_run_when_there_is_one_else_user_at_host(monkeypatch):
-    from compiler.releases.provenance import builder
-
-    for name in ("GITHUB_ACTIONS", "GITHUB_REPOSITORY", "GITHUB_RUN_ID"):
-        monkeypatch.delenv(name, raising=False)
-    local, invocation = builder()
-    assert "@" in local and invocation is None
-    monkeypatch.setenv("GITHUB_ACTIONS", "true")
-    monkeypatch.setenv("GITHUB_SERVER_URL", "https://github.com")
-    monkeypatch.setenv("GITHUB_REPOSITORY", "org/models")
-    monkeypatch.setenv("GITHUB_RUN_ID", "42")
-    monkeypatch.setenv("GITHUB_RUN_ATTEMPT", "2")
-    monkeypatch.setenv("GITHUB_WORKFLOW_REF", "org/models/.github/workflows/release.yml@refs/heads/main")
-    assert builder() == (
-        "https://github.com/org/models/.github/workflows/release.yml@refs/heads/main",
-        "https://github.com/org/models/actions/runs/42/attempts/2",
-    )
-
-
 @pytest.mark.parametrize("ref", ["digits", "digits@9.9.9", "../x@1", "digits@../1"])
 def test_verify_and_provenance_of_a_release_that_is_not_there_are_bad_input(ref, keys, tmp_path):
     (tmp_path / "store").mkdir()

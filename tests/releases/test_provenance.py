@@ -1,0 +1,141 @@
+"""SLSA provenance a verifier accepts: the statement parses strictly as an in-toto Statement v1 carrying SLSA
+Provenance v1 (the in-toto-attestation protobuf definitions, unknown fields refused), its builder id is a URI, and
+it names files relative to the pipeline's repository, never by a path of the machine that built it."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
+from typing import ClassVar
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+import yaml
+from google.protobuf import json_format
+from in_toto_attestation.predicates.provenance.v1.provenance_pb2 import Provenance
+from in_toto_attestation.v1.statement_pb2 import Statement
+
+from compiler.core.errors import InvalidInput
+from compiler.releases.provenance import LOCAL_BUILDER, builder
+from tests.support.cli import EXAMPLES, run_cli
+
+GITHUB = ("GITHUB_ACTIONS", "GITHUB_REPOSITORY", "GITHUB_RUN_ID", "GITHUB_WORKFLOW_REF", "COMPILE_BUILDER_ID")
+GITHUB += ("ACTIONS_ID_TOKEN_REQUEST_URL", "ACTIONS_ID_TOKEN_REQUEST_TOKEN")
+
+
+def _repository(root: Path) -> Path:
+    """A model repository as a team keeps one: model, data and profiles in models/, the pipeline in pipelines/."""
+    (root / ".git").mkdir(parents=True)
+    (root / "models").mkdir()
+    for name in ("digits_cnn.onnx", "digits.npz"):
+        shutil.copy(EXAMPLES / name, root / "models" / name)
+    shutil.copy(EXAMPLES.parents[1] / "profiles" / "digits.yaml", root / "models" / "digits_profiles.yaml")
+    example = yaml.safe_load((Path(__file__).parents[2] / "pipelines" / "example.yaml").read_text())
+    example |= {"model": "../models/digits_cnn.onnx", "profiles": "../models/digits_profiles.yaml"}
+    example |= {"store": "../artifacts", "targets": {"rtx-4090": ["int8"]}}
+    example["calibration"]["data"] = example["check"]["data"] = "../models/digits.npz"
+    (root / "pipelines").mkdir()
+    (root / "pipelines" / "release.yaml").write_text(yaml.safe_dump(example, sort_keys=False))
+    return root / "pipelines" / "release.yaml"
+
+
+def _strings(value) -> list[str]:
+    if isinstance(value, dict):
+        return [s for v in [*value.keys(), *value.values()] for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return [value] if isinstance(value, str) else []
+
+
+def test_the_statement_parses_strictly_and_names_no_path_of_the_runner(tmp_path):
+    pipeline = _repository(tmp_path / "repo")
+    env = {k: v for k, v in os.environ.items() if k not in GITHUB}
+    done = run_cli("release", pipeline, "--work", tmp_path / "work", env=env)
+    assert done.exit_code == 0, done.stderr
+    shown = run_cli("provenance", "digits@1.0.0", "--store", tmp_path / "repo" / "artifacts", "--json", env=env)
+    statement = json.loads(shown.stdout)
+
+    json_format.ParseDict(statement, Statement())  # unknown or mistyped fields raise
+    predicate = json_format.ParseDict(statement["predicate"], Provenance())
+    assert predicate.run_details.builder.id == LOCAL_BUILDER
+    definition = statement["predicate"]["buildDefinition"]
+    assert definition["externalParameters"]["pipeline"]["path"] == "pipelines/release.yaml"
+    names = {d["name"] for d in definition["resolvedDependencies"]}
+    assert "models/digits.npz" in names
+    for text in _strings(statement):
+        assert not text.startswith("/") and str(tmp_path) not in text and "\\" not in text, text
+
+
+class _TokenEndpoint(BaseHTTPRequestHandler):
+    """GitHub's OIDC token endpoint as a job sees it: a JWT whose payload names the reusable workflow."""
+
+    claims: ClassVar[dict] = {}
+
+    def do_GET(self):
+        def part(value: dict) -> str:
+            return base64.urlsafe_b64encode(json.dumps(value).encode()).rstrip(b"=").decode()
+
+        audience = parse_qs(urlsplit(self.path).query).get("audience", [""])[0]  # GitHub's tokens echo it
+        token = f"{part({'alg': 'RS256'})}.{part({'aud': audience, **self.claims})}.c2ln"
+        body = json.dumps({"value": token}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def github(monkeypatch):
+    for name in GITHUB:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_SERVER_URL", "https://github.com")
+    monkeypatch.setenv("GITHUB_REPOSITORY", "org/models")
+    monkeypatch.setenv("GITHUB_RUN_ID", "42")
+    monkeypatch.setenv("GITHUB_RUN_ATTEMPT", "2")
+    monkeypatch.setenv("GITHUB_WORKFLOW_REF", "org/models/.github/workflows/release.yml@refs/tags/v1.0.0")
+    return monkeypatch
+
+
+def test_off_ci_the_builder_is_the_documented_local_uri_not_a_user_or_host(monkeypatch):
+    for name in GITHUB:
+        monkeypatch.delenv(name, raising=False)
+    assert builder() == (LOCAL_BUILDER, None)
+
+
+def test_on_github_the_builder_is_the_workflow_and_the_invocation_the_run(github):
+    assert builder() == (
+        "https://github.com/org/models/.github/workflows/release.yml@refs/tags/v1.0.0",
+        "https://github.com/org/models/actions/runs/42/attempts/2",
+    )
+
+
+def test_under_a_reusable_workflow_the_builder_is_the_called_workflow_from_the_oidc_token(github):
+    _TokenEndpoint.claims = {"job_workflow_ref": "acme/ci/.github/workflows/trt-release.yml@refs/tags/v2"}
+    server = HTTPServer(("127.0.0.1", 0), _TokenEndpoint)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        github.setenv("ACTIONS_ID_TOKEN_REQUEST_URL", f"http://127.0.0.1:{server.server_port}/token?x=1")
+        github.setenv("ACTIONS_ID_TOKEN_REQUEST_TOKEN", "request-token")
+        assert builder()[0] == "https://github.com/acme/ci/.github/workflows/trt-release.yml@refs/tags/v2"
+        _TokenEndpoint.claims = {"job_workflow_ref": "not a ref"}  # a token that says nothing usable
+        assert builder()[0].endswith("org/models/.github/workflows/release.yml@refs/tags/v1.0.0")
+    finally:
+        server.shutdown()
+
+
+def test_an_explicit_builder_id_must_be_a_uri(github):
+    github.setenv("COMPILE_BUILDER_ID", "https://ci.example.com/pipelines/release")
+    assert builder()[0] == "https://ci.example.com/pipelines/release"
+    github.setenv("COMPILE_BUILDER_ID", "root@vm")
+    with pytest.raises(InvalidInput, match=r"COMPILE_BUILDER_ID.*not a URI"):
+        builder()
