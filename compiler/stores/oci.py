@@ -54,7 +54,7 @@ from compiler.stores.deadline import Deadlined
 from compiler.stores.oci_auth import CHUNK, Authorizer, answer_json, read_bounded, timeouts
 from compiler.stores.oci_names import annotation, annotation_of, media_type, readable
 from compiler.stores.oci_records import OciRecords
-from compiler.stores.referrers import Referrers
+from compiler.stores.referrers import EMPTY, EMPTY_BYTES, Referrers
 
 MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 RELEASE_ARTIFACT = media_type("release.v1+json")
@@ -377,9 +377,9 @@ class OciStore(Deadlined, OciRecords, Referrers, Store):
     ) -> str:
         """Upload ``record`` as the config blob, then point ``tag`` at a manifest of it: its digest. Raises
         :class:`_Refused` with ``taken`` set when the registry keeps the tag immutable."""
-        sha256 = hashlib.sha256(record).hexdigest()
-        if self._request("HEAD", f"/v2/{repo}/blobs/sha256:{sha256}", "a record blob", scope=self._scope(repo)) is None:
-            self._upload(repo, sha256, record, len(record))
+        sha256 = self._ensure_blob(repo, record)
+        if not layers:  # image-spec: an artifact with no content has one layer, the empty descriptor
+            layers = [{"mediaType": EMPTY, "digest": f"sha256:{self._ensure_blob(repo, EMPTY_BYTES)}", "size": 2}]
         manifest = {
             "schemaVersion": 2,
             "mediaType": MANIFEST,
@@ -391,6 +391,13 @@ class OciStore(Deadlined, OciRecords, Referrers, Store):
         body = json.dumps(manifest, indent=None, separators=(",", ":")).encode()
         self._put_manifest(repo, tag, body)
         return "sha256:" + hashlib.sha256(body).hexdigest()
+
+    def _ensure_blob(self, repo: str, data: bytes) -> str:
+        """A small blob in ``repo`` (sent unless the registry has it): its sha256."""
+        sha256 = hashlib.sha256(data).hexdigest()
+        if self._request("HEAD", f"/v2/{repo}/blobs/sha256:{sha256}", "a record blob", scope=self._scope(repo)) is None:
+            self._upload(repo, sha256, data, len(data))
+        return sha256
 
     def _put_manifest(
         self, repo: str, reference: str, body: bytes, media_type: str = MANIFEST, *, what: str | None = None

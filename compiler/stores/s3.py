@@ -5,11 +5,20 @@ config files). Blobs and manifests are create-only: a ``put_object``, or for a b
 parallel parts, with ``If-None-Match: *`` (412: already there, never replaced); a channel moves with ``If-Match`` on
 the ETag its mover read.
 Transient errors are retried by botocore's standard retry mode, within bounded connect and read timeouts.
+
+Every object says what it is: records are ``application/json``, blobs ``application/octet-stream`` with their
+sha256 in the ``sha256`` user metadata (``x-amz-meta-sha256``), and by default an S3 checksum the server verifies
+on arrival and keeps (``ChecksumSHA256``: the blob's own digest for one ``put_object``; a multipart upload's is S3's
+composite checksum of its parts, ``…-N``, which is not the file's sha256: the manifest's digest stays the one to
+trust). ``$COMPILE_S3_CHECKSUM=off`` sends no checksum headers, for endpoints that refuse them.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import hashlib
+import os
 import re
 from datetime import datetime
 from typing import Any
@@ -29,6 +38,10 @@ TRANSFER = {"multipart_threshold": 16 * MB, "multipart_chunksize": 16 * MB, "max
 MISSING = {"404", "NoSuchKey", "NotFound"}
 TAKEN = {"412", "PreconditionFailed", "409", "ConditionalRequestConflict"}
 """A conditional write lost: the key exists (create-only) or changed (If-Match), or a concurrent one won (409)."""
+CHECKSUM_ENV = "COMPILE_S3_CHECKSUM"
+"""``sha256`` (the default): uploads carry an S3 checksum the server verifies; ``off``: none."""
+JSON = "application/json"
+BINARY = "application/octet-stream"
 DENIED = {"403", "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken"}
 
 
@@ -53,6 +66,7 @@ class S3Store(Deadlined, KeyedStore):
 
         self.uri = uri
         self.bucket, self.prefix = parse_s3_uri(uri)
+        self.checksums = _checksums_wanted(uri)
         connect, read = socket_timeouts(5, 60)
         config = Config(
             retries={"mode": "standard", "max_attempts": 4},
@@ -66,6 +80,20 @@ class S3Store(Deadlined, KeyedStore):
             raise EnvironmentProblem(f"store {uri}: cannot set up S3 ({exc})") from None
         self.transfer = TransferConfig(**TRANSFER)
         self.client.meta.events.register("before-send", self._refuse_after_deadline)
+
+    def _checksum(self, data: bytes) -> dict[str, str]:
+        """The S3 checksum of one request's body, which the server verifies (BadDigest when it differs)."""
+        if not self.checksums:
+            return {}
+        return {"ChecksumSHA256": base64.b64encode(hashlib.sha256(data).digest()).decode()}
+
+    @staticmethod
+    def _blob_attributes(sha256: str) -> dict[str, Any]:
+        return {"ContentType": BINARY, "Metadata": {"sha256": sha256}}
+
+    def _record_attributes(self, data: bytes) -> dict[str, Any]:
+        """Every record (manifests, channels, attachments, cache entries, leases) is a JSON document."""
+        return {"ContentType": JSON, **self._checksum(data)}
 
     def _refuse_after_deadline(self, **kwargs: Any) -> None:
         """No request leaves once an operation passed the deadline: the transfer manager's threads stop too."""
@@ -127,13 +155,16 @@ class S3Store(Deadlined, KeyedStore):
         aborted otherwise. A 412 means a blob of that digest is there already: it is never replaced."""
         try:
             if source.size <= TRANSFER["multipart_threshold"]:
+                data = source.read_all()
                 self._call(
                     key,
                     self.client.put_object,
                     Bucket=self.bucket,
                     Key=self.prefix + key,
-                    Body=source.read_all(),
+                    Body=data,
                     IfNoneMatch="*",
+                    **self._blob_attributes(source.sha256),
+                    **self._checksum(data),
                 )
             else:
                 self._put_parts(key, source)
@@ -146,7 +177,15 @@ class S3Store(Deadlined, KeyedStore):
     def _put_parts(self, key: str, source: VerifyingReader) -> None:
         from concurrent.futures import ThreadPoolExecutor
 
-        upload = self._call(key, self.client.create_multipart_upload, Bucket=self.bucket, Key=self.prefix + key)
+        composite = {"ChecksumAlgorithm": "SHA256"} if self.checksums else {}
+        upload = self._call(
+            key,
+            self.client.create_multipart_upload,
+            Bucket=self.bucket,
+            Key=self.prefix + key,
+            **self._blob_attributes(source.sha256),
+            **composite,
+        )
         upload_id = self._field(upload, "UploadId", key, str)
         try:
             size, workers = TRANSFER["multipart_chunksize"], TRANSFER["max_concurrency"]
@@ -164,6 +203,7 @@ class S3Store(Deadlined, KeyedStore):
                             UploadId=upload_id,
                             PartNumber=number,
                             Body=data,
+                            **self._checksum(data),
                         )
                     )
                     if len(pending) >= workers:  # at most `workers` parts in memory
@@ -180,6 +220,7 @@ class S3Store(Deadlined, KeyedStore):
                 MultipartUpload={
                     "Parts": [
                         {"PartNumber": i + 1, "ETag": self._field(part, "ETag", key, str)}
+                        | ({"ChecksumSHA256": self._field(part, "ChecksumSHA256", key, str)} if composite else {})
                         for i, part in enumerate(parts)
                     ]
                 },
@@ -243,7 +284,13 @@ class S3Store(Deadlined, KeyedStore):
     def _create(self, key: str, data: bytes) -> bool:
         try:
             self._call(
-                key, self.client.put_object, Bucket=self.bucket, Key=self.prefix + key, Body=data, IfNoneMatch="*"
+                key,
+                self.client.put_object,
+                Bucket=self.bucket,
+                Key=self.prefix + key,
+                Body=data,
+                IfNoneMatch="*",
+                **self._record_attributes(data),
             )
         except _Taken:
             return False
@@ -254,7 +301,15 @@ class S3Store(Deadlined, KeyedStore):
     def _swap(self, key: str, data: bytes, expected: Token | None) -> bool:
         condition = {"IfNoneMatch": "*"} if expected is None else {"IfMatch": expected}
         try:
-            self._call(key, self.client.put_object, Bucket=self.bucket, Key=self.prefix + key, Body=data, **condition)
+            self._call(
+                key,
+                self.client.put_object,
+                Bucket=self.bucket,
+                Key=self.prefix + key,
+                Body=data,
+                **condition,
+                **self._record_attributes(data),
+            )
         except _Taken:
             return False
         except KeyError:  # If-Match on a key deleted meanwhile
@@ -380,6 +435,13 @@ class _Sequential:
 
     def __init__(self, sink: Sink) -> None:
         self.write = sink.write
+
+
+def _checksums_wanted(uri: str) -> bool:
+    value = os.environ.get(CHECKSUM_ENV, "sha256").strip().lower()
+    if value not in ("sha256", "off"):
+        raise InvalidInput(f"store {uri}: ${CHECKSUM_ENV} is {printable(value)!r}: use sha256 (the default) or off")
+    return value == "sha256"
 
 
 def _describe(exc: Exception) -> str:

@@ -49,6 +49,10 @@ def other_build(tmp_path_factory, digits_model, digits_profiles) -> Path:
     return out
 
 
+EMPTY_SHA256 = "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"
+"""The image-spec's empty descriptor's digest: sha256 of ``{}``."""
+
+
 def _get(registry, path: str, accept: str = MANIFEST) -> requests.Response:
     response = requests.get(f"http://{registry.host}/v2/{path}", headers={"Accept": accept}, timeout=10)
     response.raise_for_status()
@@ -92,7 +96,12 @@ def test_channels_are_tags_no_version_can_be(registry, build):
         "_channel.stable",
         f"sha256-{image}",
     ]
-    assert _get(registry, f"{repository}/manifests/_channel.stable").json()["artifactType"] == CHANNEL_ARTIFACT
+    channel = _get(registry, f"{repository}/manifests/_channel.stable").json()
+    assert channel["artifactType"] == CHANNEL_ARTIFACT
+    # image-spec: an artifact with no content has one layer, the empty descriptor, and the registry holds it
+    empty = {"mediaType": "application/vnd.oci.empty.v1+json", "digest": f"sha256:{EMPTY_SHA256}", "size": 2}
+    assert channel["layers"] == [empty]
+    assert _get(registry, f"{repository}/blobs/{empty['digest']}", "*/*").content == b"{}"
     store = open_store(uri)
     assert (store.versions("digits"), store.channels("digits")) == (["1.0.0"], ["stable"])
     with pytest.raises(InvalidInput):
