@@ -34,6 +34,8 @@ def published(result: PublishResult) -> None:
             f"provenance {result.provenance}; {signed}"
             + (f" keyless as {printable(result.signed_by)}" if result.signed_by else "")
         )
+    if result.model_signature:
+        console.print(f"model_signing signature (for `compile pull --all`): {result.model_signature}")
     if result.public_key:
         console.print("the signing key's public half, for `compile verify --key` (save it as release.pub):")
         for line in result.public_key.strip().splitlines():

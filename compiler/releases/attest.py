@@ -16,7 +16,7 @@ from typing import Any
 
 from compiler.core.errors import Conflict, InvalidInput
 from compiler.core.records import ReleaseContent
-from compiler.releases.manifest import damaged, holds
+from compiler.releases.manifest import damaged, holds, parse_manifest
 from compiler.releases.provenance import BuildContext, provenance_statement, repository_of
 from compiler.releases.signing import load_signer, sign, statement
 from compiler.stores import Store
@@ -99,8 +99,26 @@ def attest(
         outcome["signature"] = (
             "written" if store.attach(name, version, "signature", signed) is None else "already there"
         )
+        outcome["model_signature"] = _model_signature(store, content, manifest, signer)
         from compiler.releases.keyrefs import exported_public_key
 
         outcome["public_key"] = exported_public_key(signer)
         outcome["signed_by"] = getattr(signer, "identity", None)
     return outcome
+
+
+def _model_signature(store: Store, content: ReleaseContent, manifest_bytes: bytes, signer) -> str:
+    """The OpenSSF model_signing signature of the pulled release, beside the manifest: ``written``, ``already
+    there``, or why there is none (model_signing signs with EC keys held here only)."""
+    from compiler.releases.model_signature import KIND, layout, sign_layout, signing_key
+
+    key = signing_key(signer)
+    if key is None:
+        return "not written: model_signing needs an EC (P-256) key file or env:// key"
+    name, version = content.name, content.version
+    manifest = parse_manifest(manifest_bytes, store, name, version)
+    try:
+        bundle = sign_layout(layout(manifest), f"{name}-{version}", key)
+    except ImportError:
+        return "not written: model-signing is not installed (pip install 'trt-compile[sigstore]')"
+    return "written" if store.attach(name, version, KIND, bundle) is None else "already there"

@@ -78,6 +78,9 @@ class PublishResult(BaseModel):
     """Signed with an HSM or KMS key: its public half (PEM), which verifiers give to ``compile verify --key``."""
     signed_by: str | None = None
     """Signed keyless: the CI identity Fulcio certified (``compile verify --identity``)."""
+    model_signature: str | None = None
+    """Signed: the OpenSSF model_signing signature of the pulled release, ``written``, ``already there`` or why
+    none was written (docs/provenance.md)."""
 
 
 @dataclass

@@ -62,7 +62,7 @@ def require_signature(store: Store, resolved: Resolved, key) -> dict[str, Any]:
     naming other manifest bytes (the manifest was edited in the store)."""
     name, version = resolved.manifest.content.name, resolved.version
     what = f"{name}@{version} in {store.uri}"
-    bundle = _attachment(store, name, version, "signature", what)
+    bundle = attachment_within_limit(store, name, version, "signature", what)
     if bundle is None:
         raise CheckFailed(
             f"{what} is unsigned: it has no signature; its publisher signs it by publishing it again with --sign-key"
@@ -103,7 +103,7 @@ def verify_release(
     signed = require_signature(store, resolved, key)
     content = resolved.manifest.content
     what = f"{content.name}@{resolved.version} in {store.uri}"
-    provenance = _attachment(store, content.name, resolved.version, "provenance", what)
+    provenance = attachment_within_limit(store, content.name, resolved.version, "provenance", what)
     if provenance is None:
         raise CheckFailed(f"{what}: no provenance beside the manifest; publish it again to add it")
     if hashlib.sha256(provenance).hexdigest() != (signed.get("predicate") or {}).get("provenanceSha256"):
@@ -176,7 +176,7 @@ def read_provenance(store: str | Store, ref: str | Ref) -> dict[str, Any]:
     store = open_store(store)
     resolved = resolve(store, ref)
     what = f"{ref.name}@{resolved.version} in {store.uri}"
-    data = _attachment(store, ref.name, resolved.version, "provenance", what)
+    data = attachment_within_limit(store, ref.name, resolved.version, "provenance", what)
     if data is None:
         raise CheckFailed(
             f"{what} has no provenance (published before provenance was recorded); publish a new version to get one"
@@ -209,7 +209,8 @@ def _provenance(data: bytes, key, what: str) -> tuple[dict[str, Any], bool]:
     return statement, signed
 
 
-def _attachment(store: Store, name: str, version: str, kind: str, what: str) -> bytes | None:
+def attachment_within_limit(store: Store, name: str, version: str, kind: str, what: str) -> bytes | None:
+    """The ``kind`` attachment of a version, refused (CheckFailed) when larger than any of ours."""
     data = store.attachment(name, version, kind)
     if data is not None and len(data) > MAX_ATTACHMENT_BYTES:
         raise CheckFailed(

@@ -148,9 +148,9 @@ class Store(ABC):
 
     @abstractmethod
     def attach(self, name: str, version: str, kind: str, data: bytes) -> bytes | None:
-        """Keep ``data`` (a signature or provenance, :data:`ATTACHMENTS`) beside a published version's manifest,
-        create-only: None when this call wrote it, else what is there already (a first signature is never
-        replaced)."""
+        """Keep ``data`` (a signature, provenance or model signature: :data:`ATTACHMENTS`) beside a published
+        version's manifest, create-only: None when this call wrote it, else what is there already (a first
+        signature is never replaced)."""
 
     @abstractmethod
     def attachment(self, name: str, version: str, kind: str) -> bytes | None:
@@ -378,8 +378,9 @@ def manifest_key(name: str, version: str) -> str:
     return f"releases/{check_name(name)}/{check_version(version)}/manifest.json"
 
 
-ATTACHMENTS = ("signature", "provenance")
-"""What a release may carry beside its manifest (docs/provenance.md)."""
+ATTACHMENTS = ("signature", "provenance", "model-signature")
+"""What a release may carry beside its manifest (docs/provenance.md): our signature, the SLSA provenance, and
+the OpenSSF model_signing signature of the pulled release (compiler.releases.model_signature)."""
 MAX_ATTACHMENT_BYTES = 4 << 20
 """A signature bundle is a few KiB and a provenance of 1,000 engines a few hundred: more is not ours."""
 

