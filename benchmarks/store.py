@@ -48,42 +48,53 @@ MB = 1 << 20
 def fake_build(folder: Path, megabytes: int) -> EngineRecord:
     """A build folder with one plan of random bytes and the records `compile build` writes for it (a publish
     benchmark measures moving bytes; what the bytes are does not matter)."""
-    plan_dir = folder / "rtx-4090" / "fp16"
-    plan_dir.mkdir(parents=True)
+    (folder / "rtx-4090" / "fp16").mkdir(parents=True)
+    digest = fake_plan(folder / "rtx-4090" / "fp16" / "engine.plan", megabytes)
+    return write_records(folder, [("rtx-4090", digest, megabytes * MB)])[0]
+
+
+def fake_plan(path: Path, megabytes: int) -> str:
+    """A TensorRT-RTX 1.7.1.116 plan header for compute capability 8.9 (publish reads it), then random bytes:
+    their sha256."""
     digest = hashlib.sha256()
-    # a TensorRT-RTX 1.7.1.116 header for compute capability 8.9 (publish reads it), then random bytes
     header = b"vtrt".ljust(24, b"\0") + bytes([1, 7, 1, 116]).ljust(8, b"\0") + struct.pack("<Q", 0x8).ljust(32, b"\0")
-    with open(plan_dir / "engine.plan", "wb") as handle:
+    with open(path, "wb") as handle:
         for index in range(megabytes):
             chunk = header + os.urandom(MB - len(header)) if index == 0 else os.urandom(MB)
             digest.update(chunk)
             handle.write(chunk)
-    engine = EngineRecord(
-        sha256=digest.hexdigest(),
-        size_bytes=megabytes * MB,
-        model_sha256="0" * 64,
-        built_model_sha256="0" * 64,
-        calibration_sha256=None,
-        sku="rtx-4090",
-        compute_capabilities=["8.9"],
-        precision="fp16",
-        backend={"name": "tensorrt-rtx", "version": "1.7.1.116"},
-        profiles=[],
-        builder_options={},
-        build_seconds=0,
-        cache_hit=False,
-        cache_key="0" * 64,
-        plan_header=None,
-    )
-    (plan_dir / "engine.json").write_text(engine.model_dump_json())
-    report = BuildReport(
-        model="model.onnx",
-        model_sha256="0" * 64,
-        out=str(folder),
-        targets=[TargetStatus(sku="rtx-4090", precision="fp16", status=Status.OK, path=str(plan_dir))],
-    )
+    return digest.hexdigest()
+
+
+def write_records(folder: Path, plans: list[tuple[str, str, int]]) -> list[EngineRecord]:
+    """The records `compile build` writes for plans already at ``folder/SKU/fp16/engine.plan`` (SKU, sha256,
+    size each): every engine.json, then build.json."""
+    engines, targets = [], []
+    for sku, sha256, size in plans:
+        plan_dir = folder / sku / "fp16"
+        engine = EngineRecord(
+            sha256=sha256,
+            size_bytes=size,
+            model_sha256="0" * 64,
+            built_model_sha256="0" * 64,
+            calibration_sha256=None,
+            sku=sku,
+            compute_capabilities=["8.9"],
+            precision="fp16",
+            backend={"name": "tensorrt-rtx", "version": "1.7.1.116"},
+            profiles=[],
+            builder_options={},
+            build_seconds=0,
+            cache_hit=False,
+            cache_key="0" * 64,
+            plan_header=None,
+        )
+        (plan_dir / "engine.json").write_text(engine.model_dump_json())
+        engines.append(engine)
+        targets.append(TargetStatus(sku=sku, precision="fp16", status=Status.OK, path=str(plan_dir)))
+    report = BuildReport(model="model.onnx", model_sha256="0" * 64, out=str(folder), targets=targets)
     (folder / "build.json").write_text(report.model_dump_json())
-    return engine
+    return engines
 
 
 def sha256_of(path: Path) -> str:

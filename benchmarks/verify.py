@@ -29,7 +29,7 @@ from rich.table import Table
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent)]
 
-from compiler.core.records import BuildReport, EngineRecord, Status, TargetStatus  # noqa: E402
+from benchmarks.store import fake_plan, write_records  # noqa: E402
 from compiler.releases.publish import publish  # noqa: E402
 from compiler.releases.pull import pull  # noqa: E402
 from compiler.releases.signing import load_signer  # noqa: E402
@@ -44,37 +44,12 @@ MB = 1 << 20
 def fake_build(folder: Path, engines: int, megabytes: int, sku_names: list[str] | None = None) -> list[str]:
     """A build folder of ``engines`` plans of random bytes (one per SKU) and the records `compile build` writes
     for them: verifying measures hashing and reading, whatever the bytes are. The plans' digests."""
-    targets, digests = [], []
+    plans = []
     for index in range(engines):
         sku = sku_names[index] if sku_names else f"sku-{index:03d}"
-        plan_dir = folder / sku / "fp16"
-        plan_dir.mkdir(parents=True)
-        data = os.urandom(megabytes * MB)
-        (plan_dir / "engine.plan").write_bytes(data)
-        digest = hashlib.sha256(data).hexdigest()
-        engine = EngineRecord(
-            sha256=digest,
-            size_bytes=len(data),
-            model_sha256="0" * 64,
-            built_model_sha256="0" * 64,
-            calibration_sha256=None,
-            sku=sku,
-            compute_capabilities=["8.9"],
-            precision="fp16",
-            backend={"name": "tensorrt-rtx", "version": "1.7.1.116"},
-            profiles=[],
-            builder_options={},
-            build_seconds=0,
-            cache_hit=False,
-            cache_key="0" * 64,
-            plan_header=None,
-        )
-        (plan_dir / "engine.json").write_text(engine.model_dump_json())
-        targets.append(TargetStatus(sku=sku, precision="fp16", status=Status.OK, path=str(plan_dir)))
-        digests.append(digest)
-    report = BuildReport(model="model.onnx", model_sha256="0" * 64, out=str(folder), targets=targets)
-    (folder / "build.json").write_text(report.model_dump_json())
-    return digests
+        (folder / sku / "fp16").mkdir(parents=True)
+        plans.append((sku, fake_plan(folder / sku / "fp16" / "engine.plan", megabytes), megabytes * MB))
+    return [engine.sha256 for engine in write_records(folder, plans)]
 
 
 def hash_files(paths: list[Path]) -> None:
@@ -116,25 +91,38 @@ def measure_requests(args, work: Path, keys: dict[str, Path]) -> tuple[str, floa
             bucket = f"requests-{releases}"
             server.client().create_bucket(Bucket=bucket)
             store = open_store(f"s3://{bucket}")
-            for i in range(releases):
-                publish(work / "small", store, f"model-{i:04d}", "1.0.0", signer=signer)
-            seen: list[object] = []
-            store.client.meta.events.register("before-send.s3", lambda request, seen=seen, **_: seen.append(request))
-            pull(
+            counts[releases] = _pull_requests(
                 store,
-                "model-0000@1.0.0",
-                sku="rtx-4090",
-                out=work / "small.plan",
-                use_cache=False,
-                verify_key=keys["ed25519.pub"],
+                releases,
+                signer,
+                work,
+                keys,
+                lambda s, note: s.client.meta.events.register("before-send.s3", note),
             )
-            counts[releases] = len(seen)
     return (
         f"requests: verified pull in {args.releases} releases / in 1",
         float(counts[args.releases]),
         float(counts[1]),
         "<= 1",
     )
+
+
+def _pull_requests(store, releases: int, signer, work: Path, keys: dict[str, Path], watch) -> int:
+    """Requests a verified pull of the first of ``releases`` published releases makes (``watch`` hands the
+    store's request hook a callback)."""
+    for i in range(releases):
+        publish(work / "small", store, f"model-{i:04d}", "1.0.0", signer=signer)
+    seen: list[object] = []
+    watch(store, lambda *_, **__: seen.append(1))  # botocore passes keywords, requests the response
+    pull(
+        store,
+        "model-0000@1.0.0",
+        sku="rtx-4090",
+        out=work / "small.plan",
+        use_cache=False,
+        verify_key=keys["ed25519.pub"],
+    )
+    return len(seen)
 
 
 def measure_oci_requests(args, work: Path, keys: dict[str, Path]) -> tuple[str, float, float, str]:
@@ -146,19 +134,9 @@ def measure_oci_requests(args, work: Path, keys: dict[str, Path]) -> tuple[str, 
         for releases in sorted({1, args.oci_releases}):
             store = open_store(registry.uri())
             store.settle_seconds = 0  # one publisher: no racing push to wait for
-            for i in range(releases):
-                publish(work / "small", store, f"model-{i:04d}", "1.0.0", signer=signer)
-            seen: list[object] = []
-            store.session.hooks["response"].append(lambda response, seen=seen, **_: seen.append(response))
-            pull(
-                store,
-                "model-0000@1.0.0",
-                sku="rtx-4090",
-                out=work / "small.plan",
-                use_cache=False,
-                verify_key=keys["ed25519.pub"],
+            counts[releases] = _pull_requests(
+                store, releases, signer, work, keys, lambda s, note: s.session.hooks["response"].append(note)
             )
-            counts[releases] = len(seen)
     return (
         f"requests: verified pull (OCI) in {args.oci_releases} releases / in 1",
         float(counts[args.oci_releases]),

@@ -73,6 +73,14 @@ def _run_app() -> tuple[int, str | None]:
             f"{where}{exc.strerror or exc}; check the free space and permissions of the "
             f"files and folders this command reads and writes (--debug shows which)"
         )
+    except ModuleNotFoundError as exc:
+        _traceback_if_debugging()
+        from compiler.core.plugins import missing_build_module
+
+        needed = missing_build_module(exc.name)
+        if needed is None:
+            return ExitCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc}; rerun with --debug and report it"
+        return ExitCode.ENVIRONMENT, needed
     except Exception as exc:
         _traceback_if_debugging()
         return ExitCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc}; rerun with --debug and report it"

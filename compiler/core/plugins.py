@@ -135,3 +135,21 @@ def preferred(*, gpu: bool) -> tuple[BackendKind, ...]:
     """The backends in the order to try: those that need the target's GPU first when ``gpu`` (a build on a GPU
     host), last otherwise (a proof build that must run on any machine)."""
     return tuple(sorted(BACKENDS, key=lambda kind: kind.needs_target_gpu != gpu))
+
+
+BUILD_MODULES = frozenset({"onnx", "onnxruntime", "onnx_graphsurgeon", "polygraphy", "PIL"})
+"""What inspecting, calibrating, building, checking and ``export rtx`` (its EP-context model) import and a slim
+install (pull, verify, ls, promote, yank, gc, export triton) lacks: the ``[build]`` extra, which ``[rtx]`` and
+``[tensorrt]`` include."""
+
+
+def missing_build_module(name: str | None) -> str | None:
+    """The error line for a command that needs a module of the ``[build]`` extra this install lacks, else None."""
+    top = (name or "").split(".")[0]
+    if top not in BUILD_MODULES:
+        return None
+    return (
+        f"this command needs {top}, which this install lacks (a slim `pip install trt-compile` pulls, verifies "
+        "and lists releases and exports them for Triton); pip install 'trt-compile[rtx]' to build with TensorRT-RTX, "
+        "'trt-compile[tensorrt]' with datacenter TensorRT, or 'trt-compile[build]' for the rest"
+    )

@@ -91,9 +91,18 @@ class S3Store(Deadlined, KeyedStore):
     def _blob_attributes(sha256: str) -> dict[str, Any]:
         return {"ContentType": BINARY, "Metadata": {"sha256": sha256}}
 
-    def _record_attributes(self, data: bytes) -> dict[str, Any]:
-        """Every record (manifests, channels, attachments, cache entries, leases) is a JSON document."""
-        return {"ContentType": JSON, **self._checksum(data)}
+    def _put_object(self, key: str, data: bytes, **arguments: Any) -> None:
+        """One ``put_object`` of ``data`` with its checksum; records (manifests, channels, attachments, cache
+        entries, leases) are JSON documents, blobs say so in ``arguments``."""
+        self._call(
+            key,
+            self.client.put_object,
+            Bucket=self.bucket,
+            Key=self.prefix + key,
+            Body=data,
+            **arguments,
+            **self._checksum(data),
+        )
 
     def _refuse_after_deadline(self, **kwargs: Any) -> None:
         """No request leaves once an operation passed the deadline: the transfer manager's threads stop too."""
@@ -155,17 +164,7 @@ class S3Store(Deadlined, KeyedStore):
         aborted otherwise. A 412 means a blob of that digest is there already: it is never replaced."""
         try:
             if source.size <= TRANSFER["multipart_threshold"]:
-                data = source.read_all()
-                self._call(
-                    key,
-                    self.client.put_object,
-                    Bucket=self.bucket,
-                    Key=self.prefix + key,
-                    Body=data,
-                    IfNoneMatch="*",
-                    **self._blob_attributes(source.sha256),
-                    **self._checksum(data),
-                )
+                self._put_object(key, source.read_all(), IfNoneMatch="*", **self._blob_attributes(source.sha256))
             else:
                 self._put_parts(key, source)
         except _Taken:
@@ -283,15 +282,7 @@ class S3Store(Deadlined, KeyedStore):
 
     def _create(self, key: str, data: bytes) -> bool:
         try:
-            self._call(
-                key,
-                self.client.put_object,
-                Bucket=self.bucket,
-                Key=self.prefix + key,
-                Body=data,
-                IfNoneMatch="*",
-                **self._record_attributes(data),
-            )
+            self._put_object(key, data, IfNoneMatch="*", ContentType=JSON)
         except _Taken:
             return False
         except KeyError:
@@ -301,15 +292,7 @@ class S3Store(Deadlined, KeyedStore):
     def _swap(self, key: str, data: bytes, expected: Token | None) -> bool:
         condition = {"IfNoneMatch": "*"} if expected is None else {"IfMatch": expected}
         try:
-            self._call(
-                key,
-                self.client.put_object,
-                Bucket=self.bucket,
-                Key=self.prefix + key,
-                Body=data,
-                **condition,
-                **self._record_attributes(data),
-            )
+            self._put_object(key, data, ContentType=JSON, **condition)
         except _Taken:
             return False
         except KeyError:  # If-Match on a key deleted meanwhile
