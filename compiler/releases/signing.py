@@ -9,6 +9,7 @@ cosign writes for a key pair, so ``cosign verify --key`` reads it. No cryptograp
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -97,13 +98,32 @@ def signer_from_pem(data: bytes, label: str):
     return CryptoSigner(_accepted(key, label))
 
 
+MAX_TRUSTED_KEYS = 16
+"""Public keys one trust file may hold (a rotation needs two or three)."""
+PUBLIC_PEM = re.compile(rb"-----BEGIN PUBLIC KEY-----.+?-----END PUBLIC KEY-----", re.DOTALL)
+
+
+class TrustedKeys(tuple):
+    """Several public keys trusted at once (a key rotation: the old and the new): a release signed by any one of
+    them verifies. One file of concatenated PEM public keys, as a CA bundle holds certificates."""
+
+
 def load_public_key(value: str | Path, role: str = "--key"):
     """The public key of a PEM file or ``env://VAR`` (EC P-256 or Ed25519), as securesystemslib verifies with
-    it."""
+    it; :class:`TrustedKeys` when the file holds several."""
+    data, label = key_bytes(value, role)
+    blocks = PUBLIC_PEM.findall(data)
+    if len(blocks) <= 1:
+        return _public_key(data, label)
+    if len(blocks) > MAX_TRUSTED_KEYS:
+        raise InvalidInput(f"{label}: {len(blocks)} public keys; trust at most {MAX_TRUSTED_KEYS} at once")
+    return TrustedKeys(_public_key(block, f"{label} (key {i + 1} of {len(blocks)})") for i, block in enumerate(blocks))
+
+
+def _public_key(data: bytes, label: str):
     from cryptography.hazmat.primitives.serialization import load_pem_public_key
     from securesystemslib.signer import SSlibKey
 
-    data, label = key_bytes(value, role)
     try:
         key = load_pem_public_key(data)
     except Exception as exc:  # cryptography raises ValueError or UnsupportedAlgorithm
@@ -200,15 +220,17 @@ def verify(data: bytes, key, what: str) -> dict[str, Any]:
         )
     envelope, carried = open_bundle(data, what)
     pae = envelope.pae()
-    for signature in envelope.signatures.values():
-        try:
-            key.verify_signature(Signature(key.keyid, signature.signature), pae)
-            return carried
-        except UnverifiedSignatureError:
-            continue
-        except Exception:  # a signature of another key type, or not a signature at all
-            continue
-    raise CheckFailed(f"{what}: bad signature: no signature in it verifies with the key given")
+    for trusted in key if isinstance(key, TrustedKeys) else (key,):
+        for signature in envelope.signatures.values():
+            try:
+                trusted.verify_signature(Signature(trusted.keyid, signature.signature), pae)
+                return carried
+            except UnverifiedSignatureError:
+                continue
+            except Exception:  # a signature of another key type, or not a signature at all
+                continue
+    given = "any of the keys given" if isinstance(key, TrustedKeys) else "the key given"
+    raise CheckFailed(f"{what}: bad signature: no signature in it verifies with {given}")
 
 
 def _keyless(data: bytes) -> bool:
