@@ -76,9 +76,12 @@ def ambient_signer(label: str) -> KeylessSigner:
 
 
 class KeylessIdentity:
-    """Whom a verifier trusts for keyless releases: the certificate's identity (SAN) and its OIDC issuer."""
+    """Whom a verifier trusts for keyless releases: the certificate's identity (SAN) and its OIDC issuer, and
+    where given the source repository and ref the certificate names (Fulcio's extensions 1.3.6.1.4.1.57264.1.12
+    and .14). Under a shared reusable workflow the identity is that workflow for every repository that calls it,
+    so only the source repository says whose release it is."""
 
-    def __init__(self, identity: str, issuer: str):
+    def __init__(self, identity: str, issuer: str, source_repository: str | None = None, source_ref: str | None = None):
         if not identity or len(identity) > 1024 or any(c in identity for c in "\n\r\0"):
             raise InvalidInput(
                 "--identity: give the signer's identity as Fulcio certifies it (a GitHub workflow "
@@ -90,10 +93,30 @@ class KeylessIdentity:
                 "--issuer: give the OIDC issuer's https URL (GitHub Actions: "
                 "https://token.actions.githubusercontent.com)"
             )
+        for flag, value, form in (
+            ("--source-repository", source_repository, "https://github.com/ORG/REPO"),
+            ("--source-ref", source_ref, "refs/tags/v1.0.0"),
+        ):
+            if value is not None and (not value or len(value) > 1024 or any(c in value for c in " \n\r\0")):
+                raise InvalidInput(f"{flag}: give it as the signer's certificate names it (e.g. {form})")
         self.identity, self.issuer = identity, issuer
+        self.source_repository, self.source_ref = source_repository, source_ref
 
     def __str__(self) -> str:
-        return f"{self.identity} (issuer {self.issuer})"
+        bound = [f"repository {self.source_repository}"] * bool(self.source_repository)
+        bound += [f"ref {self.source_ref}"] * bool(self.source_ref)
+        return f"{self.identity} (issuer {self.issuer}{''.join(', ' + b for b in bound)})"
+
+    def policy(self):
+        """sigstore-python's verification policy: the identity and issuer, and the source repository and ref."""
+        from sigstore.verify import policy
+
+        rules = [policy.Identity(identity=self.identity, issuer=self.issuer)]
+        if self.source_repository:
+            rules.append(policy.OIDCSourceRepositoryURI(self.source_repository))
+        if self.source_ref:
+            rules.append(policy.OIDCSourceRepositoryRef(self.source_ref))
+        return rules[0] if len(rules) == 1 else policy.AllOf(rules)
 
     def verify(self, data: bytes, what: str, payload_type: str) -> dict[str, Any]:
         """The statement of a keyless bundle whose certificate names this identity and issuer; CheckFailed for
@@ -118,7 +141,7 @@ class KeylessIdentity:
             bundle = Bundle.from_json(data)
         except Exception as exc:  # sigstore's InvalidBundle, pydantic's ValidationError, ValueError
             raise CheckFailed(f"{what} is not a keyless Sigstore bundle ({redacted_reason(exc)})") from None
-        from sigstore.verify import Verifier, policy
+        from sigstore.verify import Verifier
 
         try:
             verifier = Verifier.production()
@@ -128,7 +151,7 @@ class KeylessIdentity:
                 "keyless verification needs to reach it once (then it is cached)"
             ) from None
         try:
-            kind, payload = verifier.verify_dsse(bundle, policy.Identity(identity=self.identity, issuer=self.issuer))
+            kind, payload = verifier.verify_dsse(bundle, self.policy())
         except Exception as exc:  # sigstore's VerificationError and the certificate checks it wraps
             raise CheckFailed(f"{what}: bad signature: not signed by {self} ({redacted_reason(exc)})") from None
         if kind != payload_type:
