@@ -112,9 +112,16 @@ def load_public_key(value: str | Path, role: str = "--key"):
     """The public key of a PEM file or ``env://VAR`` (EC P-256 or Ed25519), as securesystemslib verifies with
     it; :class:`TrustedKeys` when the file holds several."""
     data, label = key_bytes(value, role)
-    blocks = PUBLIC_PEM.findall(data)
-    if len(blocks) <= 1:
+    if data.count(b"-----BEGIN ") <= 1:
         return _public_key(data, label)
+    blocks = PUBLIC_PEM.findall(data)
+    rest = PUBLIC_PEM.sub(b"", data).strip()
+    if rest:
+        what = "a private key" if b"PRIVATE KEY" in rest else "something else"
+        raise InvalidInput(
+            f"{label}: holds {what} besides PEM public keys; a file of several trusted keys holds their public "
+            "halves only, one after another (`cat old.pub new.pub > trusted.pub`)"
+        )
     if len(blocks) > MAX_TRUSTED_KEYS:
         raise InvalidInput(f"{label}: {len(blocks)} public keys; trust at most {MAX_TRUSTED_KEYS} at once")
     return TrustedKeys(_public_key(block, f"{label} (key {i + 1} of {len(blocks)})") for i, block in enumerate(blocks))

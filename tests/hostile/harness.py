@@ -67,6 +67,7 @@ EXAMPLES = {
     "remote-cache": 8,
     "key-values": 6,
     "bundles": 4,
+    "trust-files": 4,
     "pipeline-fields": 4,
     "metric-modules": 3,
     "modelopt-interpreters": 3,

@@ -318,3 +318,70 @@ def test_pipeline_fields(request, hostile_base):
     )
     must = [FieldCase("cache", v) for v in CACHE_VALUES] + [FieldCase("signing", v) for v in SIGNING_VALUES]
     run_cases(request.node.name, "pipeline-fields", values, setup, hostile_base, must)
+
+
+# --- trust files: several public keys in one file ---------------------------------------------------------------
+
+TRUST_DAMAGE = ("too-many", "rsa-among", "private-among", "garbage-between", "truncated-block", "nul-bytes", "huge")
+TRUST_PLACES = ("--key", "--verify-key", "COMPILE_VERIFY_KEY")
+
+
+@dataclass(frozen=True)
+class TrustFileCase:
+    damage: str
+    place: str
+    position: int = 0
+    """Where the bad key stands among the good ones."""
+
+
+def _trust_file(recipe: TrustFileCase, keys: dict[str, Path]) -> tuple[bytes, str]:
+    """The file's bytes, and the secret it holds that no output may echo (empty when it holds none)."""
+    good = [keys["p256.pub"].read_bytes(), keys["ed25519.pub"].read_bytes()]
+    private = keys["ed25519"].read_text()
+    bad = {
+        "rsa-among": keys["rsa.pub"].read_bytes(),
+        "private-among": private.encode(),
+        "garbage-between": b"\x00\xffnot a key\n",
+        "truncated-block": keys["p256.pub"].read_bytes()[:60],
+        "nul-bytes": keys["p256.pub"].read_bytes().replace(b"\n", b"\n\x00", 1),
+    }
+    if recipe.damage == "too-many":
+        return good[0] * 17, ""
+    if recipe.damage == "huge":
+        return good[0] + b" " * (1 << 20), ""
+    keys_in = list(good)
+    keys_in.insert(recipe.position % 3, bad[recipe.damage])
+    secret = "".join(line for line in private.splitlines() if not line.startswith("-----"))
+    return b"".join(keys_in), secret if recipe.damage == "private-among" else ""
+
+
+def test_trust_files(request, hostile_base, keys, signed_store):
+    """A trust file of several keys (a rotation) that is damaged: exit 2 before anything is written, naming the
+    file, and no private key material echoed."""
+
+    def setup(recipe: TrustFileCase, box: Sandbox) -> Case:
+        data, secret = _trust_file(recipe, keys)
+        trusted = box.inputs / "trusted.pub"
+        trusted.write_bytes(data)
+        store = box.inputs / "store"
+        shutil.copytree(signed_store, store, symlinks=True)
+        command = "verify" if recipe.place == "--key" else "pull"
+        args = [command, f"{NAME}@{VERSION}", "--store", store]
+        env: dict[str, str] = {}
+        if command == "pull":
+            args += ["--sku", SKU, "--out", box.out / "digits.plan"]
+        if recipe.place == "COMPILE_VERIFY_KEY":
+            env["COMPILE_VERIFY_KEY"] = str(trusted)
+        else:
+            args += [recipe.place, trusted]
+
+        def after(result: CliResult) -> list[str]:
+            written = [p.name for p in box.out.iterdir()] if box.out.is_dir() else []
+            problems = leaks(secret, result.stdout + result.stderr) if secret else []
+            return problems + ([f"wrote {written}"] if written else [])
+
+        return Case(args, Expect(frozenset({2}), f"a trust file with {recipe.damage}"), False, env=env, after=after)
+
+    strategy = st.builds(TrustFileCase, st.sampled_from(TRUST_DAMAGE), st.sampled_from(TRUST_PLACES), st.integers(0, 2))
+    must = [TrustFileCase(damage, place) for damage in TRUST_DAMAGE for place in TRUST_PLACES[:2]]
+    run_cases(request.node.name, "trust-files", strategy, setup, hostile_base, must)
