@@ -21,6 +21,8 @@ def open_tier(uri: str | None = None, explain: bool = False) -> RemoteTier:
 
 
 class _StoreTier:
+    """:class:`RemoteTier` over :class:`~compiler.cache.remote.RemoteCache` (``remote``: None without a URI)."""
+
     def __init__(self, uri: str | None, explain: bool) -> None:
         self.uri = configured(uri)
         self.remote = open_remote(self.uri) if self.uri else None
