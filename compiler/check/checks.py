@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -17,6 +17,7 @@ from compiler.core.errors import InvalidInput
 from compiler.core.options import CheckOptions
 from compiler.core.progress import counter
 from compiler.core.records import CacheOutcome, CheckReport, CheckResult, EngineCheck, Precision, Progress, Status
+from compiler.core.reuse import Refused, RemoteTier, Reuse, temporary_folder, with_warning
 from compiler.data.model import OnnxModel, load_model
 from compiler.engines.folder import REBUILD, BuildFolder, Target, built_model, read_build, source_model
 
@@ -30,27 +31,30 @@ if TYPE_CHECKING:
 
 
 def check(
-    build_dir: str | Path, options: CheckOptions | None = None, progress: Progress | None = None, shared: Any = None
+    build_dir: str | Path,
+    options: CheckOptions | None = None,
+    progress: Progress | None = None,
+    tier: RemoteTier | None = None,
 ) -> CheckReport:
     """Every check of the build folder, written to ``BUILD_DIR/check.json`` and ``check.md``; the report says what
     passed, failed or was skipped and why. Raises InvalidInput for a folder that is not a build, bad rules or data
-    (before any work), EnvironmentProblem for a missing backend. ``shared`` (a :class:`compiler.cache.tier.CacheTier`):
-    a verdict of the same inputs is taken from the remote cache, and one made here is sent there."""
+    (before any work), EnvironmentProblem for a missing backend. ``tier`` (the remote cache): a verdict of the same
+    inputs is taken from there, and one made here is sent there."""
     from compiler.check.report import write_report
+    from compiler.core.records import CHECK_RECORD, GOLDEN_FILE
 
     options = options or CheckOptions()
     with _validated(Path(build_dir), options, progress, time.perf_counter()) as run:
-        key = _inputs_sha256(run.build, run.source, run.dataset, options, run.models)
-        reused, cache = _reused(run.build.root, key, options, shared)
+        reuse = Reuse(tier, "checks", _inputs_sha256(run.build, run.source, run.dataset, options, run.models))
+        reused, cache = _reused(run.build.root, reuse, options)
         if reused is not None:
             return reused
         with tempfile.TemporaryDirectory(prefix="compile-check-") as work:
             report = _run(run, Path(work))
-    report = report.model_copy(update={"inputs_sha256": key})
+    report = report.model_copy(update={"inputs_sha256": reuse.key})
     write_report(report, run.build.root)
-    if shared is not None:
-        cache = _send(shared, key, run.build.root, report, cache)
-    return report.model_copy(update={"cache": cache})
+    sent = reuse.send(run.build.root, [CHECK_RECORD] + ([GOLDEN_FILE] if report.golden else []))
+    return report.model_copy(update={"cache": with_warning(cache, sent)})
 
 
 @contextmanager
@@ -132,51 +136,38 @@ def _profiles(build: BuildFolder, path: Path | None) -> list[ShapeProfile]:
     return list(load_profiles(path).profiles) if path else []
 
 
-def _reused(root: Path, key: str, options: CheckOptions, shared: Any) -> tuple[CheckReport | None, CacheOutcome]:
+def _reused(root: Path, reuse: Reuse, options: CheckOptions) -> tuple[CheckReport | None, CacheOutcome]:
     """A verdict of the same inputs: the folder's own check.json, else the remote cache's (written into the
     folder); None and why there was none otherwise."""
-    from compiler.check.report import write_report
     from compiler.core.records import CHECK_RECORD
 
-    earlier = _earlier(root / CHECK_RECORD, key) if options.reuse else None
-    if earlier is not None:
-        hit = CacheOutcome(source="hit")
-        return earlier.model_copy(update={"cache": hit}), hit
-    miss = CacheOutcome(source="miss", reason="no check.json of these inputs" if options.reuse else "--no-reuse")
-    if shared is not None and shared.remote is not None and options.reuse:
-        found, miss = _from_shared(shared, key, root)
-        if found is not None:
-            write_report(found.model_copy(update={"build_dir": str(root), "reused": False}), root)
-            return found.model_copy(update={"build_dir": str(root), "cache": miss}), miss
-    return None, miss
+    if not options.reuse:
+        return None, CacheOutcome(source="miss", reason="--no-reuse")
+    found, outcome = reuse.take(
+        lambda: _earlier(root / CHECK_RECORD, reuse.key),
+        lambda folder, _: _fetched(folder, reuse.key, root),
+        staging=lambda: temporary_folder(".compile-check-", root),
+        missing="no check.json of these inputs",
+    )
+    return (found.model_copy(update={"cache": outcome}) if found is not None else None), outcome
 
 
-def _send(shared: Any, key: str, root: Path, report: CheckReport, outcome: CacheOutcome) -> CacheOutcome:
-    """Send the verdict (and the golden inputs it wrote) to the remote cache: a remote that cannot take it adds a
-    warning to ``outcome``, it does not fail the check."""
-    from compiler.core.records import CHECK_RECORD, GOLDEN_FILE
-
-    sent = shared.send("checks", key, root, [CHECK_RECORD] + ([GOLDEN_FILE] if report.golden else []))
-    return outcome.model_copy(update={"warning": " / ".join(filter(None, [outcome.warning, sent])) or None})
-
-
-def _from_shared(shared: Any, key: str, root: Path) -> tuple[CheckReport | None, CacheOutcome]:
-    """check.json of ``key`` from the remote cache (and the golden inputs it wrote), refused unless it says it was
-    made from these inputs and its golden.npz is the one it records; the golden inputs go into ``root``."""
+def _fetched(folder: Path, key: str, root: Path) -> CheckReport:
+    """The remote cache's check.json of ``key`` (and the golden inputs it wrote) put in ``root``, refused unless it
+    says it was made from these inputs and its golden.npz is the one it records."""
     import os
 
+    from compiler.check.report import write_report
     from compiler.core.records import CHECK_RECORD, GOLDEN_FILE
 
-    with tempfile.TemporaryDirectory(prefix=".compile-check-", dir=root) as folder:
-        outcome = shared.fetch("checks", key, Path(folder))
-        if outcome.source != "remote":
-            return None, outcome
-        found = _earlier(Path(folder) / CHECK_RECORD, key)
-        if found is not None and found.golden is not None:
-            os.replace(Path(folder) / GOLDEN_FILE, root / GOLDEN_FILE)
+    found = _earlier(folder / CHECK_RECORD, key)
     if found is None:
-        return None, shared.refuse("checks", key, "its check.json is of other inputs")
-    return found.model_copy(update={"reused": True}), outcome
+        raise Refused("its check.json is of other inputs")
+    if found.golden is not None:
+        os.replace(folder / GOLDEN_FILE, root / GOLDEN_FILE)
+    found = found.model_copy(update={"build_dir": str(root)})
+    write_report(found.model_copy(update={"reused": False}), root)
+    return found
 
 
 def _metric(options: CheckOptions, dataset):

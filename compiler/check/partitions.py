@@ -11,11 +11,12 @@ from typing import Any
 import onnx
 from onnx import helper
 
+from compiler.backends.view import Partition, TensorRTView
+from compiler.backends.view_cache import tensorrt_view
 from compiler.core.profiles import ShapeProfile
 from compiler.core.records import CheckResult, Status
 from compiler.core.text import human_size
 from compiler.data.model import OnnxModel, _infer_shapes
-from compiler.inspect.summary import Partition, TensorRTView, tensorrt_view
 
 MAX_EVIDENCE = 20
 

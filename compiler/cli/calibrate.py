@@ -59,11 +59,11 @@ def calibrate(
     from compiler.core.options import CalibrationOptions
 
     options = CalibrationOptions(**options)
-    from compiler.cache.tier import CacheTier
+    from compiler.cache.reuse import open_tier
 
-    shared = CacheTier(remote_cache, explain)
+    tier = open_tier(remote_cache, explain)
     with render.phase_progress() as update:
-        result = run_calibration(model, data, out, options, progress=update, shared=shared)
+        result = run_calibration(model, data, out, options, progress=update, shared=tier)
     render.emit_json(result) if json else render.calibration(result)
     render.cache_outcome("calibration", result.cache, explain and not json)
     failed = [g for g in result.gates if not g.passed]

@@ -37,9 +37,9 @@ def check(
 
     options = CheckOptions(**options)
     with nullcontext() if json else render.phase_progress() as progress:
-        from compiler.cache.tier import CacheTier
+        from compiler.cache.reuse import open_tier
 
-        report = run_check(build_dir, options, progress=progress, shared=CacheTier(remote_cache))
+        report = run_check(build_dir, options, progress=progress, tier=open_tier(remote_cache))
     render.emit_json(report) if json else render.check_report(report)
     render.cache_outcome("check", report.cache, False)
     if not report.passed:

@@ -12,7 +12,7 @@ from typing import Any
 from compiler.backends import load_backend
 from compiler.backends.base import BuildSpec
 from compiler.cache.remote import configured, open_remote
-from compiler.cache.tier import CacheTier
+from compiler.cache.reuse import open_tier
 from compiler.core.digest import finish_model_digest, hash_model_file_mapped
 from compiler.core.errors import InvalidInput
 from compiler.core.files import check_writable_folder, hash_json, stat_key, writable_folder
@@ -22,7 +22,7 @@ from compiler.core.profiles import ProfileSet, load_profiles, load_sku_catalog, 
 from compiler.core.records import BUILD_FORMAT, CALIBRATION_FILES, CALIBRATION_RECORD, PRECISIONS, Precision, Progress
 from compiler.data.protobuf_inputs import skim_inputs
 from compiler.engines.cache import BuildCache
-from compiler.engines.shared import fetch_prepared, send_prepared
+from compiler.engines.remote_tier import fetch_prepared, send_prepared
 
 MODEL_FACTS = "model"
 """The build cache's facts kind for a model file: its inputs, external files and sha256."""
@@ -124,7 +124,7 @@ def plan_builds(
         open_remote(remote)  # a URI it cannot be is refused now, before any work
     prepared = {p: _prepare(p, model, digest, options, cache, calibration_progress, remote) for p in precisions}
     excluded = {p: _excluded(options.calibration, p) if prepared[p][3] else () for p in precisions}
-    shared = {
+    common = {
         "cache_root": cache.root,
         "use_cache": options.use_cache,
         "model_digest": digest,
@@ -137,7 +137,7 @@ def plan_builds(
         backend = backends[target.backend if options.backend is None else options.backend]
         for precision in precisions:
             made = prepared[precision], excluded[precision]
-            jobs.append(_job(sku, target, backend, precision, *made, profile_set, options, out, shared))
+            jobs.append(_job(sku, target, backend, precision, *made, profile_set, options, out, common))
     writable_folder(out, "--out")
     return jobs
 
@@ -175,7 +175,7 @@ def _backends(targets: dict, precisions: list[Precision], options: BuildOptions)
 
 
 def _job(
-    sku, target, backend, precision, prepared, excluded, profile_set, options, out: Path, shared: dict
+    sku, target, backend, precision, prepared, excluded, profile_set, options, out: Path, common: dict
 ) -> BuildJob:
     """One SKU x precision: the build it runs and the key material of its cache entry."""
     built_model, built_sha, built_stat, calibration_sha = prepared
@@ -186,7 +186,7 @@ def _job(
         workspace_mb=options.workspace_mb,
         optimization_level=options.optimization_level,
         sku=sku,
-        state_dir=shared["cache_root"],
+        state_dir=common["cache_root"],
     )
     material = {
         "format": BUILD_FORMAT,
@@ -207,7 +207,7 @@ def _job(
         calibration_sha256=calibration_sha,
         built_stat=built_stat,
         excluded=excluded,
-        **shared,
+        **common,
     )
 
 
@@ -363,7 +363,7 @@ def _prepare(
             CalibrationOptions(precision=precision.value, method=method),
             staged=True,
             progress=calibration_progress,
-            shared=CacheTier(remote) if remote else None,
+            shared=open_tier(remote) if remote else None,
         )
     if folder is None:
         raise InvalidInput(

@@ -21,9 +21,10 @@ from compiler.core.errors import CompileError
 from compiler.core.files import changed_since, copy_file, replace_dir, staging_folder, write_atomic
 from compiler.core.profiles import inconsistent_profiles
 from compiler.core.records import CacheOutcome, EngineRecord, Kernel, LayersRecord, Progress, Status, TargetStatus
+from compiler.core.reuse import with_warning
 from compiler.engines.cache import ENGINE_FILES, BuildCache
 from compiler.engines.jobs import BuildJob
-from compiler.engines.shared import explain_engine, fetch_engine, send_engine
+from compiler.engines.remote_tier import explain_engine, fetch_engine, send_engine
 
 Build = Callable[[BuildJob, Path, Progress | None, Any], BuiltPlan]
 """(job, staging folder, progress, cancel) -> the build's outcome, its files written into the staging folder."""
@@ -139,11 +140,10 @@ def _from_caches(
         return hit.model_copy(update={"cache": CacheOutcome(source="hit")}), CacheOutcome(source="hit")
     if job.remote_cache is None:
         return None, _missed(job, cache, "not in the local cache")
-    outcome, warning = fetch_engine(job, cache)
+    outcome = fetch_engine(job, cache)
     if outcome.source == "remote" and (hit := _from_cache(job, staging, started, cache)) is not None:
         return hit.model_copy(update={"cache": outcome}), outcome
-    outcome = _missed(job, cache, outcome.reason or "")
-    return None, outcome.model_copy(update={"warning": warning}) if warning else outcome
+    return None, with_warning(_missed(job, cache, outcome.reason or ""), outcome.warning)
 
 
 def _missed(job: BuildJob, cache: BuildCache, reason: str) -> CacheOutcome:

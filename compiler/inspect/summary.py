@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import tempfile
-import time
 from collections import Counter
-from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -15,9 +13,11 @@ import onnx
 from onnx import external_data_helper, helper
 from pydantic import BaseModel, PrivateAttr
 
-from compiler.backends import default_backend, installed_versions, load_backend
+from compiler.backends import default_backend, load_backend
 from compiler.backends.base import BuildSpec
 from compiler.backends.isolated import Builders
+from compiler.backends.view import TensorRTView
+from compiler.backends.view_cache import inspected
 from compiler.core.errors import CheckFailed, CompileError, InvalidInput
 from compiler.core.profiles import (
     ProfileSet,
@@ -30,11 +30,9 @@ from compiler.core.profiles import (
 from compiler.core.records import CacheOutcome, Status, StepStatus
 from compiler.data.model import OnnxModel, TensorInfo, load_model, sparse_tensors, tensor_info
 from compiler.data.shape_limits import profile_limit_errors
-from compiler.inspect.cached import Inspection, cached, inspection_key, store
-from compiler.inspect.view import Partition, TensorRTView, UnsupportedNode
 
 if TYPE_CHECKING:
-    from compiler.cache.tier import CacheTier
+    from compiler.core.reuse import RemoteTier
 
 CONTROL_FLOW_OPS = {"If", "Loop", "Scan"}
 
@@ -126,115 +124,6 @@ def summarize(model: OnnxModel) -> ModelSummary:
     )
 
 
-def _ranges(indices: list[int]) -> list[list[int]]:
-    """[0,1,2,5,6] -> [[0,2],[5,6]] (inclusive), for readable partition reports."""
-    ranges: list[list[int]] = []
-    for index in sorted(indices):
-        if ranges and index == ranges[-1][1] + 1:
-            ranges[-1][1] = index
-        else:
-            ranges.append([index, index])
-    return ranges
-
-
-def _partition(graph: onnx.GraphProto, indices: list[int]) -> Partition:
-    inside = set(indices)
-    constants = {init.name for init in graph.initializer}
-    produced = {out for i in inside for out in graph.node[i].output if out}
-    consumed_inside = {name for i in inside for name in graph.node[i].input if name}
-    consumed_outside = {name for i, n in enumerate(graph.node) if i not in inside for name in n.input}
-    graph_outputs = {o.name for o in graph.output}
-    return Partition(
-        nodes=_ranges(indices),
-        node_count=len(indices),
-        inputs=sorted(consumed_inside - produced - constants),
-        outputs=sorted(name for name in produced if name in consumed_outside or name in graph_outputs),
-    )
-
-
-def _explain(reason: str, node: onnx.NodeProto) -> str:
-    """The parser's terse code made readable; the original text stays at the end."""
-    op = f"{node.domain}::{node.op_type}" if node.domain not in ("", "ai.onnx") else node.op_type
-    if not reason:
-        return "not in any TensorRT partition"
-    if "Plugin not found" in reason:
-        return f"TensorRT has no layer or registered plugin for {op} ({reason})"
-    if reason.startswith("UNSUPPORTED_NODE"):
-        return f"TensorRT does not support {op} here ({reason})"
-    return reason
-
-
-def tensorrt_view(model: OnnxModel, backend_name: str) -> TensorRTView:
-    """TensorRT's view of the model, from the inspect cache when this TensorRT version has parsed this very model
-    (by digest) before: a re-release then skips the parse."""
-    return _inspected(model, backend_name, None, lambda: None)[0].tensorrt
-
-
-def _inspected(
-    model: OnnxModel,
-    backend_name: str,
-    profiles: ProfileSet | None,
-    limits: Callable[[], list[str] | None],
-    shared: CacheTier | None = None,
-    root: Path | None = None,
-) -> tuple[Inspection, CacheOutcome]:
-    """TensorRT's view and the profile-limits check (``limits``) from the caches, else made and kept there. Raises
-    the backend's error when it cannot parse (not installed)."""
-    version = installed_versions().get(backend_name)
-    key = inspection_key(model.sha256, backend_name, str(version), profiles)
-    outcome = CacheOutcome(source="miss", reason=f"{backend_name} is not installed")
-    if version is not None:
-        found, outcome = cached(key, model.sha256, shared, root)
-        if found is not None:
-            return found, outcome
-    errors = limits()
-    view = (
-        _inspected(model, backend_name, None, lambda: None, None, root)[0].tensorrt
-        if profiles is not None
-        else _parse(model, backend_name)
-    )
-    entry = Inspection(key=key, model_sha256=model.sha256, tensorrt=view, profile_errors=errors)
-    if version is not None and view.version == version:
-        warnings = list(filter(None, [outcome.warning, store(entry, shared, root)]))
-        outcome = outcome.model_copy(update={"warning": " / ".join(warnings) or None})
-    return entry, outcome
-
-
-def _parse(model: OnnxModel, backend_name: str) -> TensorRTView:
-    backend = load_backend(backend_name)
-    started = time.perf_counter()
-    capability = backend.capability(model.path)
-    seconds = time.perf_counter() - started
-    graph = model.proto.graph
-    covered = {i for nodes in capability.subgraphs for i in nodes}
-    reasons = {e.node_index: e for e in capability.errors}
-    unsupported = []
-    for index, node in enumerate(graph.node):
-        if index in covered and index not in reasons:
-            continue
-        error = reasons.get(index)
-        unsupported.append(
-            UnsupportedNode(
-                index=index,
-                name=node.name or (error.node_name if error else ""),
-                op=node.op_type,
-                domain=node.domain or "ai.onnx",
-                reason=_explain(error.reason if error else "", node),
-            )
-        )
-    supported = capability.supported and not unsupported
-    partitions = [_partition(graph, nodes) for nodes in capability.subgraphs if nodes]
-    return TensorRTView(
-        backend=backend.name,
-        version=backend.version,
-        status=StepStatus(status=Status.OK),
-        supported=supported,
-        partitions=partitions,
-        unsupported=unsupported,
-        parse_seconds=round(seconds, 3),
-    )
-
-
 def build_check(model: OnnxModel, profiles: ProfileSet | None, sku: str, backend: str | None = None) -> StepStatus:
     """Prove support with a real build (one engine with every profile): the parser can say yes to a graph that
     fails. Builds with ``backend`` if given, else the SKU's own backend, as ``compile build`` does."""
@@ -272,14 +161,14 @@ def inspect_model(
     profiles_path: str | Path | None = None,
     backend: str | None = None,
     build_sku: str | None = None,
-    shared: CacheTier | None = None,
+    tier: RemoteTier | None = None,
     cache_dir: Path | None = None,
 ) -> InspectReport:
     """Summarize the model, ask TensorRT how it partitions it, and validate shape profiles against it.
 
     Bad files raise InvalidInput. Problems found in a readable model (invalid profiles, a failed or impossible
     build check, an explicitly requested backend that is missing) are in the report and in ``report.problem``.
-    ``shared``: the remote cache a release hands its stages (TensorRT's view and the profile-limits check are
+    ``tier``: the remote cache a release hands its stages (TensorRT's view and the profile-limits check are
     taken from there too). ``cache_dir``: the local cache (default $COMPILE_CACHE_DIR or ~/.cache/compile).
     """
     model = load_model(model_path)
@@ -292,7 +181,7 @@ def inspect_model(
     outcome: CacheOutcome | None = None
     failed: CompileError | None = None
     try:
-        entry, outcome = _inspected(model, backend or default_backend(), profiles, limits, shared, cache_dir)
+        entry, outcome = inspected(model, backend or default_backend(), profiles, limits, tier, cache_dir)
         view, errors = entry.tensorrt.model_copy(), entry.profile_errors
     except InvalidInput:
         raise

@@ -13,12 +13,12 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from compiler.core.ci import append_step_summary
 from compiler.core.errors import CheckFailed, CompileError, InvalidInput
 from compiler.core.files import write_atomic
 from compiler.core.records import CacheOutcome, Precision, Status
+from compiler.core.reuse import RemoteTier
 from compiler.pipeline.plan import ReleasePlan, plan_release
 from compiler.pipeline.report import EngineLine, ReleaseReport, StageReport, combined
 from compiler.pipeline.spec import LoadedPipeline, load_pipeline
@@ -32,11 +32,11 @@ class _Run:
     """Stages run in order, each timed and reported; the first failure ends the run (and is re-raised). A stage
     that caches says where its result came from in ``outcomes``; warnings of the caches go in ``warnings``."""
 
-    def __init__(self, on_stage: StageCallback | None, shared: Any = None) -> None:
+    def __init__(self, on_stage: StageCallback | None, tier: RemoteTier | None = None) -> None:
         self.stages: list[StageReport] = []
         self.on_stage = on_stage
         self.failure: CompileError | None = None
-        self.shared = shared
+        self.tier = tier
         self.outcomes: dict[str, CacheOutcome | None] = {}
         self.warnings: list[str] = []
 
@@ -97,10 +97,10 @@ def release(
     signer = None if only_sku else _signer(pipeline)  # a bad key is refused before any work; jobs never sign
     work = Path(work) if work else Path("release") / f"{spec.release.name}-{spec.release.version}"
     mode = "dry-run" if dry_run else "finalize" if finalize else f"only-sku {only_sku}" if only_sku else "release"
-    from compiler.cache.tier import CacheTier
+    from compiler.cache.reuse import open_tier
 
     uri = remote_cache if remote_cache is not None else os.environ.get(REMOTE_ENV) or spec.cache
-    run = _Run(on_stage, None if dry_run or finalize else CacheTier(uri or "", explain))
+    run = _Run(on_stage, None if dry_run or finalize else open_tier(uri or "", explain))
     engines: list[EngineLine] = []
     published: dict[str, object] = {}
     jobs = [job for job in plan.jobs if only_sku in (None, job.sku)]
@@ -246,7 +246,7 @@ def _inspect(pipeline: LoadedPipeline, run: _Run | None = None) -> str:
     from compiler.inspect.summary import inspect_model
 
     spec = pipeline.spec
-    report = inspect_model(spec.model, spec.profiles, shared=run.shared if run else None)
+    report = inspect_model(spec.model, spec.profiles, tier=run.tier if run else None)
     if run is not None:
         run.outcomes["inspect"] = report.cache
         run.note(report.cache)
@@ -294,7 +294,7 @@ def _calibrate(run: _Run, pipeline: LoadedPipeline, jobs, work: Path, calibratio
             folder,
             CalibrationOptions(**c.model_dump(exclude={"data", "precision"}), precision=precision),
             staged=True,
-            shared=run.shared,
+            shared=run.tier,
         )
         run.outcomes["calibrate"] = result.cache
         run.note(result.cache)
@@ -343,8 +343,8 @@ def _build(
             BuildOptions(
                 calibration=folders,
                 backend=spec.target(job.sku).backend,
-                remote_cache=run.shared.uri or "",
-                explain=run.shared.explain_misses,
+                remote_cache=run.tier.uri or "",
+                explain=run.tier.explain_misses,
             ),
         )
         build_dirs.append(out)
@@ -382,7 +382,7 @@ def _check(run: _Run, pipeline: LoadedPipeline, build_dirs: list[Path], calibrat
     reused = 0
     outcomes = []
     for folder in build_dirs:
-        report = check(folder, options, shared=run.shared)
+        report = check(folder, options, tier=run.tier)
         reused += report.reused
         outcomes.append((folder.name, report.cache))
         run.note(report.cache)

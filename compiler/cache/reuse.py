@@ -1,5 +1,6 @@
-"""The caches beyond a stage's own folder, as a stage that must not import them sees them (calibration imports only
-compiler.core and compiler.data): fetch and send whole folders of the remote cache, and explain a miss."""
+"""The remote tier a stage is handed (:class:`compiler.core.reuse.RemoteTier`), over the remote cache: calibration
+and the backends' TensorRT view may not import this layer, so whoever calls them (the CLI, the pipeline, the build)
+opens it here and hands it down."""
 
 from __future__ import annotations
 
@@ -10,25 +11,29 @@ from compiler.cache.explain import calibration_candidates, calibration_material,
 from compiler.cache.remote import Damaged, configured, open_remote
 from compiler.core.errors import CompileError
 from compiler.core.records import CacheOutcome
+from compiler.core.reuse import RemoteTier
 
 
-class CacheTier:
-    """The remote cache at ``uri`` (or $COMPILE_REMOTE_CACHE; none when neither is set) and whether misses are
-    explained."""
+def open_tier(uri: str | None = None, explain: bool = False) -> RemoteTier:
+    """The remote cache at ``uri`` (else $COMPILE_REMOTE_CACHE; none when neither is set: nothing is fetched or
+    sent), and whether misses are explained."""
+    return _StoreTier(uri, explain)
 
-    def __init__(self, uri: str | None = None, explain: bool = False, local_folders: list[Path] | None = None) -> None:
+
+class _StoreTier:
+    """:class:`RemoteTier` over :class:`~compiler.cache.remote.RemoteCache` (``remote``: None without a URI)."""
+
+    def __init__(self, uri: str | None, explain: bool) -> None:
         self.uri = configured(uri)
         self.remote = open_remote(self.uri) if self.uri else None
         self.explain_misses = explain
-        self.local_folders = local_folders or []
 
-    def fetch(self, kind: str, key: str, folder: Path) -> CacheOutcome:
-        """``remote`` with the entry's files in ``folder``, else a miss with why (and a warning line for a damaged
-        entry or a remote that did not answer)."""
+    def fetch(self, kind: str, key: str, folder: Path, digests: dict[str, str] | None = None) -> CacheOutcome:
         if self.remote is None:
             return CacheOutcome(source="miss", reason="not in the local cache")
         try:
-            if self.remote.fetch(kind, key, folder) is None:
+            index = self.remote.fetch(kind, key, folder)
+            if index is None:
                 return CacheOutcome(source="miss", reason="in neither the local nor the remote cache")
         except Damaged as exc:
             return CacheOutcome(source="miss", reason="the remote entry was damaged", warning=str(exc))
@@ -36,27 +41,33 @@ class CacheTier:
             return CacheOutcome(
                 source="miss", reason="the remote cache did not answer", warning=self.remote.unreachable(kind, key, exc)
             )
+        if digests is not None:
+            digests.update({name: entry.sha256 for name, entry in index.files.items()})
         return CacheOutcome(source="remote")
 
     def refuse(self, kind: str, key: str, why: str) -> CacheOutcome:
-        """A fetched entry whose content the stage refused (its records contradict the key)."""
         assert self.remote is not None
         return CacheOutcome(
             source="miss", reason="the remote entry was damaged", warning=str(self.remote.damaged(kind, key, why))
         )
 
     def send(
-        self, kind: str, key: str, folder: Path, names: list[str], material: dict[str, Any] | None = None
+        self,
+        kind: str,
+        key: str,
+        folder: Path,
+        names: list[str],
+        material: dict[str, Any] | None = None,
+        digests: dict[str, str] | None = None,
     ) -> str | None:
-        """Send what was made; a warning line when the remote could not take it."""
         if self.remote is None:
             return None
-        return self.remote.send_quietly(kind, key, folder, names, material=material or {})
+        return self.remote.send_quietly(kind, key, folder, names, material=material or {}, digests=digests)
 
     def explain_calibration(self, record: dict[str, Any], folders: list[Path], reason: str) -> str:
         if not self.explain_misses:
             return reason
-        candidates = calibration_candidates([*folders, *self.local_folders])
+        candidates = calibration_candidates(folders)
         if self.remote is not None:
             candidates += [
                 (label, calibration_material(material)) for label, material in self.remote.materials("calibrations")

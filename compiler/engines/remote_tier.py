@@ -1,9 +1,12 @@
-"""The build cache's remote tier (:mod:`compiler.cache.remote`) for engines and prepared (FP16) models: a local miss
-asks the remote before building, an entry taken from it goes into the local cache whole and verified, and what is
-built is sent there. The local cache itself (:mod:`compiler.engines.cache`) knows nothing of it."""
+"""The build cache's remote tier for engines and prepared (FP16) models, through the one reuse protocol
+(:class:`compiler.core.reuse.Reuse`): a local miss asks the remote before building, an entry taken from it goes
+into the local cache whole and verified, and what is built is sent there. The local cache itself
+(:mod:`compiler.engines.cache`) knows nothing of it."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -12,14 +15,20 @@ from pydantic import ValidationError
 from compiler.backends import load_backend
 from compiler.backends.base import BuildSpec, TensorRTBackend
 from compiler.cache.explain import describe, engine_candidates, engine_material, nearest, profile_changes
-from compiler.cache.remote import Damaged, EntryIndex, RemoteCache, open_remote
+from compiler.cache.remote import open_remote
+from compiler.cache.reuse import open_tier
 from compiler.core.errors import CompileError
 from compiler.core.files import hash_json, staging_folder
 from compiler.core.records import CacheOutcome, EngineRecord
+from compiler.core.reuse import Refused, Reuse
 from compiler.data.protobuf_inputs import skim_inputs
 from compiler.engines.cache import ENGINE_FILES, BuildCache
 
 PREPARED_FP16 = "fp16.onnx"
+
+
+def _reuse(uri: str, kind: str, key: str) -> Reuse:
+    return Reuse(open_tier(uri), kind, key)
 
 
 def explain_engine(job: Any, cache_root: Path) -> str:
@@ -52,52 +61,59 @@ def explain_engine(job: Any, cache_root: Path) -> str:
     return describe("engine", wanted, candidates, details)
 
 
-def fetch_engine(job: Any, cache: BuildCache) -> tuple[CacheOutcome, str | None]:
+def fetch_engine(job: Any, cache: BuildCache) -> CacheOutcome:
     """Fill the local cache's entry for ``job`` (its :class:`~compiler.engines.jobs.BuildJob`) from the remote:
-    ``remote`` when it is there now, else a miss with why; and the warning line of a damaged entry or a remote
-    that did not answer."""
+    ``remote`` when it is there now, else a miss with why (and the warning line of a damaged entry or a remote
+    that did not answer)."""
     key = job.cache_key
-    remote = open_remote(job.remote_cache)
     try:
         header_reader = load_backend(job.backend)
     except CompileError as exc:  # no backend to read the plan's header with: nothing from the remote is used
-        return CacheOutcome(source="miss", reason=f"the plan's header cannot be checked here ({exc})"), None
-    try:
-        with staging_folder(cache.entry(key).parent, f"remote-{key[:12]}") as staging:
-            index = remote.fetch("engines", key, staging / "entry")
-            if index is None:
-                return CacheOutcome(source="miss", reason="in neither the local nor the remote cache"), None
-            record = _engine_record(remote, key, staging / "entry", index)
-            _check_plan_header(remote, key, staging / "entry" / "engine.plan", header_reader, job.spec)
-            cache.store(key, staging / "entry", record.sha256)
-    except Damaged as exc:
-        return CacheOutcome(source="miss", reason="the remote entry was damaged"), str(exc)
-    except CompileError as exc:
-        return CacheOutcome(source="miss", reason="the remote cache did not answer"), remote.unreachable(
-            "engines", key, exc
-        )
-    return CacheOutcome(source="remote"), None
+        return CacheOutcome(source="miss", reason=f"the plan's header cannot be checked here ({exc})")
+    _, outcome = _reuse(job.remote_cache, "engines", key).fetch(
+        lambda folder, digests: _keep_engine(folder, digests, key, cache, header_reader, job.spec),
+        staging=lambda: _entry_staging(cache.entry(key).parent, f"remote-{key[:12]}"),
+    )
+    return outcome
 
 
-def _engine_record(remote: RemoteCache, key: str, folder: Path, index: EntryIndex) -> EngineRecord:
-    """The entry's engine.json, refused unless it is whole and describes this very key and plan."""
-    missing = [name for name in ENGINE_FILES if name not in index.files or not (folder / name).is_file()]
-    if missing:
-        raise remote.damaged("engines", key, f"it lacks {missing[0]}")
-    try:
-        record = EngineRecord.model_validate_json((folder / "engine.json").read_bytes())
-    except (ValidationError, ValueError):
-        raise remote.damaged("engines", key, "its engine.json is not an engine record") from None
-    if (
-        record.cache_key != key
-        or record.sha256 != index.files["engine.plan"].sha256
-        or record.size_bytes != (folder / "engine.plan").stat().st_size
-    ):
-        raise remote.damaged("engines", key, "its engine.json describes another engine than its key and plan")
+@contextmanager
+def _entry_staging(parent: Path, name: str) -> Iterator[Path]:
+    """A folder for the entry inside a staging folder next to the cache's entries: the cache renames it whole."""
+    with staging_folder(parent, name) as staging:
+        yield staging / "entry"
+
+
+def _keep_engine(
+    folder: Path, digests: dict[str, str], key: str, cache: BuildCache, backend: TensorRTBackend, spec: BuildSpec
+) -> EngineRecord:
+    """The fetched entry put in the local cache, refused unless it is whole, its engine.json describes this very
+    key and plan, and the plan's own header is of this runtime and these compute capabilities."""
+    record = _engine_record(folder, digests, key)
+    _check_plan_header(folder / "engine.plan", backend, spec)
+    cache.store(key, folder, record.sha256)
     return record
 
 
-def _check_plan_header(remote: RemoteCache, key: str, plan: Path, backend: TensorRTBackend, spec: BuildSpec) -> None:
+def _engine_record(folder: Path, digests: dict[str, str], key: str) -> EngineRecord:
+    """The entry's engine.json, refused unless it is whole and describes this very key and plan."""
+    missing = [name for name in ENGINE_FILES if name not in digests or not (folder / name).is_file()]
+    if missing:
+        raise Refused(f"it lacks {missing[0]}")
+    try:
+        record = EngineRecord.model_validate_json((folder / "engine.json").read_bytes())
+    except (ValidationError, ValueError):
+        raise Refused("its engine.json is not an engine record") from None
+    if (
+        record.cache_key != key
+        or record.sha256 != digests["engine.plan"]
+        or record.size_bytes != (folder / "engine.plan").stat().st_size
+    ):
+        raise Refused("its engine.json describes another engine than its key and plan")
+    return record
+
+
+def _check_plan_header(plan: Path, backend: TensorRTBackend, spec: BuildSpec) -> None:
     """Refuse a plan whose own header is not of this runtime version and these compute capabilities: engine.json
     and the index are whatever the cache's writer made them, the header is what a runtime will read. The check is
     the one every build's plan passes (:meth:`TensorRTBackend.plan_mismatch`)."""
@@ -105,18 +121,13 @@ def _check_plan_header(remote: RemoteCache, key: str, plan: Path, backend: Tenso
         head = handle.read(backend.plan_header_bytes)
     mismatch = backend.plan_mismatch(head, spec.compute_capabilities)
     if mismatch:
-        raise remote.damaged("engines", key, f"its engine.plan is not for this target: {mismatch}")
+        raise Refused(f"its engine.plan is not for this target: {mismatch}")
 
 
 def send_engine(uri: str, key: str, entry: Path, record: EngineRecord) -> str | None:
     """Send a local cache entry just built; a warning line when the remote could not take it."""
-    return open_remote(uri).send_quietly(
-        "engines",
-        key,
-        entry,
-        list(ENGINE_FILES),
-        material=engine_material(record),
-        digests={"engine.plan": record.sha256},
+    return _reuse(uri, "engines", key).send(
+        entry, list(ENGINE_FILES), engine_material(record), {"engine.plan": record.sha256}
     )
 
 
@@ -128,23 +139,17 @@ def fetch_prepared(uri: str, source: Path, model_sha256: str, converted: Path) -
     """The FP16 conversion of the model ``source`` from the remote, renamed into its place in the local cache when
     whole and a model of ``source``'s inputs (an entry of other bytes would stay in the local cache and fail every
     build after)."""
-    remote = open_remote(uri)
-    key = prepared_key(model_sha256)
-    with staging_folder(converted.parent, "remote-fp16") as folder:
-        try:
-            if remote.fetch("prepared", key, folder) is None:
-                return False
-            if not _same_inputs(source, folder / PREPARED_FP16):
-                raise remote.damaged(
-                    "prepared", key, f"its {PREPARED_FP16} is no model with the inputs of {source.name}"
-                )
-            (folder / PREPARED_FP16).replace(converted)
-            return True
-        except Damaged:
-            return False
-        except CompileError as exc:
-            remote.unreachable("prepared", key, exc)
-            return False
+
+    def keep(folder: Path, _: dict[str, str]) -> bool:
+        if not _same_inputs(source, folder / PREPARED_FP16):
+            raise Refused(f"its {PREPARED_FP16} is no model with the inputs of {source.name}")
+        (folder / PREPARED_FP16).replace(converted)
+        return True
+
+    found, _ = _reuse(uri, "prepared", prepared_key(model_sha256)).fetch(
+        keep, staging=lambda: staging_folder(converted.parent, "remote-fp16")
+    )
+    return found is not None
 
 
 def _same_inputs(source: Path, fetched: Path) -> bool:
@@ -161,4 +166,4 @@ def _same_inputs(source: Path, fetched: Path) -> bool:
 
 
 def send_prepared(uri: str, model_sha256: str, converted: Path) -> None:
-    open_remote(uri).send_quietly("prepared", prepared_key(model_sha256), converted.parent, [converted.name])
+    _reuse(uri, "prepared", prepared_key(model_sha256)).send(converted.parent, [converted.name])
