@@ -621,6 +621,10 @@ class ChannelRecord(BaseModel):
     channel: str
     version: str
     history: list[ChannelMove]
+    sequence: int = 0
+    """How many moves the channel made (its history keeps the latest only); 0 in records older than it."""
+    signature: str | None = None
+    """The move signed with ``promote --sign-key``: a Sigstore bundle (compiler.releases.channel_signing)."""
 
 
 class YankRecord(BaseModel):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import time
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -28,8 +29,8 @@ class PromoteResult(BaseModel):
     version: str
     previous: str | None
     status: str
-    """``moved``, ``unchanged`` when the channel already pointed there, or ``repaired`` when ``--repair``
-    replaced a damaged record."""
+    """``moved``, ``unchanged`` when the channel already pointed there, ``signed`` when it pointed there unsigned
+    and a key was given, or ``repaired`` when ``--repair`` replaced a damaged record."""
     attempts: int
 
 
@@ -40,6 +41,7 @@ def promote(
     allow_yanked: bool = False,
     allow_failed: bool = False,
     repair: bool = False,
+    signer: Any = None,
 ) -> PromoteResult:
     """Point ``channel`` at ``ref``'s version (which must be published), as a compare-and-swap retried against
     concurrent promotions, so none is lost and every move stays in the channel's history. A version whose check
@@ -64,7 +66,7 @@ def promote(
         attempts += 1
         current, expected = _current(store, ref.name, channel, repair)
         previous = current[0].version if current else None
-        if previous == version:
+        if previous == version and (signer is None or current[0].signature):
             return PromoteResult(
                 store=store.uri,
                 name=ref.name,
@@ -74,10 +76,11 @@ def promote(
                 status="unchanged",
                 attempts=attempts,
             )
-        who = provenance()
-        kept = current[0].history[-(MAX_HISTORY - 1) :] if current else []
-        history = [*kept, ChannelMove(version=version, by=who.by, at=who.at)]
-        record = ChannelRecord(name=ref.name, channel=channel, version=version, history=history)
+        record = _next_record(ref.name, channel, version, current[0] if current else None)
+        if signer is not None:
+            from compiler.releases.channel_signing import signed_record
+
+            record = signed_record(record, resolved.manifest_sha256, signer)
         if store.write_channel(ref.name, channel, record.model_dump_json(indent=2).encode(), expected):
             return PromoteResult(
                 store=store.uri,
@@ -85,7 +88,7 @@ def promote(
                 channel=channel,
                 version=version,
                 previous=previous,
-                status="moved" if current or expected is None else "repaired",
+                status="signed" if previous == version else "moved" if current or expected is None else "repaired",
                 attempts=attempts,
             )
         if time.monotonic() > deadline:
@@ -93,6 +96,18 @@ def promote(
                 f"{ref.name}@{channel}: still moving under other promotions after {attempts} attempts; try again"
             )
         time.sleep(random.uniform(0.01, 0.05 * min(attempts, 10)))
+
+
+def _next_record(name: str, channel: str, version: str, current: ChannelRecord | None) -> ChannelRecord:
+    """The channel after a move to ``version`` (its history and count of moves one longer), or, when it points
+    there already (a move made unsigned, now signed), the same state."""
+    if current is not None and current.version == version:
+        return current.model_copy(update={"sequence": max(current.sequence, len(current.history)), "signature": None})
+    who = provenance()
+    kept = current.history[-(MAX_HISTORY - 1) :] if current else []
+    sequence = max(current.sequence, len(current.history)) + 1 if current else 1
+    history = [*kept, ChannelMove(version=version, by=who.by, at=who.at)]
+    return ChannelRecord(name=name, channel=channel, version=version, history=history, sequence=sequence)
 
 
 def _current(

@@ -81,6 +81,10 @@ def require_signature(store: Store, resolved: Resolved, key) -> dict[str, Any]:
             f"{what}: manifest mismatch: its manifest hashes to sha256:{resolved.manifest_sha256}, not "
             "to the digest the signature names: it was changed after signing"
         )
+    if resolved.channel is not None:
+        from compiler.releases.channel_signing import require_signed_channel
+
+        require_signed_channel(store, resolved, key)
     return signed
 
 
