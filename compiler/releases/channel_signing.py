@@ -3,15 +3,17 @@ version, its sequence number), so a verifying consumer detects a channel the sto
 (forged) or put back to an earlier signed state (rolled back, against what this host saw before).
 
 A verifying consumer (``--verify-key``, ``compile verify``) that resolves ``NAME@CHANNEL`` requires the signature:
-an unsigned channel is refused (pin the version instead). Rollback is judged against the highest sequence this
-host has seen, kept in the cache folder (``channels/``): a fresh host trusts the first signed state it sees, which
-is as much as a signature without an expiry can promise (docs/provenance.md).
+an unsigned channel is refused (pin the version instead), unless ``$COMPILE_ALLOW_UNSIGNED_CHANNELS=1`` while
+publishers start signing, and never once this host saw the channel signed. Rollback is judged against the highest
+sequence this host has seen, kept in the cache folder (``channels/``): a fresh host trusts the first signed state it
+sees, which is as much as a signature without an expiry can promise (docs/provenance.md).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,7 @@ from compiler.releases.signing import sign, statement, verify
 from compiler.stores import Store
 
 CHANNEL_MOVE = "https://trt-compile.github.io/channel-move/v1"
+ALLOW_UNSIGNED_ENV = "COMPILE_ALLOW_UNSIGNED_CHANNELS"
 SEEN_LIMIT = 64 << 10
 
 
@@ -50,11 +53,8 @@ def require_signed_channel(store: Store, resolved: Resolved, key: Any) -> None:
         raise CheckFailed(f"{what}: the channel moved while it was read; try again")
     record = found[0]
     if not record.signature:
-        raise CheckFailed(
-            f"{what}: the channel's move to {version} is not signed, so it may have been pointed there by anyone "
-            f"who can write to the store; pin the version ({name}@{version}), or have the publisher promote it "
-            "with --sign-key"
-        )
+        _unsigned(store, what, record)
+        return
     signed = verify(record.signature.encode(), key, f"the channel {what}")
     predicate = signed.get("predicate") if isinstance(signed.get("predicate"), dict) else {}
     subjects = signed.get("subject") if isinstance(signed.get("subject"), list) else []
@@ -73,8 +73,29 @@ def require_signed_channel(store: Store, resolved: Resolved, key: Any) -> None:
     _not_rolled_back(store, name, channel, record)
 
 
+def _unsigned(store: Store, what: str, record: ChannelRecord) -> None:
+    """An unsigned channel: refused, unless ``$COMPILE_ALLOW_UNSIGNED_CHANNELS=1`` (a transition while publishers
+    start signing) and this host never saw a signed move of it (then the signature was stripped)."""
+    seen = _seen(_seen_path(store, record.name, record.channel))
+    fix = f"pin the version ({record.name}@{record.version}), or have the publisher promote it with --sign-key"
+    if seen is not None:
+        raise CheckFailed(
+            f"{what}: its signature was removed: this host saw it signed at move {seen[0]} ({seen[1]}) and now "
+            f"unsigned at {record.version}; {fix}"
+        )
+    if os.environ.get(ALLOW_UNSIGNED_ENV) != "1":
+        raise CheckFailed(
+            f"{what}: the channel's move to {record.version} is not signed, so anyone who can write to the store "
+            f"may have pointed it there; {fix} (${ALLOW_UNSIGNED_ENV}=1 takes unsigned channels meanwhile)"
+        )
+
+
+def _seen_path(store: Store, name: str, channel: str) -> Path:
+    return default_cache_dir() / "channels" / hashlib.sha256(store.uri.encode()).hexdigest()[:32] / name / channel
+
+
 def _not_rolled_back(store: Store, name: str, channel: str, record: ChannelRecord) -> None:
-    path = default_cache_dir() / "channels" / hashlib.sha256(store.uri.encode()).hexdigest()[:32] / name / channel
+    path = _seen_path(store, name, channel)
     seen = _seen(path)
     if seen is not None and seen[0] > record.sequence:
         raise CheckFailed(

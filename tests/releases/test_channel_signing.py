@@ -4,6 +4,7 @@ an older signed move than this host has seen; on every store."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -31,8 +32,10 @@ def published(store, builds, keys, tmp_path, monkeypatch):
     return store
 
 
-def _pull(store, tmp_path: Path, keys, cache: str | None = None):
+def _pull(store, tmp_path: Path, keys, cache: str | None = None, allow_unsigned: bool = False):
     env = {**store.env, "COMPILE_CACHE_DIR": cache or os.environ["COMPILE_CACHE_DIR"]}
+    if allow_unsigned:
+        env["COMPILE_ALLOW_UNSIGNED_CHANNELS"] = "1"
     out = tmp_path / f"stable-{os.urandom(3).hex()}.plan"
     args = ("pull", "digits@stable", "--sku", "rtx-4090", "--out", out, "--verify-key", keys["p256.pub"])
     return run_cli(*args, "--store", store.uri, env=env)
@@ -42,6 +45,7 @@ def test_a_signed_channel_verifies_and_an_unsigned_one_is_refused_to_a_verifying
     store = published
     assert promote(store.uri, "digits@1.0.0", "stable").status == "moved"
     assert_clean_error(_pull(store, tmp_path, keys), 1, "not signed", "digits@1.0.0")
+    assert _pull(store, tmp_path, keys, allow_unsigned=True).exit_code == 0  # the transition's escape hatch
     assert store.cli("pull", "digits@stable", "--sku", "rtx-4090", "--out", tmp_path / "x.plan").exit_code == 0
     signer = load_signer(keys["p256"])
     assert promote(store.uri, "digits@1.0.0", "stable", signer=signer).status == "signed"
@@ -74,3 +78,15 @@ def test_a_channel_put_back_to_an_older_signed_move_is_a_rollback_to_a_host_that
     assert_clean_error(_pull(store, tmp_path, keys), 1, "rolled back", "move 2")
     fresh = _pull(store, tmp_path, keys, cache=str(tmp_path / "fresh-host"))
     assert fresh.exit_code == 0  # the documented limit: a host that never saw move 2 trusts the signed move 1
+
+
+def test_a_channel_whose_signature_was_removed_is_refused_by_a_host_that_saw_it_signed(published, keys, tmp_path):
+    store = published
+    promote(store.uri, "digits@2.0.0", "stable", signer=load_signer(keys["p256"]))
+    assert _pull(store, tmp_path, keys).exit_code == 0
+    opened = open_store(store.uri)
+    data, token = opened.read_channel("digits", "stable")
+    record = json.loads(data)
+    record["signature"], record["version"] = None, "1.0.0"
+    assert opened.write_channel("digits", "stable", json.dumps(record).encode(), token)
+    assert_clean_error(_pull(store, tmp_path, keys, allow_unsigned=True), 1, "signature was removed")
