@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from compiler.core.errors import InvalidInput
 from compiler.core.options import CalibrationOptions, CheckOptions
-from compiler.core.plugins import backend_names
+from compiler.core.plugins import backend_names, scheme_mistake
 from compiler.core.records import Precision
 from compiler.core.yaml import describe_validation_error, read_yaml
 from compiler.stores.base import check_name, check_version
@@ -151,6 +151,17 @@ class Pipeline(_Strict):
     """Sign the release (docs/provenance.md); ``$COMPILE_SIGN_KEY`` takes precedence."""
     cache: str | None = None
     """The remote cache's URI (docs/ci-cache.md); a local path is relative to the pipeline file."""
+
+    @field_validator("store", "cache")
+    @classmethod
+    def _scheme(cls, value: str | None) -> str | None:
+        """``s3:/bucket`` is a misspelt URI, not a folder beside the pipeline file."""
+        mistake = scheme_mistake(value) if value else None
+        if mistake == "unknown scheme":
+            raise ValueError("unknown scheme; see docs/store.md for the stores")
+        if mistake:  # user:password@ is never echoed
+            raise ValueError(f"{mistake if '@' not in value else mistake.split('://')[0] + '://...'}?")
+        return value
 
     @field_validator("targets", mode="before")
     @classmethod
