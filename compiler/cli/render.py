@@ -258,9 +258,12 @@ def inspection(report: InspectReport) -> None:
         console.print(f"TensorRT: {status_text(trt.status.status)} {escape(trt.status.detail)}")
     else:
         verdict = "[green]fully supported[/green]" if trt.supported else "[red]not fully supported[/red]"
-        console.print(
-            f"TensorRT ({escape(f'{trt.backend} {trt.version}')}): {verdict}, parsed in {trt.parse_seconds:.2f} s"
+        reused = {"hit": "the local cache", "remote": "the remote cache"}.get(
+            report.cache.source if report.cache else ""
         )
+        parsed = f"parsed in {trt.parse_seconds:.2f} s"
+        parsed = f"reused from {reused} ({parsed} when it was made)" if reused else parsed
+        console.print(f"TensorRT ({escape(f'{trt.backend} {trt.version}')}): {verdict}, {parsed}")
         console.print(
             table(
                 "TensorRT partitions",

@@ -7,6 +7,7 @@ the field and its line.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -210,10 +211,10 @@ def load_pipeline(path: str | Path) -> LoadedPipeline:
         if v
     }
     resolved["check"] = spec.check.model_copy(update=check_paths)
-    if "://" not in spec.store or spec.store.startswith("file://"):
-        resolved["store"] = str(base / spec.store.removeprefix("file://"))
+    if "://" not in spec.store or spec.store.startswith("file://"):  # normalised: not pipelines/../artifacts
+        resolved["store"] = os.path.normpath(base / spec.store.removeprefix("file://"))
     if spec.cache and ("://" not in spec.cache or spec.cache.startswith("file://")):
-        resolved["cache"] = str(base / spec.cache.removeprefix("file://"))
+        resolved["cache"] = os.path.normpath(base / spec.cache.removeprefix("file://"))
     for sku in spec.targets:
         check_name(sku)  # job names in the store
     return LoadedPipeline(

@@ -71,12 +71,13 @@ def test_a_sku_of_the_same_compute_capability_gets_that_plan_and_others_are_list
 
 
 def test_republishing_the_same_build_sends_nothing(store, builds):
-    assert _publish(store, builds["a"], "1.0.0").exit_code == 0
+    first = json.loads(_publish(store, builds["a"], "1.0.0").stdout)
     before = store.manifest("digits", "1.0.0")
     again = _publish(store, builds["a"], "1.0.0")
     assert again.exit_code == 0, again.stderr
     result = json.loads(again.stdout)
     assert (result["status"], result["uploaded_bytes"], result["uploaded_blobs"]) == ("unchanged", 0, 0)
+    assert result["present_blobs"] == first["uploaded_blobs"] + first["present_blobs"] > 0  # issue 43: said 0
     assert store.manifest("digits", "1.0.0") == before
     other_version = json.loads(_publish(store, builds["a"], "1.0.1").stdout)
     assert (other_version["status"], other_version["uploaded_bytes"]) == ("published", 0)  # blobs deduplicated
