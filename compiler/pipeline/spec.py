@@ -19,7 +19,8 @@ from compiler.core.errors import InvalidInput
 from compiler.core.options import CalibrationOptions, CheckOptions
 from compiler.core.plugins import backend_names, scheme_mistake
 from compiler.core.records import Precision
-from compiler.core.yaml import describe_validation_error, read_yaml
+from compiler.core.text import and_more
+from compiler.core.yaml import describe_error, read_yaml
 from compiler.stores.base import check_name, check_version
 
 
@@ -192,8 +193,7 @@ def load_pipeline(path: str | Path) -> LoadedPipeline:
     try:
         spec = Pipeline.model_validate(data)
     except ValidationError as exc:
-        line = _line_of(path, exc.errors()[0]["loc"])
-        raise InvalidInput(f"{path}{f' line {line}' if line else ''}: {describe_validation_error(exc)}") from None
+        raise _problems(path, exc) from None
     except InvalidInput as exc:  # an option group's rule joining options (--method, per-output thresholds)
         raise InvalidInput(f"{path}: {exc}") from None
     base = path.parent.resolve()
@@ -222,12 +222,32 @@ def load_pipeline(path: str | Path) -> LoadedPipeline:
     )
 
 
-def _line_of(path: Path, loc: tuple[Any, ...]) -> int | None:
-    """The 1-based line of the YAML node at ``loc`` (the deepest part of it that exists)."""
+MAX_LISTED = 20
+"""Problems an error line lists, first by line; the rest are counted."""
+
+
+def _problems(path: Path, exc: ValidationError) -> InvalidInput:
+    """Every problem of the file, each with its field and line, in the order of the file: fixing one at a time
+    took a run per mistake (``release: Field required (and 3 more)``). One line, as every error is."""
+    root = _composed(path)
+    found = sorted(((_line_of(root, e["loc"]), describe_error(e)) for e in exc.errors()), key=lambda p: p[0] or 0)
+    if len(found) == 1:
+        line, problem = found[0]
+        return InvalidInput(f"{path}{f' line {line}' if line else ''}: {problem}")
+    listed = "; ".join(f"line {line}: {problem}" if line else problem for line, problem in found[:MAX_LISTED])
+    return InvalidInput(f"{path}: {len(found)} problems: {listed}{and_more(len(found) - MAX_LISTED)}")
+
+
+def _composed(path: Path) -> yaml.Node | None:
+    """The file's node tree (safe: composing builds no object and expands no alias), for the lines of its fields."""
     try:
-        node = yaml.compose(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        return yaml.compose(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except (yaml.YAMLError, OSError, UnicodeDecodeError):
         return None
+
+
+def _line_of(node: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
+    """The 1-based line of the YAML node at ``loc`` (the deepest part of it that exists)."""
     line = node.start_mark.line + 1 if node else None
     for part in loc:
         child = None
