@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
     from compiler.core.records import BuildReport, CalibrationResult, CheckReport
     from compiler.inspect.doctor import DoctorReport
+    from compiler.inspect.skus import SkuListing
     from compiler.inspect.summary import InspectReport
     from compiler.pipeline.plan import ReleasePlan
 
@@ -220,6 +221,22 @@ def doctor(report: DoctorReport) -> None:
     from rich.markup import escape
 
     console.print(f"modelopt (--quantizer modelopt): {escape(report.modelopt)}")
+
+
+def sku_catalog(listing: SkuListing) -> None:
+    """The SKUs, with where each came from when a --skus file added some."""
+    added = any(row.source != "bundled" for row in listing.skus)
+    console.print(
+        table(
+            "GPU SKUs (compile build --sku NAME; names match in any case)",
+            ["sku", "compute capability", "backend", "precisions", "memory", "description"] + ["from"] * added,
+            [
+                [r.name, r.compute_capability, r.backend, ", ".join(r.precisions), f"{r.memory_gb:g} GB", r.description]
+                + [r.source] * added
+                for r in listing.skus
+            ],
+        )
+    )
 
 
 def inspection(report: InspectReport) -> None:

@@ -168,10 +168,18 @@ class Pipeline(_Strict):
     @field_validator("targets", mode="before")
     @classmethod
     def _precision_lists(cls, value: Any) -> Any:
-        """``rtx-4090: [fp16, int8]`` is short for ``rtx-4090: {precisions: [fp16, int8]}``."""
-        if isinstance(value, dict):
-            return {sku: {"precisions": spec} if isinstance(spec, list) else spec for sku, spec in value.items()}
-        return value
+        """``rtx-4090: [fp16, int8]`` is short for ``rtx-4090: {precisions: [fp16, int8]}``; SKUs are the catalog's
+        lower-case names, however they are typed (``RTX-4090``)."""
+        if not isinstance(value, dict):
+            return value
+        named = [sku.lower() if isinstance(sku, str) else sku for sku in value]
+        twice = sorted({str(sku) for sku in named if named.count(sku) > 1})
+        if twice:
+            raise ValueError(f"{', '.join(twice)} listed more than once (in other cases); list each SKU once")
+        return {
+            name: {"precisions": spec} if isinstance(spec, list) else spec
+            for name, spec in zip(named, value.values(), strict=True)
+        }
 
     def target(self, sku: str) -> TargetSpec:
         return self.targets[sku]
