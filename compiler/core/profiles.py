@@ -177,7 +177,7 @@ def _describe_profile_error(exc: ValidationError, data: Any) -> str:
 
 def load_sku_catalog(path: str | Path | None = None, extra: str | Path | None = None) -> SkuCatalog:
     """The given catalog, or the one bundled with the package (works from any directory), with ``extra``'s
-    entries added (``--skus FILE``): a name it shares with the catalog must mean the same GPU."""
+    entries added (``--skus FILE``), each replacing one of its name (check's memory fit of a smaller card)."""
     if path is None:
         with resources.as_file(resources.files("compiler.core") / "skus.yaml") as bundled:
             catalog = load_yaml(bundled, SkuCatalog)
@@ -185,13 +185,7 @@ def load_sku_catalog(path: str | Path | None = None, extra: str | Path | None = 
         catalog = load_yaml(path, SkuCatalog)
     if extra is None:
         return catalog
-    added = load_yaml(extra, SkuCatalog)
-    clash = sorted(name for name, sku in added.skus.items() if catalog.skus.get(name, sku) != sku)
-    if clash:
-        raise InvalidInput(
-            f"{extra}: {', '.join(clash)} is already in the catalog with other values; give your entry another name"
-        )
-    return SkuCatalog(skus={**catalog.skus, **added.skus})
+    return SkuCatalog(skus={**catalog.skus, **load_yaml(extra, SkuCatalog).skus})
 
 
 def bundled_catalog_path() -> Path:

@@ -106,7 +106,7 @@ def plan_builds(
     errors = validate_profiles(profile_set, source["inputs"]) or _limit_errors(model, profile_set, cache)
     if errors:
         raise profiles_problem(profiles, errors, hint="see compile inspect --profiles")
-    catalog = load_sku_catalog()
+    catalog = load_sku_catalog(extra=options.skus)
     targets = {name: catalog.skus[name] for name in dict.fromkeys(map(catalog.name_of, skus))}  # RTX-4090 too
     backends = _backends(targets, precisions, options)
     # before the costly part (calibration, FP16 conversion); the folders are made only once it has passed

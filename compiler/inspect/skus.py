@@ -21,7 +21,7 @@ class SkuRow(BaseModel):
     memory_gb: float
     description: str
     source: str
-    """``bundled``, or the --skus file that added it."""
+    """``bundled``, or the --skus file that added (or replaced) it."""
 
 
 class SkuListing(BaseModel):
@@ -29,7 +29,7 @@ class SkuListing(BaseModel):
 
 
 def sku_listing(extra: str | Path | None = None) -> SkuListing:
-    """The catalog builds take, in its own order, with ``extra``'s entries after the bundled ones."""
+    """The catalog builds take, in its own order, with ``extra``'s new entries after the bundled ones."""
     bundled = load_sku_catalog().skus
     return SkuListing(
         skus=[
@@ -40,7 +40,7 @@ def sku_listing(extra: str | Path | None = None) -> SkuListing:
                 precisions=[p for p in PRECISIONS if p != "fp8" or sku.takes_fp8],
                 memory_gb=sku.memory_gb,
                 description=sku.description,
-                source="bundled" if name in bundled else str(extra),
+                source="bundled" if bundled.get(name) == sku else str(extra),
             )
             for name, sku in load_sku_catalog(extra=extra).skus.items()
         ]

@@ -342,6 +342,7 @@ def _build(
             BuildOptions(
                 calibration=folders,
                 backend=spec.target(job.sku).backend,
+                skus=spec.skus,
                 remote_cache=run.shared.uri or "",
                 explain=run.shared.explain_misses,
             ),

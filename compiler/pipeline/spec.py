@@ -153,6 +153,8 @@ class Pipeline(_Strict):
     """Sign the release (docs/provenance.md); ``$COMPILE_SIGN_KEY`` takes precedence."""
     cache: str | None = None
     """The remote cache's URI (docs/ci-cache.md); a local path is relative to the pipeline file."""
+    skus: Path | None = None
+    """More SKUs (docs/skus.md) for the targets, the build and the check (unless ``check.skus`` names another)."""
 
     @field_validator("store", "cache")
     @classmethod
@@ -206,6 +208,8 @@ def load_pipeline(path: str | Path) -> LoadedPipeline:
         raise InvalidInput(f"{path}: {exc}") from None
     base = path.parent.resolve()
     resolved = {"model": base / spec.model, "profiles": base / spec.profiles}
+    if spec.skus:
+        resolved["skus"] = base / spec.skus
     if spec.calibration:
         resolved["calibration"] = spec.calibration.model_copy(update={"data": base / spec.calibration.data})
     check_paths = {
@@ -213,7 +217,7 @@ def load_pipeline(path: str | Path) -> LoadedPipeline:
         for k, v in (
             ("data", spec.check.data),
             ("rules", spec.check.rules),
-            ("skus", spec.check.skus),
+            ("skus", spec.check.skus or spec.skus),
             ("cache_dir", spec.check.cache_dir),
         )
         if v

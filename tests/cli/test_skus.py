@@ -72,7 +72,6 @@ def test_sku_names_match_in_any_case_and_an_unknown_one_gets_the_closest(digits_
         (EXTRA.replace("96", "-1"), "memory_gb"),
         (EXTRA.replace("description: Pro", "colour: red"), "unknown key"),
         (EXTRA.replace("Pro", "x" * 201), "description"),
-        (EXTRA.replace("rtx-pro-6000", "rtx-4090"), "rtx-4090 is already in the catalog with other values"),
         ("skus: {}\n", "skus"),
         ("- a\n", "mapping"),
         ("skus: [\n", "not valid YAML"),
@@ -84,17 +83,43 @@ def test_a_skus_file_is_hostile_input(content, fragment, tmp_path):
     assert_clean_error(run_cli("skus", "--skus", extra), 2, str(extra), fragment)
 
 
-def test_a_skus_file_adds_its_entries_and_may_repeat_a_bundled_one(tmp_path):
+def test_a_skus_file_adds_its_entries_and_replaces_one_of_a_name(tmp_path):
     bundled = yaml.safe_load(bundled_catalog_path().read_text())["skus"]
     extra = tmp_path / "skus.yaml"
-    extra.write_text(yaml.safe_dump({"skus": {**yaml.safe_load(EXTRA)["skus"], "h100": bundled["h100"]}}))
+    smaller = {**bundled["l4"], "memory_gb": 12}
+    extra.write_text(
+        yaml.safe_dump({"skus": {**yaml.safe_load(EXTRA)["skus"], "h100": bundled["h100"], "l4": smaller}})
+    )
     listed = run_cli("skus", "--skus", extra, "--json")
     assert listed.exit_code == 0, listed.stderr
-    rows = json.loads(listed.stdout)["skus"]
-    assert [row["name"] for row in rows] == [*bundled, "rtx-pro-6000"]
-    assert {row["name"]: row["source"] for row in rows}["rtx-pro-6000"] == str(extra)
-    assert {row["name"]: row["source"] for row in rows}["h100"] == "bundled"
+    rows = {row["name"]: row for row in json.loads(listed.stdout)["skus"]}
+    assert list(rows) == [*bundled, "rtx-pro-6000"]
+    assert {name: row["source"] for name, row in rows.items() if row["source"] != "bundled"} == {
+        "rtx-pro-6000": str(extra),
+        "l4": str(extra),
+    }
+    assert rows["l4"]["memory_gb"] == 12
     assert_clean_error(run_cli("skus", "--skus", tmp_path / "missing.yaml"), 2, "file not found")
+
+
+def test_build_and_a_pipeline_take_the_skus_a_file_adds(digits_model, digits_profiles, tmp_path):
+    extra = tmp_path / "my-skus.yaml"
+    extra.write_text(EXTRA)
+    args = ("build", digits_model, "--profiles", digits_profiles, "--sku", "rtx-pro-6000", "--precision", "fp32")
+    assert_clean_error(run_cli(*args, "--out", tmp_path / "refused"), 2, "unknown SKU 'rtx-pro-6000'")
+    built = run_cli(*args, "--skus", extra, "--out", tmp_path / "engines", "--json")
+    assert built.exit_code == 0, built.stderr
+    engine = json.loads((tmp_path / "engines" / "rtx-pro-6000" / "fp32" / "engine.json").read_text())
+    assert engine["compute_capabilities"] == ["12.0"]
+    pipeline = tmp_path / "pipeline.yaml"
+    pipeline.write_text(
+        f"release: {{name: digits, version: 1.0.0}}\nmodel: {digits_model}\nprofiles: {digits_profiles}\n"
+        "targets: {rtx-pro-6000: [fp32], rtx-4090: [fp32]}\nskus: my-skus.yaml\nstore: store\n"
+    )
+    released = run_cli("release", pipeline, "--work", tmp_path / "work", "--json")
+    assert released.exit_code == 0, released.stderr
+    listed = json.loads(run_cli("ls", "digits@1.0.0", "--store", tmp_path / "store", "--json").stdout)
+    assert sorted(e["sku"] for e in listed["manifest"]["content"]["engines"]) == ["rtx-4090", "rtx-pro-6000"]
 
 
 def test_the_skus_page_runs_as_written(tmp_path):
