@@ -119,7 +119,7 @@ def _catalog(build: BuildFolder, skus: Path | None) -> SkuCatalog:
     """The SKU catalog, refused (before any work) when it does not know an engine's SKU."""
     from compiler.core.profiles import load_sku_catalog
 
-    catalog = load_sku_catalog(skus)
+    catalog = load_sku_catalog(extra=skus)  # the bundled SKUs, and the file's (replacing one of a name)
     for target in build.targets:
         if target.engine is not None:
             catalog.get(target.engine.sku)  # an unknown SKU is a usage error

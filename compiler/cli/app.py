@@ -94,6 +94,7 @@ def _register(group: typer.Typer, command: Callable[..., Any], name: str | None 
 
 for _command in (
     inspect.doctor,
+    inspect.skus,
     inspect.inspect,
     build.build,
     calibrate.calibrate,

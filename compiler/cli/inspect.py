@@ -1,4 +1,4 @@
-"""`compile doctor` and `compile inspect`: the machine and the model."""
+"""`compile doctor`, `compile skus` and `compile inspect`: the machine, the GPUs builds target, and the model."""
 
 from __future__ import annotations
 
@@ -18,6 +18,21 @@ def doctor(json: JsonOption = False) -> None:
 
     report = diagnose()
     render.emit_json(report) if json else render.doctor(report)
+
+
+@examples("compile skus", "compile skus --json", "compile skus --skus my-skus.yaml")
+def skus(
+    extra: Annotated[
+        Path | None,
+        option("FILE", INPUTS, "More SKUs, in the catalog's YAML format (docs/skus.md).", "--skus", show_default=False),
+    ] = None,
+    json: JsonOption = False,
+) -> None:
+    """The GPU SKUs engines are built for: compute capability, backend, precisions, memory."""
+    from compiler.inspect.skus import sku_listing
+
+    listing = sku_listing(extra)
+    render.emit_json(listing) if json else render.sku_catalog(listing)
 
 
 @examples(

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
     from compiler.core.records import BuildReport, CalibrationResult, CheckReport
     from compiler.inspect.doctor import DoctorReport
+    from compiler.inspect.skus import SkuListing
     from compiler.inspect.summary import InspectReport
     from compiler.pipeline.plan import ReleasePlan
 
@@ -222,6 +223,22 @@ def doctor(report: DoctorReport) -> None:
     console.print(f"modelopt (--quantizer modelopt): {escape(report.modelopt)}")
 
 
+def sku_catalog(listing: SkuListing) -> None:
+    """The SKUs, with where each came from when a --skus file added some."""
+    added = any(row.source != "bundled" for row in listing.skus)
+    console.print(
+        table(
+            "GPU SKUs (compile build --sku NAME; names match in any case)",
+            ["sku", "compute capability", "backend", "precisions", "memory", "description"] + ["from"] * added,
+            [
+                [r.name, r.compute_capability, r.backend, ", ".join(r.precisions), f"{r.memory_gb:g} GB", r.description]
+                + [r.source] * added
+                for r in listing.skus
+            ],
+        )
+    )
+
+
 def inspection(report: InspectReport) -> None:
     """The model, TensorRT's view of it, and the profiles' verdict."""
     from rich.markup import escape
@@ -258,9 +275,12 @@ def inspection(report: InspectReport) -> None:
         console.print(f"TensorRT: {status_text(trt.status.status)} {escape(trt.status.detail)}")
     else:
         verdict = "[green]fully supported[/green]" if trt.supported else "[red]not fully supported[/red]"
-        console.print(
-            f"TensorRT ({escape(f'{trt.backend} {trt.version}')}): {verdict}, parsed in {trt.parse_seconds:.2f} s"
+        reused = {"hit": "the local cache", "remote": "the remote cache"}.get(
+            report.cache.source if report.cache else ""
         )
+        parsed = f"parsed in {trt.parse_seconds:.2f} s"
+        parsed = f"reused from {reused} ({parsed} when it was made)" if reused else parsed
+        console.print(f"TensorRT ({escape(f'{trt.backend} {trt.version}')}): {verdict}, {parsed}")
         console.print(
             table(
                 "TensorRT partitions",

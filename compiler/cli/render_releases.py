@@ -125,7 +125,7 @@ def listing(listing: Listing) -> None:
                     [
                         r.name,
                         len(r.versions),
-                        r.versions[-1] if r.versions else "-",
+                        r.latest or ("-" if not r.versions else "all yanked"),
                         ", ".join(f"{c}={v}" for c, v in r.channels.items()),
                     ]
                     for r in listing.releases

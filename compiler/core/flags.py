@@ -87,6 +87,13 @@ BUILD = {
     "method": Flag("Calibration method with --data: minmax (the default), entropy, percentile.", METHODS, CALIBRATION),
     "jobs": Flag("Builds at once, each in a process of its own (1-64).", "N", TARGETS, 1, int),
     "backend": Flag("Override the SKU's backend.", BACKENDS, TARGETS),
+    "skus": Flag(
+        "More SKUs for --sku, in the catalog's YAML format (compile skus --skus FILE shows them).",
+        "FILE",
+        TARGETS,
+        type=Path,
+        keyed=False,
+    ),
     "workspace_mb": Flag("Builder workspace limit in MiB (1 to 1048576).", "MIB", TARGETS, type=int),
     "optimization_level": Flag("Builder optimization level (0-5).", "N", TARGETS, type=int),
     "cache_dir": Flag("Build cache (default $COMPILE_CACHE_DIR or ~/.cache/compile).", "DIR", CACHE, type=Path),
@@ -182,7 +189,12 @@ CHECK = {
     "rules": Flag(
         "Fusion rules YAML: extends the bundled rules (replace: true replaces them).", "FILE", type=Path, keyed=False
     ),
-    "skus": Flag("SKU catalog for GPU memory (default: the bundled skus.yaml).", "FILE", type=Path, keyed=False),
+    "skus": Flag(
+        "More SKUs, or another memory for one, in the catalog's YAML format (added to the bundled catalog).",
+        "FILE",
+        type=Path,
+        keyed=False,
+    ),
     "headroom": Flag("Fraction of GPU memory an engine must leave free.", "X", GATES, 0.1, float),
     "max_partitions": Flag("Gate: most TensorRT partitions of the model.", "N", GATES, 1, int),
     "max_unsupported": Flag("Gate: most nodes TensorRT does not take.", "N", GATES, 0, int),

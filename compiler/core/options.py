@@ -85,6 +85,8 @@ class BuildOptions(OptionGroup):
     remote_cache: str | None = _build("remote_cache")
     explain: bool = _build("explain")
     backend: str | None = _build("backend")
+    skus: Path | None = _build("skus")
+    """Its SKUs' compute capability and backend enter every engine's key; the file's path does not."""
     workspace_mb: StrictInt | None = _build("workspace_mb", ge=1, le=MAX_WORKSPACE_MB)
     optimization_level: StrictInt | None = _build("optimization_level", ge=0, le=5)
     jobs: StrictInt = _build("jobs", ge=1, le=MAX_JOBS)

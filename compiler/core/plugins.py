@@ -5,6 +5,7 @@ go"). Plain data naming modules by path: reading it imports no plug-in, no Tenso
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 
@@ -53,6 +54,29 @@ STORES = (
 def store_kind(uri: str) -> StoreKind:
     """The kind of store a URI names: the one whose prefix it starts with, else the folder store."""
     return next((k for k in STORES if uri.startswith(k.prefixes)), STORES[0])
+
+
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]+):(/*)(.*)", re.DOTALL)
+
+
+def scheme_mistake(uri: str) -> str | None:
+    """What is wrong with a URI that names a store's scheme but misspells its separator (``s3:/bucket``,
+    ``OCI://host/repo``), or names an unknown scheme before a slash (``gs:/bucket``); None for a well-formed URI
+    or a folder path. Taken as folders, these published into ``./s3:/bucket`` and exited 0."""
+    match = _SCHEME.fullmatch(uri)
+    if match is None:
+        return None
+    scheme, slashes, rest = match.groups()
+    known = {prefix.removesuffix("://") for kind in STORES for prefix in kind.prefixes}
+    if scheme.lower() not in known:
+        return None if slashes.startswith("//") or not slashes else "unknown scheme"
+    if slashes.startswith("//"):
+        if scheme in known:
+            return None
+        tail = uri[len(scheme) + 3 :]
+    else:
+        tail = slashes + rest if scheme.lower() == "file" else rest
+    return f"did you mean {scheme.lower()}://{tail}"
 
 
 def store_forms() -> str:

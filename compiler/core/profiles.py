@@ -6,6 +6,8 @@ a second, not a failed build matrix.
 
 from __future__ import annotations
 
+import difflib
+import re
 from collections import defaultdict
 from importlib import resources
 from math import prod
@@ -25,7 +27,8 @@ from pydantic import (
 )
 
 from compiler.core.errors import InvalidInput
-from compiler.core.text import and_more
+from compiler.core.plugins import spoken_list
+from compiler.core.text import and_more, printable
 from compiler.core.yaml import describe_validation_error, load_yaml
 
 Dim = int | str | None
@@ -102,16 +105,40 @@ class Sku(_Strict):
     compute_capability: str = Field(pattern=r"^\d+\.\d+$")
     backend: Backend
     memory_gb: float = Field(gt=0)
-    description: str = ""
+    description: str = Field("", max_length=200)
+
+    @property
+    def takes_fp8(self) -> bool:
+        """FP8 builds from Ada (compute capability 8.9) on."""
+        return tuple(map(int, self.compute_capability.split("."))) >= (8, 9)
+
+
+def _sku_name(name: str) -> str:
+    if not re.fullmatch(r"[a-z0-9][a-z0-9._-]{0,63}", name):
+        raise ValueError("a SKU name is 1-64 of a-z 0-9 . _ - in lower case, starting with a letter or digit")
+    return name
+
+
+SkuName = Annotated[str, AfterValidator(_sku_name)]
+"""Lower case, as folders, records and CI runner labels carry it; what is typed matches in any case."""
 
 
 class SkuCatalog(_Strict):
-    skus: dict[str, Sku] = Field(min_length=1)
+    skus: dict[SkuName, Sku] = Field(min_length=1)
+
+    def name_of(self, name: str) -> str:
+        """The catalog's name for ``name`` (``RTX-4090`` is rtx-4090); InvalidInput with the closest names."""
+        if name.lower() in self.skus:
+            return name.lower()
+        close = difflib.get_close_matches(name.lower(), list(self.skus), n=3, cutoff=0.6)
+        hint = f"did you mean {spoken_list(close)}? " if close else ""
+        raise InvalidInput(
+            f"unknown SKU '{printable(name)[:80]}'; {hint}known SKUs: {', '.join(sorted(self.skus))} "
+            "(compile skus describes them)"
+        )
 
     def get(self, name: str) -> Sku:
-        if name not in self.skus:
-            raise InvalidInput(f"unknown SKU '{name}'; known SKUs: {', '.join(sorted(self.skus))}")
-        return self.skus[name]
+        return self.skus[self.name_of(name)]
 
 
 def load_profiles(path: str | Path) -> ProfileSet:
@@ -148,12 +175,17 @@ def _describe_profile_error(exc: ValidationError, data: Any) -> str:
     return f"{where}: {message}" + and_more(len(exc.errors()) - 1)
 
 
-def load_sku_catalog(path: str | Path | None = None) -> SkuCatalog:
-    """The given catalog, or the one bundled with the package (works from any directory)."""
+def load_sku_catalog(path: str | Path | None = None, extra: str | Path | None = None) -> SkuCatalog:
+    """The given catalog, or the one bundled with the package (works from any directory), with ``extra``'s
+    entries added (``--skus FILE``), each replacing one of its name (check's memory fit of a smaller card)."""
     if path is None:
         with resources.as_file(resources.files("compiler.core") / "skus.yaml") as bundled:
-            return load_yaml(bundled, SkuCatalog)
-    return load_yaml(path, SkuCatalog)
+            catalog = load_yaml(bundled, SkuCatalog)
+    else:
+        catalog = load_yaml(path, SkuCatalog)
+    if extra is None:
+        return catalog
+    return SkuCatalog(skus={**catalog.skus, **load_yaml(extra, SkuCatalog).skus})
 
 
 def bundled_catalog_path() -> Path:

@@ -138,14 +138,18 @@ def _expanded_size(root: yaml.Node) -> int:
 
 def describe_validation_error(exc: ValidationError) -> str:
     """The first problem, located like ``profiles[0].shapes.image.min``."""
-    error = exc.errors()[0]
+    return describe_error(exc.errors()[0]) + and_more(len(exc.errors()) - 1)
+
+
+def describe_error(error: Any) -> str:
+    """One of pydantic's problems (an item of ``ValidationError.errors()``), located like ``targets.rtx-4090``."""
     location = ""
     for part in error["loc"]:
         location += f"[{part}]" if isinstance(part, int) else (f".{part}" if location else str(part))
     message = error["msg"].removeprefix("Value error, ")
     if error["type"] == "extra_forbidden":
         message = "unknown key; remove it or check its spelling"
-    return (f"{location}: {message}" if location else message) + and_more(len(exc.errors()) - 1)
+    return f"{location}: {message}" if location else message
 
 
 Describe = Callable[[ValidationError, Any], str]

@@ -26,7 +26,6 @@ from compiler.engines.remote_tier import fetch_prepared, send_prepared
 
 MODEL_FACTS = "model"
 """The build cache's facts kind for a model file: its inputs, external files and sha256."""
-FP8_MIN_CAPABILITY = (8, 9)
 
 FileStats = list[tuple[str, list[Any]]]
 """(path, :func:`compiler.core.files.stat_key`) of a model file and its external data, taken before they were read."""
@@ -107,8 +106,8 @@ def plan_builds(
     errors = validate_profiles(profile_set, source["inputs"]) or _limit_errors(model, profile_set, cache)
     if errors:
         raise profiles_problem(profiles, errors, hint="see compile inspect --profiles")
-    catalog = load_sku_catalog()
-    targets = {sku: catalog.get(sku) for sku in dict.fromkeys(skus)}
+    catalog = load_sku_catalog(extra=options.skus)
+    targets = {name: catalog.skus[name] for name in dict.fromkeys(map(catalog.name_of, skus))}  # RTX-4090 too
     backends = _backends(targets, precisions, options)
     # before the costly part (calibration, FP16 conversion); the folders are made only once it has passed
     check_writable_folder(out, "--out")
@@ -166,7 +165,7 @@ def _backends(targets: dict, precisions: list[Precision], options: BuildOptions)
         backends[name].check_targets((target.compute_capability,))
     if Precision.FP8 in precisions:
         for sku, target in targets.items():
-            if tuple(map(int, target.compute_capability.split("."))) < FP8_MIN_CAPABILITY:
+            if not target.takes_fp8:
                 raise InvalidInput(
                     f"fp8 needs compute capability 8.9 or newer; SKU '{sku}' is "
                     f"{target.compute_capability}; drop fp8 or that SKU"

@@ -34,8 +34,8 @@ def plan_release(pipeline: LoadedPipeline) -> ReleasePlan:
     """The jobs of a release, SKUs checked against the catalog (InvalidInput naming an unknown one)."""
     from compiler.core.profiles import load_sku_catalog
 
-    catalog = load_sku_catalog()
     spec = pipeline.spec
+    catalog = load_sku_catalog(extra=spec.skus)
     jobs = []
     for sku in spec.targets:
         target = spec.target(sku)

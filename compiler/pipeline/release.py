@@ -343,6 +343,7 @@ def _build(
             BuildOptions(
                 calibration=folders,
                 backend=spec.target(job.sku).backend,
+                skus=spec.skus,
                 remote_cache=run.tier.uri or "",
                 explain=run.tier.explain_misses,
             ),

@@ -3,6 +3,10 @@ machines and for people (and CI job summaries)."""
 
 from __future__ import annotations
 
+import os
+from pathlib import PurePath
+from urllib.parse import quote
+
 from pydantic import BaseModel, PrivateAttr
 
 from compiler.core.errors import CompileError
@@ -77,12 +81,18 @@ def markdown(report: ReleaseReport) -> str:
         lines += [
             f"| {e.sku} | {e.precision} | {e.status} | "
             f"{_cache(e.cache) or ('hit' if e.cache_hit else 'built')} | "
-            f"[engine.json]({e.folder}/engine.json), [layers.json]({e.folder}/layers.json), "
-            f"[build.log]({e.folder}/build.log) |"
+            f"{', '.join(_link(report, e.folder, file) for file in ('engine.json', 'layers.json', 'build.log'))} |"
             for e in report.engines
         ]
     lines += ["", *(f"> warning: {markdown_cell(w)}" for w in report.warnings)] if report.warnings else []
     return "\n".join(lines) + "\n"
+
+
+def _link(report: ReleaseReport, folder: str, file: str) -> str:
+    """A link from the report's own folder (``report.work``, where it is read) to ``folder``'s file, normalised:
+    links from the working directory were broken wherever the report was opened."""
+    target = os.path.relpath(os.path.join(folder, file), report.work)
+    return f"[{file}]({quote(PurePath(target).as_posix())})"
 
 
 def _cache(outcome: CacheOutcome | None) -> str:

@@ -7,6 +7,7 @@ the field and its line.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -16,9 +17,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from compiler.core.errors import InvalidInput
 from compiler.core.options import CalibrationOptions, CheckOptions
-from compiler.core.plugins import backend_names
+from compiler.core.plugins import backend_names, scheme_mistake
 from compiler.core.records import Precision
-from compiler.core.yaml import describe_validation_error, read_yaml
+from compiler.core.text import and_more
+from compiler.core.yaml import describe_error, read_yaml
 from compiler.stores.base import check_name, check_version
 
 
@@ -151,14 +153,35 @@ class Pipeline(_Strict):
     """Sign the release (docs/provenance.md); ``$COMPILE_SIGN_KEY`` takes precedence."""
     cache: str | None = None
     """The remote cache's URI (docs/ci-cache.md); a local path is relative to the pipeline file."""
+    skus: Path | None = None
+    """More SKUs (docs/skus.md) for the targets, the build and the check (unless ``check.skus`` names another)."""
+
+    @field_validator("store", "cache")
+    @classmethod
+    def _scheme(cls, value: str | None) -> str | None:
+        """``s3:/bucket`` is a misspelt URI, not a folder beside the pipeline file."""
+        mistake = scheme_mistake(value) if value else None
+        if mistake == "unknown scheme":
+            raise ValueError("unknown scheme; see docs/store.md for the stores")
+        if mistake:  # user:password@ is never echoed
+            raise ValueError(f"{mistake if '@' not in value else mistake.split('://')[0] + '://...'}?")
+        return value
 
     @field_validator("targets", mode="before")
     @classmethod
     def _precision_lists(cls, value: Any) -> Any:
-        """``rtx-4090: [fp16, int8]`` is short for ``rtx-4090: {precisions: [fp16, int8]}``."""
-        if isinstance(value, dict):
-            return {sku: {"precisions": spec} if isinstance(spec, list) else spec for sku, spec in value.items()}
-        return value
+        """``rtx-4090: [fp16, int8]`` is short for ``rtx-4090: {precisions: [fp16, int8]}``; SKUs are the catalog's
+        lower-case names, however they are typed (``RTX-4090``)."""
+        if not isinstance(value, dict):
+            return value
+        named = [sku.lower() if isinstance(sku, str) else sku for sku in value]
+        twice = sorted({str(sku) for sku in named if named.count(sku) > 1})
+        if twice:
+            raise ValueError(f"{', '.join(twice)} listed more than once (in other cases); list each SKU once")
+        return {
+            name: {"precisions": spec} if isinstance(spec, list) else spec
+            for name, spec in zip(named, value.values(), strict=True)
+        }
 
     def target(self, sku: str) -> TargetSpec:
         return self.targets[sku]
@@ -180,12 +203,13 @@ def load_pipeline(path: str | Path) -> LoadedPipeline:
     try:
         spec = Pipeline.model_validate(data)
     except ValidationError as exc:
-        line = _line_of(path, exc.errors()[0]["loc"])
-        raise InvalidInput(f"{path}{f' line {line}' if line else ''}: {describe_validation_error(exc)}") from None
+        raise _problems(path, exc) from None
     except InvalidInput as exc:  # an option group's rule joining options (--method, per-output thresholds)
         raise InvalidInput(f"{path}: {exc}") from None
     base = path.parent.resolve()
     resolved = {"model": base / spec.model, "profiles": base / spec.profiles}
+    if spec.skus:
+        resolved["skus"] = base / spec.skus
     if spec.calibration:
         resolved["calibration"] = spec.calibration.model_copy(update={"data": base / spec.calibration.data})
     check_paths = {
@@ -193,16 +217,16 @@ def load_pipeline(path: str | Path) -> LoadedPipeline:
         for k, v in (
             ("data", spec.check.data),
             ("rules", spec.check.rules),
-            ("skus", spec.check.skus),
+            ("skus", spec.check.skus or spec.skus),
             ("cache_dir", spec.check.cache_dir),
         )
         if v
     }
     resolved["check"] = spec.check.model_copy(update=check_paths)
-    if "://" not in spec.store or spec.store.startswith("file://"):
-        resolved["store"] = str(base / spec.store.removeprefix("file://"))
+    if "://" not in spec.store or spec.store.startswith("file://"):  # normalised: not pipelines/../artifacts
+        resolved["store"] = os.path.normpath(base / spec.store.removeprefix("file://"))
     if spec.cache and ("://" not in spec.cache or spec.cache.startswith("file://")):
-        resolved["cache"] = str(base / spec.cache.removeprefix("file://"))
+        resolved["cache"] = os.path.normpath(base / spec.cache.removeprefix("file://"))
     for sku in spec.targets:
         check_name(sku)  # job names in the store
     return LoadedPipeline(
@@ -210,12 +234,32 @@ def load_pipeline(path: str | Path) -> LoadedPipeline:
     )
 
 
-def _line_of(path: Path, loc: tuple[Any, ...]) -> int | None:
-    """The 1-based line of the YAML node at ``loc`` (the deepest part of it that exists)."""
+MAX_LISTED = 20
+"""Problems an error line lists, first by line; the rest are counted."""
+
+
+def _problems(path: Path, exc: ValidationError) -> InvalidInput:
+    """Every problem of the file, each with its field and line, in the order of the file: fixing one at a time
+    took a run per mistake (``release: Field required (and 3 more)``). One line, as every error is."""
+    root = _composed(path)
+    found = sorted(((_line_of(root, e["loc"]), describe_error(e)) for e in exc.errors()), key=lambda p: p[0] or 0)
+    if len(found) == 1:
+        line, problem = found[0]
+        return InvalidInput(f"{path}{f' line {line}' if line else ''}: {problem}")
+    listed = "; ".join(f"line {line}: {problem}" if line else problem for line, problem in found[:MAX_LISTED])
+    return InvalidInput(f"{path}: {len(found)} problems: {listed}{and_more(len(found) - MAX_LISTED)}")
+
+
+def _composed(path: Path) -> yaml.Node | None:
+    """The file's node tree (safe: composing builds no object and expands no alias), for the lines of its fields."""
     try:
-        node = yaml.compose(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        return yaml.compose(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except (yaml.YAMLError, OSError, UnicodeDecodeError):
         return None
+
+
+def _line_of(node: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
+    """The 1-based line of the YAML node at ``loc`` (the deepest part of it that exists)."""
     line = node.start_mark.line + 1 if node else None
     for part in loc:
         child = None

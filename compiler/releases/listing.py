@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from pydantic import BaseModel
 
 from compiler.core.errors import InvalidInput
@@ -15,6 +17,8 @@ class ReleaseSummary(BaseModel):
     name: str
     versions: list[str]
     channels: dict[str, str]
+    latest: str | None = None
+    """The highest version not yanked (1.10 above 1.9); None when every version is."""
 
 
 class VersionSummary(BaseModel):
@@ -52,14 +56,23 @@ def list_store(store: str | Store, ref: str | Ref | None = None) -> Listing:
     return listing.model_copy(update={"skipped": skipped}) if skipped else listing
 
 
+def _summary(store: Store, name: str) -> ReleaseSummary:
+    versions = store.versions(name)
+    newest_first = sorted(versions, key=_version_order, reverse=True)
+    latest = next((v for v in newest_first if store.read_yank(name, v) is None), None)  # one look, unless yanked
+    return ReleaseSummary(name=name, versions=versions, channels=_channels(store, name), latest=latest)
+
+
+def _version_order(version: str) -> list[tuple[int, int | str]]:
+    """Numbers compared as numbers (``1.10.0`` after ``1.9.0``), the rest as text; a number sorts before text."""
+    return [(0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", version) if part]
+
+
 def _listing(store: Store, ref: Ref | None) -> Listing:
     if ref is None:
         return Listing(
             store=store.uri,
-            releases=[
-                ReleaseSummary(name=name, versions=store.versions(name), channels=_channels(store, name))
-                for name in store.names()
-            ],
+            releases=[_summary(store, name) for name in store.names()],
         )
     if ref.tag is not None:
         resolved = resolve(store, ref)

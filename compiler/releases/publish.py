@@ -132,7 +132,14 @@ def publish(
         return _attested(
             store,
             release,
-            _result(store, release, "repaired" if repaired else "unchanged", repaired, 0, started),
+            _result(
+                store,
+                release,
+                "repaired" if repaired else "unchanged",
+                repaired,
+                _held(release) - len(repaired),
+                started,
+            ),
             signer,
             context,
         )
@@ -254,12 +261,13 @@ def finalize(
                 )
     release = Release(content)
     existing = store.read_manifest(name, version)
+    reports = [ref for part in staged for ref in part.check_reports]
+    held = _held(release, reports)
     if existing is not None:
         same_or_conflict(existing, release.content, store, name, version)
-        return _attested(store, release, _result(store, release, "unchanged", [], 0, started), signer, context)
-    reports = [ref for part in staged for ref in part.check_reports]
+        return _attested(store, release, _result(store, release, "unchanged", [], held, started), signer, context)
     status = _create(store, release, reports)
-    return _attested(store, release, _result(store, release, status, [], 0, started), signer, context)
+    return _attested(store, release, _result(store, release, status, [], held, started), signer, context)
 
 
 def _parse_part(store: Store, name: str, version: str, job: str, data: bytes) -> StagedPart:
@@ -294,6 +302,17 @@ def _create(store: Store, release: Release, check_reports: list[BlobRef]) -> str
         return "published"
     same_or_conflict(raced, content, store, content.name, content.version)
     return "unchanged"
+
+
+def _held(release: Release, reports: list[BlobRef] | None = None) -> int:
+    """How many blobs (by digest) the release names: plans, layers.json, golden inputs and check reports
+    (``reports``, else its build folders'): all already there when its manifest is, or a finalize found them
+    staged."""
+    content = release.content
+    refs = [ref for e in content.engines for ref in (e.plan, e.layers) if ref is not None]
+    refs += reports if reports is not None else [b.ref for b in release.check_reports]
+    refs += [content.golden.blob] if content.golden is not None else []
+    return len({ref.sha256 for ref in refs})
 
 
 def _result(

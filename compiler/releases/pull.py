@@ -168,7 +168,9 @@ def pull(
     elif sku is not None:
         from compiler.core.profiles import load_sku_catalog
 
-        compute_capability = load_sku_catalog().get(sku).compute_capability
+        catalog = load_sku_catalog()
+        sku = catalog.name_of(sku)  # RTX-4090 is rtx-4090, the engine's name
+        compute_capability = catalog.skus[sku].compute_capability
     store = open_store(store)
     resolved = resolve_trusted(store, ref, verify_key, allow_yanked=allow_yanked)
     engine = select_engine(

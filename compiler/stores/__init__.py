@@ -10,7 +10,7 @@ import importlib
 from pathlib import Path
 
 from compiler.core.errors import EnvironmentProblem, InvalidInput
-from compiler.core.plugins import STORES, spoken_list, store_forms, store_kind, store_notes
+from compiler.core.plugins import STORES, scheme_mistake, spoken_list, store_forms, store_kind, store_notes
 from compiler.core.text import printable
 from compiler.stores.base import Ref, Store
 
@@ -28,6 +28,7 @@ def open_store(uri: str | Store, *, create: bool = False) -> Store:
         return uri
     if not isinstance(uri, str) or not uri.strip() or "\0" in uri:
         raise InvalidInput(f"--store: give {_forms_with_path()}")
+    _check_scheme(uri)
     scheme, separator, rest = uri.partition("://")
     if separator and "@" in rest.split("/", 1)[0]:  # user:password@host, in any scheme: never echoed
         hint = store_kind(uri).credentials or f"nor is this a store's scheme: use {_schemes()}"
@@ -49,6 +50,17 @@ def open_store(uri: str | Store, *, create: bool = False) -> Store:
     if not uri.removeprefix("file://").strip():  # Path("") would be the working directory
         raise InvalidInput(f"store {uri}: no folder given; use file://PATH or a folder path")
     return backend(Path(uri.removeprefix("file://")), create=create)
+
+
+def _check_scheme(uri: str) -> None:
+    """Refuse a misspelt scheme (``s3:/bucket``) before it is taken for a folder of that name."""
+    mistake = scheme_mistake(uri)
+    if mistake is None:
+        return
+    if "@" in uri:  # user:password@ is never echoed, however the scheme is spelt
+        raise InvalidInput(f"store {printable(uri.split(':', 1)[0])[:20]}:...: {mistake.split('://')[0]}://...?")
+    said = f"unknown scheme; use {_schemes()}" if mistake == "unknown scheme" else f"{mistake}?"
+    raise InvalidInput(f"store {printable(uri)}: {said} (a folder of that name is written ./{printable(uri)})")
 
 
 def _forms_with_path() -> str:

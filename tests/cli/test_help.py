@@ -17,6 +17,7 @@ from compiler.cli.app import app
 SNAPSHOTS = Path(__file__).parent / "help"
 COMMANDS = (
     "doctor",
+    "skus",
     "inspect",
     "build",
     "calibrate",

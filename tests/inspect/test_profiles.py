@@ -333,7 +333,9 @@ def test_bundled_profiles_and_sku_catalog():
         ("h200", "9.0", "tensorrt"),
     ]:
         assert (catalog.get(sku).compute_capability, catalog.get(sku).backend) == (capability, backend)
-    with pytest.raises(InvalidInput, match=r"unknown SKU 'rtx-9090'; known SKUs: .*rtx-4090"):
+    with pytest.raises(
+        InvalidInput, match=r"unknown SKU 'rtx-9090'; did you mean rtx-\d090.*\? known SKUs: .*rtx-4090"
+    ):
         catalog.get("rtx-9090")
 
 

@@ -71,12 +71,13 @@ def test_a_sku_of_the_same_compute_capability_gets_that_plan_and_others_are_list
 
 
 def test_republishing_the_same_build_sends_nothing(store, builds):
-    assert _publish(store, builds["a"], "1.0.0").exit_code == 0
+    first = json.loads(_publish(store, builds["a"], "1.0.0").stdout)
     before = store.manifest("digits", "1.0.0")
     again = _publish(store, builds["a"], "1.0.0")
     assert again.exit_code == 0, again.stderr
     result = json.loads(again.stdout)
     assert (result["status"], result["uploaded_bytes"], result["uploaded_blobs"]) == ("unchanged", 0, 0)
+    assert result["present_blobs"] == first["uploaded_blobs"] + first["present_blobs"] > 0  # issue 43: said 0
     assert store.manifest("digits", "1.0.0") == before
     other_version = json.loads(_publish(store, builds["a"], "1.0.1").stdout)
     assert (other_version["status"], other_version["uploaded_bytes"]) == ("published", 0)  # blobs deduplicated
@@ -282,6 +283,35 @@ def test_s3_unreachable_denied_or_missing_bucket_is_exit_3(s3, builds, tmp_path)
 
 def test_a_local_store_that_does_not_exist_is_exit_3(tmp_path):
     assert_clean_error(run_cli("ls", "--store", tmp_path / "nowhere"), 3, "does not exist")
+
+
+def test_a_misspelt_scheme_is_refused_not_taken_for_a_folder(builds, tmp_path):
+    """Issue 43, footgun 1: ``s3:/models/team`` published, exit 0, into a folder ``./s3:/models/team``."""
+    cases = {
+        "s3:/models/team": "did you mean s3://models/team?",
+        "s3:models/team": "did you mean s3://models/team?",
+        "oci:/host/models": "did you mean oci://host/models?",
+        "S3://models/team": "did you mean s3://models/team?",
+        "file:/srv/models": "did you mean file:///srv/models?",
+        "gs:/models/team": "unknown scheme",
+    }
+    for uri, fragment in cases.items():
+        published = run_cli("publish", builds["a"], "--name", "digits", "--version", "1", "--store", uri, cwd=tmp_path)
+        assert_clean_error(published, 2, fragment, f"./{uri}")
+        assert_clean_error(run_cli("ls", "--store", uri, cwd=tmp_path), 2, fragment)
+    pipeline = tmp_path / "pipeline.yaml"
+    pipeline.write_text(
+        "release: {name: digits, version: 1.0.0}\nmodel: m.onnx\nprofiles: p.yaml\n"
+        "targets: {rtx-4090: [fp16]}\nstore: s3:/models/team\n"
+    )
+    line = assert_clean_error(run_cli("release", pipeline, "--dry-run"), 2, "line 5", "did you mean s3://models/team")
+    assert "store" in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pipeline.yaml"]
+    relative = run_cli("publish", builds["a"], "--name", "digits", "--version", "1", "--store", "st", cwd=tmp_path)
+    assert relative.exit_code == 0, relative.stderr
+    uri = (tmp_path / "st").as_uri()
+    assert run_cli("ls", "digits", "--store", uri).exit_code == 0
+    assert run_cli("ls", "digits", "--store", f"file://{tmp_path / 'st'}").exit_code == 0
 
 
 def test_a_failed_build_is_refused_unless_allowed(store, builds, tmp_path):
