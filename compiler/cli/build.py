@@ -24,8 +24,15 @@ def build(
     model: ModelArgument,
     *,
     profiles: Annotated[
-        Path, option("FILE", INPUTS, "Shape profiles YAML; every profile goes into each engine.", show_default=False)
-    ],
+        Path | None,
+        option(
+            "FILE",
+            INPUTS,
+            "Shape profiles YAML; every profile goes into each engine. Without it, a model of static input "
+            "shapes builds with those shapes (profile 'static').",
+            show_default=False,
+        ),
+    ] = None,
     sku: Annotated[
         list[str],
         option(

@@ -150,6 +150,8 @@ def _describe_profile_error(exc: ValidationError, data: Any) -> str:
     """``profile 'online' input 'image' min[1]: Input should be a valid integer`` rather than pydantic's loc tuple."""
     error = exc.errors()[0]
     loc = list(error["loc"])
+    if loc == ["profiles"] and error["type"] == "too_short":
+        return "profiles: empty; list at least one profile (a name and the shapes of each dynamic input)"
     if len(loc) < 2 or loc[0] != "profiles" or not isinstance(loc[1], int):
         return describe_validation_error(exc)
     index = loc[1]
@@ -169,6 +171,8 @@ def _describe_profile_error(exc: ValidationError, data: Any) -> str:
     elif rest:
         where += f" {rest[0]}"
     message = error["msg"].removeprefix("Value error, ")
+    if error["type"] == "too_short" and rest[:1] == ["shapes"]:
+        message = "empty; give min, opt and max for each dynamic input of the model"
     if error["type"] == "extra_forbidden":
         expected = "min, opt, max" if " input '" in where else "name, shapes"
         message = f"unknown key; expected {expected}"
@@ -191,6 +195,32 @@ def load_sku_catalog(path: str | Path | None = None, extra: str | Path | None = 
 def bundled_catalog_path() -> Path:
     """The SKU catalog shipped inside the package (compiler/core/skus.yaml)."""
     return Path(str(resources.files("compiler.core") / "skus.yaml"))
+
+
+STATIC_PROFILE = "static"
+"""The profile a model of static input shapes builds with when no profiles file is given."""
+
+
+def static_profiles(model: str | Path, inputs: dict[str, list[Dim] | None]) -> ProfileSet:
+    """The one profile a model whose every input dim is fixed takes (min = opt = max = its shapes); InvalidInput
+    naming the dynamic inputs otherwise, which need a profiles file."""
+    dynamic = {
+        name: dims
+        for name, dims in inputs.items()
+        if dims is None or not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in dims)
+    }
+    if dynamic or not inputs:
+        shown = "; ".join(
+            f"{name}: {'unknown rank' if dims is None else '[' + ', '.join(map(str, dims)) + ']'}"
+            for name, dims in list(dynamic.items())[:3]
+        )
+        listed = (shown or "no inputs") + and_more(len(dynamic) - 3)
+        raise InvalidInput(
+            f"--profiles is needed: {model} has dynamic input dims ({listed}); give the shapes each engine takes "
+            "in a profiles file (docs/profiles.md; compile inspect MODEL shows the inputs)"
+        )
+    shapes = {name: ShapeRange(min=list(dims), opt=list(dims), max=list(dims)) for name, dims in inputs.items()}
+    return ProfileSet(profiles=[ShapeProfile(name=STATIC_PROFILE, shapes=shapes)])
 
 
 def profiles_problem(path: str | Path, errors: list[str], hint: str = "") -> InvalidInput:

@@ -18,7 +18,14 @@ from compiler.core.errors import InvalidInput
 from compiler.core.files import check_writable_folder, hash_json, stat_key, writable_folder
 from compiler.core.options import BuildOptions
 from compiler.core.paths import check_not_overwriting
-from compiler.core.profiles import ProfileSet, load_profiles, load_sku_catalog, profiles_problem, validate_profiles
+from compiler.core.profiles import (
+    ProfileSet,
+    load_profiles,
+    load_sku_catalog,
+    profiles_problem,
+    static_profiles,
+    validate_profiles,
+)
 from compiler.core.records import BUILD_FORMAT, CALIBRATION_FILES, CALIBRATION_RECORD, PRECISIONS, Precision, Progress
 from compiler.data.protobuf_inputs import skim_inputs
 from compiler.engines.cache import BuildCache
@@ -84,7 +91,7 @@ def engine_key(material: dict[str, Any], model_digest: str | None) -> str:
 
 def plan_builds(
     model: str | Path,
-    profiles: str | Path,
+    profiles: str | Path | None,
     skus: str | list[str],
     precisions: str | list[str],
     out: str | Path,
@@ -102,10 +109,10 @@ def plan_builds(
     )
     model_stat = _stat_or_none(model)  # before anything reads the model
     source = _model_facts(model, model_stat, cache)
-    profile_set = load_profiles(profiles)
+    profile_set = load_profiles(profiles) if profiles is not None else static_profiles(model, source["inputs"])
     errors = validate_profiles(profile_set, source["inputs"]) or _limit_errors(model, profile_set, cache)
     if errors:
-        raise profiles_problem(profiles, errors, hint="see compile inspect --profiles")
+        raise profiles_problem(profiles or model, errors, hint="see compile inspect --profiles")
     catalog = load_sku_catalog(extra=options.skus)
     targets = {name: catalog.skus[name] for name in dict.fromkeys(map(catalog.name_of, skus))}  # RTX-4090 too
     backends = _backends(targets, precisions, options)
@@ -211,10 +218,10 @@ def _job(
 
 
 def _inputs(
-    model: Path, external: list[str], profiles: str | Path, options: BuildOptions, cache: BuildCache
+    model: Path, external: list[str], profiles: str | Path | None, options: BuildOptions, cache: BuildCache
 ) -> list[Path]:
     """Every file the build reads, and the cache it writes to: what no output of the run may overwrite or replace."""
-    inputs = [model, *map(Path, external), Path(profiles), cache.root]
+    inputs = [model, *map(Path, external), *([Path(profiles)] if profiles is not None else []), cache.root]
     for folder, files in (
         *((c, (*CALIBRATION_FILES, CALIBRATION_RECORD)) for c in options.calibration),
         (options.data, ("preprocess.yaml",)),
