@@ -11,12 +11,27 @@ from compiler.core.errors import InvalidInput
 from compiler.core.flags import BACKENDS, CACHE, INPUTS, TARGETS
 
 
-@examples("compile doctor", "compile doctor --json")
-def doctor(json: JsonOption = False) -> None:
-    """Backends and versions, GPUs and compute capabilities, onnxruntime providers."""
+@examples(
+    "compile doctor",
+    "compile doctor --json",
+    "compile doctor --store s3://models/team --remote-cache s3://models/cache",
+)
+def doctor(
+    store: Annotated[
+        str | None,
+        option("URI", INPUTS, "A store to probe read-only (default $COMPILE_STORE).", show_default=False),
+    ] = None,
+    remote_cache: Annotated[
+        str | None,
+        option("URI", INPUTS, "A remote cache to probe read-only (default $COMPILE_REMOTE_CACHE).", show_default=False),
+    ] = None,
+    json: JsonOption = False,
+) -> None:
+    """Backends and versions, GPUs and compute capabilities, the driver and CUDA, onnxruntime providers, the cache,
+    and whether the store and remote cache answer with this machine's credentials."""
     from compiler.inspect.doctor import diagnose
 
-    report = diagnose()
+    report = diagnose(store, remote_cache)
     render.emit_json(report) if json else render.doctor(report)
 
 

@@ -221,6 +221,19 @@ def doctor(report: DoctorReport) -> None:
     from rich.markup import escape
 
     console.print(f"modelopt (--quantizer modelopt): {escape(report.modelopt)}")
+    driver = f"{report.driver} (CUDA {report.cuda})" if report.driver else "none"
+    console.print(f"NVIDIA driver: {driver}", markup=False, highlight=False)
+    if report.cache is not None:
+        count = f"{report.cache.files}{'' if report.cache.complete else '+'} files"
+        size = human_size(report.cache.size_bytes)
+        console.print(f"cache: {report.cache.path} ({count}, {size})", markup=False, highlight=False)
+    console.print(
+        table(
+            "Stores (probed read-only)",
+            ["what", "uri", "status", "detail"],
+            [[s.what, s.uri or "-", s.status, s.detail] for s in report.stores],
+        )
+    )
 
 
 def sku_catalog(listing: SkuListing) -> None:

@@ -51,3 +51,22 @@ def cuda_driver_version() -> str:
         return f"{version // 1000}.{version % 1000 // 10}"
     except Exception:
         return "unknown"
+
+
+def driver_versions() -> tuple[str | None, str | None]:
+    """The NVIDIA driver's version and the CUDA version it supports (e.g. "570.86.15", "12.8"); None for each
+    without a driver."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:  # no nvidia-ml-py, no driver
+        return None, None
+    try:
+        driver = pynvml.nvmlSystemGetDriverVersion()
+        cuda = pynvml.nvmlSystemGetCudaDriverVersion()
+        return (driver if isinstance(driver, str) else driver.decode()), f"{cuda // 1000}.{cuda % 1000 // 10}"
+    except Exception:
+        return None, None
+    finally:
+        pynvml.nvmlShutdown()

@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
+import os
 import platform
 import sys
+from collections.abc import Callable
+from typing import Any
 
 from pydantic import BaseModel
 
 from compiler import version
 from compiler.backends import load_backend
 from compiler.core.errors import CompileError
-from compiler.core.gpu import list_gpus
+from compiler.core.files import default_cache_dir
+from compiler.core.gpu import driver_versions, list_gpus
 from compiler.core.modelopt import status as modelopt_status
 from compiler.core.plugins import backend_names
+from compiler.core.text import printable
+from compiler.stores import open_store
 
 
 class BackendStatus(BaseModel):
@@ -30,6 +37,24 @@ class GpuStatus(BaseModel):
     memory_gb: float
 
 
+class CacheStatus(BaseModel):
+    path: str
+    files: int
+    size_bytes: int
+    complete: bool = True
+    """False when the folder held more than :data:`CACHE_FILES_COUNTED` files (the counts are of those)."""
+
+
+class Reachability(BaseModel):
+    """A store or remote cache probed read-only (one listing) with this machine's credentials."""
+
+    what: str
+    uri: str | None
+    status: str
+    """``reachable``, ``unreachable`` or ``not configured``."""
+    detail: str = ""
+
+
 class DoctorReport(BaseModel):
     python: str
     platform: str
@@ -37,6 +62,12 @@ class DoctorReport(BaseModel):
     backends: list[BackendStatus]
     gpus: list[GpuStatus]
     gpu_detail: str
+    driver: str | None = None
+    """The NVIDIA driver's version; None without one."""
+    cuda: str | None = None
+    """The CUDA version the driver supports; None without one."""
+    cache: CacheStatus | None = None
+    stores: list[Reachability] = []
     onnx: str
     onnxruntime: str
     onnxruntime_providers: list[str]
@@ -60,8 +91,53 @@ def _onnxruntime() -> tuple[str, list[str]]:
     return onnxruntime.__version__, list(onnxruntime.get_available_providers())
 
 
-def diagnose() -> DoctorReport:
-    """Never raises for a missing or broken component: reporting those is the point."""
+CACHE_FILES_COUNTED = 200_000
+
+
+def _cache() -> CacheStatus:
+    """The build cache's folder, its files and their size (counted up to a bound: a cache can be large)."""
+    root = default_cache_dir()
+    files = size = 0
+    for folder, _, names in os.walk(root):
+        for name in names:
+            with contextlib.suppress(OSError):
+                size += os.lstat(os.path.join(folder, name)).st_size
+                files += 1
+            if files >= CACHE_FILES_COUNTED:
+                return CacheStatus(path=str(root), files=files, size_bytes=size, complete=False)
+    return CacheStatus(path=str(root), files=files, size_bytes=size)
+
+
+def _probe(what: str, uri: str | None, count: Callable[[Any], str]) -> Reachability:
+    """One read-only listing of the store at ``uri`` (nothing is created), or why it failed."""
+    if not uri:
+        return Reachability(what=what, uri=None, status="not configured")
+    try:
+        store = open_store(uri, create=False)
+        return Reachability(what=what, uri=store.uri, status="reachable", detail=count(store))
+    except CompileError as exc:
+        return Reachability(what=what, uri=printable(uri), status="unreachable", detail=str(exc))
+
+
+def _stores(store: str | None, remote_cache: str | None) -> list[Reachability]:
+    from compiler.cache.remote import ENV as REMOTE_ENV
+    from compiler.cache.sweep import KINDS
+
+    remote_cache = remote_cache or os.environ.get(REMOTE_ENV)
+
+    return [
+        _probe("store", store, lambda s: f"{len(s.names())} releases"),
+        _probe(
+            "remote cache",
+            remote_cache,
+            lambda s: ", ".join(f"{len(s.entry_keys(kind))} {kind}" for kind in KINDS),
+        ),
+    ]
+
+
+def diagnose(store: str | None = None, remote_cache: str | None = None) -> DoctorReport:
+    """Never raises for a missing or broken component: reporting those is the point. ``store`` and
+    ``remote_cache`` (else $COMPILE_STORE and $COMPILE_REMOTE_CACHE) are probed read-only."""
     backends = []
     for name in backend_names():
         try:
@@ -82,6 +158,7 @@ def diagnose() -> DoctorReport:
     except Exception as exc:
         gpus, reason = [], f"NVML failed ({type(exc).__name__}: {exc})"
     ort_version, providers = _onnxruntime()
+    driver, cuda = driver_versions()
     return DoctorReport(
         python=sys.version.split()[0],
         platform=f"{platform.system()} {platform.machine()}",
@@ -94,4 +171,8 @@ def diagnose() -> DoctorReport:
         onnxruntime_providers=providers,
         polygraphy=_version("polygraphy"),
         modelopt=modelopt_status(),
+        driver=driver,
+        cuda=cuda,
+        cache=_cache(),
+        stores=_stores(store or os.environ.get("COMPILE_STORE"), remote_cache),
     )

@@ -50,3 +50,32 @@ def test_doctor_works_from_any_directory(tmp_path):
     result = run_cli("doctor", "--json", cwd=tmp_path)
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout)["backends"][0]["version"] == "1.7.1.116"
+
+
+def test_doctor_reports_the_cache_the_driver_and_probes_stores_read_only(s3, tmp_path):
+    cache = tmp_path / "cache"
+    (cache / "engines" / "ab").mkdir(parents=True)
+    (cache / "engines" / "ab" / "engine.plan").write_bytes(b"x" * 1000)
+    (cache / "facts.json").write_bytes(b"{}")
+    store = tmp_path / "store"
+    missing = tmp_path / "no-store-here"
+    env = {**os.environ, "COMPILE_CACHE_DIR": str(cache), "AWS_ACCESS_KEY_ID": "wrong-key-id-42"}
+    env |= {"AWS_SECRET_ACCESS_KEY": "wrong-secret-value-7fe3", "AWS_ENDPOINT_URL": s3.endpoint}
+    store.mkdir()
+    done = run_cli("doctor", "--json", "--store", missing, "--remote-cache", "s3://cachebucket/team", env=env)
+    assert done.exit_code == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["cache"] == {"path": str(cache), "files": 2, "size_bytes": 1002, "complete": True}
+    assert (report["driver"], report["cuda"]) == (None, None)  # no NVIDIA driver on this machine
+    probed = {s["what"]: s for s in report["stores"]}
+    assert probed["store"]["status"] == "unreachable" and "does not exist" in probed["store"]["detail"]
+    assert not missing.exists()  # read-only: a probe creates nothing
+    assert probed["remote cache"]["status"] == "unreachable"
+    assert "wrong-secret-value" not in done.stdout + done.stderr
+    unset = {k: v for k, v in env.items() if k not in ("COMPILE_STORE", "COMPILE_REMOTE_CACHE")}
+    report = json.loads(run_cli("doctor", "--json", env=unset).stdout)
+    assert [s["status"] for s in report["stores"]] == ["not configured", "not configured"]
+    report = json.loads(run_cli("doctor", "--json", "--store", store, env=env).stdout)
+    assert report["stores"][0] == {"what": "store", "uri": str(store), "status": "reachable", "detail": "0 releases"}
+    table = run_cli("doctor", "--store", store, env=env).stdout
+    assert "cache:" in table and "Stores (probed read-only)" in table and "0 releases" in table
