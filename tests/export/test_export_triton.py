@@ -25,14 +25,9 @@ SKUS = {"rtx-3090": "8.6", "rtx-4090": "8.9", "rtx-5090": "12.0"}
 
 
 @pytest.fixture(scope="module")
-def rtx_build(tmp_path_factory, digits_model, digits_profiles, digits_data) -> Path:
-    from compiler.check import check
-    from compiler.core.options import CheckOptions
-    from compiler.engines import build_engines
-
-    out = tmp_path_factory.mktemp("triton") / "build"
-    assert not build_engines(digits_model, digits_profiles, list(SKUS), ["fp16", "fp32"], out).failed
-    assert check(out, CheckOptions(data=digits_data)).golden is not None
+def rtx_build(built_digits, digits_data) -> Path:
+    out = built_digits(SKUS, ("fp16", "fp32"), data=digits_data)
+    assert json.loads((out / "check.json").read_text())["golden"] is not None
     return out
 
 

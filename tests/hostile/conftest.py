@@ -89,30 +89,10 @@ def pytest_terminal_summary(terminalreporter) -> None:
 
 
 @pytest.fixture(scope="session")
-def store_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def store_build(built_digits) -> Path:
     """A build folder of the digits model (fp16 for rtx-3090 and rtx-4090) with the check.json `compile check`
     writes: what the publish cases damage copies of."""
-    root = tmp_path_factory.mktemp("hostile-store-build")
-    build = root / "build"
-    result = run_cli(
-        "build",
-        generators.DIGITS_MODEL,
-        "--profiles",
-        generators.DIGITS_PROFILES,
-        "--sku",
-        "rtx-3090",
-        "--sku",
-        "rtx-4090",
-        "--precision",
-        "fp16",
-        "--out",
-        build,
-        cwd=root,
-    )
-    assert result.exit_code == 0, result.stderr
-    checked = run_cli("check", build, "--json", cwd=root)
-    assert checked.exit_code == 0 and (build / "check.json").is_file(), checked.stderr
-    return build
+    return built_digits(("rtx-3090", "rtx-4090"), ("fp16",), checked=True)
 
 
 @pytest.fixture(scope="session")

@@ -19,14 +19,8 @@ from tests.support.cli import run_cli
 
 
 @pytest.fixture(scope="module")
-def checked_build(tmp_path_factory, digits_model, digits_profiles, digits_data) -> Path:
-    from compiler.engines import build_engines
-
-    out = tmp_path_factory.mktemp("golden") / "build"
-    assert not build_engines(digits_model, digits_profiles, ["rtx-4090"], ["fp32"], out).failed
-    result = run_cli("check", out, "--data", digits_data, "--json")
-    assert result.exit_code == 0, result.stderr
-    return out
+def checked_build(built_digits, digits_data) -> Path:
+    return built_digits(("rtx-4090",), ("fp32",), data=digits_data)
 
 
 @pytest.mark.parametrize("store_kind", ["local", "s3"])

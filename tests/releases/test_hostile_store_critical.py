@@ -104,13 +104,8 @@ def backend(request, tmp_path, monkeypatch) -> Backend:
 
 
 @pytest.fixture(scope="module")
-def build(tmp_path_factory, digits_model, digits_profiles) -> Path:
-    out = tmp_path_factory.mktemp("critical") / "build"
-    result = run_cli(
-        "build", digits_model, "--profiles", digits_profiles, "--sku", SKU, "--precision", "fp16", "--out", out
-    )
-    assert result.exit_code == 0, result.stderr
-    return out
+def build(built_digits) -> Path:
+    return built_digits((SKU,), ("fp16",))
 
 
 def _engine_json(build: Path) -> Path:

@@ -24,26 +24,9 @@ TRITON = ("--triton-release", "25.10")
 
 
 @pytest.fixture(scope="module")
-def builds(tmp_path_factory, digits_model, digits_profiles) -> dict[str, Path]:
+def builds(built_digits) -> dict[str, Path]:
     """Two builds of other content (so their Triton configs differ): fp16 and fp32 for rtx-4090."""
-    root = tmp_path_factory.mktemp("major")
-    out = {}
-    for precision in ("fp16", "fp32"):
-        out[precision] = root / precision
-        result = run_cli(
-            "build",
-            digits_model,
-            "--profiles",
-            digits_profiles,
-            "--sku",
-            "rtx-4090",
-            "--precision",
-            precision,
-            "--out",
-            out[precision],
-        )
-        assert result.exit_code == 0, result.stderr
-    return out
+    return {precision: built_digits(("rtx-4090",), (precision,)) for precision in ("fp16", "fp32")}
 
 
 @pytest.fixture
