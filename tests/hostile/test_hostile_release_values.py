@@ -1,5 +1,5 @@
-"""Issue 29's major and minor defects outside the registry's answers, through the real CLI: values a manifest or
-engine.json holds, racing exports, pipeline YAML, and what killed writers leave behind."""
+"""Hostile values a manifest or engine.json holds, racing exports, pipeline YAML, and what killed writers leave
+behind, through the real CLI (issue 29's major and minor defects outside the registry's answers)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Issue 29's critical defects, each through the real CLI against every backend it applies to:
+"""What a hostile build folder, manifest or filesystem must never do to a store or to what is written from it
+(issue 29's critical defects), each through the real CLI against every backend it applies to:
 
 - a build folder whose empty plan claims (size 0) the digest of a plan already in the store must not replace that
   blob: every stream is verified (empty ones too), blobs are create-only, and a pull stops reading at the first

@@ -1,4 +1,4 @@
-"""Issue 29's hostile registry answers, one test per class, through the real CLI against a hostile registry in
+"""Hostile OCI registry answers (issue 29), one test per class, through the real CLI against a hostile registry in
 front of the real one (tests/support/hostile_registry.py): nothing a registry answers crashes the tool, hangs it,
 or is read whole; each is one error line with the documented exit code (1: the store's content is damaged; 3: the
 registry is not one the tool can use)."""
