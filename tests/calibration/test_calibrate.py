@@ -187,7 +187,7 @@ def test_tensorrt_calibration_cache_format(runs, name, digits_model):
     ("name", "kernel_type"),
     [("int8-entropy", "Int8"), ("int8-percentile", "Int8"), ("fp8-minmax", "FP8"), ("fp16", "Half")],
 )
-def test_models_build_with_tensorrt_rtx(runs, name, kernel_type, digits_profiles):
+def test_models_build_with_tensorrt_rtx(runs, name, kernel_type):
     profile = ShapeProfile.model_validate(
         {"name": "p", "shapes": {"image": {"min": [1, 1, 8, 8], "opt": [8, 1, 8, 8], "max": [32, 1, 8, 8]}}}
     )

@@ -17,6 +17,7 @@ from compiler.core.options import CalibrationOptions
 from tests.calibration.test_transformer import _overflowing_model
 from tests.fixtures import make_outlier_mlp
 from tests.support.cli import assert_clean_error, run_cli
+from tests.support.digits import run_build
 
 
 def test_plain_int8_fails_naming_the_nodes_around_the_outlier(outlier, tmp_path):
@@ -62,19 +63,14 @@ def test_fallback_auto_passes_keeping_most_matmuls_quantized_and_records_why(out
         "precision-boundary reformat kernel(s) (plain int8: "
         in run_cli("calibrate", model, "--data", data, "--out", tmp_path / "cal", "--fallback", "auto").stdout
     )
-    built = run_cli(
-        "build",
-        model,
-        "--profiles",
-        profiles,
-        "--sku",
-        "rtx-4090",
-        "--precision",
-        "int8",
+    built = run_build(
+        tmp_path / "engines",
+        ("rtx-4090",),
+        ("int8",),
         "--calibration",
         tmp_path / "cal",
-        "--out",
-        tmp_path / "engines",
+        model=model,
+        profiles=profiles,
     )
     assert built.exit_code == 0, built.stderr
     layers = json.loads((tmp_path / "engines" / "rtx-4090" / "int8" / "layers.json").read_text())
@@ -176,19 +172,14 @@ def test_fp16_mid_graph_overflow_passes_with_fallback_auto(tmp_path):
     assert all(e["reason"] == "found" and e["why"] == "overflows FP16" for e in record["exclusions"])
     assert json.loads(result.stdout)["report"]["fp16_range"]["overflow"] == {}
     # the engine is built from that conversion (its folder given), and check finds no overflow in it
-    built = run_cli(
-        "build",
-        model,
-        "--profiles",
-        profiles,
-        "--sku",
-        "rtx-4090",
-        "--precision",
-        "fp16",
+    built = run_build(
+        tmp_path / "engines",
+        ("rtx-4090",),
+        ("fp16",),
         "--calibration",
         tmp_path / "fp16",
-        "--out",
-        tmp_path / "engines",
+        model=model,
+        profiles=profiles,
     )
     assert built.exit_code == 0, built.stderr
     checked = run_cli("check", tmp_path / "engines", "--data", data, "--json")

@@ -11,6 +11,7 @@ import pytest
 
 from tests.fixtures import make_outlier_mlp
 from tests.support.cli import assert_clean_error, run_cli
+from tests.support.digits import run_build
 
 METRICS = """
 import numpy as np
@@ -65,20 +66,9 @@ def test_top1_against_labels_is_reported_and_gated(metrics, digits_model, digits
     assert_clean_error(strict, 1, "min-metric", f"{module}:top1")
 
 
-def test_check_scores_each_engine_with_the_metric(metrics, digits_model, digits_data, digits_profiles, tmp_path):
+def test_check_scores_each_engine_with_the_metric(metrics, digits_data, tmp_path):
     module, labels = metrics
-    built = run_cli(
-        "build",
-        digits_model,
-        "--profiles",
-        digits_profiles,
-        "--sku",
-        "rtx-4090",
-        "--precision",
-        "fp16",
-        "--out",
-        tmp_path / "engines",
-    )
+    built = run_build(tmp_path / "engines")
     assert built.exit_code == 0, built.stderr
     checked = run_cli(
         "check",
@@ -160,7 +150,7 @@ def _with_labels(data: Path, out: Path, labels) -> Path:
 
 
 def test_labels_inside_the_data_file_are_scored_and_never_fed_to_the_model(
-    metrics, digits_model, digits_data, digits_profiles, tmp_path
+    metrics, digits_model, digits_data, tmp_path
 ):
     from sklearn.datasets import load_digits
 
@@ -179,18 +169,7 @@ def test_labels_inside_the_data_file_are_scored_and_never_fed_to_the_model(
     assert both.exit_code == 0, both.stderr  # given twice, agreeing
     plain = run_cli("calibrate", digits_model, "--data", data, "--out", tmp_path / "plain", "--json")
     assert plain.exit_code == 0, plain.stderr  # no --metric: the labels are simply not used
-    built = run_cli(
-        "build",
-        digits_model,
-        "--profiles",
-        digits_profiles,
-        "--sku",
-        "rtx-4090",
-        "--precision",
-        "fp16",
-        "--out",
-        tmp_path / "engines",
-    )
+    built = run_build(tmp_path / "engines")
     assert built.exit_code == 0, built.stderr
     checked = run_cli("check", tmp_path / "engines", "--data", data, "--no-lint", *common)
     assert checked.exit_code == 0, checked.stderr

@@ -13,6 +13,7 @@ from onnx import TensorProto, helper
 
 from tests.fixtures.make_encoder import MODEL, PROFILES, build, make_data
 from tests.support.cli import assert_clean_error, run_cli
+from tests.support.digits import run_build
 
 
 @pytest.fixture(scope="module")
@@ -251,18 +252,7 @@ def test_a_genuine_mid_graph_overflow_still_fails_naming_its_node(tmp_path):
     report = json.loads((tmp_path / "fp16" / "report.json").read_text())["fp16_range"]
     assert "scale_up_2" in report["keep_fp32"] and report["saturated_into_softmax"] == {}
     assert any("--exclude scale_up_2" in e for e in report["evidence"]), report["evidence"]
-    result = run_cli(
-        "build",
-        model,
-        "--profiles",
-        profiles,
-        "--sku",
-        "rtx-4090",
-        "--precision",
-        "fp16",
-        "--out",
-        tmp_path / "engines",
-    )
+    result = run_build(tmp_path / "engines", model=model, profiles=profiles)
     assert result.exit_code == 0, result.stderr
     result = run_cli("check", tmp_path / "engines", "--data", data, "--json")
     assert result.exit_code == 1

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.cli import run_cli
-from tests.support.engines import build_args
+from tests.support.engines import matrix_args
 
 
 @pytest.fixture(scope="package")
@@ -25,9 +25,9 @@ def int8_calibration(workspace, digits_model, digits_data) -> Path:
 
 
 @pytest.fixture(scope="package")
-def matrix(workspace, digits_model, digits_profiles, int8_calibration):
+def matrix(workspace, int8_calibration):
     """Two SKUs x fp32/fp16/int8 with the two profiles of profiles/digits.yaml, built cold."""
     out, cache = workspace / "engines", workspace / "cache"
-    result = run_cli(*build_args(digits_model, digits_profiles, out, cache, int8_calibration))
+    result = run_cli(*matrix_args(out, cache, int8_calibration))
     assert result.exit_code == 0, result.stderr
     return out, cache, json.loads(result.stdout)

@@ -22,7 +22,8 @@ from compiler.backends.tensorrt import DatacenterTensorRTBackend
 from compiler.core.errors import EnvironmentProblem, InvalidInput
 from compiler.engines import BuildOptions, build_engines, execute_builds, plan_builds
 from compiler.engines.cache import ENGINE_FILES, BuildCache
-from tests.support.cli import assert_clean_error, run_cli
+from tests.support.cli import assert_clean_error
+from tests.support.digits import run_build
 from tests.support.engines import CC_BITS, SKUS, layers_of
 from tests.support.onnx_files import save_model
 
@@ -237,22 +238,13 @@ def test_parallel_builds_run_while_the_model_is_hashed(digits_model, digits_prof
 
 
 @pytest.mark.parametrize("jobs", ["1", "2"])
-def test_a_cache_hit_records_the_sku_it_was_built_for(digits_model, digits_profiles, tmp_path, jobs):
+def test_a_cache_hit_records_the_sku_it_was_built_for(tmp_path, jobs):
     """rtx-3090 and rtx-a6000 are both compute capability 8.6: one engine serves both, built once (with --jobs 2
     the second target waits for it rather than build it again beside it), and each engine.json names its SKU."""
-    result = run_cli(
-        "build",
-        digits_model,
-        "--profiles",
-        digits_profiles,
-        "--sku",
-        "rtx-3090",
-        "--sku",
-        "rtx-a6000",
-        "--precision",
-        "fp32",
-        "--out",
+    result = run_build(
         tmp_path / "out",
+        ("rtx-3090", "rtx-a6000"),
+        ("fp32",),
         "--cache-dir",
         tmp_path / "cache",
         "--json",
@@ -331,7 +323,7 @@ def test_builder_options_key_the_cache(digits_model, digits_profiles, tmp_path):
     }
 
 
-def test_a_profile_the_builder_finds_not_self_consistent_is_refused_and_never_cached(digits_model, tmp_path):
+def test_a_profile_the_builder_finds_not_self_consistent_is_refused_and_never_cached(tmp_path):
     """A profile whose largest batch (the largest dim TensorRT takes) overflows an inner tensor's volume: TensorRT
     builds it with only a warning, an engine that cannot run at its own max. It is refused as bad input (exit 2,
     TensorRT's words kept), every time: nothing of it lands in the cache or the target's folder."""
@@ -341,19 +333,8 @@ def test_a_profile_the_builder_finds_not_self_consistent_is_refused_and_never_ca
         "      image: {min: [1, 1, 8, 8], opt: [1, 1, 8, 8], max: [2147483647, 1, 8, 8]}\n"
     )
     for run in ("a", "b"):
-        result = run_cli(
-            "build",
-            digits_model,
-            "--profiles",
-            profiles,
-            "--sku",
-            "rtx-4090",
-            "--precision",
-            "fp32",
-            "--out",
-            tmp_path / run,
-            "--cache-dir",
-            tmp_path / "cache",
+        result = run_build(
+            tmp_path / run, ("rtx-4090",), ("fp32",), "--cache-dir", tmp_path / "cache", profiles=profiles
         )
         assert_clean_error(
             result,
@@ -484,28 +465,12 @@ def test_without_an_atomic_swap_the_previous_folder_goes_aside_and_comes_back_on
     assert sorted(p.name for p in tmp_path.iterdir()) == [staging.name, "fp32"]  # the staging folder is its caller's
 
 
-def test_a_ci_log_gets_a_line_per_finished_target_and_unfolded_paths(digits_model, digits_profiles, tmp_path):
+def test_a_ci_log_gets_a_line_per_finished_target_and_unfolded_paths(tmp_path):
     """Not a terminal: no progress bars (which would show only at the end) but a line as each target ends, no
     escape codes, and a table wide enough that paths are not folded mid-word."""
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "FORCE_COLOR", "TERM")}
     out = tmp_path / "a-rather-long-folder-name-as-ci-runners-make-them" / "build"
-    result = run_cli(
-        "build",
-        digits_model,
-        "--profiles",
-        digits_profiles,
-        "--sku",
-        "rtx-4090",
-        "--sku",
-        "rtx-3090",
-        "--precision",
-        "fp32",
-        "--out",
-        out,
-        "--cache-dir",
-        tmp_path / "cache",
-        env=env,
-    )
+    result = run_build(out, ("rtx-4090", "rtx-3090"), ("fp32",), "--cache-dir", tmp_path / "cache", env=env)
     assert result.exit_code == 0, result.stderr
     assert result.stderr.splitlines() == ["rtx-4090 fp32: ok", "rtx-3090 fp32: ok"]
     assert "\x1b" not in result.stdout + result.stderr

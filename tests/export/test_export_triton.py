@@ -175,7 +175,7 @@ def test_a_tampered_plan_writes_no_version(tmp_path, fleet_build):
     assert [p.name for p in repo.iterdir()] == [".digits.lock"]  # no model folder, nothing staged; the lock stays
 
 
-def test_a_release_without_a_model_signature_is_refused(tmp_path, fleet_build, digits_model):
+def test_a_release_without_a_model_signature_is_refused(tmp_path, fleet_build):
     moved = tmp_path / "build"
     import shutil
 

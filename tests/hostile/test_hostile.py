@@ -609,26 +609,9 @@ the recorded one, bad rules, catalog or data is exit 2 naming the file; an intac
 
 
 @pytest.fixture(scope="module")
-def check_build(tmp_path_factory) -> Path:
+def check_build(built_digits) -> Path:
     """A valid fp32 build folder of the digits model, copied into every case."""
-    from tests.support.cli import run_cli
-
-    out = tmp_path_factory.mktemp("hostile-check") / "engines"
-    result = run_cli(
-        "build",
-        g.DIGITS_MODEL,
-        "--profiles",
-        g.DIGITS_PROFILES,
-        "--sku",
-        SKU,
-        "--precision",
-        "fp32",
-        "--out",
-        out,
-        "--json",
-    )
-    assert result.exit_code == 0, result.stderr
-    return out
+    return built_digits((SKU,), ("fp32",))
 
 
 def _damaged_build(box: Sandbox, source: Path, kind: str, detail) -> tuple[list[str], tuple[str, ...], int]:

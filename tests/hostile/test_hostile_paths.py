@@ -15,6 +15,7 @@ from calibration import calibrate
 from compiler.core.errors import InvalidInput
 from compiler.core.paths import check_not_overwriting
 from tests.support.cli import assert_clean_error, run_cli
+from tests.support.digits import DIGITS_PROFILES, run_build
 
 
 def _digest(path: Path) -> str:
@@ -140,22 +141,8 @@ def test_check_not_overwriting(tmp_path):
         check_not_overwriting([source], [source], "--out")
 
 
-def _build(model: Path, out: Path, *extra: str | Path, profiles: Path | None = None, precision: str = "fp32"):
-    profiles = profiles or Path(__file__).resolve().parents[2] / "profiles" / "digits.yaml"
-    return run_cli(
-        "build",
-        model,
-        "--profiles",
-        profiles,
-        "--sku",
-        "rtx-4090",
-        "--precision",
-        precision,
-        "--out",
-        out,
-        *extra,
-        timeout=120,
-    )
+def _build(model: Path, out: Path, *extra: str | Path, profiles: Path = DIGITS_PROFILES, precision: str = "fp32"):
+    return run_build(out, ("rtx-4090",), (precision,), *extra, model=model, profiles=profiles, timeout=120)
 
 
 @pytest.mark.parametrize("how", ["inside", "symlink"])
