@@ -11,7 +11,7 @@ import pytest
 
 from tests.fixtures import make_outlier_mlp
 from tests.support.cli import assert_clean_error, run_cli
-from tests.support.digits import run_build
+from tests.support.digits import run_build, run_calibrate
 
 METRICS = """
 import numpy as np
@@ -119,12 +119,7 @@ def test_bad_metrics_are_usage_errors(metrics, digits_model, digits_data, tmp_pa
 def test_the_metric_is_the_objective_of_the_fallback(metrics, tmp_path):
     module, _ = metrics
     model, data = make_outlier_mlp.save(tmp_path / "outlier.onnx")
-    result = run_cli(
-        "calibrate",
-        model,
-        "--data",
-        data,
-        "--out",
+    result = run_calibrate(
         tmp_path / "cal",
         "--fallback",
         "auto",
@@ -135,6 +130,8 @@ def test_the_metric_is_the_objective_of_the_fallback(metrics, tmp_path):
         "--min-top1",
         "0",
         "--json",
+        model=model,
+        data=data,
     )
     assert result.exit_code == 0, result.stderr
     document = json.loads(result.stdout)
@@ -149,25 +146,21 @@ def _with_labels(data: Path, out: Path, labels) -> Path:
     return out
 
 
-def test_labels_inside_the_data_file_are_scored_and_never_fed_to_the_model(
-    metrics, digits_model, digits_data, tmp_path
-):
+def test_labels_inside_the_data_file_are_scored_and_never_fed_to_the_model(metrics, digits_data, tmp_path):
     from sklearn.datasets import load_digits
 
     module, labels = metrics
     data = _with_labels(digits_data, tmp_path / "labelled.npz", load_digits().target)
     common = ("--metric", f"{module}:top1", "--min-metric", "0.9", "--json")
-    inline = run_cli("calibrate", digits_model, "--data", data, "--out", tmp_path / "inline", *common)
+    inline = run_calibrate(tmp_path / "inline", *common, data=data)
     assert inline.exit_code == 0, inline.stderr
-    apart = run_cli(
-        "calibrate", digits_model, "--data", digits_data, "--out", tmp_path / "apart", "--labels", labels, *common
-    )
+    apart = run_calibrate(tmp_path / "apart", "--labels", labels, *common)
     assert apart.exit_code == 0, apart.stderr
     value = json.loads(inline.stdout)["report"]["metric"]["value"]
     assert 0.9 < value == json.loads(apart.stdout)["report"]["metric"]["value"]  # the same labels, the same rows
-    both = run_cli("calibrate", digits_model, "--data", data, "--out", tmp_path / "both", "--labels", labels, *common)
+    both = run_calibrate(tmp_path / "both", "--labels", labels, *common, data=data)
     assert both.exit_code == 0, both.stderr  # given twice, agreeing
-    plain = run_cli("calibrate", digits_model, "--data", data, "--out", tmp_path / "plain", "--json")
+    plain = run_calibrate(tmp_path / "plain", "--json", data=data)
     assert plain.exit_code == 0, plain.stderr  # no --metric: the labels are simply not used
     built = run_build(tmp_path / "engines")
     assert built.exit_code == 0, built.stderr
@@ -186,10 +179,10 @@ def test_labels_inside_the_data_file_are_scored_and_never_fed_to_the_model(
         (np.array(3), "array 'labels' is a scalar"),
     ],
 )
-def test_bad_labels_inside_the_data_file_are_usage_errors(metrics, digits_model, digits_data, tmp_path, labels, said):
+def test_bad_labels_inside_the_data_file_are_usage_errors(metrics, digits_data, tmp_path, labels, said):
     module, _ = metrics
     data = _with_labels(digits_data, tmp_path / "bad.npz", labels)
-    result = run_cli("calibrate", digits_model, "--data", data, "--out", tmp_path / "cal", "--metric", f"{module}:top1")
+    result = run_calibrate(tmp_path / "cal", "--metric", f"{module}:top1", data=data)
     assert_clean_error(result, 2, str(data), said)
     assert not (tmp_path / "cal").exists()
 

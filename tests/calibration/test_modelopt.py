@@ -15,7 +15,7 @@ from compiler.core.options import CalibrationOptions
 from compiler.core.records import CalibrationResult
 from tests.fixtures import make_outlier_mlp
 from tests.support.cli import assert_clean_error, run_cli
-from tests.support.digits import run_build
+from tests.support.digits import run_build, run_calibrate
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures"
@@ -99,16 +99,8 @@ def test_a_modelopt_int8_build_of_the_digits_cnn(runs, tmp_path):
 def test_no_quantized_node_is_exit_1(modelopt_python, tmp_path):
     """ModelOpt selects no node of this small MLP and exits 0 with a float model: an int8 request refuses it."""
     model, data = make_outlier_mlp.save(tmp_path / "mlp.onnx", layers=5, outliers=())
-    done = run_cli(
-        "calibrate",
-        model,
-        "--data",
-        data,
-        "--quantizer",
-        "modelopt",
-        "--out",
-        tmp_path / "out",
-        env={**os.environ, ENV: modelopt_python},
+    done = run_calibrate(
+        tmp_path / "out", "--quantizer", "modelopt", model=model, data=data, env={**os.environ, ENV: modelopt_python}
     )
     assert_clean_error(done, 1, "quantized no node", "ModelOpt selected none", "--precision fp16")
     assert not (tmp_path / "out" / "calibration.json").exists()

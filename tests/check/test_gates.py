@@ -13,7 +13,7 @@ import pytest
 from compiler.data.agreement import DEFAULTS, Agreement, judge
 from tests.fixtures import make_large_logits_cnn, make_outlier_mlp
 from tests.support.cli import assert_clean_error, run_cli
-from tests.support.digits import run_build
+from tests.support.digits import run_build, run_calibrate
 
 SKU = "rtx-4090"
 
@@ -45,7 +45,7 @@ def test_large_logits_int8_passes_the_default_gates_in_calibrate_and_check(large
     """The face-style false failure: logits in the tens, INT8 moves them by units while every decision agrees."""
     data, profiles = large_logits
     model = make_large_logits_cnn.MODEL
-    calibrated = run_cli("calibrate", model, "--data", data, "--method", "entropy", "--out", tmp_path / "cal", "--json")
+    calibrated = run_calibrate(tmp_path / "cal", "--method", "entropy", "--json", model=model, data=data)
     assert calibrated.exit_code == 0, calibrated.stderr
     document = json.loads(calibrated.stdout)
     logits = document["report"]["outputs"][0]
@@ -75,7 +75,7 @@ def test_large_logits_int8_passes_the_default_gates_in_calibrate_and_check(large
 
 def test_a_collapsed_int8_calibration_fails_at_calibrate_and_its_build_at_check(outlier, tmp_path):
     model, data, profiles = outlier
-    calibrated = run_cli("calibrate", model, "--data", data, "--out", tmp_path / "cal", "--json")
+    calibrated = run_calibrate(tmp_path / "cal", "--json", model=model, data=data)
     line = assert_clean_error(calibrated, 1, "min-cosine", "logits")
     document = json.loads(calibrated.stdout)
     assert document["passed"] is False and document["report"]["outputs"][0]["cosine_mean"] < 0.9

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.cli import assert_clean_error, run_cli
-from tests.support.digits import run_build
+from tests.support.digits import run_build, run_calibrate
 
 SKU = "rtx-4090"
 
@@ -23,7 +23,7 @@ def _accuracy(result) -> dict:
 
 
 @pytest.fixture(scope="module")
-def readme_order(tmp_path_factory, digits_model, digits_data):
+def readme_order(tmp_path_factory):
     """The README in its own order: a release calibrates and builds first (into its own folder), then the
     walkthrough calibrates again into `calibrated` and builds from it: a cache hit whose build.log names the
     release's calibration folder, whose calibration.json is not this build's."""
@@ -31,7 +31,7 @@ def readme_order(tmp_path_factory, digits_model, digits_data):
     env = {**os.environ, "COMPILE_CACHE_DIR": str(root / "cache")}
     folders = {}
     for name, extra in (("release-calibration", ()), ("calibrated", ("--min-cosine", "0.99", "--min-top1", "0.99"))):
-        done = run_cli("calibrate", digits_model, "--data", digits_data, "--out", root / name, *extra, env=env)
+        done = run_calibrate(root / name, *extra, env=env)
         assert done.exit_code == 0, done.stderr
         folders[name] = root / name
     for name in ("release-calibration", "calibrated"):

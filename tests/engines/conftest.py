@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.cli import run_cli
+from tests.support.digits import run_calibrate
 from tests.support.engines import matrix_args
 
 
@@ -17,9 +18,9 @@ def workspace(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="package")
-def int8_calibration(workspace, digits_model, digits_data) -> Path:
+def int8_calibration(workspace) -> Path:
     out = workspace / "calibration-int8"
-    result = run_cli("calibrate", digits_model, "--data", digits_data, "--out", out, "--precision", "int8", "--json")
+    result = run_calibrate(out, "--precision", "int8", "--json")
     assert result.exit_code == 0, result.stderr
     return out
 

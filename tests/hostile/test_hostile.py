@@ -46,6 +46,7 @@ from hypothesis import strategies as st
 from tests.hostile import generators as g
 from tests.hostile.harness import PEAK_RSS, Case, Expect, Sandbox, run_cases, snapshot, snapshot_changes
 from tests.support.cli import REPO
+from tests.support.digits import build_args, calibrate_args
 
 SKU = "rtx-4090"
 
@@ -68,19 +69,7 @@ def _copy_profiles(box: Sandbox) -> Path:
 
 
 def _build_args(model: Path, profiles: Path, box: Sandbox, *extra: str, precision: str = "fp32") -> list[str]:
-    return [
-        "build",
-        str(model),
-        "--profiles",
-        str(profiles),
-        "--sku",
-        SKU,
-        "--precision",
-        precision,
-        "--out",
-        str(box.out),
-        *extra,
-    ]
+    return build_args(str(box.out), (SKU,), (precision,), *extra, model=str(model), profiles=str(profiles))
 
 
 def _json(flag: bool) -> list[str]:
@@ -274,7 +263,7 @@ same checks, and then builds the digits model's int8 engine, which builds."""
 def _data_case(made: g.Made, box: Sandbox, command: str, json_output: bool) -> Case:
     model = _copy_model(box)
     if command == "calibrate":
-        args = ["calibrate", str(model), "--data", str(made.path), "--out", str(box.out), *_json(json_output)]
+        args = calibrate_args(str(box.out), *_json(json_output), model=str(model), data=str(made.path))
     else:
         args = _build_args(
             model, _copy_profiles(box), box, "--data", str(made.path), *_json(json_output), precision="int8"
@@ -485,18 +474,9 @@ def test_calibrate_options(option, request, hostile_base):
         model = _copy_model(box)
         data = box.inputs / "data.npz"
         data.write_bytes(g.npz_bytes({g.MODEL_INPUT: g.digits_samples()}, compressed=False))
-        args = [
-            "calibrate",
-            str(model),
-            "--data",
-            str(data),
-            "--out",
-            str(box.out),
-            "--precision",
-            precision,
-            *chosen.extra,
-            *_json(json_output),
-        ]
+        args = calibrate_args(
+            str(box.out), "--precision", precision, *chosen.extra, *_json(json_output), model=str(model), data=str(data)
+        )
         args = _set_option(args, option, _placeholder(chosen.value, box, box.out))
         names = (option, option[2:].replace("-", "_"))  # the flag, or the field it sets
         return Case(
@@ -560,7 +540,7 @@ def test_a_calibration_leaves_nothing_in_home_or_tmp(hostile_base):
     box = Sandbox(root)
     data = box.inputs / "data.npz"
     data.write_bytes(g.npz_bytes({g.MODEL_INPUT: g.digits_samples()}, compressed=False))
-    done = run(box, ["calibrate", str(_copy_model(box)), "--data", str(data), "--out", str(box.out)])
+    done = run(box, calibrate_args(str(box.out), model=str(_copy_model(box)), data=str(data)))
     assert done.result is not None and done.result.exit_code == 0, done.result
     left = sorted(str(p.relative_to(box.root)) for folder in (box.home, box.tmp) for p in folder.rglob("*"))
     assert left == [], left

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 from compiler.core.errors import InvalidInput
 from compiler.data.model import load_model
-from tests.support.cli import assert_clean_error, run_cli
-from tests.support.digits import run_build
+from tests.support.cli import assert_clean_error
+from tests.support.digits import run_build, run_calibrate
 
 MEMORY = 3 << 30
 """Address space for each run: the bundled example calibrates in well under it; a header's lie would not."""
@@ -82,7 +82,7 @@ def _claim_size(path: Path, size: int) -> Path:
 
 
 def _calibrate(model: Path, data: Path, out: Path):
-    return run_cli("calibrate", model, "--data", data, "--out", out, "--samples", "200", timeout=60, preexec_fn=limited)
+    return run_calibrate(out, "--samples", "200", model=model, data=data, timeout=60, preexec_fn=limited)
 
 
 def _assert_refused(done, data: Path, out: Path, *fragments: str) -> str:

@@ -76,3 +76,15 @@ class BuiltDigits:
                 assert checked_run.exit_code == 0 and (out / "check.json").is_file(), checked_run.stderr
             self.made[key] = out
         return self.made[key]
+
+
+def calibrate_args(out: Path, *extra: str | Path, model: Path = DIGITS_MODEL, data: Path = DIGITS_DATA) -> list:
+    """The arguments of `compile calibrate` of the digits example (or another model) into OUT."""
+    return ["calibrate", model, "--data", data, "--out", out, *extra]
+
+
+def run_calibrate(
+    out: Path, *extra: str | Path, model: Path = DIGITS_MODEL, data: Path = DIGITS_DATA, **run
+) -> CliResult:
+    """`compile calibrate` as a user runs it (``run`` goes to run_cli)."""
+    return run_cli(*calibrate_args(out, *extra, model=model, data=data), **run)
