@@ -17,7 +17,7 @@ from compiler.core.options import CalibrationOptions
 from tests.calibration.test_transformer import _overflowing_model
 from tests.fixtures import make_outlier_mlp
 from tests.support.cli import assert_clean_error, run_cli
-from tests.support.digits import run_build, run_calibrate
+from tests.support.digits import repeated, run_build, run_calibrate
 
 
 def test_plain_int8_fails_naming_the_nodes_around_the_outlier(outlier, tmp_path):
@@ -60,16 +60,7 @@ def test_fallback_auto_passes_keeping_most_matmuls_quantized_and_records_why(out
         "precision-boundary reformat kernel(s) (plain int8: "
         in run_calibrate(tmp_path / "cal", "--fallback", "auto", model=model, data=data).stdout
     )
-    built = run_build(
-        tmp_path / "engines",
-        ("rtx-4090",),
-        ("int8",),
-        "--calibration",
-        tmp_path / "cal",
-        model=model,
-        profiles=profiles,
-    )
-    assert built.exit_code == 0, built.stderr
+    _build_calibrated(tmp_path / "engines", "int8", tmp_path / "cal", model, profiles)
     layers = json.loads((tmp_path / "engines" / "rtx-4090" / "int8" / "layers.json").read_text())
     assert layers["kernel_precisions"].get("Int8", 0) >= 1
     engine = json.loads((tmp_path / "engines" / "rtx-4090" / "int8" / "engine.json").read_text())
@@ -96,10 +87,7 @@ def test_the_final_calibration_reuses_the_first_ones_ranges_unchanged(outlier, t
         "--min-top1",
         "0",
         "--json",
-        "--exclude",
-        "block3.matmul",
-        "--exclude",
-        "block3.relu",
+        *repeated("--exclude", ("block3.matmul", "block3.relu")),
         model=model,
         data=data,
     )
@@ -126,6 +114,12 @@ def test_fallback_finds_two_outlier_regions(tmp_path):
     assert record["quantized_nodes"] >= 6
 
 
+def _build_calibrated(out, precision: str, calibration, model, profiles) -> None:
+    """The rtx-4090 engine of a calibration folder, which must build."""
+    built = run_build(out, ("rtx-4090",), (precision,), "--calibration", calibration, model=model, profiles=profiles)
+    assert built.exit_code == 0, built.stderr
+
+
 def test_given_exclusions_are_recorded_as_given(outlier, tmp_path):
     model, data, _ = outlier
     result = run_calibrate(
@@ -146,16 +140,7 @@ def test_fp16_mid_graph_overflow_passes_with_fallback_auto(tmp_path):
     assert all(e["reason"] == "found" and e["why"] == "overflows FP16" for e in record["exclusions"])
     assert json.loads(result.stdout)["report"]["fp16_range"]["overflow"] == {}
     # the engine is built from that conversion (its folder given), and check finds no overflow in it
-    built = run_build(
-        tmp_path / "engines",
-        ("rtx-4090",),
-        ("fp16",),
-        "--calibration",
-        tmp_path / "fp16",
-        model=model,
-        profiles=profiles,
-    )
-    assert built.exit_code == 0, built.stderr
+    _build_calibrated(tmp_path / "engines", "fp16", tmp_path / "fp16", model, profiles)
     checked = run_cli("check", tmp_path / "engines", "--data", data, "--json")
     assert checked.exit_code == 0, checked.stderr
     [engine] = json.loads(checked.stdout)["engines"]

@@ -70,36 +70,12 @@ def test_check_scores_each_engine_with_the_metric(metrics, digits_data, tmp_path
     module, labels = metrics
     built = run_build(tmp_path / "engines")
     assert built.exit_code == 0, built.stderr
-    checked = run_cli(
-        "check",
-        tmp_path / "engines",
-        "--data",
-        digits_data,
-        "--no-lint",
-        "--metric",
-        f"{module}:top1",
-        "--labels",
-        labels,
-        "--min-metric",
-        "0.9",
-        "--json",
-    )
+    base = ("check", tmp_path / "engines", "--data", digits_data, "--no-lint", "--metric", f"{module}:top1")
+    checked = run_cli(*base, "--labels", labels, "--min-metric", "0.9", "--json")
     assert checked.exit_code == 0, checked.stderr
     accuracy = next(c for c in json.loads(checked.stdout)["engines"][0]["checks"] if c["name"] == "accuracy")
     assert accuracy["figures"]["metric"]["value"] > 0.9
-    failed = run_cli(
-        "check",
-        tmp_path / "engines",
-        "--data",
-        digits_data,
-        "--no-lint",
-        "--metric",
-        f"{module}:top1",
-        "--labels",
-        labels,
-        "--min-metric",
-        "1.01",
-    )
+    failed = run_cli(*base, "--labels", labels, "--min-metric", "1.01")
     assert_clean_error(failed, 1, "accuracy", "below --min-metric 1.01")
 
 

@@ -13,7 +13,7 @@ from onnx import TensorProto, helper
 
 from tests.fixtures.make_encoder import MODEL, PROFILES, build, make_data
 from tests.support.cli import assert_clean_error, run_cli
-from tests.support.digits import build_args, run_build, run_calibrate
+from tests.support.digits import build_args, repeated, run_build, run_calibrate
 
 
 @pytest.fixture(scope="module")
@@ -275,10 +275,7 @@ def test_exclude_keeps_a_chain_in_fp32_for_fp16(tmp_path):
         tmp_path / "chain",
         "--precision",
         "fp16",
-        "--exclude",
-        "scale_up_2",
-        "--exclude",
-        "scale_down",
+        *repeated("--exclude", ("scale_up_2", "scale_down")),
         "--json",
         model=model,
         data=data,
@@ -304,10 +301,7 @@ def test_exclude_of_an_unknown_node_or_op_is_invalid_input(tmp_path, encoder_dat
         tmp_path / "out",
         "--precision",
         precision,
-        "--exclude",
-        "Softmax",
-        "--exclude",
-        "no/such/node",
+        *repeated("--exclude", ("Softmax", "no/such/node")),
         model=MODEL,
         data=encoder_data,
     )

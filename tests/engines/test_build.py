@@ -306,24 +306,11 @@ def test_invalid_inputs_fail_before_any_build(change, code, fragments, digits_mo
         ("--cache-dir", "a-file", ["--cache-dir", "a-file", "a file is in the way"]),
     ],
 )
-def test_unusable_output_or_cache_folder_fails_before_any_build(
-    option, path, fragments, digits_model, digits_profiles, tmp_path
-):
+def test_unusable_output_or_cache_folder_fails_before_any_build(option, path, fragments, tmp_path):
     (tmp_path / "a-file").write_text("not a folder\n")
     folders = {"--out": tmp_path / "out", "--cache-dir": tmp_path / "cache", option: tmp_path / path}
-    result = run_cli(
-        "build",
-        digits_model,
-        "--profiles",
-        digits_profiles,
-        "--sku",
-        "rtx-4090",
-        "--precision",
-        "fp32",
-        "--json",
-        *(str(a) for pair in folders.items() for a in pair),
-        cwd=tmp_path,
-    )
+    out, cache = folders["--out"], folders["--cache-dir"]
+    result = run_build(out, ("rtx-4090",), ("fp32",), "--json", "--cache-dir", cache, cwd=tmp_path)
     assert_clean_error(result, 2, *fragments, "choose another folder")
     assert result.stdout == ""
     assert (tmp_path / "a-file").read_text() == "not a folder\n"
@@ -447,28 +434,14 @@ def test_parallel_jobs_and_concurrent_runs_share_one_cache(digits_model, digits_
 
 def test_int8_with_data_calibrates_into_the_cache(digits_model, digits_profiles, digits_data, tmp_path):
     cache = tmp_path / "cache"
-    args = [
-        "build",
-        digits_model,
-        "--profiles",
-        digits_profiles,
-        "--sku",
-        "rtx-4090",
-        "--precision",
-        "int8",
-        "--data",
-        digits_data,
-        "--cache-dir",
-        cache,
-        "--json",
-    ]
-    first = run_cli(*args, "--out", tmp_path / "a")
+    args = ("--data", digits_data, "--cache-dir", cache, "--json")
+    first = run_build(tmp_path / "a", ("rtx-4090",), ("int8",), *args)
     assert first.exit_code == 0, first.stderr
     [calibrated] = cache.glob("calibrations/*/int8-minmax/calibration.json")
     assert json.loads(calibrated.read_text())["precision"] == "int8"
     layers = layers_of(tmp_path / "a", "rtx-4090", "int8")
     assert any("Int8" in layer["input_types"] for layer in layers)
-    second = run_cli(*args, "--out", tmp_path / "b")
+    second = run_build(tmp_path / "b", ("rtx-4090",), ("int8",), *args)
     assert second.exit_code == 0, second.stderr
     assert [t["cache_hit"] for t in json.loads(second.stdout)["targets"]] == [True]
     # Calibrating while planning reports its progress (the CLI shows it as rows of samples), and the
