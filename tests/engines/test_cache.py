@@ -136,9 +136,13 @@ def test_a_new_model_file_builds_while_hashed_and_stops_on_a_cache_hit(
     """A file with no remembered digest starts building at once; when its digest names an engine the cache
     already has (here: a copy of a cached model), the build is stopped and the cached engine served."""
     cache = tmp_path / "cache"
-    first = build_engines(
-        digits_model, digits_profiles, ["rtx-4090"], ["fp32"], tmp_path / "a", options=BuildOptions(cache_dir=cache)
-    )
+
+    def build(model: Path, profiles: Path, out: str, **progress):
+        return build_engines(
+            model, profiles, ["rtx-4090"], ["fp32"], tmp_path / out, BuildOptions(cache_dir=cache), **progress
+        )
+
+    first = build(digits_model, digits_profiles, "a")
     copy, release = _new_file_with_digest_held(digits_model, tmp_path / "copy", monkeypatch)
     phases = []
 
@@ -146,15 +150,7 @@ def test_a_new_model_file_builds_while_hashed_and_stops_on_a_cache_hit(
         phases.append(phase)
         release.set()  # the build is running: now let the digest finish
 
-    second = build_engines(
-        copy,
-        digits_profiles,
-        ["rtx-4090"],
-        ["fp32"],
-        tmp_path / "b",
-        options=BuildOptions(cache_dir=cache),
-        progress=progress,
-    )
+    second = build(copy, digits_profiles, "b", progress=progress)
     assert "Building engine" in phases and phases[-1] == "ok (cache hit)"
     assert [t.cache_hit for t in first.targets + second.targets] == [False, True]
     a = json.loads((tmp_path / "a/rtx-4090/fp32/engine.json").read_text())
@@ -165,19 +161,9 @@ def test_a_new_model_file_builds_while_hashed_and_stops_on_a_cache_hit(
     other, release = _new_file_with_digest_held(digits_model, tmp_path / "other", monkeypatch)
     profiles = tmp_path / "p.yaml"  # new profiles: an engine the cache has never seen
     profiles.write_text(digits_profiles.read_text().replace("max: [64, 1, 8, 8]", "max: [48, 1, 8, 8]"))
-    third = build_engines(
-        other,
-        profiles,
-        ["rtx-4090"],
-        ["fp32"],
-        tmp_path / "c",
-        options=BuildOptions(cache_dir=cache),
-        progress=progress,
-    )
+    third = build(other, profiles, "c", progress=progress)
     assert [(t.status, t.cache_hit) for t in third.targets] == [("ok", False)]
-    fourth = build_engines(
-        other, profiles, ["rtx-4090"], ["fp32"], tmp_path / "d", options=BuildOptions(cache_dir=cache)
-    )
+    fourth = build(other, profiles, "d")
     assert [t.cache_hit for t in fourth.targets] == [True]
 
 

@@ -311,24 +311,26 @@ IMAGES_MUST = {
 Pillow's bomb limit), a bad chunk CRC, a 100000 x 100000 resize, NaN and infinite preprocessing constants."""
 
 
-@pytest.mark.parametrize("kind", g.NPZ_KINDS)
-def test_npz_data(kind, request, hostile_base):
+def _run_data_cases(request, hostile_base, family: str, recipes, must) -> None:
+    """Each drawn recipe written into its case's sandbox, then calibrated from (twice as often) or built with, its
+    output as JSON or not."""
+
     def setup(drawn, box: Sandbox) -> Case:
         recipe, command, json_output = drawn
         return _data_case(recipe.write(box), box, command, json_output)
 
-    strategy = st.tuples(g.npz_recipes(kind), st.sampled_from(["calibrate", "calibrate", "build"]), st.booleans())
-    run_cases(request.node.name, "npz", strategy, setup, hostile_base, NPZ_MUST.get(kind, ()))
+    strategy = st.tuples(recipes, st.sampled_from(["calibrate", "calibrate", "build"]), st.booleans())
+    run_cases(request.node.name, family, strategy, setup, hostile_base, must)
+
+
+@pytest.mark.parametrize("kind", g.NPZ_KINDS)
+def test_npz_data(kind, request, hostile_base):
+    _run_data_cases(request, hostile_base, "npz", g.npz_recipes(kind), NPZ_MUST.get(kind, ()))
 
 
 @pytest.mark.parametrize("kind", g.IMAGE_KINDS)
 def test_image_folders(kind, request, hostile_base):
-    def setup(drawn, box: Sandbox) -> Case:
-        recipe, command, json_output = drawn
-        return _data_case(recipe.write(box), box, command, json_output)
-
-    strategy = st.tuples(g.image_recipes(kind), st.sampled_from(["calibrate", "calibrate", "build"]), st.booleans())
-    run_cases(request.node.name, "images", strategy, setup, hostile_base, IMAGES_MUST.get(kind, ()))
+    _run_data_cases(request, hostile_base, "images", g.image_recipes(kind), IMAGES_MUST.get(kind, ()))
 
 
 # --- calibration folders for build --calibration ---------------------------------------------------------------

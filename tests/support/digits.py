@@ -34,17 +34,9 @@ def build_args(
     return ["build", model, "--profiles", profiles, *targets, "--out", out, *extra]
 
 
-def run_build(
-    out: Path,
-    skus: Iterable[str] = ("rtx-4090",),
-    precisions: Iterable[str] = ("fp16",),
-    *extra: str | Path,
-    model: Path = DIGITS_MODEL,
-    profiles: Path = DIGITS_PROFILES,
-    **run,
-) -> CliResult:
-    """`compile build` as a user runs it (``run`` goes to run_cli: env, cwd, timeout)."""
-    return run_cli(*build_args(out, skus, precisions, *extra, model=model, profiles=profiles), **run)
+def run_build(*args, model: Path = DIGITS_MODEL, profiles: Path = DIGITS_PROFILES, **run) -> CliResult:
+    """`compile build` as a user runs it, of ``build_args(*args)`` (``run`` goes to run_cli: env, cwd, timeout)."""
+    return run_cli(*build_args(*args, model=model, profiles=profiles), **run)
 
 
 class BuiltDigits:
@@ -83,8 +75,6 @@ def calibrate_args(out: Path, *extra: str | Path, model: Path = DIGITS_MODEL, da
     return ["calibrate", model, "--data", data, "--out", out, *extra]
 
 
-def run_calibrate(
-    out: Path, *extra: str | Path, model: Path = DIGITS_MODEL, data: Path = DIGITS_DATA, **run
-) -> CliResult:
-    """`compile calibrate` as a user runs it (``run`` goes to run_cli)."""
-    return run_cli(*calibrate_args(out, *extra, model=model, data=data), **run)
+def run_calibrate(*args, model: Path = DIGITS_MODEL, data: Path = DIGITS_DATA, **run) -> CliResult:
+    """`compile calibrate` as a user runs it, of ``calibrate_args(*args)`` (``run`` goes to run_cli)."""
+    return run_cli(*calibrate_args(*args, model=model, data=data), **run)
