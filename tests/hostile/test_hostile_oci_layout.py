@@ -24,12 +24,12 @@ import requests
 from hypothesis import strategies as st
 
 from tests.hostile.harness import Case, Expect, Sandbox, run_cases
+from tests.hostile.store_support import NAME, SKU, VERSION, verified_pull
 from tests.support.cli import CliResult, run_cli
 from tests.support.digits import TINY_DATA, TINY_MODEL, TINY_PROFILES
 from tests.support.keys import write_keys
 from tests.support.registry import environment_without_credentials
 
-NAME, VERSION, SKU = "digits", "1.0.0", "rtx-4090"
 MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 INDEX = "application/vnd.oci.image.index.v1+json"
 
@@ -163,18 +163,7 @@ def test_registry_layouts(request, hostile_base, oci_release):
         out = box.out / "digits.plan"
         args = {
             "verify": ["verify", f"{NAME}@{VERSION}", "--key", release.public],
-            "pull": [
-                "pull",
-                f"{NAME}@{VERSION}",
-                "--sku",
-                SKU,
-                "--out",
-                out,
-                "--golden",
-                "--verify-key",
-                release.public,
-                "--no-cache",
-            ],
+            "pull": verified_pull(out, release.public, "--golden", "--no-cache"),
             "ls-verify": ["ls", NAME, "--verify"],
         }[recipe.command]
 

@@ -26,6 +26,13 @@ def _snapshot(folder: Path) -> dict[str, str]:
     return {str(p.relative_to(folder)): _digest(p) for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
+def _copy(source: Path, target: Path) -> Path:
+    """A copy of an example file where the test wants it (its folder made): what a refused run must leave intact."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(source, target)
+    return target
+
+
 def _refused(done, *fragments: str) -> str:
     line = assert_clean_error(done, 2, "--out", "would overwrite the input", *fragments)
     assert "internal error" not in line
@@ -33,10 +40,8 @@ def _refused(done, *fragments: str) -> str:
 
 
 def test_out_holding_the_model_itself(tmp_path, digits_model):
-    folder = tmp_path / "work"
-    folder.mkdir()
-    model = folder / "model.onnx"
-    shutil.copy(digits_model, model)
+    model = _copy(digits_model, tmp_path / "work" / "model.onnx")
+    folder = model.parent
     before = _snapshot(folder)
     done = run_calibrate(folder, model=model, timeout=120)
     _refused(done, str(model))
@@ -45,9 +50,7 @@ def test_out_holding_the_model_itself(tmp_path, digits_model):
 
 @pytest.mark.parametrize("link", ["symlink", "hardlink"])
 def test_an_output_file_that_is_another_name_for_the_model(tmp_path, digits_model, link):
-    model = tmp_path / "src" / "digits.onnx"
-    model.parent.mkdir()
-    shutil.copy(digits_model, model)
+    model = _copy(digits_model, tmp_path / "src" / "digits.onnx")
     out = tmp_path / "out"
     out.mkdir()
     (os.symlink if link == "symlink" else os.link)(model, out / "model.onnx")
@@ -58,8 +61,7 @@ def test_an_output_file_that_is_another_name_for_the_model(tmp_path, digits_mode
 
 
 def test_an_output_file_that_is_the_data(tmp_path, digits_data):
-    data = tmp_path / "data.npz"
-    shutil.copy(digits_data, data)
+    data = _copy(digits_data, tmp_path / "data.npz")
     out = tmp_path / "out"
     out.mkdir()
     os.link(data, out / "report.json")
@@ -69,10 +71,8 @@ def test_an_output_file_that_is_the_data(tmp_path, digits_data):
 
 
 def test_out_reached_through_a_symlinked_folder(tmp_path, digits_model):
-    folder = tmp_path / "work"
-    folder.mkdir()
-    model = folder / "model.onnx"
-    shutil.copy(digits_model, model)
+    model = _copy(digits_model, tmp_path / "work" / "model.onnx")
+    folder = model.parent
     (tmp_path / "alias").symlink_to(folder, target_is_directory=True)
     done = run_calibrate(tmp_path / "alias", model=model, timeout=120)
     _refused(done, str(model))
@@ -113,19 +113,15 @@ def test_out_holding_the_image_folders_files(tmp_path):
 def test_a_staged_out_folder_holding_an_input(tmp_path, digits_model, digits_data):
     """A staged run replaces the whole folder: an input anywhere inside it would go."""
     out = tmp_path / "cal"
-    (out / "inputs").mkdir(parents=True)
-    model = out / "inputs" / "digits.onnx"
-    shutil.copy(digits_model, model)
+    model = _copy(digits_model, out / "inputs" / "digits.onnx")
     with pytest.raises(InvalidInput, match="replaced when the run ends"):
         calibrate(model, digits_data, out, staged=True)
     assert _digest(model) == _digest(digits_model)
 
 
 def test_out_beside_the_model_under_other_names_works(tmp_path, digits_model):
-    folder = tmp_path / "work"
-    folder.mkdir()
-    model = folder / "digits.onnx"
-    shutil.copy(digits_model, model)
+    model = _copy(digits_model, tmp_path / "work" / "digits.onnx")
+    folder = model.parent
     done = run_calibrate(folder, "--samples", "100", model=model, timeout=120)
     assert done.exit_code == 0, done.stderr
     assert _digest(model) == _digest(digits_model) and (folder / "model.onnx").is_file()
