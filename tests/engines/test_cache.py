@@ -181,15 +181,8 @@ def test_parallel_builds_run_while_the_model_is_hashed(digits_model, digits_prof
         events.append((index, phase))
         release.set()  # a worker is building: only now may the digest finish
 
-    report = build_engines(
-        copy,
-        digits_profiles,
-        list(SKUS),
-        ["fp32"],
-        tmp_path / "b",
-        options=BuildOptions(cache_dir=cache, jobs=2),
-        progress=progress,
-    )
+    options = BuildOptions(cache_dir=cache, jobs=2)
+    report = build_engines(copy, digits_profiles, list(SKUS), ["fp32"], tmp_path / "b", options, progress)
     assert [(t.status, t.cache_hit) for t in report.targets] == [("ok", True), ("ok", True)]
     assert report.model_sha256 == hashlib.sha256(copy.read_bytes()).hexdigest()
     for index in (0, 1):
@@ -207,15 +200,7 @@ def test_parallel_builds_run_while_the_model_is_hashed(digits_model, digits_prof
             gone.unlink()
             release.set()
 
-    report = build_engines(
-        gone,
-        digits_profiles,
-        list(SKUS),
-        ["fp32"],
-        tmp_path / "c",
-        options=BuildOptions(cache_dir=cache, jobs=2),
-        progress=remove_then_release,
-    )
+    report = build_engines(gone, digits_profiles, list(SKUS), ["fp32"], tmp_path / "c", options, remove_then_release)
     assert [t.status for t in report.targets] == ["failed", "failed"]
     assert all(
         "could not read the model to hash it" in t.errors[0] and "model.onnx" in t.errors[0] for t in report.targets
