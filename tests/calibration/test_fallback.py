@@ -82,15 +82,8 @@ def test_the_final_calibration_reuses_the_first_ones_ranges_unchanged(outlier, t
     assert found.exit_code == 0, found.stderr
     record = json.loads((tmp_path / "found" / "calibration.json").read_text())
     assert record["excluded"] == ["block3.matmul/MatMulAddFusion", "block3.relu"]
-    given = run_calibrate(
-        tmp_path / "given",
-        "--min-top1",
-        "0",
-        "--json",
-        *repeated("--exclude", ("block3.matmul", "block3.relu")),
-        model=model,
-        data=data,
-    )
+    excluded = repeated("--exclude", ("block3.matmul", "block3.relu"))
+    given = run_calibrate(tmp_path / "given", "--min-top1", "0", "--json", *excluded, model=model, data=data)
     assert given.exit_code == 0, given.stderr
     assert json.loads(given.stdout)["ranges"] == record["ranges"] and "block2.out" not in record["ranges"]
     report = json.loads((tmp_path / "found" / "report.json").read_text())

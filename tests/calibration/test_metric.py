@@ -95,19 +95,9 @@ def test_bad_metrics_are_usage_errors(metrics, digits_model, digits_data, tmp_pa
 def test_the_metric_is_the_objective_of_the_fallback(metrics, tmp_path):
     module, _ = metrics
     model, data = make_outlier_mlp.save(tmp_path / "outlier.onnx")
+    metric = ("--metric", f"{module}:agreement", "--min-metric", "0.9")
     result = run_calibrate(
-        tmp_path / "cal",
-        "--fallback",
-        "auto",
-        "--metric",
-        f"{module}:agreement",
-        "--min-metric",
-        "0.9",
-        "--min-top1",
-        "0",
-        "--json",
-        model=model,
-        data=data,
+        tmp_path / "cal", "--fallback", "auto", *metric, "--min-top1", "0", "--json", model=model, data=data
     )
     assert result.exit_code == 0, result.stderr
     document = json.loads(result.stdout)

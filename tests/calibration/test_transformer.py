@@ -271,15 +271,8 @@ def test_exclude_keeps_a_chain_in_fp32_for_fp16(tmp_path):
     # keeping the overflowing node alone is not enough: its reader converts the value to FP16 again
     result = run_calibrate(tmp_path / "one", "--precision", "fp16", "--exclude", "scale_up_2", model=model, data=data)
     assert_clean_error(result, 1, "fp16-range")
-    result = run_calibrate(
-        tmp_path / "chain",
-        "--precision",
-        "fp16",
-        *repeated("--exclude", ("scale_up_2", "scale_down")),
-        "--json",
-        model=model,
-        data=data,
-    )
+    excluded = repeated("--exclude", ("scale_up_2", "scale_down"))
+    result = run_calibrate(tmp_path / "chain", "--precision", "fp16", *excluded, "--json", model=model, data=data)
     assert result.exit_code == 0, result.stderr
     document = json.loads(result.stdout)
     assert document["excluded"] == ["scale_down", "scale_up_2"]
