@@ -13,7 +13,7 @@ import pytest
 from hypothesis import settings
 from hypothesis.configuration import set_hypothesis_home_dir
 
-from tests.support.cli import EXAMPLES, REPO
+from tests.support.digits import DIGITS_DATA, DIGITS_MODEL, DIGITS_PROFILES, BuiltDigits
 
 settings.register_profile("no-database", database=None)
 settings.load_profile("no-database")  # hypothesis would keep an example database in .hypothesis/ of the checkout
@@ -33,17 +33,24 @@ def private_build_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def digits_model() -> Path:
-    return EXAMPLES / "digits_cnn.onnx"
+    return DIGITS_MODEL
 
 
 @pytest.fixture(scope="session")
 def digits_data() -> Path:
-    return EXAMPLES / "digits.npz"
+    return DIGITS_DATA
 
 
 @pytest.fixture(scope="session")
 def digits_profiles() -> Path:
-    return REPO / "profiles" / "digits.yaml"
+    return DIGITS_PROFILES
+
+
+@pytest.fixture(scope="session")
+def built_digits(tmp_path_factory: pytest.TempPathFactory) -> BuiltDigits:
+    """``built_digits(skus, precisions, checked=..., data=...)``: the digits example's build folder for those
+    arguments, built once in the session and shared (tests/support/digits.py); copy it before changing it."""
+    return BuiltDigits(tmp_path_factory.mktemp("built-digits"))
 
 
 @pytest.fixture(scope="session")

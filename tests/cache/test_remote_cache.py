@@ -13,6 +13,7 @@ import yaml
 
 from tests.pipeline.test_release import _pipeline
 from tests.support.cli import REPO, run_cli
+from tests.support.digits import run_build, run_calibrate
 
 
 def _runner(tmp_path: Path, name: str, env: dict[str, str]) -> dict[str, str]:
@@ -179,19 +180,7 @@ def test_calibrate_explain_names_the_changed_option_and_shares_through_a_folder(
     assert changed.exit_code == 0, changed.stderr
     line = " ".join(changed.stdout.split())  # as Rich wrapped it
     assert "miss calibration: samples changed (and options) against the nearest cached calibration" in line
-    elsewhere = run_cli(
-        "calibrate",
-        digits_model,
-        "--data",
-        digits_data,
-        "--out",
-        tmp_path / "other",
-        "--samples",
-        "32",
-        "--remote-cache",
-        remote,
-        "--json",
-    )
+    elsewhere = run_calibrate(tmp_path / "other", "--samples", "32", "--remote-cache", remote, "--json")
     assert json.loads(elsewhere.stdout)["cache"] == {"source": "remote", "reason": None}, elsewhere.stderr
     assert (tmp_path / "other" / "model.onnx").read_bytes() == (
         remote / "blobs" / "sha256" / json.loads(elsewhere.stdout)["files"]["model.onnx"]
@@ -222,26 +211,17 @@ def test_explain_on_a_fresh_runner_compares_with_the_remote_entries(digits_model
     assert "profile 'batch' dropped" in line
 
 
-def test_a_tampered_entry_in_a_registry_cache_is_refused_rebuilt_and_replaced(
-    registry, digits_model, digits_profiles, tmp_path
-):
+def test_a_tampered_entry_in_a_registry_cache_is_refused_rebuilt_and_replaced(registry, tmp_path):
     from compiler.stores import open_store
 
     remote = registry.uri()
     env = {**os.environ}
 
     def build(runner: str) -> tuple[dict, str]:
-        result = run_cli(
-            "build",
-            digits_model,
-            "--profiles",
-            digits_profiles,
-            "--sku",
-            "rtx-5090",
-            "--precision",
-            "fp16",
-            "--out",
+        result = run_build(
             tmp_path / runner,
+            ("rtx-5090",),
+            ("fp16",),
             "--cache-dir",
             tmp_path / f"cache-{runner}",
             "--remote-cache",

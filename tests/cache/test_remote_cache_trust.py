@@ -16,6 +16,7 @@ import pytest
 from tests.cache.test_remote_cache import _runner
 from tests.pipeline.test_release import _pipeline
 from tests.support.cli import assert_clean_error, run_cli
+from tests.support.digits import run_build
 
 AWS = ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION")
 
@@ -161,22 +162,17 @@ def test_a_lying_index_on_a_shared_cache_and_store_leaves_every_release_pullable
 
 
 def _build(model, profiles, sku: str, out: Path, cache: Path, remote: Path, *extra: str, env=None):
-    return run_cli(
-        "build",
-        model,
-        "--profiles",
-        profiles,
-        "--sku",
-        sku,
-        "--precision",
-        "fp16",
-        "--out",
+    return run_build(
         out,
+        (sku,),
+        ("fp16",),
         "--cache-dir",
         cache,
         "--remote-cache",
         remote,
         *extra,
+        model=model,
+        profiles=profiles,
         env=env,
     )
 

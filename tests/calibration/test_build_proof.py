@@ -12,7 +12,7 @@ from calibration import calibrate
 from compiler.core.errors import CheckFailed
 from compiler.core.options import CalibrationOptions
 from tests.fixtures.make_encoder import MODEL, make_data
-from tests.support.cli import run_cli
+from tests.support.digits import run_calibrate
 
 
 @pytest.fixture(scope="module")
@@ -22,15 +22,13 @@ def encoder_data(tmp_path_factory):
 
 @pytest.mark.parametrize("precision", ["int8", "fp8"])
 def test_the_calibration_record_says_which_build_proved_it(tmp_path, encoder_data, precision):
-    result = run_cli(
-        "calibrate", MODEL, "--data", encoder_data, "--out", tmp_path / "out", "--precision", precision, "--json"
-    )
+    result = run_calibrate(tmp_path / "out", "--precision", precision, "--json", model=MODEL, data=encoder_data)
     assert result.exit_code == 0, result.stderr
     proof = json.loads(result.stdout)["build_proof"]
     assert proof.startswith("built with tensorrt-rtx") and "compute capability 8.9" in proof
     assert "input_ids [1, 16], attention_mask [1, 16]" in proof
     assert json.loads((tmp_path / "out" / "calibration.json").read_text())["build_proof"] == proof
-    shown = run_cli("calibrate", MODEL, "--data", encoder_data, "--out", tmp_path / "out", "--precision", precision)
+    shown = run_calibrate(tmp_path / "out", "--precision", precision, model=MODEL, data=encoder_data)
     assert "Q/DQ model built with tensorrt-rtx" in shown.stdout
 
 
@@ -53,12 +51,12 @@ def test_a_q_dq_model_tensorrt_refuses_is_never_ok_and_its_node_is_named(tmp_pat
     assert not (out / "calibration.json").exists() and not (out / "model.onnx").exists()
 
 
-def test_a_cnn_excluding_a_conv_gets_more_reformat_kernels_than_plain_int8(tmp_path, digits_model, digits_data):
+def test_a_cnn_excluding_a_conv_gets_more_reformat_kernels_than_plain_int8(tmp_path):
     """Measured on TensorRT-RTX (Myelin): plain INT8 quantizes each Conv's input in the previous kernel's epilogue;
     with the second Conv in float, its output's quantize for the Gemm is a kernel of its own."""
     counts = {}
     for name, extra in (("plain", []), ("excluded", ["--exclude", "/features/features.3/Conv"])):
-        result = run_cli("calibrate", digits_model, "--data", digits_data, "--out", tmp_path / name, *extra, "--json")
+        result = run_calibrate(tmp_path / name, *extra, "--json")
         assert result.exit_code == 0, result.stderr
         reformats = json.loads((tmp_path / name / "calibration.json").read_text())["reformats"]
         assert reformats == json.loads(result.stdout)["reformats"] and reformats["count"] == len(reformats["layers"])

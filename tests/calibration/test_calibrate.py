@@ -28,6 +28,7 @@ from compiler.core.profiles import ShapeProfile
 from compiler.data.datasets import NpzDataset, open_dataset, split
 from compiler.data.model import load_model
 from tests.support.cli import CliResult, assert_clean_error, files_of_at_most, run_cli
+from tests.support.digits import build_args, calibrate_args, run_calibrate
 
 RUNS = {
     "int8-minmax": ("int8", "minmax"),
@@ -187,7 +188,7 @@ def test_tensorrt_calibration_cache_format(runs, name, digits_model):
     ("name", "kernel_type"),
     [("int8-entropy", "Int8"), ("int8-percentile", "Int8"), ("fp8-minmax", "FP8"), ("fp16", "Half")],
 )
-def test_models_build_with_tensorrt_rtx(runs, name, kernel_type, digits_profiles):
+def test_models_build_with_tensorrt_rtx(runs, name, kernel_type):
     profile = ShapeProfile.model_validate(
         {"name": "p", "shapes": {"image": {"min": [1, 1, 8, 8], "opt": [8, 1, 8, 8], "max": [32, 1, 8, 8]}}}
     )
@@ -286,34 +287,17 @@ def test_interrupted_staged_calibration_leaves_the_previous_folder_whole(tmp_pat
 
 
 @pytest.mark.parametrize("command", ["calibrate", "build"])
-def test_sigterm_while_calibrating_cleans_up_and_exits_143(
-    tmp_path, command, digits_model, digits_data, digits_profiles
-):
+def test_sigterm_while_calibrating_cleans_up_and_exits_143(tmp_path, command, digits_data):
     """What a cancelled CI job sends: the run stops like Ctrl-C, its temporary and staging folders go, and
     nothing is left that looks like a finished calibration."""
     work, out, cache = tmp_path / "tmp", tmp_path / "out", tmp_path / "cache"
     work.mkdir()
     args = (
-        ["calibrate", digits_model, "--data", digits_data, "--out", out, "--method", "entropy"]
+        calibrate_args(out, "--method", "entropy")
         if command == "calibrate"
-        else [
-            "build",
-            digits_model,
-            "--profiles",
-            digits_profiles,
-            "--sku",
-            "rtx-4090",
-            "--precision",
-            "int8",
-            "--data",
-            digits_data,
-            "--method",
-            "entropy",
-            "--out",
-            out,
-            "--cache-dir",
-            cache,
-        ]
+        else build_args(
+            out, ("rtx-4090",), ("int8",), "--data", digits_data, "--method", "entropy", "--cache-dir", cache
+        )
     )
     process = subprocess.Popen(
         [sys.executable, "-m", "compiler", *map(str, args)],
@@ -352,8 +336,8 @@ def test_cli_gates_fail_with_exit_1_and_pass_otherwise(tmp_path, digits_model, d
     assert too_close.exit_code == 1 and json.loads(too_close.stdout)["passed"] is False
 
 
-def test_cli_table_output(tmp_path, digits_model, digits_data):
-    done = run_cli("calibrate", digits_model, "--data", digits_data, "--out", tmp_path / "o", "--precision", "fp16")
+def test_cli_table_output(tmp_path):
+    done = run_calibrate(tmp_path / "o", "--precision", "fp16")
     assert done.exit_code == 0, done.stderr
     assert "Held-out accuracy against FP32" in done.stdout and "logits" in done.stdout
     assert "Traceback" not in done.stderr
@@ -369,7 +353,7 @@ def digits_images(digits_data) -> np.ndarray:
     return np.load(digits_data, allow_pickle=False)["image"]
 
 
-def test_dataset_errors_are_clean(tmp_path, digits_model, digits_images):
+def test_dataset_errors_are_clean(tmp_path, digits_images):
     x = digits_images[:100]
     cases = {
         "wrong-name": (_npz(tmp_path / "a.npz", pixels=x), ["a.npz", "image", "pixels"]),
@@ -390,12 +374,12 @@ def test_dataset_errors_are_clean(tmp_path, digits_model, digits_images):
     }
     (tmp_path / "i.csv").write_text("1,2,3\n")
     for name, (data, fragments) in cases.items():
-        done = run_cli("calibrate", digits_model, "--data", data, "--out", tmp_path / name)
+        done = run_calibrate(tmp_path / name, data=data)
         assert_clean_error(done, 2, *fragments)
         assert not (tmp_path / name / "calibration.json").exists()
 
 
-def test_model_onnxruntime_cannot_run_is_a_clean_error(tmp_path, digits_data):
+def test_model_onnxruntime_cannot_run_is_a_clean_error(tmp_path):
     node = helper.make_node("Mystery", ["image"], ["logits"], domain="example.custom")
     graph = helper.make_graph(
         [node],
@@ -407,31 +391,27 @@ def test_model_onnxruntime_cannot_run_is_a_clean_error(tmp_path, digits_data):
         graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("example.custom", 1)]
     )
     onnx.save(model, tmp_path / "mystery.onnx")
-    done = run_cli("calibrate", tmp_path / "mystery.onnx", "--data", digits_data, "--out", tmp_path / "o")
+    done = run_calibrate(tmp_path / "o", model=tmp_path / "mystery.onnx")
     assert_clean_error(done, 2, "mystery.onnx", "onnxruntime cannot run", "Mystery")
 
 
-def test_bad_options_are_clean_errors(tmp_path, digits_model, digits_data):
-    bad = run_cli("calibrate", digits_model, "--data", digits_data, "--out", tmp_path / "o", "--method", "kl")
+def test_bad_options_are_clean_errors(tmp_path):
+    bad = run_calibrate(tmp_path / "o", "--method", "kl")
     assert_clean_error(bad, 2, "--method", "minmax, entropy, percentile")
-    bad = run_cli("calibrate", digits_model, "--data", digits_data, "--out", tmp_path / "o", "--precision", "int4")
+    bad = run_calibrate(tmp_path / "o", "--precision", "int4")
     assert_clean_error(bad, 2, "--precision")
 
 
-def test_unusable_out_folder_is_a_clean_error(tmp_path, digits_model, digits_data):
+def test_unusable_out_folder_is_a_clean_error(tmp_path):
     (tmp_path / "a-file").write_text("not a folder\n")
-    done = run_cli("calibrate", digits_model, "--data", digits_data, "--out", tmp_path / "a-file" / "o")
+    done = run_calibrate(tmp_path / "a-file" / "o")
     assert_clean_error(done, 2, "--out", "a-file/o", "cannot write there", "Not a directory")
     assert (tmp_path / "a-file").read_text() == "not a folder\n"
 
 
-def test_a_failed_write_is_a_clean_environment_error_and_leaves_no_complete_looking_folder(
-    tmp_path, digits_model, digits_data
-):
+def test_a_failed_write_is_a_clean_environment_error_and_leaves_no_complete_looking_folder(tmp_path):
     out = tmp_path / "o"
-    done = run_cli(
-        "calibrate", digits_model, "--data", digits_data, "--out", out, "--json", preexec_fn=files_of_at_most(16)
-    )
+    done = run_calibrate(out, "--json", preexec_fn=files_of_at_most(16))
     assert_clean_error(done, 3, "File too large", "free space and permissions")
     assert done.stdout == ""
     assert not (out / "calibration.json").exists()
@@ -533,24 +513,24 @@ def test_image_folder_of_photos_with_mean_std(tmp_path, digits_model):
     assert result.report.outputs[0].cosine_mean > 0.9
 
 
-def test_image_folder_errors(tmp_path, digits_model):
+def test_image_folder_errors(tmp_path):
     folder = tmp_path / "imgs"
     folder.mkdir()
-    done = run_cli("calibrate", digits_model, "--data", folder, "--out", tmp_path / "o")
+    done = run_calibrate(tmp_path / "o", data=folder)
     assert_clean_error(done, 2, "preprocess.yaml")
     (folder / "preprocess.yaml").write_text("color: L\n")
-    done = run_cli("calibrate", digits_model, "--data", folder, "--out", tmp_path / "o")
+    done = run_calibrate(tmp_path / "o", data=folder)
     assert_clean_error(done, 2, "no images")
     (folder / "preprocess.yaml").write_text("color: RGB\n")
     (folder / "a.png").write_bytes(b"not a png")
-    done = run_cli("calibrate", digits_model, "--data", folder, "--out", tmp_path / "o")
+    done = run_calibrate(tmp_path / "o", data=folder)
     assert_clean_error(done, 2, "a.png")
     (folder / "preprocess.yaml").write_text("colour: L\n")
-    done = run_cli("calibrate", digits_model, "--data", folder, "--out", tmp_path / "o")
+    done = run_calibrate(tmp_path / "o", data=folder)
     assert_clean_error(done, 2, "preprocess.yaml", "colour")
 
 
-def test_rgb_folder_for_a_one_channel_model_is_a_shape_error(tmp_path, digits_model):
+def test_rgb_folder_for_a_one_channel_model_is_a_shape_error(tmp_path):
     from PIL import Image
 
     folder = tmp_path / "rgb"
@@ -558,7 +538,7 @@ def test_rgb_folder_for_a_one_channel_model_is_a_shape_error(tmp_path, digits_mo
     for i in range(4):
         Image.new("RGB", (8, 8), (i * 40, 10, 10)).save(folder / f"{i}.png")
     (folder / "preprocess.yaml").write_text("color: RGB\n")
-    done = run_cli("calibrate", digits_model, "--data", folder, "--out", tmp_path / "o")
+    done = run_calibrate(tmp_path / "o", data=folder)
     assert_clean_error(done, 2, "image", "axis 1 is 3, expected 1")
 
 

@@ -17,11 +17,12 @@ from compiler.core.options import CalibrationOptions
 from tests.calibration.test_transformer import _overflowing_model
 from tests.fixtures import make_outlier_mlp
 from tests.support.cli import assert_clean_error, run_cli
+from tests.support.digits import repeated, run_build, run_calibrate
 
 
 def test_plain_int8_fails_naming_the_nodes_around_the_outlier(outlier, tmp_path):
     model, data, _ = outlier
-    result = run_cli("calibrate", model, "--data", data, "--out", tmp_path / "cal", "--json")
+    result = run_calibrate(tmp_path / "cal", "--json", model=model, data=data)
     line = assert_clean_error(
         result, 1, "min-cosine", "most sensitive nodes: block3.matmul", "--exclude block3.matmul", "--fallback auto"
     )
@@ -31,15 +32,12 @@ def test_plain_int8_fails_naming_the_nodes_around_the_outlier(outlier, tmp_path)
     assert ranked[0]["exclude"] == "block3.matmul" and ranked[0]["tensors"] == ["block2.out"]  # reads the outlier
     assert ranked[0]["sqnr_db"] < 3 < 25 < min(s["sqnr_db"] for s in ranked[1:])
     assert [s["rank"] for s in ranked] == list(range(1, len(ranked) + 1)) and len(ranked) == 7
-    assert (
-        "Most sensitive quantized nodes"
-        in run_cli("calibrate", model, "--data", data, "--out", tmp_path / "cal").stdout
-    )
+    assert "Most sensitive quantized nodes" in run_calibrate(tmp_path / "cal", model=model, data=data).stdout
 
 
 def test_fallback_auto_passes_keeping_most_matmuls_quantized_and_records_why(outlier, tmp_path):
     model, data, profiles = outlier
-    result = run_cli("calibrate", model, "--data", data, "--out", tmp_path / "cal", "--fallback", "auto", "--json")
+    result = run_calibrate(tmp_path / "cal", "--fallback", "auto", "--json", model=model, data=data)
     assert result.exit_code == 0, result.stderr
     document = json.loads(result.stdout)
     assert document["passed"] is True and document["report"]["outputs"][0]["cosine_mean"] > 0.99
@@ -60,23 +58,9 @@ def test_fallback_auto_passes_keeping_most_matmuls_quantized_and_records_why(out
     assert {ops[n] for layer in record["reformats"]["layers"] for n in layer.split(", ")} == {"QuantizeLinear"}
     assert (
         "precision-boundary reformat kernel(s) (plain int8: "
-        in run_cli("calibrate", model, "--data", data, "--out", tmp_path / "cal", "--fallback", "auto").stdout
+        in run_calibrate(tmp_path / "cal", "--fallback", "auto", model=model, data=data).stdout
     )
-    built = run_cli(
-        "build",
-        model,
-        "--profiles",
-        profiles,
-        "--sku",
-        "rtx-4090",
-        "--precision",
-        "int8",
-        "--calibration",
-        tmp_path / "cal",
-        "--out",
-        tmp_path / "engines",
-    )
-    assert built.exit_code == 0, built.stderr
+    _build_calibrated(tmp_path / "engines", "int8", tmp_path / "cal", model, profiles)
     layers = json.loads((tmp_path / "engines" / "rtx-4090" / "int8" / "layers.json").read_text())
     assert layers["kernel_precisions"].get("Int8", 0) >= 1
     engine = json.loads((tmp_path / "engines" / "rtx-4090" / "int8" / "engine.json").read_text())
@@ -94,25 +78,12 @@ def test_the_final_calibration_reuses_the_first_ones_ranges_unchanged(outlier, t
     """The fallback does not quantize, collect ranges or measure sensitivity again for its final calibration: its
     model, ranges and ranking are the ones a calibration with the same exclusions given makes itself."""
     model, data, _ = outlier
-    found = run_cli("calibrate", model, "--data", data, "--out", tmp_path / "found", "--fallback", "auto")
+    found = run_calibrate(tmp_path / "found", "--fallback", "auto", model=model, data=data)
     assert found.exit_code == 0, found.stderr
     record = json.loads((tmp_path / "found" / "calibration.json").read_text())
     assert record["excluded"] == ["block3.matmul/MatMulAddFusion", "block3.relu"]
-    given = run_cli(
-        "calibrate",
-        model,
-        "--data",
-        data,
-        "--out",
-        tmp_path / "given",
-        "--min-top1",
-        "0",
-        "--json",
-        "--exclude",
-        "block3.matmul",
-        "--exclude",
-        "block3.relu",
-    )
+    excluded = repeated("--exclude", ("block3.matmul", "block3.relu"))
+    given = run_calibrate(tmp_path / "given", "--min-top1", "0", "--json", *excluded, model=model, data=data)
     assert given.exit_code == 0, given.stderr
     assert json.loads(given.stdout)["ranges"] == record["ranges"] and "block2.out" not in record["ranges"]
     report = json.loads((tmp_path / "found" / "report.json").read_text())
@@ -127,7 +98,7 @@ def test_the_final_calibration_reuses_the_first_ones_ranges_unchanged(outlier, t
 
 def test_fallback_finds_two_outlier_regions(tmp_path):
     model, data = make_outlier_mlp.save(tmp_path / "two.onnx", layers=8, outliers=(1, 5))
-    result = run_cli("calibrate", model, "--data", data, "--out", tmp_path / "cal", "--fallback", "auto", "--json")
+    result = run_calibrate(tmp_path / "cal", "--fallback", "auto", "--json", model=model, data=data)
     assert result.exit_code == 0, result.stderr
     record = json.loads((tmp_path / "cal" / "calibration.json").read_text())
     found = {e["node"] for e in record["exclusions"]}
@@ -136,20 +107,16 @@ def test_fallback_finds_two_outlier_regions(tmp_path):
     assert record["quantized_nodes"] >= 6
 
 
+def _build_calibrated(out, precision: str, calibration, model, profiles) -> None:
+    """The rtx-4090 engine of a calibration folder, which must build."""
+    built = run_build(out, ("rtx-4090",), (precision,), "--calibration", calibration, model=model, profiles=profiles)
+    assert built.exit_code == 0, built.stderr
+
+
 def test_given_exclusions_are_recorded_as_given(outlier, tmp_path):
     model, data, _ = outlier
-    result = run_cli(
-        "calibrate",
-        model,
-        "--data",
-        data,
-        "--out",
-        tmp_path / "cal",
-        "--exclude",
-        "block3.matmul",
-        "--min-top1",
-        "0.5",
-        "--json",
+    result = run_calibrate(
+        tmp_path / "cal", "--exclude", "block3.matmul", "--min-top1", "0.5", "--json", model=model, data=data
     )
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout)["exclusions"] == [{"node": "block3.matmul/MatMulAddFusion", "reason": "given"}]
@@ -157,18 +124,8 @@ def test_given_exclusions_are_recorded_as_given(outlier, tmp_path):
 
 def test_fp16_mid_graph_overflow_passes_with_fallback_auto(tmp_path):
     model, data, profiles = _overflowing_model(tmp_path)
-    result = run_cli(
-        "calibrate",
-        model,
-        "--data",
-        data,
-        "--out",
-        tmp_path / "fp16",
-        "--precision",
-        "fp16",
-        "--fallback",
-        "auto",
-        "--json",
+    result = run_calibrate(
+        tmp_path / "fp16", "--precision", "fp16", "--fallback", "auto", "--json", model=model, data=data
     )
     assert result.exit_code == 0, result.stderr
     record = json.loads((tmp_path / "fp16" / "calibration.json").read_text())
@@ -176,21 +133,7 @@ def test_fp16_mid_graph_overflow_passes_with_fallback_auto(tmp_path):
     assert all(e["reason"] == "found" and e["why"] == "overflows FP16" for e in record["exclusions"])
     assert json.loads(result.stdout)["report"]["fp16_range"]["overflow"] == {}
     # the engine is built from that conversion (its folder given), and check finds no overflow in it
-    built = run_cli(
-        "build",
-        model,
-        "--profiles",
-        profiles,
-        "--sku",
-        "rtx-4090",
-        "--precision",
-        "fp16",
-        "--calibration",
-        tmp_path / "fp16",
-        "--out",
-        tmp_path / "engines",
-    )
-    assert built.exit_code == 0, built.stderr
+    _build_calibrated(tmp_path / "engines", "fp16", tmp_path / "fp16", model, profiles)
     checked = run_cli("check", tmp_path / "engines", "--data", data, "--json")
     assert checked.exit_code == 0, checked.stderr
     [engine] = json.loads(checked.stdout)["engines"]
@@ -200,7 +143,7 @@ def test_fp16_mid_graph_overflow_passes_with_fallback_auto(tmp_path):
 def test_bad_fallback_is_a_usage_error(outlier, tmp_path):
     model, data, _ = outlier
     assert_clean_error(
-        run_cli("calibrate", model, "--data", data, "--out", tmp_path / "c", "--fallback", "manual"),
+        run_calibrate(tmp_path / "c", "--fallback", "manual", model=model, data=data),
         2,
         "--fallback manual",
     )
@@ -274,18 +217,8 @@ def test_fp8_fallback_ranks_its_nodes(outlier, tmp_path):
     """FP8 Q/DQ needs opset 19: the sensitivity model takes the Q/DQ model's opset (it failed on the prepared
     model's 13, so an fp8 fallback had nothing to rank)."""
     model, data, _ = outlier
-    result = run_cli(
-        "calibrate",
-        model,
-        "--data",
-        data,
-        "--out",
-        tmp_path / "cal",
-        "--precision",
-        "fp8",
-        "--fallback",
-        "auto",
-        "--json",
+    result = run_calibrate(
+        tmp_path / "cal", "--precision", "fp8", "--fallback", "auto", "--json", model=model, data=data
     )
     assert result.exit_code == 0, result.stderr
     report = json.loads((tmp_path / "cal" / "report.json").read_text())

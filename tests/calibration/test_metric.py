@@ -11,6 +11,7 @@ import pytest
 
 from tests.fixtures import make_outlier_mlp
 from tests.support.cli import assert_clean_error, run_cli
+from tests.support.digits import run_build, run_calibrate
 
 METRICS = """
 import numpy as np
@@ -65,51 +66,16 @@ def test_top1_against_labels_is_reported_and_gated(metrics, digits_model, digits
     assert_clean_error(strict, 1, "min-metric", f"{module}:top1")
 
 
-def test_check_scores_each_engine_with_the_metric(metrics, digits_model, digits_data, digits_profiles, tmp_path):
+def test_check_scores_each_engine_with_the_metric(metrics, digits_data, tmp_path):
     module, labels = metrics
-    built = run_cli(
-        "build",
-        digits_model,
-        "--profiles",
-        digits_profiles,
-        "--sku",
-        "rtx-4090",
-        "--precision",
-        "fp16",
-        "--out",
-        tmp_path / "engines",
-    )
+    built = run_build(tmp_path / "engines")
     assert built.exit_code == 0, built.stderr
-    checked = run_cli(
-        "check",
-        tmp_path / "engines",
-        "--data",
-        digits_data,
-        "--no-lint",
-        "--metric",
-        f"{module}:top1",
-        "--labels",
-        labels,
-        "--min-metric",
-        "0.9",
-        "--json",
-    )
+    base = ("check", tmp_path / "engines", "--data", digits_data, "--no-lint", "--metric", f"{module}:top1")
+    checked = run_cli(*base, "--labels", labels, "--min-metric", "0.9", "--json")
     assert checked.exit_code == 0, checked.stderr
     accuracy = next(c for c in json.loads(checked.stdout)["engines"][0]["checks"] if c["name"] == "accuracy")
     assert accuracy["figures"]["metric"]["value"] > 0.9
-    failed = run_cli(
-        "check",
-        tmp_path / "engines",
-        "--data",
-        digits_data,
-        "--no-lint",
-        "--metric",
-        f"{module}:top1",
-        "--labels",
-        labels,
-        "--min-metric",
-        "1.01",
-    )
+    failed = run_cli(*base, "--labels", labels, "--min-metric", "1.01")
     assert_clean_error(failed, 1, "accuracy", "below --min-metric 1.01")
 
 
@@ -129,22 +95,9 @@ def test_bad_metrics_are_usage_errors(metrics, digits_model, digits_data, tmp_pa
 def test_the_metric_is_the_objective_of_the_fallback(metrics, tmp_path):
     module, _ = metrics
     model, data = make_outlier_mlp.save(tmp_path / "outlier.onnx")
-    result = run_cli(
-        "calibrate",
-        model,
-        "--data",
-        data,
-        "--out",
-        tmp_path / "cal",
-        "--fallback",
-        "auto",
-        "--metric",
-        f"{module}:agreement",
-        "--min-metric",
-        "0.9",
-        "--min-top1",
-        "0",
-        "--json",
+    metric = ("--metric", f"{module}:agreement", "--min-metric", "0.9")
+    result = run_calibrate(
+        tmp_path / "cal", "--fallback", "auto", *metric, "--min-top1", "0", "--json", model=model, data=data
     )
     assert result.exit_code == 0, result.stderr
     document = json.loads(result.stdout)
@@ -159,38 +112,23 @@ def _with_labels(data: Path, out: Path, labels) -> Path:
     return out
 
 
-def test_labels_inside_the_data_file_are_scored_and_never_fed_to_the_model(
-    metrics, digits_model, digits_data, digits_profiles, tmp_path
-):
+def test_labels_inside_the_data_file_are_scored_and_never_fed_to_the_model(metrics, digits_data, tmp_path):
     from sklearn.datasets import load_digits
 
     module, labels = metrics
     data = _with_labels(digits_data, tmp_path / "labelled.npz", load_digits().target)
     common = ("--metric", f"{module}:top1", "--min-metric", "0.9", "--json")
-    inline = run_cli("calibrate", digits_model, "--data", data, "--out", tmp_path / "inline", *common)
+    inline = run_calibrate(tmp_path / "inline", *common, data=data)
     assert inline.exit_code == 0, inline.stderr
-    apart = run_cli(
-        "calibrate", digits_model, "--data", digits_data, "--out", tmp_path / "apart", "--labels", labels, *common
-    )
+    apart = run_calibrate(tmp_path / "apart", "--labels", labels, *common)
     assert apart.exit_code == 0, apart.stderr
     value = json.loads(inline.stdout)["report"]["metric"]["value"]
     assert 0.9 < value == json.loads(apart.stdout)["report"]["metric"]["value"]  # the same labels, the same rows
-    both = run_cli("calibrate", digits_model, "--data", data, "--out", tmp_path / "both", "--labels", labels, *common)
+    both = run_calibrate(tmp_path / "both", "--labels", labels, *common, data=data)
     assert both.exit_code == 0, both.stderr  # given twice, agreeing
-    plain = run_cli("calibrate", digits_model, "--data", data, "--out", tmp_path / "plain", "--json")
+    plain = run_calibrate(tmp_path / "plain", "--json", data=data)
     assert plain.exit_code == 0, plain.stderr  # no --metric: the labels are simply not used
-    built = run_cli(
-        "build",
-        digits_model,
-        "--profiles",
-        digits_profiles,
-        "--sku",
-        "rtx-4090",
-        "--precision",
-        "fp16",
-        "--out",
-        tmp_path / "engines",
-    )
+    built = run_build(tmp_path / "engines")
     assert built.exit_code == 0, built.stderr
     checked = run_cli("check", tmp_path / "engines", "--data", data, "--no-lint", *common)
     assert checked.exit_code == 0, checked.stderr
@@ -207,10 +145,10 @@ def test_labels_inside_the_data_file_are_scored_and_never_fed_to_the_model(
         (np.array(3), "array 'labels' is a scalar"),
     ],
 )
-def test_bad_labels_inside_the_data_file_are_usage_errors(metrics, digits_model, digits_data, tmp_path, labels, said):
+def test_bad_labels_inside_the_data_file_are_usage_errors(metrics, digits_data, tmp_path, labels, said):
     module, _ = metrics
     data = _with_labels(digits_data, tmp_path / "bad.npz", labels)
-    result = run_cli("calibrate", digits_model, "--data", data, "--out", tmp_path / "cal", "--metric", f"{module}:top1")
+    result = run_calibrate(tmp_path / "cal", "--metric", f"{module}:top1", data=data)
     assert_clean_error(result, 2, str(data), said)
     assert not (tmp_path / "cal").exists()
 

@@ -15,6 +15,7 @@ from compiler.core.options import CalibrationOptions
 from compiler.core.records import CalibrationResult
 from tests.fixtures import make_outlier_mlp
 from tests.support.cli import assert_clean_error, run_cli
+from tests.support.digits import run_build, run_calibrate
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures"
@@ -75,27 +76,21 @@ def test_the_quantizer_is_part_of_the_content_key(runs, digits_model, digits_dat
     assert "quantizer" not in ours.options and ours.cache_key != runs["digits-int8"].cache_key
 
 
-def test_a_modelopt_int8_build_of_the_digits_cnn(runs, digits_model, tmp_path):
+def test_a_modelopt_int8_build_of_the_digits_cnn(runs, tmp_path):
     """`compile build` takes ModelOpt's calibration folder like any other and builds a real INT8 engine."""
     profiles = tmp_path / "profiles.yaml"
     profiles.write_text(
         "profiles:\n  - name: online\n    shapes:\n      image: {min: [1, 1, 8, 8], opt: [4, 1, 8, 8], "
         "max: [8, 1, 8, 8]}\n"
     )
-    done = run_cli(
-        "build",
-        digits_model,
-        "--profiles",
-        profiles,
-        "--sku",
-        "rtx-4090",
-        "--precision",
-        "int8",
+    done = run_build(
+        tmp_path / "build",
+        ("rtx-4090",),
+        ("int8",),
         "--calibration",
         runs["digits-int8"].out,
-        "--out",
-        tmp_path / "build",
         "--json",
+        profiles=profiles,
     )
     assert done.exit_code == 0, done.stderr
     assert (tmp_path / "build" / "rtx-4090" / "int8" / "engine.plan").stat().st_size > 0
@@ -104,16 +99,8 @@ def test_a_modelopt_int8_build_of_the_digits_cnn(runs, digits_model, tmp_path):
 def test_no_quantized_node_is_exit_1(modelopt_python, tmp_path):
     """ModelOpt selects no node of this small MLP and exits 0 with a float model: an int8 request refuses it."""
     model, data = make_outlier_mlp.save(tmp_path / "mlp.onnx", layers=5, outliers=())
-    done = run_cli(
-        "calibrate",
-        model,
-        "--data",
-        data,
-        "--quantizer",
-        "modelopt",
-        "--out",
-        tmp_path / "out",
-        env={**os.environ, ENV: modelopt_python},
+    done = run_calibrate(
+        tmp_path / "out", "--quantizer", "modelopt", model=model, data=data, env={**os.environ, ENV: modelopt_python}
     )
     assert_clean_error(done, 1, "quantized no node", "ModelOpt selected none", "--precision fp16")
     assert not (tmp_path / "out" / "calibration.json").exists()

@@ -13,6 +13,7 @@ from onnx import TensorProto, helper
 
 from tests.fixtures.make_encoder import MODEL, PROFILES, build, make_data
 from tests.support.cli import assert_clean_error, run_cli
+from tests.support.digits import build_args, repeated, run_build, run_calibrate
 
 
 @pytest.fixture(scope="module")
@@ -29,19 +30,8 @@ def calibrated(tmp_path_factory, encoder_data):
         key = (precision, method, *extra)
         if key not in made:
             out = tmp_path_factory.mktemp(f"encoder-{precision}-{method}")
-            result = run_cli(
-                "calibrate",
-                MODEL,
-                "--data",
-                encoder_data,
-                "--out",
-                out,
-                "--precision",
-                precision,
-                "--method",
-                method,
-                *extra,
-                "--json",
+            result = run_calibrate(
+                out, "--precision", precision, "--method", method, *extra, "--json", model=MODEL, data=encoder_data
             )
             assert result.exit_code == 0, result.stderr
             made[key] = (out, json.loads(result.stdout))
@@ -55,7 +45,7 @@ def _outputs(document: dict) -> dict[str, dict]:
 
 
 def _build(model: Path, calibration: Path | None, precision: str, out: Path) -> list[dict]:
-    args = ["build", model, "--profiles", PROFILES, "--sku", "rtx-4090", "--precision", precision, "--out", out]
+    args = build_args(out, ("rtx-4090",), (precision,), model=model, profiles=PROFILES)
     if calibration is not None:
         args += ["--calibration", calibration]
     result = run_cli(*args)
@@ -137,7 +127,7 @@ def test_a_model_with_nothing_tensorrt_quantizes_is_refused(tmp_path):
     data = tmp_path / "adds.npz"
     np.savez(data, x=np.random.default_rng(0).standard_normal((20, 8)).astype(np.float32))
     for precision in ("int8", "fp8"):
-        result = run_cli("calibrate", model, "--data", data, "--out", tmp_path / precision, "--precision", precision)
+        result = run_calibrate(tmp_path / precision, "--precision", precision, model=model, data=data)
         assert_clean_error(result, 1, "quantized no node", str(model), "--precision fp16")
         assert not (tmp_path / precision / "calibration.json").exists()
 
@@ -181,7 +171,7 @@ def test_a_tensor_without_a_finite_range_is_named(tmp_path, precision):
     onnx.save_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), model)
     data = tmp_path / "inf.npz"
     np.savez(data, x=np.random.default_rng(0).standard_normal((20, 8)).astype(np.float32))
-    result = run_cli("calibrate", model, "--data", data, "--out", tmp_path / "out", "--precision", precision)
+    result = run_calibrate(tmp_path / "out", "--precision", precision, model=model, data=data)
     assert_clean_error(result, 1, "tensor b", "not finite", "--exclude")
 
 
@@ -246,23 +236,12 @@ def _overflowing_model(folder: Path) -> tuple[Path, Path, Path]:
 
 def test_a_genuine_mid_graph_overflow_still_fails_naming_its_node(tmp_path):
     model, data, profiles = _overflowing_model(tmp_path)
-    result = run_cli("calibrate", model, "--data", data, "--out", tmp_path / "fp16", "--precision", "fp16")
+    result = run_calibrate(tmp_path / "fp16", "--precision", "fp16", model=model, data=data)
     assert_clean_error(result, 1, "fp16-range")
     report = json.loads((tmp_path / "fp16" / "report.json").read_text())["fp16_range"]
     assert "scale_up_2" in report["keep_fp32"] and report["saturated_into_softmax"] == {}
     assert any("--exclude scale_up_2" in e for e in report["evidence"]), report["evidence"]
-    result = run_cli(
-        "build",
-        model,
-        "--profiles",
-        profiles,
-        "--sku",
-        "rtx-4090",
-        "--precision",
-        "fp16",
-        "--out",
-        tmp_path / "engines",
-    )
+    result = run_build(tmp_path / "engines", model=model, profiles=profiles)
     assert result.exit_code == 0, result.stderr
     result = run_cli("check", tmp_path / "engines", "--data", data, "--json")
     assert result.exit_code == 1
@@ -290,25 +269,10 @@ def test_exclude_keeps_nodes_and_op_types_out_of_int8(calibrated):
 def test_exclude_keeps_a_chain_in_fp32_for_fp16(tmp_path):
     model, data, _ = _overflowing_model(tmp_path)
     # keeping the overflowing node alone is not enough: its reader converts the value to FP16 again
-    result = run_cli(
-        "calibrate", model, "--data", data, "--out", tmp_path / "one", "--precision", "fp16", "--exclude", "scale_up_2"
-    )
+    result = run_calibrate(tmp_path / "one", "--precision", "fp16", "--exclude", "scale_up_2", model=model, data=data)
     assert_clean_error(result, 1, "fp16-range")
-    result = run_cli(
-        "calibrate",
-        model,
-        "--data",
-        data,
-        "--out",
-        tmp_path / "chain",
-        "--precision",
-        "fp16",
-        "--exclude",
-        "scale_up_2",
-        "--exclude",
-        "scale_down",
-        "--json",
-    )
+    excluded = repeated("--exclude", ("scale_up_2", "scale_down"))
+    result = run_calibrate(tmp_path / "chain", "--precision", "fp16", *excluded, "--json", model=model, data=data)
     assert result.exit_code == 0, result.stderr
     document = json.loads(result.stdout)
     assert document["excluded"] == ["scale_down", "scale_up_2"]
@@ -317,18 +281,8 @@ def test_exclude_keeps_a_chain_in_fp32_for_fp16(tmp_path):
     # no FP32 -> FP16 -> FP32 round trip between the two kept nodes
     assert nodes["scale_down"].input[0] == nodes["scale_up_2"].output[0]
     assert document["report"]["fp16_range"]["overflow"] == {}
-    result = run_cli(
-        "calibrate",
-        model,
-        "--data",
-        data,
-        "--out",
-        tmp_path / "ops",
-        "--precision",
-        "fp16",
-        "--exclude",
-        "Mul",
-        "--json",
+    result = run_calibrate(
+        tmp_path / "ops", "--precision", "fp16", "--exclude", "Mul", "--json", model=model, data=data
     )
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout)["excluded"] == ["scale_down", "scale_up_1", "scale_up_2"]
@@ -336,19 +290,13 @@ def test_exclude_keeps_a_chain_in_fp32_for_fp16(tmp_path):
 
 @pytest.mark.parametrize("precision", ["int8", "fp16"])
 def test_exclude_of_an_unknown_node_or_op_is_invalid_input(tmp_path, encoder_data, precision):
-    result = run_cli(
-        "calibrate",
-        MODEL,
-        "--data",
-        encoder_data,
-        "--out",
+    result = run_calibrate(
         tmp_path / "out",
         "--precision",
         precision,
-        "--exclude",
-        "Softmax",
-        "--exclude",
-        "no/such/node",
+        *repeated("--exclude", ("Softmax", "no/such/node")),
+        model=MODEL,
+        data=encoder_data,
     )
     assert_clean_error(result, 2, "--exclude no/such/node", str(MODEL), "op types")
     assert not (tmp_path / "out" / "calibration.json").exists()

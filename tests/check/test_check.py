@@ -15,6 +15,7 @@ from compiler.check import check
 from compiler.core.options import CheckOptions
 from compiler.core.records import CheckReport, read_record
 from tests.support.cli import REPO, assert_clean_error, run_cli
+from tests.support.digits import run_calibrate
 from tests.support.onnx_files import save_model
 
 SKU = "rtx-4090"
@@ -383,7 +384,7 @@ def test_calibrate_fp16_reports_the_range_check_and_what_its_comparison_could_se
     model = _overflowing(tmp_path / "overflow.onnx")
     data = tmp_path / "data.npz"
     np.savez(data, x=np.random.default_rng(0).uniform(50, 100, (20, 16)).astype(np.float32))
-    result = run_cli("calibrate", model, "--data", data, "--precision", "fp16", "--out", tmp_path / "fp16", "--json")
+    result = run_calibrate(tmp_path / "fp16", "--precision", "fp16", "--json", model=model, data=data)
     assert_clean_error(result, 1, "fp16-range", "up (node amplify)", "threshold 65504")
     report = json.loads(result.stdout)["report"]
     assert report["outputs"][0]["cosine_mean"] > 0.9999  # onnxruntime on CPU sees nothing wrong

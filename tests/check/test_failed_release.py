@@ -4,6 +4,7 @@ manifest, promote refused unless --allow-failed, pull and export warn naming the
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -14,14 +15,11 @@ SKU = "rtx-4090"
 
 
 @pytest.fixture(scope="module")
-def failed_release(tmp_path_factory, digits_model, digits_profiles, digits_data) -> tuple[Path, Path]:
+def failed_release(tmp_path_factory, built_digits, digits_data) -> tuple[Path, Path]:
     root = tmp_path_factory.mktemp("failed-release")
     engines, store = root / "engines", root / "store"
     store.mkdir()
-    built = run_cli(
-        "build", digits_model, "--profiles", digits_profiles, "--sku", SKU, "--precision", "fp16", "--out", engines
-    )
-    assert built.exit_code == 0, built.stderr
+    shutil.copytree(built_digits((SKU,), ("fp16",)), engines)  # its check writes a failed check.json there
     checked = run_cli("check", engines, "--data", digits_data, "--no-lint", "--min-cosine", "0.99999999")
     assert_clean_error(checked, 1, "accuracy")
     refused = run_cli("publish", engines, "--name", "digits", "--version", "1.0.0", "--store", store)

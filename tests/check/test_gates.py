@@ -13,6 +13,7 @@ import pytest
 from compiler.data.agreement import DEFAULTS, Agreement, judge
 from tests.fixtures import make_large_logits_cnn, make_outlier_mlp
 from tests.support.cli import assert_clean_error, run_cli
+from tests.support.digits import run_build, run_calibrate
 
 SKU = "rtx-4090"
 
@@ -44,7 +45,7 @@ def test_large_logits_int8_passes_the_default_gates_in_calibrate_and_check(large
     """The face-style false failure: logits in the tens, INT8 moves them by units while every decision agrees."""
     data, profiles = large_logits
     model = make_large_logits_cnn.MODEL
-    calibrated = run_cli("calibrate", model, "--data", data, "--method", "entropy", "--out", tmp_path / "cal", "--json")
+    calibrated = run_calibrate(tmp_path / "cal", "--method", "entropy", "--json", model=model, data=data)
     assert calibrated.exit_code == 0, calibrated.stderr
     document = json.loads(calibrated.stdout)
     logits = document["report"]["outputs"][0]
@@ -52,19 +53,8 @@ def test_large_logits_int8_passes_the_default_gates_in_calibrate_and_check(large
     assert logits["top1_agreement"] == 1.0 and logits["cosine_mean"] > 0.999 and logits["sqnr_db"] > 20, logits
     assert document["passed"] is True and all(g["passed"] for g in document["gates"])
 
-    built = run_cli(
-        "build",
-        model,
-        "--profiles",
-        profiles,
-        "--sku",
-        SKU,
-        "--precision",
-        "int8",
-        "--calibration",
-        tmp_path / "cal",
-        "--out",
-        tmp_path / "engines",
+    built = run_build(
+        tmp_path / "engines", (SKU,), ("int8",), "--calibration", tmp_path / "cal", model=model, profiles=profiles
     )
     assert built.exit_code == 0, built.stderr
     checked = run_cli("check", tmp_path / "engines", "--data", data, "--samples", "256", "--json")
@@ -85,25 +75,14 @@ def test_large_logits_int8_passes_the_default_gates_in_calibrate_and_check(large
 
 def test_a_collapsed_int8_calibration_fails_at_calibrate_and_its_build_at_check(outlier, tmp_path):
     model, data, profiles = outlier
-    calibrated = run_cli("calibrate", model, "--data", data, "--out", tmp_path / "cal", "--json")
+    calibrated = run_calibrate(tmp_path / "cal", "--json", model=model, data=data)
     line = assert_clean_error(calibrated, 1, "min-cosine", "logits")
     document = json.loads(calibrated.stdout)
     assert document["passed"] is False and document["report"]["outputs"][0]["cosine_mean"] < 0.9
     # the outputs are written either way: a build of them is caught again by check
     assert "report.json" in line and (tmp_path / "cal" / "calibration.json").is_file()
-    built = run_cli(
-        "build",
-        model,
-        "--profiles",
-        profiles,
-        "--sku",
-        SKU,
-        "--precision",
-        "int8",
-        "--calibration",
-        tmp_path / "cal",
-        "--out",
-        tmp_path / "engines",
+    built = run_build(
+        tmp_path / "engines", (SKU,), ("int8",), "--calibration", tmp_path / "cal", model=model, profiles=profiles
     )
     assert built.exit_code == 0, built.stderr
     checked = run_cli("check", tmp_path / "engines", "--data", data, "--json")

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.cli import assert_clean_error, run_cli
+from tests.support.digits import run_build, run_calibrate
 
 SKU = "rtx-4090"
 
@@ -22,7 +23,7 @@ def _accuracy(result) -> dict:
 
 
 @pytest.fixture(scope="module")
-def readme_order(tmp_path_factory, digits_model, digits_data, digits_profiles):
+def readme_order(tmp_path_factory):
     """The README in its own order: a release calibrates and builds first (into its own folder), then the
     walkthrough calibrates again into `calibrated` and builds from it: a cache hit whose build.log names the
     release's calibration folder, whose calibration.json is not this build's."""
@@ -30,25 +31,12 @@ def readme_order(tmp_path_factory, digits_model, digits_data, digits_profiles):
     env = {**os.environ, "COMPILE_CACHE_DIR": str(root / "cache")}
     folders = {}
     for name, extra in (("release-calibration", ()), ("calibrated", ("--min-cosine", "0.99", "--min-top1", "0.99"))):
-        done = run_cli("calibrate", digits_model, "--data", digits_data, "--out", root / name, *extra, env=env)
+        done = run_calibrate(root / name, *extra, env=env)
         assert done.exit_code == 0, done.stderr
         folders[name] = root / name
     for name in ("release-calibration", "calibrated"):
-        built = run_cli(
-            "build",
-            digits_model,
-            "--profiles",
-            digits_profiles,
-            "--sku",
-            SKU,
-            "--precision",
-            "int8",
-            "--calibration",
-            folders[name],
-            "--out",
-            root / f"engines-{name}",
-            "--json",
-            env=env,
+        built = run_build(
+            root / f"engines-{name}", (SKU,), ("int8",), "--calibration", folders[name], "--json", env=env
         )
         assert built.exit_code == 0, built.stderr
     hit = json.loads((root / "engines-calibrated" / SKU / "int8" / "engine.json").read_text())
@@ -128,25 +116,10 @@ def test_bad_allow_skip_and_calibration_values_are_usage_errors(readme_order, di
     assert_clean_error(missing, 2, "--calibration", "not a folder")
 
 
-def test_check_finds_the_built_model_in_the_build_cache_given_by_cache_dir(
-    digits_model, digits_data, digits_profiles, tmp_path
-):
+def test_check_finds_the_built_model_in_the_build_cache_given_by_cache_dir(digits_data, tmp_path):
     """A build made with --cache-dir whose cache then moved (a CI cache restored elsewhere): the path build.log
     recorded is gone, so check measures accuracy only when told where the cache is now."""
-    built = run_cli(
-        "build",
-        digits_model,
-        "--profiles",
-        digits_profiles,
-        "--sku",
-        SKU,
-        "--precision",
-        "fp16",
-        "--out",
-        tmp_path / "engines",
-        "--cache-dir",
-        tmp_path / "cache",
-    )
+    built = run_build(tmp_path / "engines", (SKU,), ("fp16",), "--cache-dir", tmp_path / "cache")
     assert built.exit_code == 0, built.stderr
     shutil.move(tmp_path / "cache", tmp_path / "restored")
     env = {**os.environ, "COMPILE_CACHE_DIR": str(tmp_path / "elsewhere")}

@@ -16,7 +16,8 @@ from compiler.core.errors import InvalidInput
 from compiler.data.model import load_model
 from compiler.data.protobuf_inputs import skim_inputs
 from tests.support import synthetic
-from tests.support.cli import assert_clean_error, run_cli
+from tests.support.cli import assert_clean_error
+from tests.support.digits import run_build
 from tests.support.onnx_files import ONNX_LIGHT, external_model, point_external_data, save_model
 
 SHIPPED_MODELS = sorted(
@@ -204,58 +205,19 @@ def test_never_vouches_for_a_truncated_or_foreign_file(tmp_path, digits_model):
     assert vouched < len(candidates) // 50  # a prefix can end exactly between two whole fields
 
 
-def test_build_refuses_external_data_outside_the_folder_before_any_build(tmp_path, digits_model, digits_profiles):
+def test_build_refuses_external_data_outside_the_folder_before_any_build(tmp_path, digits_model):
     path = external_model(tmp_path / "model", digits_model)
     point_external_data(path, "../../secret.bin")
-    result = run_cli(
-        "build",
-        path,
-        "--profiles",
-        digits_profiles,
-        "--sku",
-        "rtx-4090",
-        "--precision",
-        "fp32",
-        "--out",
-        tmp_path / "out",
-        "--cache-dir",
-        tmp_path / "cache",
-    )
+    result = run_build(tmp_path / "out", ("rtx-4090",), ("fp32",), "--cache-dir", tmp_path / "cache", model=path)
     assert_clean_error(result, 2, str(path), "outside the model's folder")
     assert not (tmp_path / "out").exists()
 
 
-def test_build_with_external_data_inside_the_folder(tmp_path, digits_model, digits_profiles):
-    inline = run_cli(
-        "build",
-        digits_model,
-        "--profiles",
-        digits_profiles,
-        "--sku",
-        "rtx-4090",
-        "--precision",
-        "fp32",
-        "--out",
-        tmp_path / "inline",
-        "--cache-dir",
-        tmp_path / "cache",
-        "--json",
-    )
+def test_build_with_external_data_inside_the_folder(tmp_path, digits_model):
+    inline = run_build(tmp_path / "inline", ("rtx-4090",), ("fp32",), "--cache-dir", tmp_path / "cache", "--json")
     path = external_model(tmp_path / "model", digits_model)
-    external = run_cli(
-        "build",
-        path,
-        "--profiles",
-        digits_profiles,
-        "--sku",
-        "rtx-4090",
-        "--precision",
-        "fp32",
-        "--out",
-        tmp_path / "out",
-        "--cache-dir",
-        tmp_path / "cache",
-        "--json",
+    external = run_build(
+        tmp_path / "out", ("rtx-4090",), ("fp32",), "--cache-dir", tmp_path / "cache", "--json", model=path
     )
     assert inline.exit_code == 0 and external.exit_code == 0, external.stderr
     [target] = json.loads(external.stdout)["targets"]

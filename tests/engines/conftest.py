@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from tests.support.cli import run_cli
-from tests.support.engines import build_args
+from tests.support.digits import run_calibrate
+from tests.support.engines import matrix_args
 
 
 @pytest.fixture(scope="package")
@@ -17,17 +18,17 @@ def workspace(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="package")
-def int8_calibration(workspace, digits_model, digits_data) -> Path:
+def int8_calibration(workspace) -> Path:
     out = workspace / "calibration-int8"
-    result = run_cli("calibrate", digits_model, "--data", digits_data, "--out", out, "--precision", "int8", "--json")
+    result = run_calibrate(out, "--precision", "int8", "--json")
     assert result.exit_code == 0, result.stderr
     return out
 
 
 @pytest.fixture(scope="package")
-def matrix(workspace, digits_model, digits_profiles, int8_calibration):
+def matrix(workspace, int8_calibration):
     """Two SKUs x fp32/fp16/int8 with the two profiles of profiles/digits.yaml, built cold."""
     out, cache = workspace / "engines", workspace / "cache"
-    result = run_cli(*build_args(digits_model, digits_profiles, out, cache, int8_calibration))
+    result = run_cli(*matrix_args(out, cache, int8_calibration))
     assert result.exit_code == 0, result.stderr
     return out, cache, json.loads(result.stdout)

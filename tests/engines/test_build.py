@@ -19,7 +19,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from compiler.engines import BuildOptions, build_engines, plan_builds, run_job
 from tests.support.cli import EXAMPLES, assert_clean_error, files_of_at_most, run_cli
-from tests.support.engines import CC_BITS, PRECISIONS, SKUS, build_args, layers_of
+from tests.support.digits import run_build
+from tests.support.engines import CC_BITS, PRECISIONS, SKUS, layers_of, matrix_args
 from tests.support.onnx_files import save_model
 
 
@@ -116,10 +117,10 @@ def test_fp16_build_runs_half_kernels(matrix):
     assert convs and all(layer["precision"] == "Half" for layer in convs), convs
 
 
-def test_second_run_is_all_cache_hits(matrix, digits_model, digits_profiles, int8_calibration, workspace):
+def test_second_run_is_all_cache_hits(matrix, int8_calibration, workspace):
     out, cache, _ = matrix
     again = workspace / "engines-again"
-    result = run_cli(*build_args(digits_model, digits_profiles, again, cache, int8_calibration))
+    result = run_cli(*matrix_args(again, cache, int8_calibration))
     assert result.exit_code == 0, result.stderr
     report = json.loads(result.stdout)
     assert all(t["cache_hit"] for t in report["targets"])
@@ -132,20 +133,12 @@ def test_second_run_is_all_cache_hits(matrix, digits_model, digits_profiles, int
         assert hashlib.sha256(plan).hexdigest() == first["sha256"]
 
 
-def test_changes_rebuild_only_what_they_must(matrix, digits_model, digits_profiles, int8_calibration, workspace):
+def test_changes_rebuild_only_what_they_must(matrix, digits_profiles, int8_calibration, workspace):
     _, cache, _ = matrix
     # A new SKU next to cached ones builds only the new SKU's engines.
     out = workspace / "engines-more"
     result = run_cli(
-        *build_args(
-            digits_model,
-            digits_profiles,
-            out,
-            cache,
-            int8_calibration,
-            skus=("rtx-4090", "rtx-5090"),
-            precisions=("fp32", "fp16"),
-        )
+        *matrix_args(out, cache, int8_calibration, skus=("rtx-4090", "rtx-5090"), precisions=("fp32", "fp16"))
     )
     assert result.exit_code == 0, result.stderr
     hits = {(t["sku"], t["precision"]): t["cache_hit"] for t in json.loads(result.stdout)["targets"]}
@@ -165,14 +158,13 @@ def test_changes_rebuild_only_what_they_must(matrix, digits_model, digits_profil
     assert len(converted) == 1
     stamp = converted[0].stat().st_mtime_ns
     result = run_cli(
-        *build_args(
-            digits_model,
-            profiles,
+        *matrix_args(
             workspace / "engines-changed",
             cache,
             int8_calibration,
             skus=("rtx-4090",),
             precisions=("fp32", "fp16"),
+            profiles=profiles,
         )
     )
     assert result.exit_code == 0, result.stderr
@@ -183,28 +175,11 @@ def test_changes_rebuild_only_what_they_must(matrix, digits_model, digits_profil
 
 
 @pytest.mark.parametrize("jobs", ["1", "2"])
-def test_failed_target_does_not_stop_the_others(digits_model, digits_profiles, tmp_path, jobs):
+def test_failed_target_does_not_stop_the_others(tmp_path, jobs):
     # TensorRT-RTX cannot compile an FP32 GEMM for Turing (SM75): a real builder failure, in this process
     # or in a worker process (whose progress reaches the table through the parent).
     out = tmp_path / "out"
-    result = run_cli(
-        "build",
-        digits_model,
-        "--profiles",
-        digits_profiles,
-        "--sku",
-        "rtx-2080-ti",
-        "--sku",
-        "rtx-4090",
-        "--precision",
-        "fp32",
-        "--out",
-        out,
-        "--cache-dir",
-        tmp_path / "c",
-        "--jobs",
-        jobs,
-    )
+    result = run_build(out, ("rtx-2080-ti", "rtx-4090"), ("fp32",), "--cache-dir", tmp_path / "c", "--jobs", jobs)
     line = assert_clean_error(result, 1, "1 of 2 builds failed", "rtx-2080-ti/fp32", "FP32 GEMM is not supported")
     rows = {row.split("│")[1].strip(): row for row in result.stdout.splitlines() if row.count("│") > 5}
     assert "failed" in rows["rtx-2080-ti"] and "ok" in rows["rtx-4090"]
@@ -217,25 +192,9 @@ def test_failed_target_does_not_stop_the_others(digits_model, digits_profiles, t
     assert statuses == {"rtx-2080-ti": "failed", "rtx-4090": "ok"}
 
 
-def test_a_write_failure_fails_each_target_without_a_partial_plan(digits_model, digits_profiles, tmp_path):
+def test_a_write_failure_fails_each_target_without_a_partial_plan(tmp_path):
     out, cache = tmp_path / "out", tmp_path / "cache"
-    result = run_cli(
-        "build",
-        digits_model,
-        "--profiles",
-        digits_profiles,
-        "--sku",
-        "rtx-4090",
-        "--sku",
-        "rtx-3090",
-        "--precision",
-        "fp32",
-        "--out",
-        out,
-        "--cache-dir",
-        cache,
-        preexec_fn=files_of_at_most(64),
-    )
+    result = run_build(out, ("rtx-4090", "rtx-3090"), ("fp32",), "--cache-dir", cache, preexec_fn=files_of_at_most(64))
     line = assert_clean_error(result, 1, "2 of 2 builds failed", "could not write the engine files", "File too large")
     assert "rtx-4090/fp32" in line
     for sku in ("rtx-4090", "rtx-3090"):
@@ -247,25 +206,12 @@ def test_a_write_failure_fails_each_target_without_a_partial_plan(digits_model, 
 
 
 @pytest.mark.parametrize("umask", [0o022, 0o077], ids=["umask-022", "umask-077"])
-def test_outputs_and_cache_entries_get_the_permissions_the_umask_gives(digits_model, digits_profiles, tmp_path, umask):
+def test_outputs_and_cache_entries_get_the_permissions_the_umask_gives(tmp_path, umask):
     """Results are read by others (serving fleets, later CI steps, teammates sharing a cache): no owner-only
     staging permissions may leak into them."""
     out, cache = tmp_path / "out", tmp_path / "cache"
-    result = run_cli(
-        "build",
-        digits_model,
-        "--profiles",
-        digits_profiles,
-        "--sku",
-        "rtx-4090",
-        "--precision",
-        "fp32",
-        "--out",
-        out,
-        "--cache-dir",
-        cache,
-        "--json",
-        preexec_fn=lambda: os.umask(umask),
+    result = run_build(
+        out, ("rtx-4090",), ("fp32",), "--cache-dir", cache, "--json", preexec_fn=lambda: os.umask(umask)
     )
     assert result.exit_code == 0, result.stderr
     [entry] = cache.glob("engines/*/*")
@@ -276,27 +222,13 @@ def test_outputs_and_cache_entries_get_the_permissions_the_umask_gives(digits_mo
     assert {oct(p.stat().st_mode & 0o777) for p in files} == {oct(0o666 & ~umask)}
 
 
-def test_an_engine_the_cache_cannot_keep_is_delivered_with_a_warning(digits_model, digits_profiles, tmp_path):
+def test_an_engine_the_cache_cannot_keep_is_delivered_with_a_warning(tmp_path):
     """The cache is an optimization: where it cannot take the entry (a full cache volume; here a file where its
     engines folder belongs) the built engine still lands in --out, and the run says it was not kept."""
     out, cache = tmp_path / "out", tmp_path / "cache"
     cache.mkdir()
     (cache / "engines").write_text("in the way\n")
-    result = run_cli(
-        "build",
-        digits_model,
-        "--profiles",
-        digits_profiles,
-        "--sku",
-        "rtx-4090",
-        "--precision",
-        "fp32",
-        "--out",
-        out,
-        "--cache-dir",
-        cache,
-        "--json",
-    )
+    result = run_build(out, ("rtx-4090",), ("fp32",), "--cache-dir", cache, "--json")
     assert result.exit_code == 0, result.stderr
     [target] = json.loads(result.stdout)["targets"]
     assert target["status"] == "ok" and target["errors"] == []
@@ -374,24 +306,11 @@ def test_invalid_inputs_fail_before_any_build(change, code, fragments, digits_mo
         ("--cache-dir", "a-file", ["--cache-dir", "a-file", "a file is in the way"]),
     ],
 )
-def test_unusable_output_or_cache_folder_fails_before_any_build(
-    option, path, fragments, digits_model, digits_profiles, tmp_path
-):
+def test_unusable_output_or_cache_folder_fails_before_any_build(option, path, fragments, tmp_path):
     (tmp_path / "a-file").write_text("not a folder\n")
     folders = {"--out": tmp_path / "out", "--cache-dir": tmp_path / "cache", option: tmp_path / path}
-    result = run_cli(
-        "build",
-        digits_model,
-        "--profiles",
-        digits_profiles,
-        "--sku",
-        "rtx-4090",
-        "--precision",
-        "fp32",
-        "--json",
-        *(str(a) for pair in folders.items() for a in pair),
-        cwd=tmp_path,
-    )
+    out, cache = folders["--out"], folders["--cache-dir"]
+    result = run_build(out, ("rtx-4090",), ("fp32",), "--json", "--cache-dir", cache, cwd=tmp_path)
     assert_clean_error(result, 2, *fragments, "choose another folder")
     assert result.stdout == ""
     assert (tmp_path / "a-file").read_text() == "not a folder\n"
@@ -399,26 +318,12 @@ def test_unusable_output_or_cache_folder_fails_before_any_build(
     assert not list(tmp_path.glob("**/engine.plan"))
 
 
-def test_facts_that_cannot_be_remembered_do_not_fail_the_build(digits_model, digits_profiles, tmp_path):
+def test_facts_that_cannot_be_remembered_do_not_fail_the_build(digits_model, tmp_path):
     """The memo of the model's digest is an optimization: where it cannot be written the build still succeeds."""
     cache = tmp_path / "cache"
     cache.mkdir()
     (cache / "facts").write_text("in the way\n")
-    result = run_cli(
-        "build",
-        digits_model,
-        "--profiles",
-        digits_profiles,
-        "--sku",
-        "rtx-4090",
-        "--precision",
-        "fp32",
-        "--out",
-        tmp_path / "out",
-        "--cache-dir",
-        cache,
-        "--json",
-    )
+    result = run_build(tmp_path / "out", ("rtx-4090",), ("fp32",), "--cache-dir", cache, "--json")
     assert result.exit_code == 0, result.stderr
     record = json.loads((tmp_path / "out" / "rtx-4090" / "fp32" / "engine.json").read_text())
     assert record["model_sha256"] == hashlib.sha256(digits_model.read_bytes()).hexdigest()
@@ -464,42 +369,18 @@ def test_a_run_refused_for_its_profiles_still_remembers_the_new_model_digest(tmp
     )
     profiles = tmp_path / "p.yaml"
     profiles.write_text("profiles:\n  - name: p\n    shapes:\n      x: {min: [4, 4], opt: [2, 4], max: [8, 4]}\n")
-    result = run_cli(
-        "build",
-        model,
-        "--profiles",
-        profiles,
-        "--sku",
-        "rtx-4090",
-        "--precision",
-        "fp32",
-        "--out",
-        tmp_path / "out",
-        "--cache-dir",
-        tmp_path / "cache",
+    result = run_build(
+        tmp_path / "out", ("rtx-4090",), ("fp32",), "--cache-dir", tmp_path / "cache", model=model, profiles=profiles
     )
     assert_clean_error(result, 2, "profile 'p'", "min <= opt <= max")
     [memo] = (tmp_path / "cache" / "facts" / "model").iterdir()
     assert json.loads(memo.read_text())["sha256"] == hashlib.sha256(model.read_bytes()).hexdigest()
 
 
-def test_calibration_of_another_model_is_refused(int8_calibration, digits_profiles, tmp_path):
+def test_calibration_of_another_model_is_refused(int8_calibration, tmp_path):
     other = tmp_path / "other.onnx"
     shutil.copy(int8_calibration / "model.onnx", other)  # a different model file than the one calibrated
-    result = run_cli(
-        "build",
-        other,
-        "--profiles",
-        digits_profiles,
-        "--sku",
-        "rtx-4090",
-        "--precision",
-        "int8",
-        "--calibration",
-        int8_calibration,
-        "--out",
-        tmp_path / "out",
-    )
+    result = run_build(tmp_path / "out", ("rtx-4090",), ("int8",), "--calibration", int8_calibration, model=other)
     assert_clean_error(result, 2, "calibration.json", "calibrated from another model")
 
 
@@ -553,28 +434,14 @@ def test_parallel_jobs_and_concurrent_runs_share_one_cache(digits_model, digits_
 
 def test_int8_with_data_calibrates_into_the_cache(digits_model, digits_profiles, digits_data, tmp_path):
     cache = tmp_path / "cache"
-    args = [
-        "build",
-        digits_model,
-        "--profiles",
-        digits_profiles,
-        "--sku",
-        "rtx-4090",
-        "--precision",
-        "int8",
-        "--data",
-        digits_data,
-        "--cache-dir",
-        cache,
-        "--json",
-    ]
-    first = run_cli(*args, "--out", tmp_path / "a")
+    args = ("--data", digits_data, "--cache-dir", cache, "--json")
+    first = run_build(tmp_path / "a", ("rtx-4090",), ("int8",), *args)
     assert first.exit_code == 0, first.stderr
     [calibrated] = cache.glob("calibrations/*/int8-minmax/calibration.json")
     assert json.loads(calibrated.read_text())["precision"] == "int8"
     layers = layers_of(tmp_path / "a", "rtx-4090", "int8")
     assert any("Int8" in layer["input_types"] for layer in layers)
-    second = run_cli(*args, "--out", tmp_path / "b")
+    second = run_build(tmp_path / "b", ("rtx-4090",), ("int8",), *args)
     assert second.exit_code == 0, second.stderr
     assert [t["cache_hit"] for t in json.loads(second.stdout)["targets"]] == [True]
     # Calibrating while planning reports its progress (the CLI shows it as rows of samples), and the

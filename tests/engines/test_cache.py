@@ -22,7 +22,8 @@ from compiler.backends.tensorrt import DatacenterTensorRTBackend
 from compiler.core.errors import EnvironmentProblem, InvalidInput
 from compiler.engines import BuildOptions, build_engines, execute_builds, plan_builds
 from compiler.engines.cache import ENGINE_FILES, BuildCache
-from tests.support.cli import assert_clean_error, run_cli
+from tests.support.cli import assert_clean_error
+from tests.support.digits import run_build
 from tests.support.engines import CC_BITS, SKUS, layers_of
 from tests.support.onnx_files import save_model
 
@@ -135,9 +136,13 @@ def test_a_new_model_file_builds_while_hashed_and_stops_on_a_cache_hit(
     """A file with no remembered digest starts building at once; when its digest names an engine the cache
     already has (here: a copy of a cached model), the build is stopped and the cached engine served."""
     cache = tmp_path / "cache"
-    first = build_engines(
-        digits_model, digits_profiles, ["rtx-4090"], ["fp32"], tmp_path / "a", options=BuildOptions(cache_dir=cache)
-    )
+
+    def build(model: Path, profiles: Path, out: str, **progress):
+        return build_engines(
+            model, profiles, ["rtx-4090"], ["fp32"], tmp_path / out, BuildOptions(cache_dir=cache), **progress
+        )
+
+    first = build(digits_model, digits_profiles, "a")
     copy, release = _new_file_with_digest_held(digits_model, tmp_path / "copy", monkeypatch)
     phases = []
 
@@ -145,15 +150,7 @@ def test_a_new_model_file_builds_while_hashed_and_stops_on_a_cache_hit(
         phases.append(phase)
         release.set()  # the build is running: now let the digest finish
 
-    second = build_engines(
-        copy,
-        digits_profiles,
-        ["rtx-4090"],
-        ["fp32"],
-        tmp_path / "b",
-        options=BuildOptions(cache_dir=cache),
-        progress=progress,
-    )
+    second = build(copy, digits_profiles, "b", progress=progress)
     assert "Building engine" in phases and phases[-1] == "ok (cache hit)"
     assert [t.cache_hit for t in first.targets + second.targets] == [False, True]
     a = json.loads((tmp_path / "a/rtx-4090/fp32/engine.json").read_text())
@@ -164,19 +161,9 @@ def test_a_new_model_file_builds_while_hashed_and_stops_on_a_cache_hit(
     other, release = _new_file_with_digest_held(digits_model, tmp_path / "other", monkeypatch)
     profiles = tmp_path / "p.yaml"  # new profiles: an engine the cache has never seen
     profiles.write_text(digits_profiles.read_text().replace("max: [64, 1, 8, 8]", "max: [48, 1, 8, 8]"))
-    third = build_engines(
-        other,
-        profiles,
-        ["rtx-4090"],
-        ["fp32"],
-        tmp_path / "c",
-        options=BuildOptions(cache_dir=cache),
-        progress=progress,
-    )
+    third = build(other, profiles, "c", progress=progress)
     assert [(t.status, t.cache_hit) for t in third.targets] == [("ok", False)]
-    fourth = build_engines(
-        other, profiles, ["rtx-4090"], ["fp32"], tmp_path / "d", options=BuildOptions(cache_dir=cache)
-    )
+    fourth = build(other, profiles, "d")
     assert [t.cache_hit for t in fourth.targets] == [True]
 
 
@@ -194,15 +181,8 @@ def test_parallel_builds_run_while_the_model_is_hashed(digits_model, digits_prof
         events.append((index, phase))
         release.set()  # a worker is building: only now may the digest finish
 
-    report = build_engines(
-        copy,
-        digits_profiles,
-        list(SKUS),
-        ["fp32"],
-        tmp_path / "b",
-        options=BuildOptions(cache_dir=cache, jobs=2),
-        progress=progress,
-    )
+    options = BuildOptions(cache_dir=cache, jobs=2)
+    report = build_engines(copy, digits_profiles, list(SKUS), ["fp32"], tmp_path / "b", options, progress)
     assert [(t.status, t.cache_hit) for t in report.targets] == [("ok", True), ("ok", True)]
     assert report.model_sha256 == hashlib.sha256(copy.read_bytes()).hexdigest()
     for index in (0, 1):
@@ -220,15 +200,7 @@ def test_parallel_builds_run_while_the_model_is_hashed(digits_model, digits_prof
             gone.unlink()
             release.set()
 
-    report = build_engines(
-        gone,
-        digits_profiles,
-        list(SKUS),
-        ["fp32"],
-        tmp_path / "c",
-        options=BuildOptions(cache_dir=cache, jobs=2),
-        progress=remove_then_release,
-    )
+    report = build_engines(gone, digits_profiles, list(SKUS), ["fp32"], tmp_path / "c", options, remove_then_release)
     assert [t.status for t in report.targets] == ["failed", "failed"]
     assert all(
         "could not read the model to hash it" in t.errors[0] and "model.onnx" in t.errors[0] for t in report.targets
@@ -237,22 +209,13 @@ def test_parallel_builds_run_while_the_model_is_hashed(digits_model, digits_prof
 
 
 @pytest.mark.parametrize("jobs", ["1", "2"])
-def test_a_cache_hit_records_the_sku_it_was_built_for(digits_model, digits_profiles, tmp_path, jobs):
+def test_a_cache_hit_records_the_sku_it_was_built_for(tmp_path, jobs):
     """rtx-3090 and rtx-a6000 are both compute capability 8.6: one engine serves both, built once (with --jobs 2
     the second target waits for it rather than build it again beside it), and each engine.json names its SKU."""
-    result = run_cli(
-        "build",
-        digits_model,
-        "--profiles",
-        digits_profiles,
-        "--sku",
-        "rtx-3090",
-        "--sku",
-        "rtx-a6000",
-        "--precision",
-        "fp32",
-        "--out",
+    result = run_build(
         tmp_path / "out",
+        ("rtx-3090", "rtx-a6000"),
+        ("fp32",),
         "--cache-dir",
         tmp_path / "cache",
         "--json",
@@ -331,7 +294,7 @@ def test_builder_options_key_the_cache(digits_model, digits_profiles, tmp_path):
     }
 
 
-def test_a_profile_the_builder_finds_not_self_consistent_is_refused_and_never_cached(digits_model, tmp_path):
+def test_a_profile_the_builder_finds_not_self_consistent_is_refused_and_never_cached(tmp_path):
     """A profile whose largest batch (the largest dim TensorRT takes) overflows an inner tensor's volume: TensorRT
     builds it with only a warning, an engine that cannot run at its own max. It is refused as bad input (exit 2,
     TensorRT's words kept), every time: nothing of it lands in the cache or the target's folder."""
@@ -341,19 +304,8 @@ def test_a_profile_the_builder_finds_not_self_consistent_is_refused_and_never_ca
         "      image: {min: [1, 1, 8, 8], opt: [1, 1, 8, 8], max: [2147483647, 1, 8, 8]}\n"
     )
     for run in ("a", "b"):
-        result = run_cli(
-            "build",
-            digits_model,
-            "--profiles",
-            profiles,
-            "--sku",
-            "rtx-4090",
-            "--precision",
-            "fp32",
-            "--out",
-            tmp_path / run,
-            "--cache-dir",
-            tmp_path / "cache",
+        result = run_build(
+            tmp_path / run, ("rtx-4090",), ("fp32",), "--cache-dir", tmp_path / "cache", profiles=profiles
         )
         assert_clean_error(
             result,
@@ -484,28 +436,12 @@ def test_without_an_atomic_swap_the_previous_folder_goes_aside_and_comes_back_on
     assert sorted(p.name for p in tmp_path.iterdir()) == [staging.name, "fp32"]  # the staging folder is its caller's
 
 
-def test_a_ci_log_gets_a_line_per_finished_target_and_unfolded_paths(digits_model, digits_profiles, tmp_path):
+def test_a_ci_log_gets_a_line_per_finished_target_and_unfolded_paths(tmp_path):
     """Not a terminal: no progress bars (which would show only at the end) but a line as each target ends, no
     escape codes, and a table wide enough that paths are not folded mid-word."""
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "FORCE_COLOR", "TERM")}
     out = tmp_path / "a-rather-long-folder-name-as-ci-runners-make-them" / "build"
-    result = run_cli(
-        "build",
-        digits_model,
-        "--profiles",
-        digits_profiles,
-        "--sku",
-        "rtx-4090",
-        "--sku",
-        "rtx-3090",
-        "--precision",
-        "fp32",
-        "--out",
-        out,
-        "--cache-dir",
-        tmp_path / "cache",
-        env=env,
-    )
+    result = run_build(out, ("rtx-4090", "rtx-3090"), ("fp32",), "--cache-dir", tmp_path / "cache", env=env)
     assert result.exit_code == 0, result.stderr
     assert result.stderr.splitlines() == ["rtx-4090 fp32: ok", "rtx-3090 fp32: ok"]
     assert "\x1b" not in result.stdout + result.stderr

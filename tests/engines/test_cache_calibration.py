@@ -10,7 +10,8 @@ from pathlib import Path
 import onnx
 import pytest
 
-from tests.support.cli import CliResult, assert_clean_error, run_cli
+from tests.support.cli import CliResult, assert_clean_error
+from tests.support.digits import run_build
 
 
 def _calibration_copy(source: Path, target: Path, external: bool = False, **record_changes) -> Path:
@@ -39,22 +40,17 @@ def _calibration_copy(source: Path, target: Path, external: bool = False, **reco
 
 
 def _build_int8(model, profiles, calibration, out, cache) -> CliResult:
-    return run_cli(
-        "build",
-        model,
-        "--profiles",
-        profiles,
-        "--sku",
-        "rtx-4090",
-        "--precision",
-        "int8",
+    return run_build(
+        out,
+        ("rtx-4090",),
+        ("int8",),
         "--calibration",
         calibration,
-        "--out",
-        out,
         "--cache-dir",
         cache,
         "--json",
+        model=model,
+        profiles=profiles,
     )
 
 
@@ -148,30 +144,11 @@ def test_a_damaged_calibration_folder_is_refused_before_any_build(
     assert not (tmp_path / "out").exists()
 
 
-def test_a_file_in_the_way_of_an_engine_folder_fails_before_any_calibration(
-    digits_model, digits_profiles, digits_data, tmp_path
-):
+def test_a_file_in_the_way_of_an_engine_folder_fails_before_any_calibration(digits_data, tmp_path):
     out, cache = tmp_path / "out", tmp_path / "cache"
     (out / "rtx-4090").mkdir(parents=True)
     (out / "rtx-4090" / "int8").write_text("not a folder\n")
-    result = run_cli(
-        "build",
-        digits_model,
-        "--profiles",
-        digits_profiles,
-        "--sku",
-        "rtx-3090",
-        "--sku",
-        "rtx-4090",
-        "--precision",
-        "int8",
-        "--data",
-        digits_data,
-        "--out",
-        out,
-        "--cache-dir",
-        cache,
-    )
+    result = run_build(out, ("rtx-3090", "rtx-4090"), ("int8",), "--data", digits_data, "--cache-dir", cache)
     assert_clean_error(result, 2, "--out", str(out / "rtx-4090" / "int8"), "a file is in the way")
     assert not (cache / "calibrations").exists() and not (out / "rtx-3090").exists()
     assert (out / "rtx-4090" / "int8").read_text() == "not a folder\n"

@@ -16,7 +16,8 @@ import pytest
 import compiler.core.files
 import compiler.engines
 from compiler.core.errors import Interrupted, stop_signals_held
-from tests.support.cli import CliResult, assert_clean_error, run_cli
+from tests.support.cli import CliResult, assert_clean_error
+from tests.support.digits import run_build
 from tests.support.engines import SKUS
 from tests.support.synthetic import resnet
 
@@ -237,7 +238,7 @@ def test_workers_of_a_killed_command_stop_instead_of_building_on(tmp_path):
         assert list((out / sku).iterdir()) == []
 
 
-def test_the_staging_folder_of_a_killed_run_is_swept_by_the_next_one(tmp_path, digits_model, digits_profiles):
+def test_the_staging_folder_of_a_killed_run_is_swept_by_the_next_one(tmp_path):
     """A run killed outright with its builder (SIGKILL to the process group, as a container's end does) leaves its
     staging folder behind; the next build of that target removes it, but not one that a live run holds, nor one
     made too recently for its run to have locked it."""
@@ -258,21 +259,7 @@ def test_the_staging_folder_of_a_killed_run_is_swept_by_the_next_one(tmp_path, d
     handle = os.open(held, os.O_RDONLY | os.O_DIRECTORY)
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)  # as a run still building there holds it
-        result = run_cli(
-            "build",
-            digits_model,
-            "--profiles",
-            digits_profiles,
-            "--sku",
-            sku,
-            "--precision",
-            "fp32",
-            "--out",
-            out,
-            "--cache-dir",
-            tmp_path / "cache",
-            "--json",
-        )
+        result = run_build(out, (sku,), ("fp32",), "--cache-dir", tmp_path / "cache", "--json")
     finally:
         os.close(handle)
     assert result.exit_code == 0, result.stderr

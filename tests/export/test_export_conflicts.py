@@ -5,7 +5,6 @@ is not a conflict between SKUs (``export rtx`` said ``rtx-3090 and rtx-3090 both
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -14,19 +13,15 @@ from compiler.core.records import BlobRef
 from compiler.export import engine_per_capability
 from compiler.releases import resolve
 from tests.support.cli import assert_clean_error, run_cli
-
-OLD = Path(__file__).resolve().parents[1] / "fixtures" / "old_release"
+from tests.support.digits import TINY_MODEL, TINY_PROFILES
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory) -> str:
+def store(tmp_path_factory, built_digits) -> str:
     """digits@1.0.0: rtx-3090 fp16 and fp32 engines of the tiny fixture model, in a folder store."""
-    root = tmp_path_factory.mktemp("export-conflicts")
-    built = run_cli("build", OLD / "model.onnx", "--profiles", OLD / "profiles.yaml", "--sku", "rtx-3090",
-                    "--precision", "fp16", "--precision", "fp32", "--out", root / "build")  # fmt: skip
-    assert built.exit_code == 0, built.stderr
-    store = str(root / "store")
-    published = run_cli("publish", root / "build", "--store", store, "--name", "digits", "--version", "1.0.0")
+    build = built_digits(("rtx-3090",), ("fp16", "fp32"), model=TINY_MODEL, profiles=TINY_PROFILES)
+    store = str(tmp_path_factory.mktemp("export-conflicts") / "store")
+    published = run_cli("publish", build, "--store", store, "--name", "digits", "--version", "1.0.0")
     assert published.exit_code == 0, published.stderr
     return store
 

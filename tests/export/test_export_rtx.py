@@ -27,13 +27,9 @@ SKUS = {"rtx-3090": "8.6", "rtx-4090": "8.9"}
 
 
 @pytest.fixture(scope="module")
-def release(tmp_path_factory, digits_model, digits_profiles, digits_data) -> tuple[str, Path]:
-    from compiler.engines import build_engines
-
+def release(tmp_path_factory, built_digits, digits_data) -> tuple[str, Path]:
     root = tmp_path_factory.mktemp("rtx")
-    build = root / "build"
-    assert not build_engines(digits_model, digits_profiles, list(SKUS), ["fp16"], build).failed
-    assert run_cli("check", build, "--data", digits_data).exit_code == 0
+    build = built_digits(SKUS, ("fp16",), data=digits_data)
     store = str(root / "store")
     publish(build, store, "digits", "1.0.0")
     return store, build

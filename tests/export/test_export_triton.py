@@ -25,14 +25,9 @@ SKUS = {"rtx-3090": "8.6", "rtx-4090": "8.9", "rtx-5090": "12.0"}
 
 
 @pytest.fixture(scope="module")
-def rtx_build(tmp_path_factory, digits_model, digits_profiles, digits_data) -> Path:
-    from compiler.check import check
-    from compiler.core.options import CheckOptions
-    from compiler.engines import build_engines
-
-    out = tmp_path_factory.mktemp("triton") / "build"
-    assert not build_engines(digits_model, digits_profiles, list(SKUS), ["fp16", "fp32"], out).failed
-    assert check(out, CheckOptions(data=digits_data)).golden is not None
+def rtx_build(built_digits, digits_data) -> Path:
+    out = built_digits(SKUS, ("fp16", "fp32"), data=digits_data)
+    assert json.loads((out / "check.json").read_text())["golden"] is not None
     return out
 
 
@@ -54,10 +49,10 @@ def _parse(config: Path):
     return text_format.Parse(config.read_text(), model_config_pb2.ModelConfig())
 
 
-def _export(uri: str, repo: Path, *args: str, release: str = "25.10"):
-    return run_cli(
-        "export", "triton", "digits@1.0.0", "--store", uri, "--repo", repo, "--json", "--triton-release", release, *args
-    )
+def _export(uri: str, repo: Path, *args: str, release: str = "25.10", ref: str = "digits@1.0.0", json: bool = True):
+    """`compile export triton REF` into REPO, the Triton release named, its report as JSON unless ``json=False``."""
+    shown = ("--json",) if json else ()
+    return run_cli("export", "triton", ref, "--store", uri, "--repo", repo, *shown, "--triton-release", release, *args)
 
 
 def test_a_mixed_fleet_gets_one_plan_per_compute_capability(store_uri, fleet_build, tmp_path, digits_model):
@@ -162,25 +157,12 @@ def test_a_tampered_plan_writes_no_version(tmp_path, fleet_build):
     blob.write_bytes(b"not a plan")
     repo = tmp_path / "models"
     repo.mkdir()
-    result = run_cli(
-        "export",
-        "triton",
-        "digits@1.0.0",
-        "--store",
-        store,
-        "--repo",
-        repo,
-        "--precision",
-        "fp16",
-        "--no-cache",
-        "--triton-release",
-        "25.10",
-    )
+    result = _export(store, repo, "--precision", "fp16", "--no-cache", json=False)
     assert_clean_error(result, 1, f"sha256:{engine.sha256}", "corrupt")
     assert [p.name for p in repo.iterdir()] == [".digits.lock"]  # no model folder, nothing staged; the lock stays
 
 
-def test_a_release_without_a_model_signature_is_refused(tmp_path, fleet_build, digits_model):
+def test_a_release_without_a_model_signature_is_refused(tmp_path, fleet_build):
     moved = tmp_path / "build"
     import shutil
 
@@ -233,21 +215,7 @@ def test_the_next_release_of_the_same_model_exports_as_the_next_version(tmp_path
     repo = tmp_path / "models"
     repo.mkdir()
     assert _export(store, repo, "--precision", "fp16").exit_code == 0
-    following = run_cli(
-        "export",
-        "triton",
-        "digits@1.0.1",
-        "--store",
-        store,
-        "--repo",
-        repo,
-        "--precision",
-        "fp16",
-        "--triton-release",
-        "25.10",
-        "--model-version",
-        "2",
-    )
+    following = _export(store, repo, "--precision", "fp16", "--model-version", "2", ref="digits@1.0.1", json=False)
     assert following.exit_code == 0, following.stderr
     assert "digits@1.0.1" in (repo / "digits" / "config.pbtxt").read_text()
     assert sorted(p.name for p in (repo / "digits").iterdir()) == ["1", "2", "config.pbtxt", "warmup"]

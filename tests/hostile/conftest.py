@@ -12,6 +12,7 @@ import pytest
 from tests.hostile import generators
 from tests.hostile.harness import TALLY, Sandbox, run
 from tests.support.cli import run_cli
+from tests.support.digits import build_args, run_calibrate
 
 
 @pytest.fixture(scope="session")
@@ -28,9 +29,7 @@ def calibration_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     data = root / "data.npz"
     np.savez(data, **{generators.MODEL_INPUT: generators.digits_samples()})
     out = root / "calibration"
-    result = run_cli(
-        "calibrate", generators.DIGITS_MODEL, "--data", data, "--out", out, "--precision", "int8", "--json", cwd=root
-    )
+    result = run_calibrate(out, "--precision", "int8", "--json", data=data, cwd=root)
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout)["files"].keys() >= {"model.onnx"}
     return out
@@ -44,20 +43,13 @@ def normal_build_peak(tmp_path_factory: pytest.TempPathFactory) -> int | None:
     box = Sandbox(root / "case")
     done = run(
         box,
-        [
-            "build",
-            str(generators.DIGITS_MODEL),
-            "--profiles",
-            str(generators.DIGITS_PROFILES),
-            "--sku",
-            "rtx-4090",
-            "--precision",
-            "fp32",
-            "--precision",
-            "fp16",
-            "--out",
+        build_args(
             str(box.out),
-        ],
+            ("rtx-4090",),
+            ("fp32", "fp16"),
+            model=str(generators.DIGITS_MODEL),
+            profiles=str(generators.DIGITS_PROFILES),
+        ),
     )
     assert done.result is not None and done.result.exit_code == 0, done.result
     shutil.rmtree(root, ignore_errors=True)
@@ -89,30 +81,10 @@ def pytest_terminal_summary(terminalreporter) -> None:
 
 
 @pytest.fixture(scope="session")
-def store_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def store_build(built_digits) -> Path:
     """A build folder of the digits model (fp16 for rtx-3090 and rtx-4090) with the check.json `compile check`
     writes: what the publish cases damage copies of."""
-    root = tmp_path_factory.mktemp("hostile-store-build")
-    build = root / "build"
-    result = run_cli(
-        "build",
-        generators.DIGITS_MODEL,
-        "--profiles",
-        generators.DIGITS_PROFILES,
-        "--sku",
-        "rtx-3090",
-        "--sku",
-        "rtx-4090",
-        "--precision",
-        "fp16",
-        "--out",
-        build,
-        cwd=root,
-    )
-    assert result.exit_code == 0, result.stderr
-    checked = run_cli("check", build, "--json", cwd=root)
-    assert checked.exit_code == 0 and (build / "check.json").is_file(), checked.stderr
-    return build
+    return built_digits(("rtx-3090", "rtx-4090"), ("fp16",), checked=True)
 
 
 @pytest.fixture(scope="session")

@@ -10,6 +10,11 @@ from tests.hostile.harness import snapshot, snapshot_changes
 NAME, VERSION, OTHER, CHANNEL, SKU = "digits", "1.0.0", "1.0.1", "stable", "rtx-4090"
 
 
+def verified_pull(out: Path, key: Path | str, *extra: str) -> list[str | Path]:
+    """`compile pull` of the release's SKU plan into OUT, verified against KEY (each case adds its --store)."""
+    return ["pull", f"{NAME}@{VERSION}", "--sku", SKU, "--out", out, "--verify-key", key, *extra]
+
+
 def codes(*codes: int) -> frozenset[int]:
     return frozenset(codes)
 

@@ -46,6 +46,7 @@ from hypothesis import strategies as st
 from tests.hostile import generators as g
 from tests.hostile.harness import PEAK_RSS, Case, Expect, Sandbox, run_cases, snapshot, snapshot_changes
 from tests.support.cli import REPO
+from tests.support.digits import build_args, calibrate_args
 
 SKU = "rtx-4090"
 
@@ -68,19 +69,7 @@ def _copy_profiles(box: Sandbox) -> Path:
 
 
 def _build_args(model: Path, profiles: Path, box: Sandbox, *extra: str, precision: str = "fp32") -> list[str]:
-    return [
-        "build",
-        str(model),
-        "--profiles",
-        str(profiles),
-        "--sku",
-        SKU,
-        "--precision",
-        precision,
-        "--out",
-        str(box.out),
-        *extra,
-    ]
+    return build_args(str(box.out), (SKU,), (precision,), *extra, model=str(model), profiles=str(profiles))
 
 
 def _json(flag: bool) -> list[str]:
@@ -274,7 +263,7 @@ same checks, and then builds the digits model's int8 engine, which builds."""
 def _data_case(made: g.Made, box: Sandbox, command: str, json_output: bool) -> Case:
     model = _copy_model(box)
     if command == "calibrate":
-        args = ["calibrate", str(model), "--data", str(made.path), "--out", str(box.out), *_json(json_output)]
+        args = calibrate_args(str(box.out), *_json(json_output), model=str(model), data=str(made.path))
     else:
         args = _build_args(
             model, _copy_profiles(box), box, "--data", str(made.path), *_json(json_output), precision="int8"
@@ -322,24 +311,26 @@ IMAGES_MUST = {
 Pillow's bomb limit), a bad chunk CRC, a 100000 x 100000 resize, NaN and infinite preprocessing constants."""
 
 
-@pytest.mark.parametrize("kind", g.NPZ_KINDS)
-def test_npz_data(kind, request, hostile_base):
+def _run_data_cases(request, hostile_base, family: str, recipes, must) -> None:
+    """Each drawn recipe written into its case's sandbox, then calibrated from (twice as often) or built with, its
+    output as JSON or not."""
+
     def setup(drawn, box: Sandbox) -> Case:
         recipe, command, json_output = drawn
         return _data_case(recipe.write(box), box, command, json_output)
 
-    strategy = st.tuples(g.npz_recipes(kind), st.sampled_from(["calibrate", "calibrate", "build"]), st.booleans())
-    run_cases(request.node.name, "npz", strategy, setup, hostile_base, NPZ_MUST.get(kind, ()))
+    strategy = st.tuples(recipes, st.sampled_from(["calibrate", "calibrate", "build"]), st.booleans())
+    run_cases(request.node.name, family, strategy, setup, hostile_base, must)
+
+
+@pytest.mark.parametrize("kind", g.NPZ_KINDS)
+def test_npz_data(kind, request, hostile_base):
+    _run_data_cases(request, hostile_base, "npz", g.npz_recipes(kind), NPZ_MUST.get(kind, ()))
 
 
 @pytest.mark.parametrize("kind", g.IMAGE_KINDS)
 def test_image_folders(kind, request, hostile_base):
-    def setup(drawn, box: Sandbox) -> Case:
-        recipe, command, json_output = drawn
-        return _data_case(recipe.write(box), box, command, json_output)
-
-    strategy = st.tuples(g.image_recipes(kind), st.sampled_from(["calibrate", "calibrate", "build"]), st.booleans())
-    run_cases(request.node.name, "images", strategy, setup, hostile_base, IMAGES_MUST.get(kind, ()))
+    _run_data_cases(request, hostile_base, "images", g.image_recipes(kind), IMAGES_MUST.get(kind, ()))
 
 
 # --- calibration folders for build --calibration ---------------------------------------------------------------
@@ -485,18 +476,9 @@ def test_calibrate_options(option, request, hostile_base):
         model = _copy_model(box)
         data = box.inputs / "data.npz"
         data.write_bytes(g.npz_bytes({g.MODEL_INPUT: g.digits_samples()}, compressed=False))
-        args = [
-            "calibrate",
-            str(model),
-            "--data",
-            str(data),
-            "--out",
-            str(box.out),
-            "--precision",
-            precision,
-            *chosen.extra,
-            *_json(json_output),
-        ]
+        args = calibrate_args(
+            str(box.out), "--precision", precision, *chosen.extra, *_json(json_output), model=str(model), data=str(data)
+        )
         args = _set_option(args, option, _placeholder(chosen.value, box, box.out))
         names = (option, option[2:].replace("-", "_"))  # the flag, or the field it sets
         return Case(
@@ -560,7 +542,7 @@ def test_a_calibration_leaves_nothing_in_home_or_tmp(hostile_base):
     box = Sandbox(root)
     data = box.inputs / "data.npz"
     data.write_bytes(g.npz_bytes({g.MODEL_INPUT: g.digits_samples()}, compressed=False))
-    done = run(box, ["calibrate", str(_copy_model(box)), "--data", str(data), "--out", str(box.out)])
+    done = run(box, calibrate_args(str(box.out), model=str(_copy_model(box)), data=str(data)))
     assert done.result is not None and done.result.exit_code == 0, done.result
     left = sorted(str(p.relative_to(box.root)) for folder in (box.home, box.tmp) for p in folder.rglob("*"))
     assert left == [], left
@@ -609,26 +591,9 @@ the recorded one, bad rules, catalog or data is exit 2 naming the file; an intac
 
 
 @pytest.fixture(scope="module")
-def check_build(tmp_path_factory) -> Path:
+def check_build(built_digits) -> Path:
     """A valid fp32 build folder of the digits model, copied into every case."""
-    from tests.support.cli import run_cli
-
-    out = tmp_path_factory.mktemp("hostile-check") / "engines"
-    result = run_cli(
-        "build",
-        g.DIGITS_MODEL,
-        "--profiles",
-        g.DIGITS_PROFILES,
-        "--sku",
-        SKU,
-        "--precision",
-        "fp32",
-        "--out",
-        out,
-        "--json",
-    )
-    assert result.exit_code == 0, result.stderr
-    return out
+    return built_digits((SKU,), ("fp32",))
 
 
 def _damaged_build(box: Sandbox, source: Path, kind: str, detail) -> tuple[list[str], tuple[str, ...], int]:

@@ -10,27 +10,11 @@ from pathlib import Path
 import pytest
 
 from tests.support.cli import assert_clean_error, run_cli
+from tests.support.digits import run_build
 
 
-def _build(digits_model, digits_profiles, out: Path, cache: Path, remote: Path | str, *extra: str):
-    return run_cli(
-        "build",
-        digits_model,
-        "--profiles",
-        digits_profiles,
-        "--sku",
-        "rtx-5090",
-        "--precision",
-        "fp16",
-        "--out",
-        out,
-        "--cache-dir",
-        cache,
-        "--remote-cache",
-        remote,
-        "--json",
-        *extra,
-    )
+def _build(out: Path, cache: Path, remote: Path | str, *extra: str):
+    return run_build(out, ("rtx-5090",), ("fp16",), "--cache-dir", cache, "--remote-cache", remote, "--json", *extra)
 
 
 @pytest.mark.parametrize(
@@ -43,16 +27,14 @@ def _build(digits_model, digits_profiles, out: Path, cache: Path, remote: Path |
         ("oci://host:99999/x", "not a registry host"),
     ],
 )
-def test_a_bad_remote_cache_uri_is_one_error_line_before_any_work(
-    digits_model, digits_profiles, tmp_path, uri, fragment
-):
-    result = _build(digits_model, digits_profiles, tmp_path / "out", tmp_path / "cache", uri)
+def test_a_bad_remote_cache_uri_is_one_error_line_before_any_work(tmp_path, uri, fragment):
+    result = _build(tmp_path / "out", tmp_path / "cache", uri)
     assert_clean_error(result, 2, "remote cache (--remote-cache", fragment)
     assert not (tmp_path / "out").exists()
 
 
-def test_an_unreachable_remote_cache_is_a_warning_and_the_build_goes_on(digits_model, digits_profiles, tmp_path):
-    result = _build(digits_model, digits_profiles, tmp_path / "out", tmp_path / "cache", "oci+http://127.0.0.1:9/x")
+def test_an_unreachable_remote_cache_is_a_warning_and_the_build_goes_on(tmp_path):
+    result = _build(tmp_path / "out", tmp_path / "cache", "oci+http://127.0.0.1:9/x")
     assert result.exit_code == 0, result.stderr
     (target,) = json.loads(result.stdout)["targets"]
     assert target["cache"] == {"source": "miss", "reason": "the remote cache did not answer"}
@@ -70,9 +52,9 @@ def _rewrite(index: Path, data: dict) -> None:
 
 
 @pytest.mark.parametrize("damage", ["path", "other-key", "wrong-digest", "not-json", "huge-size", "missing-blob"])
-def test_a_hostile_remote_entry_is_refused_rebuilt_and_replaced(digits_model, digits_profiles, tmp_path, damage):
+def test_a_hostile_remote_entry_is_refused_rebuilt_and_replaced(tmp_path, damage):
     remote = tmp_path / "remote"
-    first = _build(digits_model, digits_profiles, tmp_path / "a", tmp_path / "cache-a", remote)
+    first = _build(tmp_path / "a", tmp_path / "cache-a", remote)
     assert first.exit_code == 0, first.stderr
     index, data = _entry(remote)
     key = index.stem
@@ -91,7 +73,7 @@ def test_a_hostile_remote_entry_is_refused_rebuilt_and_replaced(digits_model, di
         index.write_bytes(b"\x00not an index")
     else:
         _rewrite(index, data)
-    second = _build(digits_model, digits_profiles, tmp_path / "b", tmp_path / "cache-b", remote)
+    second = _build(tmp_path / "b", tmp_path / "cache-b", remote)
     assert second.exit_code == 0, second.stderr
     (target,) = json.loads(second.stdout)["targets"]
     assert target["cache"] == {"source": "miss", "reason": "the remote entry was damaged"}
@@ -99,7 +81,7 @@ def test_a_hostile_remote_entry_is_refused_rebuilt_and_replaced(digits_model, di
     assert len(warnings) == 1 and f"engines entry {key[:12]} refused" in warnings[0], second.stderr
     assert not list(tmp_path.rglob("escaped"))
     # replaced: the next runner takes it whole
-    third = _build(digits_model, digits_profiles, tmp_path / "c", tmp_path / "cache-c", remote)
+    third = _build(tmp_path / "c", tmp_path / "cache-c", remote)
     assert json.loads(third.stdout)["targets"][0]["cache"] == {"source": "remote", "reason": None}, third.stderr
     assert "warning" not in third.stderr
 

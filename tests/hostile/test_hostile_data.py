@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from compiler.core.errors import InvalidInput
 from compiler.data.model import load_model
-from tests.support.cli import assert_clean_error, run_cli
+from tests.support.cli import assert_clean_error
+from tests.support.digits import run_build, run_calibrate
 
 MEMORY = 3 << 30
 """Address space for each run: the bundled example calibrates in well under it; a header's lie would not."""
@@ -81,7 +82,7 @@ def _claim_size(path: Path, size: int) -> Path:
 
 
 def _calibrate(model: Path, data: Path, out: Path):
-    return run_cli("calibrate", model, "--data", data, "--out", out, "--samples", "200", timeout=60, preexec_fn=limited)
+    return run_calibrate(out, "--samples", "200", model=model, data=data, timeout=60, preexec_fn=limited)
 
 
 def _assert_refused(done, data: Path, out: Path, *fragments: str) -> str:
@@ -147,24 +148,17 @@ def test_a_truncated_file(tmp_path, digits_model, digits_data):
     assert_clean_error(done, 2, str(data), "not a readable .npz")
 
 
-def test_build_data_refuses_damaged_data_the_same_way(tmp_path, digits_model, digits_data, digits_profiles, images):
+def test_build_data_refuses_damaged_data_the_same_way(tmp_path, images):
     for data, fragment in (
         (_broken_deflate_stream(tmp_path / "damaged.npz", images), "invalid stored block"),
         (_npz(tmp_path / "lying.npz", _npy((10**9, 1, 8, 8), images.tobytes())), "header declares"),
     ):
-        done = run_cli(
-            "build",
-            digits_model,
-            "--profiles",
-            digits_profiles,
-            "--sku",
-            "rtx-4090",
-            "--precision",
-            "int8",
+        done = run_build(
+            tmp_path / "out",
+            ("rtx-4090",),
+            ("int8",),
             "--data",
             data,
-            "--out",
-            tmp_path / "out",
             "--cache-dir",
             tmp_path / "cache",
             timeout=60,

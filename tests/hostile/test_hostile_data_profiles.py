@@ -9,13 +9,14 @@ import pytest
 
 from tests.fixtures.make_encoder import MODEL, PROFILES, make_data
 from tests.support.cli import assert_clean_error, run_cli
+from tests.support.digits import run_build
 
 
 @pytest.fixture(scope="module")
 def encoder_build(tmp_path_factory):
     """An fp16 engine of the encoder, profile 'online': sequence 8 to 64."""
     out = tmp_path_factory.mktemp("encoder-fp16")
-    built = run_cli("build", MODEL, "--profiles", PROFILES, "--sku", "rtx-4090", "--precision", "fp16", "--out", out)
+    built = run_build(out, model=MODEL, profiles=PROFILES)
     assert built.exit_code == 0, built.stderr
     return out
 

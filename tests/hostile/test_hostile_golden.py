@@ -24,13 +24,8 @@ from tests.support.serving import datacenter_copy
 
 
 @pytest.fixture(scope="module")
-def checked_build(tmp_path_factory, digits_model, digits_profiles, digits_data) -> Path:
-    from compiler.engines import build_engines
-
-    out = tmp_path_factory.mktemp("hostile-golden") / "build"
-    assert not build_engines(digits_model, digits_profiles, ["rtx-4090"], ["fp16"], out).failed
-    assert run_cli("check", out, "--data", digits_data).exit_code == 0
-    return out
+def checked_build(built_digits, digits_data) -> Path:
+    return built_digits(("rtx-4090",), ("fp16",), data=digits_data)
 
 
 def _published(build: Path, tmp_path: Path) -> tuple[str, dict]:

@@ -19,7 +19,8 @@ from onnx import TensorProto, helper
 
 from compiler.core.errors import InvalidInput
 from compiler.data.datasets import MAX_IMAGE_SIDE, ImageFolderDataset, ImagePreprocess
-from tests.support.cli import assert_clean_error, run_cli
+from tests.support.cli import assert_clean_error
+from tests.support.digits import run_calibrate
 
 MEMORY = 3 << 30
 
@@ -67,7 +68,7 @@ def _png_header_only(path: Path, width: int, height: int) -> Path:
 
 
 def _run(model: Path, folder: Path, out: Path):
-    return run_cli("calibrate", model, "--data", folder, "--out", out, timeout=30, preexec_fn=limited)
+    return run_calibrate(out, model=model, data=folder, timeout=30, preexec_fn=limited)
 
 
 @pytest.mark.parametrize("size", ["[40000, 40000]", "[8, 40000]", "[9, 8]"])
@@ -86,9 +87,7 @@ def test_a_size_beyond_the_documented_maximum_is_refused_for_dynamic_dims(tmp_pa
     ok = tmp_path / "ok"
     (folder / "preprocess.yaml").write_text("color: L\nsize: [16, 12]\n")
     # fp16: the model has no op TensorRT runs in int8, which an int8 calibration now refuses
-    calibrated = run_cli(
-        "calibrate", model, "--data", folder, "--out", ok, "--holdout", "1", "--precision", "fp16", timeout=120
-    )
+    calibrated = run_calibrate(ok, "--holdout", "1", "--precision", "fp16", model=model, data=folder, timeout=120)
     assert calibrated.exit_code == 0, calibrated.stderr
 
 

@@ -27,10 +27,10 @@ from hypothesis import strategies as st
 
 from tests.hostile import generators as g
 from tests.hostile.harness import Case, Expect, Sandbox, run_cases, snapshot, snapshot_changes
+from tests.hostile.store_support import NAME, SKU, VERSION, verified_pull
 from tests.support.cli import CliResult, run_cli
 from tests.support.keys import write_keys
 
-NAME, VERSION, SKU = "digits", "1.0.0", "rtx-4090"
 LEAK_RUN = 8
 """Characters of a secret in a row that count as echoing it."""
 BUNDLE = "application/vnd.dev.sigstore.bundle.v0.3+json"
@@ -207,16 +207,7 @@ def test_bundles(request, hostile_base, keys, signed_store):
         box.out.mkdir(exist_ok=True)
         args = {
             "verify": ["verify", f"{NAME}@{VERSION}", "--key", keys["p256.pub"]],
-            "pull": [
-                "pull",
-                f"{NAME}@{VERSION}",
-                "--sku",
-                SKU,
-                "--out",
-                box.out / "x.plan",
-                "--verify-key",
-                keys["p256.pub"],
-            ],
+            "pull": verified_pull(box.out / "x.plan", keys["p256.pub"]),
             "provenance": ["provenance", f"{NAME}@{VERSION}"],
         }[recipe.command]
         codes = _bundle_codes(recipe)

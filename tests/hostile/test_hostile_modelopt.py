@@ -11,6 +11,7 @@ import pytest
 
 from compiler.core.modelopt import ENV
 from tests.support.cli import assert_clean_error, run_cli
+from tests.support.digits import calibrate_args, run_calibrate
 
 
 def _script(path, text: str, mode: int = 0o755):
@@ -35,15 +36,13 @@ INTERPRETERS = {
 
 
 @pytest.mark.parametrize("case", list(INTERPRETERS))
-def test_a_bad_modelopt_interpreter_is_exit_3_naming_the_variable(tmp_path, digits_model, digits_data, case):
+def test_a_bad_modelopt_interpreter_is_exit_3_naming_the_variable(tmp_path, case):
     env = {k: v for k, v in os.environ.items() if k != ENV}
     value = INTERPRETERS[case](tmp_path)
     if value is not None:
         env[ENV] = value
     out = tmp_path / "out"
-    done = run_cli(
-        "calibrate", digits_model, "--data", digits_data, "--quantizer", "modelopt", "--out", out, env=env, timeout=300
-    )
+    done = run_calibrate(out, "--quantizer", "modelopt", env=env, timeout=300)
     line = assert_clean_error(done, 3, f"${ENV}", "--quantizer onnxruntime")
     assert "\x1b" not in line
     assert not out.exists()
@@ -58,21 +57,9 @@ def test_a_bad_modelopt_interpreter_is_exit_3_naming_the_variable(tmp_path, digi
         (["--quantizer", ""], "--quantizer"),
     ],
 )
-def test_what_modelopt_cannot_do_is_refused_before_any_work(tmp_path, digits_model, digits_data, args, named):
+def test_what_modelopt_cannot_do_is_refused_before_any_work(tmp_path, args, named):
     out = tmp_path / "out"
-    done = run_cli(
-        "calibrate",
-        digits_model,
-        "--data",
-        digits_data,
-        "--quantizer",
-        "modelopt",
-        *args,
-        "--out",
-        out,
-        env={**os.environ, ENV: "/no/such/python"},
-        timeout=120,
-    )
+    done = run_calibrate(out, "--quantizer", "modelopt", *args, env={**os.environ, ENV: "/no/such/python"}, timeout=120)
     assert_clean_error(done, 2, named)
     assert not out.exists()
 
@@ -83,27 +70,14 @@ def test_doctor_says_why_modelopt_is_not_usable(tmp_path):
     assert '"modelopt": "not usable: $COMPILE_MODELOPT_PYTHON=' in done.stdout
 
 
-def test_an_interpreter_that_writes_escapes_to_stderr_is_named_in_one_printable_line(
-    tmp_path, digits_model, digits_data
-):
+def test_an_interpreter_that_writes_escapes_to_stderr_is_named_in_one_printable_line(tmp_path):
     python = _script(tmp_path / "python", "#!/bin/sh\nprintf 'boom\\033]0;title\\007\\033[2J' >&2\nexit 1\n")
-    done = run_cli(
-        "calibrate",
-        digits_model,
-        "--data",
-        digits_data,
-        "--quantizer",
-        "modelopt",
-        "--out",
-        tmp_path / "out",
-        env={**os.environ, ENV: python},
-        timeout=120,
-    )
+    done = run_calibrate(tmp_path / "out", "--quantizer", "modelopt", env={**os.environ, ENV: python}, timeout=120)
     line = assert_clean_error(done, 3, f"${ENV}", "boom")
     assert "\x1b" not in line and "\x07" not in line
 
 
-def test_a_modelopt_whose_import_breaks_in_the_quantizer_is_exit_3(tmp_path, digits_model, digits_data):
+def test_a_modelopt_whose_import_breaks_in_the_quantizer_is_exit_3(tmp_path):
     """The metadata says ModelOpt is there (the quick check calibrate makes), but importing it fails (a broken cupy
     or torch): the quantizer's ImportError is an environment problem, not a failed calibration."""
     versions = (
@@ -115,18 +89,7 @@ def test_a_modelopt_whose_import_breaks_in_the_quantizer_is_exit_3(tmp_path, dig
         f"#!/bin/sh\nif [ \"$1\" = -c ]; then echo '{versions}'; exit 0; fi\n"
         "echo \"ModuleNotFoundError: No module named 'cupy'\" >&2\nexit 1\n",
     )
-    done = run_cli(
-        "calibrate",
-        digits_model,
-        "--data",
-        digits_data,
-        "--quantizer",
-        "modelopt",
-        "--out",
-        tmp_path / "out",
-        env={**os.environ, ENV: python},
-        timeout=300,
-    )
+    done = run_calibrate(tmp_path / "out", "--quantizer", "modelopt", env={**os.environ, ENV: python}, timeout=300)
     assert_clean_error(done, 3, f"${ENV}", "cupy", "--quantizer onnxruntime")
     assert not (tmp_path / "out" / "calibration.json").exists()
 
@@ -139,13 +102,13 @@ print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss << 10)
 
 
 @pytest.mark.parametrize("stage", ["probe", "quantizer"])
-def test_an_interpreter_that_prints_400_mb_costs_megabytes_not_gigabytes(tmp_path, digits_model, digits_data, stage):
+def test_an_interpreter_that_prints_400_mb_costs_megabytes_not_gigabytes(tmp_path, stage):
     """Issue 39, class 10: the command's peak RSS (its children's largest, read in a process of its own) stays far
     below the 400 MB the interpreter prints (1.2 GB before: the whole output was kept, decoded)."""
     versions = '{"modelopt": "1", "modelopt_onnxruntime": "1", "modelopt_onnx": "1", "modelopt_torch": "1"}'
     probe = f"if [ \"$1\" = -c ]; then echo '{versions}'; exit 0; fi\n" if stage == "quantizer" else ""
     python = _script(tmp_path / "python", f"#!/bin/sh\n{probe}head -c 400000000 /dev/zero | tr '\\0' x\nexit 1\n")
-    args = ["calibrate", digits_model, "--data", digits_data, "--quantizer", "modelopt", "--out", tmp_path / "out"]
+    args = calibrate_args(tmp_path / "out", "--quantizer", "modelopt")
     done = subprocess.run(
         [sys.executable, "-c", MEASURE, *map(str, args)], env={**os.environ, ENV: python}, capture_output=True,
         text=True, timeout=300,

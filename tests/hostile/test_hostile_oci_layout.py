@@ -24,14 +24,14 @@ import requests
 from hypothesis import strategies as st
 
 from tests.hostile.harness import Case, Expect, Sandbox, run_cases
+from tests.hostile.store_support import NAME, SKU, VERSION, verified_pull
 from tests.support.cli import CliResult, run_cli
+from tests.support.digits import TINY_DATA, TINY_MODEL, TINY_PROFILES
 from tests.support.keys import write_keys
 from tests.support.registry import environment_without_credentials
 
-NAME, VERSION, SKU = "digits", "1.0.0", "rtx-4090"
 MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 INDEX = "application/vnd.oci.image.index.v1+json"
-OLD = Path(__file__).resolve().parents[1] / "fixtures" / "old_release"
 
 
 @dataclass(frozen=True)
@@ -84,14 +84,10 @@ class Release:
 
 
 @pytest.fixture(scope="module")
-def oci_release(registry, tmp_path_factory) -> Release:
+def oci_release(registry, tmp_path_factory, built_digits) -> Release:
     """digits@1.0.0 of the tiny fixture model, checked with --data, signed, promoted, in a repository of its own."""
     root = tmp_path_factory.mktemp("hostile-oci-layout")
-    build = root / "build"
-    built = run_cli("build", OLD / "model.onnx", "--profiles", OLD / "profiles.yaml", "--sku", SKU, "--precision",
-                    "fp32", "--out", build)  # fmt: skip
-    assert built.exit_code == 0, built.stderr
-    assert run_cli("check", build, "--data", OLD / "data.npz").exit_code == 0
+    build = built_digits((SKU,), ("fp32",), data=TINY_DATA, model=TINY_MODEL, profiles=TINY_PROFILES)
     keys = write_keys(root)
     uri = registry.uri()
     env = environment_without_credentials(root)
@@ -167,18 +163,7 @@ def test_registry_layouts(request, hostile_base, oci_release):
         out = box.out / "digits.plan"
         args = {
             "verify": ["verify", f"{NAME}@{VERSION}", "--key", release.public],
-            "pull": [
-                "pull",
-                f"{NAME}@{VERSION}",
-                "--sku",
-                SKU,
-                "--out",
-                out,
-                "--golden",
-                "--verify-key",
-                release.public,
-                "--no-cache",
-            ],
+            "pull": verified_pull(out, release.public, "--golden", "--no-cache"),
             "ls-verify": ["ls", NAME, "--verify"],
         }[recipe.command]
 

@@ -8,7 +8,8 @@ import pytest
 from calibration import calibrate
 from compiler.core.errors import InvalidInput
 from compiler.core.options import CalibrationOptions
-from tests.support.cli import assert_clean_error, run_cli
+from tests.support.cli import assert_clean_error
+from tests.support.digits import run_calibrate
 
 BAD = [
     (["--holdout", "nan"], "--holdout"),
@@ -49,9 +50,9 @@ BAD = [
 
 
 @pytest.mark.parametrize(("args", "option"), BAD, ids=[" ".join(a) for a, _ in BAD])
-def test_out_of_range_options_are_refused_before_any_work(tmp_path, digits_model, digits_data, args, option):
+def test_out_of_range_options_are_refused_before_any_work(tmp_path, args, option):
     out = tmp_path / "out"
-    done = run_cli("calibrate", digits_model, "--data", digits_data, "--out", out, *args, timeout=60)
+    done = run_calibrate(out, *args, timeout=60)
     assert_clean_error(done, 2, option)
     assert "internal error" not in done.stderr and "onnxruntime" not in done.stderr
     assert not out.exists()
@@ -79,15 +80,10 @@ def test_the_api_checks_the_same_options_first(tmp_path, digits_model, digits_da
     assert not (tmp_path / "out").exists()
 
 
-def test_in_range_extremes_still_work(tmp_path, digits_model, digits_data):
+def test_in_range_extremes_still_work(tmp_path):
     """Counts far beyond the data are capped by it, not errors: a whole count of held-out samples, a huge
     --samples and --batch-size, a huge seed."""
-    done = run_cli(
-        "calibrate",
-        digits_model,
-        "--data",
-        digits_data,
-        "--out",
+    done = run_calibrate(
         tmp_path / "out",
         "--holdout",
         "300.0",

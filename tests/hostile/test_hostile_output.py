@@ -15,6 +15,7 @@ from onnx import TensorProto, helper
 
 from compiler.core.text import printable
 from tests.support.cli import assert_clean_error, run_cli
+from tests.support.digits import run_calibrate
 
 FORGED = "x\nerror: forged\r\x1b[31mred\x1b]0;title\x07\x9b2J\u2028tail"
 """A newline that would start a second ``error:`` line, a carriage return, ESC sequences (colour, window title),
@@ -70,7 +71,7 @@ def test_profile_and_input_names_cannot_forge_error_lines(tmp_path, digits_model
     assert "profile 'x\\nerror: forged" in done.stdout  # the problems listed on stdout, one line each
 
 
-def test_model_input_names_are_escaped_in_tables_and_errors(tmp_path, digits_data):
+def test_model_input_names_are_escaped_in_tables_and_errors(tmp_path):
     model = _forged_model(tmp_path / "forged.onnx")
     shown = run_cli("inspect", model, env=WIDE)
     assert shown.exit_code == 0, shown.stderr
@@ -79,7 +80,7 @@ def test_model_input_names_are_escaped_in_tables_and_errors(tmp_path, digits_dat
     doc = run_cli("inspect", model, "--json")  # machine output keeps the names as they are (JSON escapes them)
     assert doc.exit_code == 0, doc.stderr
     assert [i["name"] for i in json.loads(doc.stdout)["model"]["inputs"]] == [FORGED]
-    failed = run_cli("calibrate", model, "--data", digits_data, "--out", tmp_path / "out")
+    failed = run_calibrate(tmp_path / "out", model=model)
     assert_clean_error(failed, 2, "digits.npz", "x\\nerror: forged\\r\\x1b[31mred\\x1b]0;title\\x07")
     _assert_no_raw_controls(failed.stdout, failed.stderr)
 

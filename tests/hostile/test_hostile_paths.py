@@ -14,7 +14,8 @@ import pytest
 from calibration import calibrate
 from compiler.core.errors import InvalidInput
 from compiler.core.paths import check_not_overwriting
-from tests.support.cli import assert_clean_error, run_cli
+from tests.support.cli import assert_clean_error
+from tests.support.digits import DIGITS_PROFILES, run_build, run_calibrate
 
 
 def _digest(path: Path) -> str:
@@ -25,60 +26,60 @@ def _snapshot(folder: Path) -> dict[str, str]:
     return {str(p.relative_to(folder)): _digest(p) for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
+def _copy(source: Path, target: Path) -> Path:
+    """A copy of an example file where the test wants it (its folder made): what a refused run must leave intact."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(source, target)
+    return target
+
+
 def _refused(done, *fragments: str) -> str:
     line = assert_clean_error(done, 2, "--out", "would overwrite the input", *fragments)
     assert "internal error" not in line
     return line
 
 
-def test_out_holding_the_model_itself(tmp_path, digits_model, digits_data):
-    folder = tmp_path / "work"
-    folder.mkdir()
-    model = folder / "model.onnx"
-    shutil.copy(digits_model, model)
+def test_out_holding_the_model_itself(tmp_path, digits_model):
+    model = _copy(digits_model, tmp_path / "work" / "model.onnx")
+    folder = model.parent
     before = _snapshot(folder)
-    done = run_cli("calibrate", model, "--data", digits_data, "--out", folder, timeout=120)
+    done = run_calibrate(folder, model=model, timeout=120)
     _refused(done, str(model))
     assert _snapshot(folder) == before
 
 
 @pytest.mark.parametrize("link", ["symlink", "hardlink"])
-def test_an_output_file_that_is_another_name_for_the_model(tmp_path, digits_model, digits_data, link):
-    model = tmp_path / "src" / "digits.onnx"
-    model.parent.mkdir()
-    shutil.copy(digits_model, model)
+def test_an_output_file_that_is_another_name_for_the_model(tmp_path, digits_model, link):
+    model = _copy(digits_model, tmp_path / "src" / "digits.onnx")
     out = tmp_path / "out"
     out.mkdir()
     (os.symlink if link == "symlink" else os.link)(model, out / "model.onnx")
-    done = run_cli("calibrate", model, "--data", digits_data, "--out", out, timeout=120)
+    done = run_calibrate(out, model=model, timeout=120)
     _refused(done, "model.onnx", str(model), "another name")
     assert _digest(model) == _digest(digits_model)
     assert sorted(p.name for p in out.iterdir()) == ["model.onnx"]
 
 
-def test_an_output_file_that_is_the_data(tmp_path, digits_model, digits_data):
-    data = tmp_path / "data.npz"
-    shutil.copy(digits_data, data)
+def test_an_output_file_that_is_the_data(tmp_path, digits_data):
+    data = _copy(digits_data, tmp_path / "data.npz")
     out = tmp_path / "out"
     out.mkdir()
     os.link(data, out / "report.json")
-    done = run_cli("calibrate", digits_model, "--data", data, "--out", out, timeout=120)
+    done = run_calibrate(out, data=data, timeout=120)
     _refused(done, "report.json", str(data))
     assert _digest(data) == _digest(digits_data)
 
 
-def test_out_reached_through_a_symlinked_folder(tmp_path, digits_model, digits_data):
-    folder = tmp_path / "work"
-    folder.mkdir()
-    model = folder / "model.onnx"
-    shutil.copy(digits_model, model)
+def test_out_reached_through_a_symlinked_folder(tmp_path, digits_model):
+    model = _copy(digits_model, tmp_path / "work" / "model.onnx")
+    folder = model.parent
     (tmp_path / "alias").symlink_to(folder, target_is_directory=True)
-    done = run_cli("calibrate", model, "--data", digits_data, "--out", tmp_path / "alias", timeout=120)
+    done = run_calibrate(tmp_path / "alias", model=model, timeout=120)
     _refused(done, str(model))
     assert _digest(model) == _digest(digits_model)
 
 
-def test_out_holding_the_models_external_data(tmp_path, digits_model, digits_data):
+def test_out_holding_the_models_external_data(tmp_path, digits_model):
     folder = tmp_path / "work"
     folder.mkdir()
     model = folder / "net.onnx"
@@ -86,12 +87,12 @@ def test_out_holding_the_models_external_data(tmp_path, digits_model, digits_dat
         onnx.load(digits_model), model, save_as_external_data=True, location="model.onnx.data", size_threshold=0
     )
     before = _snapshot(folder)
-    done = run_cli("calibrate", model, "--data", digits_data, "--out", folder, timeout=120)
+    done = run_calibrate(folder, model=model, timeout=120)
     _refused(done, "model.onnx.data")
     assert _snapshot(folder) == before
 
 
-def test_out_holding_the_image_folders_files(tmp_path, digits_model):
+def test_out_holding_the_image_folders_files(tmp_path):
     from PIL import Image
 
     images = tmp_path / "imgs"
@@ -104,7 +105,7 @@ def test_out_holding_the_image_folders_files(tmp_path, digits_model):
     (out / "calibration.cache").symlink_to(images / "3.png")
     (out / "report.json").symlink_to(images / "preprocess.yaml")
     before = _snapshot(images)
-    done = run_cli("calibrate", digits_model, "--data", images, "--out", out, timeout=120)
+    done = run_calibrate(out, data=images, timeout=120)
     _refused(done, "imgs/")
     assert _snapshot(images) == before
 
@@ -112,20 +113,16 @@ def test_out_holding_the_image_folders_files(tmp_path, digits_model):
 def test_a_staged_out_folder_holding_an_input(tmp_path, digits_model, digits_data):
     """A staged run replaces the whole folder: an input anywhere inside it would go."""
     out = tmp_path / "cal"
-    (out / "inputs").mkdir(parents=True)
-    model = out / "inputs" / "digits.onnx"
-    shutil.copy(digits_model, model)
+    model = _copy(digits_model, out / "inputs" / "digits.onnx")
     with pytest.raises(InvalidInput, match="replaced when the run ends"):
         calibrate(model, digits_data, out, staged=True)
     assert _digest(model) == _digest(digits_model)
 
 
-def test_out_beside_the_model_under_other_names_works(tmp_path, digits_model, digits_data):
-    folder = tmp_path / "work"
-    folder.mkdir()
-    model = folder / "digits.onnx"
-    shutil.copy(digits_model, model)
-    done = run_cli("calibrate", model, "--data", digits_data, "--out", folder, "--samples", "100", timeout=120)
+def test_out_beside_the_model_under_other_names_works(tmp_path, digits_model):
+    model = _copy(digits_model, tmp_path / "work" / "digits.onnx")
+    folder = model.parent
+    done = run_calibrate(folder, "--samples", "100", model=model, timeout=120)
     assert done.exit_code == 0, done.stderr
     assert _digest(model) == _digest(digits_model) and (folder / "model.onnx").is_file()
 
@@ -140,22 +137,8 @@ def test_check_not_overwriting(tmp_path):
         check_not_overwriting([source], [source], "--out")
 
 
-def _build(model: Path, out: Path, *extra: str | Path, profiles: Path | None = None, precision: str = "fp32"):
-    profiles = profiles or Path(__file__).resolve().parents[2] / "profiles" / "digits.yaml"
-    return run_cli(
-        "build",
-        model,
-        "--profiles",
-        profiles,
-        "--sku",
-        "rtx-4090",
-        "--precision",
-        precision,
-        "--out",
-        out,
-        *extra,
-        timeout=120,
-    )
+def _build(model: Path, out: Path, *extra: str | Path, profiles: Path = DIGITS_PROFILES, precision: str = "fp32"):
+    return run_build(out, ("rtx-4090",), (precision,), *extra, model=model, profiles=profiles, timeout=120)
 
 
 @pytest.mark.parametrize("how", ["inside", "symlink"])
@@ -176,7 +159,7 @@ def test_build_out_never_replaces_the_folder_holding_its_model(tmp_path, digits_
     assert _snapshot(out) == before
 
 
-def test_build_out_never_overwrites_its_profiles_or_calibration(tmp_path, digits_model, digits_data):
+def test_build_out_never_overwrites_its_profiles_or_calibration(tmp_path, digits_model):
     out = tmp_path / "engines"
     out.mkdir()
     profiles = out / "build.json"  # a profiles file where the run writes its status file
@@ -186,7 +169,7 @@ def test_build_out_never_overwrites_its_profiles_or_calibration(tmp_path, digits
     )
     assert profiles.read_text().startswith("# Shape profiles")
     calibration = out / "rtx-4090" / "int8"  # the calibration folder is the int8 target's own folder
-    assert run_cli("calibrate", digits_model, "--data", digits_data, "--out", calibration).exit_code == 0
+    assert run_calibrate(calibration).exit_code == 0
     before = _snapshot(calibration)
     assert_clean_error(
         _build(digits_model, out, "--calibration", calibration, precision="int8"),

@@ -11,6 +11,7 @@ from pydantic import ValidationError
 from compiler.core.errors import InvalidInput
 from compiler.core.profiles import MAX_DIM, MAX_VOLUME, ShapeRange, load_profiles
 from tests.support.cli import assert_clean_error, run_cli
+from tests.support.digits import run_build
 
 
 def _profiles(tmp_path, max_shape, name="online"):
@@ -34,18 +35,7 @@ def test_a_dim_beyond_int32_is_refused_by_inspect_and_build(tmp_path, digits_mod
         load_profiles(profiles)
     inspected = run_cli("inspect", digits_model, "--profiles", profiles)
     assert_clean_error(inspected, 2, "profiles.yaml", "profile 'online' input 'image' max[0]", str(batch), "2147483647")
-    built = run_cli(
-        "build",
-        digits_model,
-        "--profiles",
-        profiles,
-        "--sku",
-        "rtx-4090",
-        "--precision",
-        "fp32",
-        "--out",
-        tmp_path / "out",
-    )
+    built = run_build(tmp_path / "out", ("rtx-4090",), ("fp32",), profiles=profiles)
     assert_clean_error(built, 2, "profiles.yaml", "max[0]", "2147483647")
     assert "internal error" not in built.stderr
     assert not (tmp_path / "out").exists()
@@ -105,9 +95,7 @@ def test_the_largest_dim_on_a_model_with_a_position_table_is_refused_quickly_nam
         yaml.safe_dump({"profiles": [{"name": "huge", "shapes": {"input_ids": shape, "attention_mask": shape}}]})
     )
     started = time.monotonic()
-    result = run_cli(
-        "build", MODEL, "--profiles", profiles, "--sku", "rtx-4090", "--precision", "fp32", "--out", tmp_path / "out"
-    )
+    result = run_build(tmp_path / "out", ("rtx-4090",), ("fp32",), model=MODEL, profiles=profiles)
     assert_clean_error(
         result, 2, "profile 'huge'", "max 2147483647", "index 2147483646 of the 128", "lower the max to 128"
     )

@@ -81,99 +81,85 @@ def _manifests(store: Path) -> list[str]:
 TARGET = Path(SKU) / "fp16"
 
 
-def _target_json(build: Path, change: Callable[[dict], object]) -> None:
-    _edit_json(build / "build.json", lambda d: change(next(t for t in d["targets"] if t["sku"] == SKU)))
+def _build_replacements(build: Path) -> dict[str, tuple[Path, str, bytes]]:
+    """Damages that put one hostile thing (see _replace) where a file of the build folder was: kind -> (path, how,
+    bytes)."""
+    target, record, check = build / TARGET, build / "build.json", build / "check.json"
+    engine, plan = target / "engine.json", target / "engine.plan"
+    return {
+        "not-a-folder": (build, "bytes", b"not a folder\n"),
+        "build.json-missing": (record, "missing", b""),
+        "build.json-garbage": (record, "bytes", b"\x00\xff{not json"),
+        "build.json-empty": (record, "bytes", b""),
+        "build.json-nested": (record, "bytes", b"[" * 100_000),
+        "build.json-huge": (record, "huge", record.read_bytes()),
+        "build.json-fifo": (record, "fifo", b""),
+        "build.json-link-out": (record, "link-out", b""),
+        "engine.json-missing": (engine, "missing", b""),
+        "engine.json-garbage": (engine, "bytes", b'{"format_version": 3, "sha256": '),
+        "engine.json-fifo": (engine, "fifo", b""),
+        "plan-missing": (plan, "missing", b""),
+        "plan-fifo": (plan, "fifo", b""),
+        "plan-link-out": (plan, "link-out", b""),
+        "plan-directory": (plan, "directory", b""),
+        # same size: only the digest tells, while the blob is sent
+        "plan-other-bytes": (plan, "bytes", g.flip_bits(plan.read_bytes(), [(4000, 1)])),
+        "layers.json-garbage": (target / "layers.json", "bytes", b"\xff\xfe"),
+        "layers.json-fifo": (target / "layers.json", "fifo", b""),
+        "check.json-garbage": (check, "bytes", b"check: passed\n"),
+        "check.json-fifo": (check, "fifo", b""),
+        "check.json-directory": (check, "directory", b""),
+        "check.json-absent": (check, "missing", b""),  # optional: publishes without a check
+    }
+
+
+def _of_target(change: Callable[[dict], object]) -> Callable[[dict], object]:
+    """A change of build.json's target of SKU."""
+    return lambda d: change(next(t for t in d["targets"] if t["sku"] == SKU))
+
+
+def _build_edits(build: Path) -> dict[str, tuple[Path, Callable[[dict], object]]]:
+    """Damages that edit one JSON record of the build folder: kind -> (path, change)."""
+    record, engine, check = build / "build.json", build / TARGET / "engine.json", build / "check.json"
+    return {
+        "build.json-format": (record, lambda d: d.update(format_version=2)),
+        "targets-none": (record, lambda d: d.update(targets=[])),
+        "target-failed": (record, _of_target(lambda t: t.update(status="failed", errors=["the builder failed"]))),
+        "target-twice": (record, lambda d: d["targets"].append(dict(d["targets"][-1]))),
+        "sku-dotdot": (record, _of_target(lambda t: t.update(sku="../x"))),
+        "sku-nul": (record, _of_target(lambda t: t.update(sku="rtx\x004090"))),
+        "sku-escape": (record, _of_target(lambda t: t.update(sku="rtx\x1b[2J\nerror: forged"))),
+        "sku-long": (record, _of_target(lambda t: t.update(sku="x" * 5000))),
+        "precision-absolute": (record, _of_target(lambda t: t.update(precision="/etc/passwd"))),
+        "engine.json-other-sku": (engine, lambda d: d.update(sku="rtx-3090")),
+        "engine.json-other-model": (engine, lambda d: d.update(model_sha256="0" * 64)),
+        "engine.json-digest-traversal": (engine, lambda d: d.update(sha256="../../../outside/x")),
+        "check.json-format": (check, lambda d: d.update(format_version=99)),
+        "check.json-failed": (check, lambda d: d.update(passed=False, status="failed")),
+    }
 
 
 def _build_damage(kind: str, build: Path, box: Sandbox) -> Path:
     """Damage the copy of the build folder; returns the BUILD_DIR to publish."""
-    target, record = build / TARGET, build / "build.json"
-    if kind == "not-a-folder":
-        _replace(build, "bytes", box, b"not a folder\n")
-    elif kind == "missing":
+    replacements, edits = _build_replacements(build), _build_edits(build)
+    if kind == "missing":
         return build.with_name("no-such-build")
-    elif kind == "build.json-missing":
-        _replace(record, "missing", box)
-    elif kind == "build.json-garbage":
-        _replace(record, "bytes", box, b"\x00\xff{not json")
-    elif kind == "build.json-empty":
-        _replace(record, "bytes", box)
-    elif kind == "build.json-format":
-        _edit_json(record, lambda d: d.update(format_version=2))
-    elif kind == "build.json-nested":
-        _replace(record, "bytes", box, b"[" * 100_000)
-    elif kind == "build.json-huge":
-        _replace(record, "huge", box, record.read_bytes())
-    elif kind == "build.json-fifo":
-        _replace(record, "fifo", box)
-    elif kind == "build.json-link-out":
-        _replace(record, "link-out", box)
-    elif kind == "targets-none":
-        _edit_json(record, lambda d: d.update(targets=[]))
-    elif kind == "target-failed":
-        _target_json(build, lambda t: t.update(status="failed", errors=["the builder failed"]))
-    elif kind == "target-twice":
-        _edit_json(record, lambda d: d["targets"].append(dict(d["targets"][-1])))
-    elif kind == "sku-dotdot":
-        _target_json(build, lambda t: t.update(sku="../x"))
+    if kind in replacements:
+        path, how, data = replacements[kind]
+        _replace(path, how, box, data)
+    elif kind in edits:
+        _edit_json(*edits[kind])
     elif kind == "sku-absolute":
         g.make_fifo(box.outside / "fp16" / "engine.json")
-        _target_json(build, lambda t: t.update(sku=str(box.outside)))
-    elif kind == "sku-nul":
-        _target_json(build, lambda t: t.update(sku="rtx\x004090"))
-    elif kind == "sku-escape":
-        _target_json(build, lambda t: t.update(sku="rtx\x1b[2J\nerror: forged"))
-    elif kind == "sku-long":
-        _target_json(build, lambda t: t.update(sku="x" * 5000))
-    elif kind == "precision-absolute":
-        _target_json(build, lambda t: t.update(precision="/etc/passwd"))
-    elif kind == "engine.json-missing":
-        _replace(target / "engine.json", "missing", box)
-    elif kind == "engine.json-garbage":
-        _replace(target / "engine.json", "bytes", box, b'{"format_version": 3, "sha256": ')
-    elif kind == "engine.json-fifo":
-        _replace(target / "engine.json", "fifo", box)
-    elif kind == "engine.json-other-sku":
-        _edit_json(target / "engine.json", lambda d: d.update(sku="rtx-3090"))
-    elif kind == "engine.json-other-model":
-        _edit_json(target / "engine.json", lambda d: d.update(model_sha256="0" * 64))
-    elif kind == "engine.json-digest-traversal":
-        _edit_json(target / "engine.json", lambda d: d.update(sha256="../../../outside/x"))
-    elif kind == "plan-missing":
-        _replace(target / "engine.plan", "missing", box)
-    elif kind == "plan-fifo":
-        _replace(target / "engine.plan", "fifo", box)
-    elif kind == "plan-link-out":
-        _replace(target / "engine.plan", "link-out", box)
-    elif kind == "plan-directory":
-        _replace(target / "engine.plan", "directory", box)
+        _edit_json(build / "build.json", _of_target(lambda t: t.update(sku=str(box.outside))))
     elif kind == "plan-longer":
-        with open(target / "engine.plan", "ab") as handle:
+        with open(build / TARGET / "engine.plan", "ab") as handle:
             handle.write(b"\0")
-    elif kind == "plan-other-bytes":  # same size: only the digest tells, while the blob is sent
-        plan = target / "engine.plan"
-        _replace(plan, "bytes", box, g.flip_bits(plan.read_bytes(), [(4000, 1)]))
     elif kind == "target-link-out":
         shutil.copytree(build / SKU, box.outside / SKU)
         _replace(box.outside / TARGET / "engine.plan", "fifo", box)
         shutil.rmtree(build / SKU)
         (build / SKU).symlink_to(box.outside / SKU)
-    elif kind == "layers.json-garbage":
-        _replace(target / "layers.json", "bytes", box, b"\xff\xfe")
-    elif kind == "layers.json-fifo":
-        _replace(target / "layers.json", "fifo", box)
-    elif kind == "check.json-garbage":
-        _replace(build / "check.json", "bytes", box, b"check: passed\n")
-    elif kind == "check.json-format":
-        _edit_json(build / "check.json", lambda d: d.update(format_version=99))
-    elif kind == "check.json-fifo":
-        _replace(build / "check.json", "fifo", box)
-    elif kind == "check.json-directory":
-        _replace(build / "check.json", "directory", box)
-    elif kind == "check.json-failed":
-        _edit_json(build / "check.json", lambda d: d.update(passed=False, status="failed"))
-    elif kind == "check.json-absent":  # optional: publishes without a check
-        _replace(build / "check.json", "missing", box)
     elif kind != "intact":
         raise ValueError(kind)
     return build
@@ -182,14 +168,10 @@ def _build_damage(kind: str, build: Path, box: Sandbox) -> Path:
 BUILD_DAMAGE: dict[str, tuple[frozenset[int], tuple[str, ...]]] = {
     "not-a-folder": (codes(2), ("build",)),
     "missing": (codes(2), ("no-such-build",)),
-    "build.json-missing": (codes(2), ("build.json",)),
-    "build.json-garbage": (codes(2), ("build.json",)),
-    "build.json-empty": (codes(2), ("build.json",)),
-    "build.json-format": (codes(2), ("build.json",)),
-    "build.json-nested": (codes(2), ("build.json",)),
-    "build.json-huge": (codes(2), ("build.json",)),
-    "build.json-fifo": (codes(2), ("build.json",)),
-    "build.json-link-out": (codes(2), ("build.json",)),
+    **{
+        f"build.json-{k}": (codes(2), ("build.json",))
+        for k in ("missing", "garbage", "empty", "format", "nested", "huge", "fifo", "link-out")
+    },
     "targets-none": (codes(1, 2), ()),
     "target-failed": (codes(1), ()),
     "target-twice": (codes(2), ("build.json",)),
@@ -199,25 +181,17 @@ BUILD_DAMAGE: dict[str, tuple[frozenset[int], tuple[str, ...]]] = {
     "sku-escape": (codes(2), ("build.json", "not a SKU name")),
     "sku-long": (codes(2), ("build.json", "not a SKU name")),
     "precision-absolute": (codes(2), ("build.json",)),
-    "engine.json-missing": (codes(2), ("engine.json",)),
-    "engine.json-garbage": (codes(2), ("engine.json",)),
-    "engine.json-fifo": (codes(2), ("engine.json",)),
-    "engine.json-other-sku": (codes(2), ("engine.json",)),
-    "engine.json-other-model": (codes(2), ("engine.json",)),
+    **{
+        f"engine.json-{k}": (codes(2), ("engine.json",))
+        for k in ("missing", "garbage", "fifo", "other-sku", "other-model")
+    },
     "engine.json-digest-traversal": (codes(2), ("engine.json", "digest")),
     "plan-missing": (codes(1), ("engine.plan", "missing")),
-    "plan-fifo": (codes(2), ("engine.plan",)),
-    "plan-link-out": (codes(2), ("engine.plan",)),
-    "plan-directory": (codes(2), ("engine.plan",)),
-    "plan-longer": (codes(2), ("engine.plan",)),
+    **{f"plan-{k}": (codes(2), ("engine.plan",)) for k in ("fifo", "link-out", "directory", "longer")},
     "plan-other-bytes": (codes(1), ()),
     "target-link-out": (codes(2), (SKU,)),
-    "layers.json-garbage": (codes(2), ("layers.json",)),
-    "layers.json-fifo": (codes(2), ("layers.json",)),
-    "check.json-garbage": (codes(2), ("check.json",)),
-    "check.json-format": (codes(2), ("check.json",)),
-    "check.json-fifo": (codes(2), ("check.json",)),
-    "check.json-directory": (codes(2), ("check.json",)),
+    **{f"layers.json-{k}": (codes(2), ("layers.json",)) for k in ("garbage", "fifo")},
+    **{f"check.json-{k}": (codes(2), ("check.json",)) for k in ("garbage", "format", "fifo", "directory")},
     "check.json-failed": (codes(1), ()),
     "check.json-absent": (codes(0), ()),
     "intact": (codes(0), ()),
@@ -315,87 +289,12 @@ BAD_NAMES = ("a..b", ".hidden", "-lead", "trail-", "evil\x1b[2J", "line\nbreak",
 channel would be: versions may have capitals)."""
 
 
-def _store_damage(kind: str, store: Path, box: Sandbox) -> tuple[str, ...]:
-    """Damage the copy of the store; returns strings ls must not print (names it must ignore)."""
-    manifest = store / "releases" / NAME / VERSION / "manifest.json"
+def _odd_names(kind: str, store: Path, box: Sandbox) -> tuple[str, ...]:
+    """Entries with names no release, version or channel has, links out, and what a killed publisher leaves: the
+    names ls must not print."""
     other = store / "releases" / NAME / OTHER / "manifest.json"
-    digest = _blob_digest(store)
-    blob = store / "blobs" / "sha256" / digest
     channel = store / "channels" / NAME / CHANNEL
-    if kind.startswith("manifest-"):
-        _writable(manifest)
-    if kind.startswith("blob-"):
-        _writable(blob)
-    if kind == "manifest-garbage":
-        _replace(manifest, "bytes", box, b"\x00\x01garbage\xff")
-    elif kind == "manifest-truncated":
-        _replace(manifest, "bytes", box, manifest.read_bytes()[:500])
-    elif kind == "manifest-empty":
-        _replace(manifest, "bytes", box)
-    elif kind == "manifest-other-release":
-        _replace(manifest, "bytes", box, other.read_bytes())
-    elif kind == "manifest-edited":  # the plan swapped for another blob, content_sha256 left as it was
-        _edit_json(
-            manifest,
-            lambda d: next(e for e in d["content"]["engines"] if e["sku"] == SKU)["plan"].update(
-                sha256=_other_blob(store, digest).name
-            ),
-        )
-    elif kind == "manifest-format":
-        _edit_json(manifest, lambda d: d.update(format_version=99))
-    elif kind == "manifest-nested":
-        _replace(manifest, "bytes", box, b'{"a":' * 50_000)
-    elif kind == "manifest-huge":
-        _replace(manifest, "huge", box, manifest.read_bytes())
-    elif kind == "manifest-link-out":
-        _replace(manifest, "link-out", box)
-    elif kind == "manifest-link-in":  # to a manifest of the store, another version's
-        _replace(manifest, "missing", box)
-        manifest.symlink_to(Path("..") / OTHER / "manifest.json")
-    elif kind == "manifest-fifo":
-        _replace(manifest, "fifo", box)
-    elif kind == "manifest-directory":
-        _replace(manifest, "directory", box)
-    elif kind == "release-link-out":
-        shutil.copytree(store / "releases" / NAME, box.outside / NAME)
-        _replace(box.outside / NAME / VERSION / "manifest.json", "fifo", box)
-        _replace(box.outside / NAME / OTHER / "manifest.json", "fifo", box)
-        shutil.rmtree(store / "releases" / NAME)
-        (store / "releases" / NAME).symlink_to(box.outside / NAME)
-    elif kind == "releases-link-out":
-        (box.outside / "releases").mkdir()
-        shutil.rmtree(store / "releases")
-        (store / "releases").symlink_to(box.outside / "releases")
-    elif kind == "blob-missing":
-        _replace(blob, "missing", box)
-    elif kind == "blob-other-bytes":
-        _replace(blob, "bytes", box, g.flip_bits(blob.read_bytes(), [(1000, 3)]))
-    elif kind == "blob-truncated":
-        _replace(blob, "bytes", box, blob.read_bytes()[:100])
-    elif kind == "blob-link-in":  # to another blob of the store
-        _replace(blob, "missing", box)
-        blob.symlink_to(_other_blob(store, digest).name)
-    elif kind == "blob-link-out":
-        _replace(blob, "link-out", box)
-    elif kind == "blob-fifo":
-        _replace(blob, "fifo", box)
-    elif kind == "blob-directory":
-        _replace(blob, "directory", box)
-    elif kind == "channel-garbage":
-        _replace(channel, "bytes", box, b"1.0.0\n")
-    elif kind == "channel-missing-version":
-        _edit_json(channel, lambda d: d.update(version="9.9.9"))
-    elif kind == "channel-bad-version":
-        _edit_json(channel, lambda d: d.update(version="../../releases/x"))
-    elif kind == "channel-of-another":
-        _edit_json(channel, lambda d: d.update(channel="beta"))
-    elif kind == "channel-fifo":
-        _replace(channel, "fifo", box)
-    elif kind == "channel-link-out":
-        _replace(channel, "link-out", box)
-    elif kind == "channel-directory":
-        _replace(channel, "directory", box)
-    elif kind == "bad-names":
+    if kind == "bad-names":
         for bad in (*BAD_NAMES, "UPPER"):
             folders = [store / "releases" / bad / VERSION] + (
                 [store / "releases" / NAME / bad] if bad != "UPPER" else []
@@ -418,6 +317,91 @@ def _store_damage(kind: str, store: Path, box: Sandbox) -> tuple[str, ...]:
         (folder / ".manifest.json.4242.0badc0de.partial").write_bytes(other.read_bytes()[:100])
         (store / "releases" / "ghost" / "0.1").mkdir(parents=True)
         return ("3.0.0", "ghost")
+    return ()
+
+
+def _store_replacements(store: Path) -> dict[str, tuple[Path, str, bytes]]:
+    """Damages that put one hostile thing (see _replace) where a manifest, blob or channel was: kind -> (path, how,
+    bytes)."""
+    manifest = store / "releases" / NAME / VERSION / "manifest.json"
+    other = store / "releases" / NAME / OTHER / "manifest.json"
+    blob = store / "blobs" / "sha256" / _blob_digest(store)
+    channel = store / "channels" / NAME / CHANNEL
+    return {
+        "manifest-garbage": (manifest, "bytes", b"\x00\x01garbage\xff"),
+        "manifest-truncated": (manifest, "bytes", manifest.read_bytes()[:500]),
+        "manifest-empty": (manifest, "bytes", b""),
+        "manifest-other-release": (manifest, "bytes", other.read_bytes()),
+        "manifest-nested": (manifest, "bytes", b'{"a":' * 50_000),
+        "manifest-huge": (manifest, "huge", manifest.read_bytes()),
+        "manifest-link-out": (manifest, "link-out", b""),
+        "manifest-fifo": (manifest, "fifo", b""),
+        "manifest-directory": (manifest, "directory", b""),
+        "blob-missing": (blob, "missing", b""),
+        "blob-other-bytes": (blob, "bytes", g.flip_bits(blob.read_bytes(), [(1000, 3)])),
+        "blob-truncated": (blob, "bytes", blob.read_bytes()[:100]),
+        "blob-link-out": (blob, "link-out", b""),
+        "blob-fifo": (blob, "fifo", b""),
+        "blob-directory": (blob, "directory", b""),
+        "channel-garbage": (channel, "bytes", b"1.0.0\n"),
+        "channel-fifo": (channel, "fifo", b""),
+        "channel-link-out": (channel, "link-out", b""),
+        "channel-directory": (channel, "directory", b""),
+    }
+
+
+def _store_edits(store: Path) -> dict[str, tuple[Path, Callable[[dict], object]]]:
+    """Damages that edit one JSON record of the store: kind -> (path, change)."""
+    manifest = store / "releases" / NAME / VERSION / "manifest.json"
+    channel = store / "channels" / NAME / CHANNEL
+    digest = _blob_digest(store)
+
+    def swap_plan(d: dict) -> None:  # the plan swapped for another blob, content_sha256 left as it was
+        engine = next(e for e in d["content"]["engines"] if e["sku"] == SKU)
+        engine["plan"].update(sha256=_other_blob(store, digest).name)
+
+    return {
+        "manifest-edited": (manifest, swap_plan),
+        "manifest-format": (manifest, lambda d: d.update(format_version=99)),
+        "channel-missing-version": (channel, lambda d: d.update(version="9.9.9")),
+        "channel-bad-version": (channel, lambda d: d.update(version="../../releases/x")),
+        "channel-of-another": (channel, lambda d: d.update(channel="beta")),
+    }
+
+
+def _store_damage(kind: str, store: Path, box: Sandbox) -> tuple[str, ...]:
+    """Damage the copy of the store; returns strings ls must not print (names it must ignore)."""
+    manifest = store / "releases" / NAME / VERSION / "manifest.json"
+    digest = _blob_digest(store)
+    blob = store / "blobs" / "sha256" / digest
+    if kind.startswith("manifest-"):
+        _writable(manifest)
+    if kind.startswith("blob-"):
+        _writable(blob)
+    replacements, edits = _store_replacements(store), _store_edits(store)
+    if kind in replacements:
+        path, how, data = replacements[kind]
+        _replace(path, how, box, data)
+    elif kind in edits:
+        _edit_json(*edits[kind])
+    elif kind == "manifest-link-in":  # to a manifest of the store, another version's
+        _replace(manifest, "missing", box)
+        manifest.symlink_to(Path("..") / OTHER / "manifest.json")
+    elif kind == "release-link-out":
+        shutil.copytree(store / "releases" / NAME, box.outside / NAME)
+        _replace(box.outside / NAME / VERSION / "manifest.json", "fifo", box)
+        _replace(box.outside / NAME / OTHER / "manifest.json", "fifo", box)
+        shutil.rmtree(store / "releases" / NAME)
+        (store / "releases" / NAME).symlink_to(box.outside / NAME)
+    elif kind == "releases-link-out":
+        (box.outside / "releases").mkdir()
+        shutil.rmtree(store / "releases")
+        (store / "releases").symlink_to(box.outside / "releases")
+    elif kind == "blob-link-in":  # to another blob of the store
+        _replace(blob, "missing", box)
+        blob.symlink_to(_other_blob(store, digest).name)
+    elif kind in ("bad-names", "unfinished-version"):
+        return _odd_names(kind, store, box)
     elif kind != "intact":
         raise ValueError(kind)
     return ()

@@ -46,14 +46,10 @@ def keys(tmp_path_factory) -> dict[str, Path]:
 
 
 @pytest.fixture(scope="module")
-def template(tmp_path_factory, digits_model, digits_profiles, keys) -> Path:
+def template(tmp_path_factory, built_digits, keys) -> Path:
     """A store with 1.0.0 and 1.0.1 signed by the Ed25519 key, and 2.0.0 unsigned."""
     root = tmp_path_factory.mktemp("trust")
-    build = root / "build"
-    built = run_cli(
-        "build", digits_model, "--profiles", digits_profiles, "--sku", SKU, "--precision", "fp16", "--out", build
-    )
-    assert built.exit_code == 0, built.stderr
+    build = built_digits((SKU,), ("fp16",))
     store = root / "store"
     for version, sign in (("1.0.0", True), ("1.0.1", True), ("2.0.0", False)):
         args = ["--sign-key", keys["ed25519"]] if sign else []

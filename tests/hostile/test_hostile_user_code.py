@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from compiler.core import deadlines
 from compiler.core.modelopt import ENV
-from tests.hostile.generators import DIGITS_DATA, DIGITS_MODEL
 from tests.hostile.harness import Case, Expect, Sandbox, run_cases
+from tests.support.digits import calibrate_args
 
 DEADLINE = "3"
 """Seconds for $COMPILE_METRIC_DEADLINE and $COMPILE_MODELOPT_DEADLINE here: a hang is cut well inside the
@@ -76,7 +76,7 @@ def test_hostile_metric_modules(request, hostile_base):
             (box.inputs / "metric.py").write_text(text)
             spec = f"{box.inputs / 'metric.py'}:score"
         codes = frozenset({0} if recipe.kind in METRIC_OK else {2})
-        args = ["calibrate", DIGITS_MODEL, "--data", DIGITS_DATA, "--out", box.out, "--metric", spec, "--json"]
+        args = calibrate_args(box.out, "--metric", spec, "--json")
         return Case(args, Expect(codes, recipe.kind, ("--metric",)), json_output=True, env={deadlines.METRIC: DEADLINE})
 
     must = [MetricRecipe(kind, 3, i % 2 == 0) for i, kind in enumerate(METRIC_BODIES)]
@@ -139,7 +139,7 @@ def test_hostile_modelopt_interpreters(request, hostile_base):
         python = box.inputs / "python"
         python.write_text(text)
         python.chmod(0o755)
-        args = ["calibrate", DIGITS_MODEL, "--data", DIGITS_DATA, "--out", box.out, "--quantizer", "modelopt"]
+        args = calibrate_args(box.out, "--quantizer", "modelopt")
         return Case(
             [*args, "--json"],
             Expect(frozenset(codes), f"{recipe.stage}: {recipe.kind}"),

@@ -17,6 +17,7 @@ from compiler.core.profiles import load_profiles
 from compiler.data.shape_limits import profile_limit_errors
 from tests.fixtures.make_encoder import MODEL, POSITIONS, build
 from tests.support.cli import assert_clean_error, run_cli
+from tests.support.digits import run_build
 
 
 def _profiles(path, sequence: tuple[int, int, int], batch: tuple[int, int, int] = (1, 4, 8)):
@@ -65,18 +66,7 @@ def test_a_sequence_past_the_position_table_is_refused_by_inspect_and_build(tmp_
         "lower the max to 128",
     )
     assert "profile 'short'" not in line
-    built = run_cli(
-        "build",
-        MODEL,
-        "--profiles",
-        profiles,
-        "--sku",
-        "rtx-4090",
-        "--precision",
-        "fp32",
-        "--out",
-        tmp_path / "engines",
-    )
+    built = run_build(tmp_path / "engines", ("rtx-4090",), ("fp32",), model=MODEL, profiles=profiles)
     assert_clean_error(built, 2, "profile 'long'", "input 'input_ids' dim 1", "lower the max to 128")
     assert not (tmp_path / "engines").exists()
 
@@ -140,18 +130,13 @@ def test_what_the_builder_finds_not_self_consistent_fails_the_target_as_bad_inpu
 
 
 def test_the_int64_binding_warning_stays_in_the_log_not_on_screen(tmp_path):
-    built = run_cli(
-        "build",
-        MODEL,
-        "--profiles",
-        _profiles(tmp_path / "p.yaml", (8, 64, 128)),
-        "--sku",
-        "rtx-4090",
-        "--precision",
-        "fp32",
-        "--out",
+    built = run_build(
         tmp_path / "engines",
+        ("rtx-4090",),
+        ("fp32",),
         "--no-cache",
+        model=MODEL,
+        profiles=_profiles(tmp_path / "p.yaml", (8, 64, 128)),
     )
     assert built.exit_code == 0, built.stderr
     assert "Int64 binding" not in built.stderr and "warning:" not in built.stderr

@@ -15,6 +15,7 @@ from compiler.core.profiles import ProfileSet, load_profiles, load_sku_catalog, 
 from compiler.data.model import load_model
 from tests.support import synthetic
 from tests.support.cli import REPO, assert_clean_error, run_cli
+from tests.support.digits import run_build
 
 TEXT = {"input_ids": ["B", "S"], "attention_mask": ["B", "S"]}
 """The inputs of a BERT-like model: two inputs sharing the symbolic dims B and S."""
@@ -268,48 +269,30 @@ def test_unreadable_profile_files(tmp_path):
         load_profiles(binary)
 
 
-def test_a_device_that_never_ends_is_an_error_not_a_hang(digits_model, tmp_path):
+def test_a_device_that_never_ends_is_an_error_not_a_hang(tmp_path):
     with pytest.raises(InvalidInput, match="larger than 16 MiB"):
         load_profiles("/dev/zero")
-    result = run_cli(
-        "build",
-        digits_model,
-        "--profiles",
-        "/dev/zero",
-        "--sku",
-        "rtx-4090",
-        "--precision",
-        "fp32",
-        "--out",
-        tmp_path / "out",
-        "--cache-dir",
-        tmp_path / "cache",
-        timeout=60,
+    result = run_build(
+        tmp_path / "out", ("rtx-4090",), ("fp32",), "--cache-dir", tmp_path / "cache", profiles="/dev/zero", timeout=60
     )
     assert_clean_error(result, 2, "/dev/zero", "larger than 16 MiB", "check the path")
     assert not (tmp_path / "out").exists()
 
 
-def test_profiles_from_a_pipe_as_process_substitution_gives_them(digits_model, digits_profiles, tmp_path):
+def test_profiles_from_a_pipe_as_process_substitution_gives_them(digits_profiles, tmp_path):
     """`--profiles <(generate-profiles)` hands the CLI a pipe: read once, to its end."""
     fifo = tmp_path / "profiles.pipe"
     os.mkfifo(fifo)
     writer = threading.Thread(target=fifo.write_bytes, args=(digits_profiles.read_bytes(),))
     writer.start()
-    result = run_cli(
-        "build",
-        digits_model,
-        "--profiles",
-        fifo,
-        "--sku",
-        "rtx-4090",
-        "--precision",
-        "fp32",
-        "--out",
+    result = run_build(
         tmp_path / "out",
+        ("rtx-4090",),
+        ("fp32",),
         "--cache-dir",
         tmp_path / "cache",
         "--json",
+        profiles=fifo,
         timeout=300,
     )
     writer.join()

@@ -17,10 +17,11 @@ from compiler.stores import open_store
 from tests.stores.conftest import _engine
 from tests.stores.test_store import _publish
 from tests.support.cli import assert_clean_error, run_cli
+from tests.support.digits import run_build
 
 
 @pytest.fixture(scope="module")
-def fresh_builds(tmp_path_factory, digits_model, digits_profiles) -> list[Path]:
+def fresh_builds(tmp_path_factory, digits_profiles) -> list[Path]:
     """Eight build folders, each with plans of its own bytes: TensorRT-RTX may build equal plans from equal inputs,
     so each folder's batch profile ends one batch lower."""
     root = tmp_path_factory.mktemp("gc-builds")
@@ -29,19 +30,7 @@ def fresh_builds(tmp_path_factory, digits_model, digits_profiles) -> list[Path]:
         out = root / str(index)
         profiles = root / f"profiles-{index}.yaml"
         profiles.write_text(digits_profiles.read_text().replace("max: [64, 1, 8, 8]", f"max: [{64 - index}, 1, 8, 8]"))
-        result = run_cli(
-            "build",
-            digits_model,
-            "--profiles",
-            profiles,
-            "--sku",
-            "rtx-3090",
-            "--precision",
-            "fp16",
-            "--out",
-            out,
-            "--no-cache",
-        )
+        result = run_build(out, ("rtx-3090",), ("fp16",), "--no-cache", profiles=profiles)
         assert result.exit_code == 0, result.stderr
         folders.append(out)
     return folders
@@ -135,20 +124,13 @@ def test_gc_refuses_hostile_options(tmp_path):
     assert_clean_error(run_cli("gc", "--remote-cache", uri, "--keep", "2"), 2, "--keep counts release versions")
 
 
-def test_gc_of_the_remote_cache_keeps_days_and_a_size(digits_model, digits_profiles, tmp_path):
+def test_gc_of_the_remote_cache_keeps_days_and_a_size(tmp_path):
     remote = tmp_path / "remote"
     for precision in ("fp16", "fp32"):
-        result = run_cli(
-            "build",
-            digits_model,
-            "--profiles",
-            digits_profiles,
-            "--sku",
-            "rtx-5090",
-            "--precision",
-            precision,
-            "--out",
+        result = run_build(
             tmp_path / precision,
+            ("rtx-5090",),
+            (precision,),
             "--cache-dir",
             tmp_path / "cache",
             "--remote-cache",
@@ -161,17 +143,10 @@ def test_gc_of_the_remote_cache_keeps_days_and_a_size(digits_model, digits_profi
     report = json.loads(capped.stdout)
     assert capped.exit_code == 0 and report["kept_bytes"] <= 1 and report["freed_bytes"] > 0, capped.stderr
     assert not list((remote / "blobs").rglob("*[0-9a-f]"))
-    rebuilt = run_cli(
-        "build",
-        digits_model,
-        "--profiles",
-        digits_profiles,
-        "--sku",
-        "rtx-5090",
-        "--precision",
-        "fp16",
-        "--out",
+    rebuilt = run_build(
         tmp_path / "again",
+        ("rtx-5090",),
+        ("fp16",),
         "--cache-dir",
         tmp_path / "cache-b",
         "--remote-cache",

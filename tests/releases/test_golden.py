@@ -19,14 +19,8 @@ from tests.support.cli import run_cli
 
 
 @pytest.fixture(scope="module")
-def checked_build(tmp_path_factory, digits_model, digits_profiles, digits_data) -> Path:
-    from compiler.engines import build_engines
-
-    out = tmp_path_factory.mktemp("golden") / "build"
-    assert not build_engines(digits_model, digits_profiles, ["rtx-4090"], ["fp32"], out).failed
-    result = run_cli("check", out, "--data", digits_data, "--json")
-    assert result.exit_code == 0, result.stderr
-    return out
+def checked_build(built_digits, digits_data) -> Path:
+    return built_digits(("rtx-4090",), ("fp32",), data=digits_data)
 
 
 @pytest.mark.parametrize("store_kind", ["local", "s3"])
@@ -117,36 +111,13 @@ def test_a_verified_pull_with_golden_reads_the_manifest_once_and_verifies_the_go
     keys = write_keys(tmp_path / "keys")
     store = str(tmp_path / "store")
     publish(checked_build, store, "digits", "1.0.0")
-    assert (
-        run_cli(
-            "publish",
-            checked_build,
-            "--store",
-            store,
-            "--name",
-            "digits",
-            "--version",
-            "1.1.0",
-            "--sign-key",
-            keys["ed25519"],
-        ).exit_code
-        == 0
-    )
+    signed = run_cli("publish", checked_build, "--store", store, "--name", "digits", "--version", "1.1.0",
+                     "--sign-key", keys["ed25519"])  # fmt: skip
+    assert signed.exit_code == 0, signed.stderr
     out = tmp_path / "out"
     out.mkdir()
-    unsigned = run_cli(
-        "pull",
-        "digits@1.0.0",
-        "--store",
-        store,
-        "--sku",
-        "rtx-4090",
-        "--out",
-        out / "d.plan",
-        "--golden",
-        "--verify-key",
-        keys["ed25519.pub"],
-    )
+    unsigned = run_cli("pull", "digits@1.0.0", "--store", store, "--sku", "rtx-4090", "--out", out / "d.plan",
+                       "--golden", "--verify-key", keys["ed25519.pub"])  # fmt: skip
     assert unsigned.exit_code == 1 and "unsigned" in unsigned.stderr
     assert list(out.iterdir()) == []
 

@@ -13,22 +13,14 @@ import pytest
 
 from compiler.core.records import CheckReport
 from compiler.stores import open_store
-from tests.support.cli import assert_clean_error, run_cli
+from tests.support.cli import assert_clean_error
+from tests.support.digits import TINY_DATA, TINY_MODEL, TINY_PROFILES, run_build
 from tests.support.keys import write_keys
-
-OLD = Path(__file__).resolve().parents[1] / "fixtures" / "old_release"
-"""The tiny model of the old-release fixture: quick builds, ~10 KB plans."""
 
 
 @pytest.fixture(scope="module")
-def checked_build(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("golden-integrity") / "build"
-    built = run_cli("build", OLD / "model.onnx", "--profiles", OLD / "profiles.yaml", "--sku", "rtx-4090",
-                    "--precision", "fp32", "--out", out)  # fmt: skip
-    assert built.exit_code == 0, built.stderr
-    checked = run_cli("check", out, "--data", OLD / "data.npz")
-    assert checked.exit_code == 0, checked.stderr
-    return out
+def checked_build(built_digits) -> Path:
+    return built_digits(("rtx-4090",), ("fp32",), data=TINY_DATA, model=TINY_MODEL, profiles=TINY_PROFILES)
 
 
 @pytest.fixture(scope="module")
@@ -52,15 +44,14 @@ def _remove(store, sha256: str) -> None:
         opened.client.delete_object(Bucket=opened.bucket, Key=f"{opened.prefix}blobs/sha256/{sha256}")
 
 
-def test_a_store_made_by_documented_commands_checks_clean_with_its_golden_inputs(store, checked_build, keys):
+def test_a_store_made_by_documented_commands_checks_clean_with_its_golden_inputs(store, checked_build, keys, tmp_path):
     published = store.cli("publish", checked_build, "--name", "digits", "--version", "1.0.0", "--sign-key",
                           keys["ed25519"])  # fmt: skip
     assert published.exit_code == 0, published.stderr
     assert store.cli("promote", "digits@1.0.0", "--channel", "stable").exit_code == 0
     assert store.cli("yank", "digits@1.0.0", "--reason", "a test").exit_code == 0
-    rebuilt = run_cli("build", OLD / "model.onnx", "--profiles", OLD / "profiles.yaml", "--sku", "rtx-3090",
-                      "--precision", "fp32", "--out", checked_build.parent / f"cached-{store.kind}",
-                      "--remote-cache", store.uri, "--no-cache", env=store.env)  # fmt: skip
+    rebuilt = run_build(tmp_path / "cached", ("rtx-3090",), ("fp32",), "--remote-cache", store.uri, "--no-cache",
+                        model=TINY_MODEL, profiles=TINY_PROFILES, env=store.env)  # fmt: skip
     assert rebuilt.exit_code == 0, rebuilt.stderr
     result = store.cli("ls", "--verify", "--json")
     assert result.exit_code == 0, result.stderr

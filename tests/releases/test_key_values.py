@@ -100,13 +100,9 @@ def test_sign_key_takes_env_references_as_the_pipeline_does(keys, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def signed_store(tmp_path_factory, digits_model, digits_profiles, keys) -> Path:
+def signed_store(tmp_path_factory, built_digits, keys) -> Path:
     root = tmp_path_factory.mktemp("signed")
-    build = root / "build"
-    built = run_cli(
-        "build", digits_model, "--profiles", digits_profiles, "--sku", SKU, "--precision", "fp16", "--out", build
-    )
-    assert built.exit_code == 0, built.stderr
+    build = built_digits((SKU,), ("fp16",))
     store = root / "store"
     done = run_cli("publish", build, "--name", NAME, "--version", "1.0.0", "--store", store, "--sign-key", keys["p256"])
     assert done.exit_code == 0, done.stderr

@@ -18,12 +18,8 @@ from tests.support.cli import assert_clean_error, run_cli
 
 
 @pytest.fixture(scope="module")
-def rtx_build(tmp_path_factory, digits_model, digits_profiles) -> Path:
-    from compiler.engines import build_engines
-
-    out = tmp_path_factory.mktemp("runtime") / "build"
-    assert not build_engines(digits_model, digits_profiles, ["rtx-4090"], ["fp32"], out).failed
-    return out
+def rtx_build(built_digits) -> Path:
+    return built_digits(("rtx-4090",), ("fp32",))
 
 
 def _installed_rtx() -> str:

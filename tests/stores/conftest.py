@@ -81,21 +81,10 @@ def store(request, tmp_path, monkeypatch) -> Iterator[StoreUnderTest]:
     yield StoreUnderTest("s3", f"s3://{bucket}/team", server.env(), tamper)
 
 
-def _build(out: Path, digits_model, digits_profiles, skus=SKUS, precisions=("fp16",)) -> Path:
-    args = [a for sku in skus for a in ("--sku", sku)] + [a for p in precisions for a in ("--precision", p)]
-    result = run_cli("build", digits_model, "--profiles", digits_profiles, *args, "--out", out)
-    assert result.exit_code == 0, result.stderr
-    return out
-
-
-@pytest.fixture(scope="module")
-def builds(tmp_path_factory, digits_model, digits_profiles) -> dict[str, Path]:
+@pytest.fixture(scope="session")
+def builds(built_digits) -> dict[str, Path]:
     """Two build folders of other content: fp16 for two SKUs, fp32 for one."""
-    root = tmp_path_factory.mktemp("builds")
-    return {
-        "a": _build(root / "a", digits_model, digits_profiles),
-        "b": _build(root / "b", digits_model, digits_profiles, skus=("rtx-3090",), precisions=("fp32",)),
-    }
+    return {"a": built_digits(SKUS, ("fp16",)), "b": built_digits(("rtx-3090",), ("fp32",))}
 
 
 def _engine(build: Path, sku: str, precision: str = "fp16") -> EngineRecord:

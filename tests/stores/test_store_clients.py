@@ -16,24 +16,17 @@ import requests
 from compiler.stores.oci import GOLDEN, MANIFEST, TITLE
 from compiler.stores.referrers import BUNDLE_CONTENT, BUNDLE_PREDICATE, CREATED, IMAGE_INDEX
 from tests.support.cli import run_cli
+from tests.support.digits import TINY_DATA, TINY_MODEL, TINY_PROFILES
 from tests.support.keys import write_keys
 from tests.support.registry import Registry, registry_server, start_registry
 
-OLD = Path(__file__).resolve().parents[1] / "fixtures" / "old_release"
 """The tiny model of the old-release fixture (~10 KB plans): its model, data and profiles."""
 
 
 @pytest.fixture(scope="module")
-def checked_build(tmp_path_factory) -> Path:
+def checked_build(built_digits) -> Path:
     """rtx-3090 and rtx-4090 fp32 engines of a tiny model, checked with --data (golden.npz)."""
-    out = tmp_path_factory.mktemp("clients") / "build"
-    skus = ("--sku", "rtx-3090", "--sku", "rtx-4090")
-    built = run_cli("build", OLD / "model.onnx", "--profiles", OLD / "profiles.yaml", *skus, "--precision", "fp32",
-                    "--out", out)  # fmt: skip
-    assert built.exit_code == 0, built.stderr
-    checked = run_cli("check", out, "--data", OLD / "data.npz")
-    assert checked.exit_code == 0, checked.stderr
-    return out
+    return built_digits(("rtx-3090", "rtx-4090"), ("fp32",), data=TINY_DATA, model=TINY_MODEL, profiles=TINY_PROFILES)
 
 
 @pytest.fixture(scope="module")

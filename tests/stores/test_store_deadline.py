@@ -10,6 +10,7 @@ import time
 import pytest
 
 from tests.support.cli import assert_clean_error, run_cli
+from tests.support.digits import run_build
 from tests.support.unanswering import unanswering_server
 
 DEADLINE = 2
@@ -48,14 +49,12 @@ def test_a_store_that_never_answers_is_exit_3_at_the_deadline(tmp_path, kind, mo
 
 @pytest.mark.parametrize("mode", ["silent", "trickle"])
 @pytest.mark.parametrize("kind", ["oci", "s3"])
-def test_a_remote_cache_that_never_answers_costs_one_deadline(tmp_path, digits_model, digits_profiles, kind, mode):
+def test_a_remote_cache_that_never_answers_costs_one_deadline(tmp_path, kind, mode):
     with unanswering_server(mode) as port:
         uri, extra = _uri(kind, port)
         started = time.monotonic()
-        done = run_cli(
-            "build", digits_model, "--profiles", digits_profiles, "--sku", "rtx-4090", "--precision", "fp16",
-            "--out", tmp_path / "b", "--remote-cache", uri, env=_env(tmp_path, extra), timeout=90,
-        )  # fmt: skip
+        done = run_build(tmp_path / "b", ("rtx-4090",), ("fp16",), "--remote-cache", uri, env=_env(tmp_path, extra),
+                         timeout=90)  # fmt: skip
         seconds = time.monotonic() - started
     assert done.exit_code == 0, done.stderr
     warnings = [line for line in done.stderr.splitlines() if line.startswith("warning:")]

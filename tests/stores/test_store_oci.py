@@ -31,22 +31,13 @@ from tests.support.registry import environment_without_credentials
 
 
 @pytest.fixture(scope="module")
-def build(tmp_path_factory, digits_model, digits_profiles) -> Path:
-    from compiler.engines import build_engines
-
-    out = tmp_path_factory.mktemp("oci") / "build"
-    report = build_engines(digits_model, digits_profiles, ["rtx-3090", "rtx-4090"], ["fp16"], out)
-    assert not report.failed
-    return out
+def build(built_digits) -> Path:
+    return built_digits(("rtx-3090", "rtx-4090"), ("fp16",))
 
 
 @pytest.fixture(scope="module")
-def other_build(tmp_path_factory, digits_model, digits_profiles) -> Path:
-    from compiler.engines import build_engines
-
-    out = tmp_path_factory.mktemp("oci") / "other"
-    assert not build_engines(digits_model, digits_profiles, ["rtx-3090"], ["fp32"], out).failed
-    return out
+def other_build(built_digits) -> Path:
+    return built_digits(("rtx-3090",), ("fp32",))
 
 
 EMPTY_SHA256 = "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"

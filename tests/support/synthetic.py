@@ -78,6 +78,90 @@ class _Graph:
         return path
 
 
+def _layer_norm(g: _Graph, value: str, prefix: str, hidden: int) -> str:
+    return g.op(
+        "LayerNormalization",
+        [
+            value,
+            g.const(f"{prefix}.weight", np.ones(hidden, np.float32)),
+            g.const(f"{prefix}.bias", np.zeros(hidden, np.float32)),
+        ],
+        prefix,
+        axis=-1,
+        epsilon=1e-12,
+    )
+
+
+def _dense(g: _Graph, value: str, prefix: str, fan_in: int, fan_out: int, std: float) -> str:
+    product = g.op("MatMul", [value, g.normal(f"{prefix}.weight", (fan_in, fan_out), std)], f"{prefix}.matmul")
+    return g.op("Add", [product, g.const(f"{prefix}.bias", np.zeros(fan_out, np.float32))], f"{prefix}.add")
+
+
+def _bert_embeddings(g: _Graph, vocab: int, hidden: int, max_positions: int, std: float) -> str:
+    """Word + position (first S rows of the table) + token type 0, layer-normed."""
+    word = g.op("Gather", [g.normal("embeddings.word", (vocab, hidden), std), "input_ids"], "embeddings.word_gather")
+    ids_shape = g.op("Shape", ["input_ids"], "embeddings.ids_shape")
+    seq_len = g.op(
+        "Slice",
+        [ids_shape, g.const("const.one_1d", np.array([1], np.int64)), g.const("const.two_1d", np.array([2], np.int64))],
+        "embeddings.seq_len",
+    )
+    positions = g.op(
+        "Slice",
+        [
+            g.normal("embeddings.position", (max_positions, hidden), std),
+            g.const("const.zero_1d", np.array([0], np.int64)),
+            seq_len,
+            g.const("const.axis0", np.array([0], np.int64)),
+        ],
+        "embeddings.position_slice",
+    )
+    token_type = g.op(
+        "Gather",
+        [g.normal("embeddings.token_type", (2, hidden), std), g.const("const.zero_scalar", np.array(0, np.int64))],
+        "embeddings.token_type_gather",
+    )
+    x = g.op("Add", [word, positions], "embeddings.add_position")
+    x = g.op("Add", [x, token_type], "embeddings.add_token_type")
+    return _layer_norm(g, x, "embeddings.layer_norm", hidden)
+
+
+def _bert_mask(g: _Graph) -> str:
+    """The additive mask [B, 1, 1, S]: 0 where attended, -10000 where masked."""
+    mask = g.op("Cast", ["attention_mask"], "mask.cast", to=TensorProto.FLOAT)
+    mask = g.op("Sub", [g.const("const.one_f", np.array(1.0, np.float32)), mask], "mask.invert")
+    mask = g.op("Mul", [mask, g.const("const.mask_value", np.array(-10000.0, np.float32))], "mask.scale")
+    return g.op("Unsqueeze", [mask, g.const("const.mask_axes", np.array([1, 2], np.int64))], "mask.unsqueeze")
+
+
+def _bert_layer(
+    g: _Graph, x: str, mask: str, p: str, shared: dict[str, str], sizes: tuple[int, int], std: float
+) -> str:
+    """One encoder layer named ``p``: self-attention and a GELU feed-forward block, each with a post-LayerNorm
+    residual; ``shared`` holds the constants every layer reads, ``sizes`` is (hidden, intermediate)."""
+    hidden, intermediate = sizes
+    heads_of = {}
+    for part, perm in (("query", [0, 2, 1, 3]), ("key", [0, 2, 3, 1]), ("value", [0, 2, 1, 3])):
+        projected = _dense(g, x, f"{p}.attention.{part}", hidden, hidden, std)
+        split = g.op("Reshape", [projected, shared["split"]], f"{p}.attention.{part}.split_heads")
+        heads_of[part] = g.op("Transpose", [split], f"{p}.attention.{part}.transpose", perm=perm)
+    scores = g.op("MatMul", [heads_of["query"], heads_of["key"]], f"{p}.attention.scores")
+    scores = g.op("Mul", [scores, shared["scale"]], f"{p}.attention.scale")
+    scores = g.op("Add", [scores, mask], f"{p}.attention.mask")
+    probs = g.op("Softmax", [scores], f"{p}.attention.softmax", axis=-1)
+    context = g.op("MatMul", [probs, heads_of["value"]], f"{p}.attention.context")
+    context = g.op("Transpose", [context], f"{p}.attention.context.transpose", perm=[0, 2, 1, 3])
+    context = g.op("Reshape", [context, shared["merge"]], f"{p}.attention.context.merge_heads")
+    attention = _dense(g, context, f"{p}.attention.output", hidden, hidden, std)
+    x = _layer_norm(g, g.op("Add", [attention, x], f"{p}.attention.residual"), f"{p}.attention.layer_norm", hidden)
+    h = _dense(g, x, f"{p}.intermediate", hidden, intermediate, std)
+    erf = g.op("Erf", [g.op("Div", [h, shared["sqrt2"]], f"{p}.gelu.div")], f"{p}.gelu.erf")
+    scaled = g.op("Mul", [h, g.op("Add", [erf, shared["one"]], f"{p}.gelu.add")], f"{p}.gelu.mul")
+    gelu = g.op("Mul", [scaled, shared["half"]], f"{p}.gelu.half")
+    out = _dense(g, gelu, f"{p}.output", intermediate, hidden, std)
+    return _layer_norm(g, g.op("Add", [out, x], f"{p}.output.residual"), f"{p}.output.layer_norm", hidden)
+
+
 def bert_base(
     path: str | os.PathLike[str],
     layers: int = 12,
@@ -103,90 +187,18 @@ def bert_base(
     head_dim = hidden // heads
     g = _Graph(seed)
     std = 0.02
-
-    # Embeddings: word + position (first S rows of the table) + token type 0.
-    word = g.op("Gather", [g.normal("embeddings.word", (vocab, hidden), std), "input_ids"], "embeddings.word_gather")
-    ids_shape = g.op("Shape", ["input_ids"], "embeddings.ids_shape")
-    seq_len = g.op(
-        "Slice",
-        [ids_shape, g.const("const.one_1d", np.array([1], np.int64)), g.const("const.two_1d", np.array([2], np.int64))],
-        "embeddings.seq_len",
-    )
-    positions = g.op(
-        "Slice",
-        [
-            g.normal("embeddings.position", (max_positions, hidden), std),
-            g.const("const.zero_1d", np.array([0], np.int64)),
-            seq_len,
-            g.const("const.axis0", np.array([0], np.int64)),
-        ],
-        "embeddings.position_slice",
-    )
-    token_type = g.op(
-        "Gather",
-        [g.normal("embeddings.token_type", (2, hidden), std), g.const("const.zero_scalar", np.array(0, np.int64))],
-        "embeddings.token_type_gather",
-    )
-    x = g.op("Add", [word, positions], "embeddings.add_position")
-    x = g.op("Add", [x, token_type], "embeddings.add_token_type")
-
-    def layer_norm(value: str, prefix: str) -> str:
-        return g.op(
-            "LayerNormalization",
-            [
-                value,
-                g.const(f"{prefix}.weight", np.ones(hidden, np.float32)),
-                g.const(f"{prefix}.bias", np.zeros(hidden, np.float32)),
-            ],
-            prefix,
-            axis=-1,
-            epsilon=1e-12,
-        )
-
-    def dense(value: str, prefix: str, fan_in: int, fan_out: int) -> str:
-        product = g.op("MatMul", [value, g.normal(f"{prefix}.weight", (fan_in, fan_out), std)], f"{prefix}.matmul")
-        return g.op("Add", [product, g.const(f"{prefix}.bias", np.zeros(fan_out, np.float32))], f"{prefix}.add")
-
-    x = layer_norm(x, "embeddings.layer_norm")
-
-    # Additive mask [B, 1, 1, S]: 0 where attended, -10000 where masked.
-    mask = g.op("Cast", ["attention_mask"], "mask.cast", to=TensorProto.FLOAT)
-    mask = g.op("Sub", [g.const("const.one_f", np.array(1.0, np.float32)), mask], "mask.invert")
-    mask = g.op("Mul", [mask, g.const("const.mask_value", np.array(-10000.0, np.float32))], "mask.scale")
-    mask = g.op("Unsqueeze", [mask, g.const("const.mask_axes", np.array([1, 2], np.int64))], "mask.unsqueeze")
-
-    split_shape = g.const("const.split_heads", np.array([0, 0, heads, head_dim], np.int64))
-    merge_shape = g.const("const.merge_heads", np.array([0, 0, hidden], np.int64))
-    scale = g.const("const.attention_scale", np.array(1.0 / math.sqrt(head_dim), np.float32))
-    sqrt2 = g.const("const.sqrt2", np.array(math.sqrt(2.0), np.float32))
-    one = g.const("const.one_gelu", np.array(1.0, np.float32))
-    half = g.const("const.half", np.array(0.5, np.float32))
-
+    x = _bert_embeddings(g, vocab, hidden, max_positions, std)
+    mask = _bert_mask(g)
+    shared = {
+        "split": g.const("const.split_heads", np.array([0, 0, heads, head_dim], np.int64)),
+        "merge": g.const("const.merge_heads", np.array([0, 0, hidden], np.int64)),
+        "scale": g.const("const.attention_scale", np.array(1.0 / math.sqrt(head_dim), np.float32)),
+        "sqrt2": g.const("const.sqrt2", np.array(math.sqrt(2.0), np.float32)),
+        "one": g.const("const.one_gelu", np.array(1.0, np.float32)),
+        "half": g.const("const.half", np.array(0.5, np.float32)),
+    }
     for index in range(layers):
-        p = f"encoder.layer.{index}"
-        heads_of = {}
-        for part, perm in (("query", [0, 2, 1, 3]), ("key", [0, 2, 3, 1]), ("value", [0, 2, 1, 3])):
-            projected = dense(x, f"{p}.attention.{part}", hidden, hidden)
-            split = g.op("Reshape", [projected, split_shape], f"{p}.attention.{part}.split_heads")
-            heads_of[part] = g.op("Transpose", [split], f"{p}.attention.{part}.transpose", perm=perm)
-        scores = g.op("MatMul", [heads_of["query"], heads_of["key"]], f"{p}.attention.scores")
-        scores = g.op("Mul", [scores, scale], f"{p}.attention.scale")
-        scores = g.op("Add", [scores, mask], f"{p}.attention.mask")
-        probs = g.op("Softmax", [scores], f"{p}.attention.softmax", axis=-1)
-        context = g.op("MatMul", [probs, heads_of["value"]], f"{p}.attention.context")
-        context = g.op("Transpose", [context], f"{p}.attention.context.transpose", perm=[0, 2, 1, 3])
-        context = g.op("Reshape", [context, merge_shape], f"{p}.attention.context.merge_heads")
-        attention = dense(context, f"{p}.attention.output", hidden, hidden)
-        x = layer_norm(g.op("Add", [attention, x], f"{p}.attention.residual"), f"{p}.attention.layer_norm")
-
-        h = dense(x, f"{p}.intermediate", hidden, intermediate)
-        erf = g.op("Erf", [g.op("Div", [h, sqrt2], f"{p}.gelu.div")], f"{p}.gelu.erf")
-        gelu = g.op(
-            "Mul", [g.op("Mul", [h, g.op("Add", [erf, one], f"{p}.gelu.add")], f"{p}.gelu.mul"), half], f"{p}.gelu.half"
-        )
-        out = dense(gelu, f"{p}.output", intermediate, hidden)
-        x = layer_norm(g.op("Add", [out, x], f"{p}.output.residual"), f"{p}.output.layer_norm")
-
+        x = _bert_layer(g, x, mask, f"encoder.layer.{index}", shared, (hidden, intermediate), std)
     g.nodes.append(helper.make_node("Identity", [x], ["last_hidden_state"], name="output"))
     inputs = [
         helper.make_tensor_value_info(name, TensorProto.INT64, [batch, seq]) for name in ("input_ids", "attention_mask")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -88,175 +89,180 @@ class CalibrationFolder:
 
         folder = box.inputs / "calibration"
         shutil.copytree(source, folder, symlinks=True)
-        verdict = INVALID
-        args: tuple[str, ...] = ()
-        names: tuple[str, ...] = ("calibration",)
-        model = folder / "model.onnx"
         if self.kind == "intact":
-            verdict = VALID
-        elif self.kind == "record-bytes":
-            data = {
-                "missing": None,
-                "empty": b"",
-                "random": bytes(range(256)) * 4,
-                "truncated": (folder / "calibration.json").read_bytes()[: 10 + self.where % 400],
-                "array": b"[]",
-                "null": b"null",
-                "string": b'"calibration"',
-                "deep": b"[" * 100_000 + b"]" * 100_000,
-                "deep-object": b'{"a":' * 50_000 + b"1" + b"}" * 50_000,
-                "nan-literal": None,
-                "utf16": json.dumps(_record(folder)).encode("utf-16"),
-                "huge-number": None,
-                "giant": None,
-            }[self.detail]
-            record = folder / "calibration.json"
-            if self.detail == "missing":
-                record.unlink()
-            elif self.detail == "nan-literal":  # Python's json writes NaN: not JSON, but a float to a lenient reader
-                text = record.read_text()
-                record.write_text(text.replace('"seconds": ', '"seconds": NaN, "_": ', 1))
-                verdict = AMBIGUOUS
-            elif self.detail == "huge-number":
-                text = record.read_text()
-                record.write_text(text.replace('"samples": ', '"samples": 1' + "0" * 5000 + ', "_": ', 1))
-            elif self.detail == "giant":
-                with open(record, "ab") as handle:
-                    handle.truncate((64 << 20) + 1 + self.where % 1000)
-            else:
-                record.write_bytes(data)
-            names = ("calibration.json", "calibration")
-        elif self.kind == "field-type":
-            key, wrong = self.detail
-            record = _record(folder)
-            record[key] = wrong
-            _save_record(folder, record)
-            names = ("calibration.json",)
-        elif self.kind == "field-missing":
-            record = _record(folder)
-            del record[self.detail]
-            _save_record(folder, record)
-            names = ("calibration.json",)
-        elif self.kind == "field-unknown":
-            record = _record(folder)
-            record[self.detail] = {"hostile": True}
-            _save_record(folder, record)
-            verdict = AMBIGUOUS
-        elif self.kind == "format-version":
-            record = _record(folder)
-            record["format_version"] = self.detail
-            _save_record(folder, record)
-            names = ("calibration.json",)
-            if self.detail == "2":
-                verdict = AMBIGUOUS  # a JSON reader may take the string "2" for the number
-        elif self.kind == "precision":  # the record says one precision; the build asks for int8
-            record = _record(folder)
-            record["precision"] = self.detail
-            _save_record(folder, record)
-            names = ("calibration.json",)
-        elif self.kind == "asked-precision":  # the int8 folder, asked for another calibrated precision
-            args = ("--precision", self.detail)
-            names = ("calibration.json", "calibration")
-        elif self.kind == "model-sha256":
-            record = _record(folder)
-            record["model_sha256"] = self.detail
-            _save_record(folder, record)
-            names = ("calibration.json",)
-        elif self.kind == "files-sha256":
-            record = _record(folder)
-            record["files"]["model.onnx"] = self.detail
-            _save_record(folder, record)
-            names = ("model.onnx", "calibration.json")
-        elif self.kind == "files-list":
-            record = _record(folder)
-            record["files"] = {
-                "nothing": {},
-                "no-model": {k: v for k, v in record["files"].items() if k != "model.onnx"},
-                "traversal": {**record["files"], "../../outside/x": "0" * 64},
-            }[self.detail]
-            if self.detail == "traversal":
-                verdict = AMBIGUOUS
-            _save_record(folder, record)
-            names = ("calibration.json", "model.onnx")
-        elif self.kind == "model-file":
-            outside = box.outside / "model.onnx"
-            if self.detail == "missing":
-                model.unlink()
-            elif self.detail == "directory":
-                model.unlink()
-                model.mkdir()
-            elif self.detail == "fifo":
-                model.unlink()
-                make_fifo(model)
-            elif self.detail == "symlink-out":
-                model.rename(outside)
-                model.symlink_to(outside)
-            elif self.detail == "symlink-out-fifo":
-                model.unlink()
-                make_fifo(outside)
-                model.symlink_to(outside)
-            elif self.detail == "dangling":
-                model.unlink()
-                model.symlink_to(folder / "gone.onnx")
-            elif self.detail == "hardlink-out":  # the same inode as a file outside: its bytes still match
-                model.rename(outside)
-                os.link(outside, model)
-                verdict = AMBIGUOUS
-            names = ("model.onnx", "calibration")
-        elif self.kind == "record-link":
-            record = folder / "calibration.json"
-            target = box.outside / "calibration.json" if self.detail == "out" else folder / "real.json"
-            record.rename(target)
-            record.symlink_to(target)
-            names = ("calibration.json",)
-        elif self.kind == "not-a-folder":
-            import shutil as _shutil
-
-            _shutil.rmtree(folder)
-            if self.detail == "file":
-                folder.write_bytes(b"{}")
-            elif self.detail == "fifo":
-                make_fifo(folder)
-            elif self.detail == "link-out":
-                _shutil.copytree(source, box.outside / "calibration", symlinks=True)
-                folder.symlink_to(box.outside / "calibration")
-                verdict = VALID  # the folder itself may be a link: every file resolves inside its target
-        elif self.kind == "extra-files":
-            if self.detail == "notes":
-                (folder / "notes.txt").write_text("extra\n")
-                verdict = VALID
-            elif self.detail == "subfolder":
-                (folder / "old").mkdir()
-                (folder / "old" / "model.onnx").write_bytes(b"junk")
-                verdict = VALID
-            elif self.detail == "stray-external-data":  # a model.onnx.data that model.onnx does not reference
-                (folder / "model.onnx.data").write_bytes(b"\0" * 1024)
-                verdict = AMBIGUOUS
-            elif self.detail == "link-out":  # a stray link the build never reads: refusing it is within bounds
-                (box.outside / "secret").write_text("secret\n")
-                (folder / "secret").symlink_to(box.outside / "secret")
-                verdict = AMBIGUOUS
-        elif self.kind in ("damaged-model", "damaged-model-resigned"):
-            data = model.read_bytes()
-            how, amount = self.detail
-            if how == "truncated":
-                damaged = data[: amount % len(data)]
-            elif how == "bit-flipped":
-                damaged = flip_bits(data, [(amount, amount % 8), (amount * 31 + 7, (amount + 5) % 8)])
-            else:  # another model entirely: the FP32 source
-                damaged = model_bytes()
-            model.write_bytes(damaged)
-            if self.kind == "damaged-model-resigned":
-                _resign(folder, "model.onnx")
-                verdict = RESIGNED if model_verdict(damaged) != UNREADABLE else INVALID
-            names = ("model.onnx", "calibration")
-        elif self.kind == "damaged-other-file":  # files the build does not read; the record no longer matches them
-            target = folder / self.detail
-            target.write_bytes(b"damaged\n")
-            verdict = AMBIGUOUS
-        else:
+            return Made(folder, VALID, ("calibration",))
+        if self.kind == "asked-precision":  # the int8 folder, asked for another calibrated precision
+            return Made(folder, INVALID, ("calibration.json", "calibration"), ("--precision", self.detail))
+        if self.kind in RECORD_CHANGES:
+            return Made(folder, *self._change_record(folder))
+        damage = {
+            "record-bytes": self._record_bytes,
+            "model-file": self._model_file,
+            "record-link": self._record_link,
+            "not-a-folder": self._not_a_folder,
+            "extra-files": self._extra_files,
+            "damaged-model": self._damaged_model,
+            "damaged-model-resigned": self._damaged_model,
+            "damaged-other-file": self._damaged_other_file,
+        }.get(self.kind)
+        if damage is None:
             raise AssertionError(self.kind)
-        return Made(folder, verdict, names, args)
+        return Made(folder, *damage(box, folder, source))
+
+    def _change_record(self, folder: Path) -> tuple[str, tuple[str, ...]]:
+        """One field of calibration.json changed (RECORD_CHANGES), the record saved as JSON again."""
+        record = _record(folder)
+        change, names = RECORD_CHANGES[self.kind]
+        change(record, self.detail)
+        _save_record(folder, record)
+        # an unknown field may be ignored, a JSON reader may take the string "2" for the number, and a traversal
+        # in the files list may be refused as such or as a file that is not there
+        ambiguous = self.kind == "field-unknown" or (self.kind, self.detail) in (
+            ("format-version", "2"),
+            ("files-list", "traversal"),
+        )
+        return (AMBIGUOUS if ambiguous else INVALID), names
+
+    def _record_bytes(self, box, folder: Path, source: Path) -> tuple[str, tuple[str, ...]]:
+        verdict = INVALID
+        data = {
+            "missing": None,
+            "empty": b"",
+            "random": bytes(range(256)) * 4,
+            "truncated": (folder / "calibration.json").read_bytes()[: 10 + self.where % 400],
+            "array": b"[]",
+            "null": b"null",
+            "string": b'"calibration"',
+            "deep": b"[" * 100_000 + b"]" * 100_000,
+            "deep-object": b'{"a":' * 50_000 + b"1" + b"}" * 50_000,
+            "nan-literal": None,
+            "utf16": json.dumps(_record(folder)).encode("utf-16"),
+            "huge-number": None,
+            "giant": None,
+        }[self.detail]
+        record = folder / "calibration.json"
+        if self.detail == "missing":
+            record.unlink()
+        elif self.detail == "nan-literal":  # Python's json writes NaN: not JSON, but a float to a lenient reader
+            text = record.read_text()
+            record.write_text(text.replace('"seconds": ', '"seconds": NaN, "_": ', 1))
+            verdict = AMBIGUOUS
+        elif self.detail == "huge-number":
+            text = record.read_text()
+            record.write_text(text.replace('"samples": ', '"samples": 1' + "0" * 5000 + ', "_": ', 1))
+        elif self.detail == "giant":
+            with open(record, "ab") as handle:
+                handle.truncate((64 << 20) + 1 + self.where % 1000)
+        else:
+            record.write_bytes(data)
+        return verdict, ("calibration.json", "calibration")
+
+    def _model_file(self, box, folder: Path, source: Path) -> tuple[str, tuple[str, ...]]:
+        model, outside, verdict = folder / "model.onnx", box.outside / "model.onnx", INVALID
+        if self.detail == "missing":
+            model.unlink()
+        elif self.detail == "directory":
+            model.unlink()
+            model.mkdir()
+        elif self.detail == "fifo":
+            model.unlink()
+            make_fifo(model)
+        elif self.detail == "symlink-out":
+            model.rename(outside)
+            model.symlink_to(outside)
+        elif self.detail == "symlink-out-fifo":
+            model.unlink()
+            make_fifo(outside)
+            model.symlink_to(outside)
+        elif self.detail == "dangling":
+            model.unlink()
+            model.symlink_to(folder / "gone.onnx")
+        elif self.detail == "hardlink-out":  # the same inode as a file outside: its bytes still match
+            model.rename(outside)
+            os.link(outside, model)
+            verdict = AMBIGUOUS
+        return verdict, ("model.onnx", "calibration")
+
+    def _record_link(self, box, folder: Path, source: Path) -> tuple[str, tuple[str, ...]]:
+        record = folder / "calibration.json"
+        target = box.outside / "calibration.json" if self.detail == "out" else folder / "real.json"
+        record.rename(target)
+        record.symlink_to(target)
+        return INVALID, ("calibration.json",)
+
+    def _not_a_folder(self, box, folder: Path, source: Path) -> tuple[str, tuple[str, ...]]:
+        import shutil
+
+        shutil.rmtree(folder)
+        if self.detail == "file":
+            folder.write_bytes(b"{}")
+        elif self.detail == "fifo":
+            make_fifo(folder)
+        elif self.detail == "link-out":
+            shutil.copytree(source, box.outside / "calibration", symlinks=True)
+            folder.symlink_to(box.outside / "calibration")
+            return VALID, ("calibration",)  # the folder itself may be a link: every file resolves inside its target
+        return INVALID, ("calibration",)
+
+    def _extra_files(self, box, folder: Path, source: Path) -> tuple[str, tuple[str, ...]]:
+        verdict = INVALID
+        if self.detail == "notes":
+            (folder / "notes.txt").write_text("extra\n")
+            verdict = VALID
+        elif self.detail == "subfolder":
+            (folder / "old").mkdir()
+            (folder / "old" / "model.onnx").write_bytes(b"junk")
+            verdict = VALID
+        elif self.detail == "stray-external-data":  # a model.onnx.data that model.onnx does not reference
+            (folder / "model.onnx.data").write_bytes(b"\0" * 1024)
+            verdict = AMBIGUOUS
+        elif self.detail == "link-out":  # a stray link the build never reads: refusing it is within bounds
+            (box.outside / "secret").write_text("secret\n")
+            (folder / "secret").symlink_to(box.outside / "secret")
+            verdict = AMBIGUOUS
+        return verdict, ("calibration",)
+
+    def _damaged_model(self, box, folder: Path, source: Path) -> tuple[str, tuple[str, ...]]:
+        model, verdict = folder / "model.onnx", INVALID
+        data = model.read_bytes()
+        how, amount = self.detail
+        if how == "truncated":
+            damaged = data[: amount % len(data)]
+        elif how == "bit-flipped":
+            damaged = flip_bits(data, [(amount, amount % 8), (amount * 31 + 7, (amount + 5) % 8)])
+        else:  # another model entirely: the FP32 source
+            damaged = model_bytes()
+        model.write_bytes(damaged)
+        if self.kind == "damaged-model-resigned":
+            _resign(folder, "model.onnx")
+            verdict = RESIGNED if model_verdict(damaged) != UNREADABLE else INVALID
+        return verdict, ("model.onnx", "calibration")
+
+    def _damaged_other_file(self, box, folder: Path, source: Path) -> tuple[str, tuple[str, ...]]:
+        """Files the build does not read; the record no longer matches them."""
+        (folder / self.detail).write_bytes(b"damaged\n")
+        return AMBIGUOUS, ("calibration",)
+
+
+def _files_list(record: dict[str, Any], detail: str) -> None:
+    record["files"] = {
+        "nothing": {},
+        "no-model": {k: v for k, v in record["files"].items() if k != "model.onnx"},
+        "traversal": {**record["files"], "../../outside/x": "0" * 64},
+    }[detail]
+
+
+RECORD_CHANGES: dict[str, tuple[Callable[[dict[str, Any], Any], object], tuple[str, ...]]] = {
+    "field-type": (lambda r, d: r.update({d[0]: d[1]}), ("calibration.json",)),
+    "field-missing": (lambda r, d: r.pop(d), ("calibration.json",)),
+    "field-unknown": (lambda r, d: r.update({d: {"hostile": True}}), ("calibration",)),
+    "format-version": (lambda r, d: r.update(format_version=d), ("calibration.json",)),
+    "precision": (lambda r, d: r.update(precision=d), ("calibration.json",)),  # the build asks for int8
+    "model-sha256": (lambda r, d: r.update(model_sha256=d), ("calibration.json",)),
+    "files-sha256": (lambda r, d: r["files"].update({"model.onnx": d}), ("model.onnx", "calibration.json")),
+    "files-list": (_files_list, ("calibration.json", "model.onnx")),
+}
+"""The kinds that change one field of calibration.json: kind -> (the change, given the detail; names at fault)."""
 
 
 def _field_type_cases() -> st.SearchStrategy[tuple[str, Any]]:

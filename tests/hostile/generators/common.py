@@ -13,11 +13,8 @@ import onnx
 import yaml
 from hypothesis import strategies as st
 
-from tests.support.cli import EXAMPLES, REPO
+from tests.support.digits import DIGITS_DATA, DIGITS_MODEL, DIGITS_PROFILES
 
-DIGITS_MODEL = EXAMPLES / "digits_cnn.onnx"
-DIGITS_DATA = EXAMPLES / "digits.npz"
-DIGITS_PROFILES = REPO / "profiles" / "digits.yaml"
 MODEL_INPUT = "image"
 MODEL_DIMS: tuple[str | int, ...] = ("B", 1, 8, 8)
 """The digits CNN's one input, float32 [B, 1, 8, 8]."""

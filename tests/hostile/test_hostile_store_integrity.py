@@ -1,4 +1,5 @@
-"""Issue 29's critical defects, each through the real CLI against every backend it applies to:
+"""What a hostile build folder, manifest or filesystem must never do to a store or to what is written from it
+(issue 29's critical defects), each through the real CLI against every backend it applies to:
 
 - a build folder whose empty plan claims (size 0) the digest of a plan already in the store must not replace that
   blob: every stream is verified (empty ones too), blobs are create-only, and a pull stops reading at the first
@@ -104,13 +105,8 @@ def backend(request, tmp_path, monkeypatch) -> Backend:
 
 
 @pytest.fixture(scope="module")
-def build(tmp_path_factory, digits_model, digits_profiles) -> Path:
-    out = tmp_path_factory.mktemp("critical") / "build"
-    result = run_cli(
-        "build", digits_model, "--profiles", digits_profiles, "--sku", SKU, "--precision", "fp16", "--out", out
-    )
-    assert result.exit_code == 0, result.stderr
-    return out
+def build(built_digits) -> Path:
+    return built_digits((SKU,), ("fp16",))
 
 
 def _engine_json(build: Path) -> Path:

@@ -1,5 +1,5 @@
-"""Issue 29's major and minor defects outside the registry's answers, through the real CLI: values a manifest or
-engine.json holds, racing exports, pipeline YAML, and what killed writers leave behind."""
+"""Hostile values a manifest or engine.json holds, racing exports, pipeline YAML, and what killed writers leave
+behind, through the real CLI (issue 29's major and minor defects outside the registry's answers)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import pytest
 
 from compiler.core.files import STALE_PARTIAL_SECONDS, hash_json
 from tests.support.cli import REPO, assert_clean_error, run_cli
+from tests.support.digits import run_build
 from tests.support.serving import datacenter_copy
 
 NAME = "digits"
@@ -24,26 +25,9 @@ TRITON = ("--triton-release", "25.10")
 
 
 @pytest.fixture(scope="module")
-def builds(tmp_path_factory, digits_model, digits_profiles) -> dict[str, Path]:
+def builds(built_digits) -> dict[str, Path]:
     """Two builds of other content (so their Triton configs differ): fp16 and fp32 for rtx-4090."""
-    root = tmp_path_factory.mktemp("major")
-    out = {}
-    for precision in ("fp16", "fp32"):
-        out[precision] = root / precision
-        result = run_cli(
-            "build",
-            digits_model,
-            "--profiles",
-            digits_profiles,
-            "--sku",
-            "rtx-4090",
-            "--precision",
-            precision,
-            "--out",
-            out[precision],
-        )
-        assert result.exit_code == 0, result.stderr
-    return out
+    return {precision: built_digits(("rtx-4090",), (precision,)) for precision in ("fp16", "fp32")}
 
 
 @pytest.fixture
@@ -256,27 +240,12 @@ def test_a_yaml_alias_bomb_is_refused_quickly_in_one_short_line(tmp_path):
     assert_clean_error(run_cli("plan", cyclic), 2, "aliases expand")
 
 
-def test_pulled_and_built_plans_share_no_inode_with_the_caches(builds, store, tmp_path, digits_model, digits_profiles):
+def test_pulled_and_built_plans_share_no_inode_with_the_caches(builds, store, tmp_path):
     cache = tmp_path / "cache"
     env = {**os.environ, "COMPILE_CACHE_DIR": str(cache)}
     outs = [tmp_path / f"b{i}" for i in range(2)]
     for out in outs:
-        assert (
-            run_cli(
-                "build",
-                digits_model,
-                "--profiles",
-                digits_profiles,
-                "--sku",
-                "rtx-4090",
-                "--precision",
-                "fp16",
-                "--out",
-                out,
-                env=env,
-            ).exit_code
-            == 0
-        )
+        assert run_build(out, env=env).exit_code == 0
     plans = [out / "rtx-4090" / "fp16" / "engine.plan" for out in outs]
     assert all(os.stat(plan).st_nlink == 1 for plan in plans)
     assert hashlib.sha256(plans[0].read_bytes()).digest() == hashlib.sha256(plans[1].read_bytes()).digest()

@@ -1,4 +1,4 @@
-"""Issue 29's hostile registry answers, one test per class, through the real CLI against a hostile registry in
+"""Hostile OCI registry answers (issue 29), one test per class, through the real CLI against a hostile registry in
 front of the real one (tests/support/hostile_registry.py): nothing a registry answers crashes the tool, hangs it,
 or is read whole; each is one error line with the documented exit code (1: the store's content is damaged; 3: the
 registry is not one the tool can use)."""
@@ -21,14 +21,10 @@ BOUND = 64 << 20
 
 
 @pytest.fixture(scope="module")
-def published(registry, tmp_path_factory, digits_model, digits_profiles) -> tuple[str, Path]:
+def published(registry, tmp_path_factory, built_digits) -> tuple[str, Path]:
     """digits@1.0.0 (fp16 for rtx-4090) published to a repository of the real registry, and its build folder."""
     root = tmp_path_factory.mktemp("hostile-registry")
-    build = root / "build"
-    built = run_cli(
-        "build", digits_model, "--profiles", digits_profiles, "--sku", "rtx-4090", "--precision", "fp16", "--out", build
-    )
-    assert built.exit_code == 0, built.stderr
+    build = built_digits(("rtx-4090",), ("fp16",))
     repository = "h" + uuid.uuid4().hex[:12]
     env = environment_without_credentials(root)
     done = run_cli(
