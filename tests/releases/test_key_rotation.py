@@ -19,35 +19,12 @@ def keys(tmp_path_factory) -> dict[str, Path]:
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory, keys, digits_model, digits_profiles) -> Path:
+def store(tmp_path_factory, keys, built_digits) -> Path:
     """digits@1.0.0 signed with the old key (Ed25519), 2.0.0 with the new one (EC P-256)."""
     root = tmp_path_factory.mktemp("rotation")
-    built = run_cli(
-        "build",
-        digits_model,
-        "--profiles",
-        digits_profiles,
-        "--sku",
-        "rtx-4090",
-        "--precision",
-        "fp16",
-        "--out",
-        root / "engines",
-    )
-    assert built.exit_code == 0, built.stderr
     for version, key in (("1.0.0", "ed25519"), ("2.0.0", "p256")):
-        done = run_cli(
-            "publish",
-            root / "engines",
-            "--name",
-            "digits",
-            "--version",
-            version,
-            "--store",
-            root / "store",
-            "--sign-key",
-            keys[key],
-        )
+        done = run_cli("publish", built_digits(), "--name", "digits", "--version", version, "--store",
+                       root / "store", "--sign-key", keys[key])  # fmt: skip
         assert done.exit_code == 0, done.stderr
     return root / "store"
 

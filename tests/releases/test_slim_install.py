@@ -4,7 +4,6 @@ install (exit 3). The install is made for real, in a fresh venv, from a copy of 
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 import subprocess
 import sys
@@ -12,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.cli import EXAMPLES, REPO, CliResult, assert_clean_error, run_cli
+from tests.support.cli import REPO, CliResult, assert_clean_error, run_cli
+from tests.support.digits import DIGITS_MODEL, build_args
 from tests.support.keys import write_keys
 
 SOURCES = ("pyproject.toml", "README.md", "compiler", "calibration")
@@ -61,72 +61,25 @@ def test_the_slim_install_has_none_of_the_build_packages(slim):
 
 
 @pytest.mark.parametrize("kind", ["folder", "oci"])
-def test_the_slim_install_pulls_a_verified_plan(slim, kind, request, tmp_path, digits_model, digits_profiles):
+def test_the_slim_install_pulls_a_verified_plan(slim, kind, request, tmp_path, built_digits):
     (tmp_path / "keys").mkdir()
     keys = write_keys(tmp_path / "keys")
     store = str(tmp_path / "store") if kind == "folder" else request.getfixturevalue("registry").uri()
-    build = run_cli(
-        "build",
-        digits_model,
-        "--profiles",
-        digits_profiles,
-        "--sku",
-        "rtx-4090",
-        "--precision",
-        "fp16",
-        "--out",
-        tmp_path / "engines",
-    )
-    assert build.exit_code == 0, build.stderr
-    published = run_cli(
-        "publish",
-        tmp_path / "engines",
-        "--name",
-        "digits",
-        "--version",
-        "1.0.0",
-        "--store",
-        store,
-        "--sign-key",
-        keys["p256"],
-    )
+    engines = built_digits()
+    published = run_cli("publish", engines, "--name", "digits", "--version", "1.0.0", "--store", store,
+                        "--sign-key", keys["p256"])  # fmt: skip
     assert published.exit_code == 0, published.stderr
     out = tmp_path / "digits.plan"
-    pulled = _slim_cli(
-        slim,
-        "pull",
-        "digits@1.0.0",
-        "--sku",
-        "rtx-4090",
-        "--store",
-        store,
-        "--out",
-        out,
-        "--verify-key",
-        keys["p256.pub"],
-    )
+    pulled = _slim_cli(slim, "pull", "digits@1.0.0", "--sku", "rtx-4090", "--store", store, "--out", out,
+                       "--verify-key", keys["p256.pub"])  # fmt: skip
     assert pulled.exit_code == 0, pulled.stderr
-    engine = (tmp_path / "engines" / "rtx-4090" / "fp16" / "engine.plan").read_bytes()
-    assert hashlib.sha256(out.read_bytes()).digest() == hashlib.sha256(engine).digest()
+    assert out.read_bytes() == (engines / "rtx-4090" / "fp16" / "engine.plan").read_bytes()
     verified = _slim_cli(slim, "verify", "digits@1.0.0", "--store", store, "--key", keys["p256.pub"])
     assert verified.exit_code == 0, verified.stderr
     assert _slim_cli(slim, "ls", "--store", store).exit_code == 0
 
 
-def test_a_command_that_needs_the_build_extra_names_it(slim, digits_model, tmp_path):
-    inspected = _slim_cli(slim, "inspect", digits_model)
-    assert_clean_error(inspected, 3, "needs onnx", "trt-compile[rtx]")
-    built = _slim_cli(
-        slim,
-        "build",
-        digits_model,
-        "--profiles",
-        EXAMPLES.parents[1] / "profiles" / "digits.yaml",
-        "--sku",
-        "rtx-4090",
-        "--precision",
-        "fp16",
-        "--out",
-        tmp_path / "engines",
-    )
+def test_a_command_that_needs_the_build_extra_names_it(slim, tmp_path):
+    assert_clean_error(_slim_cli(slim, "inspect", DIGITS_MODEL), 3, "needs onnx", "trt-compile[rtx]")
+    built = _slim_cli(slim, *build_args(tmp_path / "engines"))
     assert_clean_error(built, 3, "trt-compile[rtx]")
