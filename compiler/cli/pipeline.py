@@ -14,7 +14,11 @@ from compiler.core.text import printable
 FORMATS = ("table", "json", "github-matrix")
 
 
-@examples("compile plan pipelines/example.yaml", "compile plan pipelines/example.yaml --format github-matrix")
+@examples(
+    "compile plan pipelines/example.yaml",
+    "compile plan pipelines/example.yaml --json",
+    "compile plan pipelines/example.yaml --format github-matrix",
+)
 def plan(
     pipeline: PipelineArgument,
     format: Annotated[
@@ -25,17 +29,20 @@ def plan(
             "How to print the jobs (github-matrix: for strategy.matrix via fromJSON).",
         ),
     ] = "table",
+    json: JsonOption = False,
 ) -> None:
     """The build jobs of a release, one per SKU, with the runner labels each needs."""
     from compiler.pipeline import github_matrix, load_pipeline, plan_release
 
     if format not in FORMATS:
         raise InvalidInput(f"--format {format}: choose {', '.join(FORMATS[:-1])} or {FORMATS[-1]}")
+    if json and format not in ("table", "json"):
+        raise InvalidInput(f"--json and --format {format}: give one (--json is --format json)")
     jobs = plan_release(load_pipeline(pipeline))
-    if format == "json":
+    if json or format == "json":
         render.emit_json(jobs)
     elif format == "github-matrix":
-        render.emit_json(github_matrix(jobs))
+        render.emit_json(github_matrix(jobs), versioned=False)  # GitHub's format: a key more is a matrix axis
     else:
         render.release_plan(jobs)
 

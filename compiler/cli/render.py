@@ -63,13 +63,21 @@ def version_line() -> str:
     return f"compile {version()} ({editions})"
 
 
-def emit_json(result: BaseModel | dict[str, Any] | list[Any]) -> None:
+OUTPUT_FORMAT = 1
+"""The ``format_version`` of every ``--json`` output that has none of its own (records carry theirs); the schemas
+are compiler/schemas/*-output.schema.json (compiler.cli.schemas)."""
+
+
+def emit_json(result: BaseModel | dict[str, Any] | list[Any], *, versioned: bool = True) -> None:
     """Write the document straight to stdout's file until every byte is out: Python's buffered stdout drops
     the rest of a short write without a word (a disk filling up under `> report.json`), which would leave a
-    cut-short document behind a successful exit."""
+    cut-short document behind a successful exit. An object gets ``format_version`` first unless it has its own or
+    is a format of someone else's (``versioned=False``: an in-toto statement, a GitHub matrix)."""
     import json
 
     data = result.model_dump(mode="json") if hasattr(result, "model_dump") else result
+    if versioned and isinstance(data, dict) and "format_version" not in data:
+        data = {"format_version": OUTPUT_FORMAT, **data}
     text = json.dumps(data, indent=2) + "\n"
     try:
         fd = sys.stdout.fileno()

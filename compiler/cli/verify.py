@@ -77,6 +77,6 @@ def provenance(
 
     statement = read_provenance(store, release)
     if json:
-        render.emit_json(statement)
+        render.emit_json(statement, versioned=False)
     else:
         render_releases.provenance(statement)
