@@ -118,7 +118,16 @@ def status_text(status: str) -> Text:
 @contextmanager
 def build_progress(jobs) -> Iterator:
     """One progress row per build, fed by TensorRT's progress monitor: (job, phase, done, total)."""
-    from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        Progress,
+        TaskProgressColumn,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    from compiler.cli.heartbeat import Heartbeat
 
     columns = (
         TextColumn("{task.description:<22}"),
@@ -126,19 +135,27 @@ def build_progress(jobs) -> Iterator:
         TaskProgressColumn(),
         TextColumn("{task.fields[phase]}"),
         TimeElapsedColumn(),
+        TimeRemainingColumn(),
     )
     console = err_console.get()
-    # Not a terminal (a CI log): no bars, which would show only at the end, but a line as each target ends,
-    # so a long matrix shows signs of life
+    # Not a terminal (a CI log): no bars, which would show only at the end, but a line as each target ends and a
+    # heartbeat line while any builds, so a long matrix shows signs of life
+    heartbeat = Heartbeat(console, "steps")
     with Progress(*columns, console=console, transient=False, disable=not console.is_terminal) as bars:
         tasks = [bars.add_task(f"{job.sku} {job.precision}", total=None, phase="waiting") for job in jobs]
 
         def update(index: int, phase: str, done: int, total: int) -> None:
             bars.update(tasks[index], completed=done, total=total or None, phase=phase)
-            if not console.is_terminal and phase.split(" ")[0] in ("ok", "failed", "cancelled"):
+            ended = phase.split(" ")[0] in ("ok", "failed", "cancelled")
+            if not console.is_terminal and ended:
                 console.print(f"{jobs[index].sku} {jobs[index].precision}: {phase}", highlight=False)
+            if phase != "waiting":
+                heartbeat.note(f"{jobs[index].sku} {jobs[index].precision}", total or 1 if ended else done, total)
 
-        yield update
+        try:
+            yield update
+        finally:
+            heartbeat.stop()
 
 
 @contextmanager
@@ -148,29 +165,44 @@ def phase_progress(unit: str = "samples") -> Iterator:
 
     The display starts with the first report: a run that fails before (or reuses earlier work) prints nothing.
     """
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    from compiler.cli.heartbeat import Heartbeat
 
     columns = (
         TextColumn("{task.description:<10}"),
         BarColumn(),
         MofNCompleteColumn(),
         TextColumn(unit),
+        TextColumn("{task.fields[rate]}"),
         TimeElapsedColumn(),
+        TimeRemainingColumn(),
     )
     console = err_console.get()
     bars = Progress(*columns, console=console, transient=True, disable=not console.is_terminal)
+    heartbeat = Heartbeat(console, unit)
     tasks: dict[str, int] = {}
 
     def update(phase: str, done: int, total: int) -> None:
         if not tasks:
             bars.start()
         if phase not in tasks:
-            tasks[phase] = bars.add_task(phase, total=total)
-        bars.update(tasks[phase], completed=done, total=total)
+            tasks[phase] = bars.add_task(phase, total=total, rate="")
+        speed = bars.tasks[tasks[phase]].speed if phase in tasks else None
+        bars.update(tasks[phase], completed=done, total=total, rate=f"{speed:.1f}/s" if speed else "")
+        heartbeat.note(phase, done, total)
 
     try:
         yield update
     finally:
+        heartbeat.stop()
         if tasks:
             bars.stop()
 
