@@ -11,22 +11,24 @@ from compiler.core.errors import InvalidInput
 from compiler.core.flags import OUTPUT, STORE, TARGETS
 from compiler.core.text import printable
 
-FORMATS = ("table", "json", "github-matrix")
+FORMATS = ("table", "json", "github-matrix", "gitlab")
 
 
 @examples(
     "compile plan pipelines/example.yaml",
     "compile plan pipelines/example.yaml --json",
     "compile plan pipelines/example.yaml --format github-matrix",
+    "compile plan pipelines/example.yaml --format gitlab > child-pipeline.yml",
 )
 def plan(
     pipeline: PipelineArgument,
     format: Annotated[
         str,
         option(
-            "[table|json|github-matrix]",
+            "[table|json|github-matrix|gitlab]",
             OUTPUT,
-            "How to print the jobs (github-matrix: for strategy.matrix via fromJSON).",
+            "How to print the jobs (github-matrix: for strategy.matrix via fromJSON; gitlab: a child pipeline's "
+            "YAML, docs/gitlab-ci.md).",
         ),
     ] = "table",
     json: JsonOption = False,
@@ -43,6 +45,13 @@ def plan(
         render.emit_json(jobs)
     elif format == "github-matrix":
         render.emit_json(github_matrix(jobs), versioned=False)  # GitHub's format: a key more is a matrix axis
+    elif format == "gitlab":
+        import yaml
+
+        from compiler import version
+        from compiler.pipeline.plan import gitlab_pipeline
+
+        render.write_stdout(yaml.safe_dump(gitlab_pipeline(jobs, version=version()), sort_keys=False))
     else:
         render.release_plan(jobs)
 

@@ -68,17 +68,8 @@ OUTPUT_FORMAT = 1
 are compiler/schemas/*-output.schema.json (compiler.cli.schemas)."""
 
 
-def emit_json(result: BaseModel | dict[str, Any] | list[Any], *, versioned: bool = True) -> None:
-    """Write the document straight to stdout's file until every byte is out: Python's buffered stdout drops
-    the rest of a short write without a word (a disk filling up under `> report.json`), which would leave a
-    cut-short document behind a successful exit. An object gets ``format_version`` first unless it has its own or
-    is a format of someone else's (``versioned=False``: an in-toto statement, a GitHub matrix)."""
-    import json
-
-    data = result.model_dump(mode="json") if hasattr(result, "model_dump") else result
-    if versioned and isinstance(data, dict) and "format_version" not in data:
-        data = {"format_version": OUTPUT_FORMAT, **data}
-    text = json.dumps(data, indent=2) + "\n"
+def write_stdout(text: str) -> None:
+    """A document for machines (YAML, JSON) to stdout as it is, every byte (see :func:`emit_json`)."""
     try:
         fd = sys.stdout.fileno()
     except (AttributeError, OSError, ValueError):  # an in-memory stdout (main() called from Python)
@@ -91,6 +82,19 @@ def emit_json(result: BaseModel | dict[str, Any] | list[Any], *, versioned: bool
             unwritten = unwritten[os.write(fd, unwritten) :]
     except OSError as exc:  # named, for the error line
         raise OSError(exc.errno, exc.strerror, "standard output") from None
+
+
+def emit_json(result: BaseModel | dict[str, Any] | list[Any], *, versioned: bool = True) -> None:
+    """Write the document straight to stdout's file until every byte is out: Python's buffered stdout drops
+    the rest of a short write without a word (a disk filling up under `> report.json`), which would leave a
+    cut-short document behind a successful exit. An object gets ``format_version`` first unless it has its own or
+    is a format of someone else's (``versioned=False``: an in-toto statement, a GitHub matrix)."""
+    import json
+
+    data = result.model_dump(mode="json") if hasattr(result, "model_dump") else result
+    if versioned and isinstance(data, dict) and "format_version" not in data:
+        data = {"format_version": OUTPUT_FORMAT, **data}
+    write_stdout(json.dumps(data, indent=2) + "\n")
 
 
 def table(title: str, columns: list[str], rows: list[list[Any]]) -> Table:

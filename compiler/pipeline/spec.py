@@ -10,10 +10,10 @@ import hashlib
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator
 
 from compiler.core.errors import InvalidInput
 from compiler.core.options import CalibrationOptions, CheckOptions
@@ -139,6 +139,9 @@ class SigningSpec(_Strict):
         return value
 
 
+RunnerLabel = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:{}/+-]+$")]
+
+
 class Pipeline(_Strict):
     release: ReleaseSpec
     model: Path
@@ -155,6 +158,9 @@ class Pipeline(_Strict):
     """The remote cache's URI (docs/ci-cache.md); a local path is relative to the pipeline file."""
     skus: Path | None = None
     """More SKUs (docs/skus.md) for the targets, the build and the check (unless ``check.skus`` names another)."""
+    runners: dict[str, list[RunnerLabel]] = {}
+    """The CI runner labels of the build jobs: ``cpu`` (backends that build anywhere), ``gpu`` (those that need the
+    target's GPU; ``{sku}`` in a label is the job's SKU) or a SKU's name for that SKU's job alone."""
 
     @field_validator("store", "cache")
     @classmethod
@@ -182,6 +188,14 @@ class Pipeline(_Strict):
             name: {"precisions": spec} if isinstance(spec, list) else spec
             for name, spec in zip(named, value.values(), strict=True)
         }
+
+    @field_validator("runners")
+    @classmethod
+    def _runner_keys(cls, value: dict[str, list[str]]) -> dict[str, list[str]]:
+        for key, labels in value.items():
+            if not labels:
+                raise ValueError(f"{key}: give at least one label")
+        return {key.lower(): labels for key, labels in value.items()}
 
     def target(self, sku: str) -> TargetSpec:
         return self.targets[sku]
