@@ -36,7 +36,7 @@ def build(
     sku: Annotated[
         list[str],
         option(
-            "SKU", TARGETS, "GPU SKU of the catalog (compiler/core/skus.yaml); repeat for several.", show_default=False
+            "SKU", TARGETS, "GPU SKU of the catalog (compile skus lists them); repeat for several.", show_default=False
         ),
     ],
     precision: Annotated[

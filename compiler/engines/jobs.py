@@ -152,7 +152,7 @@ def _named_targets(skus: str | list[str], precisions: str | list[str]) -> tuple[
     """The SKUs and precisions asked for (one name or several), refused when none or unknown; precisions once each."""
     skus, precisions = ([names] if isinstance(names, str) else list(names) for names in (skus, precisions))
     if not skus:
-        raise InvalidInput("no --sku given; name at least one SKU of the catalog (compiler/core/skus.yaml)")
+        raise InvalidInput("no --sku given; name at least one SKU of the catalog (compile skus lists them)")
     if not precisions:
         raise InvalidInput("no --precision given; choose from " + ", ".join(PRECISIONS))
     for precision in precisions:

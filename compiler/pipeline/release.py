@@ -87,6 +87,7 @@ def release(
     if store is not None:
         pipeline = pipeline.model_copy(update={"spec": pipeline.spec.model_copy(update={"store": store})})
     plan = plan_release(pipeline)
+    only_sku = only_sku.lower() if only_sku is not None else None  # the catalog's names are lower case
     if only_sku is not None and only_sku not in {job.sku for job in plan.jobs}:
         raise InvalidInput(
             f"--only-sku {only_sku}: the pipeline has no such target; it has {', '.join(job.sku for job in plan.jobs)}"

@@ -132,3 +132,11 @@ def test_the_skus_page_runs_as_written(tmp_path):
         done = subprocess.run(["bash", "-c", prelude + "\n".join(block)], cwd=tmp_path, env=env, capture_output=True)
         assert done.returncode == 0, (block, done.stderr.decode())
     assert "rtx-pro-6000" in done.stdout.decode()
+
+
+def test_only_sku_matches_the_catalog_name_in_any_case(tmp_path):
+    example = REPO / "pipelines" / "example.yaml"
+    done = run_cli("release", example, "--only-sku", "RTX-4090", "--dry-run", "--work", tmp_path / "work")
+    assert done.exit_code == 0, done.stderr
+    unknown = run_cli("release", example, "--only-sku", "RTX-4091", "--dry-run", "--work", tmp_path / "work")
+    assert unknown.exit_code == 2 and "rtx-4091" in unknown.stderr
