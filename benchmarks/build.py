@@ -100,120 +100,115 @@ def run_side_by_side(commands: list[list[str]]) -> None:
         raise RuntimeError(f"a baseline build failed: {commands}")
 
 
-def bench(name: str, work: Path, repeat: int) -> list[tuple[str, str, list[float], list[float], str]]:
-    model, profiles = work / f"{name}.onnx", work / f"{name}.yaml"
-    if name == "resnet50":
-        synthetic.resnet(model, depth=50)
-    else:
-        synthetic.bert_base(model)
-    profiles.write_text(PROFILES[name])
-    cli = [sys.executable, "-m", "compiler", "build", str(model), "--profiles", str(profiles), "--json"]
-    one = ["--sku", "rtx-4090", "--precision", "fp32"]
-    raw_api, ours_api, raw_fresh, ours_fresh, cached_api, raw_cli, ours_cli, cached_cli, jobs1, jobs2, seq, par = (
-        [] for _ in range(12)
+FIGURES = (
+    ("ours_fresh", "raw_fresh", "cold build: compile API / raw builder API, fresh processes", "<= 1.10"),
+    ("ours_api", "raw_api", "cold build: the same, both in one long-lived process", "info"),
+    ("ours_cli", "raw_cli", "cold build: compile CLI / raw builder script", "info"),
+    ("cached_api", "ours_fresh", "cached re-run / cold build (API, fresh processes)", "<= 0.05"),
+    ("cached_cli", "ours_cli", "cached re-run / cold build (CLI)", "info"),
+    ("api_jobs1", "api_jobs2", "two targets: jobs=1 / jobs=2, API (speed-up)", "info"),
+    ("jobs1", "jobs2", JOBS_FIGURE, ">= 1.6"),
+    ("seen_jobs1", "seen_jobs2", "two targets: --jobs 1 / --jobs 2, CLI, model file seen before", "info"),
+    ("one_seq", "one_par", JOBS_CEILING, "info"),
+    ("seq", "par", "two raw builder processes in sequence / side by side", "info"),
+)
+"""Each figure: the series it divides (ours, baseline), what it says, and its target."""
+
+
+class _Rounds:
+    """One model's benchmark: its files, the command lines the rounds share, and every series' times."""
+
+    def __init__(self, name: str, work: Path) -> None:
+        self.model, self.profiles, self.work = work / f"{name}.onnx", work / f"{name}.yaml", work
+        if name == "resnet50":
+            synthetic.resnet(self.model, depth=50)
+        else:
+            synthetic.bert_base(self.model)
+        self.profiles.write_text(PROFILES[name])
+        self.cli = [sys.executable, "-m", "compiler", "build", str(self.model), "--profiles", str(self.profiles)]
+        self.cli += ["--json"]
+        self.one = ["--sku", "rtx-4090", "--precision", "fp32"]
+        self.two = ["--sku", "rtx-4090", "--sku", "rtx-3090", "--precision", "fp32", "--no-cache"]
+        self.pair = (self.model, self.profiles, ["rtx-4090", "rtx-3090"], ["fp32"])
+        self.seen = work.parent / f"{name}-seen-cache"  # outlives the rounds: remembers the model file's checks
+        self.times: dict[str, list[float]] = {key: [] for figure in FIGURES for key in figure[:2]}
+        self.round = 0
+
+    def raw_pair(self, prefix: str) -> list[list[str]]:
+        raw_script = [sys.executable, str(HERE / "raw_build.py"), str(self.model), str(self.profiles)]
+        return [[*raw_script, cc, str(self.work / f"{prefix}{cc}.plan")] for cc in ("8.9", "8.6")]
+
+    def both(self, first: tuple[str, object], second: tuple[str, object], timer=seconds) -> None:
+        """Time both sides, alternating who goes first: a run is faster right after one that freed memory."""
+        for key, action in (first, second)[:: 1 if self.round % 2 == 0 else -1]:
+            self.times[key].append(timer(action))
+
+
+def _single_builds(r: _Rounds, cache: Path) -> None:
+    """One target, cold and cached, through the API and the CLI, against the raw builder."""
+    model, profiles, work, i = r.model, r.profiles, r.work, r.round
+    r.both(
+        ("raw_fresh", lambda: timed_build("raw", model, profiles, work / "fresh-raw.plan")),
+        ("ours_fresh", lambda: timed_build("compile", model, profiles, work / "fresh", cache)),
+        timer=lambda f: f(),
     )
-    api_jobs1, api_jobs2, seen_jobs1, seen_jobs2, one_seq, one_par = [], [], [], [], [], []
-    seen = work.parent / f"{name}-seen-cache"  # outlives the rounds: remembers the model file's checks
-    raw_script = [sys.executable, str(HERE / "raw_build.py"), str(model), str(profiles)]
+    r.times["cached_api"].append(timed_build("compile", model, profiles, work / "fresh2", cache))
+    api = (model, profiles, ["rtx-4090"], ["fp32"])
+    r.both(
+        ("raw_api", lambda: raw_build(str(model), str(profiles), "8.9", str(work / "raw.plan"))),
+        ("ours_api", lambda: build_engines(*api, work / "api", BuildOptions(cache_dir=work / f"api-cache{i}"))),
+    )
+    cold = [*r.cli, *r.one, "--no-cache", "--cache-dir", str(work / f"cold{i}"), "--out", str(work / "cli")]
+    r.both(("raw_cli", lambda: run(r.raw_pair("cli-")[0])), ("ours_cli", lambda: run(cold)))
+    r.times["cached_cli"].append(seconds(run, [*r.cli, *r.one, "--cache-dir", str(cache), "--out", str(work / "cli2")]))
 
-    def raw_pair(prefix: str) -> list[list[str]]:
-        return [[*raw_script, cc, str(work / f"{prefix}{cc}.plan")] for cc in ("8.9", "8.6")]
 
-    two = ["--sku", "rtx-4090", "--sku", "rtx-3090", "--precision", "fp32", "--no-cache"]
-    pair = (model, profiles, ["rtx-4090", "rtx-3090"], ["fp32"])
+def _parallel_builds(r: _Rounds) -> None:
+    """Two targets with one job and with two: through the API, the CLI, and the CLI on a model seen before."""
+    work, i, two = r.work, r.round, [*r.cli, *r.two]
 
-    def one_round(i: int) -> None:
-        cache = work / f"cache{i}"
-        api = (model, profiles, ["rtx-4090"], ["fp32"])
+    def api(jobs: int) -> None:
+        build_engines(
+            *r.pair, work / f"aj{jobs}", BuildOptions(jobs=jobs, cache_dir=work / f"aj{jobs}c", use_cache=False)
+        )
 
-        def both(first: tuple, second: tuple, timer=seconds) -> None:
-            """Time both sides, alternating who goes first: a run is faster right after one that freed memory."""
-            for times, action in (first, second)[:: 1 if i % 2 == 0 else -1]:
-                times.append(timer(action))
+    def cli(jobs: int, cache: Path, out: str) -> None:
+        run([*two, "--jobs", str(jobs), "--cache-dir", str(cache), "--out", str(work / out)])
 
+    r.both(("api_jobs1", lambda: api(1)), ("api_jobs2", lambda: api(2)))
+    r.both(("jobs1", lambda: cli(1, work / f"j1-{i}", "j1")), ("jobs2", lambda: cli(2, work / f"j2-{i}", "j2")))
+    if i == 0:
+        run([*two, "--cache-dir", str(r.seen), "--out", str(work / "s0")])
+    r.both(("seen_jobs1", lambda: cli(1, r.seen, "1")), ("seen_jobs2", lambda: cli(2, r.seen, "2")))
+
+
+def _raw_ceilings(r: _Rounds) -> None:
+    """What two raw builds take in sequence and side by side: the ceiling of --jobs 2's speed-up."""
+    pair_script = [sys.executable, str(HERE / "raw_pair.py")]
+    model, profiles, work = str(r.model), str(r.profiles), r.work
+    r.both(
+        ("one_seq", lambda: run([*pair_script, "seq", model, profiles, str(work / "pair-seq")])),
+        ("one_par", lambda: run([*pair_script, "par", model, profiles, str(work / "pair-par")])),
+    )
+    r.both(
+        ("seq", lambda: [run(command) for command in r.raw_pair("seq-")]),
+        ("par", lambda: run_side_by_side(r.raw_pair("par-"))),
+    )
+
+
+def bench(name: str, work: Path, repeat: int) -> list[tuple[str, str, list[float], list[float], str]]:
+    rounds = _Rounds(name, work)
+    for i in range(repeat):
+        rounds.round = i
         # Each round starts from the same disk state: the previous round's outputs are removed, and
         # every run then writes new plan files (overwriting one would skip the writeback builds pay).
         for stale in work.iterdir():
-            if stale not in (model, profiles):
+            if stale not in (rounds.model, rounds.profiles):
                 shutil.rmtree(stale) if stale.is_dir() else stale.unlink()
-        both(
-            (raw_fresh, lambda: timed_build("raw", model, profiles, work / "fresh-raw.plan")),
-            (ours_fresh, lambda: timed_build("compile", model, profiles, work / "fresh", cache)),
-            timer=lambda f: f(),
-        )
-        cached_api.append(timed_build("compile", model, profiles, work / "fresh2", cache))
-        both(
-            (raw_api, lambda: raw_build(str(model), str(profiles), "8.9", str(work / "raw.plan"))),
-            (ours_api, lambda: build_engines(*api, work / "api", BuildOptions(cache_dir=work / f"api-cache{i}"))),
-        )
-        both(
-            (raw_cli, lambda: run(raw_pair("cli-")[0])),
-            (
-                ours_cli,
-                lambda: run(
-                    [*cli, *one, "--no-cache", "--cache-dir", str(work / f"cold{i}"), "--out", str(work / "cli")]
-                ),
-            ),
-        )
-        cached_cli.append(seconds(run, [*cli, *one, "--cache-dir", str(cache), "--out", str(work / "cli2")]))
-        both(
-            (
-                api_jobs1,
-                lambda: build_engines(
-                    *pair, work / "aj1", BuildOptions(jobs=1, cache_dir=work / "aj1c", use_cache=False)
-                ),
-            ),
-            (
-                api_jobs2,
-                lambda: build_engines(
-                    *pair, work / "aj2", BuildOptions(jobs=2, cache_dir=work / "aj2c", use_cache=False)
-                ),
-            ),
-        )
-        both(
-            (
-                jobs1,
-                lambda: run(
-                    [*cli, *two, "--jobs", "1", "--cache-dir", str(work / f"j1-{i}"), "--out", str(work / "j1")]
-                ),
-            ),
-            (
-                jobs2,
-                lambda: run(
-                    [*cli, *two, "--jobs", "2", "--cache-dir", str(work / f"j2-{i}"), "--out", str(work / "j2")]
-                ),
-            ),
-        )
-        if i == 0:
-            run([*cli, *two, "--cache-dir", str(seen), "--out", str(work / "s0")])
-        both(
-            (seen_jobs1, lambda: run([*cli, *two, "--jobs", "1", "--cache-dir", str(seen), "--out", str(work / "1")])),
-            (seen_jobs2, lambda: run([*cli, *two, "--jobs", "2", "--cache-dir", str(seen), "--out", str(work / "2")])),
-        )
-        pair_script = [sys.executable, str(HERE / "raw_pair.py")]
-        both(
-            (one_seq, lambda: run([*pair_script, "seq", str(model), str(profiles), str(work / "pair-seq")])),
-            (one_par, lambda: run([*pair_script, "par", str(model), str(profiles), str(work / "pair-par")])),
-        )
-        both(
-            (seq, lambda: [run(command) for command in raw_pair("seq-")]),
-            (par, lambda: run_side_by_side(raw_pair("par-"))),
-        )
-
-    for i in range(repeat):
-        one_round(i)
-    return [
-        (name, "cold build: compile API / raw builder API, fresh processes", ours_fresh, raw_fresh, "<= 1.10"),
-        (name, "cold build: the same, both in one long-lived process", ours_api, raw_api, "info"),
-        (name, "cold build: compile CLI / raw builder script", ours_cli, raw_cli, "info"),
-        (name, "cached re-run / cold build (API, fresh processes)", cached_api, ours_fresh, "<= 0.05"),
-        (name, "cached re-run / cold build (CLI)", cached_cli, ours_cli, "info"),
-        (name, "two targets: jobs=1 / jobs=2, API (speed-up)", api_jobs1, api_jobs2, "info"),
-        (name, JOBS_FIGURE, jobs1, jobs2, ">= 1.6"),
-        (name, "two targets: --jobs 1 / --jobs 2, CLI, model file seen before", seen_jobs1, seen_jobs2, "info"),
-        (name, JOBS_CEILING, one_seq, one_par, "info"),
-        (name, "two raw builder processes in sequence / side by side", seq, par, "info"),
-    ]
+        _single_builds(rounds, work / f"cache{i}")
+        _parallel_builds(rounds)
+        _raw_ceilings(rounds)
+    return [(name, figure, rounds.times[ours], rounds.times[base], target) for ours, base, figure, target in FIGURES]
 
 
 def main() -> None:

@@ -16,6 +16,7 @@ that is not what is measured). Nothing is downloaded. Usage:
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -61,6 +62,40 @@ def limit(source, models: list[Path], data: Path, samples: int, batch: int, work
     return time.perf_counter() - started + floor(models[1:], data, samples, batch)
 
 
+def _inputs(root: Path, samples: int, size: int) -> tuple[Path, Path, Path]:
+    """A ResNet-50 of random weights, random images and one profile of batches up to 8."""
+    import numpy as np
+    import yaml
+
+    from tests.support import synthetic
+
+    model = synthetic.resnet(root / "resnet50.onnx", depth=50, image_size=size)
+    data = root / "data.npz"
+    rng = np.random.default_rng(0)
+    np.savez(data, image=rng.standard_normal((max(samples, 80), 3, size, size), dtype=np.float32))
+    shapes = {"image": {"min": [1, 3, size, size], "opt": [8, 3, size, size], "max": [8, 3, size, size]}}
+    profiles = root / "profiles.yaml"
+    profiles.write_text(yaml.safe_dump({"profiles": [{"name": "online", "shapes": shapes}]}))
+    return model, data, profiles
+
+
+def _report(ours: list[float], theirs: list[float], limits: list[float], result) -> float:
+    """The per-round table and the medians; check's ratio to its floor."""
+    median = statistics.median
+    ratio = median(ours) / median(theirs)
+    header = ("round", 6), ("check s", 9), ("floor s", 9), ("limit s", 9), ("ratio", 7), ("limit/floor", 12)
+    print(" ".join(f"{name:>{width}}" for name, width in [*header, ("check/limit", 12)]))
+    for index, (a, b, c) in enumerate(zip(ours, theirs, limits, strict=True)):
+        print(f"{index:>6} {a:>9.2f} {b:>9.2f} {c:>9.2f} {a / b:>7.2f} {c / b:>12.2f} {a / c:>12.2f}")
+    print(
+        f"{'median':>6} {median(ours):>9.2f} {median(theirs):>9.2f} {median(limits):>9.2f} {ratio:>7.2f} "
+        f"{median(limits) / median(theirs):>12.2f} {median(ours) / median(limits):>12.2f}  (claim: <= 1.25)"
+    )
+    per_check = {c.name: c.status.value for e in result.engines for c in e.checks}
+    print(f"checks: {per_check}; verdict passed={result.passed} (random weights: accuracy is not the point)")
+    return ratio
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=64)
@@ -68,57 +103,24 @@ def main() -> int:
     parser.add_argument("--image-size", type=int, default=224)
     args = parser.parse_args()
 
-    import numpy as np
-    import yaml
-
     from compiler.check import check
     from compiler.core.options import CheckOptions
     from compiler.engines import BuildOptions, build_engines
     from compiler.engines.folder import built_model, read_build, source_model
-    from tests.support import synthetic
 
     with tempfile.TemporaryDirectory(prefix="compile-bench-check-") as work:
         root = Path(work)
-        model = synthetic.resnet(root / "resnet50.onnx", depth=50, image_size=args.image_size)
-        data = root / "data.npz"
-        rng = np.random.default_rng(0)
-        np.savez(
-            data,
-            image=rng.standard_normal((max(args.samples, 80), 3, args.image_size, args.image_size), dtype=np.float32),
-        )
-        size = args.image_size
-        profiles = root / "profiles.yaml"
-        profiles.write_text(
-            yaml.safe_dump(
-                {
-                    "profiles": [
-                        {
-                            "name": "online",
-                            "shapes": {
-                                "image": {
-                                    "min": [1, 3, size, size],
-                                    "opt": [8, 3, size, size],
-                                    "max": [8, 3, size, size],
-                                }
-                            },
-                        }
-                    ]
-                }
-            )
-        )
+        model, data, profiles = _inputs(root, args.samples, args.image_size)
         out = root / "engines"
         started = time.perf_counter()
-        report = build_engines(
-            model, profiles, "rtx-4090", ["fp16", "int8"], out, BuildOptions(data=data, cache_dir=root / "cache")
-        )
+        options = BuildOptions(data=data, cache_dir=root / "cache")
+        report = build_engines(model, profiles, "rtx-4090", ["fp16", "int8"], out, options)
         assert not report.failed, report.failed
         print(f"build (fp16 + int8, calibration included): {time.perf_counter() - started:.1f} s")
         build = read_build(out)
         source = source_model(build, None)
         models = [source.path] + [built_model(t, source, root / "cache")[0] for t in build.targets]
         assert all(models), models
-        import os
-
         os.environ["COMPILE_CACHE_DIR"] = str(root / "cache")  # where check finds the built models
         options = CheckOptions(data=data, samples=args.samples, batch_size=8, reuse=False)  # every round checks
         ours, theirs, limits = [], [], []
@@ -133,21 +135,7 @@ def main() -> int:
                     theirs.append(floor(models, data, args.samples, 8))
                 else:
                     limits.append(limit(source, models, data, args.samples, 8, root))
-        per_check = {c.name: c.status.value for e in result.engines for c in e.checks}
-        ratio = statistics.median(ours) / statistics.median(theirs)
-        median = statistics.median
-        print(
-            f"{'round':>6} {'check s':>9} {'floor s':>9} {'limit s':>9} {'ratio':>7} {'limit/floor':>12} "
-            f"{'check/limit':>12}"
-        )
-        for index, (a, b, c) in enumerate(zip(ours, theirs, limits, strict=True)):
-            print(f"{index:>6} {a:>9.2f} {b:>9.2f} {c:>9.2f} {a / b:>7.2f} {c / b:>12.2f} {a / c:>12.2f}")
-        print(
-            f"{'median':>6} {median(ours):>9.2f} {median(theirs):>9.2f} {median(limits):>9.2f} {ratio:>7.2f} "
-            f"{median(limits) / median(theirs):>12.2f} {median(ours) / median(limits):>12.2f}  (claim: <= 1.25)"
-        )
-        print(f"checks: {per_check}; verdict passed={result.passed} (random weights: accuracy is not the point)")
-        return 0 if ratio <= 1.25 else 1
+        return 0 if _report(ours, theirs, limits, result) <= 1.25 else 1
 
 
 if __name__ == "__main__":
