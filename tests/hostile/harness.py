@@ -68,6 +68,7 @@ EXAMPLES = {
     "key-values": 6,
     "bundles": 4,
     "trust-files": 4,
+    "channel-signatures": 4,
     "pipeline-fields": 4,
     "metric-modules": 3,
     "modelopt-interpreters": 3,

@@ -376,3 +376,76 @@ def test_trust_files(request, hostile_base, keys, signed_store):
     strategy = st.builds(TrustFileCase, st.sampled_from(TRUST_DAMAGE), st.sampled_from(TRUST_PLACES), st.integers(0, 2))
     must = [TrustFileCase(damage, place) for damage in TRUST_DAMAGE for place in TRUST_PLACES[:2]]
     run_cases(request.node.name, "trust-files", strategy, setup, hostile_base, must)
+
+
+# --- signed channel moves ---------------------------------------------------------------------------------------
+
+CHANNEL_DAMAGE = ("nested", "huge", "wrong-type", "truncated", "garbage", "other-version", "sequence", "stripped")
+
+
+@dataclass(frozen=True)
+class ChannelCase:
+    damage: str
+    verified: bool
+    cut: float = 0.5
+
+
+@pytest.fixture(scope="module")
+def channel_store(tmp_path_factory, store_build, keys) -> Path:
+    """digits 1.0.0 and 2.0.0 signed, ``stable`` promoted to 1.0.0 with the key."""
+    from compiler.releases.channels import promote
+    from compiler.releases.signing import load_signer
+
+    store = tmp_path_factory.mktemp("channels") / "store"
+    for version in (VERSION, "2.0.0"):
+        done = run_cli("publish", store_build, "--name", NAME, "--version", version, "--store", store,
+                       "--sign-key", keys["p256"])  # fmt: skip
+        assert done.exit_code == 0, done.stderr
+    promote(str(store), f"{NAME}@{VERSION}", "stable", signer=load_signer(keys["p256"]))
+    return store
+
+
+def _damaged_channel(record: dict, damage: str, cut: float) -> bytes:
+    signature = record["signature"]
+    changed = dict(record)
+    if damage in ("nested", "huge", "truncated", "garbage"):
+        changed["signature"] = _damaged(signature.encode(), damage, cut).decode("latin-1")
+    elif damage == "wrong-type":
+        changed["signature"] = 12
+    elif damage == "other-version":
+        changed["version"] = "2.0.0"
+    elif damage == "sequence":
+        changed["sequence"] = record["sequence"] + 5
+    else:
+        changed["signature"] = None
+    return json.dumps(changed).encode()
+
+
+def test_channel_signatures(request, hostile_base, keys, channel_store):
+    """A signed channel whose record is damaged or redirected: a verifying pull of NAME@CHANNEL refuses it (exit 1,
+    nothing written; exit 2 where the record is no record at all), an unverifying one is not the judge of it."""
+
+    def setup(recipe: ChannelCase, box: Sandbox) -> Case:
+        store = box.inputs / "store"
+        shutil.copytree(channel_store, store, symlinks=True)
+        path = store / "channels" / NAME / "stable"
+        path.chmod(0o644)
+        path.write_bytes(_damaged_channel(json.loads(path.read_bytes()), recipe.damage, recipe.cut))
+        box.out.mkdir(exist_ok=True)
+        args = ["pull", f"{NAME}@stable", "--sku", SKU, "--out", box.out / "x.plan", "--store", store]
+        if recipe.verified:
+            args += ["--verify-key", keys["p256.pub"]]
+        codes = frozenset({1, 2}) if recipe.verified else frozenset({0, 1, 2})
+        kept = snapshot(box.out, [])
+
+        def after(result: CliResult) -> list[str]:
+            if result.exit_code == 0:
+                return [] if not recipe.verified else ["a verifying pull took a damaged channel"]
+            changes = snapshot_changes(kept, snapshot(box.out, []))
+            return [f"out/ changed on a refusal: {changes[:4]}"] if changes else []
+
+        return Case(args, Expect(codes, f"a channel with {recipe.damage}"), False, after=after)
+
+    strategy = st.builds(ChannelCase, st.sampled_from(CHANNEL_DAMAGE), st.booleans(), st.floats(0.0, 0.99))
+    must = [ChannelCase(damage, True) for damage in CHANNEL_DAMAGE]
+    run_cases(request.node.name, "channel-signatures", strategy, setup, hostile_base, must)
