@@ -65,3 +65,15 @@ def test_sixty_skus_stay_within_gitlab_s_limits_and_runner_labels_come_from_the_
     assert "'trt-compile[tensorrt]==" in jobs["build gpu-03"]["script"][0]
     matrix = run_cli("plan", pipeline, "--format", "github-matrix").stdout
     assert '"k8s"' in matrix and '"special"' in matrix
+
+
+def test_runner_labels_that_no_ci_takes_are_refused_naming_the_field(tmp_path):
+    for runners, fragment in (
+        ({"gpu": []}, "gpu: give at least one label"),
+        ({"cpu": ["has space"]}, "cpu"),
+        ({"cpu": ["x" * 129]}, "cpu"),
+        ({"cpu": "ubuntu-24.04"}, "cpu"),
+    ):
+        done = run_cli("plan", _pipeline(tmp_path, runners=runners), "--format", "gitlab")
+        assert done.exit_code == 2 and "runners" in done.stderr and fragment in done.stderr, (runners, done.stderr)
+        assert "Traceback" not in done.stderr and done.stdout == ""
