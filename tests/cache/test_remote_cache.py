@@ -246,5 +246,7 @@ def test_a_tampered_entry_in_a_registry_cache_is_refused_rebuilt_and_replaced(re
             blob.write_bytes(original)
     assert target["cache"] == {"source": "miss", "reason": "the remote entry was damaged"}
     assert stderr.count("refused (engine.plan does not hash to the sha256 its index records)") == 1, stderr
+    replaced = stderr
     target, stderr = build("c")
-    assert target["cache"]["source"] == "remote" and "warning" not in stderr
+    # seen twice in long loaded runs and never alone: the runs that build and send the replacement say why
+    assert target["cache"]["source"] == "remote" and "warning" not in stderr, (target, replaced, stderr)
