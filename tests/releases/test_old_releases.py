@@ -6,6 +6,7 @@ verifies and exports with this code, and republishing its unchanged build folder
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -35,13 +36,18 @@ def old_store(request, tmp_path):
 
 def test_an_old_release_pulls_verifies_exports_and_republishes_unchanged(old_store, tmp_path):
     public = OLD / "release.pub"
-    verified = run_cli("verify", "digits@stable", "--store", old_store, "--key", public, "--json")
+    # its channel was moved unsigned (channels are signed since): a verifying consumer takes it only while
+    # $COMPILE_ALLOW_UNSIGNED_CHANNELS=1 says so, and names the version to pin otherwise
+    refused = run_cli("verify", "digits@stable", "--store", old_store, "--key", public)
+    assert refused.exit_code == 1 and "not signed" in refused.stderr and "digits@1.0.0" in refused.stderr
+    transition = {**os.environ, "COMPILE_ALLOW_UNSIGNED_CHANNELS": "1"}
+    verified = run_cli("verify", "digits@stable", "--store", old_store, "--key", public, "--json", env=transition)
     assert verified.exit_code == 0, verified.stderr
     assert json.loads(verified.stdout)["blobs"] == 6  # 2 plans, 2 layers.json, check.json, golden.npz
     out = tmp_path / "serve"
     out.mkdir()
     pulled = run_cli("pull", "digits@stable", "--store", old_store, "--sku", "rtx-3090", "--out", out / "e.plan",
-                     "--golden", "--verify-key", public)  # fmt: skip
+                     "--golden", "--verify-key", public, env=transition)  # fmt: skip
     assert pulled.exit_code == 0, pulled.stderr
     assert (out / "e.plan").read_bytes() == (OLD / "engines" / "rtx-3090" / "fp32" / "engine.plan").read_bytes()
     assert (out / "golden.npz").read_bytes() == (OLD / "engines" / "golden.npz").read_bytes()
