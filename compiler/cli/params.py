@@ -15,7 +15,6 @@ import typer
 
 from compiler.core.errors import InvalidInput
 from compiler.core.flags import (
-    ALLOW_YANKED,
     CACHE,
     CALIBRATION,
     EXPLAIN,
@@ -143,7 +142,6 @@ def per_output(flag: str, values: list[str] | None, number: bool = True) -> dict
 
 RemoteCacheOption = parameter("remote_cache", REMOTE_CACHE)[0]
 ExplainOption = parameter("explain", EXPLAIN)[0]
-AllowYankedOption = parameter("allow_yanked", ALLOW_YANKED)[0]
 
 
 def with_options(declarations: dict[str, Flag], panels: tuple[str, ...] = PANELS) -> Callable[[Command], Command]:

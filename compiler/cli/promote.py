@@ -7,8 +7,8 @@ from typing import Annotated
 import typer
 
 from compiler.cli import render, render_releases
-from compiler.cli.params import AllowYankedOption, JsonOption, StoreOption, examples, option, switch
-from compiler.core.flags import INPUTS
+from compiler.cli.params import JsonOption, StoreOption, examples, option, with_options
+from compiler.core.flags import INPUTS, OUTPUT, PROMOTE, STORE
 from compiler.stores import DEFAULT_STORE  # the interface only: each backend is imported when its URI is used
 
 
@@ -16,6 +16,7 @@ from compiler.stores import DEFAULT_STORE  # the interface only: each backend is
     "compile promote digits@1.0.0 --channel stable",
     "compile promote digits@1.1.0 --channel canary --store s3://models/team",
 )
+@with_options(PROMOTE, (INPUTS, STORE, OUTPUT))
 def promote(
     release: Annotated[
         str,
@@ -27,26 +28,16 @@ def promote(
     channel: Annotated[
         str, option("CHANNEL", INPUTS, "The channel to move (a-z 0-9 _ -, starting with a letter).", show_default=False)
     ],
-    allow_yanked: AllowYankedOption = False,
-    repair: Annotated[
-        bool, switch("--repair", INPUTS, "Replace a damaged channel record (its history starts again at this move).")
-    ] = False,
+    options: dict,
     store: StoreOption = DEFAULT_STORE,
-    allow_failed: Annotated[
-        bool,
-        switch(
-            "--allow-failed", INPUTS, "Promote a version whose check failed or that was published with --allow-failed."
-        ),
-    ] = False,
     json: JsonOption = False,
 ) -> None:
     """Point a channel at a published version (the one mutable operation, as a compare-and-swap). A version whose
     check failed, or published with --allow-failed, is refused (exit 1) unless --allow-failed."""
+    from compiler.core.options import PromoteOptions
     from compiler.releases.channels import promote as promote_release
 
-    result = promote_release(
-        store, release, channel, allow_yanked=allow_yanked, allow_failed=allow_failed, repair=repair
-    )
+    result = promote_release(store, release, channel, PromoteOptions(**options))
     if json:
         render.emit_json(result)
     else:

@@ -281,6 +281,16 @@ PUBLISH = {
     ),
 }
 
+PROMOTE = {
+    "allow_yanked": ALLOW_YANKED,
+    "repair": Flag(
+        "Replace a damaged channel record (its history starts again at this move).", type=bool, default=False
+    ),
+    "allow_failed": Flag(
+        "Promote a version whose check failed or that was published with --allow-failed.", type=bool, default=False
+    ),
+}
+
 PULL = {
     "precision": Flag("The precision (when it has several).", PRECISIONS, TARGETS),
     "tensorrt_version": Flag(

@@ -279,7 +279,7 @@ class CheckOptions(OptionGroup):
                 )
 
 
-_publish, _pull = declared(flags.PUBLISH), declared(flags.PULL)
+_publish, _promote, _pull = declared(flags.PUBLISH), declared(flags.PROMOTE), declared(flags.PULL)
 _triton, _rtx = declared(flags.EXPORT_TRITON), declared(flags.EXPORT_RTX)
 
 
@@ -291,6 +291,16 @@ class PublishOptions(OptionGroup):
 
     allow_failed: bool = _publish("allow_failed")
     repair: bool = _publish("repair")
+
+
+class PromoteOptions(OptionGroup):
+    """Which versions ``compile promote`` lets a channel point at, and whether it replaces a damaged channel."""
+
+    declarations = flags.PROMOTE
+
+    allow_yanked: bool = _promote("allow_yanked")
+    repair: bool = _promote("repair")
+    allow_failed: bool = _promote("allow_failed")
 
 
 class PullOptions(OptionGroup):

@@ -13,7 +13,7 @@ from compiler.core import flags
 from compiler.core.errors import InvalidInput
 from compiler.core.options import BuildOptions, CheckOptions, OptionGroup, PullOptions, TritonOptions
 
-WITH_GROUPS = {"build", "calibrate", "check", "publish", "pull", "export triton", "export rtx"}
+WITH_GROUPS = {"build", "calibrate", "check", "publish", "promote", "pull", "export triton", "export rtx"}
 """The commands that take an option group; the others take a release, a store or a file and a switch or two."""
 
 
