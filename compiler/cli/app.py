@@ -1,9 +1,10 @@
 """The Typer app: every command registered in one place, with help that reads like a CLI's.
 
-Commands are plain functions in one module per command group (``inspect``, ``calibrate``, ``build``,
-``check``, ``releases``, ``export``, ``pipeline``); each makes its stage's option group, calls the stage and hands
-the result to :mod:`compiler.cli.render`. Importing this module imports no stage: each command imports its own
-when it runs, so ``compile --version`` and ``--help`` start in a blink.
+Commands are plain functions in one module per command or command group (``inspect``, ``calibrate``,
+``build``, ``check``, ``publish``, ``pull``, ``ls``, ``promote``, ``yank``, ``export``, ``pipeline``, ...); each
+makes its stage's option group, calls the stage and hands the result to :mod:`compiler.cli.render`. Importing this
+module imports no stage: each command imports its own when it runs, so ``compile --version`` and ``--help`` start
+in a blink.
 """
 
 from __future__ import annotations
@@ -16,7 +17,21 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperCommand, TyperGroup
 
-from compiler.cli import build, calibrate, check, export, gc, inspect, pipeline, releases, verify
+from compiler.cli import (
+    build,
+    calibrate,
+    check,
+    export,
+    gc,
+    inspect,
+    ls,
+    pipeline,
+    promote,
+    publish,
+    pull,
+    verify,
+    yank,
+)
 from compiler.cli.params import FLAG
 
 
@@ -99,13 +114,13 @@ for _command in (
     build.build,
     calibrate.calibrate,
     check.check,
-    releases.publish,
-    releases.pull,
+    publish.publish,
+    pull.pull,
 ):
     _register(app, _command)
-_register(app, releases.list_releases, "ls")
-_register(app, releases.promote)
-_register(app, releases.yank)
+_register(app, ls.list_releases, "ls")
+_register(app, promote.promote)
+_register(app, yank.yank)
 _register(app, gc.gc)
 _register(app, verify.verify)
 _register(app, verify.provenance)

@@ -1,4 +1,4 @@
-"""`compile export triton`: a published release in a serving system's layout."""
+"""`compile export triton` and `compile export rtx`: a published release in a serving system's layout."""
 
 from __future__ import annotations
 
@@ -7,18 +7,12 @@ from pathlib import Path
 from typing import Annotated
 
 from compiler.cli import render, render_releases
-from compiler.cli.params import (
-    AllowYankedOption,
-    JsonOption,
-    ReleaseArgument,
-    StoreOption,
-    VerifyKeyOption,
-    examples,
-    option,
-    switch,
-)
-from compiler.core.flags import CACHE, OUTPUT, PRECISIONS, TARGETS
+from compiler.cli.params import JsonOption, ReleaseArgument, StoreOption, examples, option, with_options
+from compiler.core.flags import CACHE, EXPORT_RTX, EXPORT_TRITON, INPUTS, OUTPUT, STORE, TARGETS
 from compiler.stores import DEFAULT_STORE
+
+PANELS = (OUTPUT, TARGETS, INPUTS, STORE, CACHE)
+"""Where the export goes first: it is what the command is run for."""
 
 
 @examples(
@@ -26,79 +20,29 @@ from compiler.stores import DEFAULT_STORE
     "compile export triton digits@stable --store oci://registry.example/ml --repo /models --precision fp16 "
     "--triton-release 25.10 --model-version 3 --json",
 )
+@with_options(EXPORT_TRITON, PANELS)
 def triton(
     release: ReleaseArgument,
     *,
     repo: Annotated[
         Path, option("DIR", OUTPUT, "The Triton model repository (an existing folder).", show_default=False)
     ],
-    triton_release: Annotated[
-        str | None,
-        option(
-            "YY.MM",
-            TARGETS,
-            "The Triton release that serves it: its TensorRT must load every plan (docs/serving.md has the table).",
-        ),
-    ] = None,
-    triton_tensorrt: Annotated[
-        str | None,
-        option(
-            "VERSION",
-            TARGETS,
-            "The server's TensorRT version, for a Triton image the table does not list (wins over the table).",
-        ),
-    ] = None,
-    model_name: Annotated[
-        str | None, option("N", OUTPUT, "The model's folder and name (default: the release name).")
-    ] = None,
-    model_version: Annotated[
-        int | None, option("N", OUTPUT, "The model's numeric version folder to write (default 1).")
-    ] = None,
-    triton_version: Annotated[
-        int | None, option("N", OUTPUT, "Deprecated: the old name of --model-version.", hidden=True)
-    ] = None,
-    precision: Annotated[
-        str | None, option(PRECISIONS, TARGETS, "The precision to serve (when the release has several).")
-    ] = None,
-    default_plan: Annotated[
-        str | None,
-        option(
-            "CC",
-            TARGETS,
-            "Also set default_model_filename to this compute capability's plan (unset: an unknown GPU fails to load).",
-        ),
-    ] = None,
-    verify_key: VerifyKeyOption = None,
+    options: dict,
     store: StoreOption = DEFAULT_STORE,
-    no_cache: Annotated[bool, switch("--no-cache", CACHE, "Download even if the pull cache has the plans.")] = False,
-    allow_yanked: AllowYankedOption = False,
     json: JsonOption = False,
 ) -> None:
     """A Triton model repository of a release: config.pbtxt (batching, warmup) and one verified plan per compute
     capability, for a Triton release whose TensorRT loads every plan."""
-
+    from compiler.core.options import TritonOptions
     from compiler.export.triton import export_triton
 
-    if triton_version is not None:
+    options = TritonOptions(**options)
+    if options.triton_version is not None:
         sys.stderr.write(
             "warning: --triton-version is deprecated: it names the model's version folder, not the "
             "Triton release; use --model-version (and --triton-release for the release)\n"
         )
-    result = export_triton(
-        store,
-        release,
-        repo,
-        model_name=model_name,
-        precision=precision,
-        model_version=model_version,
-        triton_version=triton_version,
-        triton_release=triton_release,
-        triton_tensorrt=triton_tensorrt,
-        default_plan=default_plan,
-        use_cache=not no_cache,
-        verify_key=verify_key,
-        allow_yanked=allow_yanked,
-    )
+    result = export_triton(store, release, repo, options)
     render.warnings(result.warnings)
     if json:
         render.emit_json(result)
@@ -111,42 +55,24 @@ def triton(
     "compile export rtx digits@stable --store s3://models/team --out app-models --precision fp16 "
     "--runtime-version 1.7.1.116 --json",
 )
+@with_options(EXPORT_RTX, PANELS)
 def rtx(
     release: ReleaseArgument,
     *,
     out: Annotated[
         Path, option("DIR", OUTPUT, "Where the model's folder goes (an existing folder).", show_default=False)
     ],
-    runtime_version: Annotated[
-        str | None,
-        option("VERSION", TARGETS, "The application's TensorRT-RTX version: every engine must load with it."),
-    ] = None,
-    model_name: Annotated[
-        str | None, option("N", OUTPUT, "The model's folder name (default: the release name).")
-    ] = None,
-    precision: Annotated[str | None, option(PRECISIONS, TARGETS, "Only this precision's engines.")] = None,
-    verify_key: VerifyKeyOption = None,
+    options: dict,
     store: StoreOption = DEFAULT_STORE,
-    no_cache: Annotated[bool, switch("--no-cache", CACHE, "Download even if the pull cache has the plans.")] = False,
-    allow_yanked: AllowYankedOption = False,
     json: JsonOption = False,
 ) -> None:
     """A TensorRT-RTX release for applications: each compute capability's engine and an ONNX Runtime EP-context
     model naming it (TensorRT RTX execution provider), with rtx.json and the golden inputs, verified before any
     file is written."""
+    from compiler.core.options import RtxOptions
     from compiler.export.rtx import export_rtx
 
-    result = export_rtx(
-        store,
-        release,
-        out,
-        model_name=model_name,
-        precision=precision,
-        runtime_version=runtime_version,
-        use_cache=not no_cache,
-        verify_key=verify_key,
-        allow_yanked=allow_yanked,
-    )
+    result = export_rtx(store, release, out, RtxOptions(**options))
     render.warnings(result.warnings)
     if json:
         render.emit_json(result)

@@ -57,17 +57,6 @@ SignKeyOption = Annotated[
         show_default=False,
     ),
 ]
-VerifyKeyOption = Annotated[
-    str | None,  # not Path: it would turn env://VAR into env:/VAR
-    option(
-        "PUB.pem",
-        INPUTS,
-        "Refuse a release not signed by this public key (a PEM file or env://VAR; checked before anything is "
-        "written); default $COMPILE_VERIFY_KEY.",
-        envvar="COMPILE_VERIFY_KEY",
-        show_default=False,
-    ),
-]
 BuildDirArgument = Annotated[
     Path, typer.Argument(metavar="BUILD_DIR", show_default=False, help="The --out folder of compile build.")
 ]
@@ -102,7 +91,9 @@ def parameter(name: str, flag: Flag) -> tuple[Any, Any]:
     if flag.kind == "many":
         return Annotated[list[flag.type] | None, option(flag.metavar, flag.panel, flag.help)], None
     kind = flag.type if flag.default is not None else flag.type | None
-    return Annotated[kind, option(flag.metavar, flag.panel, flag.help)], flag.default
+    return Annotated[
+        kind, option(flag.metavar, flag.panel, flag.help, envvar=flag.envvar, hidden=flag.hidden)
+    ], flag.default
 
 
 def field_value(name: str, flag: Flag, value: Any) -> Any:
@@ -115,10 +106,6 @@ def field_value(name: str, flag: Flag, value: Any) -> Any:
         return tuple(value or ())
     return value
 
-
-AllowYankedOption = Annotated[
-    bool, switch("--allow-yanked", INPUTS, "Use the version even if it was withdrawn with compile yank.")
-]
 
 Command = TypeVar("Command", bound=Callable[..., Any])
 
@@ -157,11 +144,12 @@ RemoteCacheOption = parameter("remote_cache", REMOTE_CACHE)[0]
 ExplainOption = parameter("explain", EXPLAIN)[0]
 
 
-def with_options(declarations: dict[str, Flag]) -> Callable[[Command], Command]:
+def with_options(declarations: dict[str, Flag], panels: tuple[str, ...] = PANELS) -> Callable[[Command], Command]:
     """Give a command the parameters of an option group, generated from its declarations: the command declares a
     parameter ``options`` and receives the group's field values there (its other parameters are its own). In the
-    help, options are grouped by panel in :data:`PANELS` order; within a panel the command's own parameters before
-    ``options`` come first, then the group's in declaration order, then the command's own after it."""
+    help, options are grouped by panel in ``panels`` order (a command that writes somewhere shows Output first);
+    within a panel the command's own parameters before ``options`` come first, then the group's in declaration
+    order, then the command's own after it."""
 
     def attach(command: Command) -> Command:
         hints = typing.get_type_hints(command, include_extras=True)
@@ -173,7 +161,7 @@ def with_options(declarations: dict[str, Flag]) -> Callable[[Command], Command]:
         ]
         resolved = [p.replace(annotation=hints[p.name]) for p in own]
         ordered = resolved[:at] + generated + resolved[at + 1 :]
-        ordered.sort(key=_panel_rank)
+        ordered.sort(key=functools.partial(_panel_rank, panels))
 
         @functools.wraps(command)
         def run(**values: Any) -> Any:
@@ -182,15 +170,16 @@ def with_options(declarations: dict[str, Flag]) -> Callable[[Command], Command]:
 
         run.__signature__ = inspect.Signature(ordered)  # type: ignore[attr-defined]
         run.__annotations__ = {p.name: p.annotation for p in ordered}
+        run.declarations = declarations  # type: ignore[attr-defined]  # what tests/core/test_options.py holds it to
         return run  # type: ignore[return-value]
 
     return attach
 
 
-def _panel_rank(parameter: inspect.Parameter) -> int:
+def _panel_rank(panels: tuple[str, ...], parameter: inspect.Parameter) -> int:
     """Arguments first, then options by panel (a stable sort keeps the order within each)."""
     info = next((a for a in getattr(parameter.annotation, "__metadata__", ()) if hasattr(a, "rich_help_panel")), None)
     panel = getattr(info, "rich_help_panel", None)
     if isinstance(info, typer.models.ArgumentInfo) or panel is None:
         return -1
-    return PANELS.index(panel)
+    return panels.index(panel)

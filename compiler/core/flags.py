@@ -48,6 +48,10 @@ class Flag:
     switch: str | None = None
     """The flag of an ``off`` option (``--no-lint``)."""
     keyed: bool = True
+    envvar: str | None = None
+    """The environment variable the command line reads when the option is not given."""
+    hidden: bool = False
+    """A deprecated name still read but no longer shown."""
 
     @property
     def field_default(self) -> Any:
@@ -264,4 +268,91 @@ CHECK = {
         type=Path,
         keyed=False,
     ),
+}
+
+
+VERIFY_KEY = Flag(
+    "Refuse a release not signed by this public key (a PEM file or env://VAR; checked before anything is written); "
+    "default $COMPILE_VERIFY_KEY.",
+    "PUB.pem",
+    type=str,  # not Path: it would turn env://VAR into env:/VAR
+    envvar="COMPILE_VERIFY_KEY",
+)
+ALLOW_YANKED = Flag("Use the version even if it was withdrawn with compile yank.", type=bool, default=False)
+PLANS_CACHE = Flag("Download even if the pull cache has the plans.", panel=CACHE, kind="off", switch="--no-cache")
+
+PUBLISH = {
+    "allow_failed": Flag(
+        "Publish the targets that built even if others or the check failed.", type=bool, default=False
+    ),
+    "repair": Flag(
+        "First read back every blob of the folder the store holds and replace damaged ones (what pull or ls --verify "
+        "reported).",
+        type=bool,
+        default=False,
+    ),
+}
+
+PROMOTE = {
+    "allow_yanked": ALLOW_YANKED,
+    "repair": Flag(
+        "Replace a damaged channel record (its history starts again at this move).", type=bool, default=False
+    ),
+    "allow_failed": Flag(
+        "Promote a version whose check failed or that was published with --allow-failed.", type=bool, default=False
+    ),
+}
+
+PULL = {
+    "precision": Flag("The precision (when it has several).", PRECISIONS, TARGETS),
+    "tensorrt_version": Flag(
+        "Your runtime's version (TensorRT 10.8, TensorRT-RTX 1.7.1.116): only a plan it may load is picked.",
+        "VERSION",
+        TARGETS,
+    ),
+    "verify_key": VERIFY_KEY,
+    "use_cache": Flag("Download even if the pull cache has the plan.", panel=CACHE, kind="off", switch="--no-cache"),
+    "allow_yanked": ALLOW_YANKED,
+    "golden": Flag(
+        "Also write the release's golden inputs and FP32 reference outputs beside the plan (golden.npz), verified.",
+        panel=OUTPUT,
+        type=bool,
+        default=False,
+    ),
+}
+
+EXPORT_TRITON = {
+    "triton_release": Flag(
+        "The Triton release that serves it: its TensorRT must load every plan (docs/serving.md has the table).",
+        "YY.MM",
+        TARGETS,
+    ),
+    "triton_tensorrt": Flag(
+        "The server's TensorRT version, for a Triton image the table does not list (wins over the table).",
+        "VERSION",
+        TARGETS,
+    ),
+    "model_name": Flag("The model's folder and name (default: the release name).", "N", OUTPUT),
+    "model_version": Flag("The model's numeric version folder to write (default 1).", "N", OUTPUT, type=int),
+    "triton_version": Flag("Deprecated: the old name of --model-version.", "N", OUTPUT, type=int, hidden=True),
+    "precision": Flag("The precision to serve (when the release has several).", PRECISIONS, TARGETS),
+    "default_plan": Flag(
+        "Also set default_model_filename to this compute capability's plan (unset: an unknown GPU fails to load).",
+        "CC",
+        TARGETS,
+    ),
+    "verify_key": VERIFY_KEY,
+    "use_cache": PLANS_CACHE,
+    "allow_yanked": ALLOW_YANKED,
+}
+
+EXPORT_RTX = {
+    "runtime_version": Flag(
+        "The application's TensorRT-RTX version: every engine must load with it.", "VERSION", TARGETS
+    ),
+    "model_name": Flag("The model's folder name (default: the release name).", "N", OUTPUT),
+    "precision": Flag("Only this precision's engines.", PRECISIONS, TARGETS),
+    "verify_key": VERIFY_KEY,
+    "use_cache": PLANS_CACHE,
+    "allow_yanked": ALLOW_YANKED,
 }

@@ -8,7 +8,7 @@ onnxruntime as a value it would reject with a type error; a bad one is one ``err
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator
 
@@ -47,6 +47,14 @@ class OptionGroup(BaseModel):
             low, high = getattr(bounds.get("Ge"), "ge", None), getattr(bounds.get("Le"), "le", None)
             message = f"give {low} to {high}" if high is not None else f"give at least {low}"
         return f"--{name.replace('_', '-')} {values.get(name)}: {message}"
+
+    @classmethod
+    def given(cls, options: Self | None, keywords: dict[str, Any]) -> Self:
+        """The group a stage runs with: the one passed, or one made of the keywords of a Python API call (the
+        documented examples of pull and export triton name their options as keywords)."""
+        if options is not None and keywords:
+            raise TypeError(f"give a {cls.__name__} or its keywords ({', '.join(keywords)}), not both")
+        return options if options is not None else cls(**keywords)
 
     def keyed_values(self) -> dict[str, Any]:
         """The values that enter a reuse key (JSON): every option declared ``keyed``, so an option added to the
@@ -271,3 +279,71 @@ class CheckOptions(OptionGroup):
                 raise InvalidInput(
                     f"--error-stat {f'{output}=' if output else ''}{stat}: choose from {', '.join(ERROR_STATS)}"
                 )
+
+
+_publish, _promote, _pull = declared(flags.PUBLISH), declared(flags.PROMOTE), declared(flags.PULL)
+_triton, _rtx = declared(flags.EXPORT_TRITON), declared(flags.EXPORT_RTX)
+
+
+class PublishOptions(OptionGroup):
+    """How ``compile publish`` treats a build that partly failed and a store holding damaged blobs (the build
+    folders, the release's name and version are what is published, not options)."""
+
+    declarations = flags.PUBLISH
+
+    allow_failed: bool = _publish("allow_failed")
+    repair: bool = _publish("repair")
+
+
+class PromoteOptions(OptionGroup):
+    """Which versions ``compile promote`` lets a channel point at, and whether it replaces a damaged channel."""
+
+    declarations = flags.PROMOTE
+
+    allow_yanked: bool = _promote("allow_yanked")
+    repair: bool = _promote("repair")
+    allow_failed: bool = _promote("allow_failed")
+
+
+class PullOptions(OptionGroup):
+    """Which plan ``compile pull`` picks beside the SKU, whom it trusts and what it writes beside the plan."""
+
+    declarations = flags.PULL
+
+    precision: str | None = _pull("precision")
+    tensorrt_version: str | None = _pull("tensorrt_version")
+    verify_key: str | Path | None = _pull("verify_key")
+    use_cache: bool = _pull("use_cache")
+    allow_yanked: bool = _pull("allow_yanked")
+    golden: bool = _pull("golden")
+
+
+class TritonOptions(OptionGroup):
+    """Which Triton ``compile export triton`` writes for, the model folder's name and version, and whom it
+    trusts (the values are checked where they are used, with the messages of docs/triton.md)."""
+
+    declarations = flags.EXPORT_TRITON
+
+    triton_release: str | None = _triton("triton_release")
+    triton_tensorrt: str | None = _triton("triton_tensorrt")
+    model_name: str | None = _triton("model_name")
+    model_version: StrictInt | None = _triton("model_version")
+    triton_version: StrictInt | None = _triton("triton_version")
+    precision: str | None = _triton("precision")
+    default_plan: str | None = _triton("default_plan")
+    verify_key: str | Path | None = _triton("verify_key")
+    use_cache: bool = _triton("use_cache")
+    allow_yanked: bool = _triton("allow_yanked")
+
+
+class RtxOptions(OptionGroup):
+    """Which engines ``compile export rtx`` writes, for which TensorRT-RTX, under what name, and whom it trusts."""
+
+    declarations = flags.EXPORT_RTX
+
+    runtime_version: str | None = _rtx("runtime_version")
+    model_name: str | None = _rtx("model_name")
+    precision: str | None = _rtx("precision")
+    verify_key: str | Path | None = _rtx("verify_key")
+    use_cache: bool = _rtx("use_cache")
+    allow_yanked: bool = _rtx("allow_yanked")

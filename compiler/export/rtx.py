@@ -27,6 +27,7 @@ from pydantic import BaseModel
 
 from compiler.core.errors import Conflict, InvalidInput
 from compiler.core.files import default_cache_dir, file_sha256, write_atomic
+from compiler.core.options import RtxOptions
 from compiler.core.plugins import RTX_RUNTIME
 from compiler.core.records import GOLDEN_FILE, ReleaseEngine, ReleaseManifest, TensorSignature
 from compiler.core.runtimes import Runtime, parse_version
@@ -80,21 +81,17 @@ def export_rtx(
     store: str | Store,
     ref: str | Ref,
     out: Path,
+    options: RtxOptions | None = None,
     *,
-    model_name: str | None = None,
-    precision: str | None = None,
-    runtime_version: str | None = None,
     cache_dir: Path | None = None,
-    use_cache: bool = True,
-    verify_key: Path | None = None,
-    allow_yanked: bool = False,
 ) -> RtxExport:
     """Write ``ref``'s TensorRT-RTX engines into ``out/<model>/`` for applications and ONNX Runtime; refuses
-    (exit 2) an engine of another runtime or one ``runtime_version`` (the application's TensorRT-RTX) cannot load.
-    As export triton and pull: a yanked version is refused unless ``allow_yanked``, and with ``verify_key`` (else
-    ``$COMPILE_VERIFY_KEY``) nothing is written unless the release is signed by it."""
+    (exit 2) an engine of another runtime or one ``options.runtime_version`` (the application's TensorRT-RTX) cannot
+    load. As export triton and pull: a yanked version is refused unless ``allow_yanked``, and with ``verify_key``
+    (else ``$COMPILE_VERIFY_KEY``) nothing is written unless the release is signed by it."""
     started = time.monotonic()
-    out = Path(out)
+    options = options or RtxOptions()
+    out, model_name, runtime_version = Path(out), options.model_name, options.runtime_version
     if not out.is_dir():
         raise InvalidInput(f"--out {out}: not a folder; create it first")
     if model_name is not None and (not MODEL_NAME.fullmatch(model_name) or ".." in model_name):
@@ -105,11 +102,11 @@ def export_rtx(
         except ValueError as exc:
             raise InvalidInput(f"--runtime-version: {exc}") from None
     store = open_store(store)
-    resolved = resolve_trusted(store, ref, verify_key, allow_yanked=allow_yanked)
+    resolved = resolve_trusted(store, ref, options.verify_key, allow_yanked=options.allow_yanked)
     manifest = resolved.manifest
     name = model_name or manifest.content.name
-    engines = _engines(manifest, precision, runtime_version)
-    cache = (cache_dir or default_cache_dir()) / "pulls" if use_cache else None
+    engines = _engines(manifest, options.precision, runtime_version)
+    cache = (cache_dir or default_cache_dir()) / "pulls" if options.use_cache else None
     model_dir = out / name
     staged = out / f".{name}.{os.getpid()}.{os.urandom(4).hex()}.partial"
     staged.mkdir()

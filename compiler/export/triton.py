@@ -26,12 +26,13 @@ import stat
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
 from compiler.core.errors import CheckFailed, Conflict, EnvironmentProblem, InvalidInput
 from compiler.core.files import NotRegularFile, default_cache_dir, open_lock_file, sweep_partials, write_atomic
+from compiler.core.options import TritonOptions
 from compiler.core.plugins import TRITON_RUNTIME
 from compiler.core.records import ReleaseEngine, ReleaseManifest
 from compiler.core.runtimes import FAMILY_NAMES, claimed_by_header
@@ -84,46 +85,41 @@ def export_triton(
     store: str | Store,
     ref: str | Ref,
     repo: Path,
+    options: TritonOptions | None = None,
     *,
-    model_name: str | None = None,
-    precision: str | None = None,
-    model_version: int | None = None,
-    triton_release: str | None = None,
-    triton_tensorrt: str | None = None,
-    default_plan: str | None = None,
     cache_dir: Path | None = None,
-    use_cache: bool = True,
-    triton_version: int | None = None,
-    verify_key: Path | None = None,
-    allow_yanked: bool = False,
+    **keywords: Any,
 ) -> TritonExport:
     """Write ``ref`` into the Triton model repository ``repo`` as ``<model>/<model_version>/`` for the Triton
-    ``triton_release`` (``YY.MM``; or name its TensorRT with ``triton_tensorrt``). ``default_plan`` (a compute
-    capability of the release) also sets ``default_model_filename``. ``triton_version`` is the deprecated name of
-    ``model_version``. With ``verify_key`` (else ``$COMPILE_VERIFY_KEY``) nothing is written unless the release is
-    signed by it."""
+    ``options.triton_release`` (``YY.MM``; or name its TensorRT with ``triton_tensorrt``). ``default_plan`` (a
+    compute capability of the release) also sets ``default_model_filename``. ``triton_version`` is the deprecated
+    name of ``model_version``. With ``verify_key`` (else ``$COMPILE_VERIFY_KEY``) nothing is written unless the
+    release is signed by it. The options may be given as keywords instead (``triton_release="25.10"``)."""
     started = time.monotonic()
+    options = TritonOptions.given(options, keywords)
     repo = Path(repo)
-    version_folder = _model_version(model_version, triton_version)
+    version_folder = _model_version(options.model_version, options.triton_version)
     if not repo.is_dir():
         raise InvalidInput(f"--repo {repo}: not a folder; create the model repository folder first")
+    model_name = options.model_name
     if model_name is not None and (not MODEL_NAME.fullmatch(model_name) or ".." in model_name):
         raise InvalidInput(f"--model-name {model_name!r}: use 1 to 128 of A-Z a-z 0-9 . _ - (a folder name)")
-    triton, tensorrt = tensorrt_of(triton_release, triton_tensorrt)
+    triton, tensorrt = tensorrt_of(options.triton_release, options.triton_tensorrt)
     store = open_store(store)
     # with a key: nothing is written for an unsigned release
-    resolved = resolve_trusted(store, ref, verify_key, allow_yanked=allow_yanked)
+    resolved = resolve_trusted(store, ref, options.verify_key, allow_yanked=options.allow_yanked)
     manifest = resolved.manifest
     name = model_name or manifest.content.name
-    engines = _engines(manifest, precision)
+    engines = _engines(manifest, options.precision)
     _loadable(manifest, engines, triton, tensorrt)
     plans = _plan_files(engines)
+    default_plan = options.default_plan
     if default_plan is not None and default_plan not in plans:
         raise InvalidInput(
             f"--default-plan {default_plan}: the release has no engine for that compute capability; "
             f"it has {', '.join(plans)}"
         )
-    cache = (cache_dir or default_cache_dir()) / "pulls" if use_cache else None
+    cache = (cache_dir or default_cache_dir()) / "pulls" if options.use_cache else None
     golden = read_golden(store, manifest, cache) if manifest.content.golden is not None else None
     config = render_config(name, manifest, engines, plans, default_plan, golden.inputs if golden else None)
     files = {_file_name(e): e for e in engines if _file_name(e) in plans.values()}  # what the config names

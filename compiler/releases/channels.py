@@ -10,6 +10,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from compiler.core.errors import CheckFailed, EnvironmentProblem
+from compiler.core.options import PromoteOptions
 from compiler.core.records import ChannelMove, ChannelRecord
 from compiler.releases.manifest import provenance, read_channel, refuse_shadowing, resolve
 from compiler.stores import Store, open_store
@@ -38,22 +39,22 @@ def promote(
     store: str | Store,
     ref: str | Ref,
     channel: str,
-    allow_yanked: bool = False,
-    allow_failed: bool = False,
-    repair: bool = False,
+    options: PromoteOptions | None = None,
+    *,
     signer: Any = None,
 ) -> PromoteResult:
     """Point ``channel`` at ``ref``'s version (which must be published), as a compare-and-swap retried against
     concurrent promotions, so none is lost and every move stays in the channel's history. A version whose check
-    failed, or that was published with ``--allow-failed``, is refused (CheckFailed) unless ``allow_failed``.
-    ``repair``: a channel record that is damaged (unreadable, too large, not ours) is replaced, still by
+    failed, or that was published with ``--allow-failed``, is refused (CheckFailed) unless ``options.allow_failed``.
+    ``options.repair``: a channel record that is damaged (unreadable, too large, not ours) is replaced, still by
     compare-and-swap on what was there, with a history that starts at this move."""
+    options = options or PromoteOptions()
     ref = ref if isinstance(ref, Ref) else Ref.parse(ref)
     check_channel(channel)
     store = open_store(store)
-    resolved = resolve(store, Ref(ref.name, ref.tag), allow_yanked=allow_yanked)
+    resolved = resolve(store, Ref(ref.name, ref.tag), allow_yanked=options.allow_yanked)
     version, failures = resolved.version, resolved.manifest.failures
-    if failures and not allow_failed:
+    if failures and not options.allow_failed:
         raise CheckFailed(
             f"{ref.name}@{version}: not promoted to {channel}: it was published with failures "
             f"({'; '.join(failures[:3])}{'; ...' if len(failures) > 3 else ''}); fix and publish a new "
@@ -64,7 +65,7 @@ def promote(
     attempts = 0
     while True:
         attempts += 1
-        current, expected = _current(store, ref.name, channel, repair)
+        current, expected = _current(store, ref.name, channel, options.repair)
         previous = current[0].version if current else None
         if previous == version and (signer is None or current[0].signature):
             return PromoteResult(

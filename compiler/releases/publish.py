@@ -22,6 +22,7 @@ from pydantic import BaseModel, ValidationError
 from compiler.cache.lease import Lease
 from compiler.core.errors import CheckFailed, Conflict, EnvironmentProblem, InvalidInput
 from compiler.core.files import hash_json
+from compiler.core.options import PublishOptions
 from compiler.core.records import (
     CHECK_RECORD,
     GOLDEN_FILE,
@@ -110,22 +111,22 @@ def publish(
     store: str | Store,
     name: str,
     version: str,
+    options: PublishOptions | None = None,
     *,
-    allow_failed: bool = False,
     progress: Progress | None = None,
     signer=None,
     context: BuildContext | None = None,
-    repair: bool = False,
 ) -> PublishResult:
     """Publish one or more build folders (of one model) as ``name@version``, with its provenance, signed by
     ``signer`` (:func:`compiler.releases.attest.signer_of`) when given. Raises CheckFailed (a failed build or
-    check), InvalidInput (not a build folder), Conflict (the version exists with other content),
-    EnvironmentProblem (the store). ``repair``: first read back every blob of the folders the store holds and
-    replace the damaged ones (:mod:`compiler.releases.repair`)."""
+    check, unless ``options.allow_failed``), InvalidInput (not a build folder), Conflict (the version exists with
+    other content), EnvironmentProblem (the store). ``options.repair``: first read back every blob of the folders
+    the store holds and replace the damaged ones (:mod:`compiler.releases.repair`)."""
     started = time.monotonic()
-    release = read_builds(build_dirs, name, version, allow_failed)
+    options = options or PublishOptions()
+    release = read_builds(build_dirs, name, version, options.allow_failed)
     store = open_store(store, create=True)
-    repaired = repair_blobs(store, name, release.blobs + release.check_reports) if repair else []
+    repaired = repair_blobs(store, name, release.blobs + release.check_reports) if options.repair else []
     existing = store.read_manifest(name, version)
     if existing is not None:
         same_or_conflict(existing, release.content, store, name, version)

@@ -21,7 +21,8 @@ from pydantic import BaseModel
 
 from compiler.core.errors import EnvironmentProblem, InvalidInput
 from compiler.core.files import default_cache_dir, write_atomic
-from compiler.core.records import RELEASE_FORMAT, ReleaseEngine, ReleaseManifest
+from compiler.core.options import PullOptions
+from compiler.core.records import GOLDEN_FILE, RELEASE_FORMAT, ReleaseEngine, ReleaseManifest
 from compiler.core.runtimes import Runtime, parse_version
 from compiler.core.text import and_more
 from compiler.releases.fetch import fetch_verified, resolve_trusted
@@ -143,25 +144,28 @@ class PullResult(BaseModel):
 def pull(
     store: str | Store,
     ref: str | Ref,
+    options: PullOptions | None = None,
     *,
     out: Path,
     sku: str | None = None,
-    precision: str | None = None,
-    tensorrt_version: str | None = None,
     cache_dir: Path | None = None,
-    use_cache: bool = True,
-    verify_key: Path | None = None,
-    allow_yanked: bool = False,
-    golden: Path | None = None,
+    **keywords: Any,
 ) -> PullResult:
     """The one verified plan of ``ref`` for ``sku`` (a catalog name or ``auto``), written to ``out`` with its
-    record (``X.plan.json``) beside it, and with ``golden`` the release's golden inputs there, from the same
-    manifest. Nothing is written to ``out`` unless the bytes hash to the manifest's digest; with ``verify_key``
-    (else ``$COMPILE_VERIFY_KEY``), nothing at all unless the release is signed by it."""
+    record (``X.plan.json``) beside it, and with ``options.golden`` the release's golden inputs there
+    (golden.npz), from the same manifest. Nothing is written to ``out`` unless the bytes hash to the manifest's
+    digest; with ``options.verify_key`` (else ``$COMPILE_VERIFY_KEY``), nothing at all unless the release is
+    signed by it. The options may be given as keywords instead (``verify_key=...``)."""
     started = time.monotonic()
-    ref = ref if isinstance(ref, Ref) else Ref.parse(ref)  # names first: nothing is asked of a store for a bad one
+    options = PullOptions.given(options, keywords)
     out = Path(out)
+    if options.golden and out.name == GOLDEN_FILE:
+        raise InvalidInput(
+            f"--out {out}: {GOLDEN_FILE} is written beside the plan with --golden; name the plan otherwise"
+        )
+    ref = ref if isinstance(ref, Ref) else Ref.parse(ref)  # names first: nothing is asked of a store for a bad one
     _check_out(out)
+    golden = out.with_name(GOLDEN_FILE) if options.golden else None
     compute_capability = None
     if sku == "auto":
         compute_capability = local_compute_capability()
@@ -172,18 +176,18 @@ def pull(
         sku = catalog.name_of(sku)  # RTX-4090 is rtx-4090, the engine's name
         compute_capability = catalog.skus[sku].compute_capability
     store = open_store(store)
-    resolved = resolve_trusted(store, ref, verify_key, allow_yanked=allow_yanked)
+    resolved = resolve_trusted(store, ref, options.verify_key, allow_yanked=options.allow_yanked)
     engine = select_engine(
         resolved.manifest,
         sku=None if sku == "auto" else sku,
         compute_capability=compute_capability,
-        precision=precision,
-        tensorrt_version=tensorrt_version,
+        precision=options.precision,
+        tensorrt_version=options.tensorrt_version,
     )
     if golden is not None:
         require_golden(resolved)  # before the plan is written
     name = resolved.manifest.content.name
-    cache = (cache_dir or default_cache_dir()) / "pulls" if use_cache else None
+    cache = (cache_dir or default_cache_dir()) / "pulls" if options.use_cache else None
     from_cache = fetch_verified(store, name, engine.plan.sha256, engine.plan.size_bytes, out, cache)
     record = PulledEngine(
         **engine.model_dump(), release=f"{name}@{resolved.version}", version=resolved.version, store=store.uri

@@ -8,42 +8,73 @@ import inspect
 
 import pytest
 
-from compiler.cli.build import build
-from compiler.cli.calibrate import calibrate
-from compiler.cli.check import check
 from compiler.cli.params import field_value
 from compiler.core import flags
 from compiler.core.errors import InvalidInput
-from compiler.core.options import BuildOptions, CalibrationOptions, CheckOptions
+from compiler.core.options import BuildOptions, CheckOptions, OptionGroup, PullOptions, TritonOptions
 
-GROUPS = [
-    (build, BuildOptions, flags.BUILD),
-    (calibrate, CalibrationOptions, flags.CALIBRATE),
-    (check, CheckOptions, flags.CHECK),
-]
+WITH_GROUPS = {"build", "calibrate", "check", "publish", "promote", "pull", "export triton", "export rtx"}
+"""The commands that take an option group; the others take a release, a store or a file and a switch or two."""
 
 
-def _cli_option(command, name: str):
-    """The command's parameter and the option the app builds from it (what --help shows and the parser reads)."""
+def _commands() -> dict[str, tuple]:
+    """Every registered command: its name as typed, the function the app registered and the click command built
+    from it (what --help shows and the parser reads)."""
     import typer
 
     from compiler.cli.app import app
 
-    built = typer.main.get_command(app).commands[command.__name__]
-    return inspect.signature(command).parameters[name], next(p for p in built.params if p.name == name)
+    built = typer.main.get_command(app)
+    found = {}
+    for info in app.registered_commands:
+        name = info.name or info.callback.__name__
+        found[name] = (info.callback, built.commands[name])
+    for group in app.registered_groups:
+        prefix = group.typer_instance.info.name
+        for info in group.typer_instance.registered_commands:
+            name = info.name or info.callback.__name__
+            found[f"{prefix} {name}"] = (info.callback, built.commands[prefix].commands[name])
+    return found
 
 
-@pytest.mark.parametrize(("command", "group", "declarations"), GROUPS, ids=lambda g: getattr(g, "__name__", ""))
-def test_every_field_is_declared_once_and_the_cli_gives_its_default(command, group, declarations):
+def _group_of(declarations: dict) -> type[OptionGroup]:
+    (group,) = [g for g in OptionGroup.__subclasses__() if g.declarations is declarations]
+    return group
+
+
+def test_the_commands_that_take_a_group_are_known_and_every_group_has_its_command():
+    commands = _commands()
+    with_groups = {name for name, (function, _) in commands.items() if hasattr(function, "declarations")}
+    assert with_groups == WITH_GROUPS
+    used = {_group_of(commands[name][0].declarations) for name in with_groups}
+    assert used == set(OptionGroup.__subclasses__())
+
+
+@pytest.mark.parametrize("name", sorted(WITH_GROUPS))
+def test_every_field_is_declared_once_and_the_cli_gives_its_default_and_help(name):
+    command, built = _commands()[name]
+    declarations = command.declarations
+    group = _group_of(declarations)
     assert set(group.model_fields) == set(declarations)
-    assert group.declarations is declarations
     defaults = group()
-    for name, flag in declarations.items():
-        parameter, built = _cli_option(command, name)
-        assert field_value(name, flag, parameter.default) == getattr(defaults, name), name
-        assert group.model_fields[name].description == flag.help, name
-        assert flag.help in built.help, name  # per-output options add how to name an output
-        assert built.opts == [flag.switch or f"--{name.replace('_', '-')}"], name
+    parameters = inspect.signature(command).parameters
+    for field, flag in declarations.items():
+        option = next(p for p in built.params if p.name == field)
+        assert field_value(field, flag, parameters[field].default) == getattr(defaults, field), field
+        assert group.model_fields[field].description == flag.help, field
+        assert flag.help in option.help, field  # per-output options add how to name an output
+        assert option.opts == [flag.switch or f"--{field.replace('_', '-')}"], field
+        assert (option.envvar, option.hidden, option.required) == (flag.envvar, flag.hidden, False), field
+
+
+def test_a_python_caller_gives_the_group_or_its_keywords():
+    assert PullOptions.given(None, {"precision": "fp16"}) == PullOptions(precision="fp16")
+    given = TritonOptions(triton_release="25.10")
+    assert TritonOptions.given(given, {}) is given
+    with pytest.raises(TypeError, match="not both"):
+        PullOptions.given(PullOptions(), {"precision": "fp16"})
+    with pytest.raises(InvalidInput, match="--precison fp16: Extra inputs are not permitted"):
+        PullOptions.given(None, {"precison": "fp16"})
 
 
 def test_a_value_from_the_cli_reaches_the_group_as_the_field_takes_it():

@@ -131,7 +131,7 @@ def test_a_verified_pull_with_golden_reads_the_manifest_once_and_verifies_the_go
         out=out / "d.plan",
         sku="rtx-4090",
         verify_key=keys["ed25519.pub"],
-        golden=out / "golden.npz",
+        golden=True,
         use_cache=False,
     )
     assert reads == [("digits", "1.1.0")]
