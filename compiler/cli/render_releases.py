@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from compiler.releases.listing import Listing
     from compiler.releases.publish import PublishResult
     from compiler.releases.pull import PullResult
+    from compiler.releases.pull_all import PullAllResult
     from compiler.releases.verify import VerifyResult
 
 
@@ -163,13 +164,24 @@ def store_check(report: StoreCheck) -> None:
         console.print("nothing damaged, dangling or unreferenced")
 
 
+def pulled_all(result: PullAllResult) -> None:
+    signature = "model.sig (model_signing verify key --signature DIR/model.sig ...)" if result.model_signature else ""
+    console.print(
+        f"{printable(result.out)}: {len(result.files)} files of {result.release} (version {result.version}), each "
+        f"verified" + (f"; {signature}" if signature else "; no model_signing signature (published without an EC key)"),
+        markup=False,
+        highlight=False,
+    )
+
+
 def promoted(result: PromoteResult) -> None:
     moved = f"{result.previous} -> {result.version}" if result.previous else f"new, at {result.version}"
+    said = {"moved": moved, "repaired": f"damaged record replaced, at {result.version}"}
+    said["signed"] = f"at {result.version}, its move now signed"
     console.print(
         f"{result.name}@{result.channel}: "
-        + {"moved": moved, "repaired": f"damaged record replaced, at {result.version}"}.get(
-            result.status, f"already at {result.version}"
-        )
+        + said.get(result.status, f"already at {result.version}")
+        + (" (signed)" if result.signed and result.status != "signed" else "")
     )
 
 

@@ -49,6 +49,25 @@ def verify(
             show_default=False,
         ),
     ] = None,
+    source_repository: Annotated[
+        str | None,
+        option(
+            "URL",
+            INPUTS,
+            "With --identity: the repository the signer's certificate must name as its source "
+            "(https://github.com/ORG/REPO): under a shared reusable workflow the identity alone is every caller's.",
+            show_default=False,
+        ),
+    ] = None,
+    source_ref: Annotated[
+        str | None,
+        option(
+            "REF",
+            INPUTS,
+            "With --identity: the source ref the certificate must name (refs/tags/v1.0.0).",
+            show_default=False,
+        ),
+    ] = None,
     store: StoreOption = DEFAULT_STORE,
     json: JsonOption = False,
 ) -> None:
@@ -58,7 +77,16 @@ def verify(
     from compiler.releases.verify import verify_release
 
     with nullcontext() if json else render.phase_progress("blobs") as progress:
-        result = verify_release(store, release, key, identity=identity, issuer=issuer, progress=progress)
+        result = verify_release(
+            store,
+            release,
+            key,
+            identity=identity,
+            issuer=issuer,
+            source_repository=source_repository,
+            source_ref=source_ref,
+            progress=progress,
+        )
     if json:
         render.emit_json(result)
     else:

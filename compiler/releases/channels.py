@@ -33,6 +33,8 @@ class PromoteResult(BaseModel):
     """``moved``, ``unchanged`` when the channel already pointed there, ``signed`` when it pointed there unsigned
     and a key was given, or ``repaired`` when ``--repair`` replaced a damaged record."""
     attempts: int
+    signed: bool = False
+    """Whether the channel's move is signed (``--sign-key``)."""
 
 
 def promote(
@@ -76,6 +78,7 @@ def promote(
                 previous=previous,
                 status="unchanged",
                 attempts=attempts,
+                signed=bool(current[0].signature),
             )
         record = _next_record(ref.name, channel, version, current[0] if current else None)
         if signer is not None:
@@ -91,6 +94,7 @@ def promote(
                 previous=previous,
                 status="signed" if previous == version else "moved" if current or expected is None else "repaired",
                 attempts=attempts,
+                signed=signer is not None,
             )
         if time.monotonic() > deadline:
             raise EnvironmentProblem(

@@ -13,11 +13,13 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel
 
 from compiler.core.errors import InvalidInput
 from compiler.core.files import default_cache_dir, write_atomic
+from compiler.core.options import PullOptions
 from compiler.core.release_files import release_blobs
 from compiler.core.text import and_more, printable
 from compiler.releases.fetch import fetch_verified, resolve_trusted
@@ -49,26 +51,31 @@ class PullAllResult(BaseModel):
 def pull_all(
     store: str | Store,
     ref: str | Ref,
+    options: PullOptions | None = None,
     *,
     out: Path,
     cache_dir: Path | None = None,
-    use_cache: bool = True,
-    verify_key: Path | None = None,
-    allow_yanked: bool = False,
+    **keywords: Any,
 ) -> PullAllResult:
     """Every blob of ``ref`` into the folder ``out`` (created, parents too) under its release file name, each
     verified, and ``model.sig``. A folder holding anything else is refused before anything is written:
-    model_signing verifies every file of the folder, and nothing of the user's is replaced."""
+    model_signing verifies every file of the folder, and nothing of the user's is replaced. Of the options, the
+    trust (``verify_key``, ``allow_yanked``) and ``use_cache`` apply: every engine is pulled, golden inputs too."""
+    options = PullOptions.given(options, keywords)
+    chosen = [flag for flag, value in (("--precision", options.precision), ("--tensorrt-version",
+              options.tensorrt_version), ("--golden", options.golden)) if value]  # fmt: skip
+    if chosen:
+        raise InvalidInput(f"{', '.join(chosen)} and --all: --all pulls every engine and the golden inputs")
     started = time.monotonic()
     ref = ref if isinstance(ref, Ref) else Ref.parse(ref)
     out = Path(out)
     store = open_store(store)
-    resolved = resolve_trusted(store, ref, verify_key, allow_yanked=allow_yanked)
+    resolved = resolve_trusted(store, ref, options.verify_key, allow_yanked=options.allow_yanked)
     manifest = resolved.manifest
     blobs = {blob.title: blob.ref for blob in release_blobs(manifest)}
     _check_folder(out, set(blobs))
     out.mkdir(parents=True, exist_ok=True)
-    cache = (cache_dir or default_cache_dir()) / "pulls" if use_cache else None
+    cache = (cache_dir or default_cache_dir()) / "pulls" if options.use_cache else None
     name = manifest.content.name
     for title, blob in blobs.items():
         fetch_verified(store, name, blob.sha256, blob.size_bytes, out / title, cache)

@@ -95,12 +95,14 @@ def verify_release(
     *,
     identity: str | None = None,
     issuer: str | None = None,
+    source_repository: str | None = None,
+    source_ref: str | None = None,
     progress: Progress | None = None,
 ) -> VerifyResult:
     """Verify ``ref`` (NAME@VERSION or NAME@CHANNEL) with the public key at ``key_path``, or, for a keyless
     release, against the signer's ``identity`` and OIDC ``issuer`` (compiler.releases.keyless)."""
     started = time.monotonic()
-    key = trust_of(key_path, identity, issuer)
+    key = trust_of(key_path, identity, issuer, source_repository, source_ref)
     ref = ref if isinstance(ref, Ref) else Ref.parse(ref)
     store = open_store(store)
     resolved = resolve(store, ref)
@@ -153,9 +155,17 @@ def verify_release(
     )
 
 
-def trust_of(key_path: Path | str | None, identity: str | None, issuer: str | None):
-    """What a release must be signed by: a public key, or a keyless identity and its issuer (exit 2 for any other
-    combination, before any request)."""
+def trust_of(
+    key_path: Path | str | None,
+    identity: str | None,
+    issuer: str | None,
+    source_repository: str | None = None,
+    source_ref: str | None = None,
+):
+    """What a release must be signed by: a public key, or a keyless identity and its issuer, bound to a source
+    repository and ref where given (exit 2 for any other combination, before any request)."""
+    if (source_repository or source_ref) and identity is None:
+        raise InvalidInput("--source-repository and --source-ref bind a keyless --identity; give it with --issuer")
     if key_path is not None and (identity is not None or issuer is not None):
         raise InvalidInput(
             "--key and --identity/--issuer: give one way to trust the signer, a public key or a keyless identity"
@@ -171,7 +181,7 @@ def trust_of(key_path: Path | str | None, identity: str | None, issuer: str | No
         )
     from compiler.releases.keyless import KeylessIdentity
 
-    return KeylessIdentity(identity, issuer)
+    return KeylessIdentity(identity, issuer, source_repository, source_ref)
 
 
 def read_provenance(store: str | Store, ref: str | Ref) -> dict[str, Any]:

@@ -81,3 +81,14 @@ def test_a_bound_ref_refuses_a_release_from_another_ref():
 def test_a_malformed_binding_is_bad_input(field, value):
     with pytest.raises(InvalidInput, match=field.replace("_", "-")):
         KeylessIdentity(SHARED, ISSUER, **{field: value})
+
+
+def test_the_command_line_binds_the_identity_and_refuses_a_binding_without_one(tmp_path):
+    from tests.support.cli import assert_clean_error, run_cli
+
+    (tmp_path / "store").mkdir()
+    alone = run_cli("verify", "digits@1.0.0", "--store", tmp_path / "store", "--source-ref", "refs/tags/v1")
+    assert_clean_error(alone, 2, "--source-ref", "--identity")
+    bad = run_cli("verify", "digits@1.0.0", "--store", tmp_path / "store", "--identity", SHARED, "--issuer", ISSUER,
+                  "--source-repository", "not a url")  # fmt: skip
+    assert_clean_error(bad, 2, "--source-repository")

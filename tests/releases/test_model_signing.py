@@ -78,3 +78,20 @@ def test_an_ed25519_release_has_no_model_signature_and_says_why(store, builds, k
     assert verified.exit_code == 0, verified.stderr
     result = pull_all(store.uri, "digits@3.0.0", out=tmp_path / "pulled", use_cache=False)
     assert not result.model_signature and not (tmp_path / "pulled" / "model.sig").exists()
+
+
+def test_pull_all_on_the_command_line_writes_the_folder_model_signing_verifies(built_digits, keys, tmp_path):
+    store = tmp_path / "store"
+    done = run_cli("publish", built_digits(), "--name", "digits", "--version", "1.0.0", "--store", store,
+                   "--sign-key", keys["p256"])  # fmt: skip
+    assert done.exit_code == 0, done.stderr
+    folder = tmp_path / "serve" / "digits-1.0.0"
+    pulled = run_cli("pull", "--all", "digits@1.0.0", "--store", store, "--out", folder, "--verify-key",
+                     keys["p256.pub"], "--json")  # fmt: skip
+    assert pulled.exit_code == 0, pulled.stderr
+    assert json.loads(pulled.stdout)["model_signature"] is True
+    assert _verify(folder, keys["p256.pub"]).returncode == 0
+    for extra in (["--sku", "rtx-4090"], ["--precision", "fp16"], []):
+        args = ["pull", "digits@1.0.0", "--store", store, "--out", tmp_path / "other", *extra]
+        refused = run_cli(*args, *(["--all"] if extra != [] else []))
+        assert refused.exit_code == 2 and refused.stderr.startswith("error:"), (extra, refused.stderr)

@@ -97,7 +97,7 @@ def test_signed_release_of_two_build_folders_verifies_with_its_key_only(store, b
         assert_clean_error(exported, code, fragment)
         assert list(repo.iterdir()) == []
 
-    promoted = store.cli("promote", "digits@1.0.0", "--channel", "stable")
+    promoted = store.cli("promote", "digits@1.0.0", "--channel", "stable", "--sign-key", keys["ed25519"])
     assert promoted.exit_code == 0, promoted.stderr
     by_channel = store.cli("verify", "digits@stable", "--key", keys["ed25519.pub"], "--json")
     assert json.loads(by_channel.stdout)["channel"] == "stable", by_channel.stderr
