@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import onnx
@@ -31,22 +31,27 @@ import onnx
 from calibration import calibrators
 from calibration.calibrators import TENSORRT_QUANTIZED_OPS
 from calibration.sensitivity import Region, regions, source_name
+from calibration.steps import calibrate_once
 from compiler.core.errors import CheckFailed
 from compiler.core.records import CalibrationResult
+
+if TYPE_CHECKING:
+    from onnxruntime.quantization.calibrate import TensorsData
 
 MAX_FP16_ROUNDS = 4
 TIE_DB = 1.0
 """Regions whose local SQNRs are this close are equally damaging as far as the ranking can tell."""
 
 
-def calibrate_with_fallback(calibrate, model, data, out, options, **kwargs) -> CalibrationResult:
-    """:func:`calibration.api.calibrate` (given as ``calibrate``) with ``options.fallback == "auto"``."""
+def calibrate_with_fallback(model, data, out, options, **kwargs) -> CalibrationResult:
+    """:func:`calibration.api.calibrate` with ``options.fallback == "auto"``: each calibration it makes is
+    :func:`calibration.steps.calibrate_once` (``kwargs`` are its own), with the nodes it found excluded."""
     started = time.perf_counter()
     plain = options.model_copy(update={"fallback": None})
     with Reuse() as reuse:
         if options.precision != "fp16":
             kwargs = {**kwargs, "reuse": reuse}
-        first = calibrate(model, data, out, plain, **kwargs)
+        first = calibrate_once(model, data, out, plain, **kwargs)
         if first.passed:
             return _finish(
                 first,
@@ -54,8 +59,8 @@ def calibrate_with_fallback(calibrate, model, data, out, options, **kwargs) -> C
                 out,
             )
         if options.precision == "fp16":
-            return _fp16(calibrate, model, data, out, plain, first, started, kwargs)
-        return _quantized(calibrate, model, data, out, plain, first, started, kwargs)
+            return _fp16(model, data, out, plain, first, started, kwargs)
+        return _quantized(model, data, out, plain, first, started, kwargs)
 
 
 class Reuse:
@@ -72,7 +77,7 @@ class Reuse:
 
         self.folder = Path(tempfile.mkdtemp(prefix="compile-fallback-"))
         self.prepared: Path | None = None
-        self.tensors: Any = None
+        self.tensors: TensorsData | None = None
         self.ranked: list[dict[str, Any]] | None = None
         self.qdq: Path | None = None
 
@@ -89,7 +94,7 @@ class Reuse:
             self.prepared = calibrators.prepare(source, self.folder)
         return self.prepared
 
-    def keep(self, tensors: Any) -> None:
+    def keep(self, tensors: TensorsData) -> None:
         self.tensors = tensors
 
     def keep_model(self, qdq: Path) -> None:
@@ -120,7 +125,7 @@ class Reuse:
             return None
         return [{**entry, "rank": rank} for rank, entry in enumerate(kept, 1)]
 
-    def ranges(self, wanted: set[str]) -> Any:
+    def ranges(self, wanted: set[str]) -> TensorsData | None:
         """The kept ranges of the tensors ``wanted``, or None when some were never collected."""
         if self.tensors is None or not wanted <= set(self.tensors.data):
             return None
@@ -129,7 +134,7 @@ class Reuse:
         return TensorsData(self.tensors.calibration_method, {name: self.tensors.data[name] for name in wanted})
 
 
-def _fp16(calibrate, model, data, out, plain, first: CalibrationResult, started: float, kwargs) -> CalibrationResult:
+def _fp16(model, data, out, plain, first: CalibrationResult, started: float, kwargs) -> CalibrationResult:
     result, kept, evaluations = first, list(plain.exclude), 1
     graph = onnx.load_model(model, load_external_data=False).graph
     for _ in range(MAX_FP16_ROUNDS):
@@ -139,7 +144,7 @@ def _fp16(calibrate, model, data, out, plain, first: CalibrationResult, started:
         if result.passed or not new:
             break
         kept += new
-        result = calibrate(
+        result = calibrate_once(
             model,
             data,
             out,
@@ -158,9 +163,7 @@ def _fp16(calibrate, model, data, out, plain, first: CalibrationResult, started:
     return _finish(result, summary, out)
 
 
-def _quantized(
-    calibrate, model, data, out, plain, first: CalibrationResult, started: float, kwargs
-) -> CalibrationResult:
+def _quantized(model, data, out, plain, first: CalibrationResult, started: float, kwargs) -> CalibrationResult:
     ranked = _regions(first.report.sensitivity or [])
     if not ranked:
         raise CheckFailed(
@@ -203,7 +206,7 @@ def _quantized(
                     "why": "fused with " + ", ".join(region.nodes),
                 },
             )
-    result = calibrate(
+    result = calibrate_once(
         model,
         data,
         out,
