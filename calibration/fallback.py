@@ -187,25 +187,7 @@ def _quantized(model, data, out, plain, first: CalibrationResult, started: float
             f"{plain.precision} calibration: calibrate another precision (fp16)"
         )
     nodes = sorted(search.nodes(chosen))
-    source_names = {n.name for n in onnx.load_model(first.model, load_external_data=False).graph.node if n.name}
-    found = {}
-    for region in chosen:
-        for node in region.nodes:
-            found[source_name(node, source_names)] = {
-                "reason": "found",
-                "tensor": region.tensor,
-                "sqnr_db": region.sqnr_db,
-            }
-        for node in sorted(fusion_groups(search.proto.graph, set(region.nodes)) - set(region.nodes)):
-            found.setdefault(
-                source_name(node, source_names),
-                {
-                    "reason": "found",
-                    "tensor": region.tensor,
-                    "sqnr_db": region.sqnr_db,
-                    "why": "fused with " + ", ".join(region.nodes),
-                },
-            )
+    found = _found(chosen, search.proto.graph, first.model)
     result = calibrate_once(
         model,
         data,
@@ -228,6 +210,31 @@ def _quantized(model, data, out, plain, first: CalibrationResult, started: float
         "passed": result.passed,
     }
     return _finish(result, summary, out)
+
+
+def _found(chosen: list[Region], graph: onnx.GraphProto, model: str) -> dict[str, dict[str, Any]]:
+    """Why each node of the ``chosen`` regions (named as in the source ``model``) is kept in float: its region's
+    figure, and for the nodes TensorRT fuses with them, with which."""
+    source_names = {n.name for n in onnx.load_model(model, load_external_data=False).graph.node if n.name}
+    found: dict[str, dict[str, Any]] = {}
+    for region in chosen:
+        for node in region.nodes:
+            found[source_name(node, source_names)] = {
+                "reason": "found",
+                "tensor": region.tensor,
+                "sqnr_db": region.sqnr_db,
+            }
+        for node in sorted(fusion_groups(graph, set(region.nodes)) - set(region.nodes)):
+            found.setdefault(
+                source_name(node, source_names),
+                {
+                    "reason": "found",
+                    "tensor": region.tensor,
+                    "sqnr_db": region.sqnr_db,
+                    "why": "fused with " + ", ".join(region.nodes),
+                },
+            )
+    return found
 
 
 def _finish(result: CalibrationResult, summary: dict[str, Any], out) -> CalibrationResult:

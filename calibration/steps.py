@@ -146,10 +146,7 @@ def prepare(
         "--out",
         replaced=[out] if staged else [],
     )
-    fixed = {i.batch for i in model_inputs(source) if i.batch is not None}
-    if len(fixed) > 1:
-        raise InvalidInput(f"{source.path}: inputs have different fixed batch sizes {sorted(fixed)}")
-    fixed_batch = fixed.pop() if fixed else None
+    fixed_batch = _fixed_batch(source)
     batch_size = options.batch_size if fixed_batch is None else fixed_batch
     chosen = split(dataset.count, options.holdout, options.samples, options.seed, fixed_batch, dataset.path)
     method = None if options.precision == "fp16" else options.method
@@ -193,6 +190,14 @@ def prepare(
         out=out,
         started=started,
     )
+
+
+def _fixed_batch(source: OnnxModel) -> int | None:
+    """The batch size the model's inputs fix (a calibration batch must be it), if any; two different are refused."""
+    fixed = {i.batch for i in model_inputs(source) if i.batch is not None}
+    if len(fixed) > 1:
+        raise InvalidInput(f"{source.path}: inputs have different fixed batch sizes {sorted(fixed)}")
+    return fixed.pop() if fixed else None
 
 
 def _recorded(options: CalibrationOptions, method: str | None) -> dict[str, Any]:
