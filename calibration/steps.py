@@ -150,17 +150,10 @@ def prepare(
     batch_size = options.batch_size if fixed_batch is None else fixed_batch
     chosen = split(dataset.count, options.holdout, options.samples, options.seed, fixed_batch, dataset.path)
     method = None if options.precision == "fp16" else options.method
-    recorded = _recorded(options, method)
     keep_nodes, keep_ops = resolve_exclude(source.proto, options.exclude, source.path)
-    if options.exclude:
-        recorded["exclude"] = sorted(set(options.exclude))
     quantizer = quantizer_for(options)
     entries, tool_versions = quantizer.key()
-    recorded |= entries
     metric, labels = metric_and_labels(options.metric, options.min_metric, options.labels, dataset)
-    if metric is not None:  # the score is part of the report: another metric or labels is another result
-        recorded["metric"] = options.metric
-        recorded["labels_sha256"] = file_sha256(options.labels) if options.labels else None
     record = {
         "format_version": CALIBRATION_FORMAT,
         "precision": options.precision,
@@ -170,7 +163,7 @@ def prepare(
         "samples": len(chosen.calibration),
         "batch_size": batch_size,
         "seed": options.seed,
-        "options": recorded,
+        "options": _recorded(options, method, entries, metric is not None),
         "versions": _versions() | tool_versions,
     }
     return Plan(
@@ -200,8 +193,11 @@ def _fixed_batch(source: OnnxModel) -> int | None:
     return fixed.pop() if fixed else None
 
 
-def _recorded(options: CalibrationOptions, method: str | None) -> dict[str, Any]:
-    """The options that change a calibration's result but are not fields of its record."""
+def _recorded(
+    options: CalibrationOptions, method: str | None, quantizer: dict[str, str], scored: bool
+) -> dict[str, Any]:
+    """The options that change a calibration's result but are not fields of its record: the quantizer's entries,
+    and the metric with its labels when one scores the report (another metric is another result)."""
     recorded: dict[str, Any] = {
         "holdout": options.holdout,
         "requested_samples": options.samples,
@@ -211,6 +207,12 @@ def _recorded(options: CalibrationOptions, method: str | None) -> dict[str, Any]
         recorded |= {"num_bins": options.num_bins, "num_quantized_bins": HistogramOptions.num_quantized_bins}
     if method == "percentile":
         recorded["percentile"] = options.percentile
+    if options.exclude:
+        recorded["exclude"] = sorted(set(options.exclude))
+    recorded |= quantizer
+    if scored:
+        recorded["metric"] = options.metric
+        recorded["labels_sha256"] = file_sha256(options.labels) if options.labels else None
     return recorded
 
 
