@@ -2,7 +2,7 @@
 interpreter (``$COMPILE_MODELOPT_PYTHON``, :mod:`compiler.core.modelopt`), in a child process.
 
 It writes only the Q/DQ model; everything after (counting the quantized nodes, metadata, the build proof, gates,
-sensitivity, the report) is the same as for onnxruntime's path (:mod:`calibration.quantizers`,
+sensitivity, the report) is the same as for onnxruntime's path (``ModelOpt`` in :mod:`calibration.quantizers`,
 :mod:`calibration.steps`).
 """
 
@@ -17,45 +17,15 @@ import onnx
 from onnx import numpy_helper
 
 from calibration.calibrators import FP8_MAX, INT8_MAX
-from calibration.quantizers import Job, Quantized, counted, matching
 from compiler.core import child
 from compiler.core.child import last_line
 from compiler.core.errors import CheckFailed, EnvironmentProblem, InvalidInput
-from compiler.core.modelopt import ENV, deadline, interpreter, timed_out, versions
+from compiler.core.modelopt import ENV, deadline, interpreter, timed_out
 from compiler.core.options import CalibrationOptions
 from compiler.data.model import OnnxModel
 
 METHODS = {"minmax": "max", "entropy": "entropy"}
 """Our methods as ModelOpt names them; it has no percentile calibration."""
-
-
-class ModelOpt:
-    """``--quantizer modelopt`` as a :class:`calibration.quantizers.Quantizer`: another quantizer, another result (its
-    name and versions enter the key)."""
-
-    def refuse(self, options: CalibrationOptions) -> None:
-        refuse_unsupported(options)
-
-    def key(self) -> tuple[dict[str, str], dict[str, str]]:
-        return {"quantizer": "modelopt"}, versions()  # checked now: a broken venv is exit 3 before any work
-
-    def quantize(self, job: Job) -> Quantized:
-        excluded = matching(job.source.proto, job.keep_nodes, job.keep_ops)
-        value_ranges = quantize(
-            job.source,
-            job.dataset.read(job.samples),
-            job.precision,
-            job.method,
-            job.out,
-            job.work,
-            job.keep_nodes,
-            job.keep_ops,
-        )
-        twin = float_twin(job.source, job.out, job.work)
-        return Quantized(job.out, value_ranges, excluded, counted(job, excluded, SELECTED_NONE), twin)
-
-
-SELECTED_NONE = "ModelOpt selected none of them"
 
 
 def refuse_unsupported(options: CalibrationOptions) -> None:

@@ -1,6 +1,6 @@
 """The three ways a calibration makes its model, behind one interface: onnxruntime's ``quantize_static`` (int8/fp8
 Q/DQ from ranges collected here), NVIDIA ModelOpt's PTQ in its own interpreter (:mod:`calibration.modelopt`), and
-FP16 conversion (:mod:`calibration.convert`). :func:`quantizer_for` picks one by ``--precision`` and
+FP16 conversion (:mod:`calibration.convert`), one class each. :func:`quantizer_for` picks one by ``--precision`` and
 ``--quantizer``; everything around them (the key, the build proof, the held-out report) is :mod:`calibration.steps`.
 """
 
@@ -14,10 +14,11 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 import onnx
 
-from calibration import calibrators
+from calibration import calibrators, modelopt
 from calibration.calibrators import HistogramOptions
 from calibration.convert import convert_fp16
 from compiler.core.errors import CheckFailed
+from compiler.core.modelopt import versions as modelopt_versions
 from compiler.core.options import CalibrationOptions
 from compiler.core.progress import counter
 from compiler.core.records import Progress
@@ -25,7 +26,9 @@ from compiler.data.datasets import Dataset
 from compiler.data.model import OnnxModel
 
 if TYPE_CHECKING:
-    from calibration.fallback import Reuse
+    from onnxruntime.quantization.calibrate import TensorsData
+
+    from calibration.fallback_reuse import Reuse
 
 
 @dataclass(frozen=True)
@@ -71,10 +74,15 @@ class Quantizer(Protocol):
         """Write ``job.out``."""
 
 
+NONE_TO_QUANTIZE = "the model has none to quantize"
+SELECTED_NONE = "ModelOpt selected none of them"
+"""Why a quantizer's Q/DQ model has no quantized node when no ``--exclude`` explains it."""
+
+
 class OnnxRuntime:
     """onnxruntime's path: pre-process, collect the ranges of the tensors TensorRT quantizes, write Q/DQ with
     ``quantize_static`` from them. A fallback's later calibrations take the first one's pre-processed model, ranges
-    and Q/DQ model (:class:`calibration.fallback.Reuse`)."""
+    and Q/DQ model (:class:`calibration.fallback_reuse.Reuse`)."""
 
     def refuse(self, options: CalibrationOptions) -> None:
         pass
@@ -96,7 +104,7 @@ class OnnxRuntime:
         return Quantized(job.out, value_ranges, excluded, counted(job, excluded, NONE_TO_QUANTIZE), prepared)
 
     @staticmethod
-    def collect(job: Job, prepared: Path, excluded: frozenset[str]):
+    def collect(job: Job, prepared: Path, excluded: frozenset[str]) -> TensorsData:
         """onnxruntime's TensorsData of the tensors to calibrate: the fallback's first ones when it has them all."""
         wanted = calibrators.tensors_to_calibrate(prepared, excluded)
         tensors = job.reuse.ranges(wanted) if job.reuse else None
@@ -118,6 +126,32 @@ class OnnxRuntime:
         return tensors
 
 
+class ModelOpt:
+    """``--quantizer modelopt``: NVIDIA ModelOpt's PTQ in its own interpreter (:mod:`calibration.modelopt`); another
+    quantizer, another result (its name and versions enter the key)."""
+
+    def refuse(self, options: CalibrationOptions) -> None:
+        modelopt.refuse_unsupported(options)
+
+    def key(self) -> tuple[dict[str, str], dict[str, str]]:
+        return {"quantizer": "modelopt"}, modelopt_versions()  # checked now: a broken venv is exit 3 before any work
+
+    def quantize(self, job: Job) -> Quantized:
+        excluded = matching(job.source.proto, job.keep_nodes, job.keep_ops)
+        value_ranges = modelopt.quantize(
+            job.source,
+            job.dataset.read(job.samples),
+            job.precision,
+            job.method,
+            job.out,
+            job.work,
+            job.keep_nodes,
+            job.keep_ops,
+        )
+        twin = modelopt.float_twin(job.source, job.out, job.work)
+        return Quantized(job.out, value_ranges, excluded, counted(job, excluded, SELECTED_NONE), twin)
+
+
 class Fp16Conversion:
     """fp16: the model converted (onnxruntime's float16 converter); nothing is calibrated or quantized."""
 
@@ -131,9 +165,6 @@ class Fp16Conversion:
         excluded = matching(job.source.proto, job.keep_nodes, job.keep_ops)
         convert_fp16(job.source.path, job.out, job.keep_nodes, job.keep_ops)
         return Quantized(job.out, {}, excluded, None, None)
-
-
-NONE_TO_QUANTIZE = "the model has none to quantize"
 
 
 def counted(job: Job, excluded: list[str], none_reason: str) -> dict[str, int]:
@@ -166,13 +197,7 @@ def matching(proto: onnx.ModelProto, keep_nodes: frozenset[str], keep_ops: froze
     )
 
 
-def _modelopt() -> Quantizer:
-    from calibration.modelopt import ModelOpt  # it imports this module's Job and Quantized
-
-    return ModelOpt()
-
-
-QUANTIZERS: dict[str, Callable[[], Quantizer]] = {"onnxruntime": OnnxRuntime, "modelopt": _modelopt}
+QUANTIZERS: dict[str, Callable[[], Quantizer]] = {"onnxruntime": OnnxRuntime, "modelopt": ModelOpt}
 """``--quantizer``'s choices (:data:`compiler.core.options.QUANTIZERS`; a test holds them equal)."""
 
 

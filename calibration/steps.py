@@ -42,7 +42,7 @@ from compiler.data.session import session
 if TYPE_CHECKING:
     import numpy as np
 
-    from calibration.fallback import Reuse
+    from calibration.fallback_reuse import Reuse
 
 
 @dataclass(frozen=True)
@@ -317,7 +317,7 @@ def sensitivity(
 ) -> dict[str, Any]:
     """report.json's ``sensitivity`` (every quantized node, most damaging first), or why it could not be made: a
     ranking that cannot be computed does not cost the calibration. A fallback's final calibration takes its first
-    one's (:meth:`calibration.fallback.Reuse.ranking`)."""
+    one's (:meth:`calibration.fallback_reuse.Reuse.ranking`)."""
     from calibration.sensitivity import local_errors, ranking
 
     if reuse and (kept := reuse.ranking(model_out)) is not None:

@@ -10,8 +10,7 @@ import onnx
 import pytest
 
 from calibration import calibrators
-from calibration.modelopt import ModelOpt
-from calibration.quantizers import QUANTIZERS, Fp16Conversion, OnnxRuntime, Quantized, quantizer_for
+from calibration.quantizers import QUANTIZERS, Fp16Conversion, ModelOpt, OnnxRuntime, Quantized, quantizer_for
 from calibration.steps import Plan, prepare
 from compiler.core import options as core_options
 from compiler.core.errors import CheckFailed, InvalidInput
