@@ -63,6 +63,9 @@ class Quantized:
 
 
 class Quantizer(Protocol):
+    """One way of making the calibrated model. Another is a class here with an entry in :data:`QUANTIZERS` and its
+    name among ``--quantizer``'s choices (:mod:`compiler.core.options`, :mod:`compiler.core.flags`)."""
+
     def refuse(self, options: CalibrationOptions) -> None:
         """What it cannot do is exit 2 before any work."""
 
