@@ -5,8 +5,9 @@
     result = calibrate("model.onnx", "data.npz", "out/", CalibrationOptions(precision="int8", method="entropy"))
 
 Modules, one per step: ``calibrators`` (onnxruntime calibration, Q/DQ writing, TensorRT cache), ``convert``
-(fp16), ``accuracy`` (held-out accuracy and its gates),
-``folder`` (reading a finished calibration folder), ``api`` (the ``calibrate`` pipeline). The names below are
+(fp16), ``quantizers`` (onnxruntime, ModelOpt or FP16 conversion behind one interface), ``accuracy`` (held-out
+accuracy and its gates), ``reuse`` (a calibration made before), ``folder`` (reading a finished calibration folder),
+``steps`` (one calibration, step by step), ``api`` (``calibrate``). The names below are
 imported on first use: a reader of a calibration folder (``compile build --calibration``) never pays for onnx,
 numpy and onnxruntime.
 """

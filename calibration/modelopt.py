@@ -2,7 +2,8 @@
 interpreter (``$COMPILE_MODELOPT_PYTHON``, :mod:`compiler.core.modelopt`), in a child process.
 
 It writes only the Q/DQ model; everything after (counting the quantized nodes, metadata, the build proof, gates,
-sensitivity, the report) is the same as for onnxruntime's path in :mod:`calibration.api`.
+sensitivity, the report) is the same as for onnxruntime's path (``ModelOpt`` in :mod:`calibration.quantizers`,
+:mod:`calibration.steps`).
 """
 
 from __future__ import annotations

@@ -63,7 +63,7 @@ def calibrate(
 
     tier = open_tier(remote_cache, explain)
     with render.phase_progress() as update:
-        result = run_calibration(model, data, out, options, progress=update, shared=tier)
+        result = run_calibration(model, data, out, options, progress=update, tier=tier)
     render.emit_json(result) if json else render.calibration(result)
     render.cache_outcome("calibration", result.cache, explain and not json)
     failed = [g for g in result.gates if not g.passed]

@@ -369,7 +369,7 @@ def _prepare(
             CalibrationOptions(precision=precision.value, method=method),
             staged=True,
             progress=calibration_progress,
-            shared=open_tier(remote) if remote else None,
+            tier=open_tier(remote) if remote else None,
         )
     if folder is None:
         raise InvalidInput(

@@ -295,7 +295,7 @@ def _calibrate(run: _Run, pipeline: LoadedPipeline, jobs, work: Path, calibratio
             folder,
             CalibrationOptions(**c.model_dump(exclude={"data", "precision"}), precision=precision),
             staged=True,
-            shared=run.tier,
+            tier=run.tier,
         )
         run.outcomes["calibrate"] = result.cache
         run.note(result.cache)

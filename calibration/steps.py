@@ -1,0 +1,424 @@
+"""One calibration, step by step: :func:`prepare` (the inputs checked, the content key) → reuse (the folder or the
+remote cache, :mod:`calibration.reuse`) → quantize (a :class:`calibration.quantizers.Quantizer` collects and writes
+the model) → :func:`prove` (one real build) → :func:`judge` (held-out accuracy, sensitivity, FP16 range) →
+:func:`write` (``calibration.json`` last) → :func:`gated`. ``calibrate`` and ``--fallback auto`` both run it
+through :func:`calibrate_once`."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from contextlib import ExitStack
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from calibration import calibrators
+from calibration.accuracy import compare, gates
+from calibration.calibrators import HistogramOptions
+from calibration.quantizers import Job, Quantized, Quantizer, quantizer_for
+from calibration.reuse import look_up, reusable, sent
+from compiler.core.errors import CheckFailed, InvalidInput, stop_signals_held
+from compiler.core.files import file_sha256, hash_json, replace_dir, staging_folder, writable_folder, write_atomic
+from compiler.core.options import CalibrationOptions
+from compiler.core.paths import check_not_overwriting
+from compiler.core.progress import counter
+from compiler.core.records import (
+    CALIBRATION_FILES,
+    CALIBRATION_FORMAT,
+    CALIBRATION_RECORD,
+    AccuracyReport,
+    CalibrationResult,
+    Progress,
+    TensorRange,
+)
+from compiler.core.reuse import RemoteTier
+from compiler.data.datasets import Dataset, ImagePreprocess, Split, model_inputs, open_dataset, split
+from compiler.data.metric import Metric, metric_and_labels
+from compiler.data.model import OnnxModel, load_model
+from compiler.data.session import session
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from calibration.fallback_reuse import Reuse
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A calibration's inputs, checked, with its content key and what a fallback hands it."""
+
+    options: CalibrationOptions
+    quantizer: Quantizer
+    source: OnnxModel
+    dataset: Dataset
+    chosen: Split
+    batch_size: int
+    fixed_batch: int | None
+    keep_nodes: frozenset[str]
+    keep_ops: frozenset[str]
+    metric: Metric | None
+    labels: dict[str, np.ndarray] | None
+    record: dict[str, Any]  # calibration.json's keyed part
+    key: str
+    out: Path
+    started: float
+    progress: Progress | None = None
+    found: dict[str, dict] = field(default_factory=dict)  # --fallback auto's: why it excluded each node
+    reuse: Reuse | None = None  # --fallback auto's first calibration
+
+    @property
+    def precision(self) -> str:
+        return self.record["precision"]
+
+    @property
+    def method(self) -> str | None:
+        return self.record["method"]
+
+    def job(self, out: Path, work: Path) -> Job:
+        return Job(
+            self.source,
+            self.dataset,
+            self.chosen.calibration,
+            self.precision,
+            self.method,
+            self.batch_size,
+            self.options,
+            self.keep_nodes,
+            self.keep_ops,
+            out,
+            work,
+            self.progress,
+            self.reuse,
+        )
+
+
+def calibrate_once(
+    model: str | os.PathLike[str],
+    data: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    options: CalibrationOptions,
+    *,
+    preprocess: ImagePreprocess | None = None,
+    staged: bool = False,
+    progress: Progress | None = None,
+    tier: RemoteTier | None = None,
+    found: dict[str, dict] | None = None,
+    reuse: Reuse | None = None,
+) -> CalibrationResult:
+    """One calibration with ``options`` as they are (``--fallback`` is the caller's): the result of its key when one
+    was made before, else made, gated and sent to the remote cache. ``found`` and ``reuse`` are a fallback's."""
+    started = time.perf_counter()
+    out = Path(out)
+    source = load_model(model)
+    dataset = open_dataset(data, source, preprocess)
+    try:
+        plan = replace(
+            prepare(options, source, dataset, out, staged, started), progress=progress, found=found or {}, reuse=reuse
+        )
+        previous, miss = look_up(out, plan.key, plan.record, options.reuse, staged, tier)
+        if previous is not None:
+            return gated(previous, options.gates, reused=True)
+        dataset.check_values()
+        if not staged:
+            writable_folder(out, "--out")
+            (out / CALIBRATION_RECORD).unlink(missing_ok=True)  # the folder is incomplete until we finish
+            return sent(gated(produce(plan, out), options.gates, reused=False), out, tier, miss)
+        with staging_folder(out.parent, out.name) as staging:
+            result = produce(plan, staging)
+            if options.reuse and (previous := reusable(out, plan.key)) is not None:  # a concurrent run came first
+                return gated(previous, options.gates, reused=True)
+            replace_dir(out, staging)
+            return sent(gated(result, options.gates, reused=False), out, tier, miss)
+    finally:
+        dataset.close()
+
+
+def prepare(
+    options: CalibrationOptions, source: OnnxModel, dataset: Dataset, out: Path, staged: bool, started: float
+) -> Plan:
+    """The inputs checked (nothing overwritten, one fixed batch size, ``--exclude`` names, the metric) and the
+    content key: model, data, samples and every option that changes the result, with the tools' versions."""
+    check_not_overwriting(
+        [out / name for name in (*CALIBRATION_FILES, CALIBRATION_RECORD)],
+        [source.path, *source.external_files, *dataset.inputs(), *([Path(options.labels)] if options.labels else [])],
+        "--out",
+        replaced=[out] if staged else [],
+    )
+    fixed_batch = _fixed_batch(source)
+    batch_size = options.batch_size if fixed_batch is None else fixed_batch
+    chosen = split(dataset.count, options.holdout, options.samples, options.seed, fixed_batch, dataset.path)
+    method = None if options.precision == "fp16" else options.method
+    keep_nodes, keep_ops = resolve_exclude(source.proto, options.exclude, source.path)
+    quantizer = quantizer_for(options)
+    entries, tool_versions = quantizer.key()
+    metric, labels = metric_and_labels(options.metric, options.min_metric, options.labels, dataset)
+    record = {
+        "format_version": CALIBRATION_FORMAT,
+        "precision": options.precision,
+        "method": method,
+        "model_sha256": source.sha256,
+        "data_sha256": dataset.sha256,
+        "samples": len(chosen.calibration),
+        "batch_size": batch_size,
+        "seed": options.seed,
+        "options": _recorded(options, method, entries, metric is not None),
+        "versions": _versions() | tool_versions,
+    }
+    return Plan(
+        options=options,
+        quantizer=quantizer,
+        source=source,
+        dataset=dataset,
+        chosen=chosen,
+        batch_size=batch_size,
+        fixed_batch=fixed_batch,
+        keep_nodes=keep_nodes,
+        keep_ops=keep_ops,
+        metric=metric,
+        labels=labels,
+        record=record,
+        key=hash_json(record),
+        out=out,
+        started=started,
+    )
+
+
+def _fixed_batch(source: OnnxModel) -> int | None:
+    """The batch size the model's inputs fix (a calibration batch must be it), if any; two different are refused."""
+    fixed = {i.batch for i in model_inputs(source) if i.batch is not None}
+    if len(fixed) > 1:
+        raise InvalidInput(f"{source.path}: inputs have different fixed batch sizes {sorted(fixed)}")
+    return fixed.pop() if fixed else None
+
+
+def _recorded(
+    options: CalibrationOptions, method: str | None, quantizer: dict[str, str], scored: bool
+) -> dict[str, Any]:
+    """The options that change a calibration's result but are not fields of its record: the quantizer's entries,
+    and the metric with its labels when one scores the report (another metric is another result)."""
+    recorded: dict[str, Any] = {
+        "holdout": options.holdout,
+        "requested_samples": options.samples,
+        "chunk_mb": options.chunk_mb,
+    }
+    if method in ("entropy", "percentile"):
+        recorded |= {"num_bins": options.num_bins, "num_quantized_bins": HistogramOptions.num_quantized_bins}
+    if method == "percentile":
+        recorded["percentile"] = options.percentile
+    if options.exclude:
+        recorded["exclude"] = sorted(set(options.exclude))
+    recorded |= quantizer
+    if scored:
+        recorded["metric"] = options.metric
+        recorded["labels_sha256"] = file_sha256(options.labels) if options.labels else None
+    return recorded
+
+
+def produce(plan: Plan, folder: Path) -> CalibrationResult:
+    """Calibrate into ``folder`` (``out``, or the staging folder that becomes it), ``calibration.json`` last.
+
+    The model is written in a hidden folder inside ``folder`` and moved into place only once the held-out report is
+    done, so a run stopped midway leaves no model of its own there, whole or cut short."""
+    reference = session(plan.source.path, "model")  # fail fast on a model onnxruntime cannot run
+    with ExitStack() as cleanup:
+        work = _temporary_folder(cleanup, None, "calibrate-")
+        pending = _temporary_folder(cleanup, folder, ".calibrate-")
+        made = plan.quantizer.quantize(plan.job(pending / "model.onnx", work))
+        proof = (None, None)  # a conversion has nothing to prove here
+        if made.quantized_ops is not None:
+            proof = prove(made.model, plan.dataset, plan.chosen.calibration, plan.source, plan.precision)
+        report = judge(plan, reference, made)
+        with stop_signals_held():  # the model and the weights it names go in together
+            for name in ("model.onnx.data", "model.onnx"):
+                if (pending / name).is_file():
+                    os.replace(pending / name, folder / name)
+                else:
+                    (folder / name).unlink(missing_ok=True)  # an earlier run's
+    return write(plan, folder, made, report, proof)
+
+
+def prove(model: Path, dataset: Dataset, indices: np.ndarray, source: OnnxModel, precision: str):
+    """One real build of the Q/DQ model (:func:`compiler.backends.build_proof.prove_build`) before anything says
+    ok: what proved it, and the reformat kernels that build got."""
+    from compiler.backends.build_proof import prove_build
+    from compiler.core.records import Status
+
+    shapes = {name: array.shape for name, array in dataset.read(indices[:1]).items()}
+    proof = prove_build(model, shapes, source.input_dims())
+    if proof.status == Status.FAILED:
+        if prove_build(source.path, shapes, source.input_dims()).status == Status.FAILED:
+            raise CheckFailed(
+                f"{source.path}: the model does not build with TensorRT even in FP32, so no "
+                f"{precision} calibration of it can: {proof.detail}"
+            )
+        raise CheckFailed(
+            f"{source.path}: the {precision} Q/DQ model does not build: {proof.detail}; keep the node "
+            f"it names out of {precision} with --exclude NODE, or build in fp16"
+        )
+    return proof.detail, proof.reformats
+
+
+def judge(plan: Plan, reference, made: Quantized) -> AccuracyReport:
+    """The held-out comparison against FP32 per output, with the quantized nodes' sensitivity ranking (int8/fp8)
+    or the intermediate values' FP16 range (fp16); :func:`gated` evaluates the gates on it."""
+    holdout = plan.chosen.holdout
+    report = compare(
+        reference,
+        made.model,
+        plan.precision,
+        plan.dataset,
+        holdout,
+        plan.batch_size,
+        plan.fixed_batch,
+        counter("held-out", len(holdout), plan.progress),
+        plan.metric,
+        plan.labels,
+    )
+    if made.quantized_ops is not None:
+        ranked = sensitivity(
+            plan.source, made.float_model, made.model, plan.dataset, holdout, plan.batch_size, plan.reuse
+        )
+        report = report.model_copy(update={"quantized_nodes": sum(made.quantized_ops.values()), **ranked})
+    if plan.precision == "fp16":
+        report = _with_fp16_range(report, plan, made.model)
+    return report
+
+
+def _with_fp16_range(report: AccuracyReport, plan: Plan, converted: Path) -> AccuracyReport:
+    """The comparison's blind spot covered: the FP32 model's intermediate ranges on the held-out samples against
+    FP16's (what ``compile check`` does for fp16 engines)."""
+    from compiler.data.ranges import check_ranges, fp16_tensors, reference_pass
+
+    holdout = plan.chosen.holdout
+    reference = reference_pass(plan.source, plan.dataset, holdout, plan.batch_size, True, plan.options.chunk_mb)
+    result = check_ranges(reference, len(holdout), fp16_tensors(load_model(converted, check=False, digest=False)))
+    return report.model_copy(
+        update={
+            "coverage": result.figures["coverage"],
+            "fp16_range": {**result.figures, "summary": result.summary, "evidence": result.evidence},
+        }
+    )
+
+
+SENSITIVITY_SAMPLES = 64
+"""Held-out samples the sensitivity pass runs on: a ranking, not a verdict."""
+
+
+def sensitivity(
+    source: OnnxModel,
+    prepared: Path | None,
+    model_out: Path,
+    dataset: Dataset,
+    holdout: np.ndarray,
+    batch_size: int,
+    reuse: Reuse | None = None,
+) -> dict[str, Any]:
+    """report.json's ``sensitivity`` (every quantized node, most damaging first), or why it could not be made: a
+    ranking that cannot be computed does not cost the calibration. A fallback's final calibration takes its first
+    one's (:meth:`calibration.fallback_reuse.Reuse.ranking`)."""
+    from calibration.sensitivity import local_errors, ranking
+
+    if reuse and (kept := reuse.ranking(model_out)) is not None:
+        return {"sensitivity": kept}
+    try:
+        errors = local_errors(prepared, model_out, dataset, holdout[:SENSITIVITY_SAMPLES], batch_size)
+    except CheckFailed as exc:
+        return {"sensitivity": None, "sensitivity_error": str(exc)}
+    ranked = ranking(errors, model_out, {n.name for n in source.proto.graph.node if n.name})
+    if reuse:
+        reuse.ranked = ranked
+    return {"sensitivity": ranked}
+
+
+def write(plan: Plan, folder: Path, made: Quantized, report: AccuracyReport, proof) -> CalibrationResult:
+    """calibration.cache (int8/fp8), report.json, then calibration.json: the record of what ``folder`` holds."""
+    source, precision = plan.source, plan.precision
+    cache = None
+    if made.quantized_ops is not None:
+        cache = calibrators.trt_cache(made.ranges, calibrators.tensor_names(source.proto), plan.method)
+    if cache is None:
+        (folder / "calibration.cache").unlink(missing_ok=True)
+    else:
+        _write(folder / "calibration.cache", cache)
+    _write(folder / "report.json", report.model_dump_json(indent=2) + "\n")
+    ranges = {
+        name: TensorRange(min=lo, max=hi, amax=calibrators.amax(lo, hi), scale=calibrators.scale(lo, hi, precision))
+        for name, (lo, hi) in made.ranges.items()
+    }
+    result = CalibrationResult(
+        **plan.record,
+        cache_key=plan.key,
+        model=str(source.path),
+        data=str(plan.dataset.path),
+        data_kind=plan.dataset.kind,
+        holdout_samples=len(plan.chosen.holdout),
+        trt_cache_header=None if cache is None else cache.splitlines()[0],
+        files={name: file_sha256(folder / name) for name in CALIBRATION_FILES if (folder / name).is_file()},
+        out=str(plan.out),
+        ranges=ranges,
+        seconds=round(time.perf_counter() - plan.started, 3),
+        report=report,
+        quantized_nodes=None if made.quantized_ops is None else sum(made.quantized_ops.values()),
+        quantized_ops=made.quantized_ops,
+        excluded=made.excluded,
+        build_proof=proof[0],
+        reformats=proof[1],
+        exclusions=_exclusions(made.excluded, source.proto, plan.found),
+    )
+    _write(folder / CALIBRATION_RECORD, result.record().model_dump_json(indent=2) + "\n")
+    return result
+
+
+def gated(result: CalibrationResult, limits: dict[str, float | None], reused: bool) -> CalibrationResult:
+    """The gates evaluated on the result's held-out report (made here or reused)."""
+    checked = gates(result.report, **limits)
+    return result.model_copy(update={"gates": checked, "passed": all(g.passed for g in checked), "reused": reused})
+
+
+def _exclusions(excluded: list[str], proto, found: dict[str, dict]) -> list[dict]:
+    """Each excluded node with why: ``given`` (``--exclude``) or ``found`` (``--fallback auto``, with its figure)."""
+    from calibration.sensitivity import source_name
+
+    names = {n.name for n in proto.graph.node if n.name}
+    return [{"node": node, **found.get(source_name(node, names), {"reason": "given"})} for node in excluded]
+
+
+def resolve_exclude(proto, names: tuple[str, ...], path: Path) -> tuple[frozenset[str], frozenset[str]]:
+    """``--exclude`` values as (node names, op types) of the model; one that is neither is refused, named."""
+    nodes = {node.name for node in proto.graph.node if node.name}
+    ops = {node.op_type for node in proto.graph.node}
+    for name in names:
+        if name not in nodes and name not in ops:
+            raise InvalidInput(
+                f"--exclude {name}: {path} has no node named {name!r} and no {name!r} op; give a node "
+                f"name or one of its op types ({', '.join(sorted(ops)[:12])}"
+                f"{', ...' if len(ops) > 12 else ''})"
+            )
+    return frozenset(n for n in names if n in nodes), frozenset(n for n in names if n not in nodes)
+
+
+def _temporary_folder(cleanup: ExitStack, parent: Path | None, prefix: str) -> Path:
+    """A new folder removed when ``cleanup`` ends, with stop signals held while it is made and while it is removed:
+    a stop right after its mkdir, or one that cut its removal short, would leave it behind."""
+    with stop_signals_held():
+        folder = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+        cleanup.callback(_remove_held, folder)
+    return folder
+
+
+def _remove_held(folder: Path) -> None:
+    with stop_signals_held():
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _versions() -> dict[str, str]:
+    from compiler.data.session import tool_versions
+
+    return tool_versions("onnxruntime", "onnx")
+
+
+def _write(path: Path, text: str) -> None:
+    write_atomic(path, text.encode("utf-8"))
