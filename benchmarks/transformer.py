@@ -197,13 +197,37 @@ def main() -> None:
         print(json.dumps(figures))
         return
 
-    import onnx
     from rich.console import Console
-    from rich.table import Table
+
+    console = Console()
+    runs = _measure(args, console)
+    console.print(_table(args, runs))
+    for precision, row in (("int8", runs["ours"]), ("fp16", runs["fp16"])):
+        console.print(
+            f"{precision} held-out cosine vs FP32: "
+            + ", ".join(f"{name} {value:.5f}" for name, value in row["cosine"].items())
+        )
+    checks = _figures(args, runs)
+    for label, value, limit in checks:
+        verdict = "(shown)" if limit is None else ("ok" if value <= limit else "FAILED")
+        console.print(f"{label}: {value:.2f}" + (f" (limit {limit}) " if limit else " ") + verdict)
+    if any(limit is not None and value > limit for _, value, limit in checks):
+        raise SystemExit(1)
+
+
+def _alternating(repeat: int, first: tuple[list, object], second: tuple[list, object]) -> None:
+    """Both sides ``repeat`` times, alternating who goes first; medians are taken later."""
+    for i in range(repeat):
+        for runs, action in (first, second)[:: 1 if i % 2 == 0 else -1]:
+            runs.append(action())
+
+
+def _measure(args, console) -> dict[str, dict]:
+    """Every run of the benchmark on one BERT-base-sized encoder and its data: the medians of the paired ones."""
+    import onnx
 
     from tests.fixtures.make_encoder import build, make_data
 
-    console = Console()
     with tempfile.TemporaryDirectory(prefix="transformer-bench-") as tmp:
         root = Path(tmp)
         model, profiles = root / "bert-base.onnx", root / "profiles.yaml"
@@ -213,24 +237,29 @@ def main() -> None:
         console.print(f"BERT-base-sized encoder: {model.stat().st_size / 2**20:.0f} MiB, sequence {SEQUENCE}")
         common = dict(model=model, data=data, holdout=args.holdout, batch_size=args.batch_size)
         ours, direct, raw, compiled = [], [], [], []
-        for i in range(args.repeat):  # alternating who goes first; medians below
-            pairs = [
-                (ours, lambda: run_child("ours", out=root / "int8", samples=args.samples, **common)),
-                (direct, lambda: run_child("onnxruntime", samples=args.samples, **common)),
-            ]
-            for runs, action in pairs[:: 1 if i % 2 == 0 else -1]:
-                runs.append(action())
-        for i in range(args.repeat):
-            pairs = [
-                (raw, lambda: timed_build("raw", root / "int8" / "model.onnx", profiles, root, root / "int8")),
-                (compiled, lambda: timed_build("ours", model, profiles, root, root / "int8")),
-            ]
-            for runs, action in pairs[:: 1 if i % 2 == 0 else -1]:
-                runs.append(action())
-        small = run_child("ours", out=root / "small", samples=args.small, **common)
-        large = run_child("ours", out=root / "large", samples=args.large, **common)
-        fp16 = run_child("ours", out=root / "fp16", precision="fp16", samples=args.small, **common)
-    ours, direct, raw, compiled = median_run(ours), median_run(direct), median_run(raw), median_run(compiled)
+        _alternating(
+            args.repeat,
+            (ours, lambda: run_child("ours", out=root / "int8", samples=args.samples, **common)),
+            (direct, lambda: run_child("onnxruntime", samples=args.samples, **common)),
+        )
+        _alternating(
+            args.repeat,
+            (raw, lambda: timed_build("raw", root / "int8" / "model.onnx", profiles, root, root / "int8")),
+            (compiled, lambda: timed_build("ours", model, profiles, root, root / "int8")),
+        )
+        return {
+            "ours": median_run(ours),
+            "direct": median_run(direct),
+            "raw": median_run(raw),
+            "compiled": median_run(compiled),
+            "small": run_child("ours", out=root / "small", samples=args.small, **common),
+            "large": run_child("ours", out=root / "large", samples=args.large, **common),
+            "fp16": run_child("ours", out=root / "fp16", precision="fp16", samples=args.small, **common),
+        }
+
+
+def _table(args, runs: dict[str, dict]):
+    from rich.table import Table
 
     table = Table(
         title=f"BERT-base-sized encoder, sequence {SEQUENCE}, batch {args.batch_size}, {args.holdout} "
@@ -239,49 +268,36 @@ def main() -> None:
     )
     for column in ("run", "samples", "seconds", "peak RSS MiB"):
         table.add_column(column, justify="left" if column == "run" else "right")
-    checks = ", ".join(f"{name.strip('_')} {seconds:.1f} s" for name, seconds in ours["checks"].items())
+    checks = ", ".join(f"{name.strip('_')} {seconds:.1f} s" for name, seconds in runs["ours"]["checks"].items())
     rows = [
-        (f"calibrate int8 minmax (of which {checks})", ours),
-        ("onnxruntime quantize_static, same placement and method", direct),
-        (f"calibrate int8, {args.small} samples", small),
-        (f"calibrate int8, {args.large} samples", large),
+        (f"calibrate int8 minmax (of which {checks})", runs["ours"]),
+        ("onnxruntime quantize_static, same placement and method", runs["direct"]),
+        (f"calibrate int8, {args.small} samples", runs["small"]),
+        (f"calibrate int8, {args.large} samples", runs["large"]),
     ]
     for name, row in rows:
         table.add_row(name, str(row["samples"]), f"{row['seconds']:.1f}", f"{row['peak_rss_mb']:.0f}")
-    table.add_row(
-        f"compile build int8 (rtx-4090; of which the plan's checks {compiled['checks']:.1f} s)",
-        "",
-        f"{compiled['seconds']:.1f}",
-        "",
-    )
-    table.add_row("raw TensorRT-RTX builder, same Q/DQ model", "", f"{raw['seconds']:.1f}", "")
-    console.print(table)
-    for precision, row in (("int8", ours), ("fp16", fp16)):
-        console.print(
-            f"{precision} held-out cosine vs FP32: "
-            + ", ".join(f"{name} {value:.5f}" for name, value in row["cosine"].items())
-        )
-    checks = [
+    compiled = runs["compiled"]
+    label = f"compile build int8 (rtx-4090; of which the plan's checks {compiled['checks']:.1f} s)"
+    table.add_row(label, "", f"{compiled['seconds']:.1f}", "")
+    table.add_row("raw TensorRT-RTX builder, same Q/DQ model", "", f"{runs['raw']['seconds']:.1f}", "")
+    return table
+
+
+def _figures(args, runs: dict[str, dict]) -> list[tuple[str, float, float | None]]:
+    """Each figure, its value and its limit (None: shown, not judged)."""
+    ours, direct, raw, compiled = runs["ours"], runs["direct"], runs["raw"], runs["compiled"]
+    limit = direct["seconds"] + sum(ours["checks"].values())
+    rss = runs["large"]["peak_rss_mb"] / runs["small"]["peak_rss_mb"]
+    build_limit = raw["seconds"] + compiled["checks"]
+    return [
         (f"calibrate / quantize_static ({args.samples} samples)", ours["seconds"] / direct["seconds"], 1.1),
-        (
-            "limit: (quantize_static + the checks calibrate adds) / quantize_static",
-            (direct["seconds"] + sum(ours["checks"].values())) / direct["seconds"],
-            None,
-        ),
-        ("calibrate / limit", ours["seconds"] / (direct["seconds"] + sum(ours["checks"].values())), None),
-        (f"peak RSS {args.large} / {args.small} samples", large["peak_rss_mb"] / small["peak_rss_mb"], 1.1),
+        ("limit: (quantize_static + the checks calibrate adds) / quantize_static", limit / direct["seconds"], None),
+        ("calibrate / limit", ours["seconds"] / limit, None),
+        (f"peak RSS {args.large} / {args.small} samples", rss, 1.1),
         ("compile build / raw builder (int8 Q/DQ model)", compiled["seconds"] / raw["seconds"], 1.1),
-        (
-            "compile build / (raw builder + the plan's checks)",
-            compiled["seconds"] / (raw["seconds"] + compiled["checks"]),
-            None,
-        ),
+        ("compile build / (raw builder + the plan's checks)", compiled["seconds"] / build_limit, None),
     ]
-    for label, value, limit in checks:
-        verdict = "(shown)" if limit is None else ("ok" if value <= limit else "FAILED")
-        console.print(f"{label}: {value:.2f}" + (f" (limit {limit}) " if limit else " ") + verdict)
-    if any(limit is not None and value > limit for _, value, limit in checks):
-        raise SystemExit(1)
 
 
 if __name__ == "__main__":
