@@ -190,7 +190,8 @@ def test_gitignore_covers_every_folder_the_readme_and_the_docs_write():
             for line in shell_lines(block):
                 outs.update(out.rstrip("/") for out in option_values(shlex.split(line, comments=True), "--out"))
     assert {"calibrated", "engines"} <= outs
-    written = [f"{out}/engine.plan" for out in sorted(outs)]
+    # An absolute --out (/models/...) is outside the checkout: git check-ignore refuses it.
+    written = [f"{out}/engine.plan" for out in sorted(outs) if not out.startswith("/")]
     assert _ignored(written) == set(written)
 
 
