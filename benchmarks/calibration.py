@@ -37,22 +37,27 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def child_ours(args: argparse.Namespace) -> dict:
-    import onnxruntime.quantization.shape_inference  # noqa: F401 - imported before the clock, as the baseline does
-
-    from calibration import calibrate
+def ours_options(args: argparse.Namespace, precision: str, method: str):
+    """The calibration options of a benchmark's own run: the arguments' samples, batch and held-out, never reused."""
     from compiler.core.options import CalibrationOptions
 
-    started = time.perf_counter()
-    options = CalibrationOptions(
-        precision="int8",
-        method=args.method,
+    return CalibrationOptions(
+        precision=precision,
+        method=method,
         samples=args.samples,
         batch_size=args.batch_size,
         holdout=args.holdout,
         reuse=False,
     )
-    result = calibrate(args.model, args.data, args.out, options)
+
+
+def child_ours(args: argparse.Namespace) -> dict:
+    import onnxruntime.quantization.shape_inference  # noqa: F401 - imported before the clock, as the baseline does
+
+    from calibration import calibrate
+
+    started = time.perf_counter()
+    result = calibrate(args.model, args.data, args.out, ours_options(args, "int8", args.method))
     return {
         "seconds": time.perf_counter() - started,
         "samples": result.samples,

@@ -31,7 +31,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.calibration import median_run, peak_rss_mb  # noqa: E402 - after the path
+from benchmarks.calibration import median_run, ours_options, peak_rss_mb  # noqa: E402 - after the path
 
 BERT_BASE = {"layers": 12, "hidden": 768, "heads": 12, "ffn": 3072, "vocab": 30522}
 SEQUENCE = 128
@@ -54,7 +54,6 @@ def child_ours(args: argparse.Namespace) -> dict:
 
     import calibration.steps
     from calibration import calibrate
-    from compiler.core.options import CalibrationOptions
 
     checks = {name: 0.0 for name in CHECKS}
 
@@ -73,15 +72,7 @@ def child_ours(args: argparse.Namespace) -> dict:
     for name in CHECKS:  # benchmark-only timing of the checks: the module's own names, wrapped
         setattr(calibration.steps, name, timed(name))
     started = time.perf_counter()
-    options = CalibrationOptions(
-        precision=args.precision,
-        method="minmax",
-        samples=args.samples,
-        batch_size=args.batch_size,
-        holdout=args.holdout,
-        reuse=False,
-    )
-    result = calibrate(args.model, args.data, args.out, options)
+    result = calibrate(args.model, args.data, args.out, ours_options(args, args.precision, "minmax"))
     return {
         "seconds": time.perf_counter() - started,
         "samples": result.samples,

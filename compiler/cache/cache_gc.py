@@ -7,26 +7,20 @@ from __future__ import annotations
 import time
 from collections import Counter
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from compiler.cache.remote import EntryIndex, open_remote
-from compiler.cache.sweep import KINDS, Sweep, refuse_hidden_entries, sweep_or_note
+from compiler.cache.sweep import KINDS, Sweep, SweepFigures, refuse_hidden_entries, sweep_or_note
 from compiler.core.errors import InvalidInput
 
 
-class CacheGcReport(BaseModel):
+class CacheGcReport(SweepFigures):
     store: str
     dry_run: bool
     entries: int
     removed_entries: list[str]
     """``kind/key`` of each entry removed (or that would be)."""
     kept_bytes: int
-    removed_blobs: int
-    freed_bytes: int
-    marked_blobs: int
-    blob_note: str | None = None
-    requests: int
-    seconds: float
 
 
 def gc_cache(

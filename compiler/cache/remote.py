@@ -29,6 +29,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from compiler.core.errors import CheckFailed, CompileError, InvalidInput
 from compiler.core.files import file_sha256
+from compiler.core.reuse import Digests, Material
 from compiler.stores.base import SHA256, HashingSink, VerifyingReader
 
 ENV = "COMPILE_REMOTE_CACHE"
@@ -179,13 +180,7 @@ class RemoteCache:
         return Damaged(line)
 
     def send(
-        self,
-        kind: str,
-        key: str,
-        folder: Path,
-        names: list[str],
-        material: dict[str, object] | None = None,
-        digests: dict[str, str] | None = None,
+        self, kind: str, key: str, folder: Path, names: list[str], material: Material = None, digests: Digests = None
     ) -> bool:
         """Send the entry of ``names`` in ``folder`` (blobs first, each verified as it is read, then the index,
         create-only): True when this call created it (never, read-only). ``digests``: sha256 already known (a

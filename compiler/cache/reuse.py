@@ -11,7 +11,7 @@ from compiler.cache.explain import calibration_candidates, calibration_material,
 from compiler.cache.remote import Damaged, configured, open_remote
 from compiler.core.errors import CompileError
 from compiler.core.records import CacheOutcome
-from compiler.core.reuse import RemoteTier
+from compiler.core.reuse import Digests, Material, RemoteTier
 
 
 def open_tier(uri: str | None = None, explain: bool = False) -> RemoteTier:
@@ -52,13 +52,7 @@ class _StoreTier:
         )
 
     def send(
-        self,
-        kind: str,
-        key: str,
-        folder: Path,
-        names: list[str],
-        material: dict[str, Any] | None = None,
-        digests: dict[str, str] | None = None,
+        self, kind: str, key: str, folder: Path, names: list[str], material: Material, digests: Digests
     ) -> str | None:
         if self.remote is None:
             return None

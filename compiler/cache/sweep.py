@@ -15,6 +15,9 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel
 
 from compiler.cache.lease import SweepGuard
 from compiler.cache.remote import KIND_FILES
@@ -97,18 +100,23 @@ def _keys(store: Store, kind: str) -> list[str]:
         return []
 
 
-def sweep_or_note(
-    store: Store,
-    skip: set[tuple[str, str]],
-    grace_seconds: float,
-    dry_run: bool,
-    count: Callable[[], None] = lambda: None,
-    known: dict[tuple[str, str], bytes] | None = None,
-    known_entries: dict[tuple[str, str], bytes] | None = None,
-) -> tuple[Sweep | None, str | None]:
-    """:func:`sweep_blobs`, or on a store that cannot list its blobs (a registry) no sweep and what frees them."""
+class SweepFigures(BaseModel):
+    """What a gc's sweep of blobs did (compile gc --store and --remote-cache report it alike)."""
+
+    removed_blobs: int
+    freed_bytes: int
+    marked_blobs: int
+    """Unreferenced blobs left for a later gc (found so for the first time, or within the grace)."""
+    blob_note: str | None = None
+    requests: int
+    seconds: float
+
+
+def sweep_or_note(store: Store, *arguments: Any, **keywords: Any) -> tuple[Sweep | None, str | None]:
+    """:func:`sweep_blobs` (of the same arguments), or on a store that cannot list its blobs (a registry) no sweep
+    and what frees them."""
     try:
-        return sweep_blobs(store, skip, grace_seconds, dry_run, count, known, known_entries), None
+        return sweep_blobs(store, *arguments, **keywords), None
     except Unsupported:
         return None, "blobs are freed by the registry's own garbage collection (registry garbage-collect)"
 

@@ -21,6 +21,10 @@ from typing import Any, Protocol, TypeVar
 from compiler.core.records import CacheOutcome
 
 T = TypeVar("T")
+Material = dict[str, Any] | None
+"""What an entry's index says of how it was made (``--explain`` compares it); None: nothing."""
+Digests = dict[str, str] | None
+"""File name -> sha256, of files already verified (a plan's), or filled by a fetch; None: not asked."""
 
 
 class RemoteTier(Protocol):
@@ -42,13 +46,7 @@ class RemoteTier(Protocol):
         ...
 
     def send(
-        self,
-        kind: str,
-        key: str,
-        folder: Path,
-        names: list[str],
-        material: dict[str, Any] | None = None,
-        digests: dict[str, str] | None = None,
+        self, kind: str, key: str, folder: Path, names: list[str], material: Material, digests: Digests
     ) -> str | None:
         """Send what was made; a warning line when the remote could not take it."""
         ...
@@ -120,13 +118,7 @@ class Reuse:
             except Refused as exc:
                 return None, self.tier.refuse(self.kind, self.key, str(exc))
 
-    def send(
-        self,
-        folder: Path,
-        names: list[str],
-        material: dict[str, Any] | None = None,
-        digests: dict[str, str] | None = None,
-    ) -> str | None:
+    def send(self, folder: Path, names: list[str], material: Material = None, digests: Digests = None) -> str | None:
         """Send what was made here (``names`` in ``folder``): a warning line when the tier could not take it."""
         if not self.remote:
             return None

@@ -69,33 +69,17 @@ def promote(
         attempts += 1
         current, expected = _current(store, ref.name, channel, options.repair)
         previous = current[0].version if current else None
+        said = dict(store=store.uri, name=ref.name, channel=channel, version=version, previous=previous)
         if previous == version and (signer is None or current[0].signature):
-            return PromoteResult(
-                store=store.uri,
-                name=ref.name,
-                channel=channel,
-                version=version,
-                previous=previous,
-                status="unchanged",
-                attempts=attempts,
-                signed=bool(current[0].signature),
-            )
+            return PromoteResult(**said, status="unchanged", attempts=attempts, signed=bool(current[0].signature))
         record = _next_record(ref.name, channel, version, current[0] if current else None)
         if signer is not None:
             from compiler.releases.channel_signing import signed_record
 
             record = signed_record(record, resolved.manifest_sha256, signer)
         if store.write_channel(ref.name, channel, record.model_dump_json(indent=2).encode(), expected):
-            return PromoteResult(
-                store=store.uri,
-                name=ref.name,
-                channel=channel,
-                version=version,
-                previous=previous,
-                status="signed" if previous == version else "moved" if current or expected is None else "repaired",
-                attempts=attempts,
-                signed=signer is not None,
-            )
+            status = "signed" if previous == version else "moved" if current or expected is None else "repaired"
+            return PromoteResult(**said, status=status, attempts=attempts, signed=signer is not None)
         if time.monotonic() > deadline:
             raise EnvironmentProblem(
                 f"{ref.name}@{channel}: still moving under other promotions after {attempts} attempts; try again"

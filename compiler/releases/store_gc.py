@@ -9,7 +9,7 @@ from calendar import timegm
 
 from pydantic import BaseModel
 
-from compiler.cache.sweep import Sweep, refuse_hidden_entries, sweep_or_note
+from compiler.cache.sweep import Sweep, SweepFigures, refuse_hidden_entries, sweep_or_note
 from compiler.core.errors import CompileError, InvalidInput
 from compiler.releases.manifest import parse_manifest, read_channel
 from compiler.stores import Store, open_store
@@ -27,18 +27,11 @@ class VersionFate(BaseModel):
     size_bytes: int = 0
 
 
-class GcReport(BaseModel):
+class GcReport(SweepFigures):
     store: str
     dry_run: bool
     versions: list[VersionFate]
     removed_versions: int
-    removed_blobs: int
-    freed_bytes: int
-    marked_blobs: int
-    """Unreferenced blobs left for a later gc (found so for the first time, or within the grace)."""
-    blob_note: str | None = None
-    requests: int
-    seconds: float
 
 
 def check_retention(keep: int | None, keep_days: float | None, grace_minutes: float) -> None:

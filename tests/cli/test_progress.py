@@ -7,6 +7,7 @@ import io
 import os
 import time
 
+import pytest
 from rich.console import Console
 
 from compiler.cli import render
@@ -26,10 +27,15 @@ class _Log:
         self.lines.append(text)
 
 
-def test_a_running_phase_gets_heartbeat_lines_with_its_count_rate_and_time_left(monkeypatch):
+@pytest.fixture
+def beat(monkeypatch) -> Heartbeat:
+    """A heartbeat every 0.05 s into a log that is not a terminal."""
     monkeypatch.setenv("COMPILE_HEARTBEAT_SECONDS", "0.05")
-    log = _Log()
-    beat = Heartbeat(log, "samples")
+    return Heartbeat(_Log(), "samples")
+
+
+def test_a_running_phase_gets_heartbeat_lines_with_its_count_rate_and_time_left(beat):
+    log = beat.console
     beat.note("calibrate", 0, 100)
     time.sleep(0.1)
     beat.note("calibrate", 40, 100)
@@ -40,10 +46,8 @@ def test_a_running_phase_gets_heartbeat_lines_with_its_count_rate_and_time_left(
     assert beats and " left, " in beats[-1] and "/s" in beats[-1]
 
 
-def test_finished_phases_and_terminals_get_no_heartbeat(monkeypatch):
-    monkeypatch.setenv("COMPILE_HEARTBEAT_SECONDS", "0.05")
-    log = _Log()
-    beat = Heartbeat(log, "samples")
+def test_finished_phases_and_terminals_get_no_heartbeat(beat):
+    log = beat.console
     beat.note("held-out", 32, 32)
     time.sleep(0.2)
     beat.stop()

@@ -56,30 +56,10 @@ def test_sharded_staging_and_finalize_on_the_registry(registry, tmp_path):
 
 def test_a_registry_that_refuses_its_catalog_is_said_plainly(tmp_path):
     """A registry answering 403 to /v2/_catalog (as GHCR does for others' repositories): one line, exit 3."""
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from tests.support.json_server import json_server
 
-    class Refusing(BaseHTTPRequestHandler):
-        def do_GET(self):
-            body = b'{"errors":[{"code":"DENIED","message":"catalog listing is not allowed"}]}'
-            self.send_response(403)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Refusing)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        result = run_cli(
-            "ls",
-            "--store",
-            f"oci+http://127.0.0.1:{server.server_port}/team",
-            env=environment_without_credentials(tmp_path),
-        )
-    finally:
-        server.shutdown()
+    denied = {"errors": [{"code": "DENIED", "message": "catalog listing is not allowed"}]}
+    with json_server(lambda path: (403, denied)) as url:
+        store = url.replace("http://", "oci+http://") + "/team"
+        result = run_cli("ls", "--store", store, env=environment_without_credentials(tmp_path))
     assert_clean_error(result, 3, "the registry refuses to list its catalog (403 DENIED)", "compile ls NAME")

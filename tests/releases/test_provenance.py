@@ -8,10 +8,7 @@ import base64
 import json
 import os
 import shutil
-import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
-from typing import ClassVar
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -23,6 +20,7 @@ from in_toto_attestation.v1.statement_pb2 import Statement
 from compiler.core.errors import InvalidInput
 from compiler.releases.provenance import LOCAL_BUILDER, builder
 from tests.support.cli import EXAMPLES, run_cli
+from tests.support.json_server import json_server
 
 GITHUB = ("GITHUB_ACTIONS", "GITHUB_REPOSITORY", "GITHUB_RUN_ID", "GITHUB_WORKFLOW_REF", "COMPILE_BUILDER_ID")
 GITHUB += ("ACTIONS_ID_TOKEN_REQUEST_URL", "ACTIONS_ID_TOKEN_REQUEST_TOKEN")
@@ -71,26 +69,17 @@ def test_the_statement_parses_strictly_and_names_no_path_of_the_runner(tmp_path)
         assert not text.startswith("/") and str(tmp_path) not in text and "\\" not in text, text
 
 
-class _TokenEndpoint(BaseHTTPRequestHandler):
-    """GitHub's OIDC token endpoint as a job sees it: a JWT whose payload names the reusable workflow."""
+def _token(claims: dict):
+    """GitHub's OIDC token endpoint as a job sees it: a JWT whose payload has ``claims``, for the audience asked."""
 
-    claims: ClassVar[dict] = {}
+    def part(value: dict) -> str:
+        return base64.urlsafe_b64encode(json.dumps(value).encode()).rstrip(b"=").decode()
 
-    def do_GET(self):
-        def part(value: dict) -> str:
-            return base64.urlsafe_b64encode(json.dumps(value).encode()).rstrip(b"=").decode()
+    def answer(path: str) -> tuple[int, dict]:
+        audience = parse_qs(urlsplit(path).query).get("audience", [""])[0]  # GitHub's tokens echo it
+        return 200, {"value": f"{part({'alg': 'RS256'})}.{part({'aud': audience, **claims})}.c2ln"}
 
-        audience = parse_qs(urlsplit(self.path).query).get("audience", [""])[0]  # GitHub's tokens echo it
-        token = f"{part({'alg': 'RS256'})}.{part({'aud': audience, **self.claims})}.c2ln"
-        body = json.dumps({"value": token}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
+    return json_server(answer)
 
 
 @pytest.fixture
@@ -120,17 +109,13 @@ def test_on_github_the_builder_is_the_workflow_and_the_invocation_the_run(github
 
 
 def test_under_a_reusable_workflow_the_builder_is_the_called_workflow_from_the_oidc_token(github):
-    _TokenEndpoint.claims = {"job_workflow_ref": "acme/ci/.github/workflows/trt-release.yml@refs/tags/v2"}
-    server = HTTPServer(("127.0.0.1", 0), _TokenEndpoint)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        github.setenv("ACTIONS_ID_TOKEN_REQUEST_URL", f"http://127.0.0.1:{server.server_port}/token?x=1")
-        github.setenv("ACTIONS_ID_TOKEN_REQUEST_TOKEN", "request-token")
+    github.setenv("ACTIONS_ID_TOKEN_REQUEST_TOKEN", "request-token")
+    with _token({"job_workflow_ref": "acme/ci/.github/workflows/trt-release.yml@refs/tags/v2"}) as url:
+        github.setenv("ACTIONS_ID_TOKEN_REQUEST_URL", f"{url}/token?x=1")
         assert builder()[0] == "https://github.com/acme/ci/.github/workflows/trt-release.yml@refs/tags/v2"
-        _TokenEndpoint.claims = {"job_workflow_ref": "not a ref"}  # a token that says nothing usable
+    with _token({"job_workflow_ref": "not a ref"}) as url:  # a token that says nothing usable
+        github.setenv("ACTIONS_ID_TOKEN_REQUEST_URL", f"{url}/token?x=1")
         assert builder()[0].endswith("org/models/.github/workflows/release.yml@refs/tags/v1.0.0")
-    finally:
-        server.shutdown()
 
 
 def test_an_explicit_builder_id_must_be_a_uri(github):
