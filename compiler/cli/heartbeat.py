@@ -1,6 +1,7 @@
-"""Signs of life where progress bars do not show: on a log that is not a terminal (a CI job), a line when each phase
-starts and a heartbeat line at least every ``$COMPILE_HEARTBEAT_SECONDS`` (30) with every running phase, its count,
-rate and time left, so a long calibration or build never looks hung."""
+"""Signs of life where progress bars do not show: on a log that is not a terminal (a CI job), a heartbeat line at
+least every ``$COMPILE_HEARTBEAT_SECONDS`` (30) naming every running phase with its count, rate and time left, so a
+long calibration or build never looks hung. A run shorter than that prints nothing more than before: its stderr
+stays the one ``error:`` line a failure gets."""
 
 from __future__ import annotations
 
@@ -32,8 +33,8 @@ def clock(seconds: float) -> str:
 
 
 class Heartbeat:
-    """Phases as they report (phase, done, total), printed to ``console`` as lines: when a phase starts, and every
-    :func:`interval` seconds while any runs. A no-op on a terminal, where the bars show the same."""
+    """Phases as they report (phase, done, total), printed to ``console`` as one line every :func:`interval` seconds
+    while any runs. A no-op on a terminal, where the bars show the same."""
 
     def __init__(self, console: Any, unit: str) -> None:
         self.console, self.unit = console, unit
@@ -48,10 +49,7 @@ class Heartbeat:
             return
         with self._lock:
             started = self.phases.get(phase, (0, None, time.monotonic()))[2]
-            new = phase not in self.phases
             self.phases[phase] = (done, total, started)
-        if new:
-            self.console.print(f"{phase}: started" + (f" ({total} {self.unit})" if total else ""), highlight=False)
         if self._thread is None:
             self._thread = threading.Thread(target=self._beat, name="heartbeat", daemon=True)
             self._thread.start()

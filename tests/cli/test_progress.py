@@ -41,7 +41,6 @@ def test_a_running_phase_gets_heartbeat_lines_with_its_count_rate_and_time_left(
     beat.note("calibrate", 40, 100)
     time.sleep(0.3)
     beat.stop()
-    assert log.lines[0] == "calibrate: started (100 samples)"
     beats = [line for line in log.lines if line.startswith("still working: calibrate 40/100 samples (")]
     assert beats and " left, " in beats[-1] and "/s" in beats[-1]
 
@@ -51,7 +50,7 @@ def test_finished_phases_and_terminals_get_no_heartbeat(beat):
     beat.note("held-out", 32, 32)
     time.sleep(0.2)
     beat.stop()
-    assert log.lines == ["held-out: started (32 samples)"]
+    assert log.lines == []
     terminal = _Log()
     terminal.is_terminal = True
     Heartbeat(terminal, "samples").note("calibrate", 1, 2)
@@ -59,11 +58,12 @@ def test_finished_phases_and_terminals_get_no_heartbeat(beat):
     assert (clock(65), clock(3725)) == ("1:05", "1:02:05")
 
 
-def test_a_calibration_in_ci_names_each_phase_as_it_starts(tmp_path):
-    done = run_calibrate(tmp_path / "out", env={**os.environ, "COMPILE_HEARTBEAT_SECONDS": "60"})
+def test_a_calibration_in_ci_gets_heartbeat_lines_naming_its_phase(tmp_path):
+    done = run_calibrate(tmp_path / "out", env={**os.environ, "COMPILE_HEARTBEAT_SECONDS": "0.05"})
     assert done.exit_code == 0, done.stderr
-    started = [line for line in done.stderr.splitlines() if line.endswith("samples)") and ": started (" in line]
-    assert [line.split(":")[0] for line in started][:2] == ["calibrate", "held-out"]
+    beats = [line for line in done.stderr.splitlines() if line.startswith("still working: ")]
+    assert beats and any(" samples (" in line and "/s" in line for line in beats), done.stderr
+    assert run_calibrate(tmp_path / "again", "--no-reuse").stderr == ""  # shorter than 30 s: nothing more
 
 
 def test_bars_on_a_terminal_show_the_rate_and_the_time_left(monkeypatch):
