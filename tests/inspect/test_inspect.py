@@ -125,7 +125,8 @@ def test_json_is_one_document_and_nothing_else(digits_model, digits_profiles, tm
         result = run_cli("inspect", *args, "--json")
         assert result.exit_code == code, result.stderr
         document = json.loads(result.stdout)  # the whole of stdout is one JSON document
-        assert set(document) == {"model", "tensorrt", "profiles", "cache"}
+        assert set(document) == {"format_version", "model", "tensorrt", "profiles", "cache"}
+        assert document["format_version"] == 1
         assert result.stdout.strip().startswith("{") and result.stdout.strip().endswith("}")
         assert "Traceback" not in result.stderr
     # On a bad file nothing at all goes to stdout.
