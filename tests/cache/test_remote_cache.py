@@ -248,5 +248,10 @@ def test_a_tampered_entry_in_a_registry_cache_is_refused_rebuilt_and_replaced(re
     assert stderr.count("refused (engine.plan does not hash to the sha256 its index records)") == 1, stderr
     replaced = stderr
     target, stderr = build("c")
-    # seen twice in long loaded runs and never alone: the runs that build and send the replacement say why
-    assert target["cache"]["source"] == "remote" and "warning" not in stderr, (target, replaced, stderr)
+    if "a damaged blob cannot be replaced in this store" in replaced:
+        # TensorRT-RTX rebuilt the very same plan bytes (it sometimes does), whose blob the registry already holds,
+        # damaged: a client cannot replace a registry's blob, so runner b said so instead of sending its entry, and
+        # runner c builds again rather than taking anything damaged
+        assert target["cache"] == {"source": "miss", "reason": "in neither the local nor the remote cache"}, target
+    else:
+        assert target["cache"]["source"] == "remote" and "warning" not in stderr, (target, replaced, stderr)
