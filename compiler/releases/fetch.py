@@ -27,13 +27,18 @@ def resolve_trusted(store: Store, ref: str | Ref, verify_key: Path | None, allow
     return resolved
 
 
+def partial_prefix(name: str) -> str:
+    """How the temporary file of a fetch to ``name`` begins (``.NAME.<random>.partial`` beside it)."""
+    return f".{name[:200]}."
+
+
 def fetch_verified(store: Store, name: str, sha256: str, size: int, out: Path, cache: Path | None) -> bool:
     """Write the blob to ``out`` through a temporary sibling, verified; from the pull cache when it holds a good
     copy. True when the store was not asked for the bytes."""
     check_sha256(sha256)
     cached = cache / "sha256" / sha256 if cache else None
-    sweep_partials(out.parent, f".{out.name[:200]}.")  # what an earlier pull to out, killed, left
-    temporary = out.with_name(f".{out.name[:200]}.{os.urandom(4).hex()}.partial")  # fits wherever out.name does
+    sweep_partials(out.parent, partial_prefix(out.name))  # what an earlier pull to out, killed, left
+    temporary = out.with_name(f"{partial_prefix(out.name)}{os.urandom(4).hex()}.partial")  # fits where out.name does
     try:
         if cached is not None and cached.is_file() and _verify_file(cached, sha256, size):
             copy_file(cached, temporary)  # a copy: editing the pulled plan must not change the cache

@@ -22,7 +22,7 @@ from compiler.core.files import default_cache_dir, write_atomic
 from compiler.core.options import PullOptions
 from compiler.core.release_files import release_blobs
 from compiler.core.text import and_more, printable
-from compiler.releases.fetch import fetch_verified, resolve_trusted
+from compiler.releases.fetch import fetch_verified, partial_prefix, resolve_trusted
 from compiler.releases.model_signature import KIND, SIGNATURE_FILE
 from compiler.releases.pull import release_warnings
 from compiler.releases.verify import attachment_within_limit
@@ -115,4 +115,4 @@ def _check_folder(out: Path, layout: set[str]) -> None:
 
 def _partial_of(entry: str, names: set[str]) -> bool:
     """What a killed pull of one of ``names`` left (the next fetch of that file removes it)."""
-    return entry.startswith(".") and entry.endswith(".partial") and any(entry.startswith(f".{n[:200]}.") for n in names)
+    return entry.endswith(".partial") and any(entry.startswith(partial_prefix(n)) for n in names)
