@@ -26,7 +26,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from compiler.core.errors import Conflict, InvalidInput
-from compiler.core.files import default_cache_dir, file_sha256, write_atomic
+from compiler.core.files import check_writable_folder, default_cache_dir, file_sha256, writable_folder, write_atomic
 from compiler.core.options import RtxOptions
 from compiler.core.plugins import RTX_RUNTIME
 from compiler.core.records import GOLDEN_FILE, ReleaseEngine, ReleaseManifest, TensorSignature
@@ -92,8 +92,7 @@ def export_rtx(
     started = time.monotonic()
     options = options or RtxOptions()
     out, model_name, runtime_version = Path(out), options.model_name, options.runtime_version
-    if not out.is_dir():
-        raise InvalidInput(f"--out {out}: not a folder; create it first")
+    check_writable_folder(out, "--out")  # made (parents too) once the release is resolved and trusted
     if model_name is not None and (not MODEL_NAME.fullmatch(model_name) or ".." in model_name):
         raise InvalidInput(f"--model-name {model_name!r}: use 1 to 128 of A-Z a-z 0-9 . _ - (a folder name)")
     if runtime_version is not None:
@@ -108,7 +107,7 @@ def export_rtx(
     engines = _engines(manifest, options.precision, runtime_version)
     cache = (cache_dir or default_cache_dir()) / "pulls" if options.use_cache else None
     model_dir = out / name
-    staged = out / f".{name}.{os.getpid()}.{os.urandom(4).hex()}.partial"
+    staged = writable_folder(out, "--out") / f".{name}.{os.getpid()}.{os.urandom(4).hex()}.partial"
     staged.mkdir()
     try:
         result = _write(store, manifest, engines, name, staged, cache)

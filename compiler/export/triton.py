@@ -31,7 +31,15 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from compiler.core.errors import CheckFailed, Conflict, EnvironmentProblem, InvalidInput
-from compiler.core.files import NotRegularFile, default_cache_dir, open_lock_file, sweep_partials, write_atomic
+from compiler.core.files import (
+    NotRegularFile,
+    check_writable_folder,
+    default_cache_dir,
+    open_lock_file,
+    sweep_partials,
+    writable_folder,
+    write_atomic,
+)
 from compiler.core.options import TritonOptions
 from compiler.core.plugins import TRITON_RUNTIME
 from compiler.core.records import ReleaseEngine, ReleaseManifest
@@ -99,8 +107,7 @@ def export_triton(
     options = TritonOptions.given(options, keywords)
     repo = Path(repo)
     version_folder = _model_version(options.model_version, options.triton_version)
-    if not repo.is_dir():
-        raise InvalidInput(f"--repo {repo}: not a folder; create the model repository folder first")
+    check_writable_folder(repo, "--repo")  # made (parents too) once the release is resolved and trusted
     model_name = options.model_name
     if model_name is not None and (not MODEL_NAME.fullmatch(model_name) or ".." in model_name):
         raise InvalidInput(f"--model-name {model_name!r}: use 1 to 128 of A-Z a-z 0-9 . _ - (a folder name)")
@@ -141,7 +148,8 @@ def export_triton(
         seconds=0,
         warnings=release_warnings(manifest),
     )
-    with model_lock(repo, name):  # two exports into one model: one at a time, so a config never names the other's
+    # two exports into one model: one at a time, so a config never names the other's
+    with model_lock(writable_folder(repo, "--repo"), name):
         result.status = _write_model(store, resolved, files, config, repo / name / str(version_folder), cache)
     result.seconds = round(time.monotonic() - started, 3)
     return result

@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from compiler.core.errors import EnvironmentProblem, InvalidInput
-from compiler.core.files import default_cache_dir, write_atomic
+from compiler.core.files import check_writable_folder, default_cache_dir, writable_folder, write_atomic
 from compiler.core.options import PullOptions
 from compiler.core.records import GOLDEN_FILE, RELEASE_FORMAT, ReleaseEngine, ReleaseManifest
 from compiler.core.runtimes import Runtime, parse_version
@@ -188,6 +188,7 @@ def pull(
         require_golden(resolved)  # before the plan is written
     name = resolved.manifest.content.name
     cache = (cache_dir or default_cache_dir()) / "pulls" if options.use_cache else None
+    writable_folder(out.parent, "--out")
     from_cache = fetch_verified(store, name, engine.plan.sha256, engine.plan.size_bytes, out, cache)
     record = PulledEngine(
         **engine.model_dump(), release=f"{name}@{resolved.version}", version=resolved.version, store=store.uri
@@ -235,8 +236,7 @@ def _check_out(out: Path) -> None:
         )
     if out.name in ("", ".", "..") or out.is_dir():
         raise InvalidInput(f"--out {out}: give a file path for the plan (e.g. model.plan), not a folder")
-    if not out.parent.is_dir():
-        raise InvalidInput(f"--out {out}: the folder {out.parent} does not exist; create it first")
+    check_writable_folder(out.parent, "--out")  # made (parents too) once the release is resolved and trusted
     for path in (out, record_path(out)):
         try:
             mode = os.lstat(path).st_mode

@@ -44,3 +44,23 @@ def test_two_skus_with_other_plans_for_one_compute_capability_are_named_with_the
     assert str(raised.value).startswith(
         f"rtx-3090/{engine.precision} and rtx-a6000/{engine.precision} are different plans for compute capability 8.6"
     )
+
+
+def test_pull_and_export_rtx_create_their_output_folders(store, tmp_path):
+    """Issue 43, footgun 2: `pull --out` and `export rtx --out` make the folder they write (parents too), as
+    build and calibrate do; a refused one makes nothing."""
+    refused = run_cli("pull", "digits@9.9.9", "--store", store, "--out", tmp_path / "r" / "model.plan")
+    assert refused.exit_code == 2 and not (tmp_path / "r").exists()
+    plan = tmp_path / "a" / "b" / "model.plan"
+    pulled = run_cli(
+        "pull", "digits@1.0.0", "--store", store, "--sku", "rtx-3090", "--precision", "fp32", "--out", plan
+    )
+    assert pulled.exit_code == 0, pulled.stderr
+    assert plan.is_file()
+    out = tmp_path / "c" / "d"
+    exported = run_cli("export", "rtx", "digits@1.0.0", "--store", store, "--out", out, "--precision", "fp32")
+    assert exported.exit_code == 0, exported.stderr
+    assert (out / "digits").is_dir()
+    blocked = run_cli("pull", "digits@1.0.0", "--store", store, "--sku", "rtx-3090", "--precision", "fp32",
+                      "--out", plan / "x")  # fmt: skip
+    assert_clean_error(blocked, 2, "cannot write there")

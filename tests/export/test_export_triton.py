@@ -187,7 +187,7 @@ R = ("--triton-release", "25.10")
         (("--triton-version", "0", *R), "--triton-version"),
         (("--model-version", "0", *R), "--model-version"),
         (("--model-version", "2", "--triton-version", "3", *R), "disagree"),
-        (("--repo", "/nonexistent/models", *R), "not a folder"),
+        (("--repo", "/proc/version/models", *R), "cannot write there"),
         (("--triton-release", ""), "--triton-release"),
         (("--triton-release", "25.1"), "YY.MM"),
         (("--triton-release", "99.99"), "not in the table"),
@@ -375,3 +375,16 @@ def test_a_manifest_whose_input_dims_no_config_can_hold_is_damaged(dim, fleet_bu
     result = _export(str(store), repo, "--precision", "fp16")
     assert_clean_error(result, 1, "manifest.json", "inputs")
     assert list(repo.iterdir()) == []
+
+
+def test_the_model_repository_is_created_with_its_parents(fleet_build, tmp_path):
+    """Issue 43, footgun 2: like build and calibrate, export makes the folder it writes (parents too); a refused
+    export makes nothing."""
+    store = str(tmp_path / "store")
+    publish(fleet_build, store, "digits", "1.0.0")
+    refused = _export(store, tmp_path / "refused" / "models", "--precision", "fp16", ref="digits@9.9.9")
+    assert refused.exit_code == 2 and not (tmp_path / "refused").exists()
+    repo = tmp_path / "serving" / "models"
+    result = _export(store, repo, "--precision", "fp16")
+    assert result.exit_code == 0, result.stderr
+    assert (repo / "digits" / "config.pbtxt").is_file()
