@@ -614,7 +614,8 @@ def split(
 ) -> Split:
     """Deterministic seeded split of ``count`` samples into calibration and held-out indices (each ascending).
 
-    ``holdout`` is a fraction (< 1) or a count; ``samples`` caps the calibration set; a model with a fixed
+    ``holdout`` is a fraction (< 1) or a count; ``samples`` caps the calibration set, and a fraction is then of
+    the samples used (``--samples 64`` holds out 16, not a fifth of a 216k-sample file); a model with a fixed
     batch size gets calibration sets that are a multiple of it.
     """
     if count < 2:
@@ -626,13 +627,16 @@ def split(
             f"--holdout {holdout}: must be a positive fraction (< 1) or count: every run measures "
             f"accuracy on held-out samples"
         )
+    if samples is not None and samples < 1:
+        raise InvalidInput("--samples must be at least 1")
     held = max(1, round(count * holdout)) if holdout < 1 else int(holdout)
     if held >= count:
         raise InvalidInput(f"--holdout {holdout} leaves no calibration samples out of {count}")
-    if samples is not None and samples < 1:
-        raise InvalidInput("--samples must be at least 1")
+    judged = held  # the held-out samples judged: all of them, or the fraction of the samples used
+    if samples is not None and holdout < 1:
+        judged = min(held, max(1, round(samples * holdout / (1 - holdout))))
     order = np.random.default_rng(seed).permutation(count)
-    holdout_idx, calibration_idx = order[:held], order[held:]
+    holdout_idx, calibration_idx = order[:judged], order[held:]  # a capped run calibrates on the same samples
     if samples is not None:
         calibration_idx = calibration_idx[:samples]
     if batch is not None and batch > 1:

@@ -425,8 +425,12 @@ def test_seeded_split_and_sample_cap():
     c = split(100, 0.2, None, seed=1)
     assert not np.array_equal(a.holdout, c.holdout)
     capped = split(100, 0.2, 30, seed=0)
-    assert len(capped.calibration) == 30 and np.array_equal(capped.holdout, a.holdout)
-    assert set(capped.calibration) <= set(a.calibration)
+    assert len(capped.calibration) == 30 and set(capped.calibration) <= set(a.calibration)
+    # the fraction is of the samples used (issue 43, footgun 8): 30 calibrated hold out 8, a subset of the 20
+    assert len(capped.holdout) == 8 and set(capped.holdout) <= set(a.holdout)
+    huge = split(216_000, 0.2, 64, seed=0)
+    assert (len(huge.calibration), len(huge.holdout)) == (64, 16)
+    assert len(split(216_000, 500, 64, seed=0).holdout) == 500  # a count is a count
     assert len(split(100, 10, None, seed=0).holdout) == 10
     assert len(split(100, 0.2, None, seed=0, batch=16).calibration) == 80
     assert len(split(100, 0.2, 70, seed=0, batch=16).calibration) == 64
