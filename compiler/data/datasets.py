@@ -598,6 +598,11 @@ def _check_array(where: Path, name: str, dtype: np.dtype, shape: tuple[int, ...]
             )
 
 
+# A capped run (--samples) still judges this many held-out samples where the data has them: a verdict on 16 samples
+# moves by a whole sample's share (6 %), one on 256 by 0.4 %.
+MIN_JUDGED = 256
+
+
 @dataclass(frozen=True)
 class Split:
     calibration: np.ndarray
@@ -615,8 +620,8 @@ def split(
     """Deterministic seeded split of ``count`` samples into calibration and held-out indices (each ascending).
 
     ``holdout`` is a fraction (< 1) or a count; ``samples`` caps the calibration set, and a fraction is then of
-    the samples used (``--samples 64`` holds out 16, not a fifth of a 216k-sample file); a model with a fixed
-    batch size gets calibration sets that are a multiple of it.
+    the samples used, at least MIN_JUDGED (``--samples 64`` of a 216k-sample file judges 256, not 43,200); a
+    model with a fixed batch size gets calibration sets that are a multiple of it.
     """
     if count < 2:
         raise InvalidInput(
@@ -632,9 +637,9 @@ def split(
     held = max(1, round(count * holdout)) if holdout < 1 else int(holdout)
     if held >= count:
         raise InvalidInput(f"--holdout {holdout} leaves no calibration samples out of {count}")
-    judged = held  # the held-out samples judged: all of them, or the fraction of the samples used
+    judged = held  # the held-out samples judged: all of them, or the fraction of the samples used, at least 256
     if samples is not None and holdout < 1:
-        judged = min(held, max(1, round(samples * holdout / (1 - holdout))))
+        judged = min(held, max(MIN_JUDGED, round(samples * holdout / (1 - holdout))))
     order = np.random.default_rng(seed).permutation(count)
     holdout_idx, calibration_idx = order[:judged], order[held:]  # a capped run calibrates on the same samples
     if samples is not None:
