@@ -30,6 +30,8 @@ from tests.support.cli import REPO, run_cli
 
 WORKFLOWS = REPO / ".github" / "workflows"
 CI, RELEASE = WORKFLOWS / "ci.yml", WORKFLOWS / "release.yml"
+REUSABLE, ACTION = WORKFLOWS / "compile-release.yml", REPO / "action.yml"  # what an adopting repository uses
+ALL = (CI, RELEASE, REUSABLE)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -69,10 +71,8 @@ def actionlint(tmp_path: Path, files: dict[str, str]) -> dict[str, list[str]]:
 
 
 def test_actionlint_passes_both_workflows(tmp_path: Path) -> None:
-    problems = actionlint(tmp_path, {p.name: p.read_text() for p in (CI, RELEASE)})
-    assert problems == {"ci.yml": [], "release.yml": []}, "\n".join(
-        line for lines in problems.values() for line in lines
-    )
+    problems = actionlint(tmp_path, {p.name: p.read_text() for p in ALL})
+    assert problems == {p.name: [] for p in ALL}, "\n".join(line for lines in problems.values() for line in lines)
 
 
 def _broken(text: str, old: str, new: str) -> str:
@@ -81,7 +81,7 @@ def _broken(text: str, old: str, new: str) -> str:
 
 
 def test_actionlint_reports_broken_workflows(tmp_path: Path) -> None:
-    release, ci = RELEASE.read_text(), CI.read_text()
+    release, ci = REUSABLE.read_text(), CI.read_text()
     broken = {
         # finalize waits on a job that does not exist
         "needs.yml": _broken(release, "    needs: build\n", "    needs: biuld\n"),
@@ -122,10 +122,13 @@ def _copies(tmp_path: Path, files: dict[str, str]) -> list[Path]:
 
 def test_check_jsonschema(tmp_path: Path) -> None:
     command = [_tool("check-jsonschema"), "--builtin-schema", "vendor.github-workflows"]
-    done = subprocess.run([*command, str(CI), str(RELEASE)], capture_output=True, text=True, timeout=120)
+    done = subprocess.run([*command, *map(str, ALL)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    action = [_tool("check-jsonschema"), "--builtin-schema", "vendor.github-actions", str(ACTION)]
+    done = subprocess.run(action, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
 
-    [broken] = _copies(tmp_path, {"release.yml": _broken(RELEASE.read_text(), "    strategy:\n", "    stratgy:\n")})
+    [broken] = _copies(tmp_path, {"release.yml": _broken(REUSABLE.read_text(), "    strategy:\n", "    stratgy:\n")})
     done = subprocess.run([*command, str(broken)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "stratgy" in done.stdout + done.stderr
@@ -145,12 +148,12 @@ def _zizmor(*paths: Path) -> list[dict]:
 
 
 def test_zizmor_finds_nothing() -> None:
-    findings = _zizmor(CI, RELEASE)
+    findings = _zizmor(*ALL, ACTION)
     assert findings == [], [(f["ident"], f["desc"]) for f in findings]
 
 
 def test_zizmor_reports_injection_and_persisted_credentials(tmp_path: Path) -> None:
-    text = RELEASE.read_text()
+    text = REUSABLE.read_text()
     text = _broken(text, 'release "$PIPELINE" --finalize', 'release "${{ inputs.pipeline }}" --finalize')
     text = _broken(text, "persist-credentials: false", "fetch-depth: 1")
     found = {finding["ident"] for finding in _zizmor(*_copies(tmp_path, {"release.yml": text}))}
@@ -173,17 +176,22 @@ def _steps(document: dict):
             yield job_id, step
 
 
-@pytest.mark.parametrize("path", [CI, RELEASE], ids=lambda p: p.name)
+@pytest.mark.parametrize("path", ALL, ids=lambda p: p.name)
 def test_hardening(path: Path) -> None:
     document = _load(path)
     assert document["permissions"] in ({}, {"contents": "read"})
     for job_id, job in document["jobs"].items():
-        assert isinstance(job.get("timeout-minutes"), int), f"{job_id}: no timeout-minutes"
-        assert set((job.get("permissions") or {}).values()) <= {"read", "none"}, f"{job_id}: {job['permissions']}"
+        if "uses" not in job:  # a job calling a reusable workflow takes no timeout; that workflow's jobs have theirs
+            assert isinstance(job.get("timeout-minutes"), int), f"{job_id}: no timeout-minutes"
+        permissions = job.get("permissions") or {}
+        assert {k: v for k, v in permissions.items() if k != "id-token"} in ({}, {"contents": "read"}), job_id
+        # an OIDC token only where something signs or assumes a cloud role
+        assert permissions.get("id-token", "none") == "none" or job_id in ("build", "finalize", "release"), job_id
     for job_id, step in _steps(document):
         uses = step.get("uses")
         if uses:
-            assert re.fullmatch(r"[\w.-]+/[\w./-]+@[0-9a-f]{40}", uses), f"{job_id}: {uses} is not pinned by commit"
+            pinned = re.fullmatch(r"[\w.-]+/[\w./-]+@[0-9a-f]{40}", uses) or uses == "$/."  # $/.: this commit
+            assert pinned, f"{job_id}: {uses} is not pinned by commit"
             if uses.startswith("actions/checkout@"):
                 assert step["with"]["persist-credentials"] is False, f"{job_id}: checkout keeps the token"
         run = step.get("run", "")
@@ -214,13 +222,39 @@ def _step(job: dict, containing: str) -> dict:
     return step
 
 
-def test_release_is_plan_then_matrix_then_finalize() -> None:
+def test_this_repository_releases_through_the_reusable_workflow() -> None:
+    """release.yml is an adopter like any other: one job calling compile-release.yml, with OIDC granted."""
     document = _load(RELEASE)
     on = document["on"]
     assert on["push"] == {"tags": ["v*"]}
     assert on["workflow_dispatch"]["inputs"]["pipeline"]["default"] == "pipelines/example.yaml"
-    assert document["env"]["PIPELINE"] == "${{ inputs.pipeline || 'pipelines/example.yaml' }}"
     assert document["concurrency"]["cancel-in-progress"] is False
+    [job] = document["jobs"].values()
+    assert job["uses"] == "$/.github/workflows/compile-release.yml"
+    assert job["permissions"] == {"contents": "read", "id-token": "write"}
+    assert job["with"]["pipeline"] == "${{ inputs.pipeline || 'pipelines/example.yaml' }}"
+    assert job["with"]["store"] == "${{ vars.COMPILE_STORE }}"
+    called = _load(REUSABLE)["on"]["workflow_call"]
+    assert set(job["with"]) <= set(called["inputs"]) and set(job["secrets"]) <= set(called["secrets"])
+    assert {name for name, spec in called["inputs"].items() if spec.get("required")} <= set(job["with"])
+
+
+def test_the_action_installs_from_its_own_commit() -> None:
+    action = yaml.safe_load(ACTION.read_text())
+    assert action["runs"]["using"] == "composite"
+    assert set(action["inputs"]) == {"extras", "python-version"}
+    [install] = [s for s in action["runs"]["steps"] if s.get("id") == "install"]
+    assert install["run"] == 'bash "$ACTION_PATH/.ci/install-compile"'
+    assert install["env"]["ACTION_PATH"] == "${{ github.action_path }}"
+    [cache] = [s for s in action["runs"]["steps"] if str(s.get("uses", "")).startswith("actions/cache@")]
+    assert cache["with"]["path"] == "~/.cache/pip"
+
+
+def test_release_is_plan_then_matrix_then_finalize() -> None:
+    document = _load(REUSABLE)
+    assert set(document["on"]) == {"workflow_call"}
+    assert document["env"]["PIPELINE"] == "${{ inputs.pipeline }}"
+    assert document["env"]["STORE"] == "${{ inputs.store }}"
     jobs = document["jobs"]
     assert set(jobs) == {"plan", "build", "finalize"}
     plan, build, finalize = jobs["plan"], jobs["build"], jobs["finalize"]
@@ -251,13 +285,24 @@ def test_release_is_plan_then_matrix_then_finalize() -> None:
     # no runner label is written in the workflow but GitHub-hosted ones: the plan decides the GPU runners
     for job in jobs.values():
         assert job["runs-on"] in ("ubuntu-24.04", "${{ matrix.runs-on }}")
-    assert "self-hosted" not in "\n".join(line.split("#")[0] for line in RELEASE.read_text().splitlines())
+    assert "self-hosted" not in "\n".join(line.split("#")[0] for line in REUSABLE.read_text().splitlines())
+
+    # each job installs only what it needs, from this workflow's commit
+    extras = {
+        job_id: next(s for s in job["steps"] if s.get("uses") == "$/.")["with"]["extras"]
+        for job_id, job in jobs.items()
+    }
+    assert extras == {
+        "plan": "",
+        "build": "${{ matrix.backend == 'tensorrt' && 'tensorrt,gpu' || 'rtx' }}",
+        "finalize": "build,sigstore",
+    }
 
     # the store's credentials reach only the two steps that talk to the store, from the release environment
     for job_id, job in jobs.items():
         with_secrets = [step for step in job["steps"] if "secrets." in json.dumps(step.get("env", {}))]
         assert len(with_secrets) == (0 if job_id == "plan" else 1), job_id
-        assert ("environment" in job) == (job_id != "plan")
+        assert job.get("environment", "") == ("" if job_id == "plan" else "${{ inputs.environment }}")
         if with_secrets:
             assert {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"} <= set(with_secrets[0]["env"])
     # every report kept, whatever the step's outcome
@@ -265,7 +310,7 @@ def test_release_is_plan_then_matrix_then_finalize() -> None:
         [upload] = [s for s in jobs[job_id]["steps"] if str(s.get("uses", "")).startswith("actions/upload-artifact@")]
         assert upload["if"] == "always()" and upload["with"]["path"] == "release-work/release-report*", job_id
     # the matrix keys the workflow reads are those compile plan writes
-    expressions = re.findall(r"\$\{\{(.*?)\}\}", RELEASE.read_text())
+    expressions = re.findall(r"\$\{\{(.*?)\}\}", REUSABLE.read_text())
     assert {key for e in expressions for key in re.findall(r"\bmatrix\.([\w-]+)", e)} == {"sku", "backend", "runs-on"}
 
 
@@ -287,13 +332,17 @@ CONTRACT_MATRIX = {
 }
 
 
-def _plan_step(tmp_path: Path, matrix_text: str) -> tuple[subprocess.CompletedProcess, Path, Path]:
-    script = _heredoc(_step(_load(RELEASE)["jobs"]["plan"], "compile plan")["run"])
+def _plan_step(
+    tmp_path: Path, matrix_text: str, version: str = "1.0.0", ref: tuple[str, str] = ("branch", "main")
+) -> tuple[subprocess.CompletedProcess, Path, Path]:
+    script = _heredoc(_step(_load(REUSABLE)["jobs"]["plan"], "compile plan")["run"])
     (tmp_path / "matrix.json").write_text(matrix_text)
+    (tmp_path / "plan.json").write_text(json.dumps({"format_version": 1, "version": version}))
     output, summary = tmp_path / "output", tmp_path / "summary"
     env = {**os.environ, "GITHUB_OUTPUT": str(output), "GITHUB_STEP_SUMMARY": str(summary)}
+    env.update(REF_TYPE=ref[0], REF_NAME=ref[1])
     done = subprocess.run(
-        [sys.executable, "-", str(tmp_path / "matrix.json")],
+        [sys.executable, "-", str(tmp_path / "matrix.json"), str(tmp_path / "plan.json")],
         input=script,
         env=env,
         capture_output=True,
@@ -309,6 +358,24 @@ def test_plan_step_passes_the_matrix_on(tmp_path: Path) -> None:
     [line] = output.read_text().splitlines()  # one line: GitHub reads `name=value` up to the newline
     assert line.startswith("matrix=") and json.loads(line.removeprefix("matrix=")) == CONTRACT_MATRIX
     assert "| h100 | tensorrt | self-hosted, linux, gpu, h100 |" in summary.read_text()
+
+
+@pytest.mark.parametrize(
+    "ref, version, passes",
+    [
+        (("tag", "v1.2.0"), "1.2.0", True),
+        (("tag", "1.2.0"), "1.2.0", True),
+        (("tag", "v1.2.1"), "1.2.0", False),
+        (("tag", "v1.2.0-rc1"), "1.2.0", False),
+        (("branch", "main"), "1.2.0", True),
+    ],
+)
+def test_a_tag_release_checks_the_tag_against_the_pipeline_version(tmp_path, ref, version, passes) -> None:
+    done, output, _ = _plan_step(tmp_path, json.dumps(CONTRACT_MATRIX), version=version, ref=ref)
+    assert (done.returncode == 0) == passes, done.stderr
+    if not passes:
+        assert f"the tag {ref[1]} does not name the pipeline's version {version}" in done.stderr
+        assert not output.exists()
 
 
 @pytest.mark.parametrize(
@@ -348,7 +415,7 @@ def test_plan_of_the_example_pipeline_fits_the_workflow(tmp_path: Path) -> None:
     ],
 )
 def test_plan_refuses_a_store_the_runners_do_not_share(store: str, code: int) -> None:
-    run = _load(RELEASE)["jobs"]["plan"]["steps"][0]["run"]
+    run = _load(REUSABLE)["jobs"]["plan"]["steps"][0]["run"]
     done = subprocess.run(
         ["bash", "-euo", "pipefail", "-c", run],
         env={**os.environ, "STORE": store},
@@ -388,7 +455,7 @@ def test_release_steps_pass_inputs_as_data_and_drop_unset_secrets(
 ) -> None:
     """The release steps' scripts under bash with a stand-in `compile`: a hostile pipeline path stays one argument,
     and a secret the repository does not set (GitHub passes it as an empty string) is unset, not empty."""
-    step = _step(_load(RELEASE)["jobs"][job_id], "compile release")
+    step = _step(_load(REUSABLE)["jobs"][job_id], "compile release")
     stand_in = tmp_path / "bin" / "compile"
     stand_in.parent.mkdir()
     stand_in.write_text(
@@ -418,7 +485,7 @@ def test_release_steps_pass_inputs_as_data_and_drop_unset_secrets(
     assert "secret" not in done.stdout + done.stderr
 
 
-@pytest.mark.parametrize("path", [CI, RELEASE], ids=lambda p: p.name)
+@pytest.mark.parametrize("path", ALL, ids=lambda p: p.name)
 def test_every_step_script_is_valid_bash(path: Path) -> None:
     for job_id, step in _steps(_load(path)):
         if "run" in step:
@@ -426,18 +493,18 @@ def test_every_step_script_is_valid_bash(path: Path) -> None:
             assert done.returncode == 0, f"{path.name} {job_id} {step.get('name')!r}: {done.stderr}"
 
 
-def test_build_install_refuses_an_unknown_backend(tmp_path: Path) -> None:
-    run = _step(_load(RELEASE)["jobs"]["build"], 'case "$BACKEND"')["run"]
+@pytest.mark.parametrize("extras", ["tensorrt-llm", "rtx;touch x", "rtx,", "../x"])
+def test_the_install_refuses_unknown_extras(tmp_path: Path, extras: str) -> None:
     done = subprocess.run(
-        ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", run],
+        ["bash", "--noprofile", "--norc", str(REPO / ".ci" / "install-compile")],
         cwd=tmp_path,
-        env={**os.environ, "BACKEND": "tensorrt-llm", "RUNNER_TEMP": str(tmp_path)},
+        env={**os.environ, "ACTION_PATH": str(REPO), "EXTRAS": extras, "RUNNER_TEMP": str(tmp_path)},
         capture_output=True,
         text=True,
         timeout=30,
     )
-    assert done.returncode == 2 and "unknown backend 'tensorrt-llm'" in done.stdout
-    assert not (tmp_path / "venv").exists()
+    assert done.returncode == 2 and "::error title=trt-compile::" in done.stdout, done.stdout + done.stderr
+    assert not (tmp_path / "trt-compile-venv").exists() and not (tmp_path / "x").exists()
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -460,7 +527,7 @@ def test_release_workflow_played_against_s3(s3, tmp_path: Path) -> None:
     GitHub does) -> finalize: one release in the bucket, every job's report where the upload step looks."""
     from concurrent.futures import ThreadPoolExecutor
 
-    document = _load(RELEASE)
+    document = _load(REUSABLE)
     jobs = document["jobs"]
     example = yaml.safe_load((REPO / "pipelines" / "example.yaml").read_text())
     for key in ("model", "profiles"):
