@@ -62,7 +62,7 @@ app = typer.Typer(
     cls=_Group,
     help="Turn ONNX models into TensorRT engines: inspect, calibrate, build, check and release them.",
     pretty_exceptions_enable=False,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion for bash, zsh, fish and PowerShell
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 export_app = typer.Typer(

@@ -53,7 +53,7 @@ def _run_app() -> tuple[int, str | None]:
     from compiler.cli.app import app
 
     try:
-        code = app(standalone_mode=False)
+        code = app(standalone_mode=False, prog_name="compile")  # also under python -m compiler
         # Typer turns Ctrl-C inside a command into a silent exit 130
         return (INTERRUPTED, "interrupted") if code == INTERRUPTED else (int(code or 0), None)
     except (typer.Abort, KeyboardInterrupt):

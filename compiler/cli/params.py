@@ -33,8 +33,17 @@ FLAG = ""
 PANELS = (INPUTS, TARGETS, CALIBRATION, GATES, CACHE, STORE, OUTPUT)
 
 
+def complete_sku(incomplete: str) -> list[str]:
+    """Shell completion of a SKU: the catalog's names that start with what was typed (any case)."""
+    from compiler.core.profiles import load_sku_catalog
+
+    return [name for name in load_sku_catalog().skus if name.startswith(incomplete.lower())]
+
+
 def option(metavar: str, panel: str, help: str, *flags: str, **settings: Any) -> Any:
-    """A ``typer.Option`` as every command declares one."""
+    """A ``typer.Option`` as every command declares one; a SKU completes from the catalog in the shell."""
+    if metavar == "SKU":
+        settings.setdefault("autocompletion", complete_sku)
     return typer.Option(*flags, metavar=metavar, rich_help_panel=panel, help=help, **settings)
 
 
