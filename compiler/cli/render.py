@@ -286,9 +286,10 @@ def sku_catalog(listing: SkuListing) -> None:
     console.print(
         table(
             "GPU SKUs (compile build --sku NAME; names match in any case)",
-            ["sku", "compute capability", "backend", "precisions", "memory", "description"] + ["from"] * added,
+            ["sku", "compute capability", "backend", "precisions", "memory", "host", "description"] + ["from"] * added,
             [
-                [r.name, r.compute_capability, r.backend, ", ".join(r.precisions), f"{r.memory_gb:g} GB", r.description]
+                [r.name, r.compute_capability, r.backend, ", ".join(r.precisions), f"{r.memory_gb:g} GB",
+                 "any" if r.backend == "tensorrt-rtx" else r.platform, r.description]  # fmt: skip
                 + [r.source] * added
                 for r in listing.skus
             ],

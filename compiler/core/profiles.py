@@ -106,11 +106,34 @@ class Sku(_Strict):
     backend: Backend
     memory_gb: float = Field(gt=0)
     description: str = Field("", max_length=200)
+    architecture: str = Field("", max_length=40)
+    """The GPU architecture (Ampere, Ada, Hopper, Blackwell, Orin…), for people."""
+    platform: Literal["x86_64", "aarch64"] = "x86_64"
+    """The CPU of the machines carrying this GPU: where datacenter TensorRT, which builds on the GPU itself, runs
+    (Jetson and Grace systems are aarch64). TensorRT-RTX builds ahead of time anywhere."""
+    tensorrt: str | None = Field(None, pattern=r"^>=\d+(\.\d+){0,3}$")
+    """The oldest datacenter TensorRT that knows this GPU, as ``>=10.8``; None where any supported one does."""
+
+    def host_problem(self, machine: str, tensorrt_version: str) -> str | None:
+        """Why a datacenter TensorRT build for this SKU cannot run on this host, or None."""
+        machine = {"arm64": "aarch64", "amd64": "x86_64"}.get(machine.lower(), machine.lower())
+        if machine != self.platform:
+            return (
+                f"its GPUs sit in {self.platform} machines and datacenter TensorRT builds on the GPU itself; "
+                f"run this build there (this host is {machine})"
+            )
+        if self.tensorrt and _version(tensorrt_version) < _version(self.tensorrt.removeprefix(">=")):
+            return f"it needs TensorRT {self.tensorrt}, and {tensorrt_version} is installed; upgrade tensorrt"
+        return None
 
     @property
     def takes_fp8(self) -> bool:
         """FP8 builds from Ada (compute capability 8.9) on."""
         return tuple(map(int, self.compute_capability.split("."))) >= (8, 9)
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", text)[:4])
 
 
 def _sku_name(name: str) -> str:

@@ -4,6 +4,7 @@ precision builds from (the source, its FP16 conversion, a calibration's Q/DQ mod
 
 from __future__ import annotations
 
+import platform
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,10 +15,11 @@ from compiler.backends.base import BuildSpec
 from compiler.cache.remote import configured, open_remote
 from compiler.cache.reuse import open_tier
 from compiler.core.digest import finish_model_digest, hash_model_file_mapped
-from compiler.core.errors import InvalidInput
+from compiler.core.errors import EnvironmentProblem, InvalidInput
 from compiler.core.files import check_writable_folder, hash_json, stat_key, writable_folder
 from compiler.core.options import BuildOptions
 from compiler.core.paths import check_not_overwriting
+from compiler.core.plugins import backend_kind
 from compiler.core.profiles import (
     ProfileSet,
     load_profiles,
@@ -165,10 +167,15 @@ def _backends(targets: dict, precisions: list[Precision], options: BuildOptions)
     """The backend of each target's SKU (or --backend), loaded once each and asked whether it builds for the SKU's
     compute capability; fp8 refused for a SKU older than 8.9."""
     backends = {}
-    for target in targets.values():
+    for sku, target in targets.items():
         name = target.backend if options.backend is None else options.backend
         if name not in backends:
             backends[name] = load_backend(name)
+        kind = backend_kind(name)
+        if kind is not None and kind.needs_target_gpu:  # it builds on the GPU itself: the host is the SKU's machine
+            problem = target.host_problem(platform.machine(), backends[name].version)
+            if problem:
+                raise EnvironmentProblem(f"SKU '{sku}': {problem}")
         backends[name].check_targets((target.compute_capability,))
     if Precision.FP8 in precisions:
         for sku, target in targets.items():

@@ -19,6 +19,11 @@ class SkuRow(BaseModel):
     precisions: list[str]
     """What ``compile build`` takes for it (fp8 from compute capability 8.9 on)."""
     memory_gb: float
+    architecture: str
+    platform: str
+    """The CPU of the machines carrying the GPU: where a datacenter TensorRT build must run."""
+    tensorrt: str | None
+    """The oldest datacenter TensorRT that knows the GPU, where that matters."""
     description: str
     source: str
     """``bundled``, or the --skus file that added (or replaced) it."""
@@ -39,6 +44,9 @@ def sku_listing(extra: str | Path | None = None) -> SkuListing:
                 backend=sku.backend,
                 precisions=[p for p in PRECISIONS if p != "fp8" or sku.takes_fp8],
                 memory_gb=sku.memory_gb,
+                architecture=sku.architecture,
+                platform=sku.platform,
+                tensorrt=sku.tensorrt,
                 description=sku.description,
                 source="bundled" if bundled.get(name) == sku else str(extra),
             )

@@ -43,7 +43,8 @@ def plan_release(pipeline: LoadedPipeline) -> ReleasePlan:
     for sku in spec.targets:
         target = spec.target(sku)
         backend = target.backend or catalog.get(sku).backend
-        runs_on = runner_labels(spec.runners, sku, gpu=backend_kind(backend).needs_target_gpu)
+        gpu = backend_kind(backend).needs_target_gpu
+        runs_on = runner_labels(spec.runners, sku, gpu=gpu, arm=gpu and catalog.get(sku).platform == "aarch64")
         jobs.append(Job(sku=sku, backend=backend, precisions=[p.value for p in target.precisions], runs_on=runs_on))
     return ReleasePlan(
         pipeline=str(pipeline.path),
@@ -55,10 +56,11 @@ def plan_release(pipeline: LoadedPipeline) -> ReleasePlan:
     )
 
 
-def runner_labels(runners: dict[str, list[str]], sku: str, *, gpu: bool) -> list[str]:
-    """The pipeline's ``runners:`` labels for ``sku``'s job (its own, else ``gpu`` or ``cpu``'s), else the defaults;
-    ``{sku}`` in a label is the SKU."""
-    labels = runners.get(sku) or runners.get("gpu" if gpu else "cpu") or (GPU_RUNNER if gpu else CPU_RUNNER)
+def runner_labels(runners: dict[str, list[str]], sku: str, *, gpu: bool, arm: bool = False) -> list[str]:
+    """The pipeline's ``runners:`` labels for ``sku``'s job (its own, else ``gpu`` or ``cpu``'s), else the defaults
+    (with GitHub's ``ARM64`` label for a GPU in aarch64 machines: Jetson, Grace); ``{sku}`` in a label is the SKU."""
+    default = (GPU_RUNNER[:2] + ["ARM64"] + GPU_RUNNER[2:] if arm else GPU_RUNNER) if gpu else CPU_RUNNER
+    labels = runners.get(sku) or runners.get("gpu" if gpu else "cpu") or default
     return [label.replace("{sku}", sku) for label in labels]
 
 

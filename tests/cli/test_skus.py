@@ -12,11 +12,11 @@ import sys
 import pytest
 import yaml
 
-from compiler.core.profiles import bundled_catalog_path
+from compiler.core.profiles import bundled_catalog_path, load_sku_catalog
 from tests.cli.test_readme import DOCS, bash_blocks
 from tests.support.cli import REPO, assert_clean_error, run_cli
 
-EXTRA = 'skus:\n  rtx-pro-6000: {compute_capability: "12.0", backend: tensorrt-rtx, memory_gb: 96, description: Pro}\n'
+EXTRA = 'skus:\n  rtx-pro-4500: {compute_capability: "12.0", backend: tensorrt-rtx, memory_gb: 96, description: Pro}\n'
 
 
 def test_skus_lists_the_bundled_catalog_in_text_and_json(tmp_path):
@@ -31,6 +31,9 @@ def test_skus_lists_the_bundled_catalog_in_text_and_json(tmp_path):
         "backend": "tensorrt-rtx",
         "precisions": ["fp32", "fp16", "int8", "fp8"],
         "memory_gb": 24.0,
+        "architecture": "Ada",
+        "platform": "x86_64",
+        "tensorrt": None,
         "description": bundled["rtx-4090"]["description"],
         "source": "bundled",
     }
@@ -66,7 +69,7 @@ def test_sku_names_match_in_any_case_and_an_unknown_one_gets_the_closest(digits_
 @pytest.mark.parametrize(
     ("content", "fragment"),
     [
-        (EXTRA.replace("rtx-pro-6000", "RTX PRO"), "a SKU name is 1-64 of a-z 0-9"),
+        (EXTRA.replace("rtx-pro-4500", "RTX PRO"), "a SKU name is 1-64 of a-z 0-9"),
         (EXTRA.replace('"12.0"', "twelve"), "compute_capability"),
         (EXTRA.replace("tensorrt-rtx", "cuda"), "backend"),
         (EXTRA.replace("96", "-1"), "memory_gb"),
@@ -93,9 +96,9 @@ def test_a_skus_file_adds_its_entries_and_replaces_one_of_a_name(tmp_path):
     listed = run_cli("skus", "--skus", extra, "--json")
     assert listed.exit_code == 0, listed.stderr
     rows = {row["name"]: row for row in json.loads(listed.stdout)["skus"]}
-    assert list(rows) == [*bundled, "rtx-pro-6000"]
+    assert list(rows) == [*bundled, "rtx-pro-4500"]
     assert {name: row["source"] for name, row in rows.items() if row["source"] != "bundled"} == {
-        "rtx-pro-6000": str(extra),
+        "rtx-pro-4500": str(extra),
         "l4": str(extra),
     }
     assert rows["l4"]["memory_gb"] == 12
@@ -105,21 +108,21 @@ def test_a_skus_file_adds_its_entries_and_replaces_one_of_a_name(tmp_path):
 def test_build_and_a_pipeline_take_the_skus_a_file_adds(digits_model, digits_profiles, tmp_path):
     extra = tmp_path / "my-skus.yaml"
     extra.write_text(EXTRA)
-    args = ("build", digits_model, "--profiles", digits_profiles, "--sku", "rtx-pro-6000", "--precision", "fp32")
-    assert_clean_error(run_cli(*args, "--out", tmp_path / "refused"), 2, "unknown SKU 'rtx-pro-6000'")
+    args = ("build", digits_model, "--profiles", digits_profiles, "--sku", "rtx-pro-4500", "--precision", "fp32")
+    assert_clean_error(run_cli(*args, "--out", tmp_path / "refused"), 2, "unknown SKU 'rtx-pro-4500'")
     built = run_cli(*args, "--skus", extra, "--out", tmp_path / "engines", "--json")
     assert built.exit_code == 0, built.stderr
-    engine = json.loads((tmp_path / "engines" / "rtx-pro-6000" / "fp32" / "engine.json").read_text())
+    engine = json.loads((tmp_path / "engines" / "rtx-pro-4500" / "fp32" / "engine.json").read_text())
     assert engine["compute_capabilities"] == ["12.0"]
     pipeline = tmp_path / "pipeline.yaml"
     pipeline.write_text(
         f"release: {{name: digits, version: 1.0.0}}\nmodel: {digits_model}\nprofiles: {digits_profiles}\n"
-        "targets: {rtx-pro-6000: [fp32], rtx-4090: [fp32]}\nskus: my-skus.yaml\nstore: store\n"
+        "targets: {rtx-pro-4500: [fp32], rtx-4090: [fp32]}\nskus: my-skus.yaml\nstore: store\n"
     )
     released = run_cli("release", pipeline, "--work", tmp_path / "work", "--json")
     assert released.exit_code == 0, released.stderr
     listed = json.loads(run_cli("ls", "digits@1.0.0", "--store", tmp_path / "store", "--json").stdout)
-    assert sorted(e["sku"] for e in listed["manifest"]["content"]["engines"]) == ["rtx-4090", "rtx-pro-6000"]
+    assert sorted(e["sku"] for e in listed["manifest"]["content"]["engines"]) == ["rtx-4090", "rtx-pro-4500"]
 
 
 def test_the_skus_page_runs_as_written(tmp_path):
@@ -131,7 +134,7 @@ def test_the_skus_page_runs_as_written(tmp_path):
     for block in blocks:
         done = subprocess.run(["bash", "-c", prelude + "\n".join(block)], cwd=tmp_path, env=env, capture_output=True)
         assert done.returncode == 0, (block, done.stderr.decode())
-    assert "rtx-pro-6000" in done.stdout.decode()
+    assert "rtx-pro-4500" in done.stdout.decode()
 
 
 def test_only_sku_matches_the_catalog_name_in_any_case(tmp_path):
@@ -140,3 +143,27 @@ def test_only_sku_matches_the_catalog_name_in_any_case(tmp_path):
     assert done.exit_code == 0, done.stderr
     unknown = run_cli("release", example, "--only-sku", "RTX-4091", "--dry-run", "--work", tmp_path / "work")
     assert unknown.exit_code == 2 and "rtx-4091" in unknown.stderr
+
+
+def test_the_catalog_knows_the_hosts_of_jetson_and_blackwell_datacenter_gpus(tmp_path):
+    """Issue 43, footgun 4: Jetson Orin (8.7, aarch64) and B200/GB200 (10.0, TensorRT 10.8+) can be expressed, a
+    datacenter build is refused on the wrong kind of host or TensorRT, and plan labels aarch64 jobs ARM64."""
+    catalog = load_sku_catalog()
+    orin, b200, gb200 = (catalog.skus[name] for name in ("jetson-agx-orin", "b200", "gb200"))
+    assert (orin.compute_capability, orin.platform, orin.takes_fp8) == ("8.7", "aarch64", False)
+    assert "aarch64 machines" in orin.host_problem("x86_64", "10.3.0")
+    assert orin.host_problem("aarch64", "10.3.0") is None and orin.host_problem("arm64", "8.6.2") is None
+    assert "needs TensorRT >=10.8, and 10.7.0.23 is installed" in b200.host_problem("x86_64", "10.7.0.23")
+    assert b200.host_problem("x86_64", "10.8.0.43") is None and b200.host_problem("x86_64", "11.0") is None
+    assert "aarch64" in gb200.host_problem("x86_64", "10.13")
+    pipeline = "release: {name: x, version: 1.0.0}\nmodel: m.onnx\nprofiles: p.yaml\nstore: s\n"
+    pipeline += "targets: {jetson-agx-orin: [fp16], b200: [fp16], rtx-pro-6000: [fp16]}\n"
+    (tmp_path / "p.yaml").write_text(pipeline)
+    planned = run_cli("plan", tmp_path / "p.yaml", "--format", "github-matrix")
+    assert planned.exit_code == 0, planned.stderr
+    labels = {job["sku"]: job["runs-on"] for job in json.loads(planned.stdout)["include"]}
+    assert labels == {
+        "jetson-agx-orin": ["self-hosted", "linux", "ARM64", "gpu", "jetson-agx-orin"],
+        "b200": ["self-hosted", "linux", "gpu", "b200"],
+        "rtx-pro-6000": ["ubuntu-24.04"],
+    }
