@@ -35,6 +35,7 @@ jobs:
     permissions:
       contents: read
       id-token: write
+      attestations: write
     with:
       pipeline: release.yaml
       store: ${{{{ vars.COMPILE_STORE }}}}

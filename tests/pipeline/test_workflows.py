@@ -184,7 +184,11 @@ def test_hardening(path: Path) -> None:
         if "uses" not in job:  # a job calling a reusable workflow takes no timeout; that workflow's jobs have theirs
             assert isinstance(job.get("timeout-minutes"), int), f"{job_id}: no timeout-minutes"
         permissions = job.get("permissions") or {}
-        assert {k: v for k, v in permissions.items() if k != "id-token"} in ({}, {"contents": "read"}), job_id
+        assert {k: v for k, v in permissions.items() if k not in ("id-token", "attestations")} in (
+            {},
+            {"contents": "read"},
+        ), job_id
+        assert permissions.get("attestations", "none") == "none" or job_id in ("build", "release"), job_id
         # an OIDC token only where something signs or assumes a cloud role
         assert permissions.get("id-token", "none") == "none" or job_id in ("build", "finalize", "release"), job_id
     for job_id, step in _steps(document):
@@ -231,7 +235,7 @@ def test_this_repository_releases_through_the_reusable_workflow() -> None:
     assert document["concurrency"]["cancel-in-progress"] is False
     [job] = document["jobs"].values()
     assert job["uses"] == "$/.github/workflows/compile-release.yml"
-    assert job["permissions"] == {"contents": "read", "id-token": "write"}
+    assert job["permissions"] == {"contents": "read", "id-token": "write", "attestations": "write"}
     assert job["with"]["pipeline"] == "${{ inputs.pipeline || 'pipelines/example.yaml' }}"
     assert job["with"]["store"] == "${{ vars.COMPILE_STORE }}"
     called = _load(REUSABLE)["on"]["workflow_call"]

@@ -26,6 +26,7 @@ RUNNER_PROVIDED = (
     "actions/cache@",
     "actions/upload-artifact@",
     "aws-actions/configure-aws-credentials@",
+    "actions/attest-build-provenance@",
 )
 _EXPRESSION = re.compile(r"\$\{\{(.*?)\}\}", re.S)
 _TOKEN = re.compile(r"\s*(?:(?P<str>'(?:[^']|'')*')|(?P<op>==|!=|&&|\|\||\(|\)|,)|(?P<name>[A-Za-z_][\w.\-]*))")
