@@ -283,18 +283,14 @@ def doctor(report: DoctorReport) -> None:
 def sku_catalog(listing: SkuListing) -> None:
     """The SKUs, with where each came from when a --skus file added some."""
     added = any(row.source != "bundled" for row in listing.skus)
-    console.print(
-        table(
-            "GPU SKUs (compile build --sku NAME; names match in any case)",
-            ["sku", "compute capability", "backend", "precisions", "memory", "host", "description"] + ["from"] * added,
-            [
-                [r.name, r.compute_capability, r.backend, ", ".join(r.precisions), f"{r.memory_gb:g} GB",
-                 "any" if r.backend == "tensorrt-rtx" else r.platform, r.description]  # fmt: skip
-                + [r.source] * added
-                for r in listing.skus
-            ],
-        )
-    )
+    rows = []
+    for r in listing.skus:
+        host = "any" if r.backend == "tensorrt-rtx" else r.platform  # a datacenter build runs on the GPU's host
+        row = [r.name, r.compute_capability, r.backend, ", ".join(r.precisions), f"{r.memory_gb:g} GB", host]
+        rows.append([*row, r.description] + [r.source] * added)
+    columns = ["sku", "compute capability", "backend", "precisions", "memory", "host", "description"]
+    title = "GPU SKUs (compile build --sku NAME; names match in any case)"
+    console.print(table(title, columns + ["from"] * added, rows))
 
 
 def inspection(report: InspectReport) -> None:

@@ -291,6 +291,11 @@ PUBLISH = {
         type=bool,
         default=False,
     ),
+    "golden": Flag(
+        "Ship no golden inputs (the held-out samples and FP32 outputs the check kept): for data that may not leave.",
+        kind="off",
+        switch="--no-golden",
+    ),
 }
 
 PROMOTE = {

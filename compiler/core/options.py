@@ -293,6 +293,7 @@ class PublishOptions(OptionGroup):
 
     allow_failed: bool = _publish("allow_failed")
     repair: bool = _publish("repair")
+    golden: bool = _publish("golden")
 
 
 class PromoteOptions(OptionGroup):

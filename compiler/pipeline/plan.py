@@ -59,7 +59,7 @@ def plan_release(pipeline: LoadedPipeline) -> ReleasePlan:
 def runner_labels(runners: dict[str, list[str]], sku: str, *, gpu: bool, arm: bool = False) -> list[str]:
     """The pipeline's ``runners:`` labels for ``sku``'s job (its own, else ``gpu`` or ``cpu``'s), else the defaults
     (with GitHub's ``ARM64`` label for a GPU in aarch64 machines: Jetson, Grace); ``{sku}`` in a label is the SKU."""
-    default = (GPU_RUNNER[:2] + ["ARM64"] + GPU_RUNNER[2:] if arm else GPU_RUNNER) if gpu else CPU_RUNNER
+    default = ([*GPU_RUNNER[:2], "ARM64", *GPU_RUNNER[2:]] if arm else GPU_RUNNER) if gpu else CPU_RUNNER
     labels = runners.get(sku) or runners.get("gpu" if gpu else "cpu") or default
     return [label.replace("{sku}", sku) for label in labels]
 

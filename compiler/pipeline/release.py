@@ -153,7 +153,7 @@ def _context(pipeline: LoadedPipeline, calibrations: dict[str, Path]):
     return BuildContext(
         pipeline=portable_name(pipeline.path, repository),
         pipeline_sha256=pipeline.sha256,
-        calibration_data=portable_name(data, repository) if data else None,
+        calibration_data=portable_name(data, repository) if data and pipeline.spec.release.name_data else None,
         calibration_data_sha256=data_sha256,
     )
 
@@ -201,13 +201,22 @@ def _build_and_publish(
     run.stage("check", lambda: _check(run, pipeline, build_dirs, calibrations))
 
     def publish_step() -> str:
+        from compiler.core.options import PublishOptions
         from compiler.releases.publish import publish, stage
 
-        name, version = spec.release.name, spec.release.version
+        name, version, golden = spec.release.name, spec.release.version, spec.release.golden
         result = (
-            stage(build_dirs, store, name, version, only_sku, pipeline_sha256=pipeline.sha256)
+            stage(build_dirs, store, name, version, only_sku, pipeline_sha256=pipeline.sha256, golden=golden)
             if only_sku
-            else publish(build_dirs, store, name, version, signer=signer, context=_context(pipeline, calibrations))
+            else publish(
+                build_dirs,
+                store,
+                name,
+                version,
+                options=PublishOptions(golden=golden),
+                signer=signer,
+                context=_context(pipeline, calibrations),
+            )
         )
         published.update(result.model_dump())
         return (

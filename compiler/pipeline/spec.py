@@ -31,6 +31,10 @@ class _Strict(BaseModel):
 class ReleaseSpec(_Strict):
     name: str
     version: str
+    golden: bool = True
+    """Ship the golden inputs the check kept (held-out samples and FP32 outputs); false for data that may not leave."""
+    name_data: bool = True
+    """Name the calibration data by its path in the provenance; false: by its digest only."""
 
     @field_validator("name")
     @classmethod

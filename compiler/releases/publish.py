@@ -124,7 +124,7 @@ def publish(
     the store holds and replace the damaged ones (:mod:`compiler.releases.repair`)."""
     started = time.monotonic()
     options = options or PublishOptions()
-    release = read_builds(build_dirs, name, version, options.allow_failed)
+    release = read_builds(build_dirs, name, version, options.allow_failed, golden=options.golden)
     store = open_store(store, create=True)
     repaired = repair_blobs(store, name, release.blobs + release.check_reports) if options.repair else []
     existing = store.read_manifest(name, version)
@@ -170,11 +170,12 @@ def stage(
     *,
     pipeline_sha256: str | None = None,
     progress: Progress | None = None,
+    golden: bool = True,
 ) -> PublishResult:
     """One CI job's part of a sharded release: its blobs sent and its part recorded, create-only; a retried job
     finds its part there and changes nothing (Conflict when a part of another pipeline is there)."""
     started = time.monotonic()
-    release = read_builds(build_dirs, name, version, allow_failed=False)
+    release = read_builds(build_dirs, name, version, allow_failed=False, golden=golden)
     store = open_store(store, create=True)
     uploaded, present = _upload_leased(store, name, version, release.blobs + release.check_reports, progress, job)
     part = StagedPart(
@@ -442,12 +443,15 @@ def _upload_missing(store: Store, name: str, blobs: list[_Blob], progress: Progr
     return uploaded, len(unique) - len(uploaded)
 
 
-def read_builds(build_dirs: Path | list[Path], name: str, version: str, allow_failed: bool) -> Release:
-    """Every build folder read and verified (nothing is sent for a build that cannot be published)."""
+def read_builds(
+    build_dirs: Path | list[Path], name: str, version: str, allow_failed: bool, *, golden: bool = True
+) -> Release:
+    """Every build folder read and verified (nothing is sent for a build that cannot be published); without
+    ``golden``, the golden inputs the check kept are left out (data that may not leave)."""
     check_name(name)
     check_version(version)
     folders = [Path(build_dirs)] if isinstance(build_dirs, str | Path) else [Path(d) for d in build_dirs]
-    parts = [_read_build(folder, name, version, allow_failed) for folder in folders]
+    parts = [_read_build(folder, name, version, allow_failed, golden) for folder in folders]
     return Release(
         merge_contents([p.content for p in parts]),
         [b for p in parts for b in p.blobs],
@@ -458,7 +462,7 @@ def read_builds(build_dirs: Path | list[Path], name: str, version: str, allow_fa
     )
 
 
-def _read_build(build_dir: Path, name: str, version: str, allow_failed: bool) -> Release:
+def _read_build(build_dir: Path, name: str, version: str, allow_failed: bool, keep_golden: bool) -> Release:
     build = read_build(build_dir, hash_plans=False)  # each plan is hashed as it is sent
     report = build.report
     problems = [f"{t.sku}/{t.precision}: {t.status}" + (f" ({t.errors[0]})" if t.errors else "") for t in report.failed]
@@ -466,6 +470,7 @@ def _read_build(build_dir: Path, name: str, version: str, allow_failed: bool) ->
     engines = [_release_engine(t) for t in build.built]
     blobs = [blob for t in build.built for blob in _blobs(t)]
     check, check_blob, golden, failed_checks = _read_check(build_dir, engines)
+    golden = golden if keep_golden else None
     if golden is not None:
         blobs.append(_Blob(_inside(build_dir, Path(GOLDEN_FILE)), golden.blob))
     if check is not None and not check.passed:
