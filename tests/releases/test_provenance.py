@@ -18,6 +18,7 @@ from in_toto_attestation.predicates.provenance.v1.provenance_pb2 import Provenan
 from in_toto_attestation.v1.statement_pb2 import Statement
 
 from compiler.core.errors import InvalidInput
+from compiler.releases import resolve
 from compiler.releases.provenance import LOCAL_BUILDER, builder
 from tests.support.cli import EXAMPLES, run_cli
 from tests.support.json_server import json_server
@@ -67,6 +68,31 @@ def test_the_statement_parses_strictly_and_names_no_path_of_the_runner(tmp_path)
     assert "models/digits.npz" in names
     for text in _strings(statement):
         assert not text.startswith("/") and str(tmp_path) not in text and "\\" not in text, text
+
+
+def test_data_that_may_not_leave_is_named_by_digest_and_ships_no_golden_inputs(tmp_path):
+    """Issue 42, data governance: `release: {golden: false, name_data: false}` publishes no golden inputs and a
+    provenance that names the calibration data by its digest only; `compile publish --no-golden` does the same."""
+    pipeline = _repository(tmp_path / "repo")
+    spec = yaml.safe_load(pipeline.read_text())
+    spec["release"] |= {"golden": False, "name_data": False}
+    pipeline.write_text(yaml.safe_dump(spec, sort_keys=False))
+    env = {k: v for k, v in os.environ.items() if k not in GITHUB}
+    done = run_cli("release", pipeline, "--work", tmp_path / "work", env=env)
+    assert done.exit_code == 0, done.stderr
+    store = tmp_path / "repo" / "artifacts"
+    statement = json.loads(run_cli("provenance", "digits@1.0.0", "--store", store, "--json", env=env).stdout)
+    dependencies = statement["predicate"]["buildDefinition"]["resolvedDependencies"]
+    [data] = [d for d in dependencies if d.get("annotations", {}).get("role") == "calibration data"]
+    assert data["name"] == "calibration data" and len(data["digest"]["sha256"]) == 64
+    assert not any("digits.npz" in text for text in _strings(statement))
+    assert resolve(str(store), "digits@1.0.0").manifest.content.golden is None
+    build = next((tmp_path / "work").glob("**/check.json")).parent
+    assert json.loads((build / "check.json").read_text())["golden"] is not None  # the check kept them; not shipped
+    published = run_cli("publish", build, "--store", tmp_path / "other", "--name", "digits", "--version", "1.0.0",
+                        "--no-golden", "--json")  # fmt: skip
+    assert published.exit_code == 0, published.stderr
+    assert resolve(str(tmp_path / "other"), "digits@1.0.0").manifest.content.golden is None
 
 
 def _token(claims: dict):
