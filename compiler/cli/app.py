@@ -29,6 +29,7 @@ from compiler.cli import (
     promote,
     publish,
     pull,
+    report,
     verify,
     yank,
 )
@@ -128,4 +129,6 @@ app.add_typer(export_app)
 _register(export_app, export.triton)
 _register(export_app, export.rtx)
 _register(app, pipeline.plan)
+_register(app, report.report)
+_register(app, report.diff)
 _register(app, pipeline.release)

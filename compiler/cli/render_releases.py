@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from compiler.releases.pull import PullResult
     from compiler.releases.pull_all import PullAllResult
     from compiler.releases.verify import VerifyResult
+    from compiler.report.diff import ReleaseDiff
 
 
 def published(result: PublishResult) -> None:
@@ -259,3 +260,16 @@ def provenance(statement: dict[str, Any]) -> None:
             ],
         )
     )
+
+
+def release_diff(result: ReleaseDiff) -> None:
+    """compile diff: the changes, regressions first and in red."""
+    if not result.changes:
+        console.print(f"{result.before} -> {result.after}: no change")
+        return
+    rows = [
+        [c.where, c.what, str(c.before), str(c.after), "REGRESSION" if c.regression else (c.note or "")]
+        for c in result.changes
+    ]
+    title = f"{result.before} -> {result.after}: {len(result.regressions)} regression(s)"
+    console.print(table(title, ["where", "what", "before", "after", ""], rows))

@@ -431,4 +431,16 @@ def _write_report(report: ReleaseReport, work: Path, suffix: str) -> None:
     write_atomic(work / f"release-report{suffix}.json", report.model_dump_json(indent=2).encode())
     text = markdown(report)
     write_atomic(work / f"release-report{suffix}.md", text.encode())
+    _write_page(report, work, suffix)
     append_step_summary(text)
+
+
+def _write_page(report: ReleaseReport, work: Path, suffix: str) -> None:
+    """release-report.html beside the Markdown report, of the builds this run made (a finalize run has none)."""
+    from compiler.pipeline.report import stage_rows
+    from compiler.report import write_page
+    from compiler.report.view import from_work_folder
+
+    view = from_work_folder(work, f"{report.name}@{report.version}", stage_rows(report))
+    if view is not None:
+        write_page(view, work / f"release-report{suffix}.html")

@@ -4,7 +4,7 @@ machines and for people (and CI job summaries)."""
 from __future__ import annotations
 
 import os
-from pathlib import PurePath
+from pathlib import Path, PurePath
 from urllib.parse import quote
 
 from pydantic import BaseModel, PrivateAttr
@@ -111,3 +111,30 @@ def combined(outcomes: list[tuple[str, CacheOutcome | None]]) -> CacheOutcome | 
         if outcome.source == "miss":
             return CacheOutcome(source="miss", reason=f"{where}: {outcome.reason}" if where else outcome.reason)
     return CacheOutcome(source="remote" if any(o.source == "remote" for _, o in known) else "hit")
+
+
+def stage_rows(report: ReleaseReport) -> list:
+    """The stages as the HTML report's timeline draws them."""
+    from compiler.report.view import StageRow
+
+    return [
+        StageRow(
+            stage=s.stage,
+            status=str(s.status),
+            seconds=s.seconds,
+            cache=s.cache.source if s.cache else None,
+            detail=s.detail,
+        )
+        for s in report.stages
+    ]
+
+
+def read_report(work: Path) -> ReleaseReport | None:
+    """The release-report.json of a work folder (of a whole release run), None when there is none."""
+    from compiler.core.records import parse_record, read_record_bytes
+
+    path = work / "release-report.json"
+    if not path.is_file():
+        return None
+    hint = "run compile release again"
+    return parse_record(read_record_bytes(path, hint), path, ReleaseReport, hint)
