@@ -53,6 +53,7 @@ def load_view(target: str, store: str):
     "compile report release/digits-1.0.0",
     "compile report digits@1.0.1 --store s3://models/team --previous digits@1.0.0 --out report.html",
     "compile report engines --json",
+    "compile report release/digits-1.0.0 --explorer overlays",
 )
 def report(
     target: Target,
@@ -75,6 +76,16 @@ def report(
             show_default=False,
         ),
     ] = None,
+    explorer: Annotated[
+        Path | None,
+        option(
+            "DIR",
+            OUTPUT,
+            "Also write Model Explorer node data (each node's precision, kernel and sensitivity) into DIR and print "
+            "the model-explorer command that shows them.",
+            show_default=False,
+        ),
+    ] = None,
     json: JsonOption = False,
 ) -> None:
     """Write release-report.html: engines, accuracy against each gate, calibration, checks and the timeline."""
@@ -84,10 +95,18 @@ def report(
     page = out or (Path(target) / PAGE if Path(target).is_dir() else Path(f"{view.name}-{view.version}-report.html"))
     before = load_view(previous, store) if previous else None
     write_page(view, page, before)
+    overlays = []
+    if explorer is not None:
+        from compiler.report.explorer import command, write_node_data
+
+        overlays = write_node_data(view, explorer)
     if json:
         render.emit_json(view, versioned=False)
-    else:
-        render.console.print(f"report: {page}")
+        return
+    render.console.print(f"report: {page}")
+    if overlays:
+        render.console.print(f"Model Explorer node data: {len(overlays)} file(s) in {explorer}; open them with:")
+        render.console.print(command(view.model, overlays), markup=False, soft_wrap=True)
 
 
 @examples(

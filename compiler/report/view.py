@@ -5,10 +5,11 @@ layer lists it names), so the page, ``compile diff`` and the node-data overlays 
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from compiler.core.records import (
     CALIBRATION_RECORD,
@@ -120,6 +121,10 @@ class ReleaseView(BaseModel):
     failures: list[str] = []
     links: dict[str, str] = {}
     """Label -> a path relative to the report's own folder (files that exist there)."""
+    model: str | None = None
+    """The source model's path, where the folders name it (what Model Explorer opens)."""
+    layers: dict[str, LayersRecord] = Field(default_factory=dict, exclude=True)
+    """``sku/precision`` -> the engine's kernels (for the node-data overlays; not in --json)."""
 
 
 def engine_row(engine: Any, layers: LayersRecord | None, status: str = Status.OK) -> EngineRow:
@@ -236,9 +241,12 @@ def from_build_folders(
     view = ReleaseView(title=title, source="build folders", passed=True, stages=stages)
     for folder in build_dirs:
         build = read_build(folder, hash_plans=False)
+        view.model = view.model or os.path.normpath(build.report.model)
         for target in build.targets:
             if target.engine is not None:
                 view.engines.append(engine_row(target.engine, target.layers, target.status.status))
+                if target.layers is not None:
+                    view.layers[target.label] = target.layers
             else:
                 view.engines.append(EngineRow(sku=target.status.sku, precision=str(target.status.precision),
                                               status=str(target.status.status)))  # fmt: skip
@@ -278,8 +286,6 @@ def _add_check(view: ReleaseView, folder: Path, base: Path) -> None:
 
 def _link(view: ReleaseView, label: str, path: Path, base: Path) -> None:
     """A link to ``path`` from the report's folder ``base``, only when the file is there."""
-    import os
-
     if path.is_file():
         view.links[label] = Path(os.path.relpath(path.resolve(), base.resolve())).as_posix()
 
@@ -301,6 +307,8 @@ def from_release(store: Any, ref: str) -> ReleaseView:
         if engine.layers is not None:
             layers = _blob_record(store, content.name, engine.layers, LayersRecord, f"{engine.sku}/{engine.precision}")
         view.engines.append(engine_row(engine, layers))
+        if layers is not None:
+            view.layers[f"{engine.sku}/{engine.precision}"] = layers
     for blob in manifest.check_reports:
         report = _blob_record(store, content.name, blob, CheckReport, "check.json")
         rows, figures = check_rows(report)
