@@ -425,22 +425,42 @@ def _finalize(pipeline: LoadedPipeline, plan: ReleasePlan, published: dict[str, 
 
 
 def _write_report(report: ReleaseReport, work: Path, suffix: str) -> None:
+    """release-report.json, .md (also the CI job summary, with the headline of the builds this run made) and .html."""
     from compiler.pipeline.report import markdown
 
     work.mkdir(parents=True, exist_ok=True)
     write_atomic(work / f"release-report{suffix}.json", report.model_dump_json(indent=2).encode())
-    text = markdown(report)
+    text = markdown(report) + _write_page(report, work, suffix)
     write_atomic(work / f"release-report{suffix}.md", text.encode())
-    _write_page(report, work, suffix)
     append_step_summary(text)
 
 
-def _write_page(report: ReleaseReport, work: Path, suffix: str) -> None:
-    """release-report.html beside the Markdown report, of the builds this run made (a finalize run has none)."""
+def _write_page(report: ReleaseReport, work: Path, suffix: str) -> str:
+    """release-report.html beside the Markdown report, of the builds this run made (a finalize run has none), and
+    its headline in Markdown ("" without builds)."""
     from compiler.pipeline.report import stage_rows
-    from compiler.report import write_page
+    from compiler.report import headline, write_page
+    from compiler.report.diff import diff
     from compiler.report.view import from_work_folder
 
     view = from_work_folder(work, f"{report.name}@{report.version}", stage_rows(report))
-    if view is not None:
-        write_page(view, work / f"release-report{suffix}.html")
+    if view is None:
+        return ""
+    previous = _previous(report)
+    page = write_page(view, work / f"release-report{suffix}.html", previous)
+    return "\n" + headline.markdown(view, diff(previous, view) if previous else None, page.name)
+
+
+def _previous(report: ReleaseReport):
+    """The view of the version published before this one in the store, to show what changed; None when there is
+    none or the store cannot say (the page is written without the comparison: a report never fails a release)."""
+    from compiler.releases.listing import latest
+    from compiler.report.view import from_release
+    from compiler.stores import open_store
+
+    try:
+        store = open_store(report.store)
+        version = latest(store, report.name, before=report.version)
+        return from_release(store, f"{report.name}@{version}") if version else None
+    except CompileError:
+        return None

@@ -58,12 +58,19 @@ def list_store(store: str | Store, ref: str | Ref | None = None) -> Listing:
 
 def _summary(store: Store, name: str) -> ReleaseSummary:
     versions = store.versions(name)
-    newest_first = sorted(versions, key=_version_order, reverse=True)
-    latest = next((v for v in newest_first if store.read_yank(name, v) is None), None)  # one look, unless yanked
-    return ReleaseSummary(name=name, versions=versions, channels=_channels(store, name), latest=latest)
+    return ReleaseSummary(name=name, versions=versions, channels=_channels(store, name), latest=latest(store, name))
 
 
-def _version_order(version: str) -> list[tuple[int, int | str]]:
+def latest(store: Store, name: str, before: str | None = None) -> str | None:
+    """The newest version of ``name`` that is not yanked (older than ``before``, when given)."""
+    versions = store.versions(name)
+    if before is not None:
+        versions = [v for v in versions if version_order(v) < version_order(before)]
+    newest_first = sorted(versions, key=version_order, reverse=True)
+    return next((v for v in newest_first if store.read_yank(name, v) is None), None)  # one look, unless yanked
+
+
+def version_order(version: str) -> list[tuple[int, int | str]]:
     """Numbers compared as numbers (``1.10.0`` after ``1.9.0``), the rest as text; a number sorts before text."""
     return [(0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", version) if part]
 

@@ -93,7 +93,7 @@ def _figure_changes(before: ReleaseView, after: ReleaseView) -> list[Change]:
 def html(result: ReleaseDiff) -> str:
     """The diff as a section of the report page, regressions in red."""
     if not result.changes:
-        return f"<h3>Against {escape(result.before)}</h3><p>No change.</p>"
+        return f"<h3>Against {escape(result.before)}: no change</h3>"
     rows = "".join(
         f"<tr class='{'failed' if c.regression else ''}'><td>{escape(c.where)}</td><td>{escape(c.what)}</td>"
         f"<td>{escape(str(c.before))}</td><td>{escape(str(c.after))}</td>"

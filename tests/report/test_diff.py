@@ -70,3 +70,16 @@ def test_an_accuracy_drop_is_a_regression_that_fails_the_gate(released: Path, tm
 def test_what_cannot_be_compared_is_refused(released: Path, args, fragment) -> None:
     result = run_cli("diff", *args, "--store", released.parent / "artifacts")
     assert_clean_error(result, 2, fragment)
+
+
+def test_the_next_version_is_reported_against_the_one_before(released: Path, tmp_path: Path) -> None:
+    """A release's page and job summary compare it with the newest earlier version in its store."""
+    pipeline = _pipeline(tmp_path, release={"name": "digits", "version": "1.0.1"})
+    store = released.parent / "artifacts"
+    result = _release(pipeline, tmp_path / "work", "--store", store)
+    assert result.exit_code == 0, result.stderr
+    page = (tmp_path / "work" / "release-report.html").read_text()
+    assert "Against digits@1.0.0: no change" in page  # the same builds under a new version
+    summary = (tmp_path / "work" / "release-report.md").read_text()
+    assert "Against digits@1.0.0: 0 regression(s)" in summary and "| rtx-4090/int8 | " in summary
+    assert "Full report: `release-report.html`" in summary
