@@ -34,6 +34,8 @@ COMMANDS = (
     "export rtx",
     "plan",
     "release",
+    "report",
+    "diff",
 )
 
 
