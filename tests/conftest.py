@@ -80,3 +80,29 @@ def registry():
 
     with registry_server() as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def released(tmp_path_factory) -> Path:
+    """The bundled example released into a folder store (``../artifacts``): its work folder (the report tests)."""
+    from tests.pipeline.test_release import _pipeline, _release
+
+    tmp = tmp_path_factory.mktemp("report")
+    result = _release(_pipeline(tmp), tmp / "work")
+    assert result.exit_code == 0, result.stderr
+    return tmp / "work"
+
+
+@pytest.fixture(scope="session")
+def failed_release(tmp_path_factory) -> Path:
+    """A release of the example whose accuracy gate fails (nothing published): its work folder."""
+    tmp = tmp_path_factory.mktemp("report-failed")
+    import yaml
+
+    from tests.pipeline.test_release import EXAMPLE, _pipeline, _release
+
+    check = yaml.safe_load(EXAMPLE.read_text())["check"]
+    check["data"] = str(EXAMPLE.parent / check["data"])
+    result = _release(_pipeline(tmp, check={**check, "min_cosine": {"": 0.9999999}}), tmp / "work")
+    assert result.exit_code == 1, result.stderr
+    return tmp / "work"

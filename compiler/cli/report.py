@@ -57,6 +57,15 @@ def load_view(target: str, store: str):
 )
 def report(
     target: Target,
+    previous: Annotated[
+        str | None,
+        option(
+            "REF",
+            INPUTS,
+            "A release (NAME@VERSION in --store) or folder to compare with, shown on the page.",
+            show_default=False,
+        ),
+    ] = None,
     store: StoreOption = DEFAULT_STORE,
     out: Annotated[
         Path | None,
@@ -64,15 +73,6 @@ def report(
             "FILE",
             OUTPUT,
             "Where to write the page (default: release-report.html in the folder, or here).",
-            show_default=False,
-        ),
-    ] = None,
-    previous: Annotated[
-        str | None,
-        option(
-            "REF",
-            INPUTS,
-            "A release (NAME@VERSION in --store) or folder to compare with, shown on the page.",
             show_default=False,
         ),
     ] = None,
@@ -89,8 +89,12 @@ def report(
     json: JsonOption = False,
 ) -> None:
     """Write release-report.html: engines, accuracy against each gate, calibration, checks and the timeline."""
+    from compiler.core.files import check_writable_folder
     from compiler.report import PAGE, write_page
 
+    for role, folder in (("--out", out.parent if out else None), ("--explorer", explorer)):
+        if folder is not None:
+            check_writable_folder(folder, role)  # before anything is read
     view = load_view(target, store)
     page = out or (Path(target) / PAGE if Path(target).is_dir() else Path(f"{view.name}-{view.version}-report.html"))
     before = load_view(previous, store) if previous else None

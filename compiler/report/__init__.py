@@ -21,5 +21,6 @@ def write_page(view: ReleaseView, path: Path, previous: ReleaseView | None = Non
     from compiler.report import diff, page
 
     diff_html = diff.html(diff.diff(previous, view)) if previous is not None else ""
+    path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, page.render(view, diff_html).encode())
     return path

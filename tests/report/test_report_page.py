@@ -73,7 +73,8 @@ def test_the_example_release_page_loads_offline_with_every_section_chart_and_lin
         assert target.is_file(), link
 
 
-def test_a_release_whose_gate_failed_is_shown_failed_in_red(failed: Path) -> None:
+def test_a_release_whose_gate_failed_is_shown_failed_in_red(failed_release: Path) -> None:
+    failed = failed_release
     page = failed / "release-report.html"
     seen = open_page(page, "release-report-failed.png")
     assert seen["errors"] == [] and seen["requests"] == [page.resolve().as_uri()]
