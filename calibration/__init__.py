@@ -19,6 +19,7 @@ _RECORDS = "compiler.core.records"
 _LAZY = {
     "calibrate": "calibration.api",
     "convert_fp16": "calibration.convert",
+    "FP16_CONVERSION": "calibration.convert",
     "ImagePreprocess": "compiler.data.datasets",
     "AccuracyReport": _RECORDS,
     "CalibrationResult": _RECORDS,

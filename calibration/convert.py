@@ -10,6 +10,10 @@ import onnx
 from compiler.core.errors import InvalidInput
 from compiler.data.model import first_line, load_model, readers
 
+FP16_CONVERSION = 2
+"""What the conversion writes, by version: part of every cache key of a converted model (2: a Cast from an integer
+is never taken for a round trip; the model is loaded by onnxruntime before it is kept)."""
+
 
 def convert_fp16(
     src: Path, dst: Path, keep_nodes: frozenset[str] = frozenset(), keep_ops: frozenset[str] = frozenset()
@@ -47,10 +51,37 @@ def convert_fp16(
     staging = dst.with_name(f".{dst.name}.{os.getpid()}")
     try:
         save_model(converted, staging, data_name=dst.name + ".data")
+        _check_runs(staging, src, converted.graph)
         os.replace(staging, dst)
-    except BaseException:  # a stop or a full disk mid-save: no half-written model stays in the cache
+    except BaseException:  # a stop, a full disk mid-save or a refused model: nothing half made stays in the cache
         staging.unlink(missing_ok=True)
         raise
+
+
+def _check_runs(path: Path, src: Path, graph: onnx.GraphProto) -> None:
+    """The converted model as onnxruntime loads it (type inference over every node), before anything builds or
+    compares it; a refusal names the node, its op and the ``--exclude`` that keeps it in FP32, never the staging
+    file (which is gone by the time anyone reads the message)."""
+    import re
+
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL
+    options.log_severity_level = 4
+    try:
+        onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    except Exception as exc:
+        message = first_line(exc).split(" failed:", 1)[-1].strip()
+        found = re.search(r"in node \((.+?)\)", message)
+        node = found.group(1) if found else None
+        op = next((n.op_type for n in graph.node if n.name == node), "?")
+        advice = f"keep it in FP32 with --exclude {node}" if node else "--exclude the node it names"
+        raise InvalidInput(
+            f"{src}: the FP16 conversion is not a model onnxruntime can load"
+            + (f" at node '{node}' ({op})" if node else "")
+            + f": {message}; {advice}"
+        ) from None
 
 
 def _sort_topologically(graph: onnx.GraphProto) -> None:
@@ -87,12 +118,13 @@ def _drop_round_trips(graph: onnx.GraphProto) -> None:
     """
     readers_of = readers(graph)
     outputs = {o.name for o in graph.output}
+    float32 = _float32_tensors(graph)
     renamed: dict[str, str] = {}
     dropped: set[int] = set()
     removed_tensors: set[str] = set()
     for node in graph.node:
-        if _cast_to(node) != onnx.TensorProto.FLOAT16 or node.output[0] in outputs:
-            continue
+        if _cast_to(node) != onnx.TensorProto.FLOAT16 or node.output[0] in outputs or node.input[0] not in float32:
+            continue  # a Cast from an integer (shape arithmetic: Range's limit) is no round trip: its type stays
         half = node.output[0]
         back = readers_of.get(half, [])
         if not back or any(_cast_to(r) != onnx.TensorProto.FLOAT or r.output[0] in outputs for r in back):
@@ -115,3 +147,17 @@ def _drop_round_trips(graph: onnx.GraphProto) -> None:
     values = [v for v in graph.value_info if v.name not in removed_tensors]
     del graph.value_info[:]
     graph.value_info.extend(values)
+
+
+def _float32_tensors(graph: onnx.GraphProto) -> set[str]:
+    """The tensors known to be float32 after conversion: onnx's type inference over the graph (a tensor whose
+    type it cannot tell is left out, so nothing unknown is taken for a float)."""
+    model = onnx.helper.make_model(graph)
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False).graph
+    except Exception:  # a graph onnx cannot infer: treat nothing as known, drop no Cast
+        return set()
+    typed = [*inferred.input, *inferred.value_info, *inferred.output]
+    found = {v.name for v in typed if v.type.tensor_type.elem_type == onnx.TensorProto.FLOAT}
+    found |= {i.name for i in inferred.initializer if i.data_type == onnx.TensorProto.FLOAT}
+    return found | {n.output[0] for n in inferred.node if _cast_to(n) == onnx.TensorProto.FLOAT}

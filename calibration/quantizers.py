@@ -162,7 +162,9 @@ class Fp16Conversion:
         pass
 
     def key(self) -> tuple[dict[str, str], dict[str, str]]:
-        return {}, {}
+        from calibration.convert import FP16_CONVERSION
+
+        return {"fp16_conversion": str(FP16_CONVERSION)}, {}
 
     def quantize(self, job: Job) -> Quantized:
         excluded = matching(job.source.proto, job.keep_nodes, job.keep_ops)

@@ -185,7 +185,7 @@ def built_model(
     candidates.append(cache.model_entry(engine.built_model_sha256) / "model.onnx")
     candidates += [Path(m["path"]) for m in _INPUT_FILENAME.finditer(target.log or "")]  # what TensorRT parsed
     if engine.precision == Precision.FP16:
-        candidates.append(cache.root / "prepared" / source.sha256 / "fp16.onnx")
+        candidates += sorted(cache.root.glob(f"prepared/{source.sha256}-c*/fp16.onnx"))  # of every conversion version
     else:
         folders = cache.root / "calibrations" / source.sha256
         candidates += sorted(folders.glob(f"{engine.precision}-*/model.onnx")) if folders.is_dir() else []

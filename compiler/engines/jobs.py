@@ -355,13 +355,16 @@ def _prepare(
     model_sha = model_sha if isinstance(model_sha, str) else model_sha.result()
     folder = _calibration_for(options.calibration, precision)
     if precision == Precision.FP16 and folder is None:
-        converted = cache.root / "prepared" / model_sha / "fp16.onnx"
-        if not converted.is_file() and not (remote and fetch_prepared(remote, model, model_sha, converted)):
+        from calibration import FP16_CONVERSION
+
+        converted = cache.root / "prepared" / f"{model_sha}-c{FP16_CONVERSION}" / "fp16.onnx"
+        key = (model_sha, FP16_CONVERSION)
+        if not converted.is_file() and not (remote and fetch_prepared(remote, model, key, converted)):
             from calibration import convert_fp16
 
             convert_fp16(model, converted)  # writes a staging file and renames it into place
             if remote:
-                send_prepared(remote, model_sha, converted)
+                send_prepared(remote, key, converted)
         return converted, *_prepared_digest(converted, cache), None
     if folder is None and options.data is not None:
         from calibration import calibrate

@@ -131,11 +131,12 @@ def send_engine(uri: str, key: str, entry: Path, record: EngineRecord) -> str | 
     )
 
 
-def prepared_key(model_sha256: str) -> str:
-    return hash_json({"prepared": "fp16", "model": model_sha256})
+def prepared_key(model: tuple[str, int]) -> str:
+    """The entry of a model's FP16 conversion: the model's digest and the conversion's version."""
+    return hash_json({"prepared": "fp16", "model": model[0], "conversion": model[1]})
 
 
-def fetch_prepared(uri: str, source: Path, model_sha256: str, converted: Path) -> bool:
+def fetch_prepared(uri: str, source: Path, model: tuple[str, int], converted: Path) -> bool:
     """The FP16 conversion of the model ``source`` from the remote, renamed into its place in the local cache when
     whole and a model of ``source``'s inputs (an entry of other bytes would stay in the local cache and fail every
     build after)."""
@@ -146,7 +147,7 @@ def fetch_prepared(uri: str, source: Path, model_sha256: str, converted: Path) -
         (folder / PREPARED_FP16).replace(converted)
         return True
 
-    found, _ = _reuse(uri, "prepared", prepared_key(model_sha256)).fetch(
+    found, _ = _reuse(uri, "prepared", prepared_key(model)).fetch(
         keep, staging=lambda: staging_folder(converted.parent, "remote-fp16")
     )
     return found is not None
@@ -165,5 +166,5 @@ def _same_inputs(source: Path, fetched: Path) -> bool:
     return theirs == ours
 
 
-def send_prepared(uri: str, model_sha256: str, converted: Path) -> None:
-    _reuse(uri, "prepared", prepared_key(model_sha256)).send(converted.parent, [converted.name])
+def send_prepared(uri: str, model: tuple[str, int], converted: Path) -> None:
+    _reuse(uri, "prepared", prepared_key(model)).send(converted.parent, [converted.name])
