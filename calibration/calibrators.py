@@ -270,10 +270,45 @@ def amax(low: float, high: float) -> float:
     return max(abs(low), abs(high))
 
 
+SMALLEST_SCALE = float(np.finfo(np.float32).tiny)
+"""No scale is written below float32's smallest normal (1.2e-38): TensorRT uses the model's scales as given, and a
+zero or subnormal one (an all-zero or denormal weight channel: amax 3e-39) divides into NaN or infinity."""
+
+
 def scale(low: float, high: float, precision: str) -> float:
-    """The symmetric scale onnxruntime writes for a range: amax / 127 (int8) or amax / 448 (fp8)."""
+    """The symmetric scale onnxruntime writes for a range: amax / 127 (int8) or amax / 448 (fp8), at least
+    :data:`SMALLEST_SCALE`; 1.0 for an all-zero range."""
     value = amax(low, high) / (FP8_MAX if precision == "fp8" else INT8_MAX)
-    return value if value > 0 else 1.0
+    return max(value, SMALLEST_SCALE) if value > 0 else 1.0
+
+
+@contextlib.contextmanager
+def normal_scales() -> Iterator[None]:
+    """onnxruntime's scale functions, for the length of a quantization, with every scale floored at
+    :data:`SMALLEST_SCALE`. Its per-channel weight scales have no floor: int8's amax/127 of a denormal channel is
+    subnormal, and fp8's std/std_f8 of an all-zero channel is 0, which writes NaN weights (``Initializer
+    'conv.w_quantized' has nan``). The weights themselves are not touched."""
+    from onnxruntime.quantization import qdq_quantizer, quant_utils
+
+    originals = {name: getattr(quant_utils, name) for name in ("compute_scale_zp", "compute_scale_zp_float8")}
+
+    def floored(function: Callable) -> Callable:
+        def wrapped(*args, **kwargs):
+            zero_point, value = function(*args, **kwargs)
+            value = np.asarray(value)
+            return zero_point, np.array(np.maximum(value, SMALLEST_SCALE), dtype=value.dtype)  # an array, as given
+
+        return wrapped
+
+    try:
+        for module in (quant_utils, qdq_quantizer):
+            for name, function in originals.items():
+                setattr(module, name, floored(function))
+        yield
+    finally:
+        for module in (quant_utils, qdq_quantizer):
+            for name, function in originals.items():
+                setattr(module, name, function)
 
 
 def quantize(
@@ -289,13 +324,7 @@ def quantize(
     from onnxruntime.quantization.calibrate import TensorData, TensorsData, save_tensors_data
     from onnxruntime.quantization.quant_utils import compute_scale_zp_float8
 
-    for name, (low, high) in ranges(tensors).items():
-        if not (np.isfinite(low) and np.isfinite(high)):
-            raise CheckFailed(
-                f"tensor {name}: its calibrated range [{low:g}, {high:g}] is not finite, so no "
-                f"{precision} scale exists for it; keep the node that reads it in float with "
-                f"--exclude NODE"
-            )
+    _refuse_nonfinite(prepared, ranges(tensors), precision)
     calibrate_method = _ort_method(method)
     quant_type = QuantType.QInt8
     if precision == "fp8":
@@ -314,7 +343,7 @@ def quantize(
     ranges_file = work / "ranges.json"
     save_tensors_data(tensors, ranges_file)
     try:
-        with quiet():
+        with quiet(), normal_scales():
             quantize_static(
                 str(prepared),
                 str(out),
@@ -335,11 +364,37 @@ def quantize(
                     "OpTypesToExcludeOutputQuantization": QUANTIZED_OUTPUTS_EXCLUDED,
                 },
             )
-    except Exception as exc:  # the model and data were accepted: a limit of onnxruntime's quantizer, not bad input
-        raise CheckFailed(
+    except Exception as exc:
+        if not _names_a_tensor(exc):  # a crash inside the quantizer (a numpy error): ours to fix, cause kept
+            raise
+        raise CheckFailed(  # a refusal naming what it could not quantize: a limit the user can route around
             f"onnxruntime could not write the {precision} Q/DQ model: {first_line(exc)}; keep the "
             f"node it names in float with --exclude NODE, or calibrate another precision"
         ) from None
+
+
+def _names_a_tensor(exc: Exception) -> bool:
+    """Whether onnxruntime's quantizer refused something it names (a node, an initializer, a tensor)."""
+    text = str(exc).lower()
+    return any(word in text for word in ("node", "initializer", "tensor"))
+
+
+def _refuse_nonfinite(prepared: Path, found: dict[str, tuple[float, float]], precision: str) -> None:
+    """Every tensor whose calibrated range is not finite, named with the nodes that read it, in one error."""
+    bad = {name: bounds for name, bounds in found.items() if not all(np.isfinite(bounds))}
+    if not bad:
+        return
+    graph = onnx.load_model(prepared, load_external_data=False).graph
+    lines = []
+    for name, (low, high) in bad.items():
+        nodes = [f"{n.name or '?'} ({n.op_type})" for n in graph.node if name in n.input]
+        lines.append(f"tensor {name} [{low:g}, {high:g}], read by {', '.join(nodes) or 'no node'}")
+    readers_of = sorted({n.name for n in graph.node if set(n.input) & set(bad) and n.name})
+    raise CheckFailed(
+        f"{len(bad)} tensor(s) have a calibrated range that is not finite, so no {precision} scale exists for them: "
+        + "; ".join(lines)
+        + f"; keep their readers in float with {' '.join(f'--exclude {n}' for n in readers_of)}"
+    )
 
 
 def keep_float_consumers(path: Path, excluded: frozenset[str] = frozenset()) -> int:
