@@ -55,6 +55,25 @@ class Calibration:
                 )
 
 
+def failed_gates(folder: Path) -> list[str] | None:
+    """The gates the folder's calibration failed when ``compile calibrate`` last judged it (verdict.json), one line
+    each; None when it passed or was never judged (a folder from before verdicts were kept)."""
+    from compiler.core.jsonio import UnreadableJson, parse_json
+    from compiler.core.records import CALIBRATION_VERDICT
+
+    path = folder / CALIBRATION_VERDICT
+    if not path.is_file():
+        return None
+    try:
+        verdict = parse_json(read_record_bytes(path, RERUN), 1 << 20)
+    except UnreadableJson as exc:
+        raise InvalidInput(f"{path}: {exc}; {RERUN}") from None
+    if not isinstance(verdict, dict) or not isinstance(verdict.get("passed"), bool):
+        raise InvalidInput(f"{path}: not a verdict of compile calibrate; {RERUN}")
+    failed = verdict.get("failed")
+    return None if verdict["passed"] else [str(f) for f in failed] if isinstance(failed, list) else ["(unnamed)"]
+
+
 def read_calibration(folder: Path) -> Calibration:
     """The folder's record, validated; InvalidInput when it is missing, damaged or of another format."""
     record_path = folder / RECORD

@@ -6,6 +6,7 @@ through :func:`calibrate_once`."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -29,6 +30,7 @@ from compiler.core.records import (
     CALIBRATION_FILES,
     CALIBRATION_FORMAT,
     CALIBRATION_RECORD,
+    CALIBRATION_VERDICT,
     AccuracyReport,
     CalibrationResult,
     Progress,
@@ -120,18 +122,18 @@ def calibrate_once(
         )
         previous, miss = look_up(out, plan.key, plan.record, options.reuse, staged, tier)
         if previous is not None:
-            return gated(previous, options.gates, reused=True)
+            return judged(gated(previous, options.gates, reused=True), out)
         dataset.check_values()
         if not staged:
             writable_folder(out, "--out")
             (out / CALIBRATION_RECORD).unlink(missing_ok=True)  # the folder is incomplete until we finish
-            return sent(gated(produce(plan, out), options.gates, reused=False), out, tier, miss)
+            return judged(sent(gated(produce(plan, out), options.gates, reused=False), out, tier, miss), out)
         with staging_folder(out.parent, out.name) as staging:
             result = produce(plan, staging)
             if options.reuse and (previous := reusable(out, plan.key)) is not None:  # a concurrent run came first
-                return gated(previous, options.gates, reused=True)
+                return judged(gated(previous, options.gates, reused=True), out)
             replace_dir(out, staging)
-            return sent(gated(result, options.gates, reused=False), out, tier, miss)
+            return judged(sent(gated(result, options.gates, reused=False), out, tier, miss), out)
     finally:
         dataset.close()
 
@@ -369,6 +371,15 @@ def write(plan: Plan, folder: Path, made: Quantized, report: AccuracyReport, pro
         exclusions=_exclusions(made.excluded, source.proto, plan.found),
     )
     _write(folder / CALIBRATION_RECORD, result.record().model_dump_json(indent=2) + "\n")
+    return result
+
+
+def judged(result: CalibrationResult, out: Path) -> CalibrationResult:
+    """The verdict of ``result``'s gates written beside its record (verdict.json), for ``compile build`` to read."""
+    from compiler.data.agreement import describe
+
+    failed = [describe(g) for g in result.gates if not g.passed]
+    write_atomic(out / CALIBRATION_VERDICT, json.dumps({"passed": result.passed, "failed": failed}).encode())
     return result
 
 

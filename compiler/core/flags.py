@@ -81,6 +81,12 @@ BUILD = {
         type=Path,
         kind="many",
     ),
+    "allow_failed": Flag(
+        "Build from a --calibration folder whose calibration failed its accuracy gates.",
+        panel=CALIBRATION,
+        type=bool,
+        default=False,
+    ),
     "data": Flag(
         "Calibration data (.npz or image folder) to calibrate int8/fp8 now (kept in the cache) when --calibration "
         "is not given.",

@@ -86,6 +86,7 @@ class BuildOptions(OptionGroup):
     declarations = flags.BUILD
 
     calibration: tuple[Path, ...] = _build("calibration")
+    allow_failed: bool = _build("allow_failed")
     data: Path | None = _build("data")
     method: str | None = _build("method")
     cache_dir: Path | None = _build("cache_dir")

@@ -223,6 +223,10 @@ class BuildReport(BaseModel):
 CALIBRATION_FORMAT = 2
 """Of calibration.json and report.json: 2 records every file of the folder with its sha256, always."""
 
+CALIBRATION_VERDICT = "verdict.json"
+"""What the gates said of a calibration folder, each time ``compile calibrate`` judged it (``passed`` and the failed
+gates, one line each): outside the record, so a verdict under other thresholds changes no digest; ``compile build
+--calibration`` refuses a folder whose last verdict failed."""
 CALIBRATION_RECORD = "calibration.json"
 """The record of a calibration folder, written last: a folder without it is unfinished."""
 CALIBRATION_FILES = ("model.onnx", "model.onnx.data", "calibration.cache", "report.json")

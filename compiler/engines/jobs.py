@@ -15,7 +15,7 @@ from compiler.backends.base import BuildSpec
 from compiler.cache.remote import configured, open_remote
 from compiler.cache.reuse import open_tier
 from compiler.core.digest import finish_model_digest, hash_model_file_mapped
-from compiler.core.errors import EnvironmentProblem, InvalidInput
+from compiler.core.errors import CheckFailed, EnvironmentProblem, InvalidInput
 from compiler.core.files import check_writable_folder, hash_json, stat_key, writable_folder
 from compiler.core.options import BuildOptions
 from compiler.core.paths import check_not_overwriting
@@ -331,6 +331,20 @@ def _calibration_for(folders: tuple[Path, ...], precision: Precision) -> Path | 
     return None
 
 
+def _refuse_failed(folder: Path) -> None:
+    """A --calibration folder whose calibration failed its gates is not built from (CheckFailed naming them)."""
+    from calibration.folder import failed_gates
+
+    failed = failed_gates(folder)
+    if failed:
+        raise CheckFailed(
+            f"--calibration {folder}: its calibration failed its accuracy gates ({failed[0]}"
+            + (f"; and {len(failed) - 1} more" if len(failed) > 1 else "")
+            + "); calibrate again (--exclude, --fallback auto, another method), or pass --allow-failed to build from "
+            "it anyway"
+        )
+
+
 def _excluded(folders: tuple[Path, ...], precision: Precision) -> tuple[str, ...]:
     """What the calibration of ``precision`` kept in higher precision, for engine.json and the release."""
     from calibration.folder import read_calibration
@@ -354,6 +368,8 @@ def _prepare(
         return model, None, [], None
     model_sha = model_sha if isinstance(model_sha, str) else model_sha.result()
     folder = _calibration_for(options.calibration, precision)
+    if folder is not None and not options.allow_failed:
+        _refuse_failed(Path(folder))
     if precision == Precision.FP16 and folder is None:
         from calibration import FP16_CONVERSION
 
