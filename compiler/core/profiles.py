@@ -284,9 +284,20 @@ def validate_profiles(profiles: ProfileSet, inputs: dict[str, list[Dim] | None])
                     errors.append(
                         f"{where}: symbolic dim '{symbol}' is shared by input '{first_input}' dim {first_axis} "
                         f"(min/opt/max {format_dims(first_range)}) and input '{other_input}' dim {other_axis} "
-                        f"(min/opt/max {format_dims(other_range)}); give them the same range"
+                        f"(min/opt/max {format_dims(other_range)}); give them the same range" + _rename_hint(symbol)
                     )
     return errors
+
+
+def _rename_hint(symbol: str) -> str:
+    """For a dim name an exporter gave every dynamic dim alike (Paddle2ONNX's ``?``, onnx's ``unk__N``), how to
+    give differing sizes names of their own."""
+    if symbol != "?" and not symbol.startswith("unk__"):
+        return ""
+    return (
+        f", or, if they are different sizes (an exporter named them all '{symbol}'), give them names of their own in "
+        "the model (onnx.tools.update_model_dims.update_inputs_outputs_dims; docs/profiles.md)"
+    )
 
 
 def _check_input(where, name, dims: list[Dim] | None, shape: ShapeRange, symbols) -> list[str]:

@@ -50,11 +50,19 @@ def _dtype_name(elem_type: int) -> str:
     return helper.tensor_dtype_to_np_dtype(elem_type).name if elem_type else "undefined"
 
 
+def _dim(dim: onnx.TensorShapeProto.Dimension) -> Dim:
+    """A dim as exporters mean it: a size, a symbol, or None for dynamic (unset, or ``dim_value: -1``, which
+    Paddle2ONNX writes for "dynamic" and TensorRT's parser reads as dynamic)."""
+    if dim.HasField("dim_value"):
+        return dim.dim_value if dim.dim_value >= 0 else None
+    return dim.dim_param or None
+
+
 def tensor_info(value: onnx.ValueInfoProto) -> TensorInfo:
     tensor_type = value.type.tensor_type
     shape: list[Dim] | None = None
     if tensor_type.HasField("shape"):
-        shape = [d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tensor_type.shape.dim]
+        shape = [_dim(d) for d in tensor_type.shape.dim]
     dtype = _dtype_name(tensor_type.elem_type) if value.type.HasField("tensor_type") else "non-tensor"
     return TensorInfo(name=value.name, dtype=dtype, shape=shape)
 

@@ -105,7 +105,8 @@ def _dims(data: mmap.mmap | bytes, value_info: _Fields) -> Dims:
             raise _Unexpected  # a oneof set twice: the later one wins, which needs file order
         if _DIM_VALUE in dim:
             value = _last_varint(dim, _DIM_VALUE)
-            dims.append(value - (1 << 64) if value >= 1 << 63 else value)
+            value = value - (1 << 64) if value >= 1 << 63 else value
+            dims.append(value if value >= 0 else None)  # -1: dynamic, as Paddle2ONNX writes it and TensorRT reads it
         else:
             dims.append(_text(data, dim, _DIM_PARAM) or None)
     return dims

@@ -123,6 +123,10 @@ def _skeleton(proto: onnx.ModelProto) -> onnx.ModelProto:
     graph.node.extend(proto.graph.node)
     graph.input.extend(proto.graph.input)
     graph.output.extend(proto.graph.output)
+    for value in (*graph.input, *graph.output):  # -1 (Paddle2ONNX's "dynamic") is no size inference may hold to
+        for dim in value.type.tensor_type.shape.dim:
+            if dim.HasField("dim_value") and dim.dim_value < 0:
+                dim.Clear()
     graph.sparse_initializer.extend(proto.graph.sparse_initializer)
     for tensor in proto.graph.initializer:
         if tensor.data_location == onnx.TensorProto.EXTERNAL or tensor.ByteSize() > STUB_BYTES:
