@@ -215,6 +215,8 @@ class TensorRTBackend:
                 if cancelled
                 else ([_no_kernel(error, network) for error in logger.errors] or ["the builder returned no engine"])
             )
+            if not cancelled:
+                errors[0] += _control_flow_hint(trt, network)
             return BuildOutcome(None, seconds, errors, logger.lines, cancelled=cancelled)
         self.after_build(config, spec)
         plan = memoryview(serialized).cast("B")  # no copy: plans can be GBs
@@ -254,6 +256,24 @@ def _no_kernel(error: str, network: Any) -> str:
                 f"the model before it) or build with another TensorRT edition. TensorRT says: {error}"
             )
     return error
+
+
+CONTROL_FLOW_LAYERS = ("CONDITION", "CONDITIONAL_INPUT", "CONDITIONAL_OUTPUT", "ITERATOR", "LOOP_OUTPUT", "RECURRENCE",
+                       "TRIP_LIMIT")  # fmt: skip
+"""The layers an ONNX If, Loop or Scan becomes: what TensorRT-RTX 1.7's builder asserts on (``graphScope.cpp …
+Assertion tScope.getType() != ScopeType::kUNDEFINED failed`` on an LSTM inside an If)."""
+
+
+def _control_flow_hint(trt: Any, network: Any) -> str:
+    """For a failed build of a network with control flow: what usually helps (its builder's messages do not say)."""
+    kinds = {getattr(trt.LayerType, name, None) for name in CONTROL_FLOW_LAYERS} - {None}
+    if not any(network.get_layer(i).type in kinds for i in range(network.num_layers)):
+        return ""
+    return (
+        "; the model has If/Loop/Scan, which this builder may refuse even where its parser accepts them: make "
+        "the input the condition reads a constant of the model and fold the branch away (onnx's constant folding, "
+        "onnxsim), or export the model without control flow"
+    )
 
 
 def _at_node(err: Any) -> str:

@@ -335,6 +335,11 @@ def inspection(report: InspectReport) -> None:
         parsed = f"parsed in {trt.parse_seconds:.2f} s"
         parsed = f"reused from {reused} ({parsed} when it was made)" if reused else parsed
         console.print(f"TensorRT ({escape(f'{trt.backend} {trt.version}')}): {verdict}, {parsed}")
+        if trt.supported and m.control_flow:
+            console.print(
+                "[yellow]control flow[/yellow]: the parser takes If/Loop/Scan, but the builder may still refuse "
+                "them (TensorRT-RTX 1.7 asserts on an LSTM inside an If): prove it with --build-check"
+            )
         console.print(
             table(
                 "TensorRT partitions",
