@@ -18,6 +18,9 @@ from compiler.core.records import CALIBRATION_RECORD, CalibrationRecord, parse_r
 
 RECORD = CALIBRATION_RECORD
 RERUN = "re-run compile calibrate"
+VOLATILE = {"seconds", "out", "model", "data", "build_proof"}
+"""Fields of calibration.json that differ between runs and machines making the same calibration (build_proof says
+how long its build took)."""
 
 
 @dataclass(frozen=True)
@@ -29,6 +32,20 @@ class Calibration:
     @property
     def model(self) -> Path:
         return self.folder / "model.onnx"
+
+    @property
+    def content_sha256(self) -> str:
+        """What the calibration *is*, the same on every machine and run that made it from the same inputs: the
+        record without the wall-clock seconds and the paths it was made at (the model's and data's digests stay),
+        and without report.json's digest (its seconds change too; its figures follow from the model). What an
+        engine and a release name as their calibration, so an unchanged re-release is the same release."""
+        from compiler.core.files import hash_json
+
+        files = {name: sha for name, sha in self.record.files.items() if name != "report.json"}
+        content = self.record.model_dump(mode="json", exclude=VOLATILE) | {"files": files}
+        if content.get("fallback"):
+            content["fallback"] = {k: v for k, v in content["fallback"].items() if k != "seconds"}
+        return hash_json(content)
 
     def verify(self, files: Iterable[Path], sha256: Callable[[Path], str] = file_sha256) -> None:
         """Refuse any of ``files`` (what the reader is about to use) that the record does not list by name or

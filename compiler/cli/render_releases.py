@@ -22,9 +22,11 @@ if TYPE_CHECKING:
 
 
 def published(result: PublishResult) -> None:
-    what = {"published": "published", "repaired": "already published with this content; damaged blobs replaced"}.get(
-        result.status, "already published with this content; nothing sent"
-    )
+    what = {
+        "published": "published",
+        "repaired": "already published with this content; damaged blobs replaced",
+        "rebuilt": "already published from these inputs; its plans are kept (this build's differ only in bytes)",
+    }.get(result.status, "already published with this content; nothing sent")
     console.print(
         f"{result.name}@{result.version} {what}: {result.engines} engines in {printable(result.store)}; "
         f"{result.uploaded_blobs} blobs sent ({human_size(result.uploaded_bytes)}), "

@@ -408,7 +408,7 @@ def _prepare(
     calibrated.verify([calibrated.model], cache.file_sha256)  # before anything parses it
     digest, built_stat = _prepared_digest(calibrated.model, cache)  # refuses external data outside the folder
     calibrated.verify([Path(path) for path, _ in built_stat[1:]], cache.file_sha256)
-    return calibrated.model, digest, built_stat, calibrated.record_sha256
+    return calibrated.model, digest, built_stat, calibrated.content_sha256
 
 
 def _prepared_digest(path: Path, cache: BuildCache) -> tuple[str, FileStats]:

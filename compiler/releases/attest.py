@@ -74,11 +74,14 @@ def attest(
     manifest = store.read_manifest(name, version)
     if manifest is None:
         raise damaged(store, f"releases/{name}/{version}/manifest.json", "it vanished right after publishing")
-    if not holds(manifest, store, name, version, content):
+    found = holds(manifest, store, name, version, content)
+    if found is None:
         raise Conflict(
             f"{name}@{version} is already published in {store.uri} with other content (a racing "
             "publisher's, on a registry); releases are immutable: publish a new version"
         )
+    if found == "same inputs":  # rebuilt from the same inputs: what is attested is the published plans
+        content = parse_manifest(manifest, store, name, version).content
     image = store.artifact(name, version)  # on OCI also the image manifest, the subject cosign looks for
     extra = [{"name": image[0], "digest": {"sha256": image[1]}}] if image else []
     provenance = provenance_statement(content, context, extra)

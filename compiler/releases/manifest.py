@@ -49,15 +49,29 @@ def damaged(store: Store, key: str, what: str) -> CheckFailed:
     return CheckFailed(f"store {store.uri}: {key} is damaged ({what}); publish it again or ask who owns the store")
 
 
-def holds(data: bytes, store: Store, name: str, version: str, content: ReleaseContent) -> bool:
-    """Whether the stored manifest ``data`` is of ``content`` (one of an older format is compared as this format
-    reads it). A publisher that could not read the model (a build folder carried to another machine: no inputs and
-    outputs) is compared with the stored ones taken in: the model is the same by its sha256, and they are read from
-    it."""
+def holds(data: bytes, store: Store, name: str, version: str, content: ReleaseContent) -> str | None:
+    """What the stored manifest ``data`` is to ``content``: ``same`` (one of an older format is compared as this
+    format reads it), ``same inputs`` (every engine built from the same model, calibration, profiles, options and
+    builder, only the plans' bytes differ: a runner with an empty cache rebuilt them, and TensorRT builds are not
+    bit-identical) or None (another release). A publisher that could not read the model (a build folder carried to
+    another machine: no inputs and outputs) is compared with the stored ones taken in: the model is the same by its
+    sha256, and they are read from it."""
     stored = parse_manifest(data, store, name, version).content
     if content.inputs is None and content.outputs is None:
         content = content.model_copy(update={"inputs": stored.inputs, "outputs": stored.outputs})
-    return hash_json(stored.model_dump(mode="json")) == hash_json(content.model_dump(mode="json"))
+    ours, theirs = stored.model_dump(mode="json"), content.model_dump(mode="json")
+    if hash_json(ours) == hash_json(theirs):
+        return "same"
+    return "same inputs" if hash_json(_inputs_of(ours)) == hash_json(_inputs_of(theirs)) else None
+
+
+PRODUCTS = ("plan", "layers", "plan_header")
+"""What a build made rather than was given: the fields two builds of the same inputs may differ in."""
+
+
+def _inputs_of(content: dict) -> dict:
+    engines = [{k: v for k, v in engine.items() if k not in PRODUCTS} for engine in content["engines"]]
+    return content | {"engines": engines}
 
 
 def parse_manifest(data: bytes, store: Store, name: str, version: str) -> ReleaseManifest:

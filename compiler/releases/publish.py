@@ -129,14 +129,14 @@ def publish(
     repaired = repair_blobs(store, name, release.blobs + release.check_reports) if options.repair else []
     existing = store.read_manifest(name, version)
     if existing is not None:
-        same_or_conflict(existing, release.content, store, name, version)
+        status = same_or_conflict(existing, release.content, store, name, version)
         return _attested(
             store,
             release,
             _result(
                 store,
                 release,
-                "repaired" if repaired else "unchanged",
+                "repaired" if repaired else status,
                 repaired,
                 _held(release) - len(repaired),
                 started,
@@ -266,8 +266,8 @@ def finalize(
     reports = [ref for part in staged for ref in part.check_reports]
     held = _held(release, reports)
     if existing is not None:
-        same_or_conflict(existing, release.content, store, name, version)
-        return _attested(store, release, _result(store, release, "unchanged", [], held, started), signer, context)
+        status = same_or_conflict(existing, release.content, store, name, version)
+        return _attested(store, release, _result(store, release, status, [], held, started), signer, context)
     status = _create(store, release, reports)
     return _attested(store, release, _result(store, release, status, [], held, started), signer, context)
 
@@ -302,8 +302,7 @@ def _create(store: Store, release: Release, check_reports: list[BlobRef]) -> str
     raced = store.create_manifest(content.name, content.version, manifest.model_dump_json(indent=2).encode())
     if raced is None:
         return "published"
-    same_or_conflict(raced, content, store, content.name, content.version)
-    return "unchanged"
+    return same_or_conflict(raced, content, store, content.name, content.version)
 
 
 def _held(release: Release, reports: list[BlobRef] | None = None) -> int:
@@ -336,15 +335,18 @@ def _result(
     )
 
 
-def same_or_conflict(existing: bytes, content: ReleaseContent, store: Store, name: str, version: str) -> None:
-    """Conflict unless the published release is this content (:func:`compiler.releases.manifest.holds`: the same
-    build published again before and after the runtime was recorded, or from another machine, is the same
-    release)."""
-    if not holds(existing, store, name, version, content):
+def same_or_conflict(existing: bytes, content: ReleaseContent, store: Store, name: str, version: str) -> str:
+    """``unchanged`` when the published release is this content, ``rebuilt`` when it was built from the same inputs
+    and only the plans' bytes differ (the published plans are kept), else Conflict (:func:`compiler.releases.
+    manifest.holds`: the same build published again before and after the runtime was recorded, or from another
+    machine, is the same release)."""
+    found = holds(existing, store, name, version, content)
+    if found is None:
         raise Conflict(
             f"{name}@{version} is already published in {store.uri} with other content; releases are "
             "immutable: publish a new version"
         )
+    return "unchanged" if found == "same" else "rebuilt"
 
 
 def merge_contents(parts: list[ReleaseContent]) -> ReleaseContent:
