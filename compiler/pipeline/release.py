@@ -236,9 +236,15 @@ def _validate(pipeline: LoadedPipeline, plan: ReleasePlan, remote_cache: str | N
 
     _inspect(pipeline)
     spec = pipeline.spec
-    for path in filter(None, (spec.calibration.data if spec.calibration else None, spec.check.data, spec.check.rules)):
+    sections = [s for s in (spec.calibration, spec.check) if s is not None]
+    files = [*(s.data for s in sections), *(s.labels for s in sections), spec.check.rules]
+    for path in filter(None, files):
         if not path.exists():
             raise InvalidInput(f"{pipeline.path}: {path} does not exist")
+    for metric in {s.metric for s in sections if s.metric}:
+        from compiler.data.metric import load_metric
+
+        load_metric(metric)  # imported in its child now, as the run would (a bad one is exit 2 before any work)
     if "://" in spec.store and not spec.store.startswith("file://"):
         open_store(spec.store)  # the URI's syntax and backend (nothing is sent)
     check_remote_uri(remote_cache)

@@ -229,7 +229,8 @@ def load_pipeline(path: str | Path) -> LoadedPipeline:
     if spec.skus:
         resolved["skus"] = base / spec.skus
     if spec.calibration:
-        resolved["calibration"] = spec.calibration.model_copy(update={"data": base / spec.calibration.data})
+        calibration = {"data": base / spec.calibration.data} | _user_files(base, spec.calibration)
+        resolved["calibration"] = spec.calibration.model_copy(update=calibration)
     check_paths = {
         k: base / v
         for k, v in (
@@ -240,7 +241,7 @@ def load_pipeline(path: str | Path) -> LoadedPipeline:
         )
         if v
     }
-    resolved["check"] = spec.check.model_copy(update=check_paths)
+    resolved["check"] = spec.check.model_copy(update=check_paths | _user_files(base, spec.check))
     if "://" not in spec.store or spec.store.startswith("file://"):  # normalised: not pipelines/../artifacts
         resolved["store"] = os.path.normpath(base / spec.store.removeprefix("file://"))
     if spec.cache and ("://" not in spec.cache or spec.cache.startswith("file://")):
@@ -250,6 +251,20 @@ def load_pipeline(path: str | Path) -> LoadedPipeline:
     return LoadedPipeline(
         path=path, sha256=hashlib.sha256(path.read_bytes()).hexdigest(), spec=spec.model_copy(update=resolved)
     )
+
+
+def _user_files(base: Path, section: Any) -> dict[str, Any]:
+    """A section's metric (a ``path/to/metrics.py:function``; a dotted module stays importable as named) and
+    labels file, relative to the pipeline file as every path in it."""
+    found: dict[str, Any] = {}
+    metric = getattr(section, "metric", None)
+    if metric:
+        module, _, function = metric.rpartition(":")
+        if module.endswith(".py"):
+            found["metric"] = f"{os.path.normpath(base / module)}:{function}"
+    if getattr(section, "labels", None):
+        found["labels"] = base / section.labels
+    return found
 
 
 MAX_LISTED = 20
