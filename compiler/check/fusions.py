@@ -48,9 +48,21 @@ class Rule(BaseModel):
     precisions: list[Precision] = list(Precision)
     allow: list[str] = []
     """Node names (shell-style patterns) the rule does not apply to."""
-    gate: bool = True
+    gate: bool | list[Precision] = True
     """False: what the rule finds is reported (evidence, figures) but does not fail the check: for fusions
-    TensorRT makes or not by shapes and head sizes, which no model change can promise."""
+    TensorRT makes or not by shapes and head sizes, which no model change can promise. A list: a gate in those
+    precisions only, an observation in the others (a missed fusion in an engine built exactly from the model: no
+    calibration or conversion of ours can have caused it)."""
+
+    def gates(self, precision: Precision) -> bool:
+        return self.gate if isinstance(self.gate, bool) else precision in self.gate
+
+    def occurs(self, graph: Graph) -> bool:
+        """Whether the model has anything this rule is about: a rule with nothing to judge says so, not "holds"."""
+        if self.kind in ("chain", "together"):
+            return any(True for _ in graph.chains(self.ops))
+        return any(node.op_type in self.ops and not self.allows(node.name) for node in graph.nodes)
+
     description: str = ""
 
     @model_validator(mode="after")
@@ -169,7 +181,9 @@ def check_fusions(
     rules: list[Rule], precision: Precision, kernels: list[Kernel], graph: Graph, graph_note: str
 ) -> CheckResult:
     """Every rule that applies to ``precision``, over every kernel of every profile."""
-    applied = [rule for rule in rules if precision in rule.precisions]
+    relevant = [rule for rule in rules if precision in rule.precisions]
+    applied = [rule for rule in relevant if rule.occurs(graph)]
+    not_applicable = [rule.name for rule in relevant if rule not in applied]
     violations: list[str] = []
     advisory: list[str] = []
     per_rule: dict[str, int] = {}
@@ -182,13 +196,14 @@ def check_fusions(
             "quantized": _quantized,
         }[rule.kind](rule, kernels, graph)
         per_rule[rule.name] = len(found)
-        (violations if rule.gate else advisory).extend(f"{rule.name}: {line}" for line in found)
+        (violations if rule.gates(precision) else advisory).extend(f"{rule.name}: {line}" for line in found)
     figures = {
         "rules": [r.name for r in applied],
         "violations": per_rule,
         "kernels": len(kernels),
         "graph": graph_note,
-        "advisory": [r.name for r in applied if not r.gate],
+        "advisory": [r.name for r in applied if not r.gates(precision)],
+        "not_applicable": not_applicable,
     }
     if violations:
         return CheckResult(
@@ -200,15 +215,15 @@ def check_fusions(
             f"; first: {violations[0]}",
         )
     if not applied:
-        return CheckResult(
-            name="fusions", status=Status.SKIPPED, figures=figures, summary=f"no rule applies to {precision} builds"
-        )
+        why = f"not applicable: {', '.join(not_applicable)}" if not_applicable else f"no rule for {precision} builds"
+        return CheckResult(name="fusions", status=Status.SKIPPED, figures=figures, summary=f"no rule applies ({why})")
     held = [r.name for r in applied if not per_rule[r.name]]
     noted = (
-        "; advisory, not so here: " + ", ".join(f"{name} ({count}x)" for name, count in per_rule.items() if count)
+        "; observed, not gated: " + ", ".join(f"{name} ({count}x)" for name, count in per_rule.items() if count)
         if advisory
         else ""
     )
+    noted += f"; not applicable (nothing of theirs in the model): {', '.join(not_applicable)}" if not_applicable else ""
     return CheckResult(
         name="fusions",
         status=Status.OK,

@@ -70,7 +70,7 @@ def test_attention_in_one_kernel_is_fused_and_split_attention_is_reported():
         "g",
     )
     assert split.status == "ok"  # advisory: TensorRT fuses attention by shapes and head size
-    assert "advisory, not so here: attention-fused (1x)" in split.summary
+    assert "observed, not gated: attention-fused (1x)" in split.summary
     assert "scores -> scale -> mask -> softmax -> context: no one kernel computes it all" in split.evidence[0]
     assert "bmm1 (scores)" in split.evidence[0]
     assert (

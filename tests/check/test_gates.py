@@ -79,11 +79,12 @@ def test_a_collapsed_int8_calibration_fails_at_calibrate_and_its_build_at_check(
     line = assert_clean_error(calibrated, 1, "min-cosine", "logits")
     document = json.loads(calibrated.stdout)
     assert document["passed"] is False and document["report"]["outputs"][0]["cosine_mean"] < 0.9
-    # the outputs are written either way: a build of them is caught again by check
+    # the outputs are written either way: build refuses them unless told (issue 40), and check catches it again
     assert "report.json" in line and (tmp_path / "cal" / "calibration.json").is_file()
-    built = run_build(
-        tmp_path / "engines", (SKU,), ("int8",), "--calibration", tmp_path / "cal", model=model, profiles=profiles
-    )
+    args = ((SKU,), ("int8",), "--calibration", tmp_path / "cal")
+    refused = run_build(tmp_path / "refused", *args, model=model, profiles=profiles)
+    assert_clean_error(refused, 1, "its calibration failed its accuracy gates", "--allow-failed")
+    built = run_build(tmp_path / "engines", *args, "--allow-failed", model=model, profiles=profiles)
     assert built.exit_code == 0, built.stderr
     checked = run_cli("check", tmp_path / "engines", "--data", data, "--json")
     assert checked.exit_code == 1, checked.stderr
