@@ -102,3 +102,32 @@ def test_a_matmul_with_q_dq_inputs_must_run_quantized():
     assert (
         check_fusions(rules, Precision.INT8, [*int8, _kernel("bmm2", "Float", ["context"])], graph, "g").status == "ok"
     )
+
+
+def _conv_relu() -> Graph:
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
+        helper.make_node("Relu", ["c"], ["y"], name="relu"),
+    ]
+    return Graph(helper.make_model(helper.make_graph(nodes, "cnn", [], [])))
+
+
+def test_a_rule_with_nothing_to_judge_is_not_applicable_never_holding():
+    """Issue 41: attention-fused and layernorm-fused on a CNN say "not applicable"; the chain rule holds."""
+    rules = _rules("attention-fused", "layernorm-fused", "conv-bn-relu-fused")
+    result = check_fusions(rules, Precision.FP16, [_kernel("conv_relu", "Half", ["conv", "relu"])], _conv_relu(), "g")
+    assert result.status == "ok"
+    assert result.figures["rules"] == ["conv-bn-relu-fused"]
+    assert result.figures["not_applicable"] == ["attention-fused", "layernorm-fused"]
+    assert result.summary.startswith("1 rule(s) hold over 1 kernels (conv-bn-relu-fused)")
+    assert "not applicable (nothing of theirs in the model): attention-fused, layernorm-fused" in result.summary
+    none = check_fusions(_rules("attention-fused"), Precision.FP16, [], _conv_relu(), "g")
+    assert none.status == "skipped" and "not applicable: attention-fused" in none.summary
+
+
+def test_a_missed_conv_fusion_is_a_gate_in_int8_and_an_observation_in_fp32():
+    rules = _rules("conv-bn-relu-fused")
+    split = [_kernel("conv", "Float", ["conv"]), _kernel("relu", "Float", ["relu"])]
+    assert check_fusions(rules, Precision.FP32, split, _conv_relu(), "g").status == "ok"
+    int8 = [_kernel("conv", "Int8", ["conv"]), _kernel("relu", "Int8", ["relu"])]
+    assert check_fusions(rules, Precision.INT8, int8, _conv_relu(), "g").status == "failed"
