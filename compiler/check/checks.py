@@ -398,6 +398,7 @@ def _engine_check(
     engine) and the engine's own accuracy."""
     from compiler.check.accuracy import engine_accuracy
     from compiler.check.fusions import Graph, check_fusions
+    from compiler.check.gain import check_gain
     from compiler.check.memory import check_memory
     from compiler.data.ranges import check_ranges, fp16_tensors
 
@@ -412,6 +413,13 @@ def _engine_check(
             where if path else f"the source model's graph ({where})",
         ),
         check_memory(target.log, engine.sku, run.catalog.get(engine.sku), run.options.headroom),
+        check_gain(
+            engine.precision,
+            engine.backend.get("name", ""),
+            target.layers.layers,
+            Graph(graph_of(target).proto),
+            run.options.min_low_precision,
+        ),
         _accuracy(run, engine, path, where, samples, measured),
     ]
     if engine.precision == Precision.FP16:

@@ -206,6 +206,13 @@ CHECK = {
         keyed=False,
     ),
     "headroom": Flag("Fraction of GPU memory an engine must leave free.", "X", GATES, 0.1, float),
+    "min_low_precision": Flag(
+        "Share of an int8/fp8 engine's Conv/MatMul/Gemm nodes that must compute in its precision.",
+        "X",
+        GATES,
+        0.5,
+        float,
+    ),
     "max_partitions": Flag("Gate: most TensorRT partitions of the model.", "N", GATES, 1, int),
     "max_unsupported": Flag("Gate: most nodes TensorRT does not take.", "N", GATES, 0, int),
     "max_boundary_mb": Flag("Gate: most MiB crossing partition boundaries per inference.", "MIB", GATES, type=float),

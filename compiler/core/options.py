@@ -227,6 +227,7 @@ class CheckOptions(OptionGroup):
     rules: Path | None = _check("rules")
     skus: Path | None = _check("skus")
     headroom: float = _check("headroom", ge=0, lt=1)
+    min_low_precision: float = _check("min_low_precision", ge=0, le=1)
     max_partitions: StrictInt | None = _check("max_partitions", ge=1)
     max_unsupported: StrictInt | None = _check("max_unsupported", ge=0)
     max_boundary_mb: float | None = _check("max_boundary_mb", ge=0)

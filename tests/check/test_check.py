@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -438,6 +439,10 @@ def test_a_check_that_could_not_find_a_built_model_is_not_reused_once_it_is_ther
     kept = cache / "models" / built_sha[:2] / built_sha  # the build cache's copy, by digest
     assert (kept / "model.onnx").is_file()
     moves = [(converted, tmp_path / "fp16.onnx"), (kept, tmp_path / "kept")]
+    # an engine taken from the build cache names the model its first build parsed (another run's folder): aside too
+    log = (folder / SKU / "fp16" / "build.log").read_text()
+    parsed = {Path(m) for m in re.findall(r"^\[INFO\] Input filename:\s+(.+?)\s*$", log, re.M)}
+    moves += [(m, tmp_path / f"parsed-{i}.onnx") for i, m in enumerate(sorted(parsed - {converted})) if m.is_file()]
     for where, aside in moves:
         shutil.move(where, aside)
     try:

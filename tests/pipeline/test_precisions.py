@@ -15,29 +15,13 @@ def test_int8_fp8_and_fp16_targets_release_together(tmp_path):
     example = yaml.safe_load(EXAMPLE.read_text())
     calibration, check = example["calibration"], example["check"]
     calibration["data"] = check["data"] = str(EXAMPLE.parent / calibration["data"])
-    # TensorRT-RTX leaves the FP8 quantize of the digits CNN's Gemm input (after Flatten) as a kernel of its own,
-    # which the bundled qdq-folded rule fails: held to INT8 here, as that is not what this test is about
-    rules = tmp_path / "rules.yaml"
-    rules.write_text(
-        yaml.safe_dump(
-            {
-                "rules": [
-                    {
-                        "name": "qdq-folded",
-                        "kind": "no-standalone",
-                        "ops": ["DequantizeLinear", "QuantizeLinear"],
-                        "around": ["Conv", "Gemm", "MatMul"],
-                        "precisions": ["int8"],
-                    }
-                ]
-            }
-        )
-    )
+    # TensorRT-RTX computes FP8 only for MatMul/Gemm, so the digits CNN's fp8 engine runs its convolutions in FP16,
+    # which the precision-gain gate fails (issue 41): allowed here, as that is not what this test is about
     pipeline = _pipeline(
         tmp_path,
         targets={"rtx-4090": ["int8", "fp8", "fp16"]},
         calibration={**calibration, "fallback": "auto"},
-        check={**check, "rules": str(rules)},
+        check={**check, "min_low_precision": 0},
     )
     result = _release(pipeline, tmp_path / "work")
     assert result.exit_code == 0, result.stderr
