@@ -379,7 +379,10 @@ def judged(result: CalibrationResult, out: Path) -> CalibrationResult:
     from compiler.data.agreement import describe
 
     failed = [describe(g) for g in result.gates if not g.passed]
-    write_atomic(out / CALIBRATION_VERDICT, json.dumps({"passed": result.passed, "failed": failed}).encode())
+    verdict = json.dumps({"passed": result.passed, "failed": failed}).encode()
+    path = out / CALIBRATION_VERDICT
+    if not path.is_file() or path.read_bytes() != verdict:  # a reuse under the same gates touches nothing
+        write_atomic(path, verdict)
     return result
 
 

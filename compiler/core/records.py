@@ -245,7 +245,9 @@ class TensorRange(BaseModel):
 class OutputReport(BaseModel):
     name: str
     kind: str
-    """``class-scores`` ([batch, classes] float output: top-1 agreement is measured) or ``tensor``."""
+    """``class-scores`` ([batch, classes] float output), ``sequence`` ([batch, steps, classes]: a CTC recogniser) or
+    ``tensor``. Scores are judged shift-invariantly (SQNR after each sample's or step's mean is taken off: softmax
+    ignores a common shift) and by top-1 agreement, per sample or per step."""
     samples: int
     cosine_mean: float
     cosine_min: float

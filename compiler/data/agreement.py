@@ -84,7 +84,18 @@ class _Output:
         self.cosines: list[np.ndarray] = []
         self.signal = self.signal_sq = self.noise_sq = self.abs_sum = self.max_abs = 0.0
         self.elements = self.nonfinite = self.top1 = self.top5 = 0
-        self.classes = 0
+        self.classes = self.steps = 0
+
+
+def _class_axis(array: np.ndarray) -> bool:
+    """Whether the last axis holds class scores: a float [B, C] (C > 1) or a sequence of them [B, T, C] (CTC)."""
+    return array.ndim in (2, 3) and array.shape[-1] > 1 and np.issubdtype(array.dtype, np.floating)
+
+
+def _centred(flat: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """Scores with each sample's (or step's) mean over the classes taken off: the shift-invariant part."""
+    scores = flat.reshape(-1, shape[-1])
+    return (scores - scores.mean(axis=1, keepdims=True)).reshape(flat.shape)
 
 
 class Agreement:
@@ -101,6 +112,7 @@ class Agreement:
         self.samples += count
         for name, a, b in zip(self.names, expected, actual, strict=True):
             out = self.outputs[name]
+            scores = _class_axis(np.asarray(a))
             ref = np.asarray(a, dtype=np.float64).reshape(count, -1)
             cand = np.asarray(b, dtype=np.float64).reshape(count, -1)
             finite = np.isfinite(cand)
@@ -110,17 +122,28 @@ class Agreement:
             diff = np.abs(ref - cand)
             out.max_abs = max(out.max_abs, float(diff.max()) if diff.size else 0.0)
             out.abs_sum += float(diff.sum())
-            out.noise_sq += float((diff * diff).sum())
+            if scores:  # class scores, per sample or per step: a shift of all of them is no error (softmax ignores it)
+                centred = _centred(ref, np.asarray(a).shape)
+                if (centred * centred).sum() > 1e-9 * (ref * ref).sum():  # scores that differ at all (not a constant)
+                    ref, cand = centred, _centred(cand, np.asarray(a).shape)
+            out.noise_sq += float(((ref - cand) ** 2).sum())
             out.signal += float(ref.sum())
             out.signal_sq += float((ref * ref).sum())
             out.elements += ref.size
-            if np.asarray(a).ndim == 2 and ref.shape[1] > 1 and np.issubdtype(np.asarray(a).dtype, np.floating):
-                out.classes = ref.shape[1]
-                chosen = cand.argmax(axis=1)
-                out.top1 += int((ref.argmax(axis=1) == chosen).sum())
-                if ref.shape[1] > TOP_K:
-                    best = np.argpartition(-ref, TOP_K - 1, axis=1)[:, :TOP_K]
-                    out.top5 += int((best == chosen[:, None]).any(axis=1).sum())
+            if scores:
+                self._agreement(out, np.asarray(a, dtype=np.float64), np.where(np.isfinite(b), b, 0.0))
+
+    @staticmethod
+    def _agreement(out: _Output, ref: np.ndarray, cand: np.ndarray) -> None:
+        """Top-1 (and top-5) agreement over the class axis, per sample ([B, C]) or per step ([B, T, C])."""
+        classes = ref.shape[-1]
+        ref, cand = ref.reshape(-1, classes), cand.reshape(-1, classes)
+        out.classes, out.steps = classes, out.steps + len(ref)
+        chosen = cand.argmax(axis=1)
+        out.top1 += int((ref.argmax(axis=1) == chosen).sum())
+        if classes > TOP_K:
+            best = np.argpartition(-ref, TOP_K - 1, axis=1)[:, :TOP_K]
+            out.top5 += int((best == chosen[:, None]).any(axis=1).sum())
 
     def reports(self) -> list[OutputReport]:
         return [self._report(name, out) for name, out in self.outputs.items()]
@@ -129,9 +152,10 @@ class Agreement:
         cosines = np.concatenate(out.cosines) if out.cosines else np.ones(1)
         sqnr = sqnr_db(out.signal, out.signal_sq, out.noise_sq, out.elements)
         samples = self.samples
+        sequence = out.classes and out.steps > samples
         return OutputReport(
             name=name,
-            kind="class-scores" if out.classes else "tensor",
+            kind="sequence" if sequence else "class-scores" if out.classes else "tensor",
             samples=samples,
             cosine_mean=float(cosines.mean()),
             cosine_min=float(cosines.min()),
@@ -140,8 +164,8 @@ class Agreement:
             max_abs_error=out.max_abs,
             mean_abs_error=out.abs_sum / max(out.elements, 1),
             nonfinite=out.nonfinite,
-            top1_agreement=out.top1 / samples if out.classes and samples else None,
-            top5_agreement=out.top5 / samples if out.classes > TOP_K and samples else None,
+            top1_agreement=out.top1 / out.steps if out.classes and out.steps else None,
+            top5_agreement=out.top5 / out.steps if out.classes > TOP_K and out.steps else None,
         )
 
 
