@@ -12,7 +12,7 @@ import contextlib
 import io
 import logging
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -272,38 +272,65 @@ def amax(low: float, high: float) -> float:
 
 SMALLEST_SCALE = float(np.finfo(np.float32).tiny)
 """No scale is written below float32's smallest normal (1.2e-38): TensorRT uses the model's scales as given, and a
-zero or subnormal one (an all-zero or denormal weight channel: amax 3e-39) divides into NaN or infinity."""
+zero or subnormal one (an all-zero or denormal weight channel: amax 3e-39) divides into NaN or infinity. A range
+whose scale would fall below it gets 1.0, onnxruntime's own rule for int8: its values are zero at any such scale."""
 
 
 def scale(low: float, high: float, precision: str) -> float:
-    """The symmetric scale onnxruntime writes for a range: amax / 127 (int8) or amax / 448 (fp8), at least
-    :data:`SMALLEST_SCALE`; 1.0 for an all-zero range."""
+    """The symmetric scale onnxruntime writes for a range: amax / 127 (int8) or amax / 448 (fp8); 1.0 when that is
+    below :data:`SMALLEST_SCALE` (an all-zero or denormal range)."""
     value = amax(low, high) / (FP8_MAX if precision == "fp8" else INT8_MAX)
-    return max(value, SMALLEST_SCALE) if value > 0 else 1.0
+    return value if value >= SMALLEST_SCALE else 1.0
+
+
+def _normal(value) -> np.ndarray:
+    """``value`` (a scale or an array of them, in its dtype) with every finite scale below :data:`SMALLEST_SCALE`
+    made 1.0; a non-finite one is left for onnxruntime's checks (our own refuse those earlier)."""
+    value = np.asarray(value)
+    return np.array(np.where(np.abs(value) < SMALLEST_SCALE, 1.0, value), dtype=value.dtype)
+
+
+def _weight_params(original: Callable) -> Callable:
+    """onnxruntime's ``compute_data_quant_params`` (one weight channel's zero point and scale) with TensorRT's
+    scale for FP8, amax / 448 (onnxruntime derives it from the channel's standard deviation: 0 for a constant
+    channel, which wrote NaN for an all-zero one and quantized a constant 0.25 to 5e-36, and clipping beyond 4.5
+    sigma), and every scale normal."""
+    from onnx import TensorProto
+
+    def params(data, quant_type, *args, **kwargs):
+        zero_point, value = original(data, quant_type, *args, **kwargs)
+        if quant_type == TensorProto.FLOAT8E4M3FN:
+            value = np.array(np.abs(data).max(initial=0.0) / FP8_MAX, dtype=np.asarray(value).dtype)
+        return zero_point, _normal(value)
+
+    return params
 
 
 @contextlib.contextmanager
 def normal_scales() -> Iterator[None]:
-    """onnxruntime's scale functions, for the length of a quantization, with every scale floored at
-    :data:`SMALLEST_SCALE`. Its per-channel weight scales have no floor: int8's amax/127 of a denormal channel is
-    subnormal, and fp8's std/std_f8 of an all-zero channel is 0, which writes NaN weights (``Initializer
-    'conv.w_quantized' has nan``). The weights themselves are not touched."""
+    """onnxruntime's scale functions, for the length of a quantization, writing only normal scales (and FP8 weight
+    scales as TensorRT computes them, :func:`_weight_params`). Its per-channel FP8 weight scales have no floor: the
+    scale of an all-zero channel was 0, which wrote NaN weights (``Initializer 'conv.w_quantized' has nan``). The
+    weights themselves are not touched."""
     from onnxruntime.quantization import qdq_quantizer, quant_utils
-
-    originals = {name: getattr(quant_utils, name) for name in ("compute_scale_zp", "compute_scale_zp_float8")}
 
     def floored(function: Callable) -> Callable:
         def wrapped(*args, **kwargs):
             zero_point, value = function(*args, **kwargs)
-            value = np.asarray(value)
-            return zero_point, np.array(np.maximum(value, SMALLEST_SCALE), dtype=value.dtype)  # an array, as given
+            return zero_point, _normal(value)
 
         return wrapped
 
+    originals = {
+        name: getattr(quant_utils, name)
+        for name in ("compute_data_quant_params", "compute_scale_zp", "compute_scale_zp_float8")
+    }
+    patched = {name: floored(function) for name, function in originals.items()}
+    patched["compute_data_quant_params"] = _weight_params(originals["compute_data_quant_params"])
     try:
         for module in (quant_utils, qdq_quantizer):
-            for name, function in originals.items():
-                setattr(module, name, floored(function))
+            for name, function in patched.items():
+                setattr(module, name, function)
         yield
     finally:
         for module in (quant_utils, qdq_quantizer):
@@ -324,7 +351,7 @@ def quantize(
     from onnxruntime.quantization.calibrate import TensorData, TensorsData, save_tensors_data
     from onnxruntime.quantization.quant_utils import compute_scale_zp_float8
 
-    _refuse_nonfinite(prepared, ranges(tensors), precision)
+    refuse_unquantizable(prepared, ranges(tensors), precision, excluded)
     calibrate_method = _ort_method(method)
     quant_type = QuantType.QInt8
     if precision == "fp8":
@@ -361,40 +388,109 @@ def quantize(
                     "ActivationSymmetric": True,
                     "WeightSymmetric": True,
                     "QuantizeBias": False,
+                    "QDQDisableWeightAdjustForInt32Bias": True,  # biases stay float: no int32 range to make room for
                     "OpTypesToExcludeOutputQuantization": QUANTIZED_OUTPUTS_EXCLUDED,
                 },
             )
+    except (OSError, MemoryError):  # the machine's doing, reported as such
+        raise
     except Exception as exc:
-        if not _names_a_tensor(exc):  # a crash inside the quantizer (a numpy error): ours to fix, cause kept
-            raise
-        raise CheckFailed(  # a refusal naming what it could not quantize: a limit the user can route around
-            f"onnxruntime could not write the {precision} Q/DQ model: {first_line(exc)}; keep the "
-            f"node it names in float with --exclude NODE, or calibrate another precision"
-        ) from None
+        raise _quantizer_failure(exc, onnx.load_model(prepared, load_external_data=False).graph, precision) from exc
 
 
-def _names_a_tensor(exc: Exception) -> bool:
-    """Whether onnxruntime's quantizer refused something it names (a node, an initializer, a tensor)."""
-    text = str(exc).lower()
-    return any(word in text for word in ("node", "initializer", "tensor"))
+class QuantizerCrash(RuntimeError):
+    """onnxruntime's quantizer failed on a model our checks passed: a bug (ours, or onnxruntime's that we must
+    route around), reported as an internal error naming the node it was quantizing; the cause stays chained."""
 
 
-def _refuse_nonfinite(prepared: Path, found: dict[str, tuple[float, float]], precision: str) -> None:
-    """Every tensor whose calibrated range is not finite, named with the nodes that read it, in one error."""
-    bad = {name: bounds for name, bounds in found.items() if not all(np.isfinite(bounds))}
-    if not bad:
-        return
-    graph = onnx.load_model(prepared, load_external_data=False).graph
-    lines = []
-    for name, (low, high) in bad.items():
-        nodes = [f"{n.name or '?'} ({n.op_type})" for n in graph.node if name in n.input]
-        lines.append(f"tensor {name} [{low:g}, {high:g}], read by {', '.join(nodes) or 'no node'}")
-    readers_of = sorted({n.name for n in graph.node if set(n.input) & set(bad) and n.name})
-    raise CheckFailed(
-        f"{len(bad)} tensor(s) have a calibrated range that is not finite, so no {precision} scale exists for them: "
-        + "; ".join(lines)
-        + f"; keep their readers in float with {' '.join(f'--exclude {n}' for n in readers_of)}"
+def _quantizer_failure(exc: Exception, graph: onnx.GraphProto, precision: str) -> Exception:
+    """What a failure inside ``quantize_static`` is: a refusal naming a tensor of the model (exit 1, naming the nodes
+    that read it and their ``--exclude``), or else a crash of ours (:class:`QuantizerCrash`)."""
+    text = str(exc)
+    named = [name for name in _tensor_names(graph) if f"'{name}'" in text or f"'{name}_quantized'" in text]
+    readers = [node for node in graph.node if set(node.input) & set(named)]
+    if readers:
+        return CheckFailed(
+            f"onnxruntime could not write the {precision} Q/DQ model: {first_line(exc)} (read by "
+            f"{', '.join(f'node {n.name} ({n.op_type})' for n in readers)}); keep "
+            f"{'it' if len(readers) == 1 else 'them'} in float with {_excludes(readers)}, or calibrate another "
+            "precision"
+        )
+    node = _node_in_flight(exc)
+    where = f" on node {node.name} ({node.op_type})" if node is not None else ""
+    advice = f"; --exclude {node.name} may avoid it" if node is not None and node.name else ""
+    return QuantizerCrash(
+        f"onnxruntime's {precision} quantizer crashed{where}: {type(exc).__name__}: {first_line(exc)}{advice}"
     )
+
+
+def _node_in_flight(exc: BaseException) -> onnx.NodeProto | None:
+    """The node onnxruntime's quantizer was working on when ``exc`` was raised: the innermost frame that holds one
+    (a ``node`` of its loops, an op quantizer's ``self.node``)."""
+    frames = []
+    tb = exc.__traceback__
+    while tb is not None:
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    for frame in reversed(frames):
+        for value in frame.f_locals.values():
+            node = value if isinstance(value, onnx.NodeProto) else getattr(value, "node", None)
+            if isinstance(node, onnx.NodeProto):
+                return node
+    return None
+
+
+def _tensor_names(graph: onnx.GraphProto) -> set[str]:
+    return {i.name for i in graph.initializer} | {name for node in graph.node for name in node.input if name}
+
+
+def _excludes(nodes: Iterable[onnx.NodeProto]) -> str:
+    return " ".join(f"--exclude {name}" for name in sorted({n.name for n in nodes if n.name}))
+
+
+def refuse_unquantizable(
+    prepared: Path, found: dict[str, tuple[float, float]], precision: str, excluded: frozenset[str] = frozenset()
+) -> None:
+    """Every node that cannot be quantized, in one error (CheckFailed): a weight holding NaN or infinity, an
+    activation whose calibrated range is not finite (no scale exists for either); each named with its op, the
+    tensor and why, then the ``--exclude`` of them all."""
+    graph = onnx.load_model(prepared, load_external_data=False).graph
+    weights = {i.name: i for i in graph.initializer}
+    bad_ranges = {name for name, bounds in found.items() if not all(np.isfinite(bounds))}
+    problems: dict[str, tuple[onnx.NodeProto, list[str]]] = {}
+    for node in graph.node:
+        if node.op_type not in TENSORRT_QUANTIZED_OPS or node.name in excluded:
+            continue
+        for name in node.input:
+            why = _why_unquantizable(name, weights, found, bad_ranges, prepared)
+            if why:
+                problems.setdefault(node.name or node.output[0], (node, []))[1].append(why)
+    for name in bad_ranges - {n for node, _ in problems.values() for n in node.input}:  # no quantized node reads it
+        node = next(n for n in graph.node if name in (*n.output, *n.input))  # its producer, or its first reader
+        problems.setdefault(node.name or name, (node, []))[1].append(
+            _why_unquantizable(name, weights, found, bad_ranges, prepared)
+        )
+    if problems:
+        lines = [f"node {key} ({node.op_type}): {', '.join(whys)}" for key, (node, whys) in problems.items()]
+        raise CheckFailed(
+            f"{len(problems)} node(s) cannot be quantized to {precision}: {'; '.join(lines)}; keep them in float "
+            f"with {_excludes(node for node, _ in problems.values())}"
+        )
+
+
+def _why_unquantizable(name, weights, found, bad_ranges, prepared: Path) -> str | None:
+    """Why the tensor ``name`` has no scale, or None."""
+    if name in bad_ranges:
+        low, high = found[name]
+        return f"activation {name} has the calibrated range [{low:g}, {high:g}], which is not finite"
+    initializer = weights.get(name)
+    if initializer is None or initializer.data_type not in (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16):
+        return None
+    from onnx import numpy_helper
+
+    values = numpy_helper.to_array(initializer, base_dir=str(prepared.parent))
+    count = int(values.size - np.isfinite(values).sum())
+    return f"weight {name} holds {count} NaN or infinite value(s)" if count else None
 
 
 def keep_float_consumers(path: Path, excluded: frozenset[str] = frozenset()) -> int:
