@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+from onnx import numpy_helper
 
 from compiler.core.errors import CheckFailed, InvalidInput
 from compiler.data.datasets import Dataset, batches
@@ -351,7 +352,7 @@ def quantize(
     from onnxruntime.quantization.calibrate import TensorData, TensorsData, save_tensors_data
     from onnxruntime.quantization.quant_utils import compute_scale_zp_float8
 
-    refuse_unquantizable(prepared, ranges(tensors), precision, excluded)
+    refuse_bad_ranges(prepared, ranges(tensors), precision, excluded)
     calibrate_method = _ort_method(method)
     quant_type = QuantType.QInt8
     if precision == "fp8":
@@ -448,49 +449,65 @@ def _excludes(nodes: Iterable[onnx.NodeProto]) -> str:
     return " ".join(f"--exclude {name}" for name in sorted({n.name for n in nodes if n.name}))
 
 
-def refuse_unquantizable(
+def refuse_bad_weights(prepared: Path, precision: str, excluded: frozenset[str] = frozenset()) -> None:
+    """Every quantized node whose weight holds NaN or infinity (no scale exists for it), in one error, before
+    calibrating: its activations downstream would be named next, an effect of the same cause."""
+    graph = onnx.load_model(prepared, load_external_data=False).graph
+    floats = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16)
+    weights = {i.name: i for i in graph.initializer if i.data_type in floats}
+
+    def why(name: str) -> str | None:
+        if name not in weights:
+            return None
+        values = numpy_helper.to_array(weights[name], base_dir=str(prepared.parent))
+        count = int(values.size - np.isfinite(values).sum())
+        return f"weight {name} holds {count} NaN or infinite value(s)" if count else None
+
+    _refuse(graph, precision, excluded, why)
+
+
+def refuse_bad_ranges(
     prepared: Path, found: dict[str, tuple[float, float]], precision: str, excluded: frozenset[str] = frozenset()
 ) -> None:
-    """Every node that cannot be quantized, in one error (CheckFailed): a weight holding NaN or infinity, an
-    activation whose calibrated range is not finite (no scale exists for either); each named with its op, the
-    tensor and why, then the ``--exclude`` of them all."""
-    graph = onnx.load_model(prepared, load_external_data=False).graph
-    weights = {i.name: i for i in graph.initializer}
-    bad_ranges = {name for name, bounds in found.items() if not all(np.isfinite(bounds))}
+    """Every node next to an activation whose calibrated range is not finite (no scale exists for it), in one
+    error: the quantized nodes that read it, or the node that makes it when none does."""
+    bad = {name: bounds for name, bounds in found.items() if not all(np.isfinite(bounds))}
+
+    def why(name: str) -> str | None:
+        return (
+            f"activation {name} has the calibrated range [{bad[name][0]:g}, {bad[name][1]:g}], which is not finite"
+            if name in bad
+            else None
+        )
+
+    if bad:
+        _refuse(onnx.load_model(prepared, load_external_data=False).graph, precision, excluded, why, set(bad))
+
+
+def _refuse(
+    graph: onnx.GraphProto,
+    precision: str,
+    excluded: frozenset[str],
+    why: Callable[[str], str | None],
+    tensors: set[str] = frozenset(),
+) -> None:
+    """CheckFailed naming every quantized node (not ``excluded``) with an input ``why`` finds fault with, its op and
+    the reasons, then the ``--exclude`` of them all; ``tensors`` no such node reads are named by the node that
+    touches them first (their producer)."""
     problems: dict[str, tuple[onnx.NodeProto, list[str]]] = {}
     for node in graph.node:
-        if node.op_type not in TENSORRT_QUANTIZED_OPS or node.name in excluded:
-            continue
-        for name in node.input:
-            why = _why_unquantizable(name, weights, found, bad_ranges, prepared)
-            if why:
-                problems.setdefault(node.name or node.output[0], (node, []))[1].append(why)
-    for name in bad_ranges - {n for node, _ in problems.values() for n in node.input}:  # no quantized node reads it
-        node = next(n for n in graph.node if name in (*n.output, *n.input))  # its producer, or its first reader
-        problems.setdefault(node.name or name, (node, []))[1].append(
-            _why_unquantizable(name, weights, found, bad_ranges, prepared)
-        )
+        if node.op_type in TENSORRT_QUANTIZED_OPS and node.name not in excluded:
+            for reason in filter(None, map(why, node.input)):
+                problems.setdefault(node.name or node.output[0], (node, []))[1].append(reason)
+    for name in sorted(set(tensors) - {n for node, _ in problems.values() for n in node.input}):
+        node = next(n for n in graph.node if name in (*n.output, *n.input))
+        problems.setdefault(node.name or name, (node, []))[1].append(why(name) or name)
     if problems:
         lines = [f"node {key} ({node.op_type}): {', '.join(whys)}" for key, (node, whys) in problems.items()]
         raise CheckFailed(
             f"{len(problems)} node(s) cannot be quantized to {precision}: {'; '.join(lines)}; keep them in float "
             f"with {_excludes(node for node, _ in problems.values())}"
         )
-
-
-def _why_unquantizable(name, weights, found, bad_ranges, prepared: Path) -> str | None:
-    """Why the tensor ``name`` has no scale, or None."""
-    if name in bad_ranges:
-        low, high = found[name]
-        return f"activation {name} has the calibrated range [{low:g}, {high:g}], which is not finite"
-    initializer = weights.get(name)
-    if initializer is None or initializer.data_type not in (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16):
-        return None
-    from onnx import numpy_helper
-
-    values = numpy_helper.to_array(initializer, base_dir=str(prepared.parent))
-    count = int(values.size - np.isfinite(values).sum())
-    return f"weight {name} holds {count} NaN or infinite value(s)" if count else None
 
 
 def keep_float_consumers(path: Path, excluded: frozenset[str] = frozenset()) -> int:

@@ -97,6 +97,7 @@ class OnnxRuntime:
         reuse = job.reuse
         prepared = (reuse.prepare if reuse else calibrators.prepare)(job.source.path, job.work)
         excluded = matching(onnx.load_model(prepared, load_external_data=False), job.keep_nodes, job.keep_ops)
+        calibrators.refuse_bad_weights(prepared, job.precision, frozenset(excluded))
         tensors = self.collect(job, prepared, frozenset(excluded))
         value_ranges = calibrators.ranges(tensors)
         if not (reuse and reuse.write_without(job.out, frozenset(excluded))):
