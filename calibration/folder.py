@@ -74,13 +74,16 @@ class Calibration:
 
 def failed_gates(folder: Path) -> list[str] | None:
     """The gates the folder's calibration failed when ``compile calibrate`` last judged it (verdict.json), one line
-    each; None when it passed or was never judged (a folder from before verdicts were kept)."""
+    each; None when it passed or was never judged (a folder from before verdicts were kept: no verdict.json at all;
+    a link, a folder or a FIFO in its place is refused like a damaged one)."""
     from compiler.core.jsonio import UnreadableJson, parse_json
     from compiler.core.records import CALIBRATION_VERDICT
 
     path = folder / CALIBRATION_VERDICT
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():
         return None
+    if path.is_symlink():
+        raise InvalidInput(f"{path}: is a link; {RERUN} or copy the folder without links")
     try:
         verdict = parse_json(read_record_bytes(path, RERUN), 1 << 20)
     except UnreadableJson as exc:
@@ -88,7 +91,8 @@ def failed_gates(folder: Path) -> list[str] | None:
     if not isinstance(verdict, dict) or not isinstance(verdict.get("passed"), bool):
         raise InvalidInput(f"{path}: not a verdict of compile calibrate; {RERUN}")
     failed = verdict.get("failed")
-    return None if verdict["passed"] else [str(f) for f in failed] if isinstance(failed, list) else ["(unnamed)"]
+    named = [str(f) for f in failed] if isinstance(failed, list) else []
+    return None if verdict["passed"] else named or ["a gate it does not name"]
 
 
 def read_calibration(folder: Path) -> Calibration:

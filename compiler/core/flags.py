@@ -82,7 +82,7 @@ BUILD = {
         kind="many",
     ),
     "allow_failed": Flag(
-        "Build from a --calibration folder whose calibration failed its accuracy gates.",
+        "Build from a calibration that failed its accuracy gates (a --calibration folder, or the one --data makes).",
         panel=CALIBRATION,
         type=bool,
         default=False,

@@ -331,14 +331,15 @@ def _calibration_for(folders: tuple[Path, ...], precision: Precision) -> Path | 
     return None
 
 
-def _refuse_failed(folder: Path) -> None:
-    """A --calibration folder whose calibration failed its gates is not built from (CheckFailed naming them)."""
+def _refuse_failed(folder: Path, source: str) -> None:
+    """A calibration that failed its gates is not built from (CheckFailed naming the first failed gate and the way
+    out); ``source`` names where it came from (``--calibration DIR``, or the calibration of ``--data``)."""
     from calibration.folder import failed_gates
 
     failed = failed_gates(folder)
     if failed:
         raise CheckFailed(
-            f"--calibration {folder}: its calibration failed its accuracy gates ({failed[0]}"
+            f"{source}: its calibration failed its accuracy gates ({failed[0]}"
             + (f"; and {len(failed) - 1} more" if len(failed) > 1 else "")
             + "); calibrate again (--exclude, --fallback auto, another method), or pass --allow-failed to build from "
             "it anyway"
@@ -369,7 +370,7 @@ def _prepare(
     model_sha = model_sha if isinstance(model_sha, str) else model_sha.result()
     folder = _calibration_for(options.calibration, precision)
     if folder is not None and not options.allow_failed:
-        _refuse_failed(Path(folder))
+        _refuse_failed(Path(folder), f"--calibration {folder}")
     if precision == Precision.FP16 and folder is None:
         from calibration import FP16_CONVERSION
 
@@ -397,6 +398,8 @@ def _prepare(
             progress=calibration_progress,
             tier=open_tier(remote) if remote else None,
         )
+        if not options.allow_failed:
+            _refuse_failed(folder, f"--data {options.data} ({precision})")
     if folder is None:
         raise InvalidInput(
             f"{precision} needs calibration: pass --data DATA.npz to calibrate now, or run "

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+from tests.fixtures import make_outlier_mlp
 from tests.support.cli import assert_clean_error
 from tests.support.digits import run_build, run_calibrate
 
@@ -35,3 +36,23 @@ def test_a_verdict_that_is_not_ours_is_refused(tmp_path):
     (folder / "verdict.json").write_text('{"passed": "maybe"}')
     refused = run_build(tmp_path / "out", ("rtx-4090",), ("int8",), "--calibration", folder)
     assert_clean_error(refused, 2, "verdict.json: not a verdict of compile calibrate")
+
+
+def test_a_verdict_that_failed_without_naming_a_gate_is_still_refused(tmp_path):
+    folder = tmp_path / "cal"
+    assert run_calibrate(folder).exit_code == 0
+    (folder / "verdict.json").write_text('{"passed": false, "failed": []}')
+    refused = run_build(tmp_path / "out", ("rtx-4090",), ("int8",), "--calibration", folder)
+    assert_clean_error(refused, 1, "its calibration failed its accuracy gates (a gate it does not name)")
+
+
+def test_build_data_refuses_a_calibration_that_failed_its_gates_unless_allowed(tmp_path):
+    model, data = make_outlier_mlp.save(tmp_path / "mlp.onnx")  # int8 per-tensor cannot hold its outlier channel
+    profiles = make_outlier_mlp.profiles(tmp_path / "profiles.yaml")
+    args = ("rtx-4090",), ("int8",), "--data", data, "--cache-dir", tmp_path / "cache"
+    refused = run_build(tmp_path / "refused", *args, model=model, profiles=profiles)
+    assert_clean_error(refused, 1, f"--data {data} (int8): its calibration failed its accuracy gates",
+                       "--allow-failed")  # fmt: skip
+    allowed = run_build(tmp_path / "allowed", *args, "--allow-failed", model=model, profiles=profiles)
+    assert allowed.exit_code == 0, allowed.stderr  # the cached calibration, built as asked
+    assert (tmp_path / "allowed" / "rtx-4090" / "int8" / "engine.plan").is_file()
