@@ -15,7 +15,7 @@ from compiler.backends.base import BuildSpec
 from compiler.cache.remote import configured, open_remote
 from compiler.cache.reuse import open_tier
 from compiler.core.digest import finish_model_digest, hash_model_file_mapped
-from compiler.core.errors import CheckFailed, EnvironmentProblem, InvalidInput
+from compiler.core.errors import EnvironmentProblem, InvalidInput
 from compiler.core.files import check_writable_folder, hash_json, stat_key, writable_folder
 from compiler.core.options import BuildOptions
 from compiler.core.paths import check_not_overwriting
@@ -67,6 +67,9 @@ class BuildJob:
     explain: bool = False
     excluded: tuple[str, ...] = ()
     """Nodes its calibration kept in higher precision (calibration.json's ``excluded``)."""
+    refusal: str | None = None
+    """Why the target is not built though its inputs are valid (its calibration failed its gates): it fails, with
+    this as its error, and the other targets go on."""
 
     @property
     def model_sha256(self) -> str:
@@ -132,6 +135,7 @@ def plan_builds(
         open_remote(remote)  # a URI it cannot be is refused now, before any work
     prepared = {p: _prepare(p, model, digest, options, cache, calibration_progress, remote) for p in precisions}
     excluded = {p: _excluded(options.calibration, p) if prepared[p][3] else () for p in precisions}
+    refusals = {p: _failed_calibration(p, options, cache, digest) if prepared[p][3] else None for p in precisions}
     common = {
         "cache_root": cache.root,
         "use_cache": options.use_cache,
@@ -144,7 +148,7 @@ def plan_builds(
     for sku, target in targets.items():
         backend = backends[target.backend if options.backend is None else options.backend]
         for precision in precisions:
-            made = prepared[precision], excluded[precision]
+            made = prepared[precision], excluded[precision], refusals[precision]
             jobs.append(_job(sku, target, backend, precision, *made, profile_set, options, out, common))
     writable_folder(out, "--out")
     return jobs
@@ -188,7 +192,7 @@ def _backends(targets: dict, precisions: list[Precision], options: BuildOptions)
 
 
 def _job(
-    sku, target, backend, precision, prepared, excluded, profile_set, options, out: Path, common: dict
+    sku, target, backend, precision, prepared, excluded, refusal, profile_set, options, out: Path, common: dict
 ) -> BuildJob:
     """One SKU x precision: the build it runs and the key material of its cache entry."""
     built_model, built_sha, built_stat, calibration_sha = prepared
@@ -220,6 +224,7 @@ def _job(
         calibration_sha256=calibration_sha,
         built_stat=built_stat,
         excluded=excluded,
+        refusal=refusal,
         **common,
     )
 
@@ -331,19 +336,30 @@ def _calibration_for(folders: tuple[Path, ...], precision: Precision) -> Path | 
     return None
 
 
-def _refuse_failed(folder: Path, source: str) -> None:
-    """A calibration that failed its gates is not built from (CheckFailed naming the first failed gate and the way
-    out); ``source`` names where it came from (``--calibration DIR``, or the calibration of ``--data``)."""
+def _failed_calibration(precision: Precision, options: BuildOptions, cache: BuildCache, model_sha) -> str | None:
+    """Why ``precision``'s calibration (its ``--calibration`` folder, or the one ``--data`` made) is not built from:
+    it failed its accuracy gates and ``--allow-failed`` was not given; None otherwise. A damaged verdict is refused
+    (InvalidInput) even with ``--allow-failed``."""
     from calibration.folder import failed_gates
 
+    given = _calibration_for(options.calibration, precision)
+    folder = Path(given) if given is not None else _data_calibration(cache, model_sha, precision, options)
     failed = failed_gates(folder)
-    if failed:
-        raise CheckFailed(
-            f"{source}: its calibration failed its accuracy gates ({failed[0]}"
-            + (f"; and {len(failed) - 1} more" if len(failed) > 1 else "")
-            + "); calibrate again (--exclude, --fallback auto, another method), or pass --allow-failed to build from "
-            "it anyway"
-        )
+    if not failed or options.allow_failed:
+        return None
+    source = f"--calibration {folder}" if given is not None else f"--data {options.data} ({precision})"
+    return (
+        f"{source}: its calibration failed its accuracy gates ({failed[0]}"
+        + (f"; and {len(failed) - 1} more" if len(failed) > 1 else "")
+        + "); calibrate again (--exclude, --fallback auto, another method), or pass --allow-failed to build from it "
+        "anyway"
+    )
+
+
+def _data_calibration(cache: BuildCache, model_sha, precision: Precision, options: BuildOptions) -> Path:
+    """Where ``--data`` calibrates ``precision`` in the build cache."""
+    model_sha = model_sha if isinstance(model_sha, str) else model_sha.result()
+    return cache.root / "calibrations" / model_sha / f"{precision}-{options.method or 'minmax'}"
 
 
 def _excluded(folders: tuple[Path, ...], precision: Precision) -> tuple[str, ...]:
@@ -369,8 +385,6 @@ def _prepare(
         return model, None, [], None
     model_sha = model_sha if isinstance(model_sha, str) else model_sha.result()
     folder = _calibration_for(options.calibration, precision)
-    if folder is not None and not options.allow_failed:
-        _refuse_failed(Path(folder), f"--calibration {folder}")
     if precision == Precision.FP16 and folder is None:
         from calibration import FP16_CONVERSION
 
@@ -387,19 +401,16 @@ def _prepare(
         from calibration import calibrate
         from compiler.core.options import CalibrationOptions
 
-        method = options.method or "minmax"
-        folder = cache.root / "calibrations" / model_sha / f"{precision}-{method}"
+        folder = _data_calibration(cache, model_sha, precision, options)
         calibrate(
             model,
             options.data,
             folder,
-            CalibrationOptions(precision=precision.value, method=method),
+            CalibrationOptions(precision=precision.value, method=options.method or "minmax"),
             staged=True,
             progress=calibration_progress,
             tier=open_tier(remote) if remote else None,
         )
-        if not options.allow_failed:
-            _refuse_failed(folder, f"--data {options.data} ({precision})")
     if folder is None:
         raise InvalidInput(
             f"{precision} needs calibration: pass --data DATA.npz to calibrate now, or run "

@@ -87,6 +87,9 @@ def _produce_in_place(
 def _produce(
     job: BuildJob, build: Build, staging: Path, progress: Progress | None, cancel: Any, started: float
 ) -> TargetStatus:
+    if job.refusal:  # nothing to build: the target fails with why, and only its build.log says so
+        (staging / "build.log").write_text(job.refusal + "\n")
+        return _unbuilt(job, staging, Status.FAILED, started, [job.refusal])
     cache = BuildCache(job.cache_root)
     if not job.use_cache:
         return _build(job, build, staging, progress, cancel, started, cache)

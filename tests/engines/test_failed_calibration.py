@@ -49,10 +49,14 @@ def test_a_verdict_that_failed_without_naming_a_gate_is_still_refused(tmp_path):
 def test_build_data_refuses_a_calibration_that_failed_its_gates_unless_allowed(tmp_path):
     model, data = make_outlier_mlp.save(tmp_path / "mlp.onnx")  # int8 per-tensor cannot hold its outlier channel
     profiles = make_outlier_mlp.profiles(tmp_path / "profiles.yaml")
-    args = ("rtx-4090",), ("int8",), "--data", data, "--cache-dir", tmp_path / "cache"
-    refused = run_build(tmp_path / "refused", *args, model=model, profiles=profiles)
-    assert_clean_error(refused, 1, f"--data {data} (int8): its calibration failed its accuracy gates",
-                       "--allow-failed")  # fmt: skip
+    args = ("rtx-4090",), ("fp32", "int8"), "--data", data, "--cache-dir", tmp_path / "cache"
+    refused = run_build(tmp_path / "refused", *args, "--json", model=model, profiles=profiles)
+    assert_clean_error(refused, 1, "1 of 2 builds failed", f"--data {data} (int8): its calibration failed its accuracy "
+                       "gates", "--allow-failed")  # fmt: skip
+    targets = {t["precision"]: t for t in json.loads(refused.stdout)["targets"]}  # the report, the other target built
+    assert targets["fp32"]["status"] == "ok" and targets["int8"]["status"] == "failed"
+    assert "its calibration failed its accuracy gates" in targets["int8"]["errors"][0]
+    assert not (tmp_path / "refused" / "rtx-4090" / "int8" / "engine.plan").exists()
     allowed = run_build(tmp_path / "allowed", *args, "--allow-failed", model=model, profiles=profiles)
     assert allowed.exit_code == 0, allowed.stderr  # the cached calibration, built as asked
     assert (tmp_path / "allowed" / "rtx-4090" / "int8" / "engine.plan").is_file()

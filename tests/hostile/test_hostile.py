@@ -335,16 +335,31 @@ def test_image_folders(kind, request, hostile_base):
 
 # --- calibration folders for build --calibration ---------------------------------------------------------------
 
-CALIBRATION_CODES = {g.INVALID: _codes(2), g.VALID: _codes(0), g.AMBIGUOUS: _codes(0, 2), g.RESIGNED: _codes(0, 1, 2)}
+CALIBRATION_CODES = {
+    g.INVALID: _codes(2),
+    g.VALID: _codes(0),
+    g.AMBIGUOUS: _codes(0, 2),
+    g.RESIGNED: _codes(0, 1, 2),
+    g.FAILED_VERDICT: _codes(1),
+}
 """docs/build.md, "Validation first": the folder must come from this model and this precision, its calibration.json
 must be a record this version writes (docs/formats.md: damaged, foreign or older is exit 2), and the Q/DQ model
 it records must still match its sha256 and stay inside the folder. A damaged model.onnx whose recorded sha256 was
 updated to match passes those checks: the build reads it without the ONNX checker, so TensorRT's parser fails the
-target (1), the safe load refuses it (2), or a flipped weight still builds (0)."""
+target (1), the safe load refuses it (2), or a flipped weight still builds (0). A verdict.json saying the gates
+failed is exit 1 unless --allow-failed; one that is damaged, or not a regular file, is exit 2 (docs/build.md)."""
 
 
-CALIBRATION_MUST = {"model-file": [(g.CalibrationFolder("model-file", "missing"), False)]}
-"""Cases every run includes besides each kind's first: a folder that lost its model.onnx."""
+CALIBRATION_MUST = {
+    "model-file": [(g.CalibrationFolder("model-file", "missing"), False)],
+    "verdict": [
+        (g.CalibrationFolder("verdict", "failed", 0), False),
+        (g.CalibrationFolder("verdict", "failed", 1), True),
+        (g.CalibrationFolder("verdict", "fifo", 1), False),
+    ],
+}
+"""Cases every run includes besides each kind's first: a folder that lost its model.onnx; a failed verdict refused,
+and built from with --allow-failed; a FIFO in the verdict's place, which --allow-failed does not excuse."""
 
 
 @pytest.mark.parametrize("kind", g.CALIBRATION_KINDS)
@@ -358,6 +373,7 @@ def test_calibration_folders(kind, request, hostile_base, calibration_folder):
             box,
             "--calibration",
             str(made.path),
+            *made.flags,
             *_json(json_output),
             precision="int8",
         )

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from tests.hostile.generators.common import (
     AMBIGUOUS,
+    FAILED_VERDICT,
     INVALID,
     RESIGNED,
     UNREADABLE,
@@ -95,6 +96,8 @@ class CalibrationFolder:
             return Made(folder, INVALID, ("calibration.json", "calibration"), ("--precision", self.detail))
         if self.kind in RECORD_CHANGES:
             return Made(folder, *self._change_record(folder))
+        if self.kind == "verdict":
+            return self._verdict(box, folder)
         damage = {
             "record-bytes": self._record_bytes,
             "model-file": self._model_file,
@@ -238,10 +241,62 @@ class CalibrationFolder:
             verdict = RESIGNED if model_verdict(damaged) != UNREADABLE else INVALID
         return verdict, ("model.onnx", "calibration")
 
+    def _verdict(self, box, folder: Path) -> Made:
+        """verdict.json replaced (VERDICTS); ``where`` odd: the build is given --allow-failed, which takes a failed
+        verdict but nothing damaged."""
+        verdict, how, passing = folder / "verdict.json", self.detail, b'{"passed": true, "failed": []}'
+        data, expected = VERDICTS[how]
+        verdict.unlink(missing_ok=True)
+        if data is not None:
+            verdict.write_bytes(data)
+        elif how == "directory":
+            verdict.mkdir()
+        elif how == "fifo":
+            make_fifo(verdict)
+        elif how in ("link-out", "dangling"):
+            (box.outside / "verdict.json").write_bytes(passing)
+            verdict.symlink_to(box.outside / ("verdict.json" if how == "link-out" else "gone.json"))
+        elif how == "giant":
+            verdict.write_bytes(passing)
+            with open(verdict, "ab") as handle:
+                handle.truncate((64 << 20) + 1 + self.where % 1000)
+        allowed = self.where % 2 == 1
+        if allowed and expected == FAILED_VERDICT:
+            expected = VALID
+        return Made(folder, expected, ("verdict.json", "calibration"), flags=("--allow-failed",) if allowed else ())
+
     def _damaged_other_file(self, box, folder: Path, source: Path) -> tuple[str, tuple[str, ...]]:
         """Files the build does not read; the record no longer matches them."""
         (folder / self.detail).write_bytes(b"damaged\n")
         return AMBIGUOUS, ("calibration",)
+
+
+VERDICTS: dict[str, tuple[bytes | None, str]] = {
+    "missing": (None, VALID),  # a folder from before verdicts were kept
+    "passed": (b'{"passed": true, "failed": []}', VALID),
+    "failed": (
+        b'{"passed": false, "failed": ["output logits: cosine mean 0.99 below --min-cosine 0.999"]}',
+        FAILED_VERDICT,
+    ),
+    "failed-unnamed": (b'{"passed": false}', FAILED_VERDICT),
+    "failed-not-a-list": (b'{"passed": false, "failed": "everything"}', FAILED_VERDICT),
+    "unknown-field": (b'{"passed": true, "failed": [], "by": "someone"}', AMBIGUOUS),
+    "passed-as-text": (b'{"passed": "true", "failed": []}', INVALID),
+    "passed-as-number": (b'{"passed": 1, "failed": []}', INVALID),
+    "array": (b"[true]", INVALID),
+    "null": (b"null", INVALID),
+    "empty": (b"", INVALID),
+    "random": (bytes(range(256)) * 4, INVALID),
+    "nan-literal": (b'{"passed": NaN}', INVALID),
+    "deep": (b"[" * 100_000 + b"]" * 100_000, INVALID),
+    "directory": (None, INVALID),
+    "fifo": (None, INVALID),
+    "link-out": (None, INVALID),  # a link to a passing verdict outside the folder
+    "dangling": (None, INVALID),
+    "giant": (None, INVALID),
+}
+"""verdict.json as compile build may find it (docs/formats.md, "verdict.json"): the bytes written in its place (None:
+made otherwise) and the rule's verdict."""
 
 
 def _files_list(record: dict[str, Any], detail: str) -> None:
@@ -319,6 +374,7 @@ def calibration_recipes(kind: str) -> st.SearchStrategy[CalibrationFolder]:
             st.tuples(st.sampled_from(["bit-flipped", "truncated", "fp32-source"]), st.integers(0, 2**20))
         ),
         "damaged-other-file": build(st.sampled_from(["report.json", "calibration.cache"])),
+        "verdict": build(st.sampled_from(sorted(VERDICTS)), st.integers(0, 2**16)),
     }[kind]
 
 
@@ -341,4 +397,5 @@ CALIBRATION_KINDS = (
     "damaged-model",
     "damaged-model-resigned",
     "damaged-other-file",
+    "verdict",
 )

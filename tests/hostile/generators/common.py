@@ -45,6 +45,9 @@ LOADS = "loads"
 RESIGNED = "re-signed damage"
 """Calibration folders: a damaged model.onnx whose sha256 calibration.json was updated to match, so only reading
 the model (the safe load, then TensorRT's parser) can find the damage."""
+FAILED_VERDICT = "failed verdict"
+"""Calibration folders: a verdict.json saying the calibration failed its gates: build refuses it (exit 1) unless
+``--allow-failed``."""
 ENVIRONMENT = "environment"
 """Options: a backend or GPU this machine does not have: exit 3."""
 GATE = "gate"
@@ -61,6 +64,8 @@ class Made:
     """An error line must contain one of these (the file, folder, field or option at fault); empty: not checked."""
     args: tuple[str, ...] = ()
     """Extra command-line arguments this input comes with (``--precision fp8`` asked of an int8 folder)."""
+    flags: tuple[str, ...] = ()
+    """Flags added to the command line with this input (``--allow-failed``)."""
 
 
 # --- the shipped files -----------------------------------------------------------------------------------------
