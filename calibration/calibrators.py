@@ -475,7 +475,7 @@ def refuse_bad_ranges(
 
     def why(name: str) -> str | None:
         return (
-            f"activation {name} has the calibrated range [{bad[name][0]:g}, {bad[name][1]:g}], which is not finite"
+            f"tensor {name} has the calibrated range [{bad[name][0]:g}, {bad[name][1]:g}], which is not finite"
             if name in bad
             else None
         )

@@ -102,8 +102,8 @@ def test_every_node_next_to_a_non_finite_range_is_named_at_once():
         calibrators.refuse_bad_ranges(MODEL, found, "int8")
     assert str(refused.value) == (
         "2 node(s) cannot be quantized to int8: "
-        "node gemm (Gemm): activation f has the calibrated range [-inf, 1], which is not finite; "
-        "node conv (Conv): activation c has the calibrated range [0, inf], which is not finite; "  # c: conv's output
+        "node gemm (Gemm): tensor f has the calibrated range [-inf, 1], which is not finite; "
+        "node conv (Conv): tensor c has the calibrated range [0, inf], which is not finite; "  # c: conv's output
         "keep them in float with --exclude conv --exclude gemm"
     )
 
