@@ -435,7 +435,10 @@ def _node_in_flight(exc: BaseException) -> onnx.NodeProto | None:
         tb = tb.tb_next
     for frame in reversed(frames):
         for value in frame.f_locals.values():
-            node = value if isinstance(value, onnx.NodeProto) else getattr(value, "node", None)
+            try:
+                node = value if isinstance(value, onnx.NodeProto) else getattr(value, "node", None)
+            except Exception:  # an object whose attributes raise: it holds no node we can name
+                continue
             if isinstance(node, onnx.NodeProto):
                 return node
     return None

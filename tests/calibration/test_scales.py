@@ -6,6 +6,7 @@ is our internal error naming the node, with its cause under --debug."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -29,6 +30,12 @@ amax / 127 for int8; half of E4M3's 3-bit mantissa step (1/8 of a value at most 
 def data(tmp_path_factory):
     path = tmp_path_factory.mktemp("zero-channels") / "data.npz"
     np.savez(path, x=np.random.default_rng(1).standard_normal((64, 1, 8, 8)).astype(np.float32))
+    return path
+
+
+def _profiles(path):
+    """Shape profiles for a model of one input ``x`` [B, 8]."""
+    path.write_text("profiles:\n  - name: b\n    shapes:\n      x: {min: [1, 8], opt: [4, 8], max: [8, 8]}\n")
     return path
 
 
@@ -66,6 +73,45 @@ def test_zero_denormal_and_constant_channels_calibrate_and_build(data, tmp_path,
     assert np.allclose(dequantized["conv_w"][5], 0.25)  # the constant channel (fp8 once wrote 5e-36)
     built = run_cli("build", MODEL, "--profiles", PROFILES, "--sku", "rtx-4090", "--precision", precision,
                     "--calibration", tmp_path / "cal", "--out", tmp_path / "build")  # fmt: skip
+    assert built.exit_code == 0, built.stderr
+
+
+@pytest.mark.parametrize("precision", ["int8", "fp8"])
+@pytest.mark.parametrize("factor", [0.0, 1e-40], ids=["zero", "denormal"])
+def test_an_activation_that_is_zero_or_denormal_gets_a_normal_scale(tmp_path, precision, factor):
+    """y = x @ w1 + (x * factor) @ w2: the second MatMul's input is all zero or denormal on every sample."""
+    rng = np.random.default_rng(0)
+    weights = {
+        "w1": rng.standard_normal((8, 4)).astype(np.float32),
+        "w2": rng.standard_normal((8, 4)).astype(np.float32),
+        "k": np.array(factor, np.float32),
+    }
+    graph = helper.make_graph(
+        [
+            helper.make_node("MatMul", ["x", "w1"], ["a"], name="live"),
+            helper.make_node("Mul", ["x", "k"], ["z"], name="silence"),
+            helper.make_node("MatMul", ["z", "w2"], ["b"], name="silent"),
+            helper.make_node("Add", ["a", "b"], ["y"], name="sum"),
+        ],
+        "silent",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["B", 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["B", 4])],
+        [numpy_helper.from_array(value, name) for name, value in weights.items()],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    onnx.save(model, tmp_path / "silent.onnx")
+    np.savez(tmp_path / "silent.npz", x=rng.standard_normal((32, 8)).astype(np.float32))
+    calibrated = run_cli("calibrate", tmp_path / "silent.onnx", "--data", tmp_path / "silent.npz", "--precision",
+                         precision, "--out", tmp_path / "cal", "--json")  # fmt: skip
+    assert calibrated.exit_code == 0, calibrated.stderr
+    written = onnx.load(tmp_path / "cal" / "model.onnx")
+    values = {i.name: numpy_helper.to_array(i).astype(np.float32) for i in written.graph.initializer}
+    quantized = next(n for n in written.graph.node if n.op_type == "QuantizeLinear" and n.input[0] == "z")
+    assert values[quantized.input[1]] == 1.0  # not amax / 127 or / 448 of a zero or denormal range
+    assert json.loads(calibrated.stdout)["ranges"]["z"]["scale"] == 1.0
+    profiles = _profiles(tmp_path / "p.yaml")
+    built = run_cli("build", tmp_path / "silent.onnx", "--profiles", profiles, "--sku", "rtx-4090", "--precision",
+                    precision, "--calibration", tmp_path / "cal", "--out", tmp_path / "b")  # fmt: skip
     assert built.exit_code == 0, built.stderr
 
 
@@ -126,8 +172,7 @@ def _tf2onnx_dense(tmp_path, bias_shape: tuple[int, ...]):
     path = tmp_path / "dense.onnx"
     onnx.save(model, path)
     np.savez(tmp_path / "dense.npz", x=rng.standard_normal((32, 8)).astype(np.float32))
-    shapes = "x: {min: [1, 8], opt: [4, 8], max: [8, 8]}"
-    (tmp_path / "dense.yaml").write_text(f"profiles:\n  - name: b\n    shapes:\n      {shapes}\n")
+    _profiles(tmp_path / "dense.yaml")
     return path
 
 
