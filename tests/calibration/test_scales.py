@@ -218,3 +218,16 @@ def test_a_crash_inside_the_quantizer_is_an_internal_error_naming_the_node(tmp_p
     assert ("Traceback" in done.stderr) is debug
     if debug:  # the cause is kept: onnxruntime's frame and the chain to our error
         assert "in crash" in done.stderr and "The above exception was the direct cause" in done.stderr
+
+
+def test_a_refusal_naming_an_initializer_names_the_nodes_that_read_it():
+    graph = onnx.load(MODEL).graph
+    refusal = calibrators._quantizer_failure(ValueError("Initializer 'conv_w_quantized' has nan."), graph, "fp8")
+    assert isinstance(refusal, CheckFailed)
+    assert str(refusal) == (
+        "onnxruntime could not write the fp8 Q/DQ model: Initializer 'conv_w_quantized' has nan. (read by node conv "
+        "(Conv)); keep it in float with --exclude conv, or calibrate another precision"
+    )
+    crash = calibrators._quantizer_failure(IndexError("too many indices for array"), graph, "int8")
+    assert isinstance(crash, calibrators.QuantizerCrash)  # names nothing of the model, no node in flight: a bug
+    assert str(crash) == "onnxruntime's int8 quantizer crashed: IndexError: too many indices for array"
