@@ -396,9 +396,9 @@ EXPORT_DAMAGE = {
     "stale-partial": _codes(0),
 }
 """What stands in the repository -> the exit codes the contract allows: a missing repository is made; one that is
-not a folder is bad input (2); a model or version folder of other content is a conflict (4); a lock that is no lock file is refused
-(2); what cannot be written (a FIFO or folder where a file goes) is 2, 3 or 4; a link out is never followed
-(the outside folder is FIFOs the harness watches)."""
+not a folder is bad input (2); a model or version folder of other content is a conflict (4); a lock that is no
+lock file is refused (2); what cannot be written (a FIFO or folder where a file goes) is 2, 3 or 4; a link out is
+never followed (the outside folder is FIFOs the harness watches)."""
 
 
 MODEL_RULE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,126}[A-Za-z0-9])?")
