@@ -590,6 +590,14 @@ def _check_array(where: Path, name: str, dtype: np.dtype, shape: tuple[int, ...]
             f"{where}: array '{name}' has shape {list(shape)} (rank {len(shape)}); input '{name}' "
             f"has rank {len(spec.dims)} {format_dims(spec.dims)} with samples on axis 0"
         )
+    if spec.dims and isinstance(spec.dims[0], int) and spec.dims[0] > 1 and None in spec.dims[1:]:
+        batch_axis = spec.dims.index(None)
+        raise InvalidInput(
+            f"{where}: input '{name}' is {format_dims(spec.dims)}: axis 0 is a fixed {spec.dims[0]} and axis "
+            f"{batch_axis} is dynamic, so its samples are not on axis 0 (an RNN's [steps, batch, …] or state "
+            f"[layers, batch, …]); stacking the file's samples {list(shape)} on axis 0 would feed {spec.dims[0]} "
+            f"samples as one. Export the model with the batch axis first, or give it a constant state in the model"
+        )
     for axis, (have, want) in enumerate(zip(shape[1:], spec.dims[1:], strict=True), start=1):
         if want is not None and have != want:
             raise InvalidInput(

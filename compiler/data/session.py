@@ -20,7 +20,7 @@ def session(path: Path, what: str):
 
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
-    options.log_severity_level = 3
+    options.log_severity_level = 4  # its errors reach the user as our one error line, not as a log line beside it
     options.enable_mem_pattern = False  # its second run would fault in every activation's pages again
     try:
         return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])

@@ -221,7 +221,7 @@ def verify(data: bytes, key, what: str) -> dict[str, Any]:
         if not isinstance(carried, dict) or carried.get("_type") != STATEMENT_TYPE:
             raise CheckFailed(f"{what}: its envelope carries no in-toto Statement v1")
         return carried
-    if _keyless(data):
+    if keyless_bundle(data):
         raise CheckFailed(
             f"{what} is signed keyless (a Sigstore certificate, no key); verify it with --identity and --issuer"
         )
@@ -240,7 +240,8 @@ def verify(data: bytes, key, what: str) -> dict[str, Any]:
     raise CheckFailed(f"{what}: bad signature: no signature in it verifies with {given}")
 
 
-def _keyless(data: bytes) -> bool:
+def keyless_bundle(data: bytes) -> bool:
+    """Whether a bundle carries a Sigstore certificate (a keyless signature) rather than a key's."""
     try:
         bundle = parse_json(data, MAX_ATTACHMENT_BYTES)
     except ValueError:

@@ -317,10 +317,22 @@ def from_release(store: Any, ref: str) -> ReleaseView:
         for key, count in report.counts.items():
             view.counts[key] = view.counts.get(key, 0) + count
     signature = attachment_within_limit(store, content.name, content.version, "signature", what)
-    view.signed = "signed (compile verify checks by whom)" if signature else "unsigned"
+    view.signed = _signer(signature, what) if signature else "unsigned"
     view.failures = list(manifest.failures)
     view.passed = not view.failures
     return view
+
+
+def _signer(bundle: bytes, what: str) -> str:
+    """Who the signature says signed (its key hint, or keyless), not verified here: ``compile verify`` does that."""
+    from compiler.releases.signing import keyless_bundle, open_bundle
+
+    if keyless_bundle(bundle):
+        return "signed keyless (Sigstore; compile verify --identity/--issuer checks whom)"
+    envelope, _ = open_bundle(bundle, f"the signature of {what}")
+    hints = sorted(k for k in envelope.signatures if k)
+    named = f"key {hints[0][:16]}" if hints else "a key"
+    return f"signed by {named} (not verified here: compile verify --key PUB)"
 
 
 def _blob_record(store: Any, name: str, blob: Any, kind: type, label: str) -> Any:

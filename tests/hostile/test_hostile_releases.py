@@ -379,7 +379,7 @@ def test_pipeline_yaml(request, hostile_base):
 
 EXPORT_DAMAGE = {
     "intact": _codes(0),
-    "repo-missing": _codes(2),
+    "repo-missing": _codes(0),  # made, parents too (issue 43, footgun 2)
     "repo-file": _codes(2),
     "model-file": _codes(2, 3),
     "model-fifo": _codes(2, 3),
@@ -395,10 +395,10 @@ EXPORT_DAMAGE = {
     "lock-directory": _codes(2),
     "stale-partial": _codes(0),
 }
-"""What stands in the repository -> the exit codes the contract allows: a repository that is not a folder is bad
-input (2); a model or version folder of other content is a conflict (4); a lock that is no lock file is refused
-(2); what cannot be written (a FIFO or folder where a file goes) is 2, 3 or 4; a link out is never followed
-(the outside folder is FIFOs the harness watches)."""
+"""What stands in the repository -> the exit codes the contract allows: a missing repository is made; one that is
+not a folder is bad input (2); a model or version folder of other content is a conflict (4); a lock that is no
+lock file is refused (2); what cannot be written (a FIFO or folder where a file goes) is 2, 3 or 4; a link out is
+never followed (the outside folder is FIFOs the harness watches)."""
 
 
 MODEL_RULE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,126}[A-Za-z0-9])?")

@@ -81,7 +81,7 @@ OPTIONS: tuple[tuple[str, str, str, frozenset[int]], ...] = (
     ("publish", "--version", "1..0", codes(2)),
     ("publish", "--version", "-1", codes(2)),
     ("pull", "--out", "@out-folder", codes(2)),
-    ("pull", "--out", "@missing-parent", codes(2)),
+    ("pull", "--out", "@missing-parent", codes(0)),  # made, parents too (issue 43, footgun 2)
     ("pull", "--out", "@engine.json", codes(0)),
     ("pull", "--out", "", codes(2)),
     ("pull", "--out", "@long-name", codes(2)),

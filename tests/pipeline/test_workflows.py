@@ -586,6 +586,7 @@ def test_release_workflow_played_against_s3(s3, tmp_path: Path) -> None:
     for sku, folder, done in builds:
         assert done.returncode == 0, (sku, done.stderr)
         assert [p.name for p in sorted(folder.glob("release-work/release-report*"))] == [
+            f"release-report-{sku}.html",
             f"release-report-{sku}.json",
             f"release-report-{sku}.md",
         ]

@@ -87,3 +87,32 @@ def test_a_release_whose_gate_failed_is_shown_failed_in_red(failed_release: Path
     assert "#c62828" in fills  # a failed figure's bar is drawn red
     view = json.loads(run_cli("report", failed, "--json").stdout)
     assert view["passed"] is False and any("min-cosine" in f or "cosine" in f for f in view["failures"])
+
+
+def test_a_signed_release_says_by_which_key_and_a_regression_shows_red(released, tmp_path):
+    """The summary names the signing key's hint of a signed release; a page compared with a better previous
+    version shows the regression in red in the browser."""
+    from tests.support.keys import write_keys
+
+    (tmp_path / "keys").mkdir()
+    keys = write_keys(tmp_path / "keys")
+    store = tmp_path / "store"
+    build = released / "builds" / "rtx-4090"
+    signed = run_cli("publish", build, "--store", store, "--name", "digits", "--version", "2.0.0",
+                     "--sign-key", keys["p256"])  # fmt: skip
+    assert signed.exit_code == 0, signed.stderr
+    view = json.loads(run_cli("report", "digits@2.0.0", "--store", store, "--json").stdout)
+    assert view["signed"].startswith("signed by key ") and "compile verify --key" in view["signed"]
+    worse = tmp_path / "worse"
+    shutil.copytree(released, worse)
+    check = worse / "builds" / "rtx-4090" / "check.json"
+    record = json.loads(check.read_text())
+    [engine] = [e for e in record["engines"] if e["precision"] == "int8"]
+    next(c for c in engine["checks"] if c["name"] == "accuracy")["figures"]["logits"]["sqnr_db"] -= 5.0
+    check.write_text(json.dumps(record))
+    page = tmp_path / "diff.html"
+    assert run_cli("report", worse, "--previous", released, "--out", page).exit_code == 0
+    seen = open_page(page, "release-report-regression.png")
+    assert seen["errors"] == [] and seen["requests"] == [page.resolve().as_uri()]
+    assert "1 regression(s)" in page.read_text()
+    assert re.search(r"<tr class='failed'><td>rtx-4090/int8 logits</td><td>min-sqnr</td>", page.read_text())
