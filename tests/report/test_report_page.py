@@ -101,7 +101,9 @@ def test_a_signed_release_says_by_which_key_and_a_regression_shows_red(released,
     signed = run_cli("publish", build, "--store", store, "--name", "digits", "--version", "2.0.0",
                      "--sign-key", keys["p256"])  # fmt: skip
     assert signed.exit_code == 0, signed.stderr
-    view = json.loads(run_cli("report", "digits@2.0.0", "--store", store, "--json").stdout)
+    view = json.loads(
+        run_cli("report", "digits@2.0.0", "--store", store, "--json", "--out", tmp_path / "p.html").stdout
+    )
     assert view["signed"].startswith("signed by key ") and "compile verify --key" in view["signed"]
     worse = tmp_path / "worse"
     shutil.copytree(released, worse)
