@@ -43,18 +43,19 @@ def evaluate(expression: str, contexts: dict[str, Any]) -> Any:
 
 
 def _or(items, contexts):
-    value, items = _and(items, contexts)
-    while items and items[0] == ("op", "||"):
-        right, items = _and(items[1:], contexts)
-        value = value or right
-    return value, items
+    return _chain(items, contexts, "||", _and, lambda left, right: left or right)
 
 
 def _and(items, contexts):
-    value, items = _compare(items, contexts)
-    while items and items[0] == ("op", "&&"):
-        right, items = _compare(items[1:], contexts)
-        value = value and right
+    return _chain(items, contexts, "&&", _compare, lambda left, right: left and right)
+
+
+def _chain(items, contexts, op, operand, combine):
+    """``operand (op operand)*``, folded left to right with ``combine`` (GitHub's && and || return an operand)."""
+    value, items = operand(items, contexts)
+    while items and items[0] == ("op", op):
+        right, items = operand(items[1:], contexts)
+        value = combine(value, right)
     return value, items
 
 
