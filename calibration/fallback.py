@@ -242,6 +242,7 @@ class Search:
             self.fixed,
             metric=self.metric,
             labels=self.labels,
+            declarations=self.first.options.output,
         )
         return all(g.passed for g in gates(report, **self.limits))
 

@@ -40,6 +40,7 @@ from compiler.core.reuse import RemoteTier
 from compiler.data.datasets import Dataset, ImagePreprocess, Split, model_inputs, open_dataset, split
 from compiler.data.metric import Metric, metric_and_labels
 from compiler.data.model import OnnxModel, load_model
+from compiler.data.output_kinds import mixed_outputs
 from compiler.data.session import session
 
 if TYPE_CHECKING:
@@ -278,6 +279,8 @@ def judge(plan: Plan, reference, made: Quantized) -> AccuracyReport:
         counter("held-out", len(holdout), plan.progress),
         plan.metric,
         plan.labels,
+        plan.options.output,
+        mixed_outputs(made.model),
     )
     if made.quantized_ops is not None:
         ranked = sensitivity(

@@ -72,6 +72,16 @@ EXPLAIN = Flag(
     default=False,
 )
 
+OUTPUT_KIND = Flag(
+    "Judge an output as what it is: NAME:KIND[,KEY=VALUE...], KIND one of tensor, logits, sequence, embedding, "
+    "dense (threshold=, min=), detection (boxes=0:4, scores=4:, axis=1, threshold=0.25, iou=0.5, nms=0.7|none, "
+    "format=xywh|xyxy, min=): e.g. output0:detection. Repeat per output.",
+    "NAME:KIND",
+    GATES,
+    kind="many",
+)
+"""``--output``, on calibrate and check alike: one verdict per output whichever stage judges it."""
+
 BUILD = {
     "calibration": Flag(
         "Output folder of compile calibrate (int8/fp8, or fp16 to build its conversion); repeat for several "
@@ -176,6 +186,7 @@ CALIBRATE = {
         "MODULE:FUNCTION",
         GATES,
     ),
+    "output": OUTPUT_KIND,
     "min_metric": Flag("Gate: least score of --metric.", "X", GATES, type=float),
     "labels": Flag(
         "An .npz of labels for --metric, one row per data sample (labels argument).", "FILE", INPUTS, type=Path
@@ -255,6 +266,7 @@ CHECK = {
         "MODULE:FUNCTION",
         GATES,
     ),
+    "output": OUTPUT_KIND,
     "min_metric": Flag("Gate: least score of --metric.", "X", GATES, type=float),
     "labels": Flag("An .npz of labels for --metric, one row per data sample.", "FILE", type=Path, keyed=False),
     "allow_skip": Flag(

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, f
 
 from compiler.core import flags
 from compiler.core.errors import InvalidInput
+from compiler.core.output_kind import check_declarations
 
 MAX_WORKSPACE_MB = 1 << 20
 """1 TiB: above any GPU's memory, and far below where MiB << 20 overflows TensorRT's 64-bit pool size."""
@@ -155,6 +156,8 @@ class CalibrationOptions(OptionGroup):
     exclude: tuple[str, ...] = _calibrate("exclude")
     fallback: str | None = _calibrate("fallback")
     quantizer: str = _calibrate("quantizer")
+    output: tuple[str, ...] = _calibrate("output")
+    _one_output = field_validator("output", mode="before")(lambda value: (value,) if isinstance(value, str) else value)
     metric: str | None = _calibrate("metric")
     min_metric: float | None = _calibrate("min_metric")
     labels: Path | None = _calibrate("labels")
@@ -187,6 +190,7 @@ class CalibrationOptions(OptionGroup):
             raise InvalidInput(f"--method {self.method}: choose from {', '.join(METHODS)}")
         if self.quantizer not in QUANTIZERS:
             raise InvalidInput(f"--quantizer {self.quantizer}: choose from {', '.join(QUANTIZERS)}")
+        check_declarations(self.output)
         if self.fallback not in (None, "auto"):
             raise InvalidInput(f"--fallback {self.fallback}: the only search is auto (or leave it out)")
         if self.holdout >= 1 and self.holdout != int(self.holdout):
@@ -240,6 +244,8 @@ class CheckOptions(OptionGroup):
     min_sqnr: dict[str, float] = _check("min_sqnr")
     calibration: tuple[Path, ...] = _check("calibration")
     allow_skip: tuple[str, ...] = _check("allow_skip")
+    output: tuple[str, ...] = _check("output")
+    _one_output = field_validator("output", mode="before")(lambda value: (value,) if isinstance(value, str) else value)
     metric: str | None = _check("metric")
     min_metric: float | None = _check("min_metric")
     labels: Path | None = _check("labels")
@@ -273,6 +279,7 @@ class CheckOptions(OptionGroup):
                     raise InvalidInput(
                         f"{flag}: give {low} to {high}" if high is not None else f"{flag}: give at least {low}"
                     )
+        check_declarations(self.output)
         for name in self.allow_skip:
             if name not in SKIPPABLE:
                 raise InvalidInput(f"--allow-skip {name}: choose from {', '.join(SKIPPABLE)}")

@@ -17,7 +17,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from compiler.core.output_kind import OutputKind, parse_output
 from compiler.core.records import Gate, OutputReport
+from compiler.data.output_kinds import KindTally
 from compiler.data.session import cosine_per_sample
 
 COSINE_QUANTILE = 0.05
@@ -43,6 +45,12 @@ class Limits:
     @property
     def min_cosine_low(self) -> float:
         return max(-1.0, 1.0 - LOW_COSINE_SLACK * (1.0 - self.min_cosine))
+
+    @property
+    def min_found(self) -> float:
+        """A declared kind's own gate (detection recall and precision, dense IoU) unless its declaration sets one:
+        as strict as top-1 agreement."""
+        return self.min_top1
 
     @property
     def min_top5(self) -> float:
@@ -99,11 +107,17 @@ def _centred(flat: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
 
 
 class Agreement:
-    """Figures of every output, accumulated batch by batch (memory bounded by one batch)."""
+    """Figures of every output, accumulated batch by batch (memory bounded by one batch). ``kinds`` are the
+    outputs declared with ``--output``; ``notes`` say what the report could not judge alone (mixed outputs)."""
 
-    def __init__(self, names: list[str]) -> None:
+    def __init__(
+        self, names: list[str], kinds: dict[str, OutputKind] | None = None, notes: dict[str, str] | None = None
+    ) -> None:
         self.names = names
         self.outputs = {name: _Output() for name in names}
+        self.kinds = kinds or {}
+        self.notes = {name: note for name, note in (notes or {}).items() if name not in self.kinds}
+        self.tallies = {name: KindTally(spec) for name, spec in self.kinds.items()}
         self.samples = 0
 
     def add(self, expected: list[np.ndarray], actual: list[np.ndarray]) -> None:
@@ -112,7 +126,9 @@ class Agreement:
         self.samples += count
         for name, a, b in zip(self.names, expected, actual, strict=True):
             out = self.outputs[name]
-            scores = _class_axis(np.asarray(a))
+            scores = self._scores(name, np.asarray(a))
+            if name in self.tallies:
+                self.tallies[name].add(np.asarray(a), np.asarray(b))
             ref = np.asarray(a, dtype=np.float64).reshape(count, -1)
             cand = np.asarray(b, dtype=np.float64).reshape(count, -1)
             finite = np.isfinite(cand)
@@ -132,6 +148,13 @@ class Agreement:
             out.elements += ref.size
             if scores:
                 self._agreement(out, np.asarray(a, dtype=np.float64), np.where(np.isfinite(b), b, 0.0))
+
+    def _scores(self, name: str, array: np.ndarray) -> bool:
+        """Whether the last axis holds class scores: as declared, else by shape."""
+        spec = self.kinds.get(name)
+        if spec is None:
+            return _class_axis(array)
+        return spec.kind in ("logits", "sequence") and array.ndim >= 2 and array.shape[-1] > 1
 
     @staticmethod
     def _agreement(out: _Output, ref: np.ndarray, cand: np.ndarray) -> None:
@@ -153,9 +176,14 @@ class Agreement:
         sqnr = sqnr_db(out.signal, out.signal_sq, out.noise_sq, out.elements)
         samples = self.samples
         sequence = out.classes and out.steps > samples
+        spec = self.kinds.get(name)
+        inferred = "sequence" if sequence else "class-scores" if out.classes else "tensor"
         return OutputReport(
             name=name,
-            kind="sequence" if sequence else "class-scores" if out.classes else "tensor",
+            kind=spec.kind if spec else inferred,
+            declared=spec.text if spec else None,
+            note=self.notes.get(name),
+            **(self.tallies[name].figures() if name in self.tallies else {}),
             samples=samples,
             cosine_mean=float(cosines.mean()),
             cosine_min=float(cosines.min()),
@@ -182,33 +210,45 @@ def sqnr_db(total: float, squares: float, noise: float, count: int) -> float:
 
 
 def judge(output: OutputReport, limit: Limits) -> list[Gate]:
-    """Every gate of one output: NaN/Inf (always), cosine mean and low quantile, SQNR, top-1/top-5 agreement (class
-    scores), max absolute error (when given)."""
+    """Every gate of one output: NaN/Inf (always), then what its kind is judged by: a declared ``detection`` by
+    recall and precision, ``dense`` by its mask IoU and mean cosine, ``embedding`` by cosine; anything else by
+    cosine mean and low quantile, SQNR and top-1/top-5 agreement (class scores); max absolute error when given."""
 
     def gate(name: str, value: float, threshold: float, passed: bool) -> Gate:
         return Gate(name=name, output=output.name, value=value, threshold=threshold, passed=passed)
 
-    found = [
-        gate("finite", float(output.nonfinite), 0.0, output.nonfinite == 0),
-        gate("min-cosine", output.cosine_mean, limit.min_cosine, output.cosine_mean >= limit.min_cosine),
-    ]
+    found = [gate("finite", float(output.nonfinite), 0.0, output.nonfinite == 0)]
+    declared = parse_output(output.declared) if output.declared else None
+    least = declared.minimum if declared and declared.minimum is not None else limit.min_found
+    if output.kind == "detection":
+        for name, value in (("min-recall", output.recall), ("min-precision", output.precision)):
+            if value is not None:
+                found.append(gate(name, value, least, value >= least))
+        return found + _abs_gate(output, limit, gate)
+    found.append(gate("min-cosine", output.cosine_mean, limit.min_cosine, output.cosine_mean >= limit.min_cosine))
+    if output.kind == "dense":
+        if output.iou is not None:
+            found.append(gate("min-iou", output.iou, least, output.iou >= least))
+        return found + _abs_gate(output, limit, gate)
     if output.cosine_low is not None:  # None: a report written before these figures
         found.append(
             gate("min-cosine-low", output.cosine_low, limit.min_cosine_low, output.cosine_low >= limit.min_cosine_low)
         )
-    if output.sqnr_db is not None:
+    if output.sqnr_db is not None and output.kind != "embedding":
         found.append(gate("min-sqnr", output.sqnr_db, limit.min_sqnr_db, output.sqnr_db >= limit.min_sqnr_db))
     if output.top1_agreement is not None:
         found.append(gate("min-top1", output.top1_agreement, limit.min_top1, output.top1_agreement >= limit.min_top1))
     if output.top5_agreement is not None:
         found.append(gate("min-top5", output.top5_agreement, limit.min_top5, output.top5_agreement >= limit.min_top5))
-    if limit.max_abs_error is not None:
-        found.append(
-            gate(
-                "max-abs-error", output.max_abs_error, limit.max_abs_error, output.max_abs_error <= limit.max_abs_error
-            )
-        )
-    return found
+    return found + _abs_gate(output, limit, gate)
+
+
+def _abs_gate(output: OutputReport, limit: Limits, gate) -> list[Gate]:
+    if limit.max_abs_error is None:
+        return []
+    return [
+        gate("max-abs-error", output.max_abs_error, limit.max_abs_error, output.max_abs_error <= limit.max_abs_error)
+    ]
 
 
 def describe(gate: Gate) -> str:
@@ -222,5 +262,10 @@ def describe(gate: Gate) -> str:
         "min-top1": f"top-1 agreement {gate.value:.2%} below --min-top1 {gate.threshold:.2%}",
         "min-top5": f"top-5 agreement {gate.value:.2%} below {gate.threshold:.2%} (set by --min-top1)",
         "max-abs-error": f"max abs error {gate.value:.4g} above --max-abs-error {gate.threshold:g}",
+        "min-recall": f"detection recall {gate.value:.2%} below {gate.threshold:.2%} (of FP32's detections, found "
+        f"again; set by min= in --output or --min-top1)",
+        "min-precision": f"detection precision {gate.value:.2%} below {gate.threshold:.2%} (of its detections, "
+        f"FP32's; set by min= in --output or --min-top1)",
+        "min-iou": f"mask IoU {gate.value:.2%} below {gate.threshold:.2%} (set by min= in --output or --min-top1)",
     }
     return f"output {gate.output}: {what.get(gate.name, f'{gate.name} {gate.value:g} vs {gate.threshold:g}')}"

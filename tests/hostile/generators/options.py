@@ -194,8 +194,26 @@ CALIBRATE_OPTIONS: dict[str, list[tuple[str, str]]] = {
         ("@under-file", INVALID),
         ("@fresh", VALID),
     ],
+    "--output": [
+        ("logits:logits", VALID),
+        ("logits:embedding", VALID),
+        ("logits:dense,threshold=0", VALID),
+        ("nope:logits", INVALID),
+        ("logits:bogus", INVALID),
+        ("logits", INVALID),
+        (":logits", INVALID),
+        ("logits:dense,threshold=nan", INVALID),
+        ("logits:detection,boxes=4:2", INVALID),
+        ("logits:detection,axis=5", INVALID),
+        ("logits:detection,boxes=0:3", INVALID),
+        ("logits:tensor,min=1", INVALID),
+        ("logits:detection,iou=2", INVALID),
+        ("logits\x1b[2J:logits", INVALID),
+    ],
 }
-"""``compile calibrate``'s options (docs/calibrate.md). Gates take a threshold in their measure's range: a
+"""``compile calibrate``'s options (docs/calibrate.md); --output declares an output's kind (docs/check.md#output-kinds):
+an output the model lacks, a kind or key it does not know, a box range that is not 4 rows, an axis beyond the
+output's rank are 2. Gates take a threshold in their measure's range: a
 cosine in [-1, 1], a top-1 fraction in [0, 1], a non-negative error; NaN is never a threshold. --seed is at
 least 0 (a seed beyond 64 bits: either way). --num-bins is 256 to 16384 (10**6 would be an entropy search of
 hours). ``@model-folder`` is the folder of the model, which is
