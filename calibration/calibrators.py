@@ -50,7 +50,11 @@ class HistogramOptions:
 
 @contextlib.contextmanager
 def quiet() -> Iterator[None]:
-    """onnxruntime's quantization tools print to stdout and log warnings: keep our streams clean."""
+    """onnxruntime's quantization tools print to stdout and log warnings (and the sessions they make log through
+    onnxruntime's default logger: "Removing initializer ... not used"): keep our streams clean."""
+    import onnxruntime
+
+    onnxruntime.set_default_logger_severity(4)
     root = logging.getLogger()
     level = root.level
     root.setLevel(logging.ERROR)
