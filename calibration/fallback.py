@@ -207,7 +207,7 @@ class Search:
             self.dataset.count, options.holdout, options.samples, options.seed, self.fixed, self.dataset.path
         ).holdout  # the very samples calibrate held out
         self.reference = session(source, "model")
-        self.first, self.limits = first, options.gates
+        self.first, self.limits, self.declarations = first, options.gates, options.output
         from compiler.data.metric import metric_and_labels
 
         self.metric, self.labels = metric_and_labels(
@@ -242,7 +242,7 @@ class Search:
             self.fixed,
             metric=self.metric,
             labels=self.labels,
-            declarations=self.first.options.output,
+            declarations=self.declarations,
         )
         return all(g.passed for g in gates(report, **self.limits))
 

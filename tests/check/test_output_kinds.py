@@ -1,7 +1,8 @@
-"""Outputs judged as what they are (issue 41): a YOLO-style head ``[B, 4+C, N]`` mixes box pixels with sigmoid
-scores, so its cosine and SQNR pass an engine whose class scores collapsed; declared ``detection`` it is judged by
-recall and precision of its detections against FP32's, and undeclared it gets a note naming the declaration. A
-mostly empty probability map declared ``dense`` is judged by the IoU of its thresholded masks."""
+"""Outputs judged as what they are, on the samples calibrate held out (issue 41): a YOLO-style head
+``[B, 4+C, N]`` mixes box pixels with sigmoid scores, so its cosine and SQNR pass an engine whose class scores
+collapsed; declared ``detection`` it is judged by recall and precision of its detections against FP32's, and
+undeclared it gets a note naming the declaration. A mostly empty probability map declared ``dense`` is judged by
+the IoU of its thresholded masks. check judges the samples calibrate held out when it is given the same data."""
 
 from __future__ import annotations
 
@@ -51,7 +52,7 @@ def test_collapsed_scores_pass_cosine_and_sqnr_but_fail_as_a_detection(fp32):
     logits = np.log(fp32[:, 4:] / (1 - fp32[:, 4:]))
     broken = fp32.copy()
     broken[:, 4:] = 1 / (1 + np.exp(-(logits - 2.0)))  # the class branch 2 logits low: most detections gone
-    raw, raw_gates = judged(fp32, broken, "output0:tensor")
+    _, raw_gates = judged(fp32, broken, "output0:tensor")
     assert raw_gates["min-cosine"].passed and raw_gates["min-sqnr"].passed  # what the mixed output hides
     report, gates = judged(fp32, broken, DECLARED)
     assert report.kind == "detection" and report.reference_detections > 50
@@ -67,7 +68,7 @@ def test_a_sound_head_passes_as_a_detection_with_its_recall_and_precision(fp32):
     report, gates = judged(fp32, sound, DECLARED)
     assert report.recall >= 0.95 and report.precision >= 0.95
     assert all(gate.passed for gate in gates.values()), gates
-    strict, strict_gates = judged(fp32, sound, DECLARED + ",min=1.0")
+    _, strict_gates = judged(fp32, sound, DECLARED + ",min=1.0")
     assert strict_gates["min-recall"].threshold == 1.0
 
 
@@ -124,7 +125,8 @@ def test_calibrate_and_check_judge_a_declared_head_by_its_detections(tmp_path, i
     assert "note: output output0 joins Sigmoid scores" in undeclared.stdout
     done = run_cli(*args, "--out", tmp_path / "cal", "--output", DECLARED, "--json")
     assert done.exit_code == 0, done.stderr
-    [output] = json.loads(done.stdout)["report"]["outputs"]
+    calibrated = json.loads(done.stdout)["report"]
+    [output] = calibrated["outputs"]
     assert output["kind"] == "detection" and output["declared"] == DECLARED and output["recall"] >= 0.9
     built = run_cli("build", YOLO, "--profiles", PROFILES, "--sku", "rtx-4090", "--precision", "int8",
                     "--calibration", tmp_path / "cal", "--out", tmp_path / "build")  # fmt: skip
@@ -136,4 +138,7 @@ def test_calibrate_and_check_judge_a_declared_head_by_its_detections(tmp_path, i
     [accuracy] = [c for c in engine["checks"] if c["name"] == "accuracy"]
     figures = accuracy["figures"]["output0"]
     assert figures["declared"] == DECLARED and figures["recall"] >= 0.9
+    # check judged the very samples calibrate held out (same data): the same figures, not the first 48 samples
+    assert figures["samples"] == calibrated["holdout_samples"] < len(images)
+    assert figures["sqnr_db"] == output["sqnr_db"] and figures["recall"] == output["recall"]
     assert {"min-recall", "min-precision"} <= set(figures["thresholds"]) and "min-sqnr" not in figures["thresholds"]
