@@ -7,6 +7,7 @@ from typing import Annotated
 
 from compiler.cli import render
 from compiler.cli.params import (
+    ConstOption,
     ExplainOption,
     JsonOption,
     ModelArgument,
@@ -24,6 +25,7 @@ from compiler.core.text import gate_figure
     "compile calibrate model.onnx --data data.npz --precision int8 --out calibrated",
     "compile calibrate model.onnx --data images/ --method entropy --min-cosine 0.99 --out calibrated",
     "compile calibrate model.onnx --data data.npz --precision fp16 --exclude Softmax --out calibrated",
+    "compile calibrate vad.onnx --data audio.npz --const sr=16000 --precision int8 --out calibrated",
 )
 @with_options(CALIBRATE)
 def calibrate(
@@ -48,6 +50,7 @@ def calibrate(
         ),
     ],
     options: dict,
+    const: ConstOption = None,
     remote_cache: RemoteCacheOption = None,
     explain: ExplainOption = False,
     json: JsonOption = False,
@@ -59,6 +62,9 @@ def calibrate(
     from compiler.core.options import CalibrationOptions
 
     options = CalibrationOptions(**options)
+    from compiler.data.freeze import frozen_model, parse_consts
+
+    model = frozen_model(model, parse_consts(const or ()))
     from compiler.cache.reuse import open_tier
 
     tier = open_tier(remote_cache, explain)

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Annotated
 
 from compiler.cli import render
-from compiler.cli.params import JsonOption, ModelArgument, examples, option, switch
+from compiler.cli.params import ConstOption, JsonOption, ModelArgument, examples, option, switch
 from compiler.core.errors import InvalidInput
 from compiler.core.flags import BACKENDS, CACHE, INPUTS, TARGETS
 
@@ -53,6 +53,7 @@ def skus(
 @examples(
     "compile inspect model.onnx --profiles profiles.yaml",
     "compile inspect model.onnx --profiles profiles.yaml --build-check --sku rtx-4090",
+    "compile inspect vad.onnx --const sr=16000",
 )
 def inspect(
     model: ModelArgument,
@@ -73,13 +74,16 @@ def inspect(
             "kept (default $COMPILE_CACHE_DIR or ~/.cache/compile).",
         ),
     ] = None,
+    const: ConstOption = None,
     json: JsonOption = False,
 ) -> None:
     """Model summary, TensorRT partitions and unsupported nodes, profile validation."""
+    from compiler.data.freeze import frozen_model, parse_consts
     from compiler.inspect.summary import inspect_model
 
     if sku is not None and not build_check:
         raise InvalidInput(f"--sku {sku} is only used with --build-check; add --build-check or drop --sku")
+    model = frozen_model(model, parse_consts(const or ()), cache_dir)
     report = inspect_model(model, profiles, backend, (sku or "rtx-4090") if build_check else None, cache_dir=cache_dir)
     render.emit_json(report) if json else render.inspection(report)
     if report.problem is not None:

@@ -72,6 +72,14 @@ EXPLAIN = Flag(
     default=False,
 )
 
+CONST = Flag(
+    "Freeze an input that is not a batch of samples to a value, INPUT=NUMBER (a sample rate, a flag that picks a "
+    "branch): it becomes a constant of the model, what it computes is folded (an If on it becomes its branch) and "
+    "the engine no longer takes it. Repeat per input.",
+    "INPUT=NUMBER",
+    INPUTS,
+    kind="many",
+)
 OUTPUT_KIND = Flag(
     "Judge an output as what it is: NAME:KIND[,KEY=VALUE...], KIND one of tensor, logits, sequence, embedding, "
     "dense (threshold=, min=), detection (boxes=0:4, scores=4:, axis=1, threshold=0.25, iou=0.5, nms=0.7|none, "

@@ -546,9 +546,16 @@ def _validate(dataset: Dataset, inputs: list[ModelInput], model: OnnxModel) -> N
     expected = {i.name: i for i in inputs}
     missing = [name for name in expected if name not in dataset.names]
     if missing:
+        scalars = [name for name in missing if not expected[name].dims]
         raise InvalidInput(
             f"{where}: no array for model input(s) {', '.join(missing)} (has "
             f"{', '.join(dataset.names) or 'none'}); save one array per input name"
+            + (
+                f", or freeze an input that is not a batch of samples with --const {scalars[0]}=VALUE "
+                f"({scalars[0]} is a scalar)"
+                if scalars
+                else ""
+            )
         )
     extra = [name for name in dataset.names if name not in expected]
     if extra:

@@ -194,6 +194,15 @@ CALIBRATE_OPTIONS: dict[str, list[tuple[str, str]]] = {
         ("@under-file", INVALID),
         ("@fresh", VALID),
     ],
+    "--const": [
+        ("image=1", INVALID),
+        ("nope=1", INVALID),
+        ("image", INVALID),
+        ("=3", INVALID),
+        ("image=nan", INVALID),
+        ("image=1e400", INVALID),
+        ("image\x1b[2J=1", INVALID),
+    ],
     "--output": [
         ("logits:logits", VALID),
         ("logits:embedding", VALID),
@@ -211,7 +220,9 @@ CALIBRATE_OPTIONS: dict[str, list[tuple[str, str]]] = {
         ("logits\x1b[2J:logits", INVALID),
     ],
 }
-"""``compile calibrate``'s options (docs/calibrate.md); --output declares an output's kind (docs/check.md#output-kinds):
+"""``compile calibrate``'s options (docs/calibrate.md); --const freezes an input that is not a batch of samples
+(the digits' ``image`` is a batch: refused, as an input the model lacks, a value that is not a finite number);
+--output declares an output's kind (docs/check.md#output-kinds):
 an output the model lacks, a kind or key it does not know, a box range that is not 4 rows, an axis beyond the
 output's rank are 2. Gates take a threshold in their measure's range: a
 cosine in [-1, 1], a top-1 fraction in [0, 1], a non-negative error; NaN is never a threshold. --seed is at
