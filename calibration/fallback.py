@@ -200,8 +200,8 @@ class Search:
         self.proto = onnx.load_model(qdq)
         self.prepared = onnx.load_model(reuse.prepare(source) if reuse else calibrators.prepare(source, self.work))
         model = load_model(source)
-        self.dataset = open_dataset(data, model, preprocess)
-        self.fixed = next((i.batch for i in model_inputs(model) if i.batch is not None), None)
+        self.dataset = open_dataset(data, model, preprocess, options.sample_axes)
+        self.fixed = next((i.batch for i in model_inputs(model, options.sample_axes) if i.batch is not None), None)
         self.dims = model.input_dims()
         self.holdout = split(
             self.dataset.count, options.holdout, options.samples, options.seed, self.fixed, self.dataset.path

@@ -116,7 +116,7 @@ def calibrate_once(
     started = time.perf_counter()
     out = Path(out)
     source = load_model(model)
-    dataset = open_dataset(data, source, preprocess)
+    dataset = open_dataset(data, source, preprocess, options.sample_axes)
     try:
         plan = replace(
             prepare(options, source, dataset, out, staged, started), progress=progress, found=found or {}, reuse=reuse
@@ -150,7 +150,7 @@ def prepare(
         "--out",
         replaced=[out] if staged else [],
     )
-    fixed_batch = _fixed_batch(source)
+    fixed_batch = _fixed_batch(source, options.sample_axes)
     batch_size = options.batch_size if fixed_batch is None else fixed_batch
     chosen = split(dataset.count, options.holdout, options.samples, options.seed, fixed_batch, dataset.path)
     method = None if options.precision == "fp16" else options.method
@@ -189,9 +189,9 @@ def prepare(
     )
 
 
-def _fixed_batch(source: OnnxModel) -> int | None:
+def _fixed_batch(source: OnnxModel, sample_axes: dict[str, int]) -> int | None:
     """The batch size the model's inputs fix (a calibration batch must be it), if any; two different are refused."""
-    fixed = {i.batch for i in model_inputs(source) if i.batch is not None}
+    fixed = {i.batch for i in model_inputs(source, sample_axes) if i.batch is not None}
     if len(fixed) > 1:
         raise InvalidInput(f"{source.path}: inputs have different fixed batch sizes {sorted(fixed)}")
     return fixed.pop() if fixed else None

@@ -80,7 +80,7 @@ def check_accuracy(
     for chunk in batches(indices, options.batch_size):
         feed = dataset.read(chunk)
         try:
-            actual = cand.run(names, feed)
+            actual = dataset.batch_first(names, cand.run(names, feed))
         except Exception as exc:
             raise CheckFailed(f"onnxruntime cannot run the {precision} model {candidate}: {first_line(exc)}") from None
         expected = [reference[n][done : done + len(chunk)] for n in names]

@@ -77,7 +77,7 @@ def _validated(
     if options.data is not None:
         from compiler.data.datasets import open_dataset
 
-        dataset = open_dataset(options.data, source)
+        dataset = open_dataset(options.data, source, sample_axes=options.sample_axes)
     try:
         if dataset is not None:
             from compiler.check.data_shapes import check_data_shapes
@@ -383,7 +383,7 @@ def _sample_count(source: OnnxModel, dataset: Dataset, samples: int) -> tuple[in
     has one: then whole batches of it, and data holding less than one batch is refused."""
     from compiler.data.datasets import model_inputs
 
-    fixed = {i.batch for i in model_inputs(source) if i.batch is not None}
+    fixed = {i.batch for i in model_inputs(source, dict(dataset.axes)) if i.batch is not None}
     count = min(samples, dataset.count)
     if not fixed:
         return count, None

@@ -80,6 +80,14 @@ CONST = Flag(
     INPUTS,
     kind="many",
 )
+SAMPLE_AXIS = Flag(
+    "The axis of an input that holds its samples, INPUT=AXIS (default 0): an RNN state [layers, batch, hidden] "
+    "takes them on 1. The data file keeps samples on axis 0; outputs with the same dim name follow. Repeat per "
+    "input.",
+    "INPUT=AXIS",
+    INPUTS,
+    kind="many",
+)
 OUTPUT_KIND = Flag(
     "Judge an output as what it is: NAME:KIND[,KEY=VALUE...], KIND one of tensor, logits, sequence, embedding, "
     "dense (threshold=, min=), detection (boxes=0:4, scores=4:, axis=1, threshold=0.25, iou=0.5, nms=0.7|none, "
@@ -195,6 +203,7 @@ CALIBRATE = {
         GATES,
     ),
     "output": OUTPUT_KIND,
+    "sample_axis": SAMPLE_AXIS,
     "min_metric": Flag("Gate: least score of --metric.", "X", GATES, type=float),
     "labels": Flag(
         "An .npz of labels for --metric, one row per data sample (labels argument).", "FILE", INPUTS, type=Path
@@ -275,6 +284,7 @@ CHECK = {
         GATES,
     ),
     "output": OUTPUT_KIND,
+    "sample_axis": SAMPLE_AXIS,
     "min_metric": Flag("Gate: least score of --metric.", "X", GATES, type=float),
     "labels": Flag("An .npz of labels for --metric, one row per data sample.", "FILE", type=Path, keyed=False),
     "allow_skip": Flag(

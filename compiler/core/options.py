@@ -128,6 +128,20 @@ class BuildOptions(OptionGroup):
             raise InvalidInput(f"--backend {self.backend!r}: choose from {', '.join(backend_names())}")
 
 
+def parse_sample_axes(texts: tuple[str, ...]) -> dict[str, int]:
+    """``("h=1",)`` -> ``{"h": 1}``: each INPUT=AXIS once, a whole axis of at least 0 (checked against the model's
+    inputs when it is read)."""
+    axes: dict[str, int] = {}
+    for text in texts:
+        name, sep, given = str(text).partition("=")
+        if not sep or not name.strip() or not given.strip().isdigit() or int(given) > 32:
+            raise InvalidInput(f"--sample-axis {text}: give INPUT=AXIS, a whole axis from 0 (e.g. --sample-axis h0=1)")
+        if name in axes:
+            raise InvalidInput(f"--sample-axis {text}: input {name!r} is given twice; give each input once")
+        axes[name] = int(given)
+    return axes
+
+
 MAX_NUM_BINS = 1 << 14
 """Entropy's threshold search grows with the bins (digits CNN: 2048 bins ~3 s, 16384 ~110 s, 65536 ~400 s) and
 numpy allocates them per tensor: 8x TensorRT's own 2048 is plenty."""
@@ -158,6 +172,15 @@ class CalibrationOptions(OptionGroup):
     quantizer: str = _calibrate("quantizer")
     output: tuple[str, ...] = _calibrate("output")
     _one_output = field_validator("output", mode="before")(lambda value: (value,) if isinstance(value, str) else value)
+    sample_axis: tuple[str, ...] = _calibrate("sample_axis")
+    _one_axis = field_validator("sample_axis", mode="before")(
+        lambda value: (value,) if isinstance(value, str) else value
+    )
+
+    @property
+    def sample_axes(self) -> dict[str, int]:
+        return parse_sample_axes(self.sample_axis)
+
     metric: str | None = _calibrate("metric")
     min_metric: float | None = _calibrate("min_metric")
     labels: Path | None = _calibrate("labels")
@@ -191,6 +214,7 @@ class CalibrationOptions(OptionGroup):
         if self.quantizer not in QUANTIZERS:
             raise InvalidInput(f"--quantizer {self.quantizer}: choose from {', '.join(QUANTIZERS)}")
         check_declarations(self.output)
+        parse_sample_axes(self.sample_axis)
         if self.fallback not in (None, "auto"):
             raise InvalidInput(f"--fallback {self.fallback}: the only search is auto (or leave it out)")
         if self.holdout >= 1 and self.holdout != int(self.holdout):
@@ -246,6 +270,15 @@ class CheckOptions(OptionGroup):
     allow_skip: tuple[str, ...] = _check("allow_skip")
     output: tuple[str, ...] = _check("output")
     _one_output = field_validator("output", mode="before")(lambda value: (value,) if isinstance(value, str) else value)
+    sample_axis: tuple[str, ...] = _check("sample_axis")
+    _one_axis = field_validator("sample_axis", mode="before")(
+        lambda value: (value,) if isinstance(value, str) else value
+    )
+
+    @property
+    def sample_axes(self) -> dict[str, int]:
+        return parse_sample_axes(self.sample_axis)
+
     metric: str | None = _check("metric")
     min_metric: float | None = _check("min_metric")
     labels: Path | None = _check("labels")
@@ -280,6 +313,7 @@ class CheckOptions(OptionGroup):
                         f"{flag}: give {low} to {high}" if high is not None else f"{flag}: give at least {low}"
                     )
         check_declarations(self.output)
+        parse_sample_axes(self.sample_axis)
         for name in self.allow_skip:
             if name not in SKIPPABLE:
                 raise InvalidInput(f"--allow-skip {name}: choose from {', '.join(SKIPPABLE)}")

@@ -32,8 +32,9 @@ def session(path: Path, what: str):
 def run_batch(sess, feed: dict[str, np.ndarray], fixed_batch: int | None) -> list[np.ndarray]:
     """Run one batch; a model with a fixed batch size gets its last batch padded with repeats."""
     count = len(next(iter(feed.values())))
-    if fixed_batch and count < fixed_batch:
-        feed = {k: np.concatenate([v, np.repeat(v[-1:], fixed_batch - count, axis=0)]) for k, v in feed.items()}
+    if not fixed_batch or count >= fixed_batch:  # samples need not be on axis 0 here (--sample-axis)
+        return sess.run(None, feed)
+    feed = {k: np.concatenate([v, np.repeat(v[-1:], fixed_batch - count, axis=0)]) for k, v in feed.items()}
     return [o[:count] for o in sess.run(None, feed)]
 
 

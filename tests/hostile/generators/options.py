@@ -203,6 +203,16 @@ CALIBRATE_OPTIONS: dict[str, list[tuple[str, str]]] = {
         ("image=1e400", INVALID),
         ("image\x1b[2J=1", INVALID),
     ],
+    "--sample-axis": [
+        ("image=0", VALID),
+        ("image=1", INVALID),
+        ("image=4", INVALID),
+        ("nope=1", INVALID),
+        ("image", INVALID),
+        ("image=-1", INVALID),
+        ("image=1.5", INVALID),
+        ("image=0x1", INVALID),
+    ],
     "--output": [
         ("logits:logits", VALID),
         ("logits:embedding", VALID),
@@ -222,6 +232,8 @@ CALIBRATE_OPTIONS: dict[str, list[tuple[str, str]]] = {
 }
 """``compile calibrate``'s options (docs/calibrate.md); --const freezes an input that is not a batch of samples
 (the digits' ``image`` is a batch: refused, as an input the model lacks, a value that is not a finite number);
+--sample-axis names an input's sample axis (its axis 1 is a fixed 1, not a batch: refused, as an axis past its
+rank or that is not a whole number);
 --output declares an output's kind (docs/check.md#output-kinds):
 an output the model lacks, a kind or key it does not know, a box range that is not 4 rows, an axis beyond the
 output's rank are 2. Gates take a threshold in their measure's range: a
