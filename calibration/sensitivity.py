@@ -14,6 +14,7 @@ fallback takes out is a :class:`Region`: a quantized tensor with all its quantiz
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,7 +58,12 @@ def quantized_node_names(qdq: Path) -> set[str]:
 
 
 def local_errors(
-    prepared: Path, qdq: Path, dataset: Dataset, indices: np.ndarray, batch_size: int
+    prepared: Path,
+    qdq: Path,
+    dataset: Dataset,
+    indices: np.ndarray,
+    batch_size: int,
+    progress: Callable[[int], None] | None = None,
 ) -> dict[str, tuple[float, list[str]]]:
     """Quantized node -> (its local SQNR in dB, its quantized activation inputs), over ``indices``."""
     path, compared, statistics = _sensitivity_model(prepared, qdq)
@@ -72,6 +78,8 @@ def local_errors(
         values = dict(zip(names, runner.run(names, dataset.read(chunk)), strict=True))
         for node, outputs in statistics.items():
             _accumulate(sums[node], *(values[name] for name in outputs))
+        if progress:
+            progress(len(chunk))
     return {node: (sqnr_db(*sums[node]), compared[node][2]) for node in compared}
 
 

@@ -232,7 +232,9 @@ def produce(plan: Plan, folder: Path) -> CalibrationResult:
         made = plan.quantizer.quantize(plan.job(pending / "model.onnx", work))
         proof = (None, None)  # a conversion has nothing to prove here
         if made.quantized_ops is not None:
+            built = counter("build proof", 1, plan.progress)
             proof = prove(made.model, plan.dataset, plan.chosen.calibration, plan.source, plan.precision)
+            built(1)
         report = judge(plan, reference, made)
         with stop_signals_held():  # the model and the weights it names go in together
             for name in ("model.onnx.data", "model.onnx"):
@@ -284,7 +286,7 @@ def judge(plan: Plan, reference, made: Quantized) -> AccuracyReport:
     )
     if made.quantized_ops is not None:
         ranked = sensitivity(
-            plan.source, made.float_model, made.model, plan.dataset, holdout, plan.batch_size, plan.reuse
+            plan.source, made.float_model, made.model, plan.dataset, holdout, plan.batch_size, plan.reuse, plan.progress
         )
         report = report.model_copy(update={"quantized_nodes": sum(made.quantized_ops.values()), **ranked})
     if plan.precision == "fp16":
@@ -320,6 +322,7 @@ def sensitivity(
     holdout: np.ndarray,
     batch_size: int,
     reuse: Reuse | None = None,
+    progress: Progress | None = None,
 ) -> dict[str, Any]:
     """report.json's ``sensitivity`` (every quantized node, most damaging first), or why it could not be made: a
     ranking that cannot be computed does not cost the calibration. A fallback's final calibration takes its first
@@ -329,7 +332,10 @@ def sensitivity(
     if reuse and (kept := reuse.ranking(model_out)) is not None:
         return {"sensitivity": kept}
     try:
-        errors = local_errors(prepared, model_out, dataset, holdout[:SENSITIVITY_SAMPLES], batch_size)
+        judged = holdout[:SENSITIVITY_SAMPLES]
+        errors = local_errors(
+            prepared, model_out, dataset, judged, batch_size, counter("sensitivity", len(judged), progress)
+        )
     except CheckFailed as exc:
         return {"sensitivity": None, "sensitivity_error": str(exc)}
     ranked = ranking(errors, model_out, {n.name for n in source.proto.graph.node if n.name})

@@ -65,6 +65,8 @@ def test_a_calibration_in_ci_gets_heartbeat_lines_naming_its_phase(tmp_path):
     assert done.exit_code == 0, done.stderr
     beats = [line for line in done.stderr.splitlines() if line.startswith("still working: ")]
     assert beats and any(" samples (" in line and "/s" in line for line in beats), done.stderr
+    ended = [line.split(":")[0] for line in done.stderr.splitlines() if " samples done in " in line]
+    assert {"calibrate", "build proof", "sensitivity", "held-out"} <= set(ended), done.stderr  # a line per phase
     again = run_calibrate(tmp_path / "again", "--no-reuse", env={**os.environ, "COMPILE_HEARTBEAT_SECONDS": "600"})
     assert again.exit_code == 0 and "still working" not in again.stderr, again.stderr  # shorter: no heartbeat
 
