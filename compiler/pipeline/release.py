@@ -261,11 +261,11 @@ def _validate(pipeline: LoadedPipeline, plan: ReleasePlan, remote_cache: str | N
 
 def _with_frozen_inputs(pipeline: LoadedPipeline) -> LoadedPipeline:
     """The pipeline with its ``const:`` inputs frozen: every stage then takes the frozen model (docs/pipeline.md)."""
-    from compiler.data.freeze import frozen_model, parse_consts
-
     spec = pipeline.spec
     if not spec.const:
         return pipeline
+    from compiler.data.freeze import frozen_model, parse_consts
+
     texts = [f"{name}={value!r}" for name, value in spec.const.items()]
     model = frozen_model(spec.model, parse_consts(texts))
     return pipeline.model_copy(update={"spec": spec.model_copy(update={"model": model})})
