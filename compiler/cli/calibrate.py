@@ -60,6 +60,7 @@ def calibrate(
     docs/check.md): a calibration that collapses accuracy exits 1 here."""
     from calibration import calibrate as run_calibration
     from compiler.core.options import CalibrationOptions
+    from compiler.data.agreement import noise_note
 
     options = CalibrationOptions(**options)
     from compiler.data.freeze import frozen_model, parse_consts
@@ -78,7 +79,7 @@ def calibrate(
         raise CheckFailed(
             f"{len(failed)} gate(s) failed; {first.name} on output '{first.output}': "
             f"{gate_figure(first.name, first.value)} vs threshold "
-            f"{gate_figure(first.name, first.threshold)}{suggestion(result)} "
+            f"{gate_figure(first.name, first.threshold)}{noise_note(first)}{suggestion(result)} "
             f"(report: {Path(result.out) / 'report.json'})"
         )
 

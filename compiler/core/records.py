@@ -278,6 +278,9 @@ class OutputReport(BaseModel):
     """``dense``: IoU of the candidate's and FP32's maps thresholded at the declaration's ``threshold``."""
     note: str | None = None
     """What the report could not judge by itself (a Concat of scores and other values with no declaration)."""
+    intervals: dict[str, list[float]] | None = None
+    """95 % bootstrap intervals (resampling the samples) of ``cosine_mean``, ``sqnr_db`` and ``top1_agreement``:
+    how far the figure could move on other samples of the same data."""
 
 
 class AccuracyReport(BaseModel):
@@ -312,6 +315,9 @@ class Gate(BaseModel):
     value: float
     threshold: float
     passed: bool
+    interval: list[float] | None = None
+    """The figure's 95 % bootstrap interval over the samples judged: a threshold inside it is within sampling
+    noise of the verdict (more held-out samples would tell)."""
 
 
 class CalibrationRecord(BaseModel):

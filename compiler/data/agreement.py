@@ -30,6 +30,11 @@ LOW_COSINE_SLACK = 5.0
 SQNR_CAP = 200.0
 """SQNR of an exact match (no noise at all), kept finite for JSON."""
 TOP_K = 5
+BOOTSTRAP_ROUNDS = 400
+"""Resamples of the judged samples behind each 95 % interval (seeded: the same samples give the same interval)."""
+MAX_BOOTSTRAP_DRAWS = 1 << 22
+"""Indices drawn at most (rounds x samples): a figure on 100,000 samples takes fewer rounds, not more memory."""
+GATE_FIGURES = {"min-cosine": "cosine_mean", "min-sqnr": "sqnr_db", "min-top1": "top1_agreement"}
 
 
 @dataclass(frozen=True)
@@ -93,6 +98,8 @@ class _Output:
         self.signal = self.signal_sq = self.noise_sq = self.abs_sum = self.max_abs = 0.0
         self.elements = self.nonfinite = self.top1 = self.top5 = 0
         self.classes = self.steps = 0
+        self.per_sample: list[np.ndarray] = []
+        """Per batch, each sample's (sum, sum of squares, squared error, agreeing steps, steps): the bootstrap's."""
 
 
 def _class_axis(array: np.ndarray) -> bool:
@@ -142,12 +149,17 @@ class Agreement:
                 centred = _centred(ref, np.asarray(a).shape)
                 if (centred * centred).sum() > 1e-9 * (ref * ref).sum():  # scores that differ at all (not a constant)
                     ref, cand = centred, _centred(cand, np.asarray(a).shape)
-            out.noise_sq += float(((ref - cand) ** 2).sum())
+            noise = ((ref - cand) ** 2).sum(axis=1)
+            out.noise_sq += float(noise.sum())
             out.signal += float(ref.sum())
             out.signal_sq += float((ref * ref).sum())
             out.elements += ref.size
+            agreeing = steps = np.zeros(count)
             if scores:
-                self._agreement(out, np.asarray(a, dtype=np.float64), np.where(np.isfinite(b), b, 0.0))
+                agreeing, steps = self._agreement(
+                    out, np.asarray(a, dtype=np.float64), np.where(np.isfinite(b), b, 0.0), count
+                )
+            out.per_sample.append(np.stack([ref.sum(axis=1), (ref * ref).sum(axis=1), noise, agreeing, steps], 1))
 
     def _scores(self, name: str, array: np.ndarray) -> bool:
         """Whether the last axis holds class scores: as declared, else by shape."""
@@ -157,16 +169,20 @@ class Agreement:
         return spec.kind in ("logits", "sequence") and array.ndim >= 2 and array.shape[-1] > 1
 
     @staticmethod
-    def _agreement(out: _Output, ref: np.ndarray, cand: np.ndarray) -> None:
-        """Top-1 (and top-5) agreement over the class axis, per sample ([B, C]) or per step ([B, T, C])."""
+    def _agreement(out: _Output, ref: np.ndarray, cand: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
+        """Top-1 (and top-5) agreement over the class axis, per sample ([B, C]) or per step ([B, T, C]); each
+        sample's agreeing steps and steps."""
         classes = ref.shape[-1]
         ref, cand = ref.reshape(-1, classes), cand.reshape(-1, classes)
         out.classes, out.steps = classes, out.steps + len(ref)
         chosen = cand.argmax(axis=1)
-        out.top1 += int((ref.argmax(axis=1) == chosen).sum())
+        agree = ref.argmax(axis=1) == chosen
+        out.top1 += int(agree.sum())
         if classes > TOP_K:
             best = np.argpartition(-ref, TOP_K - 1, axis=1)[:, :TOP_K]
             out.top5 += int((best == chosen[:, None]).any(axis=1).sum())
+        per_sample = agree.reshape(count, -1)
+        return per_sample.sum(axis=1).astype(np.float64), np.full(count, per_sample.shape[1], dtype=np.float64)
 
     def reports(self) -> list[OutputReport]:
         return [self._report(name, out) for name, out in self.outputs.items()]
@@ -194,7 +210,47 @@ class Agreement:
             nonfinite=out.nonfinite,
             top1_agreement=out.top1 / out.steps if out.classes and out.steps else None,
             top5_agreement=out.top5 / out.steps if out.classes > TOP_K and out.steps else None,
+            intervals=_intervals(out, cosines, out.elements // max(samples, 1)),
         )
+
+
+def _intervals(out: _Output, cosines: np.ndarray, per_sample: int) -> dict[str, list[float]] | None:
+    """95 % bootstrap intervals of the gated figures: the samples resampled with replacement, each figure made again
+    from the resampled samples' sums (None for fewer than 2 samples)."""
+    if not out.per_sample or len(cosines) < 2:
+        return None
+    sums = np.concatenate(out.per_sample)
+    count = len(sums)
+    rounds = max(20, min(BOOTSTRAP_ROUNDS, MAX_BOOTSTRAP_DRAWS // count))
+    drawn = np.random.default_rng(0).integers(0, count, (rounds, count))
+    totals = sums[drawn].sum(axis=1)  # rounds x (sum, squares, noise, agreeing, steps)
+    figures = {
+        "cosine_mean": cosines[drawn].mean(axis=1),
+        "sqnr_db": np.array([sqnr_db(s, q, n, per_sample * count) for s, q, n in totals[:, :3]]),
+    }
+    if out.classes:
+        figures["top1_agreement"] = totals[:, 3] / np.maximum(totals[:, 4], 1)
+    return {name: [float(v) for v in np.quantile(values, [0.025, 0.975])] for name, values in figures.items()}
+
+
+def noise_note(gate: Gate) -> str:
+    """For a failed gate whose threshold lies inside its figure's 95 % interval: that the verdict is within sampling
+    noise, and what would tell."""
+    if gate.passed or gate.interval is None or not gate.interval[0] <= gate.threshold <= gate.interval[1]:
+        return ""
+    low, high = (gate_text(gate.name, v) for v in gate.interval)
+    return (
+        f" (within sampling noise: its 95 % interval over the held-out samples is {low} to {high}, which holds the "
+        f"threshold; judge more samples, e.g. a larger --holdout, to tell)"
+    )
+
+
+def gate_text(name: str, value: float) -> str:
+    if name == "min-sqnr":
+        return f"{value:.1f} dB"
+    return (
+        f"{value:.2%}" if name in ("min-top1", "min-top5", "min-recall", "min-precision", "min-iou") else f"{value:.5f}"
+    )
 
 
 def sqnr_db(total: float, squares: float, noise: float, count: int) -> float:
@@ -215,7 +271,8 @@ def judge(output: OutputReport, limit: Limits) -> list[Gate]:
     cosine mean and low quantile, SQNR and top-1/top-5 agreement (class scores); max absolute error when given."""
 
     def gate(name: str, value: float, threshold: float, passed: bool) -> Gate:
-        return Gate(name=name, output=output.name, value=value, threshold=threshold, passed=passed)
+        interval = (output.intervals or {}).get(GATE_FIGURES.get(name, ""))
+        return Gate(name=name, output=output.name, value=value, threshold=threshold, passed=passed, interval=interval)
 
     found = [gate("finite", float(output.nonfinite), 0.0, output.nonfinite == 0)]
     declared = parse_output(output.declared) if output.declared else None
@@ -268,4 +325,6 @@ def describe(gate: Gate) -> str:
         f"FP32's; set by min= in --output or --min-top1)",
         "min-iou": f"mask IoU {gate.value:.2%} below {gate.threshold:.2%} (set by min= in --output or --min-top1)",
     }
-    return f"output {gate.output}: {what.get(gate.name, f'{gate.name} {gate.value:g} vs {gate.threshold:g}')}"
+    return f"output {gate.output}: {what.get(gate.name, f'{gate.name} {gate.value:g} vs {gate.threshold:g}')}" + (
+        noise_note(gate)
+    )
