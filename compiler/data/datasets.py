@@ -688,7 +688,7 @@ def _check_array(where: Path, name: str, dtype: np.dtype, shape: tuple[int, ...]
                 f"{where}: array '{name}' has shape {list(shape)}; input '{name}' needs "
                 f"{format_dims(spec.dims)}"
                 + (f" with samples on axis {spec.axis}" if spec.axis else "")
-                + f" (axis {axis} of the file is {have}, expected {want})"
+                + f" (axis {axis}{' of the file' if spec.axis else ''} is {have}, expected {want})"
             )
 
 
