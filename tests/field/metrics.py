@@ -126,7 +126,7 @@ METRICS: dict[str, Callable[[Outputs, Outputs], float]] = {
 
 def run_model(path: Path, inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
     """Every output of the model on every sample in onnxruntime with basic optimizations only, one sample at a
-    time (several models have a static batch of 1), stacked on a new leading sample axis: ``[N, *one sample's output]``."""
+    time (several models have a static batch of 1), stacked on a new leading axis: ``[N, *one output]``."""
     import onnxruntime
 
     options = onnxruntime.SessionOptions()
