@@ -67,3 +67,29 @@ def test_a_cnn_excluding_a_conv_gets_more_reformat_kernels_than_plain_int8(tmp_p
             f"; {reformats['count']} precision-boundary reformat kernel(s)" in json.loads(result.stdout)["build_proof"]
         )
     assert counts["excluded"] > counts["plain"], counts
+
+
+def test_a_model_of_static_shapes_is_proved_without_a_profile(tmp_path):
+    """Every dim fixed (ddddocr's YOLOX detector, PicoDet from Paddle2ONNX): the proof once made an empty profile,
+    an internal error (exit 70) for every int8/fp8 calibration of such a model."""
+    import sys
+
+    import numpy as np
+    import onnx
+
+    from tests.support.cli import REPO
+
+    sys.path.insert(0, str(REPO / "tests" / "fixtures"))
+    try:
+        import make_tiny_yolo
+    finally:
+        sys.path.pop(0)
+    model = make_tiny_yolo.model()
+    for value in (*model.graph.input, *model.graph.output):
+        value.type.tensor_type.shape.dim[0].dim_value = 2  # a fixed batch of 2: no dynamic dim left
+    onnx.save_model(model, tmp_path / "static.onnx")
+    np.savez(tmp_path / "images.npz", image=make_tiny_yolo.images(40))
+    result = run_calibrate(tmp_path / "out", "--json", model=tmp_path / "static.onnx", data=tmp_path / "images.npz")
+    assert result.exit_code in (0, 1), result.stderr
+    proof = json.loads(result.stdout)["build_proof"]
+    assert proof.startswith("built with tensorrt-rtx") and "static shapes" in proof

