@@ -38,6 +38,7 @@ from compiler.core.records import (
 )
 from compiler.core.reuse import RemoteTier
 from compiler.data.datasets import Dataset, ImagePreprocess, Split, model_inputs, open_dataset, split
+from compiler.data.footprint import Fit, sample_shapes
 from compiler.data.metric import Metric, metric_and_labels
 from compiler.data.model import OnnxModel, load_model
 from compiler.data.session import session
@@ -94,6 +95,7 @@ class Plan:
             work,
             self.progress,
             self.reuse,
+            self.fixed_batch,
         )
 
 
@@ -267,13 +269,16 @@ def judge(plan: Plan, reference, made: Quantized) -> AccuracyReport:
     """The held-out comparison against FP32 per output, with the quantized nodes' sensitivity ranking (int8/fp8)
     or the intermediate values' FP16 range (fp16); :func:`gated` evaluates the gates on it."""
     holdout = plan.chosen.holdout
+    shapes = sample_shapes(plan.dataset, holdout)
+    fit = Fit(shapes, plan.options.chunk_mb, plan.batch_size, plan.fixed_batch, _held_out(plan))
+    run = fit.samples([plan.source.proto, made.model])
     report = compare(
         reference,
         made.model,
         plan.precision,
         plan.dataset,
         holdout,
-        plan.batch_size,
+        run,
         plan.fixed_batch,
         counter("held-out", len(holdout), plan.progress),
         plan.metric,
@@ -281,7 +286,7 @@ def judge(plan: Plan, reference, made: Quantized) -> AccuracyReport:
     )
     if made.quantized_ops is not None:
         ranked = sensitivity(
-            plan.source, made.float_model, made.model, plan.dataset, holdout, plan.batch_size, plan.reuse
+            plan, made.float_model, made.model, replace(fit, what=f"{plan.source.path}'s sensitivity pass")
         )
         report = report.model_copy(update={"quantized_nodes": sum(made.quantized_ops.values()), **ranked})
     if plan.precision == "fp16":
@@ -309,30 +314,27 @@ SENSITIVITY_SAMPLES = 64
 """Held-out samples the sensitivity pass runs on: a ranking, not a verdict."""
 
 
-def sensitivity(
-    source: OnnxModel,
-    prepared: Path | None,
-    model_out: Path,
-    dataset: Dataset,
-    holdout: np.ndarray,
-    batch_size: int,
-    reuse: Reuse | None = None,
-) -> dict[str, Any]:
+def sensitivity(plan: Plan, prepared: Path | None, model_out: Path, fit: Fit) -> dict[str, Any]:
     """report.json's ``sensitivity`` (every quantized node, most damaging first), or why it could not be made: a
     ranking that cannot be computed does not cost the calibration. A fallback's final calibration takes its first
     one's (:meth:`calibration.fallback_reuse.Reuse.ranking`)."""
     from calibration.sensitivity import local_errors, ranking
 
+    reuse = plan.reuse
     if reuse and (kept := reuse.ranking(model_out)) is not None:
         return {"sensitivity": kept}
     try:
-        errors = local_errors(prepared, model_out, dataset, holdout[:SENSITIVITY_SAMPLES], batch_size)
+        errors = local_errors(prepared, model_out, plan.dataset, plan.chosen.holdout[:SENSITIVITY_SAMPLES], fit)
     except CheckFailed as exc:
         return {"sensitivity": None, "sensitivity_error": str(exc)}
-    ranked = ranking(errors, model_out, {n.name for n in source.proto.graph.node if n.name})
+    ranked = ranking(errors, model_out, {n.name for n in plan.source.proto.graph.node if n.name})
     if reuse:
         reuse.ranked = ranked
     return {"sensitivity": ranked}
+
+
+def _held_out(plan: Plan) -> str:
+    return f"{plan.source.path}'s held-out comparison (the FP32 and {plan.precision} models side by side)"
 
 
 def write(plan: Plan, folder: Path, made: Quantized, report: AccuracyReport, proof) -> CalibrationResult:
