@@ -41,8 +41,16 @@ def activation_bytes(model: Path | onnx.ModelProto, shapes: dict[str, tuple[int,
         for name in node.input:
             last_use[name] = index
     kept = {o.name for o in graph.output}
+    varying = {i.name for i in graph.input if i.name not in weights}
+    for node in graph.node:
+        if any(name in varying for name in node.input):
+            varying.update(node.output)
 
     def size(name: str) -> int:
+        """A tensor's bytes for one sample; none for what is computed from weights alone (a dequantized weight),
+        which does not grow with the samples."""
+        if name not in varying:
+            return 0
         found = sizes.get(name)
         return largest if found is None else found
 
@@ -160,9 +168,8 @@ def early_order(graph: onnx.GraphProto, first_added: int) -> None:
         for index in sorted(ready):
             run(added[index])
 
-    for index, node in enumerate(added):
-        if not missing[index]:
-            run(node)
+    for node in [node for index, node in enumerate(added) if not missing[index]]:  # read only inputs or weights
+        run(node)
     for node in original:
         run(node)
     result.extend(node for index, node in enumerate(added) if missing[index])  # reads what nothing makes: kept last
