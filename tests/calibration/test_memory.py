@@ -5,6 +5,7 @@ tests/fixtures/make_text_detector.py) with images made here."""
 
 from __future__ import annotations
 
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +26,7 @@ DETECTOR = Path(__file__).resolve().parents[1] / "fixtures" / "text_detector.onn
 def _chain(count: int, width: int) -> onnx.ModelProto:
     """x [B, width] -> Relu -> ... (``count`` nodes) -> y: one tensor alive besides the one being made."""
     names = ["x", *(f"t{i}" for i in range(count - 1)), "y"]
-    nodes = [helper.make_node("Relu", [a], [b], name=f"relu{i}") for i, (a, b) in enumerate(zip(names, names[1:]))]
+    nodes = [helper.make_node("Relu", [a], [b], name=f"relu{i}") for i, (a, b) in enumerate(pairwise(names))]
     graph = helper.make_graph(
         nodes,
         "chain",
@@ -150,9 +151,7 @@ def test_chunking_is_honoured_and_the_results_do_not_depend_on_it(tmp_path, imag
 def test_a_budget_that_cannot_hold_one_sample_is_exit_2(tmp_path):
     data = _images(tmp_path / "large.npz", 4, 480)
     needed = -(-footprint.activation_bytes(DETECTOR, {"image": (1, 3, 480, 480)}) // MIB)
-    result = run_cli(
-        "calibrate", str(DETECTOR), "--data", str(data), "--out", str(tmp_path / "out"), "--chunk-mb", "1"
-    )
+    result = run_cli("calibrate", str(DETECTOR), "--data", str(data), "--out", str(tmp_path / "out"), "--chunk-mb", "1")
     line = assert_clean_error(result, 2, "--chunk-mb 1", "text_detector.onnx", "give --chunk-mb")
     assert int(line.split("give --chunk-mb ")[1].split()[0]) >= needed
     assert not (tmp_path / "out" / "model.onnx").exists()
