@@ -271,24 +271,24 @@ def judge(plan: Plan, reference, made: Quantized) -> AccuracyReport:
     holdout = plan.chosen.holdout
     shapes = sample_shapes(plan.dataset, holdout)
     fit = Fit(shapes, plan.options.chunk_mb, plan.batch_size, plan.fixed_batch, _held_out(plan))
-    run = fit.samples([plan.source.proto, made.model])
+    ranked: dict[str, Any] = {}
+    if made.quantized_ops is not None:  # first: the reference session holds no activations yet
+        what = f"{plan.source.path}'s sensitivity pass"
+        ranked = {"quantized_nodes": sum(made.quantized_ops.values())}
+        ranked |= sensitivity(plan, made.float_model, made.model, replace(fit, what=what))
     report = compare(
         reference,
         made.model,
         plan.precision,
         plan.dataset,
         holdout,
-        run,
+        fit.samples([plan.source.proto, made.model]),
         plan.fixed_batch,
         counter("held-out", len(holdout), plan.progress),
         plan.metric,
         plan.labels,
     )
-    if made.quantized_ops is not None:
-        ranked = sensitivity(
-            plan, made.float_model, made.model, replace(fit, what=f"{plan.source.path}'s sensitivity pass")
-        )
-        report = report.model_copy(update={"quantized_nodes": sum(made.quantized_ops.values()), **ranked})
+    report = report.model_copy(update=ranked)
     if plan.precision == "fp16":
         report = _with_fp16_range(report, plan, made.model)
     return report
