@@ -126,6 +126,7 @@ def calibrate_once(
         if previous is not None:
             return judged(gated(previous, options.gates, reused=True), out)
         dataset.check_values()
+        refuse_unfit(plan)
         if not staged:
             writable_folder(out, "--out")
             (out / CALIBRATION_RECORD).unlink(missing_ok=True)  # the folder is incomplete until we finish
@@ -188,6 +189,15 @@ def prepare(
         out=out,
         started=started,
     )
+
+
+def refuse_unfit(plan: Plan) -> None:
+    """A ``--chunk-mb`` that cannot hold the FP32 model's activations for one sample (of any run the calibration
+    makes, the smallest) is exit 2 before anything is written; the larger models' runs are fitted as they come."""
+    if plan.precision != "fp16" and plan.options.quantizer == "onnxruntime":
+        shapes = sample_shapes(plan.dataset, plan.chosen.calibration)
+        what = f"{plan.source.path}'s range collection"
+        Fit(shapes, plan.options.chunk_mb, plan.batch_size, plan.fixed_batch, what).samples([plan.source.proto])
 
 
 def _fixed_batch(source: OnnxModel) -> int | None:
