@@ -192,12 +192,13 @@ def prepare(
 
 
 def refuse_unfit(plan: Plan) -> None:
-    """A ``--chunk-mb`` that cannot hold the FP32 model's activations for one sample (of any run the calibration
-    makes, the smallest) is exit 2 before anything is written; the larger models' runs are fitted as they come."""
+    """A ``--chunk-mb`` that cannot hold one sample of the largest run is exit 2 before anything is written: the
+    held-out comparison, the FP32 model and the quantized one side by side (whose activations are the FP32 model's:
+    its dequantized weights do not count per sample). The runs are fitted again, each with its own model."""
     if plan.precision != "fp16" and plan.options.quantizer == "onnxruntime":
         shapes = sample_shapes(plan.dataset, plan.chosen.calibration)
-        what = f"{plan.source.path}'s range collection"
-        Fit(shapes, plan.options.chunk_mb, plan.batch_size, plan.fixed_batch, what).samples([plan.source.proto])
+        fit = Fit(shapes, plan.options.chunk_mb, plan.batch_size, plan.fixed_batch, _held_out(plan))
+        fit.samples([plan.source.proto, plan.source.proto])
 
 
 def _fixed_batch(source: OnnxModel) -> int | None:
