@@ -193,6 +193,7 @@ class Search:
         import tempfile
 
         from compiler.data.datasets import model_inputs, open_dataset, split
+        from compiler.data.footprint import Fit, sample_shapes
         from compiler.data.model import load_model
         from compiler.data.session import session
 
@@ -208,6 +209,14 @@ class Search:
         ).holdout  # the very samples calibrate held out
         self.reference = session(source, "model")
         self.first, self.limits, self.declarations = first, options.gates, options.output
+        self.source = model.path
+        self.fit = Fit(
+            sample_shapes(self.dataset, self.holdout),
+            options.chunk_mb,
+            first.batch_size,
+            self.fixed,
+            f"{source}'s held-out comparison (the FP32 and {first.precision} models side by side)",
+        )
         from compiler.data.metric import metric_and_labels
 
         self.metric, self.labels = metric_and_labels(
@@ -238,7 +247,7 @@ class Search:
             self.first.precision,
             self.dataset,
             self.holdout,
-            self.first.batch_size,
+            self.fit.samples([self.source, path]),
             self.fixed,
             metric=self.metric,
             labels=self.labels,

@@ -38,6 +38,7 @@ from compiler.core.records import (
 )
 from compiler.core.reuse import RemoteTier
 from compiler.data.datasets import Dataset, ImagePreprocess, Split, model_inputs, open_dataset, split
+from compiler.data.footprint import Fit, sample_shapes
 from compiler.data.metric import Metric, metric_and_labels
 from compiler.data.model import OnnxModel, load_model
 from compiler.data.output_kinds import mixed_outputs
@@ -95,6 +96,7 @@ class Plan:
             work,
             self.progress,
             self.reuse,
+            self.fixed_batch,
         )
 
 
@@ -125,6 +127,7 @@ def calibrate_once(
         if previous is not None:
             return judged(gated(previous, options.gates, reused=True), out)
         dataset.check_values()
+        refuse_unfit(plan)
         if not staged:
             writable_folder(out, "--out")
             (out / CALIBRATION_RECORD).unlink(missing_ok=True)  # the folder is incomplete until we finish
@@ -187,6 +190,16 @@ def prepare(
         out=out,
         started=started,
     )
+
+
+def refuse_unfit(plan: Plan) -> None:
+    """A ``--chunk-mb`` that cannot hold one sample of the largest run is exit 2 before anything is written: the
+    held-out comparison, the FP32 model and the quantized one side by side (whose activations are the FP32 model's:
+    its dequantized weights do not count per sample). The runs are fitted again, each with its own model."""
+    if plan.precision != "fp16" and plan.options.quantizer == "onnxruntime":
+        shapes = sample_shapes(plan.dataset, plan.chosen.calibration)
+        fit = Fit(shapes, plan.options.chunk_mb, plan.batch_size, plan.fixed_batch, _held_out(plan))
+        fit.samples([plan.source.proto, plan.source.proto])
 
 
 def _fixed_batch(source: OnnxModel, sample_axes: dict[str, int]) -> int | None:
@@ -270,13 +283,20 @@ def judge(plan: Plan, reference, made: Quantized) -> AccuracyReport:
     """The held-out comparison against FP32 per output, with the quantized nodes' sensitivity ranking (int8/fp8)
     or the intermediate values' FP16 range (fp16); :func:`gated` evaluates the gates on it."""
     holdout = plan.chosen.holdout
+    shapes = sample_shapes(plan.dataset, holdout)
+    fit = Fit(shapes, plan.options.chunk_mb, plan.batch_size, plan.fixed_batch, _held_out(plan))
+    ranked: dict[str, Any] = {}
+    if made.quantized_ops is not None:  # first: the reference session holds no activations yet
+        what = f"{plan.source.path}'s sensitivity pass"
+        ranked = {"quantized_nodes": sum(made.quantized_ops.values())}
+        ranked |= sensitivity(plan, made.float_model, made.model, replace(fit, what=what))
     report = compare(
         reference,
         made.model,
         plan.precision,
         plan.dataset,
         holdout,
-        plan.batch_size,
+        fit.samples([plan.source.proto, made.model]),
         plan.fixed_batch,
         counter("held-out", len(holdout), plan.progress),
         plan.metric,
@@ -284,11 +304,7 @@ def judge(plan: Plan, reference, made: Quantized) -> AccuracyReport:
         plan.options.output,
         mixed_outputs(made.model),
     )
-    if made.quantized_ops is not None:
-        ranked = sensitivity(
-            plan.source, made.float_model, made.model, plan.dataset, holdout, plan.batch_size, plan.reuse, plan.progress
-        )
-        report = report.model_copy(update={"quantized_nodes": sum(made.quantized_ops.values()), **ranked})
+    report = report.model_copy(update=ranked)
     if plan.precision == "fp16":
         report = _with_fp16_range(report, plan, made.model)
     return report
@@ -314,34 +330,30 @@ SENSITIVITY_SAMPLES = 64
 """Held-out samples the sensitivity pass runs on: a ranking, not a verdict."""
 
 
-def sensitivity(
-    source: OnnxModel,
-    prepared: Path | None,
-    model_out: Path,
-    dataset: Dataset,
-    holdout: np.ndarray,
-    batch_size: int,
-    reuse: Reuse | None = None,
-    progress: Progress | None = None,
-) -> dict[str, Any]:
+def sensitivity(plan: Plan, prepared: Path | None, model_out: Path, fit: Fit) -> dict[str, Any]:
     """report.json's ``sensitivity`` (every quantized node, most damaging first), or why it could not be made: a
     ranking that cannot be computed does not cost the calibration. A fallback's final calibration takes its first
     one's (:meth:`calibration.fallback_reuse.Reuse.ranking`)."""
     from calibration.sensitivity import local_errors, ranking
 
+    reuse = plan.reuse
     if reuse and (kept := reuse.ranking(model_out)) is not None:
         return {"sensitivity": kept}
     try:
-        judged = holdout[:SENSITIVITY_SAMPLES]
+        judged = plan.chosen.holdout[:SENSITIVITY_SAMPLES]
         errors = local_errors(
-            prepared, model_out, dataset, judged, batch_size, counter("sensitivity", len(judged), progress)
+            prepared, model_out, plan.dataset, judged, fit, counter("sensitivity", len(judged), plan.progress)
         )
     except CheckFailed as exc:
         return {"sensitivity": None, "sensitivity_error": str(exc)}
-    ranked = ranking(errors, model_out, {n.name for n in source.proto.graph.node if n.name})
+    ranked = ranking(errors, model_out, {n.name for n in plan.source.proto.graph.node if n.name})
     if reuse:
         reuse.ranked = ranked
     return {"sensitivity": ranked}
+
+
+def _held_out(plan: Plan) -> str:
+    return f"{plan.source.path}'s held-out comparison (the FP32 and {plan.precision} models side by side)"
 
 
 def write(plan: Plan, folder: Path, made: Quantized, report: AccuracyReport, proof) -> CalibrationResult:

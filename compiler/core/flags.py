@@ -149,7 +149,9 @@ CALIBRATE = {
     "seed": Flag("Seed of the calibration / held-out split.", "N", CALIBRATION, 0, int),
     "percentile": Flag("Percentile kept by --method percentile.", "X", CALIBRATION, 99.999, float),
     "num_bins": Flag("Histogram bins for entropy and percentile.", "N", CALIBRATION, 2048, int),
-    "chunk_mb": Flag("Activation memory per onnxruntime chunk (MiB).", "MIB", CALIBRATION, 256, int),
+    "chunk_mb": Flag(
+        "Activation memory per onnxruntime run (MiB); runs take fewer samples to fit.", "MIB", CALIBRATION, 256, int
+    ),
     "min_cosine": Flag(
         "Gate: mean cosine similarity of every output (its 5 % quantile gets 5x the slack); default 0.999 fp16, "
         "0.98 int8, 0.96 fp8.",

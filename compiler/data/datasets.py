@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import os
 import struct
 import tokenize
 import zipfile
@@ -248,7 +249,8 @@ class _NpyMember:
     def __init__(self, archive: Path, zf: zipfile.ZipFile, info: zipfile.ZipInfo, archive_size: int) -> None:
         self.archive, self.zf, self.info = archive, zf, info
         self.name = info.filename[:-4]
-        self.memmap: np.ndarray | None = None
+        self.stored_at: int | None = None  # where a stored member's samples start in the archive
+        self.file = None
         self.stream = None
         if info.header_offset + info.compress_size > archive_size:
             raise self.damaged(
@@ -302,7 +304,7 @@ class _NpyMember:
                 start = info.header_offset + 30 + int(name_length) + int(extra_length) + self.data_offset
                 if start + declared > archive_size:
                     raise self.damaged("its data runs past the end of the file: the file is truncated")
-                self.memmap = np.memmap(archive, dtype=dtype, mode="r", offset=start, shape=self.shape)
+                self.stored_at, self.file = start, open(archive, "rb")  # noqa: SIM115 - closed by close()
 
     def damaged(self, problem: object) -> InvalidInput:
         return InvalidInput(
@@ -326,14 +328,26 @@ class _NpyMember:
     def rows(self, indices: np.ndarray) -> np.ndarray:
         if not self.shape:
             raise InvalidInput(f"{self.archive}: array '{self.name}' is a scalar; samples must be on axis 0")
-        if self.memmap is not None:
-            return np.asarray(self.memmap[indices])
         out = np.empty((len(indices), *self.shape[1:]), dtype=self.dtype)
+        if self.stored_at is not None:
+            self._read_stored(indices, out)
+            return out
         with self.reading():
             for row, index in enumerate(indices):  # seeking forward in a compressed stream only decompresses
                 self.stream.seek(self.data_offset + int(index) * self.row_bytes)
                 out[row] = self._frombuffer(self.stream.read(self.row_bytes), 1, int(index)).reshape(self.shape[1:])
         return out
+
+    def _read_stored(self, indices: np.ndarray, out: np.ndarray) -> None:
+        """A stored member's rows read straight into ``out``: no memory map, whose pages stay in the process's
+        resident memory once touched (256 images of 480x480 held 700 MiB more RSS than 32 at the end of a
+        calibration); the page cache keeps them for the next read without counting against the process."""
+        rows = out.view(np.uint8).reshape(len(indices), -1)
+        fd = self.file.fileno()
+        with self.reading():
+            for row, index in enumerate(indices):
+                if os.preadv(fd, [rows[row]], self.stored_at + int(index) * self.row_bytes) != self.row_bytes:
+                    raise self.damaged(f"its data ends before sample {int(index)}: the file is truncated")
 
     def _frombuffer(self, data: bytes, count: int, first: int) -> np.ndarray:
         if len(data) != count * self.row_bytes:
@@ -371,7 +385,9 @@ class _NpyMember:
     def close(self) -> None:
         if self.stream is not None:
             self.stream.close()
-        self.memmap = None
+        if self.file is not None:
+            self.file.close()
+        self.stored_at = self.file = None
 
 
 class NpzDataset(Dataset):
