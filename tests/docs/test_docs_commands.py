@@ -7,6 +7,7 @@ with the venv's `compile` on PATH. A block that cannot run here carries `<!-- no
 """
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -17,19 +18,34 @@ import pytest
 from tests.docs.test_docs_fences import PAGES, ROOT, blocks
 
 RELEASE = "compile release pipelines/example.yaml > /dev/null"
-# What a page's commands need that the page does not make itself: the example's release (digits@1.0.0 in
-# ./artifacts, its engines in ./engines and its folder in ./release).
+ENGINES = (
+    "compile build compiler/examples/digits_cnn.onnx --profiles profiles/digits.yaml --sku rtx-4090"
+    " --precision fp32 --precision int8 --data compiler/examples/digits.npz --out engines > /dev/null"
+)
+# What a page's commands need that the page does not make itself, as the README's walk-through leaves it: the
+# example's release (digits@1.0.0 in ./artifacts, its work folder release/digits-1.0.0) and a build folder engines/.
 SETUP = {
-    "provenance.md": RELEASE,
+    "check.md": ENGINES,
+    "provenance.md": f"{RELEASE}\n{ENGINES}",
     "serving.md": RELEASE,
     "store.md": RELEASE,
 }
+# A python block whose first line is `# NAME.py` is that file (check.md's metrics.py): the page's commands use it.
+SOURCE_FILE = re.compile(r"^# ([\w./-]+\.py)\n")
 PAGE_TIMEOUT = 300
 
 
 def commands(page: Path) -> list[tuple[int, str]]:
     """(line, body) of the page's bash blocks that run here, in page order."""
     return [(line, body) for line, language, reason, body in blocks(page) if language == "bash" and not reason]
+
+
+def write_source_files(page: Path, copy: Path) -> None:
+    """The page's named python blocks, written where its commands expect them."""
+    for _, language, _, body in blocks(page):
+        named = SOURCE_FILE.match(body + "\n") if language == "python" else None
+        if named:
+            (copy / named.group(1)).write_text(body + "\n")
 
 
 def script(page: Path) -> str:
@@ -60,6 +76,7 @@ def copy_of_repository(into: Path) -> Path:
 @pytest.mark.parametrize("page", [page for page in PAGES if commands(page)], ids=lambda page: page.name)
 def test_page_commands_run_as_written(page: Path, tmp_path: Path, cache_dir: Path) -> None:
     copy = copy_of_repository(tmp_path / "repo")
+    write_source_files(page, copy)
     home = tmp_path / "home"
     home.mkdir()
     env = {
