@@ -30,6 +30,9 @@ SETUP = {
     "serving.md": RELEASE,
     "store.md": RELEASE,
 }
+# An S3 bucket a page's commands name (s3://ci-cache/compile) is made on the session's local SeaweedFS, which the
+# page's shell reaches through AWS_ENDPOINT_URL and its credentials: the commands run as written, against it.
+S3_BUCKET = re.compile(r"s3://([a-z0-9][a-z0-9.-]+)")
 # A python block whose first line is `# NAME.py` is that file (check.md's metrics.py): the page's commands use it.
 SOURCE_FILE = re.compile(r"^# ([\w./-]+\.py)\n")
 PAGE_TIMEOUT = 300
@@ -56,10 +59,16 @@ def script(page: Path) -> str:
     return "\n".join(parts) + "\n"
 
 
-@pytest.fixture(scope="module")
-def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One build cache for every page: the pages build the same digits engines, and a hit still runs the command."""
-    return tmp_path_factory.mktemp("build-cache")
+def s3_environment(page: Path, request: pytest.FixtureRequest) -> dict[str, str]:
+    """The local S3 server's AWS settings, with the buckets the page names, when it names any."""
+    buckets = {bucket for _, body in commands(page) for bucket in S3_BUCKET.findall(body)}
+    if not buckets:
+        return {}
+    server = request.getfixturevalue("s3")
+    client = server.client()
+    for bucket in buckets - {found["Name"] for found in client.list_buckets().get("Buckets", [])}:
+        client.create_bucket(Bucket=bucket)
+    return {name: value for name, value in server.env().items() if name.startswith("AWS_")}
 
 
 def copy_of_repository(into: Path) -> Path:
@@ -74,7 +83,9 @@ def copy_of_repository(into: Path) -> Path:
 
 
 @pytest.mark.parametrize("page", [page for page in PAGES if commands(page)], ids=lambda page: page.name)
-def test_page_commands_run_as_written(page: Path, tmp_path: Path, cache_dir: Path) -> None:
+def test_page_commands_run_as_written(
+    page: Path, tmp_path: Path, private_build_cache: Path, request: pytest.FixtureRequest
+) -> None:
     copy = copy_of_repository(tmp_path / "repo")
     write_source_files(page, copy)
     home = tmp_path / "home"
@@ -84,7 +95,8 @@ def test_page_commands_run_as_written(page: Path, tmp_path: Path, cache_dir: Pat
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
         "PYTHONPATH": str(copy),
         "HOME": str(home),
-        "COMPILE_CACHE_DIR": str(cache_dir),
+        "COMPILE_CACHE_DIR": str(private_build_cache),
+        **s3_environment(page, request),
     }
     ran = subprocess.run(
         ["bash", "-euo", "pipefail", "-c", script(page)],
