@@ -82,23 +82,20 @@ def copy_of_repository(into: Path) -> Path:
     return into
 
 
-@pytest.mark.parametrize("page", [page for page in PAGES if commands(page)], ids=lambda page: page.name)
-def test_page_commands_run_as_written(
-    page: Path, tmp_path: Path, private_build_cache: Path, request: pytest.FixtureRequest
-) -> None:
-    copy = copy_of_repository(tmp_path / "repo")
-    write_source_files(page, copy)
-    home = tmp_path / "home"
-    home.mkdir()
+def run_page(page: Path, copy: Path, environment: dict[str, str]) -> subprocess.CompletedProcess:
+    """The page's session in the copy, with the venv's `compile` first on PATH and the copy's code imported; nothing
+    of the caller's COMPILE_ or AWS_ settings leaks in (a real bucket, a remote cache)."""
+    inherited = {name: value for name, value in os.environ.items() if not name.startswith(("COMPILE_", "AWS_"))}
     env = {
-        **{name: value for name, value in os.environ.items() if not name.startswith("COMPILE_")},
+        **inherited,
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
         "PYTHONPATH": str(copy),
-        "HOME": str(home),
-        "COMPILE_CACHE_DIR": str(private_build_cache),
-        **s3_environment(page, request),
+        "HOME": str(copy.parent / "home"),
+        **environment,
     }
-    ran = subprocess.run(
+    (copy.parent / "home").mkdir(exist_ok=True)
+    write_source_files(page, copy)
+    return subprocess.run(
         ["bash", "-euo", "pipefail", "-c", script(page)],
         cwd=copy,
         env=env,
@@ -106,4 +103,31 @@ def test_page_commands_run_as_written(
         text=True,
         timeout=PAGE_TIMEOUT,
     )
+
+
+@pytest.mark.parametrize("page", [page for page in PAGES if commands(page)], ids=lambda page: page.name)
+def test_page_commands_run_as_written(
+    page: Path, tmp_path: Path, private_build_cache: Path, request: pytest.FixtureRequest
+) -> None:
+    copy = copy_of_repository(tmp_path / "repo")
+    ran = run_page(page, copy, {"COMPILE_CACHE_DIR": str(private_build_cache), **s3_environment(page, request)})
     assert ran.returncode == 0, f"{page.name}: exit {ran.returncode}\n{ran.stderr[-4000:]}"
+
+
+def test_setup_is_for_pages_that_run() -> None:
+    assert set(SETUP) <= {page.name for page in PAGES if commands(page)}
+
+
+def test_a_page_is_one_session_and_its_failing_block_is_named(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(
+        "```bash\necho made > made.txt\n```\n<!-- not run: needs a GPU -->\n```bash\nexit 7\n```\n"
+        "```python\n# tool.py\nprint('from the page')\n```\n"
+        "```bash\ngrep -q made made.txt && python tool.py\nfalse | cat\necho never\n```\n"
+    )
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    ran = run_page(page, copy, {})
+    assert ran.returncode == 1
+    assert ran.stdout == "from the page\n"
+    assert ran.stderr.splitlines() == [">>> page.md:1", ">>> page.md:12"]
