@@ -3,7 +3,8 @@
 Each page's blocks run in order in one `bash -euo pipefail` session, so a later block sees what an earlier one made;
 the working directory is a fresh copy of the tracked files (the commands write calibrated/, engines/, artifacts/),
 with the venv's `compile` on PATH. A block that cannot run here carries `<!-- not run: REASON -->`
-(test_docs_fences.REASONS). A page whose commands need state made elsewhere gets it from SETUP below.
+(test_docs_fences.REASONS). A page whose commands need state made elsewhere gets it from SETUP below; S3 buckets and
+the registry host the pages name are the session's local SeaweedFS and registry (S3_BUCKET, REGISTRY below).
 """
 
 import os
@@ -26,6 +27,7 @@ ENGINES = (
 # example's release (digits@1.0.0 in ./artifacts, its work folder release/digits-1.0.0) and a build folder engines/.
 SETUP = {
     "check.md": ENGINES,
+    "store-oci.md": ENGINES,
     "provenance.md": f"{RELEASE}\n{ENGINES}",
     "serving.md": RELEASE,
     "store.md": RELEASE,
@@ -33,6 +35,9 @@ SETUP = {
 # An S3 bucket a page's commands name (s3://ci-cache/compile) is made on the session's local SeaweedFS, which the
 # page's shell reaches through AWS_ENDPOINT_URL and its credentials: the commands run as written, against it.
 S3_BUCKET = re.compile(r"s3://([a-z0-9][a-z0-9.-]+)")
+# The registry host the pages use, registry.example, is the session's local registry (CNCF Distribution), which
+# speaks plain HTTP: the one substitution made in a page's commands.
+REGISTRY = "oci://registry.example/"
 # A python block whose first line is `# NAME.py` is that file (check.md's metrics.py): the page's commands use it.
 SOURCE_FILE = re.compile(r"^# ([\w./-]+\.py)\n")
 PAGE_TIMEOUT = 300
@@ -51,12 +56,19 @@ def write_source_files(page: Path, copy: Path) -> None:
             (copy / named.group(1)).write_text(body + "\n")
 
 
-def script(page: Path) -> str:
+def script(page: Path, registry: str = REGISTRY) -> str:
     """The page's shell session: its setup, then each block, announced by its line so a failure names it."""
     parts = [SETUP.get(page.name, "")]
     for line, body in commands(page):
-        parts += [f"echo '>>> {page.name}:{line}' >&2", body]
+        parts += [f"echo '>>> {page.name}:{line}' >&2", body.replace(REGISTRY, registry)]
     return "\n".join(parts) + "\n"
+
+
+def local_registry(page: Path, request: pytest.FixtureRequest) -> str:
+    """The local registry's address in place of registry.example, when the page names it."""
+    if not any(REGISTRY in body for _, body in commands(page)):
+        return REGISTRY
+    return f"oci+http://{request.getfixturevalue('registry').host}/"
 
 
 def s3_environment(page: Path, request: pytest.FixtureRequest) -> dict[str, str]:
@@ -82,7 +94,9 @@ def copy_of_repository(into: Path) -> Path:
     return into
 
 
-def run_page(page: Path, copy: Path, environment: dict[str, str]) -> subprocess.CompletedProcess:
+def run_page(
+    page: Path, copy: Path, environment: dict[str, str], registry: str = REGISTRY
+) -> subprocess.CompletedProcess:
     """The page's session in the copy, with the venv's `compile` first on PATH and the copy's code imported; nothing
     of the caller's COMPILE_ or AWS_ settings leaks in (a real bucket, a remote cache)."""
     inherited = {name: value for name, value in os.environ.items() if not name.startswith(("COMPILE_", "AWS_"))}
@@ -96,7 +110,7 @@ def run_page(page: Path, copy: Path, environment: dict[str, str]) -> subprocess.
     (copy.parent / "home").mkdir(exist_ok=True)
     write_source_files(page, copy)
     return subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", script(page)],
+        ["bash", "-euo", "pipefail", "-c", script(page, registry)],
         cwd=copy,
         env=env,
         capture_output=True,
@@ -110,7 +124,8 @@ def test_page_commands_run_as_written(
     page: Path, tmp_path: Path, private_build_cache: Path, request: pytest.FixtureRequest
 ) -> None:
     copy = copy_of_repository(tmp_path / "repo")
-    ran = run_page(page, copy, {"COMPILE_CACHE_DIR": str(private_build_cache), **s3_environment(page, request)})
+    environment = {"COMPILE_CACHE_DIR": str(private_build_cache), **s3_environment(page, request)}
+    ran = run_page(page, copy, environment, local_registry(page, request))
     assert ran.returncode == 0, f"{page.name}: exit {ran.returncode}\n{ran.stderr[-4000:]}"
 
 
