@@ -19,7 +19,6 @@ REASONS = {
     "needs a cloud account",
     "needs cosign, which cannot be installed here",
     "needs oras, which cannot be installed here",
-    "needs a registry host",
     "needs a serving host (its /etc and /models)",
     "installs the tool (what CI itself runs)",
     "installs NVIDIA ModelOpt in a venv of its own (what CI itself runs)",
