@@ -132,12 +132,15 @@ up to 1.9x for the sensitivity model)."""
 def samples_per_run(per_sample: int, chunk_mb: int, batch_size: int, fixed_batch: int | None, what: str) -> int:
     """Samples each onnxruntime run takes: ``batch_size`` (a model's fixed batch) or fewer, so that ``per_sample``
     bytes of activations (every session that runs at once, summed; :data:`ARENA_SLACK` times that is what
-    onnxruntime holds) times the samples stay within ``chunk_mb``. When not even one run fits, exit 2 saying how
-    much ``--chunk-mb`` the model needs."""
+    onnxruntime holds) times the samples stay within ``chunk_mb``; at least one run (one sample, or the fixed batch),
+    over the budget by at most that slack. When even one run's activations alone do not fit, exit 2 saying how much
+    ``--chunk-mb`` the model needs (a field model, ddddocr's LSTM recogniser, needs 161 MiB for one sample: the
+    default 256 must take it)."""
     budget = chunk_mb * MIB
-    per_sample *= ARENA_SLACK
     least = fixed_batch or 1
-    if least * per_sample > budget:
+    refused = least * per_sample > budget  # the activations alone: onnxruntime's slack above them is a margin
+    per_sample *= ARENA_SLACK
+    if refused:
         needed = -(-least * per_sample // MIB)
         unit = f"a run of its fixed batch of {fixed_batch}" if fixed_batch else "one sample"
         raise InvalidInput(

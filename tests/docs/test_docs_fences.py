@@ -22,6 +22,7 @@ REASONS = {
     "needs a serving host (its /etc and /models)",
     "installs the tool (what CI itself runs)",
     "installs NVIDIA ModelOpt in a venv of its own (what CI itself runs)",
+    "runs the opt-in field zoo (tests/field runs its default cases in CI)",
 }
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
