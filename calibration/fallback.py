@@ -192,6 +192,7 @@ class Search:
     ) -> None:
         import tempfile
 
+        from compiler.core.options import parse_sample_axes
         from compiler.data.datasets import model_inputs, open_dataset, split
         from compiler.data.footprint import Fit, sample_shapes
         from compiler.data.model import load_model
@@ -201,8 +202,9 @@ class Search:
         self.proto = onnx.load_model(qdq)
         self.prepared = onnx.load_model(reuse.prepare(source) if reuse else calibrators.prepare(source, self.work))
         model = load_model(source)
-        self.dataset = open_dataset(data, model, preprocess, options.sample_axes)
-        self.fixed = next((i.batch for i in model_inputs(model, options.sample_axes) if i.batch is not None), None)
+        axes = parse_sample_axes(options.sample_axis)
+        self.dataset = open_dataset(data, model, preprocess, axes)
+        self.fixed = next((i.batch for i in model_inputs(model, axes) if i.batch is not None), None)
         self.dims = model.input_dims()
         self.holdout = split(
             self.dataset.count, options.holdout, options.samples, options.seed, self.fixed, self.dataset.path

@@ -23,7 +23,7 @@ from calibration.quantizers import Job, Quantized, Quantizer, quantizer_for
 from calibration.reuse import look_up, reusable, sent
 from compiler.core.errors import CheckFailed, InvalidInput, stop_signals_held
 from compiler.core.files import file_sha256, hash_json, replace_dir, staging_folder, writable_folder, write_atomic
-from compiler.core.options import CalibrationOptions
+from compiler.core.options import CalibrationOptions, parse_sample_axes
 from compiler.core.paths import check_not_overwriting
 from compiler.core.progress import counter
 from compiler.core.records import (
@@ -118,7 +118,7 @@ def calibrate_once(
     started = time.perf_counter()
     out = Path(out)
     source = load_model(model)
-    dataset = open_dataset(data, source, preprocess, options.sample_axes)
+    dataset = open_dataset(data, source, preprocess, parse_sample_axes(options.sample_axis))
     try:
         plan = replace(
             prepare(options, source, dataset, out, staged, started), progress=progress, found=found or {}, reuse=reuse
@@ -153,7 +153,7 @@ def prepare(
         "--out",
         replaced=[out] if staged else [],
     )
-    fixed_batch = _fixed_batch(source, options.sample_axes)
+    fixed_batch = _fixed_batch(source, parse_sample_axes(options.sample_axis))
     batch_size = options.batch_size if fixed_batch is None else fixed_batch
     chosen = split(dataset.count, options.holdout, options.samples, options.seed, fixed_batch, dataset.path)
     method = None if options.precision == "fp16" else options.method
@@ -302,7 +302,7 @@ def judge(plan: Plan, reference, made: Quantized) -> AccuracyReport:
         plan.metric,
         plan.labels,
         plan.options.output,
-        mixed_outputs(made.model),
+        mixed_outputs(plan.source.proto.graph),  # the source's outputs: already parsed
     )
     report = report.model_copy(update=ranked)
     if plan.precision == "fp16":

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from compiler.core.errors import InvalidInput
-from compiler.core.options import CheckOptions
+from compiler.core.options import CheckOptions, parse_sample_axes
 from compiler.core.progress import counter
 from compiler.core.records import CacheOutcome, CheckReport, CheckResult, EngineCheck, Precision, Progress, Status
 from compiler.core.reuse import Refused, RemoteTier, Reuse, temporary_folder, with_warning
@@ -77,7 +77,7 @@ def _validated(
     if options.data is not None:
         from compiler.data.datasets import open_dataset
 
-        dataset = open_dataset(options.data, source, sample_axes=options.sample_axes)
+        dataset = open_dataset(options.data, source, sample_axes=parse_sample_axes(options.sample_axis))
     try:
         if dataset is not None:
             from compiler.check.data_shapes import check_data_shapes

@@ -128,6 +128,11 @@ class BuildOptions(OptionGroup):
             raise InvalidInput(f"--backend {self.backend!r}: choose from {', '.join(backend_names())}")
 
 
+def one_or_many(value: Any) -> Any:
+    """One value in the pipeline YAML (``output: output0:detection``) is a list of one."""
+    return (value,) if isinstance(value, str) else value
+
+
 def parse_sample_axes(texts: tuple[str, ...]) -> dict[str, int]:
     """``("h=1",)`` -> ``{"h": 1}``: each INPUT=AXIS once, a whole axis of at least 0 (checked against the model's
     inputs when it is read)."""
@@ -171,15 +176,8 @@ class CalibrationOptions(OptionGroup):
     fallback: str | None = _calibrate("fallback")
     quantizer: str = _calibrate("quantizer")
     output: tuple[str, ...] = _calibrate("output")
-    _one_output = field_validator("output", mode="before")(lambda value: (value,) if isinstance(value, str) else value)
     sample_axis: tuple[str, ...] = _calibrate("sample_axis")
-    _one_axis = field_validator("sample_axis", mode="before")(
-        lambda value: (value,) if isinstance(value, str) else value
-    )
-
-    @property
-    def sample_axes(self) -> dict[str, int]:
-        return parse_sample_axes(self.sample_axis)
+    _one_or_many = field_validator("output", "sample_axis", mode="before")(one_or_many)
 
     metric: str | None = _calibrate("metric")
     min_metric: float | None = _calibrate("min_metric")
@@ -269,15 +267,8 @@ class CheckOptions(OptionGroup):
     calibration: tuple[Path, ...] = _check("calibration")
     allow_skip: tuple[str, ...] = _check("allow_skip")
     output: tuple[str, ...] = _check("output")
-    _one_output = field_validator("output", mode="before")(lambda value: (value,) if isinstance(value, str) else value)
     sample_axis: tuple[str, ...] = _check("sample_axis")
-    _one_axis = field_validator("sample_axis", mode="before")(
-        lambda value: (value,) if isinstance(value, str) else value
-    )
-
-    @property
-    def sample_axes(self) -> dict[str, int]:
-        return parse_sample_axes(self.sample_axis)
+    _one_or_many = field_validator("output", "sample_axis", mode="before")(one_or_many)
 
     metric: str | None = _check("metric")
     min_metric: float | None = _check("min_metric")

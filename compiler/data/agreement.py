@@ -19,6 +19,7 @@ import numpy as np
 
 from compiler.core.output_kind import OutputKind, parse_output
 from compiler.core.records import Gate, OutputReport
+from compiler.core.text import gate_figure
 from compiler.data.output_kinds import KindTally
 from compiler.data.session import cosine_per_sample
 
@@ -238,18 +239,10 @@ def noise_note(gate: Gate) -> str:
     noise, and what would tell."""
     if gate.passed or gate.interval is None or not gate.interval[0] <= gate.threshold <= gate.interval[1]:
         return ""
-    low, high = (gate_text(gate.name, v) for v in gate.interval)
+    low, high = (gate_figure(gate.name, v) for v in gate.interval)
     return (
         f" (within sampling noise: its 95 % interval over the held-out samples is {low} to {high}, which holds the "
         f"threshold; judge more samples, e.g. a larger --holdout, to tell)"
-    )
-
-
-def gate_text(name: str, value: float) -> str:
-    if name == "min-sqnr":
-        return f"{value:.1f} dB"
-    return (
-        f"{value:.2%}" if name in ("min-top1", "min-top5", "min-recall", "min-precision", "min-iou") else f"{value:.5f}"
     )
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import onnx
 
 from compiler.core.errors import InvalidInput
 from compiler.core.output_kind import OutputKind
@@ -145,12 +146,10 @@ PASS_THROUGH = {"Reshape", "Transpose", "Identity", "Squeeze", "Unsqueeze", "Fla
 SCORES = {"Sigmoid", "Softmax", "LogSoftmax"}
 
 
-def mixed_outputs(model: Path | str) -> dict[str, str]:
+def mixed_outputs(model: Path | str | onnx.GraphProto) -> dict[str, str]:
     """Outputs made by a Concat that joins Sigmoid/Softmax scores with other values (through reshapes), and what
     to declare for each: their cosine and SQNR are dominated by the larger values (a YOLO head's box pixels)."""
-    import onnx
-
-    graph = onnx.load_model(str(model), load_external_data=False).graph
+    graph = model if isinstance(model, onnx.GraphProto) else onnx.load_model(str(model), load_external_data=False).graph
     producer = {out: node for node in graph.node for out in node.output}
 
     def source(name: str):
