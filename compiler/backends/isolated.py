@@ -2,9 +2,12 @@
 
 The child only builds: it writes ``engine.plan`` (hashing it meanwhile) and ``build.log`` into a folder the caller
 owns and reports back through a pipe. So a builder that crashes (TensorRT-RTX dies of SIGSEGV on some graphs; an
-abort; the OOM killer) is one failed build with the signal named, never the death of the command. fork starts the
-child in milliseconds with TensorRT already imported (no CUDA context exists in the parent); spawn would import
-everything again, a second per build.
+abort; the OOM killer) is one failed build with the signal named, never the death of the command.
+
+Builders come from a fork server: a process of one thread that imports this module and TensorRT once per command,
+then forks a builder per build in milliseconds. Forking the command itself would copy a process whose other threads
+(onnxruntime's pools after a calibration, the build threads of --jobs) may hold locks the child then waits on for
+good: calibrate-then-build-proof hung that way in CI. spawn would import everything again, a second per build.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import Any
 from compiler.backends import load_backend
 from compiler.backends.base import BuildSpec
 from compiler.core.errors import STOP_SIGNALS, CompileError
+from compiler.core.plugins import backend_kind
 from compiler.core.records import Kernel, Progress, Status
 
 STOP_GRACE_SECONDS = 10.0
@@ -48,7 +52,7 @@ class BuiltPlan:
 
 
 class _Flag:
-    """A stop flag shared with a forked child without a lock: a parent killed while holding a semaphore (what
+    """A stop flag shared with a builder without a lock: a parent killed while holding a semaphore (what
     multiprocessing's Event takes on every look) would leave its child blocked on it for good."""
 
     def __init__(self, context: Any) -> None:
@@ -72,9 +76,9 @@ class Either:
 
 
 def block_stop_signals() -> None:
-    """For threads that fork builders: a child starts with its forking thread's signal mask, so Ctrl-C to the
-    process group stays pending in it until the child ignores it (Python runs its handlers in the main thread,
-    which keeps receiving them)."""
+    """For threads that start builders: the fork server starts with its starting thread's signal mask and its
+    builders with the server's, so Ctrl-C or SIGTERM to the process group stays pending in them until a builder
+    ignores it (Python runs its handlers in the main thread, which keeps receiving them)."""
     signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
 
 
@@ -95,20 +99,14 @@ class Builders:
 
     def build(self, backend: str, spec: BuildSpec, folder: Path, progress: Progress | None, cancel: Any) -> BuiltPlan:
         """Build ``spec`` with ``backend`` in a child that writes ``engine.plan`` and ``build.log`` into ``folder``."""
-        import multiprocessing
-
-        context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+        context = _builder_context(backend)
         stop = _Flag(context)
-        with self._lock:  # no sibling forks while this child's pipe ends are open in this process only
+        with self._lock:
             if self._killed:
                 return BuiltPlan(Status.CANCELLED, errors=["build cancelled"])
             receiver, sender = context.Pipe(duplex=False)
-            siblings = [other.fileno() for other in self._live.values()]
             child = context.Process(
-                target=_child,
-                args=(sender, siblings, stop, backend, spec, folder, os.getpid()),
-                name=f"compile-build-{spec.sku}",
-                daemon=True,
+                target=_child, args=(sender, stop, backend, spec, folder), name=f"compile-build-{spec.sku}", daemon=True
             )
             child.start()
             sender.close()
@@ -132,6 +130,18 @@ class Builders:
                 child.kill()
             child.join()
             receiver.close()
+
+
+def _builder_context(backend: str) -> Any:
+    """The fork server's context, preloading this module and the backend's TensorRT (spawn where there is none)."""
+    import multiprocessing
+
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    kind = backend_kind(backend)
+    context.set_forkserver_preload([__name__, *((kind.module, kind.package) if kind else ())])
+    return context
 
 
 def _follow(child: Any, receiver: Any, stop: _Flag, progress: Progress | None, cancel: Any) -> BuiltPlan | None:
@@ -175,21 +185,18 @@ def _death(exitcode: int | None) -> str:
     return f"the TensorRT builder process exited with code {exitcode} without a result"
 
 
-def _child(
-    sender: Any, siblings: list[int], stop: _Flag, backend: str, spec: BuildSpec, folder: Path, parent: int
-) -> None:
+def _child(sender: Any, stop: _Flag, backend: str, spec: BuildSpec, folder: Path) -> None:
     """The child's whole life: build, write the plan while hashing it, report, exit without Python's teardown.
 
-    A parent killed outright (SIGKILL, the OOM killer) can take no result: the child then stops its build through
-    the monitor and removes the folder it was writing into, rather than build on for nobody."""
+    A command killed outright (SIGKILL, the OOM killer) can take no result: its fork server exits as the command's
+    end of their pipe closes, and the child, whose parent that was, then stops its build through the monitor and
+    removes the folder it was writing into, rather than build on for nobody."""
     orphaned = threading.Event()
     try:
-        for signum in STOP_SIGNALS:  # the parent decides; it cancels through the monitor
+        for signum in STOP_SIGNALS:  # the command decides; it cancels through the monitor
             signal.signal(signum, signal.SIG_IGN)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
-        for fd in siblings:  # other builders' pipes: a send to the dead parent must fail, not block on a sibling
-            os.close(fd)
-        threading.Thread(target=_watch_parent, args=(parent, orphaned, folder), daemon=True).start()
+        threading.Thread(target=_watch_parent, args=(os.getppid(), orphaned, folder), daemon=True).start()
         outcome = _build_plan(sender, stop, orphaned, backend, spec, folder)
     except OSError as exc:  # a full disk or a quota: this build fails, the others go on
         outcome = BuiltPlan(

@@ -22,9 +22,11 @@ from tests.support.engines import SKUS
 from tests.support.synthetic import resnet
 
 
-def _start_slow_build(tmp_path: Path, jobs: int, cache: bool = False) -> tuple[subprocess.Popen, Path, list[str]]:
+def _start_slow_build(
+    tmp_path: Path, jobs: int, cache: bool = False
+) -> tuple[subprocess.Popen, Path, list[str], list[int]]:
     """`compile build` of ResNet-50 (batch up to 32) for ``jobs`` SKUs in its own session, returned once every
-    target's build has started (its staging folder exists)."""
+    target's builder runs, with the pids of the command and all its descendants (its fork server and builders)."""
     model = resnet(tmp_path / "resnet50.onnx", depth=50)
     profiles = tmp_path / "p.yaml"
     profiles.write_text(
@@ -58,26 +60,43 @@ def _start_slow_build(tmp_path: Path, jobs: int, cache: bool = False) -> tuple[s
         start_new_session=True,
     )
     deadline = time.monotonic() + 60
-    while not all(any((out / sku).glob(".fp32-*")) for sku in skus):
+    while not all(any((out / sku).glob(".fp32-*")) for sku in skus) or len(_builders_of(process.pid)) < jobs:
         assert process.poll() is None and time.monotonic() < deadline, process.communicate()
         time.sleep(0.005)
     time.sleep(0.1)
-    return process, out, skus
+    servers = _children_of(process.pid)
+    return process, out, skus, [process.pid, *servers, *_builders_of(process.pid)]
 
 
-def _processes_building_into(out: Path) -> list[str]:
-    """Command lines of live (not zombie) processes whose arguments name ``out``: the CLI and its workers."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        try:
-            if (proc / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
-                continue
-            argv = (proc / "cmdline").read_bytes().split(b"\0")
-        except (OSError, IndexError):
-            continue
-        if str(out).encode() in argv:
-            found.append(b" ".join(argv).decode(errors="replace"))
-    return found
+def _stat(pid: int) -> list[str]:
+    """/proc/PID/stat after the command name: state, parent pid, ...; [] for a process gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return []
+
+
+def _children_of(parent: int) -> list[int]:
+    return [int(p) for p in os.listdir("/proc") if p.isdigit() and _stat(int(p))[1:2] == [str(parent)]]
+
+
+def _builders_of(command: int) -> list[int]:
+    """The builders a command started: children of its fork server, the command's child."""
+    return [builder for server in _children_of(command) for builder in _children_of(server)]
+
+
+def _still_running(pids: list[int]) -> list[int]:
+    """Those of ``pids`` alive and not zombies (a pid reused since is a false alarm the tests can afford)."""
+    return [pid for pid in pids if _stat(pid)[:1] not in ([], ["Z"])]
+
+
+def _outliving(pids: list[int], seconds: float = 30) -> list[int]:
+    """Those of ``pids`` still running ``seconds`` on: a fork server ends as soon as it reads that its command's
+    pipe closed, and builders asked to stop end at their monitor's next look."""
+    deadline = time.monotonic() + seconds
+    while _still_running(pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return _still_running(pids)
 
 
 @pytest.mark.parametrize("jobs", [1, 2])
@@ -92,7 +111,7 @@ def _processes_building_into(out: Path) -> list[str]:
 def test_a_stop_signal_cancels_the_build_and_leaves_no_plan(tmp_path, jobs, send, code, line):
     """A real signal while TensorRT builds: the builders stop through their progress monitors, no plan and no
     staging folder stays, build.json says cancelled, and with --jobs 2 no worker outlives the command."""
-    process, out, skus = _start_slow_build(tmp_path, jobs)
+    process, out, skus, family = _start_slow_build(tmp_path, jobs)
     send(process)
     stdout, stderr = process.communicate(timeout=120)
     assert assert_clean_error(CliResult(process.returncode, stdout, stderr), code) == line
@@ -102,15 +121,15 @@ def test_a_stop_signal_cancels_the_build_and_leaves_no_plan(tmp_path, jobs, send
     assert [(t["sku"], t["status"], t["errors"]) for t in statuses] == [
         (sku, "cancelled", ["build cancelled"]) for sku in skus
     ]
-    assert _processes_building_into(out) == []
+    assert _outliving(family) == []
 
 
 @pytest.mark.parametrize("signals", [1, 2], ids=["one signal, the grace runs out", "a second signal"])
 def test_a_builder_that_does_not_stop_is_killed_and_its_target_cancelled(tmp_path, signals):
     """A builder that ignores its monitor (here: frozen with SIGSTOP) is killed 10 s after the stop, or at once on a
     second signal; its target is cancelled (not failed), build.json is written and nothing is left behind."""
-    process, out, [sku] = _start_slow_build(tmp_path, 1)
-    [builder] = [int(p) for p in os.listdir("/proc") if p.isdigit() and _is_worker_of(int(p), process.pid)]
+    process, out, [sku], family = _start_slow_build(tmp_path, 1)
+    [builder] = _builders_of(process.pid)
     os.kill(builder, signal.SIGSTOP)
     started = time.monotonic()
     process.send_signal(signal.SIGINT)
@@ -124,14 +143,14 @@ def test_a_builder_that_does_not_stop_is_killed_and_its_target_cancelled(tmp_pat
     [status] = json.loads((out / "build.json").read_text())["targets"]
     assert (status["status"], status["errors"]) == ("cancelled", ["build cancelled"])
     assert list((out / sku).iterdir()) == []
-    assert _processes_building_into(out) == []
+    assert _outliving(family) == []
 
 
 def test_a_worker_killed_outright_fails_its_targets_and_the_run_still_reports(tmp_path):
     """What the OOM killer does to one --jobs worker: the run ends with exit 1 and a build.json naming the failed
     targets instead of an internal error and no report; no process building into OUT outlives the command."""
-    process, out, skus = _start_slow_build(tmp_path, 2)
-    workers = [int(p) for p in os.listdir("/proc") if p.isdigit() and _is_worker_of(int(p), process.pid)]
+    process, out, skus, family = _start_slow_build(tmp_path, 2)
+    workers = _builders_of(process.pid)
     assert len(workers) == 2
     os.kill(workers[0], signal.SIGKILL)
     stdout, stderr = process.communicate(timeout=120)
@@ -147,7 +166,7 @@ def test_a_worker_killed_outright_fails_its_targets_and_the_run_still_reports(tm
     for target in statuses:  # a target is either failed (no plan) or whole
         plan = out / target["sku"] / "fp32" / "engine.plan"
         assert plan.is_file() == (target["status"] == "ok")
-    assert _processes_building_into(out) == []
+    assert _outliving(family) == []
 
 
 @pytest.mark.parametrize("crash", [signal.SIGSEGV, signal.SIGABRT], ids=["SIGSEGV", "SIGABRT"])
@@ -155,8 +174,8 @@ def test_a_builder_that_crashes_fails_its_target_with_jobs_1_too(tmp_path, crash
     """TensorRT-RTX's builder dies of SIGSEGV on some graphs. Every build runs in a child process, --jobs 1
     included, so the crash is one failed target naming the signal: the run goes on, writes build.json and exits 1,
     and leaves no staging folder (it used to die with 139, print nothing and leave the staging folder)."""
-    process, out, [sku] = _start_slow_build(tmp_path, 1)
-    [builder] = [int(p) for p in os.listdir("/proc") if p.isdigit() and _is_worker_of(int(p), process.pid)]
+    process, out, [sku], _ = _start_slow_build(tmp_path, 1)
+    [builder] = _builders_of(process.pid)
     os.kill(builder, crash)
     stdout, stderr = process.communicate(timeout=120)
     line = assert_clean_error(
@@ -170,13 +189,6 @@ def test_a_builder_that_crashes_fails_its_target_with_jobs_1_too(tmp_path, crash
     assert sorted(p.name for p in (out / sku).iterdir()) == ["fp32"]  # no staging folder left
     assert sorted(p.name for p in (out / sku / "fp32").iterdir()) == ["build.log"]
     assert crash.name in (out / sku / "fp32" / "build.log").read_text()
-
-
-def _is_worker_of(pid: int, parent: int) -> bool:
-    try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]) == parent
-    except (OSError, IndexError, ValueError):
-        return False
 
 
 def test_a_stop_signal_during_a_held_block_arrives_when_it_ends():
@@ -226,13 +238,10 @@ def test_a_stop_signal_while_a_file_is_written_atomically_waits_until_it_is_in_p
 def test_workers_of_a_killed_command_stop_instead_of_building_on(tmp_path):
     """SIGKILL cannot be handled: the parent dies at once, and its worker processes notice through their
     progress monitors and stop, leaving no plan put in place after the command has ended."""
-    process, out, skus = _start_slow_build(tmp_path, 2)
+    process, out, skus, family = _start_slow_build(tmp_path, 2)
     process.kill()
     process.wait(timeout=10)
-    deadline = time.monotonic() + 30
-    while _processes_building_into(out):
-        assert time.monotonic() < deadline, _processes_building_into(out)
-        time.sleep(0.05)
+    assert _outliving(family) == []
     for sku in skus:
         assert not (out / sku / "fp32").exists()
         assert list((out / sku).iterdir()) == []
@@ -242,13 +251,10 @@ def test_the_staging_folder_of_a_killed_run_is_swept_by_the_next_one(tmp_path):
     """A run killed outright with its builder (SIGKILL to the process group, as a container's end does) leaves its
     staging folder behind; the next build of that target removes it, but not one that a live run holds, nor one
     made too recently for its run to have locked it."""
-    process, out, [sku] = _start_slow_build(tmp_path, 1)
+    process, out, [sku], family = _start_slow_build(tmp_path, 1)
     os.killpg(process.pid, signal.SIGKILL)
     process.wait(timeout=10)
-    deadline = time.monotonic() + 10
-    while _processes_building_into(out):  # the builder, killed with it, is reaped by init
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    assert _outliving(family, 10) == []  # the builder, killed with it, is reaped by init
     [killed] = (out / sku).glob(".fp32-*")
     held, young = out / sku / f".fp32-{'a' * 12}", out / sku / f".fp32-{'b' * 12}"
     held.mkdir()
@@ -270,7 +276,7 @@ def test_the_staging_folder_of_a_killed_run_is_swept_by_the_next_one(tmp_path):
 def test_a_model_changed_during_its_build_fails_the_target_instead_of_caching_a_mislabelled_plan(tmp_path, same_bytes):
     """The model file is replaced (new inode) while TensorRT builds: with other bytes the plan may be of a model
     other than the digest recorded, so the target fails and nothing is cached; the same bytes are no change."""
-    process, out, [sku] = _start_slow_build(tmp_path, 1, cache=True)
+    process, out, [sku], _ = _start_slow_build(tmp_path, 1, cache=True)
     model = tmp_path / "resnet50.onnx"
     data = bytearray(model.read_bytes())
     if not same_bytes:
