@@ -14,7 +14,8 @@ from pathlib import Path
 
 from compiler.core.errors import InvalidInput
 from compiler.core.files import file_sha256
-from compiler.core.records import CALIBRATION_RECORD, CalibrationRecord, parse_record, read_record_bytes
+from compiler.core.record_files import parse_record, read_record_bytes
+from compiler.core.records import CALIBRATION_RECORD, CalibrationRecord
 
 RECORD = CALIBRATION_RECORD
 RERUN = "re-run compile calibrate"

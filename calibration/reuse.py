@@ -12,14 +12,8 @@ from typing import Any
 from calibration.folder import RERUN, read_calibration
 from compiler.core.errors import InvalidInput
 from compiler.core.files import replace_dir, staging_folder, writable_folder
-from compiler.core.records import (
-    CALIBRATION_FILES,
-    CALIBRATION_RECORD,
-    AccuracyReport,
-    CacheOutcome,
-    CalibrationResult,
-    read_record,
-)
+from compiler.core.record_files import read_record
+from compiler.core.records import CALIBRATION_FILES, CALIBRATION_RECORD, AccuracyReport, CacheOutcome, CalibrationResult
 from compiler.core.reuse import Refused, RemoteTier, Reuse, with_warning
 
 KIND = "calibrations"

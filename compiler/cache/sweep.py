@@ -23,7 +23,7 @@ from compiler.cache.lease import SweepGuard
 from compiler.cache.remote import KIND_FILES
 from compiler.core.errors import CheckFailed
 from compiler.core.jsonio import parse_json
-from compiler.core.records import MAX_RECORD_BYTES
+from compiler.core.record_files import MAX_RECORD_BYTES
 from compiler.stores import Store
 from compiler.stores.base import Unsupported
 

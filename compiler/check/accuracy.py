@@ -20,10 +20,11 @@ from compiler.core.options import CheckOptions
 from compiler.core.output_kind import declared
 from compiler.core.records import CheckResult, EngineRecord, Precision, Status
 from compiler.data.agreement import Agreement, Limits, describe, judge, limits
-from compiler.data.datasets import Dataset, batches
+from compiler.data.datasets import Dataset
 from compiler.data.metric import Metric, MetricRun
 from compiler.data.model import first_line
 from compiler.data.output_kinds import mixed_outputs
+from compiler.data.sampling import batches
 from compiler.data.session import session
 
 
@@ -108,7 +109,8 @@ def _with_sensitivity(result: CheckResult, model) -> CheckResult:
 
     from compiler.core.errors import CompileError
     from compiler.core.files import file_sha256
-    from compiler.core.records import AccuracyReport, CalibrationRecord, read_record
+    from compiler.core.record_files import read_record
+    from compiler.core.records import AccuracyReport, CalibrationRecord
 
     folder = Path(model).parent
     try:

@@ -249,7 +249,7 @@ def _earlier(path: Path, key: str) -> CheckReport | None:
     """The folder's check.json if it was made from the same inputs; None when absent, other or unreadable (then
     the check runs again and replaces it)."""
     from compiler.core.errors import CompileError
-    from compiler.core.records import read_record
+    from compiler.core.record_files import read_record
 
     if not path.is_file():
         return None
@@ -361,8 +361,9 @@ def _calibrations_held_out(run: _CheckRun, batch: int | None) -> np.ndarray | No
     agree on them: check then judges what calibrate judged, not samples the ranges were fitted on, so the same model
     cannot pass one stage and fail the other on sampling alone. None otherwise (check takes the first samples)."""
     from compiler.core.errors import CompileError
-    from compiler.core.records import CalibrationRecord, read_record
-    from compiler.data.datasets import split
+    from compiler.core.record_files import read_record
+    from compiler.core.records import CalibrationRecord
+    from compiler.data.sampling import split
 
     found = set()
     for path, _ in run.models.values():
@@ -381,7 +382,7 @@ def _calibrations_held_out(run: _CheckRun, batch: int | None) -> np.ndarray | No
 def _sample_count(source: OnnxModel, dataset: Dataset, samples: int) -> tuple[int, int | None]:
     """How many samples are checked (``--samples``, at most the data's) and the model's fixed batch size, if it
     has one: then whole batches of it, and data holding less than one batch is refused."""
-    from compiler.data.datasets import model_inputs
+    from compiler.data.model_inputs import model_inputs
 
     fixed = {i.batch for i in model_inputs(source, dict(dataset.axes)) if i.batch is not None}
     count = min(samples, dataset.count)

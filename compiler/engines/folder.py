@@ -1,7 +1,7 @@
 """The one reader of a build folder (``compile build``'s output), for check, publish and the pipeline: every
-record through :func:`~compiler.core.records.read_record`, every path derived from the folder itself (never taken
-from a record), and each model an engine was built from found and proven by its digest before anything reads it
-as that model.
+record through :func:`~compiler.core.record_files.read_record`, every path derived from the folder itself (never
+taken from a record), and each model an engine was built from found and proven by its digest before anything reads
+it as that model.
 """
 
 from __future__ import annotations
@@ -14,18 +14,8 @@ from pathlib import Path
 from compiler.core.digest import finish_model_digest, hash_model_file
 from compiler.core.errors import InvalidInput
 from compiler.core.files import default_cache_dir, file_sha256
-from compiler.core.records import (
-    SKU_NAME,
-    BuildReport,
-    EngineRecord,
-    LayersRecord,
-    Precision,
-    Status,
-    TargetStatus,
-    parse_record,
-    read_record,
-    read_record_bytes,
-)
+from compiler.core.record_files import parse_record, read_record, read_record_bytes
+from compiler.core.records import SKU_NAME, BuildReport, EngineRecord, LayersRecord, Precision, Status, TargetStatus
 from compiler.data.model import OnnxModel, load_model
 from compiler.stores.base import SHA256
 

@@ -142,7 +142,8 @@ def _signer(pipeline: LoadedPipeline):
 
 def _context(pipeline: LoadedPipeline, calibrations: dict[str, Path]):
     """What the provenance records of the pipeline run: the file and its digest, the calibration data's digest."""
-    from compiler.core.records import CALIBRATION_RECORD, CalibrationRecord, parse_record, read_record_bytes
+    from compiler.core.record_files import parse_record, read_record_bytes
+    from compiler.core.records import CALIBRATION_RECORD, CalibrationRecord
     from compiler.releases.provenance import BuildContext, portable_name, repository_of
 
     data = data_sha256 = None

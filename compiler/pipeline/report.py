@@ -131,7 +131,7 @@ def stage_rows(report: ReleaseReport) -> list:
 
 def read_report(work: Path) -> ReleaseReport | None:
     """The release-report.json of a work folder (of a whole release run), None when there is none."""
-    from compiler.core.records import parse_record, read_record_bytes
+    from compiler.core.record_files import parse_record, read_record_bytes
 
     path = work / "release-report.json"
     if not path.is_file():

@@ -15,15 +15,8 @@ from pydantic import BaseModel
 from compiler.core.errors import CheckFailed, Conflict, InvalidInput
 from compiler.core.files import hash_json
 from compiler.core.jsonio import parse_json
-from compiler.core.records import (
-    MAX_RECORD_BYTES,
-    ChannelRecord,
-    Provenance,
-    ReleaseContent,
-    ReleaseManifest,
-    YankRecord,
-    parse_record,
-)
+from compiler.core.record_files import MAX_RECORD_BYTES, parse_record
+from compiler.core.records import ChannelRecord, Provenance, ReleaseContent, ReleaseManifest, YankRecord
 from compiler.core.text import printable
 from compiler.stores import Store, open_store
 from compiler.stores.base import CHANNEL, VERSION, Ref, manifest_key, yank_key

@@ -23,6 +23,7 @@ from compiler.cache.lease import Lease
 from compiler.core.errors import CheckFailed, Conflict, EnvironmentProblem, InvalidInput
 from compiler.core.files import hash_json
 from compiler.core.options import PublishOptions
+from compiler.core.record_files import Record, parse_record, read_record_bytes
 from compiler.core.records import (
     CHECK_RECORD,
     GOLDEN_FILE,
@@ -32,15 +33,12 @@ from compiler.core.records import (
     CheckReport,
     GoldenRecord,
     Progress,
-    Record,
     ReleaseCheck,
     ReleaseContent,
     ReleaseEngine,
     ReleaseManifest,
     StagedPart,
     TensorSignature,
-    parse_record,
-    read_record_bytes,
 )
 from compiler.core.runtimes import runtime_of
 from compiler.engines.folder import Target, read_build

@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from compiler.core.record_files import read_record
 from compiler.core.records import (
     CALIBRATION_RECORD,
     CHECK_RECORD,
@@ -19,7 +20,6 @@ from compiler.core.records import (
     CheckReport,
     LayersRecord,
     Status,
-    read_record,
 )
 
 VIEW_FORMAT = 1
@@ -343,7 +343,7 @@ def _blob_record(store: Any, name: str, blob: Any, kind: type, label: str) -> An
     import io
 
     from compiler.core.errors import CheckFailed
-    from compiler.core.records import parse_record
+    from compiler.core.record_files import parse_record
     from compiler.stores.base import HashingSink
 
     buffer = io.BytesIO()

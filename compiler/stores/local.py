@@ -20,7 +20,7 @@ from typing import BinaryIO
 
 from compiler.core.errors import CheckFailed, EnvironmentProblem, InvalidInput
 from compiler.core.files import NotRegularFile, open_lock_file, sweep_partials
-from compiler.core.records import MAX_RECORD_BYTES
+from compiler.core.record_files import MAX_RECORD_BYTES
 from compiler.stores.base import Sink, Token, VerifyingReader
 from compiler.stores.keyed import KeyedStore
 

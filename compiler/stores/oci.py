@@ -32,7 +32,8 @@ from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 from compiler.core.errors import CheckFailed, EnvironmentProblem, InvalidInput
-from compiler.core.records import MAX_RECORD_BYTES, ReleaseManifest
+from compiler.core.record_files import MAX_RECORD_BYTES
+from compiler.core.records import ReleaseManifest
 from compiler.core.release_files import ReleaseBlob, release_blobs
 from compiler.stores.base import (
     CHANNEL,

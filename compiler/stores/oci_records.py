@@ -9,7 +9,7 @@ import hashlib
 from typing import Any
 
 from compiler.core.jsonio import parse_json
-from compiler.core.records import MAX_RECORD_BYTES
+from compiler.core.record_files import MAX_RECORD_BYTES
 from compiler.stores.base import NAME as NAME_PATTERN
 from compiler.stores.base import SHA256, check_name, check_sha256, check_version
 from compiler.stores.oci_names import media_type

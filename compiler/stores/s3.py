@@ -24,7 +24,7 @@ from datetime import datetime
 from typing import Any
 
 from compiler.core.errors import CheckFailed, EnvironmentProblem, InvalidInput
-from compiler.core.records import MAX_RECORD_BYTES
+from compiler.core.record_files import MAX_RECORD_BYTES
 from compiler.core.text import printable
 from compiler.stores.base import Discard, HashingSink, Sink, Token, VerifyingReader
 from compiler.stores.deadline import Deadlined, socket_timeouts

@@ -14,7 +14,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from compiler.check import check
 from compiler.core.options import CheckOptions
-from compiler.core.records import CheckReport, read_record
+from compiler.core.record_files import read_record
+from compiler.core.records import CheckReport
 from tests.support.cli import REPO, assert_clean_error, run_cli
 from tests.support.digits import run_calibrate
 from tests.support.onnx_files import save_model

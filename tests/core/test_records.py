@@ -8,13 +8,8 @@ import json
 import pytest
 
 from compiler.core.errors import InvalidInput
-from compiler.core.records import (
-    RELEASE_FORMAT,
-    ChannelMove,
-    ChannelRecord,
-    YankRecord,
-    read_record,
-)
+from compiler.core.record_files import read_record
+from compiler.core.records import RELEASE_FORMAT, ChannelMove, ChannelRecord, YankRecord
 
 HINT = "publish again"
 

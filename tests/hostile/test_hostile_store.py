@@ -34,7 +34,7 @@ from tests.hostile.store_support import CHANNEL, NAME, OTHER, SKU, VERSION, code
 from tests.support.cli import CliResult
 
 HUGE = (64 << 20) + 4096
-"""Past the 64 MiB any record may have (records.MAX_RECORD_BYTES); made sparse, so it costs no disk."""
+"""Past the 64 MiB any record may have (record_files.MAX_RECORD_BYTES); made sparse, so it costs no disk."""
 
 
 def _edit_json(path: Path, change: Callable[[dict], object]) -> None:
