@@ -73,7 +73,7 @@ def child_onnxruntime(args: argparse.Namespace) -> dict:
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
     from calibration.calibrators import HistogramOptions, _ort_method, quantizable_ops, quiet
-    from compiler.data.datasets import split
+    from compiler.data.sampling import split
 
     started = time.perf_counter()
     images = np.load(args.data, allow_pickle=False)["image"]

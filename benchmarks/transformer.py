@@ -87,7 +87,7 @@ def child_onnxruntime(args: argparse.Namespace) -> dict:
     from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
-    from compiler.data.datasets import split
+    from compiler.data.sampling import split
 
     started = time.perf_counter()
     with np.load(args.data, allow_pickle=False) as data:

@@ -18,9 +18,10 @@ from compiler.core.errors import CheckFailed, InvalidInput
 from compiler.core.output_kind import declared
 from compiler.core.records import AccuracyReport, Gate
 from compiler.data.agreement import Agreement, judge, limits
-from compiler.data.datasets import Dataset, batches
+from compiler.data.datasets import Dataset
 from compiler.data.metric import Metric, MetricRun
 from compiler.data.model import first_line
+from compiler.data.sampling import batches
 from compiler.data.session import run_batch, session
 
 

@@ -21,9 +21,10 @@ import onnx
 from onnx import numpy_helper
 
 from compiler.core.errors import CheckFailed, InvalidInput
-from compiler.data.datasets import Dataset, batches
+from compiler.data.datasets import Dataset
 from compiler.data.footprint import Fit, sample_shapes
 from compiler.data.model import first_line
+from compiler.data.sampling import batches
 from compiler.data.session import session
 
 PER_CHANNEL_OPSET = 13

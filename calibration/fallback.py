@@ -193,9 +193,11 @@ class Search:
         import tempfile
 
         from compiler.core.options import parse_sample_axes
-        from compiler.data.datasets import model_inputs, open_dataset, split
+        from compiler.data.datasets import open_dataset
         from compiler.data.footprint import Fit, sample_shapes
         from compiler.data.model import load_model
+        from compiler.data.model_inputs import model_inputs
+        from compiler.data.sampling import split
         from compiler.data.session import session
 
         self.work = Path(tempfile.mkdtemp(prefix="compile-fallback-"))

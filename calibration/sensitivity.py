@@ -24,8 +24,9 @@ from onnx import helper, numpy_helper
 
 from calibration.calibrators import TENSORRT_QUANTIZED_OPS, default_opset, save_model
 from compiler.data.agreement import sqnr_db
-from compiler.data.datasets import Dataset, batches
+from compiler.data.datasets import Dataset
 from compiler.data.footprint import Fit, early_order
+from compiler.data.sampling import batches
 from compiler.data.session import session
 
 PREFIX = "sensitivity::"

@@ -37,11 +37,13 @@ from compiler.core.records import (
     TensorRange,
 )
 from compiler.core.reuse import RemoteTier
-from compiler.data.datasets import Dataset, ImagePreprocess, Split, model_inputs, open_dataset, split
+from compiler.data.datasets import Dataset, ImagePreprocess, open_dataset
 from compiler.data.footprint import Fit, sample_shapes
 from compiler.data.metric import Metric, metric_and_labels
 from compiler.data.model import OnnxModel, load_model
+from compiler.data.model_inputs import model_inputs
 from compiler.data.output_kinds import mixed_outputs
+from compiler.data.sampling import Split, split
 from compiler.data.session import session
 
 if TYPE_CHECKING:

@@ -20,7 +20,6 @@ import zipfile
 import zlib
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
 from math import prod
 from pathlib import Path
 from types import MappingProxyType
@@ -34,6 +33,7 @@ from compiler.core.files import file_sha256
 from compiler.core.profiles import format_dims
 from compiler.core.yaml import load_yaml
 from compiler.data.model import OnnxModel, first_line
+from compiler.data.model_inputs import ModelInput, model_inputs, output_sample_axes
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp")
 PREPROCESS_FILE = "preprocess.yaml"
@@ -45,70 +45,6 @@ MAX_SOURCE_PIXELS = 89_478_485
 256 MiB as RGB), checked from the file's header before decoding, whatever a caller set Pillow's to."""
 SCAN_BYTES = 64 << 20
 """How much data the NaN scan reads at a time."""
-
-
-@dataclass(frozen=True)
-class ModelInput:
-    """One model input: name, numpy dtype and dims (int, or None when dynamic)."""
-
-    name: str
-    dtype: np.dtype
-    dims: tuple[int | None, ...]
-    axis: int = 0
-    """The axis that holds samples (``--sample-axis``): 0 but for an RNN's state ``[layers, batch, hidden]``."""
-
-    @property
-    def batch(self) -> int | None:
-        """The model's fixed batch size, or None when the sample axis is dynamic."""
-        return self.dims[self.axis] if self.dims else None
-
-    @property
-    def sample_dims(self) -> tuple[int | None, ...]:
-        """The dims of one sample: every axis but the sample axis (what a data file's axes 1... hold)."""
-        return self.dims[: self.axis] + self.dims[self.axis + 1 :]
-
-
-def model_inputs(model: OnnxModel, sample_axes: dict[str, int] | None = None) -> list[ModelInput]:
-    """The model's run-time inputs as calibration needs them: tensors of known rank, each with its sample axis
-    (``sample_axes``, ``--sample-axis INPUT=AXIS``; 0 otherwise)."""
-    inputs = []
-    axes = dict(sample_axes or {})
-    for info in model.inputs():
-        if info.shape is None or info.dtype in ("non-tensor", "undefined"):
-            raise InvalidInput(
-                f"{model.path}: input '{info.name}' is not a tensor of known rank; calibration needs tensor inputs"
-            )
-        dims = tuple(d if isinstance(d, int) else None for d in info.shape)
-        axis = axes.pop(info.name, 0)
-        if not 0 <= axis < max(len(dims), 1) or (not dims and axis):
-            raise InvalidInput(
-                f"--sample-axis {info.name}={axis}: input '{info.name}' is {format_dims(dims)}, rank {len(dims)}; "
-                f"give an axis from 0 to {max(len(dims) - 1, 0)}"
-            )
-        inputs.append(ModelInput(info.name, np.dtype(info.dtype), dims, axis))
-    if axes:
-        name, axis = next(iter(axes.items()))
-        raise InvalidInput(
-            f"--sample-axis {name}={axis}: {model.path} has no input '{name}' ({', '.join(i.name for i in inputs)})"
-        )
-    return inputs
-
-
-def output_sample_axes(model: OnnxModel, inputs: list[ModelInput]) -> dict[str, int]:
-    """Outputs whose samples are on another axis than 0: the axis named as the sample axis of an input with a
-    declared one (an LSTM's state out ``[layers, B, hidden]`` beside its state in), found by the dim's name."""
-    named = {
-        info.shape[spec.axis]
-        for info, spec in zip(model.inputs(), inputs, strict=True)
-        if spec.axis and info.shape and isinstance(info.shape[spec.axis], str)
-    }
-    axes = {}
-    for info in model.outputs():
-        for axis, dim in enumerate(info.shape or ()):
-            if axis and isinstance(dim, str) and dim in named:
-                axes[info.name] = axis
-                break
-    return axes
 
 
 class ImagePreprocess(BaseModel):
@@ -706,65 +642,3 @@ def _check_array(where: Path, name: str, dtype: np.dtype, shape: tuple[int, ...]
                 + (f" with samples on axis {spec.axis}" if spec.axis else "")
                 + f" (axis {axis}{' of the file' if spec.axis else ''} is {have}, expected {want})"
             )
-
-
-# A capped run (--samples) still judges this many held-out samples where the data has them: a verdict on 16 samples
-# moves by a whole sample's share (6 %), one on 256 by 0.4 %.
-MIN_JUDGED = 256
-
-
-@dataclass(frozen=True)
-class Split:
-    calibration: np.ndarray
-    holdout: np.ndarray
-
-
-def split(
-    count: int,
-    holdout: float | int,
-    samples: int | None,
-    seed: int,
-    batch: int | None = None,
-    where: Path | None = None,
-) -> Split:
-    """Deterministic seeded split of ``count`` samples into calibration and held-out indices (each ascending).
-
-    ``holdout`` is a fraction (< 1) or a count; ``samples`` caps the calibration set, and a fraction is then of
-    the samples used, at least MIN_JUDGED (``--samples 64`` of a 216k-sample file judges 256, not 43,200); a
-    model with a fixed batch size gets calibration sets that are a multiple of it.
-    """
-    if count < 2:
-        raise InvalidInput(
-            f"{where or 'the data'}: {count} sample(s); calibration needs at least 2 (calibration and held-out)"
-        )
-    if not 0 < holdout < float("inf"):  # written so that NaN fails too
-        raise InvalidInput(
-            f"--holdout {holdout}: must be a positive fraction (< 1) or count: every run measures "
-            f"accuracy on held-out samples"
-        )
-    if samples is not None and samples < 1:
-        raise InvalidInput("--samples must be at least 1")
-    held = max(1, round(count * holdout)) if holdout < 1 else int(holdout)
-    if held >= count:
-        raise InvalidInput(f"--holdout {holdout} leaves no calibration samples out of {count}")
-    judged = held  # the held-out samples judged: all of them, or the fraction of the samples used, at least 256
-    if samples is not None and holdout < 1:
-        judged = min(held, max(MIN_JUDGED, round(samples * holdout / (1 - holdout))))
-    order = np.random.default_rng(seed).permutation(count)
-    holdout_idx, calibration_idx = order[:judged], order[held:]  # a capped run calibrates on the same samples
-    if samples is not None:
-        calibration_idx = calibration_idx[:samples]
-    if batch is not None and batch > 1:
-        usable = len(calibration_idx) // batch * batch
-        if usable == 0:
-            raise InvalidInput(
-                f"the model has a fixed batch size {batch} but only {len(calibration_idx)} "
-                f"calibration sample(s) are available"
-            )
-        calibration_idx = calibration_idx[:usable]
-    return Split(np.sort(calibration_idx), np.sort(holdout_idx))
-
-
-def batches(indices: np.ndarray, size: int) -> Iterator[np.ndarray]:
-    for start in range(0, len(indices), size):
-        yield indices[start : start + size]

@@ -24,8 +24,9 @@ from onnx import TensorProto
 
 from compiler.core.errors import InvalidInput
 from compiler.core.records import CheckResult, Status
-from compiler.data.datasets import Dataset, batches
+from compiler.data.datasets import Dataset
 from compiler.data.model import OnnxModel, first_line, readers
+from compiler.data.sampling import batches
 from compiler.data.session import session
 
 FP16_MAX = 65504.0

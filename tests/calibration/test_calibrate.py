@@ -25,8 +25,9 @@ from compiler.backends.tensorrt_rtx import TensorRTRTXBackend
 from compiler.core.errors import InvalidInput
 from compiler.core.options import CalibrationOptions
 from compiler.core.profiles import ShapeProfile
-from compiler.data.datasets import MIN_JUDGED, NpzDataset, open_dataset, split
+from compiler.data.datasets import NpzDataset, open_dataset
 from compiler.data.model import load_model
+from compiler.data.sampling import MIN_JUDGED, split
 from tests.support.cli import CliResult, assert_clean_error, files_of_at_most, run_cli
 from tests.support.digits import build_args, calibrate_args, run_calibrate
 
