@@ -54,6 +54,16 @@ def switch(flag: str, panel: str, help: str) -> Any:
 
 JsonOption = Annotated[bool, switch("--json", OUTPUT, "Print one JSON document on stdout and nothing else.")]
 ModelArgument = Annotated[Path, typer.Argument(metavar="MODEL", help="The ONNX model (FP32).", show_default=False)]
+DimOption = Annotated[
+    list[str] | None,
+    option(
+        "INPUT:AXIS=NAME",
+        INPUTS,
+        "Rename a dynamic dim of an input (a copy in the cache is read; the model is not changed), e.g. "
+        "--dim x:2=H --dim x:3=W for an exporter that named both '?'; profiles then use H and W. Repeatable.",
+        show_default=False,
+    ),
+]
 SignKeyOption = Annotated[
     str | None,
     option(

@@ -19,6 +19,7 @@ from compiler.backends.isolated import Builders
 from compiler.backends.view import TensorRTView
 from compiler.backends.view_cache import inspected
 from compiler.core.errors import CheckFailed, CompileError, InvalidInput
+from compiler.core.files import default_cache_dir
 from compiler.core.profiles import (
     ProfileSet,
     inconsistent_profiles,
@@ -28,6 +29,7 @@ from compiler.core.profiles import (
     validate_profiles,
 )
 from compiler.core.records import CacheOutcome, Status, StepStatus
+from compiler.data.dims import DimRenames, renamed_model
 from compiler.data.model import OnnxModel, TensorInfo, load_model, sparse_tensors, tensor_info
 from compiler.data.shape_limits import profile_limit_errors
 
@@ -163,6 +165,7 @@ def inspect_model(
     build_sku: str | None = None,
     tier: RemoteTier | None = None,
     cache_dir: Path | None = None,
+    dims: DimRenames | None = None,
 ) -> InspectReport:
     """Summarize the model, ask TensorRT how it partitions it, and validate shape profiles against it.
 
@@ -170,9 +173,13 @@ def inspect_model(
     build check, an explicitly requested backend that is missing) are in the report and in ``report.problem``.
     ``tier``: the remote cache a release hands its stages (TensorRT's view and the profile-limits check are
     taken from there too). ``cache_dir``: the local cache (default $COMPILE_CACHE_DIR or ~/.cache/compile).
+    ``dims``: input dims renamed (``--dim``) in a copy under the cache; the report names the user's file.
     """
-    model = load_model(model_path)
-    summary = summarize(model)
+    given = load_model(model_path)
+    model = renamed_model(given, dims or {}, cache_dir or default_cache_dir())
+    summary = summarize(model).model_copy(
+        update={"path": str(given.path), "sha256": given.sha256, "size_bytes": given.size_bytes}
+    )
     if build_sku is not None:
         load_sku_catalog().get(build_sku)  # an unknown SKU is a usage error: fail before any work
     profiles = load_profiles(profiles_path) if profiles_path else None
