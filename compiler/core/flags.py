@@ -95,6 +95,13 @@ BUILD = {
         type=Path,
     ),
     "method": Flag("Calibration method with --data: minmax (the default), entropy, percentile.", METHODS, CALIBRATION),
+    "dim": Flag(
+        "Rename a dynamic dim of an input, e.g. --dim x:2=H --dim x:3=W for an exporter that named both '?' "
+        "(TensorRT parses a renamed copy in the cache; the model is not changed); profiles name H and W. Repeatable.",
+        "INPUT:AXIS=NAME",
+        INPUTS,
+        kind="many",
+    ),
     "jobs": Flag("Builds at once, each in a process of its own (1-64).", "N", TARGETS, 1, int),
     "backend": Flag("Override the SKU's backend.", BACKENDS, TARGETS),
     "skus": Flag(

@@ -89,6 +89,8 @@ class BuildOptions(OptionGroup):
     allow_failed: bool = _build("allow_failed")
     data: Path | None = _build("data")
     method: str | None = _build("method")
+    dim: tuple[str, ...] = _build("dim")
+    """Input dims renamed (INPUT:AXIS=NAME); the renamed copy's digest keys the engines."""
     cache_dir: Path | None = _build("cache_dir")
     use_cache: bool = _build("use_cache")
     remote_cache: str | None = _build("remote_cache")
