@@ -15,6 +15,7 @@ import typer
 
 from compiler.core.errors import InvalidInput
 from compiler.core.flags import (
+    BUILD,
     CACHE,
     CALIBRATION,
     EXPLAIN,
@@ -27,6 +28,9 @@ from compiler.core.flags import (
     Flag,
 )
 from compiler.core.plugins import store_forms, store_notes
+
+DIM = BUILD["dim"]
+"""``--dim``: one declaration for every command that reads a model."""
 
 FLAG = ""
 """The metavar of an on/off flag: nothing, where Typer would print ``<bool>`` as if it took a value."""
@@ -54,16 +58,7 @@ def switch(flag: str, panel: str, help: str) -> Any:
 
 JsonOption = Annotated[bool, switch("--json", OUTPUT, "Print one JSON document on stdout and nothing else.")]
 ModelArgument = Annotated[Path, typer.Argument(metavar="MODEL", help="The ONNX model (FP32).", show_default=False)]
-DimOption = Annotated[
-    list[str] | None,
-    option(
-        "INPUT:AXIS=NAME",
-        INPUTS,
-        "Rename a dynamic dim of an input (a copy in the cache is read; the model is not changed), e.g. "
-        "--dim x:2=H --dim x:3=W for an exporter that named both '?'; profiles then use H and W. Repeatable.",
-        show_default=False,
-    ),
-]
+DimOption = Annotated[list[str] | None, option(DIM.metavar, DIM.panel, DIM.help, show_default=False)]
 SignKeyOption = Annotated[
     str | None,
     option(
