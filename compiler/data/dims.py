@@ -57,11 +57,12 @@ def _rename(model: OnnxModel, renames: DimRenames, flag: str) -> onnx.ModelProto
     inputs = {value.name: value for value in proto.graph.input}
     fed = model.input_dims()
     for name, axes in renames.items():
+        given = f"{flag} " + " ".join(f"{name}:{axis}={new}" for axis, new in axes.items())
         if name not in fed:
-            raise InvalidInput(f"{flag} {name}:…: '{name}' is not a model input (model inputs: {', '.join(fed)})")
+            raise InvalidInput(f"{given}: '{name}' is not a model input (model inputs: {', '.join(fed)})")
         dims = inputs[name].type.tensor_type.shape.dim
         if fed[name] is None:
-            raise InvalidInput(f"{flag} {name}:…: input '{name}' has an unknown rank; no axis can be named")
+            raise InvalidInput(f"{given}: input '{name}' has an unknown rank; no axis can be named")
         for axis, new in axes.items():
             if not 0 <= axis < len(dims):
                 raise InvalidInput(
