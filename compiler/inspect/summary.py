@@ -41,7 +41,8 @@ CONTROL_FLOW_OPS = {"If", "Loop", "Scan"}
 
 class ModelSummary(BaseModel):
     """What the model is. ``node_count`` counts the main graph (partitions index it); ``op_counts`` and
-    ``control_flow`` also include the nodes inside If/Loop/Scan bodies; ``parameter_count`` is the number of
+    ``control_flow`` also include the nodes inside If/Loop/Scan bodies (each control-flow node with the graph
+    inputs its condition or trip count is computed from, if any); ``parameter_count`` is the number of
     elements of every initializer and constant tensor (sparse ones by their stored values)."""
 
     path: str
@@ -91,6 +92,43 @@ def _all_nodes(graph: onnx.GraphProto):
                 yield from _all_nodes(subgraph)
 
 
+_DECIDING_INPUTS = {"If": (0,), "Loop": (0, 1)}
+"""The inputs of a control-flow node that decide what runs: If's condition, Loop's trip count and condition."""
+
+
+def _control_flow(graph: onnx.GraphProto, fed: list[str]) -> list[str]:
+    """Each If/Loop/Scan as ``If name``, followed by the graph inputs its condition or trip count is computed
+    from when there are any (a scalar like ``sr``): what the user can freeze to make the branch constant."""
+    nodes = list(_all_nodes(graph))
+    producers = {output: node for node in nodes for output in node.output if output}
+    described = []
+    for node in (n for n in nodes if n.op_type in CONTROL_FLOW_OPS):
+        deciding = [node.input[i] for i in _DECIDING_INPUTS.get(node.op_type, ()) if i < len(node.input)]
+        sources = _graph_inputs_behind(deciding, producers, set(fed))
+        line = f"{node.op_type} {node.name or '(unnamed)'}"
+        if sources:
+            line += f" (decided by input {', '.join(repr(name) for name in sources)})"
+        described.append(line)
+    return described
+
+
+def _graph_inputs_behind(tensors: list[str], producers: dict[str, onnx.NodeProto], fed: set[str]) -> list[str]:
+    """The fed graph inputs the tensors are computed from, in the order they are reached."""
+    found: dict[str, None] = {}
+    seen: set[str] = set()
+    pending = [t for t in tensors if t]
+    while pending:
+        tensor = pending.pop()
+        if tensor in seen:
+            continue
+        seen.add(tensor)
+        if tensor in fed:
+            found[tensor] = None
+        elif tensor in producers:
+            pending.extend(t for t in producers[tensor].input if t)
+    return list(found)
+
+
 def _weight_tensors(proto: onnx.ModelProto) -> list[onnx.TensorProto]:
     """Initializers and constant tensors of every graph, plus the stored values of sparse ones."""
     return [*external_data_helper._get_all_tensors(proto), *(s.values for s in sparse_tensors(proto.graph))]
@@ -121,7 +159,7 @@ def summarize(model: OnnxModel) -> ModelSummary:
         parameter_count=parameter_count,
         parameter_bytes=parameter_bytes,
         custom_domains=custom,
-        control_flow=[f"{n.op_type} {n.name or '(unnamed)'}" for n in nodes if n.op_type in CONTROL_FLOW_OPS],
+        control_flow=_control_flow(graph, [i.name for i in model.inputs()]),
         metadata={p.key: p.value for p in model.proto.metadata_props},
     )
 
