@@ -7,6 +7,7 @@ from typing import Annotated
 
 from compiler.cli import render
 from compiler.cli.params import (
+    DimOption,
     ExplainOption,
     JsonOption,
     ModelArgument,
@@ -24,6 +25,7 @@ from compiler.core.text import gate_figure
     "compile calibrate model.onnx --data data.npz --precision int8 --out calibrated",
     "compile calibrate model.onnx --data images/ --method entropy --min-cosine 0.99 --out calibrated",
     "compile calibrate model.onnx --data data.npz --precision fp16 --exclude Softmax --out calibrated",
+    "compile calibrate det.onnx --dim x:2=H --dim x:3=W --data data.npz --out calibrated",
 )
 @with_options(CALIBRATE)
 def calibrate(
@@ -48,6 +50,7 @@ def calibrate(
         ),
     ],
     options: dict,
+    dim: DimOption = None,
     remote_cache: RemoteCacheOption = None,
     explain: ExplainOption = False,
     json: JsonOption = False,
@@ -56,9 +59,12 @@ def calibrate(
     The held-out accuracy is gated as compile check gates it (unset thresholds take the precision's defaults,
     docs/check.md): a calibration that collapses accuracy exits 1 here."""
     from calibration import calibrate as run_calibration
+    from compiler.core.files import default_cache_dir
     from compiler.core.options import CalibrationOptions
+    from compiler.data.dims import renamed_path
 
     options = CalibrationOptions(**options)
+    model = renamed_path(model, dim, default_cache_dir())  # build --dim with the same renames reads this copy
     from compiler.cache.reuse import open_tier
 
     tier = open_tier(remote_cache, explain)

@@ -95,3 +95,11 @@ def renamed_model(model: OnnxModel, renames: DimRenames, folder: Path, flag: str
         target.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(target, content)
     return load_model(target)
+
+
+def renamed_path(path: Path, values: list[str] | tuple[str, ...] | None, folder: Path, flag: str = "--dim") -> Path:
+    """The file a stage reads for ``path`` given ``--dim`` values: the renamed copy under ``folder``, or ``path``
+    itself when nothing is renamed."""
+    if not values:
+        return path
+    return renamed_model(load_model(path, infer_shapes=False), parse_dims(list(values), flag), folder, flag).path

@@ -5,8 +5,10 @@ naming H and W it inspects and builds a real TensorRT-RTX engine; the user's fil
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
+import numpy as np
 import onnx
 import pytest
 
@@ -70,3 +72,16 @@ def test_with_dim_build_makes_a_real_engine_keyed_by_the_renames(tmp_path):
 def test_a_bad_dim_is_one_error_line(tmp_path, value, fragment):
     refused = run_cli("inspect", MODEL, "--dim", value, "--cache-dir", tmp_path / "cache")
     assert_clean_error(refused, 2, "--dim", value, fragment)
+
+
+def test_calibrate_with_dim_and_build_from_its_folder_with_the_same_renames(tmp_path):
+    """int8 through the renamed copy: the calibration is of the copy, and build --dim reads the same copy (same
+    content, so the calibration's model digest matches)."""
+    data = tmp_path / "data.npz"
+    np.savez(data, x=np.random.default_rng(0).standard_normal((12, 3, 32, 48)).astype(np.float32))
+    calibrated = run_cli("calibrate", MODEL, *RENAMES, "--data", data, "--out", tmp_path / "cal",
+                         env={**os.environ, "COMPILE_CACHE_DIR": str(tmp_path / "cache")})  # fmt: skip
+    assert calibrated.exit_code == 0, calibrated.stderr
+    built = _build(tmp_path, *RENAMES, "--calibration", tmp_path / "cal", "--precision", "int8")
+    assert built.exit_code == 0, built.stderr
+    assert (tmp_path / "build" / "rtx-4090" / "int8" / "engine.plan").stat().st_size > 10_000
