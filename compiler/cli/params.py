@@ -15,9 +15,9 @@ import typer
 
 from compiler.core.errors import InvalidInput
 from compiler.core.flags import (
-    BUILD,
     CACHE,
     CALIBRATION,
+    DIM,
     EXPLAIN,
     GATES,
     INPUTS,
@@ -28,9 +28,6 @@ from compiler.core.flags import (
     Flag,
 )
 from compiler.core.plugins import store_forms, store_notes
-
-DIM = BUILD["dim"]
-"""``--dim``: one declaration for every command that reads a model."""
 
 FLAG = ""
 """The metavar of an on/off flag: nothing, where Typer would print ``<bool>`` as if it took a value."""

@@ -225,6 +225,8 @@ class CheckOptions(OptionGroup):
     samples: StrictInt = _check("samples", ge=1, le=MAX_CHECK_SAMPLES)
     batch_size: StrictInt = _check("batch_size", ge=1, le=1024)
     model: Path | None = _check("model")
+    dim: tuple[str, ...] = _check("dim")
+    """The renames the build was given (INPUT:AXIS=NAME): the model is read renamed, as the build read it."""
     profiles: Path | None = _check("profiles")
     rules: Path | None = _check("rules")
     skus: Path | None = _check("skus")

@@ -74,9 +74,9 @@ def test_a_bad_dim_is_one_error_line(tmp_path, value, fragment):
     assert_clean_error(refused, 2, "--dim", value, fragment)
 
 
-def test_calibrate_with_dim_and_build_from_its_folder_with_the_same_renames(tmp_path):
-    """int8 through the renamed copy: the calibration is of the copy, and build --dim reads the same copy (same
-    content, so the calibration's model digest matches)."""
+def test_calibrate_build_and_check_with_the_same_renames(tmp_path):
+    """int8 through the renamed copy: the calibration is of the copy, build --dim reads the same copy (same
+    content, so the calibration's model digest matches), and check needs the same renames to find the model."""
     data = tmp_path / "data.npz"
     np.savez(data, x=np.random.default_rng(0).standard_normal((12, 3, 32, 48)).astype(np.float32))
     calibrated = run_cli("calibrate", MODEL, *RENAMES, "--data", data, "--out", tmp_path / "cal",
@@ -85,3 +85,7 @@ def test_calibrate_with_dim_and_build_from_its_folder_with_the_same_renames(tmp_
     built = _build(tmp_path, *RENAMES, "--calibration", tmp_path / "cal", "--precision", "int8")
     assert built.exit_code == 0, built.stderr
     assert (tmp_path / "build" / "rtx-4090" / "int8" / "engine.plan").stat().st_size > 10_000
+    check = ("check", tmp_path / "build", "--data", data, "--samples", "8", "--cache-dir", tmp_path / "cache")
+    assert_clean_error(run_cli(*check), 2, "not the model of this build", "--dim")
+    checked = run_cli(*check, *RENAMES)
+    assert checked.exit_code == 0, checked.stderr
