@@ -45,11 +45,6 @@ def parse_dims(values: list[str] | None, flag: str = "--dim") -> DimRenames:
     return renames
 
 
-def format_dims_option(renames: DimRenames) -> str:
-    """The renames as the command line spells them (``--dim x:2=H --dim x:3=W``)."""
-    return " ".join(f"--dim {name}:{axis}={new}" for name, axes in renames.items() for axis, new in axes.items())
-
-
 def _rename(model: OnnxModel, renames: DimRenames, flag: str) -> onnx.ModelProto:
     """A copy of the model's proto with the renames applied; refuses what cannot be renamed."""
     proto = onnx.ModelProto()
@@ -57,7 +52,7 @@ def _rename(model: OnnxModel, renames: DimRenames, flag: str) -> onnx.ModelProto
     inputs = {value.name: value for value in proto.graph.input}
     fed = model.input_dims()
     for name, axes in renames.items():
-        given = f"{flag} " + " ".join(f"{name}:{axis}={new}" for axis, new in axes.items())
+        given = f"{flag} " + " ".join(repr(f"{name}:{axis}={new}") for axis, new in axes.items())
         if name not in fed:
             raise InvalidInput(f"{given}: '{name}' is not a model input (model inputs: {', '.join(fed)})")
         dims = inputs[name].type.tensor_type.shape.dim
