@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from compiler.core.errors import CheckFailed, InvalidInput
+from compiler.core.output_kind import declared
 from compiler.core.records import AccuracyReport, Gate
 from compiler.data.agreement import Agreement, judge, limits
 from compiler.data.datasets import Dataset, batches
@@ -34,8 +35,11 @@ def compare(
     progress: Callable[[int], None] | None = None,
     metric: Metric | None = None,
     labels: dict[str, np.ndarray] | None = None,
+    declarations: tuple[str, ...] = (),
+    notes: dict[str, str] | None = None,
 ) -> AccuracyReport:
-    """Per output, the scale-free figures of :mod:`compiler.data.agreement` (the ones ``compile check`` gates).
+    """Per output, the scale-free figures of :mod:`compiler.data.agreement` (the ones ``compile check`` gates),
+    each output judged as ``declarations`` (``--output``) say.
 
     ``ref`` is the FP32 model's onnxruntime session (the caller made it to fail fast).
     """
@@ -44,16 +48,16 @@ def compare(
     names = [o.name for o in ref.get_outputs()]
     if [o.name for o in cand.get_outputs()] != names:
         raise CheckFailed(f"{candidate}: outputs differ from the original model's ({', '.join(names)})")
-    agreement = Agreement(names)
+    agreement = Agreement(names, declared(declarations, names), notes)
     scored = MetricRun(metric, names, labels, indices) if metric is not None else None
     for batch in batches(indices, batch_size):
         feed = dataset.read(batch)
         try:
-            expected = run_batch(ref, feed, fixed_batch)
+            expected = dataset.batch_first(names, run_batch(ref, feed, fixed_batch))
         except Exception as exc:
             raise InvalidInput(f"onnxruntime cannot run the model on the data: {first_line(exc)}") from None
         try:
-            actual = run_batch(cand, feed, fixed_batch)
+            actual = dataset.batch_first(names, run_batch(cand, feed, fixed_batch))
         except Exception as exc:
             raise CheckFailed(f"onnxruntime cannot run the {candidate_name} model: {first_line(exc)}") from None
         agreement.add(expected, actual)
@@ -80,8 +84,12 @@ def gates(
 ) -> list[Gate]:
     """Every output's gates at the precision's defaults (:data:`compiler.data.agreement.DEFAULTS`) but for the
     thresholds given, and the FP16 range gate of an fp16 conversion."""
-    if min_top1 is not None and not any(out.top1_agreement is not None for out in report.outputs):
-        raise InvalidInput("--min-top1 needs a class-score output ([batch, classes]); this model has none")
+    judged = [o for o in report.outputs if o.top1_agreement is not None or o.kind in ("detection", "dense")]
+    if min_top1 is not None and not judged:
+        raise InvalidInput(
+            "--min-top1 needs a class-score output ([batch, classes]) or one declared detection or dense (--output); "
+            "this model has none"
+        )
     limit = limits(report.candidate, min_cosine, min_sqnr, min_top1, max_abs_error)
     results = [gate for out in report.outputs for gate in judge(out, limit)]
     if min_metric is not None:

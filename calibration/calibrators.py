@@ -22,7 +22,9 @@ from onnx import numpy_helper
 
 from compiler.core.errors import CheckFailed, InvalidInput
 from compiler.data.datasets import Dataset, batches
+from compiler.data.footprint import Fit, sample_shapes
 from compiler.data.model import first_line
+from compiler.data.session import session
 
 PER_CHANNEL_OPSET = 13
 """DequantizeLinear's ``axis`` (per-channel weights) needs opset 13."""
@@ -50,7 +52,11 @@ class HistogramOptions:
 
 @contextlib.contextmanager
 def quiet() -> Iterator[None]:
-    """onnxruntime's quantization tools print to stdout and log warnings: keep our streams clean."""
+    """onnxruntime's quantization tools print to stdout and log warnings (and the sessions they make log through
+    onnxruntime's default logger: "Removing initializer ... not used"): keep our streams clean."""
+    import onnxruntime
+
+    onnxruntime.set_default_logger_severity(4)
     root = logging.getLogger()
     level = root.level
     root.setLevel(logging.ERROR)
@@ -177,11 +183,15 @@ def create(prepared: Path, method: str, options: HistogramOptions, work: Path, w
             tensors, value_infos = super().select_tensors_to_calibrate(model)
             return tensors & wanted, value_infos
 
+        def create_inference_session(self):
+            """Our session's options (onnxruntime's own: no graph optimization, and a memory pattern that held
+            eleven times the activations a run needs), its graph not optimized either."""
+            self.infer_session = session(Path(self.augmented_model_path), "model", optimized=False)
+
     try:
         with quiet():
             calibrator = Selective(str(prepared), list(TENSORRT_QUANTIZED_OPS), **common, **extra)
             calibrator.augment_graph()
-            calibrator.execution_providers = ["CPUExecutionProvider"]
             calibrator.create_inference_session()
             return calibrator
     except Exception as exc:
@@ -231,20 +241,25 @@ def collect_ranges(
     work: Path,
     progress: Progress | None = None,
     wanted: set[str] | None = None,
+    fixed_batch: int | None = None,
+    what: str = "the model",
 ):
     """Run the FP32 model over the calibration samples in chunks, collecting the tensors ``wanted`` (by default,
-    those :func:`tensors_to_calibrate` names); returns onnxruntime's TensorsData."""
+    those :func:`tensors_to_calibrate` names); returns onnxruntime's TensorsData. Each run takes as many samples
+    (``batch_size`` at most) as ``chunk_mb`` holds of the calibration model's activations; a histogram method's
+    ``collect_data`` call, which keeps every collected tensor, as many as ``chunk_mb`` holds of those."""
     calibrator = create(prepared, method, options, work, tensors_to_calibrate(prepared) if wanted is None else wanted)
+    shapes = sample_shapes(dataset, indices)
+    run = Fit(shapes, chunk_mb, batch_size, fixed_batch, what).samples([Path(calibrator.augmented_model_path)])
     try:
-        probe = indices[:batch_size]
-        per_sample = bytes_per_sample(calibrator, dataset, probe)
+        per_sample = bytes_per_sample(calibrator, dataset, indices[:run])
     except InvalidInput:  # the data's own problem (a damaged file), already named
         raise
     except Exception as exc:
         raise InvalidInput(f"onnxruntime cannot run the model on the data: {first_line(exc)}") from None
-    samples_per_chunk = max(batch_size, (chunk_mb << 20) // per_sample)
+    samples_per_chunk = max(run, (chunk_mb << 20) // per_sample)
     try:
-        for chunk in chunks(indices, batch_size, samples_per_chunk):
+        for chunk in chunks(indices, run, samples_per_chunk):
             with quiet():
                 calibrator.collect_data(_Reader(dataset, chunk, progress))
         with quiet():

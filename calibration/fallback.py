@@ -192,7 +192,9 @@ class Search:
     ) -> None:
         import tempfile
 
+        from compiler.core.options import parse_sample_axes
         from compiler.data.datasets import model_inputs, open_dataset, split
+        from compiler.data.footprint import Fit, sample_shapes
         from compiler.data.model import load_model
         from compiler.data.session import session
 
@@ -200,14 +202,23 @@ class Search:
         self.proto = onnx.load_model(qdq)
         self.prepared = onnx.load_model(reuse.prepare(source) if reuse else calibrators.prepare(source, self.work))
         model = load_model(source)
-        self.dataset = open_dataset(data, model, preprocess)
-        self.fixed = next((i.batch for i in model_inputs(model) if i.batch is not None), None)
+        axes = parse_sample_axes(options.sample_axis)
+        self.dataset = open_dataset(data, model, preprocess, axes)
+        self.fixed = next((i.batch for i in model_inputs(model, axes) if i.batch is not None), None)
         self.dims = model.input_dims()
         self.holdout = split(
             self.dataset.count, options.holdout, options.samples, options.seed, self.fixed, self.dataset.path
         ).holdout  # the very samples calibrate held out
         self.reference = session(source, "model")
-        self.first, self.limits = first, options.gates
+        self.first, self.limits, self.declarations = first, options.gates, options.output
+        self.source = model.path
+        self.fit = Fit(
+            sample_shapes(self.dataset, self.holdout),
+            options.chunk_mb,
+            first.batch_size,
+            self.fixed,
+            f"{source}'s held-out comparison (the FP32 and {first.precision} models side by side)",
+        )
         from compiler.data.metric import metric_and_labels
 
         self.metric, self.labels = metric_and_labels(
@@ -238,10 +249,11 @@ class Search:
             self.first.precision,
             self.dataset,
             self.holdout,
-            self.first.batch_size,
+            self.fit.samples([self.source, path]),
             self.fixed,
             metric=self.metric,
             labels=self.labels,
+            declarations=self.declarations,
         )
         return all(g.passed for g in gates(report, **self.limits))
 

@@ -48,6 +48,7 @@ class Job:
     work: Path  # scratch, removed afterwards
     progress: Progress | None
     reuse: Reuse | None  # --fallback auto's first calibration, whose work a later one takes as is
+    fixed_batch: int | None = None  # the batch size the model's inputs fix: every run takes exactly it
 
 
 @dataclass(frozen=True)
@@ -124,6 +125,8 @@ class OnnxRuntime:
                 job.work,
                 counter("calibrate", len(job.samples), job.progress),
                 wanted,
+                job.fixed_batch,
+                f"{job.source.path}'s range collection",
             )
             if job.reuse:
                 job.reuse.keep(tensors)

@@ -14,6 +14,7 @@ fallback takes out is a :class:`Region`: a quantized tensor with all its quantiz
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from onnx import helper, numpy_helper
 from calibration.calibrators import TENSORRT_QUANTIZED_OPS, default_opset, save_model
 from compiler.data.agreement import sqnr_db
 from compiler.data.datasets import Dataset, batches
+from compiler.data.footprint import Fit, early_order
 from compiler.data.session import session
 
 PREFIX = "sensitivity::"
@@ -57,21 +59,30 @@ def quantized_node_names(qdq: Path) -> set[str]:
 
 
 def local_errors(
-    prepared: Path, qdq: Path, dataset: Dataset, indices: np.ndarray, batch_size: int
+    prepared: Path,
+    qdq: Path,
+    dataset: Dataset,
+    indices: np.ndarray,
+    fit: Fit,
+    progress: Callable[[int], None] | None = None,
 ) -> dict[str, tuple[float, list[str]]]:
-    """Quantized node -> (its local SQNR in dB, its quantized activation inputs), over ``indices``."""
+    """Quantized node -> (its local SQNR in dB, its quantized activation inputs), over ``indices``, in runs of as
+    many samples as ``fit`` allows for the sensitivity model's activations."""
     path, compared, statistics = _sensitivity_model(prepared, qdq)
     try:
+        run = fit.samples([path])
         runner = session(path, "sensitivity model")
     finally:
         path.unlink(missing_ok=True)
         path.with_name(path.name + ".data").unlink(missing_ok=True)
     names = [o.name for o in runner.get_outputs()]
     sums = {node: [0.0, 0.0, 0.0, 0] for node in compared}  # sum x, sum x^2, sum err^2, count
-    for chunk in batches(indices, batch_size):
+    for chunk in batches(indices, run):
         values = dict(zip(names, runner.run(names, dataset.read(chunk)), strict=True))
         for node, outputs in statistics.items():
             _accumulate(sums[node], *(values[name] for name in outputs))
+        if progress:
+            progress(len(chunk))
     return {node: (sqnr_db(*sums[node]), compared[node][2]) for node in compared}
 
 
@@ -86,12 +97,14 @@ def _sensitivity_model(
     del float_model.opset_import[:]  # FP8 Q/DQ needs the opset (19) the quantizer raised the Q/DQ model to
     float_model.opset_import.extend(quantized_model.opset_import)
     graph = float_model.graph
+    first_added = len(graph.node)
     compared = _add_local_copies(graph, quantized_model.graph)
     del graph.output[:]
     statistics = {
         node: _error_statistics(graph, reference, local_name, default_opset(float_model))
         for node, (reference, local_name, _) in compared.items()
     }
+    early_order(graph, first_added)  # each copy and its statistics run as soon as they can, freeing what they read
     path = qdq.with_name(qdq.name + ".sensitivity.onnx")
     save_model(float_model, path, path.name + ".data")
     return path, compared, statistics

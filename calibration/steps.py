@@ -23,7 +23,7 @@ from calibration.quantizers import Job, Quantized, Quantizer, quantizer_for
 from calibration.reuse import look_up, reusable, sent
 from compiler.core.errors import CheckFailed, InvalidInput, stop_signals_held
 from compiler.core.files import file_sha256, hash_json, replace_dir, staging_folder, writable_folder, write_atomic
-from compiler.core.options import CalibrationOptions
+from compiler.core.options import CalibrationOptions, parse_sample_axes
 from compiler.core.paths import check_not_overwriting
 from compiler.core.progress import counter
 from compiler.core.records import (
@@ -38,8 +38,10 @@ from compiler.core.records import (
 )
 from compiler.core.reuse import RemoteTier
 from compiler.data.datasets import Dataset, ImagePreprocess, Split, model_inputs, open_dataset, split
+from compiler.data.footprint import Fit, sample_shapes
 from compiler.data.metric import Metric, metric_and_labels
 from compiler.data.model import OnnxModel, load_model
+from compiler.data.output_kinds import mixed_outputs
 from compiler.data.session import session
 
 if TYPE_CHECKING:
@@ -94,6 +96,7 @@ class Plan:
             work,
             self.progress,
             self.reuse,
+            self.fixed_batch,
         )
 
 
@@ -115,7 +118,7 @@ def calibrate_once(
     started = time.perf_counter()
     out = Path(out)
     source = load_model(model)
-    dataset = open_dataset(data, source, preprocess)
+    dataset = open_dataset(data, source, preprocess, parse_sample_axes(options.sample_axis))
     try:
         plan = replace(
             prepare(options, source, dataset, out, staged, started), progress=progress, found=found or {}, reuse=reuse
@@ -124,6 +127,7 @@ def calibrate_once(
         if previous is not None:
             return judged(gated(previous, options.gates, reused=True), out)
         dataset.check_values()
+        refuse_unfit(plan)
         if not staged:
             writable_folder(out, "--out")
             (out / CALIBRATION_RECORD).unlink(missing_ok=True)  # the folder is incomplete until we finish
@@ -149,7 +153,7 @@ def prepare(
         "--out",
         replaced=[out] if staged else [],
     )
-    fixed_batch = _fixed_batch(source)
+    fixed_batch = _fixed_batch(source, parse_sample_axes(options.sample_axis))
     batch_size = options.batch_size if fixed_batch is None else fixed_batch
     chosen = split(dataset.count, options.holdout, options.samples, options.seed, fixed_batch, dataset.path)
     method = None if options.precision == "fp16" else options.method
@@ -188,9 +192,19 @@ def prepare(
     )
 
 
-def _fixed_batch(source: OnnxModel) -> int | None:
+def refuse_unfit(plan: Plan) -> None:
+    """A ``--chunk-mb`` that cannot hold one sample of the largest run is exit 2 before anything is written: the
+    held-out comparison, the FP32 model and the quantized one side by side (whose activations are the FP32 model's:
+    its dequantized weights do not count per sample). The runs are fitted again, each with its own model."""
+    if plan.precision != "fp16" and plan.options.quantizer == "onnxruntime":
+        shapes = sample_shapes(plan.dataset, plan.chosen.calibration)
+        fit = Fit(shapes, plan.options.chunk_mb, plan.batch_size, plan.fixed_batch, _held_out(plan))
+        fit.samples([plan.source.proto, plan.source.proto])
+
+
+def _fixed_batch(source: OnnxModel, sample_axes: dict[str, int]) -> int | None:
     """The batch size the model's inputs fix (a calibration batch must be it), if any; two different are refused."""
-    fixed = {i.batch for i in model_inputs(source) if i.batch is not None}
+    fixed = {i.batch for i in model_inputs(source, sample_axes) if i.batch is not None}
     if len(fixed) > 1:
         raise InvalidInput(f"{source.path}: inputs have different fixed batch sizes {sorted(fixed)}")
     return fixed.pop() if fixed else None
@@ -231,7 +245,9 @@ def produce(plan: Plan, folder: Path) -> CalibrationResult:
         made = plan.quantizer.quantize(plan.job(pending / "model.onnx", work))
         proof = (None, None)  # a conversion has nothing to prove here
         if made.quantized_ops is not None:
+            built = counter("build proof", 1, plan.progress)
             proof = prove(made.model, plan.dataset, plan.chosen.calibration, plan.source, plan.precision)
+            built(1)
         report = judge(plan, reference, made)
         with stop_signals_held():  # the model and the weights it names go in together
             for name in ("model.onnx.data", "model.onnx"):
@@ -267,23 +283,28 @@ def judge(plan: Plan, reference, made: Quantized) -> AccuracyReport:
     """The held-out comparison against FP32 per output, with the quantized nodes' sensitivity ranking (int8/fp8)
     or the intermediate values' FP16 range (fp16); :func:`gated` evaluates the gates on it."""
     holdout = plan.chosen.holdout
+    shapes = sample_shapes(plan.dataset, holdout)
+    fit = Fit(shapes, plan.options.chunk_mb, plan.batch_size, plan.fixed_batch, _held_out(plan))
+    ranked: dict[str, Any] = {}
+    if made.quantized_ops is not None:  # first: the reference session holds no activations yet
+        what = f"{plan.source.path}'s sensitivity pass"
+        ranked = {"quantized_nodes": sum(made.quantized_ops.values())}
+        ranked |= sensitivity(plan, made.float_model, made.model, replace(fit, what=what))
     report = compare(
         reference,
         made.model,
         plan.precision,
         plan.dataset,
         holdout,
-        plan.batch_size,
+        fit.samples([plan.source.proto, made.model]),
         plan.fixed_batch,
         counter("held-out", len(holdout), plan.progress),
         plan.metric,
         plan.labels,
+        plan.options.output,
+        mixed_outputs(plan.source.proto.graph),  # the source's outputs: already parsed
     )
-    if made.quantized_ops is not None:
-        ranked = sensitivity(
-            plan.source, made.float_model, made.model, plan.dataset, holdout, plan.batch_size, plan.reuse
-        )
-        report = report.model_copy(update={"quantized_nodes": sum(made.quantized_ops.values()), **ranked})
+    report = report.model_copy(update=ranked)
     if plan.precision == "fp16":
         report = _with_fp16_range(report, plan, made.model)
     return report
@@ -309,30 +330,30 @@ SENSITIVITY_SAMPLES = 64
 """Held-out samples the sensitivity pass runs on: a ranking, not a verdict."""
 
 
-def sensitivity(
-    source: OnnxModel,
-    prepared: Path | None,
-    model_out: Path,
-    dataset: Dataset,
-    holdout: np.ndarray,
-    batch_size: int,
-    reuse: Reuse | None = None,
-) -> dict[str, Any]:
+def sensitivity(plan: Plan, prepared: Path | None, model_out: Path, fit: Fit) -> dict[str, Any]:
     """report.json's ``sensitivity`` (every quantized node, most damaging first), or why it could not be made: a
     ranking that cannot be computed does not cost the calibration. A fallback's final calibration takes its first
     one's (:meth:`calibration.fallback_reuse.Reuse.ranking`)."""
     from calibration.sensitivity import local_errors, ranking
 
+    reuse = plan.reuse
     if reuse and (kept := reuse.ranking(model_out)) is not None:
         return {"sensitivity": kept}
     try:
-        errors = local_errors(prepared, model_out, dataset, holdout[:SENSITIVITY_SAMPLES], batch_size)
+        judged = plan.chosen.holdout[:SENSITIVITY_SAMPLES]
+        errors = local_errors(
+            prepared, model_out, plan.dataset, judged, fit, counter("sensitivity", len(judged), plan.progress)
+        )
     except CheckFailed as exc:
         return {"sensitivity": None, "sensitivity_error": str(exc)}
-    ranked = ranking(errors, model_out, {n.name for n in source.proto.graph.node if n.name})
+    ranked = ranking(errors, model_out, {n.name for n in plan.source.proto.graph.node if n.name})
     if reuse:
         reuse.ranked = ranked
     return {"sensitivity": ranked}
+
+
+def _held_out(plan: Plan) -> str:
+    return f"{plan.source.path}'s held-out comparison (the FP32 and {plan.precision} models side by side)"
 
 
 def write(plan: Plan, folder: Path, made: Quantized, report: AccuracyReport, proof) -> CalibrationResult:

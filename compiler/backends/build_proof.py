@@ -44,17 +44,15 @@ def prove_build(model: Path, shapes: dict[str, tuple[int, ...]], dims: dict[str,
         for name, input_dims in dims.items()
         if name in shapes
     }  # a static batch stays what the model says
-    profile = ShapeProfile(
-        name="calibration",
-        shapes={
-            name: ShapeRange(min=shape, opt=shape, max=shape)
-            for name, shape in fixed.items()
-            if dims[name] is None or not all(isinstance(d, int) for d in dims[name])
-        },
-    )
+    dynamic = {
+        name: ShapeRange(min=shape, opt=shape, max=shape)
+        for name, shape in fixed.items()
+        if dims[name] is None or not all(isinstance(d, int) for d in dims[name])
+    }  # a model of static shapes builds with no profile (a profile holds at least one input)
+    profiles = (ShapeProfile(name="calibration", shapes=dynamic),) if dynamic else ()
     spec = BuildSpec(
         model_path=model,
-        profiles=(profile,) if profile.shapes else (),
+        profiles=profiles,
         compute_capabilities=(PROOF_CAPABILITY,),
         sku="calibration-proof",
     )
@@ -65,7 +63,7 @@ def prove_build(model: Path, shapes: dict[str, tuple[int, ...]], dims: dict[str,
         return BuildProof(status=Status.SKIPPED, detail=f"could not build here: {exc}")
     with tempfile.TemporaryDirectory(prefix="compile-build-proof-") as folder:
         built = Builders().build(engine.name, spec, Path(folder), None, None)
-    shown = ", ".join(f"{name} {list(r.min)}" for name, r in profile.shapes.items()) or "static shapes"
+    shown = ", ".join(f"{name} {list(r.min)}" for name, r in dynamic.items()) or "static shapes"
     where = f"{engine.name} {engine.version}, compute capability {PROOF_CAPABILITY}, {shown}"
     if built.status != Status.OK:
         errors = [_SOURCE.sub("", error) for error in built.errors[:2]] or ["the builder returned no engine"]

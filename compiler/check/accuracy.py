@@ -17,11 +17,13 @@ import numpy as np
 
 from compiler.core.errors import CheckFailed
 from compiler.core.options import CheckOptions
+from compiler.core.output_kind import declared
 from compiler.core.records import CheckResult, EngineRecord, Precision, Status
 from compiler.data.agreement import Agreement, Limits, describe, judge, limits
 from compiler.data.datasets import Dataset, batches
 from compiler.data.metric import Metric, MetricRun
 from compiler.data.model import first_line
+from compiler.data.output_kinds import mixed_outputs
 from compiler.data.session import session
 
 
@@ -72,13 +74,13 @@ def check_accuracy(
     tolerance = {name: t for name in names if (t := tolerances(options, name)) is not None}
     compare = _tolerance_compare(tolerance) if tolerance else None
     within = dict.fromkeys(tolerance, True)
-    agreement = Agreement(names)
+    agreement = Agreement(names, declared(options.output, names), mixed_outputs(candidate))
     scored = MetricRun(metric, names, labels, indices) if metric is not None else None
     done = 0
     for chunk in batches(indices, options.batch_size):
         feed = dataset.read(chunk)
         try:
-            actual = cand.run(names, feed)
+            actual = dataset.batch_first(names, cand.run(names, feed))
         except Exception as exc:
             raise CheckFailed(f"onnxruntime cannot run the {precision} model {candidate}: {first_line(exc)}") from None
         expected = [reference[n][done : done + len(chunk)] for n in names]
@@ -193,6 +195,9 @@ def _verdict(
             f"min {out.cosine_min:.6f}), SQNR {out.sqnr_db:.1f} dB, max abs error "
             f"{out.max_abs_error:.4g}"
             + (f", top-1 agreement {out.top1_agreement:.2%}" if out.top1_agreement is not None else "")
+            + (f", detection recall {out.recall:.2%}, precision {out.precision:.2%}" if out.recall is not None else "")
+            + (f", mask IoU {out.iou:.2%}" if out.iou is not None else "")
+            + (f"; {out.note}" if out.note else "")
         )
         failures += [describe(g) for g in gates if not g.passed]
         if out.name in tolerance and not within[out.name]:

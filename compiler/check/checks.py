@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from compiler.core.errors import InvalidInput
-from compiler.core.options import CheckOptions
+from compiler.core.options import CheckOptions, parse_sample_axes
 from compiler.core.progress import counter
 from compiler.core.records import CacheOutcome, CheckReport, CheckResult, EngineCheck, Precision, Progress, Status
 from compiler.core.reuse import Refused, RemoteTier, Reuse, temporary_folder, with_warning
@@ -77,7 +77,7 @@ def _validated(
     if options.data is not None:
         from compiler.data.datasets import open_dataset
 
-        dataset = open_dataset(options.data, source)
+        dataset = open_dataset(options.data, source, sample_axes=parse_sample_axes(options.sample_axis))
     try:
         if dataset is not None:
             from compiler.check.data_shapes import check_data_shapes
@@ -339,7 +339,8 @@ def _fp32_pass(run: _CheckRun) -> tuple[_CheckRun, _Samples | None]:
     count, batch = _sample_count(run.source, run.dataset, run.options.samples)
     if batch is not None:
         run = replace(run, options=run.options.model_copy(update={"batch_size": batch}))
-    indices = np.arange(count)
+    held_out = _calibrations_held_out(run, batch)
+    indices = np.arange(count) if held_out is None else held_out[:count]
     run.dataset.check_values()
     wants_ranges = any(t.engine is not None and t.engine.precision == Precision.FP16 for t in run.build.targets)
     reference = reference_pass(
@@ -355,12 +356,34 @@ def _fp32_pass(run: _CheckRun) -> tuple[_CheckRun, _Samples | None]:
     return run, _Samples(reference, indices, golden)
 
 
+def _calibrations_held_out(run: _CheckRun, batch: int | None) -> np.ndarray | None:
+    """The samples the build's calibrations held out, when they calibrated on this very data (same digest) and
+    agree on them: check then judges what calibrate judged, not samples the ranges were fitted on, so the same model
+    cannot pass one stage and fail the other on sampling alone. None otherwise (check takes the first samples)."""
+    from compiler.core.errors import CompileError
+    from compiler.core.records import CalibrationRecord, read_record
+    from compiler.data.datasets import split
+
+    found = set()
+    for path, _ in run.models.values():
+        try:
+            record = read_record(path.parent / "calibration.json", CalibrationRecord, "") if path else None
+            if record is None or record.data_sha256 != run.dataset.sha256:
+                continue
+            options = record.options
+            chosen = split(run.dataset.count, options["holdout"], options.get("samples"), record.seed, batch)
+        except (CompileError, OSError, KeyError, TypeError):
+            continue  # not a calibration folder of ours, or one of another data file: nothing to align with
+        found.add(tuple(int(i) for i in chosen.holdout))
+    return np.asarray(found.pop(), dtype=np.int64) if len(found) == 1 else None
+
+
 def _sample_count(source: OnnxModel, dataset: Dataset, samples: int) -> tuple[int, int | None]:
     """How many samples are checked (``--samples``, at most the data's) and the model's fixed batch size, if it
     has one: then whole batches of it, and data holding less than one batch is refused."""
     from compiler.data.datasets import model_inputs
 
-    fixed = {i.batch for i in model_inputs(source) if i.batch is not None}
+    fixed = {i.batch for i in model_inputs(source, dict(dataset.axes)) if i.batch is not None}
     count = min(samples, dataset.count)
     if not fixed:
         return count, None

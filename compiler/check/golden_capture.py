@@ -19,9 +19,11 @@ SAMPLES = 4
 def capture(
     folder: Path, dataset, indices: np.ndarray, reference: dict[str, np.ndarray], batch: int | None
 ) -> GoldenRecord | None:
-    """golden.npz of the first samples checked (a whole batch of a fixed-batch model) and their FP32 outputs."""
+    """golden.npz of the first samples checked (a whole batch of a fixed-batch model) and their FP32 outputs; none
+    for a model that takes samples on another axis than 0 (``--sample-axis``): golden inputs are fed as they are
+    stored, samples on axis 0."""
     count = min(len(indices), max(SAMPLES, batch or 1) // (batch or 1) * (batch or 1))
-    if count < 1:
+    if count < 1 or dataset.axes:
         return None
     inputs = dataset.read(indices[:count])
     return write_golden_npz(

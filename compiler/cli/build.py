@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Annotated
 
 from compiler.cli import render
-from compiler.cli.params import JsonOption, ModelArgument, examples, option, with_options
+from compiler.cli.params import ConstOption, JsonOption, ModelArgument, examples, option, with_options
 from compiler.core.errors import CheckFailed, InvalidInput
 from compiler.core.flags import BUILD, INPUTS, OUTPUT, PRECISIONS, TARGETS
 from compiler.core.text import printable
@@ -43,6 +43,7 @@ def build(
         list[str], option(PRECISIONS, TARGETS, "Engine precision; repeat for several.", show_default=False)
     ],
     options: dict,
+    const: ConstOption = None,
     out: Annotated[
         Path, option("DIR", OUTPUT, "Output folder: DIR/<sku>/<precision>/engine.plan.", show_default=False)
     ],
@@ -52,6 +53,9 @@ def build(
     from compiler.engines import BuildOptions, execute_builds, plan_builds
 
     options = BuildOptions(**options)
+    from compiler.data.freeze import frozen_model, parse_consts
+
+    model = frozen_model(model, parse_consts(const or ()), options.cache_dir)
     with nullcontext() if json else render.phase_progress() as progress:  # shows only if --data calibrates
         planned = plan_builds(model, profiles, sku, precision, out, options, calibration_progress=progress)
     if json:

@@ -7,6 +7,7 @@ from typing import Annotated
 
 from compiler.cli import render
 from compiler.cli.params import (
+    ConstOption,
     DimOption,
     ExplainOption,
     JsonOption,
@@ -26,6 +27,7 @@ from compiler.core.text import gate_figure
     "compile calibrate model.onnx --data images/ --method entropy --min-cosine 0.99 --out calibrated",
     "compile calibrate model.onnx --data data.npz --precision fp16 --exclude Softmax --out calibrated",
     "compile calibrate det.onnx --dim x:2=H --dim x:3=W --data data.npz --out calibrated",
+    "compile calibrate vad.onnx --data audio.npz --const sr=16000 --precision int8 --out calibrated",
 )
 @with_options(CALIBRATE)
 def calibrate(
@@ -50,6 +52,7 @@ def calibrate(
         ),
     ],
     options: dict,
+    const: ConstOption = None,
     dim: DimOption = None,
     remote_cache: RemoteCacheOption = None,
     explain: ExplainOption = False,
@@ -61,9 +64,12 @@ def calibrate(
     from calibration import calibrate as run_calibration
     from compiler.core.files import default_cache_dir
     from compiler.core.options import CalibrationOptions
+    from compiler.data.agreement import noise_note
     from compiler.data.dims import renamed_path
+    from compiler.data.freeze import frozen_model, parse_consts
 
     options = CalibrationOptions(**options)
+    model = frozen_model(model, parse_consts(const or ()))  # frozen, then renamed: build orders them alike
     model = renamed_path(model, dim, default_cache_dir())  # build --dim with the same renames reads this copy
     from compiler.cache.reuse import open_tier
 
@@ -78,7 +84,7 @@ def calibrate(
         raise CheckFailed(
             f"{len(failed)} gate(s) failed; {first.name} on output '{first.output}': "
             f"{gate_figure(first.name, first.value)} vs threshold "
-            f"{gate_figure(first.name, first.threshold)}{suggestion(result)} "
+            f"{gate_figure(first.name, first.threshold)}{noise_note(first)}{suggestion(result)} "
             f"(report: {Path(result.out) / 'report.json'})"
         )
 

@@ -1,7 +1,7 @@
 """Signs of life where progress bars do not show: on a log that is not a terminal (a CI job), a heartbeat line at
-least every ``$COMPILE_HEARTBEAT_SECONDS`` (30) naming every running phase with its count, rate and time left, so a
-long calibration or build never looks hung. A run shorter than that prints nothing more than before: its stderr
-stays the one ``error:`` line a failure gets."""
+least every ``$COMPILE_HEARTBEAT_SECONDS`` (30) naming every running phase with its count, rate and time left, and
+a line as each phase that ran that long ends, so a long calibration or build never looks hung. A run shorter than
+that prints nothing more than before: its stderr stays the one ``error:`` line a failure gets."""
 
 from __future__ import annotations
 
@@ -48,8 +48,13 @@ class Heartbeat:
         if not self.enabled:
             return
         with self._lock:
-            started = self.phases.get(phase, (0, None, time.monotonic()))[2]
+            before = self.phases.get(phase, (0, None, time.monotonic()))
+            started = before[2]
             self.phases[phase] = (done, total, started)
+        elapsed = time.monotonic() - started
+        if total and done >= total and not (before[1] and before[0] >= before[1]) and elapsed >= interval():
+            rate = f", {done / max(elapsed, 1e-9):.1f}/s" if done > 1 else ""
+            self.console.print(f"{phase}: {done}/{total} {self.unit} done in {clock(elapsed)}{rate}", highlight=False)
         if self._thread is None:
             self._thread = threading.Thread(target=self._beat, name="heartbeat", daemon=True)
             self._thread.start()

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Annotated
 
 from compiler.cli import render
-from compiler.cli.params import DimOption, JsonOption, ModelArgument, examples, option, switch
+from compiler.cli.params import ConstOption, DimOption, JsonOption, ModelArgument, examples, option, switch
 from compiler.core.errors import InvalidInput
 from compiler.core.flags import BACKENDS, CACHE, INPUTS, TARGETS
 
@@ -54,6 +54,7 @@ def skus(
     "compile inspect model.onnx --profiles profiles.yaml",
     "compile inspect model.onnx --profiles profiles.yaml --build-check --sku rtx-4090",
     "compile inspect model.onnx --dim x:2=H --dim x:3=W --profiles profiles.yaml",
+    "compile inspect vad.onnx --const sr=16000",
 )
 def inspect(
     model: ModelArgument,
@@ -75,15 +76,18 @@ def inspect(
             "kept (default $COMPILE_CACHE_DIR or ~/.cache/compile).",
         ),
     ] = None,
+    const: ConstOption = None,
     json: JsonOption = False,
 ) -> None:
     """Model summary, TensorRT partitions and unsupported nodes, profile validation."""
+    from compiler.data.freeze import frozen_model, parse_consts
     from compiler.inspect.summary import inspect_model
 
     if sku is not None and not build_check:
         raise InvalidInput(f"--sku {sku} is only used with --build-check; add --build-check or drop --sku")
     from compiler.data.dims import parse_dims
 
+    model = frozen_model(model, parse_consts(const or ()), cache_dir)
     check = (sku or "rtx-4090") if build_check else None
     report = inspect_model(model, profiles, backend, check, cache_dir=cache_dir, dims=parse_dims(dim))
     render.emit_json(report) if json else render.inspection(report)

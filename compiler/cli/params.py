@@ -17,6 +17,7 @@ from compiler.core.errors import InvalidInput
 from compiler.core.flags import (
     CACHE,
     CALIBRATION,
+    CONST,
     DIM,
     EXPLAIN,
     GATES,
@@ -152,6 +153,7 @@ def per_output(flag: str, values: list[str] | None, number: bool = True) -> dict
 
 
 RemoteCacheOption = parameter("remote_cache", REMOTE_CACHE)[0]
+ConstOption = parameter("const", CONST)[0]
 ExplainOption = parameter("explain", EXPLAIN)[0]
 
 

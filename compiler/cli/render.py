@@ -395,6 +395,17 @@ def builds(report: BuildReport) -> None:
     )
 
 
+def kind_figure(output) -> str:
+    """What an output's kind is judged by beside cosine and SQNR: top-1 agreement, detection recall/precision, IoU."""
+    if output.kind == "detection":
+        if output.recall is None:
+            return f"no FP32 detections ({output.reference_detections})"
+        return f"recall {output.recall:.2%}, precision {output.precision:.2%} of {output.reference_detections}"
+    if output.iou is not None:
+        return f"IoU {output.iou:.2%}"
+    return "-" if output.top1_agreement is None else f"{output.top1_agreement:.2%}"
+
+
 def calibration(result: CalibrationResult) -> None:
     """What was calibrated, its held-out accuracy against FP32, the FP16 range verdict and the gates."""
     from rich.markup import escape
@@ -408,20 +419,24 @@ def calibration(result: CalibrationResult) -> None:
     console.print(
         table(
             "Held-out accuracy against FP32",
-            ["output", "cosine mean", "cosine 5 %", "SQNR dB", "max abs error", "top-1 agreement"],
+            ["output", "kind", "cosine mean", "cosine 5 %", "SQNR dB", "max abs error", "top-1 / recall / IoU"],
             [
                 [
                     o.name,
+                    o.kind,
                     f"{o.cosine_mean:.5f}",
                     "-" if o.cosine_low is None else f"{o.cosine_low:.5f}",
                     "-" if o.sqnr_db is None else f"{o.sqnr_db:.1f}",
                     f"{o.max_abs_error:.4g}",
-                    "-" if o.top1_agreement is None else f"{o.top1_agreement:.2%}",
+                    kind_figure(o),
                 ]
                 for o in result.report.outputs
             ],
         )
     )
+    for o in result.report.outputs:
+        if o.note:
+            console.print(f"[yellow]note:[/yellow] {escape(o.note)}")
     if result.report.sensitivity:
         console.print(
             table(

@@ -80,6 +80,31 @@ DIM = Flag(
     kind="many",
 )
 """``--dim``: build, check, and (through compiler/cli/params.py) inspect and calibrate."""
+CONST = Flag(
+    "Freeze an input that is not a batch of samples to a value, INPUT=NUMBER (a sample rate, a flag that picks a "
+    "branch): it becomes a constant of the model, what it computes is folded (an If on it becomes its branch) and "
+    "the engine no longer takes it. Repeat per input.",
+    "INPUT=NUMBER",
+    INPUTS,
+    kind="many",
+)
+SAMPLE_AXIS = Flag(
+    "The axis of an input that holds its samples, INPUT=AXIS (default 0): an RNN state [layers, batch, hidden] "
+    "takes them on 1. The data file keeps samples on axis 0; outputs with the same dim name follow. Repeat per "
+    "input.",
+    "INPUT=AXIS",
+    INPUTS,
+    kind="many",
+)
+OUTPUT_KIND = Flag(
+    "Judge an output as what it is: NAME:KIND[,KEY=VALUE...], KIND one of tensor, logits, sequence, embedding, "
+    "dense (threshold=, min=), detection (boxes=0:4, scores=4:, axis=1, threshold=0.25, iou=0.5, nms=0.7|none, "
+    "format=xywh|xyxy, min=): e.g. output0:detection. Repeat per output.",
+    "NAME:KIND",
+    GATES,
+    kind="many",
+)
+"""``--output``, on calibrate and check alike: one verdict per output whichever stage judges it."""
 
 BUILD = {
     "calibration": Flag(
@@ -133,7 +158,9 @@ CALIBRATE = {
     "seed": Flag("Seed of the calibration / held-out split.", "N", CALIBRATION, 0, int),
     "percentile": Flag("Percentile kept by --method percentile.", "X", CALIBRATION, 99.999, float),
     "num_bins": Flag("Histogram bins for entropy and percentile.", "N", CALIBRATION, 2048, int),
-    "chunk_mb": Flag("Activation memory per onnxruntime chunk (MiB).", "MIB", CALIBRATION, 256, int),
+    "chunk_mb": Flag(
+        "Activation memory per onnxruntime run (MiB); runs take fewer samples to fit.", "MIB", CALIBRATION, 256, int
+    ),
     "min_cosine": Flag(
         "Gate: mean cosine similarity of every output (its 5 % quantile gets 5x the slack); default 0.999 fp16, "
         "0.98 int8, 0.96 fp8.",
@@ -186,6 +213,8 @@ CALIBRATE = {
         "MODULE:FUNCTION",
         GATES,
     ),
+    "output": OUTPUT_KIND,
+    "sample_axis": SAMPLE_AXIS,
     "min_metric": Flag("Gate: least score of --metric.", "X", GATES, type=float),
     "labels": Flag(
         "An .npz of labels for --metric, one row per data sample (labels argument).", "FILE", INPUTS, type=Path
@@ -265,6 +294,8 @@ CHECK = {
         "MODULE:FUNCTION",
         GATES,
     ),
+    "output": OUTPUT_KIND,
+    "sample_axis": SAMPLE_AXIS,
     "min_metric": Flag("Gate: least score of --metric.", "X", GATES, type=float),
     "labels": Flag("An .npz of labels for --metric, one row per data sample.", "FILE", type=Path, keyed=False),
     "allow_skip": Flag(

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, f
 
 from compiler.core import flags
 from compiler.core.errors import InvalidInput
+from compiler.core.output_kind import check_declarations
 
 MAX_WORKSPACE_MB = 1 << 20
 """1 TiB: above any GPU's memory, and far below where MiB << 20 overflows TensorRT's 64-bit pool size."""
@@ -129,6 +130,25 @@ class BuildOptions(OptionGroup):
             raise InvalidInput(f"--backend {self.backend!r}: choose from {', '.join(backend_names())}")
 
 
+def one_or_many(value: Any) -> Any:
+    """One value in the pipeline YAML (``output: output0:detection``) is a list of one."""
+    return (value,) if isinstance(value, str) else value
+
+
+def parse_sample_axes(texts: tuple[str, ...]) -> dict[str, int]:
+    """``("h=1",)`` -> ``{"h": 1}``: each INPUT=AXIS once, a whole axis of at least 0 (checked against the model's
+    inputs when it is read)."""
+    axes: dict[str, int] = {}
+    for text in texts:
+        name, sep, given = str(text).partition("=")
+        if not sep or not name.strip() or not given.strip().isdigit() or int(given) > 32:
+            raise InvalidInput(f"--sample-axis {text}: give INPUT=AXIS, a whole axis from 0 (e.g. --sample-axis h0=1)")
+        if name in axes:
+            raise InvalidInput(f"--sample-axis {text}: input {name!r} is given twice; give each input once")
+        axes[name] = int(given)
+    return axes
+
+
 MAX_NUM_BINS = 1 << 14
 """Entropy's threshold search grows with the bins (digits CNN: 2048 bins ~3 s, 16384 ~110 s, 65536 ~400 s) and
 numpy allocates them per tensor: 8x TensorRT's own 2048 is plenty."""
@@ -157,6 +177,10 @@ class CalibrationOptions(OptionGroup):
     exclude: tuple[str, ...] = _calibrate("exclude")
     fallback: str | None = _calibrate("fallback")
     quantizer: str = _calibrate("quantizer")
+    output: tuple[str, ...] = _calibrate("output")
+    sample_axis: tuple[str, ...] = _calibrate("sample_axis")
+    _one_or_many = field_validator("output", "sample_axis", mode="before")(one_or_many)
+
     metric: str | None = _calibrate("metric")
     min_metric: float | None = _calibrate("min_metric")
     labels: Path | None = _calibrate("labels")
@@ -189,6 +213,8 @@ class CalibrationOptions(OptionGroup):
             raise InvalidInput(f"--method {self.method}: choose from {', '.join(METHODS)}")
         if self.quantizer not in QUANTIZERS:
             raise InvalidInput(f"--quantizer {self.quantizer}: choose from {', '.join(QUANTIZERS)}")
+        check_declarations(self.output)
+        parse_sample_axes(self.sample_axis)
         if self.fallback not in (None, "auto"):
             raise InvalidInput(f"--fallback {self.fallback}: the only search is auto (or leave it out)")
         if self.holdout >= 1 and self.holdout != int(self.holdout):
@@ -244,6 +270,10 @@ class CheckOptions(OptionGroup):
     min_sqnr: dict[str, float] = _check("min_sqnr")
     calibration: tuple[Path, ...] = _check("calibration")
     allow_skip: tuple[str, ...] = _check("allow_skip")
+    output: tuple[str, ...] = _check("output")
+    sample_axis: tuple[str, ...] = _check("sample_axis")
+    _one_or_many = field_validator("output", "sample_axis", mode="before")(one_or_many)
+
     metric: str | None = _check("metric")
     min_metric: float | None = _check("min_metric")
     labels: Path | None = _check("labels")
@@ -277,6 +307,8 @@ class CheckOptions(OptionGroup):
                     raise InvalidInput(
                         f"{flag}: give {low} to {high}" if high is not None else f"{flag}: give at least {low}"
                     )
+        check_declarations(self.output)
+        parse_sample_axes(self.sample_axis)
         for name in self.allow_skip:
             if name not in SKIPPABLE:
                 raise InvalidInput(f"--allow-skip {name}: choose from {', '.join(SKIPPABLE)}")

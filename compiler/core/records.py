@@ -246,8 +246,9 @@ class OutputReport(BaseModel):
     name: str
     kind: str
     """``class-scores`` ([batch, classes] float output), ``sequence`` ([batch, steps, classes]: a CTC recogniser) or
-    ``tensor``. Scores are judged shift-invariantly (SQNR after each sample's or step's mean is taken off: softmax
-    ignores a common shift) and by top-1 agreement, per sample or per step."""
+    ``tensor`` when inferred; a declared kind (``logits``, ``embedding``, ``dense``, ``detection``...) otherwise.
+    Scores are judged shift-invariantly (SQNR after each sample's or step's mean is taken off: softmax ignores a
+    common shift) and by top-1 agreement, per sample or per step."""
     samples: int
     cosine_mean: float
     cosine_min: float
@@ -264,6 +265,22 @@ class OutputReport(BaseModel):
     """Class scores with more than 5 classes: how often the candidate's top-1 is among the reference's top 5."""
     nonfinite: int = 0
     """NaN/Inf values in the candidate's output."""
+    declared: str | None = None
+    """The ``--output NAME:KIND[,...]`` declaration this output was judged by (None: its kind was inferred)."""
+    recall: float | None = None
+    """``detection``: the fraction of FP32's detections the candidate finds (same class, IoU at least the
+    declaration's ``iou``); None when FP32 detects nothing in the samples."""
+    precision: float | None = None
+    """``detection``: the fraction of the candidate's detections that are FP32's."""
+    reference_detections: int | None = None
+    """``detection``: how many boxes FP32 detects over the samples (what recall rests on)."""
+    iou: float | None = None
+    """``dense``: IoU of the candidate's and FP32's maps thresholded at the declaration's ``threshold``."""
+    note: str | None = None
+    """What the report could not judge by itself (a Concat of scores and other values with no declaration)."""
+    intervals: dict[str, list[float]] | None = None
+    """95 % bootstrap intervals (resampling the samples) of ``cosine_mean``, ``sqnr_db`` and ``top1_agreement``:
+    how far the figure could move on other samples of the same data."""
 
 
 class AccuracyReport(BaseModel):
@@ -298,6 +315,9 @@ class Gate(BaseModel):
     value: float
     threshold: float
     passed: bool
+    interval: list[float] | None = None
+    """The figure's 95 % bootstrap interval over the samples judged: a threshold inside it is within sampling
+    noise of the verdict (more held-out samples would tell)."""
 
 
 class CalibrationRecord(BaseModel):

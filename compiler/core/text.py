@@ -44,8 +44,12 @@ def human_size(size: int) -> str:
 
 
 def gate_figure(gate: str, value: float) -> str:
-    """A gate's value or threshold in the unit the accuracy table shows it: top-1 agreement as a percentage."""
-    return f"{value:.2%}" if gate in ("min-top1", "min-top5") else f"{value:.5g}"
+    """A gate's value or threshold in the unit the accuracy table shows it: fractions (top-1 agreement, detection
+    recall and precision, mask IoU) as a percentage."""
+    return f"{value:.2%}" if gate in FRACTION_GATES else f"{value:.5g}"
+
+
+FRACTION_GATES = ("min-top1", "min-top5", "min-recall", "min-precision", "min-iou")
 
 
 def and_more(count: int, hint: str = "") -> str:

@@ -17,7 +17,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from compiler.core.output_kind import OutputKind, parse_output
 from compiler.core.records import Gate, OutputReport
+from compiler.core.text import gate_figure
+from compiler.data.output_kinds import KindTally
 from compiler.data.session import cosine_per_sample
 
 COSINE_QUANTILE = 0.05
@@ -28,6 +31,11 @@ LOW_COSINE_SLACK = 5.0
 SQNR_CAP = 200.0
 """SQNR of an exact match (no noise at all), kept finite for JSON."""
 TOP_K = 5
+BOOTSTRAP_ROUNDS = 400
+"""Resamples of the judged samples behind each 95 % interval (seeded: the same samples give the same interval)."""
+MAX_BOOTSTRAP_DRAWS = 1 << 22
+"""Indices drawn at most (rounds x samples): a figure on 100,000 samples takes fewer rounds, not more memory."""
+GATE_FIGURES = {"min-cosine": "cosine_mean", "min-sqnr": "sqnr_db", "min-top1": "top1_agreement"}
 
 
 @dataclass(frozen=True)
@@ -43,6 +51,12 @@ class Limits:
     @property
     def min_cosine_low(self) -> float:
         return max(-1.0, 1.0 - LOW_COSINE_SLACK * (1.0 - self.min_cosine))
+
+    @property
+    def min_found(self) -> float:
+        """A declared kind's own gate (detection recall and precision, dense IoU) unless its declaration sets one:
+        as strict as top-1 agreement."""
+        return self.min_top1
 
     @property
     def min_top5(self) -> float:
@@ -85,6 +99,8 @@ class _Output:
         self.signal = self.signal_sq = self.noise_sq = self.abs_sum = self.max_abs = 0.0
         self.elements = self.nonfinite = self.top1 = self.top5 = 0
         self.classes = self.steps = 0
+        self.per_sample: list[np.ndarray] = []
+        """Per batch, each sample's (sum, sum of squares, squared error, agreeing steps, steps): the bootstrap's."""
 
 
 def _class_axis(array: np.ndarray) -> bool:
@@ -99,11 +115,17 @@ def _centred(flat: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
 
 
 class Agreement:
-    """Figures of every output, accumulated batch by batch (memory bounded by one batch)."""
+    """Figures of every output, accumulated batch by batch (memory bounded by one batch). ``kinds`` are the
+    outputs declared with ``--output``; ``notes`` say what the report could not judge alone (mixed outputs)."""
 
-    def __init__(self, names: list[str]) -> None:
+    def __init__(
+        self, names: list[str], kinds: dict[str, OutputKind] | None = None, notes: dict[str, str] | None = None
+    ) -> None:
         self.names = names
         self.outputs = {name: _Output() for name in names}
+        self.kinds = kinds or {}
+        self.notes = {name: note for name, note in (notes or {}).items() if name not in self.kinds}
+        self.tallies = {name: KindTally(spec) for name, spec in self.kinds.items()}
         self.samples = 0
 
     def add(self, expected: list[np.ndarray], actual: list[np.ndarray]) -> None:
@@ -112,7 +134,9 @@ class Agreement:
         self.samples += count
         for name, a, b in zip(self.names, expected, actual, strict=True):
             out = self.outputs[name]
-            scores = _class_axis(np.asarray(a))
+            scores = self._scores(name, np.asarray(a))
+            if name in self.tallies:
+                self.tallies[name].add(np.asarray(a), np.asarray(b))
             ref = np.asarray(a, dtype=np.float64).reshape(count, -1)
             cand = np.asarray(b, dtype=np.float64).reshape(count, -1)
             finite = np.isfinite(cand)
@@ -126,24 +150,40 @@ class Agreement:
                 centred = _centred(ref, np.asarray(a).shape)
                 if (centred * centred).sum() > 1e-9 * (ref * ref).sum():  # scores that differ at all (not a constant)
                     ref, cand = centred, _centred(cand, np.asarray(a).shape)
-            out.noise_sq += float(((ref - cand) ** 2).sum())
+            noise = ((ref - cand) ** 2).sum(axis=1)
+            out.noise_sq += float(noise.sum())
             out.signal += float(ref.sum())
             out.signal_sq += float((ref * ref).sum())
             out.elements += ref.size
+            agreeing = steps = np.zeros(count)
             if scores:
-                self._agreement(out, np.asarray(a, dtype=np.float64), np.where(np.isfinite(b), b, 0.0))
+                agreeing, steps = self._agreement(
+                    out, np.asarray(a, dtype=np.float64), np.where(np.isfinite(b), b, 0.0), count
+                )
+            out.per_sample.append(np.stack([ref.sum(axis=1), (ref * ref).sum(axis=1), noise, agreeing, steps], 1))
+
+    def _scores(self, name: str, array: np.ndarray) -> bool:
+        """Whether the last axis holds class scores: as declared, else by shape."""
+        spec = self.kinds.get(name)
+        if spec is None:
+            return _class_axis(array)
+        return spec.kind in ("logits", "sequence") and array.ndim >= 2 and array.shape[-1] > 1
 
     @staticmethod
-    def _agreement(out: _Output, ref: np.ndarray, cand: np.ndarray) -> None:
-        """Top-1 (and top-5) agreement over the class axis, per sample ([B, C]) or per step ([B, T, C])."""
+    def _agreement(out: _Output, ref: np.ndarray, cand: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
+        """Top-1 (and top-5) agreement over the class axis, per sample ([B, C]) or per step ([B, T, C]); each
+        sample's agreeing steps and steps."""
         classes = ref.shape[-1]
         ref, cand = ref.reshape(-1, classes), cand.reshape(-1, classes)
         out.classes, out.steps = classes, out.steps + len(ref)
         chosen = cand.argmax(axis=1)
-        out.top1 += int((ref.argmax(axis=1) == chosen).sum())
+        agree = ref.argmax(axis=1) == chosen
+        out.top1 += int(agree.sum())
         if classes > TOP_K:
             best = np.argpartition(-ref, TOP_K - 1, axis=1)[:, :TOP_K]
             out.top5 += int((best == chosen[:, None]).any(axis=1).sum())
+        per_sample = agree.reshape(count, -1)
+        return per_sample.sum(axis=1).astype(np.float64), np.full(count, per_sample.shape[1], dtype=np.float64)
 
     def reports(self) -> list[OutputReport]:
         return [self._report(name, out) for name, out in self.outputs.items()]
@@ -153,9 +193,14 @@ class Agreement:
         sqnr = sqnr_db(out.signal, out.signal_sq, out.noise_sq, out.elements)
         samples = self.samples
         sequence = out.classes and out.steps > samples
+        spec = self.kinds.get(name)
+        inferred = "sequence" if sequence else "class-scores" if out.classes else "tensor"
         return OutputReport(
             name=name,
-            kind="sequence" if sequence else "class-scores" if out.classes else "tensor",
+            kind=spec.kind if spec else inferred,
+            declared=spec.text if spec else None,
+            note=self.notes.get(name),
+            **(self.tallies[name].figures() if name in self.tallies else {}),
             samples=samples,
             cosine_mean=float(cosines.mean()),
             cosine_min=float(cosines.min()),
@@ -166,7 +211,39 @@ class Agreement:
             nonfinite=out.nonfinite,
             top1_agreement=out.top1 / out.steps if out.classes and out.steps else None,
             top5_agreement=out.top5 / out.steps if out.classes > TOP_K and out.steps else None,
+            intervals=_intervals(out, cosines, out.elements // max(samples, 1)),
         )
+
+
+def _intervals(out: _Output, cosines: np.ndarray, per_sample: int) -> dict[str, list[float]] | None:
+    """95 % bootstrap intervals of the gated figures: the samples resampled with replacement, each figure made again
+    from the resampled samples' sums (None for fewer than 2 samples)."""
+    if not out.per_sample or len(cosines) < 2:
+        return None
+    sums = np.concatenate(out.per_sample)
+    count = len(sums)
+    rounds = max(20, min(BOOTSTRAP_ROUNDS, MAX_BOOTSTRAP_DRAWS // count))
+    drawn = np.random.default_rng(0).integers(0, count, (rounds, count))
+    totals = sums[drawn].sum(axis=1)  # rounds x (sum, squares, noise, agreeing, steps)
+    figures = {
+        "cosine_mean": cosines[drawn].mean(axis=1),
+        "sqnr_db": np.array([sqnr_db(s, q, n, per_sample * count) for s, q, n in totals[:, :3]]),
+    }
+    if out.classes:
+        figures["top1_agreement"] = totals[:, 3] / np.maximum(totals[:, 4], 1)
+    return {name: [float(v) for v in np.quantile(values, [0.025, 0.975])] for name, values in figures.items()}
+
+
+def noise_note(gate: Gate) -> str:
+    """For a failed gate whose threshold lies inside its figure's 95 % interval: that the verdict is within sampling
+    noise, and what would tell."""
+    if gate.passed or gate.interval is None or not gate.interval[0] <= gate.threshold <= gate.interval[1]:
+        return ""
+    low, high = (gate_figure(gate.name, v) for v in gate.interval)
+    return (
+        f" (within sampling noise: its 95 % interval over the held-out samples is {low} to {high}, which holds the "
+        f"threshold; judge more samples, e.g. a larger --holdout, to tell)"
+    )
 
 
 def sqnr_db(total: float, squares: float, noise: float, count: int) -> float:
@@ -182,33 +259,46 @@ def sqnr_db(total: float, squares: float, noise: float, count: int) -> float:
 
 
 def judge(output: OutputReport, limit: Limits) -> list[Gate]:
-    """Every gate of one output: NaN/Inf (always), cosine mean and low quantile, SQNR, top-1/top-5 agreement (class
-    scores), max absolute error (when given)."""
+    """Every gate of one output: NaN/Inf (always), then what its kind is judged by: a declared ``detection`` by
+    recall and precision, ``dense`` by its mask IoU and mean cosine, ``embedding`` by cosine; anything else by
+    cosine mean and low quantile, SQNR and top-1/top-5 agreement (class scores); max absolute error when given."""
 
     def gate(name: str, value: float, threshold: float, passed: bool) -> Gate:
-        return Gate(name=name, output=output.name, value=value, threshold=threshold, passed=passed)
+        interval = (output.intervals or {}).get(GATE_FIGURES.get(name, ""))
+        return Gate(name=name, output=output.name, value=value, threshold=threshold, passed=passed, interval=interval)
 
-    found = [
-        gate("finite", float(output.nonfinite), 0.0, output.nonfinite == 0),
-        gate("min-cosine", output.cosine_mean, limit.min_cosine, output.cosine_mean >= limit.min_cosine),
-    ]
+    found = [gate("finite", float(output.nonfinite), 0.0, output.nonfinite == 0)]
+    declared = parse_output(output.declared) if output.declared else None
+    least = declared.minimum if declared and declared.minimum is not None else limit.min_found
+    if output.kind == "detection":
+        for name, value in (("min-recall", output.recall), ("min-precision", output.precision)):
+            if value is not None:
+                found.append(gate(name, value, least, value >= least))
+        return found + _abs_gate(output, limit, gate)
+    found.append(gate("min-cosine", output.cosine_mean, limit.min_cosine, output.cosine_mean >= limit.min_cosine))
+    if output.kind == "dense":
+        if output.iou is not None:
+            found.append(gate("min-iou", output.iou, least, output.iou >= least))
+        return found + _abs_gate(output, limit, gate)
     if output.cosine_low is not None:  # None: a report written before these figures
         found.append(
             gate("min-cosine-low", output.cosine_low, limit.min_cosine_low, output.cosine_low >= limit.min_cosine_low)
         )
-    if output.sqnr_db is not None:
+    if output.sqnr_db is not None and output.kind != "embedding":
         found.append(gate("min-sqnr", output.sqnr_db, limit.min_sqnr_db, output.sqnr_db >= limit.min_sqnr_db))
     if output.top1_agreement is not None:
         found.append(gate("min-top1", output.top1_agreement, limit.min_top1, output.top1_agreement >= limit.min_top1))
     if output.top5_agreement is not None:
         found.append(gate("min-top5", output.top5_agreement, limit.min_top5, output.top5_agreement >= limit.min_top5))
-    if limit.max_abs_error is not None:
-        found.append(
-            gate(
-                "max-abs-error", output.max_abs_error, limit.max_abs_error, output.max_abs_error <= limit.max_abs_error
-            )
-        )
-    return found
+    return found + _abs_gate(output, limit, gate)
+
+
+def _abs_gate(output: OutputReport, limit: Limits, gate) -> list[Gate]:
+    if limit.max_abs_error is None:
+        return []
+    return [
+        gate("max-abs-error", output.max_abs_error, limit.max_abs_error, output.max_abs_error <= limit.max_abs_error)
+    ]
 
 
 def describe(gate: Gate) -> str:
@@ -222,5 +312,12 @@ def describe(gate: Gate) -> str:
         "min-top1": f"top-1 agreement {gate.value:.2%} below --min-top1 {gate.threshold:.2%}",
         "min-top5": f"top-5 agreement {gate.value:.2%} below {gate.threshold:.2%} (set by --min-top1)",
         "max-abs-error": f"max abs error {gate.value:.4g} above --max-abs-error {gate.threshold:g}",
+        "min-recall": f"detection recall {gate.value:.2%} below {gate.threshold:.2%} (of FP32's detections, found "
+        f"again; set by min= in --output or --min-top1)",
+        "min-precision": f"detection precision {gate.value:.2%} below {gate.threshold:.2%} (of its detections, "
+        f"FP32's; set by min= in --output or --min-top1)",
+        "min-iou": f"mask IoU {gate.value:.2%} below {gate.threshold:.2%} (set by min= in --output or --min-top1)",
     }
-    return f"output {gate.output}: {what.get(gate.name, f'{gate.name} {gate.value:g} vs {gate.threshold:g}')}"
+    return f"output {gate.output}: {what.get(gate.name, f'{gate.name} {gate.value:g} vs {gate.threshold:g}')}" + (
+        noise_note(gate)
+    )

@@ -87,6 +87,9 @@ class OnnxModel:
         initializers = {init.name for init in self.proto.graph.initializer}
         return [tensor_info(v) for v in self.proto.graph.input if v.name not in initializers]
 
+    def outputs(self) -> list[TensorInfo]:
+        return [tensor_info(v) for v in self.proto.graph.output]
+
     def input_dims(self) -> dict[str, list[Dim] | None]:
         """Input name -> dims (None when the rank is unknown), what profile validation checks against: the
         same mapping :func:`compiler.data.protobuf_inputs.skim_inputs` reads without parsing the model."""

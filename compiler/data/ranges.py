@@ -254,8 +254,8 @@ def reference_pass(
                 for name, value in zip(fetch, values, strict=True):
                     if name in stats:
                         stats[name].add(value)
-                    else:
-                        collected[name].append(value)
+                    else:  # samples on axis 0, as every comparison counts them
+                        collected[name].append(dataset.batch_first([name], [value])[0])
                 del values
             if progress:
                 progress(len(chunk))

@@ -86,7 +86,7 @@ def release(
     pipeline = load_pipeline(pipeline_path)
     if store is not None:
         pipeline = pipeline.model_copy(update={"spec": pipeline.spec.model_copy(update={"store": store})})
-    pipeline = _renamed(pipeline)
+    pipeline = _renamed(_with_frozen_inputs(pipeline))  # frozen, then renamed, as build orders them
     plan = plan_release(pipeline)
     only_sku = only_sku.lower() if only_sku is not None else None  # the catalog's names are lower case
     if only_sku is not None and only_sku not in {job.sku for job in plan.jobs}:
@@ -272,6 +272,18 @@ def _validate(pipeline: LoadedPipeline, plan: ReleasePlan, remote_cache: str | N
         f"{job.sku} ({job.backend}): {', '.join(job.precisions)} on {', '.join(job.runs_on)}" for job in plan.jobs
     )
     return f"would release {plan.name}@{plan.version} to {spec.store}: {jobs}"
+
+
+def _with_frozen_inputs(pipeline: LoadedPipeline) -> LoadedPipeline:
+    """The pipeline with its ``const:`` inputs frozen: every stage then takes the frozen model (docs/pipeline.md)."""
+    spec = pipeline.spec
+    if not spec.const:
+        return pipeline
+    from compiler.data.freeze import frozen_model, parse_consts
+
+    texts = [f"{name}={value!r}" for name, value in spec.const.items()]
+    model = frozen_model(spec.model, parse_consts(texts))
+    return pipeline.model_copy(update={"spec": spec.model_copy(update={"model": model})})
 
 
 def _inspect(pipeline: LoadedPipeline, run: _Run | None = None) -> str:

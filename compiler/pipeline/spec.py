@@ -149,6 +149,8 @@ RunnerLabel = Annotated[str, StringConstraints(min_length=1, max_length=128, pat
 class Pipeline(_Strict):
     release: ReleaseSpec
     model: Path
+    const: dict[str, float] = {}
+    """Inputs frozen to a value (``{sr: 16000}``), as ``--const sr=16000``: every stage takes the frozen model."""
     profiles: Path
     dims: list[str] = []
     """Input dims renamed for every stage, as ``--dim`` takes them (``x:2=H``): the stages read a renamed copy."""

@@ -15,17 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from compiler.core.errors import Conflict, InvalidInput
-from compiler.core.records import ReleaseContent
+from compiler.core.records import ReleaseContent, ReleaseManifest
 from compiler.releases.manifest import damaged, holds, parse_manifest
 from compiler.releases.provenance import BuildContext, provenance_statement, repository_of
-from compiler.releases.signing import load_signer, sign, statement
+from compiler.releases.signing import RELEASE_SIGNATURE, load_signer, sign, statement
 from compiler.stores import Store
 
-RELEASE_SIGNATURE = "https://trt-compile.github.io/release-signature/v1"
-"""The predicate of a release's signature statement: its subject is the manifest's bytes by sha256 (a URI under the
-project's own domain, as its OCI names are: compiler.stores.oci_names)."""
-READABLE_SIGNATURES = (RELEASE_SIGNATURE, "https://trt-compile.dev/release-signature/v1")
-"""The predicate types a verifier accepts: releases signed before issue 42 name a domain that is not the project's."""
 SIGN_KEY_ENV = "COMPILE_SIGN_KEY"
 
 
@@ -113,7 +108,7 @@ def attest(
 def _model_signature(store: Store, content: ReleaseContent, manifest_bytes: bytes, signer) -> str:
     """The OpenSSF model_signing signature of the pulled release, beside the manifest: ``written``, ``already
     there``, or why there is none (model_signing signs with EC keys held here only)."""
-    from compiler.releases.model_signature import KIND, layout, sign_layout, signing_key
+    from compiler.releases.model_signature import KIND, layout, rtx_kind, sign_layout, signing_key
 
     key = signing_key(signer)
     if key is None:
@@ -122,6 +117,26 @@ def _model_signature(store: Store, content: ReleaseContent, manifest_bytes: byte
     manifest = parse_manifest(manifest_bytes, store, name, version)
     try:
         bundle = sign_layout(layout(manifest), f"{name}-{version}", key)
+        exports = {
+            rtx_kind(p): sign_layout(files, f"{name}-{version}-rtx-{p}", key) for p, files in rtx_files(manifest)
+        }
     except ImportError:
         return "not written: model-signing is not installed (pip install 'trt-compile[sigstore]')"
+    for kind, signed in exports.items():
+        store.attach(name, version, kind, signed)
     return "written" if store.attach(name, version, KIND, bundle) is None else "already there"
+
+
+def rtx_files(manifest: ReleaseManifest) -> list[tuple[str, dict[str, str]]]:
+    """Each precision ``compile export rtx --precision P`` can export, with the files of its folder."""
+    from compiler.core.plugins import RTX_RUNTIME
+    from compiler.releases.rtx_layout import export_engines, rtx_layout
+
+    found = []
+    for precision in sorted({e.precision.value for e in manifest.content.engines if e.runtime.family == RTX_RUNTIME}):
+        try:
+            engines = export_engines(manifest, precision, None)
+            found.append((precision, rtx_layout(manifest, engines, manifest.content.name).files()))
+        except InvalidInput:  # no folder of that precision (two plans for one compute capability...): none signed
+            continue
+    return found

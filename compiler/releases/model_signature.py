@@ -25,6 +25,34 @@ SIGNATURE_FILE = "model.sig"
 """Where the signature lies in a pulled release (model_signing's default name, which its verify ignores)."""
 KIND = "model-signature"
 """The attachment that holds it beside the manifest."""
+RTX_PRECISIONS = ("fp32", "fp16", "int8", "fp8")
+MAX_SIGNED_FILES = 4096
+"""Files one signature may name: a release of every SKU and precision has a few hundred."""
+
+
+def rtx_kind(precision: str) -> str:
+    """The attachment holding the signature of ``compile export rtx --precision PRECISION``'s folder."""
+    return f"{KIND}-rtx-{precision}"
+
+
+def signed_files(bundle: bytes) -> dict[str, str] | None:
+    """The files (name -> sha256) a model_signing bundle names, read from its statement without checking the
+    signature (``model_signing verify`` does that); None when it is not such a bundle."""
+    import base64
+    import binascii
+    import json
+
+    try:
+        envelope = json.loads(bundle)["dsseEnvelope"]
+        statement = json.loads(base64.b64decode(envelope["payload"], validate=True))
+        resources = statement["predicate"]["resources"]
+        if not isinstance(resources, list) or len(resources) > MAX_SIGNED_FILES:
+            return None
+        return {str(r["name"]): str(r["digest"]) for r in resources if r.get("algorithm") == "sha256"}
+    except (ValueError, KeyError, TypeError, binascii.Error, RecursionError):
+        return None
+
+
 SERIALIZATION = {"method": "files", "hash_type": "sha256", "allow_symlinks": False, "ignore_paths": [SIGNATURE_FILE]}
 
 

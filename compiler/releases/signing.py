@@ -30,6 +30,12 @@ MAKE_KEY = (
     "-pubout -out release.pub`"
 )
 
+RELEASE_SIGNATURE = "https://trt-compile.github.io/release-signature/v1"
+"""The predicate of a release's signature statement: its subject is the manifest's bytes by sha256 (a URI under the
+project's own domain, as its OCI names are: compiler.stores.oci_names)."""
+READABLE_SIGNATURES = (RELEASE_SIGNATURE, "https://trt-compile.dev/release-signature/v1")
+"""The predicate types a verifier accepts: releases signed before issue 42 name a domain that is not the project's."""
+
 
 def _read_key_file(path: Path, label: str) -> bytes:
     """At most MAX_KEY_BYTES + 1 bytes of a regular file (a FIFO or device is refused without blocking on it)."""

@@ -20,10 +20,9 @@ from compiler.core.errors import CheckFailed, InvalidInput
 from compiler.core.jsonio import parse_json
 from compiler.core.records import Progress
 from compiler.core.release_files import release_blobs
-from compiler.releases.attest import READABLE_SIGNATURES
 from compiler.releases.manifest import Resolved, resolve
 from compiler.releases.provenance import PLAN_FILE, SLSA_PROVENANCE, plan_name
-from compiler.releases.signing import BUNDLE, STATEMENT_TYPE, load_public_key, open_bundle, verify
+from compiler.releases.signing import BUNDLE, READABLE_SIGNATURES, STATEMENT_TYPE, load_public_key, open_bundle, verify
 from compiler.stores import Store, open_store
 from compiler.stores.base import MAX_ATTACHMENT_BYTES, HashingSink, Ref
 

@@ -17,10 +17,14 @@ TOLERANCE = {
     "min-sqnr": 1.0,
     "min-top1": 0.01,
     "min-top5": 0.01,
+    "min-recall": 0.01,
+    "min-precision": 0.01,
+    "min-iou": 0.01,
     "finite": 0.0,
     "max-abs-error": 0.0,
 }
-"""How far a figure may move the wrong way before it is a regression (cosine 0.001, SQNR 1 dB, agreement 1 %)."""
+"""How far a figure may move the wrong way before it is a regression (cosine 0.001, SQNR 1 dB, agreement, recall
+and IoU 1 %)."""
 SIZE_TOLERANCE = 0.05
 """A plan growing by more than 5 % is reported as a regression of size."""
 

@@ -31,6 +31,9 @@ GATE_FIGURES = {
     "min-top1": ("top1_agreement", True),
     "min-top5": ("top5_agreement", True),
     "max-abs-error": ("max_abs_error", False),
+    "min-recall": ("recall", True),
+    "min-precision": ("precision", True),
+    "min-iou": ("iou", True),
 }
 """Each accuracy gate -> (the figure it reads, whether higher is better): how a figure is drawn and compared."""
 SENSITIVE_SHOWN = 10
@@ -227,7 +230,7 @@ def calibration_row(folder: Path) -> tuple[CalibrationRow, list[Figure]]:
         )
         for o in report.outputs
         for gate, (figure, higher) in GATE_FIGURES.items()
-        if gate in ("min-cosine", "min-sqnr", "min-top1") and getattr(o, figure) is not None
+        if gate in ("min-cosine", "min-sqnr", "min-top1", "min-recall", "min-iou") and getattr(o, figure) is not None
     ]
     return row, figures
 

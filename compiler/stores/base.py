@@ -378,9 +378,15 @@ def manifest_key(name: str, version: str) -> str:
     return f"releases/{check_name(name)}/{check_version(version)}/manifest.json"
 
 
-ATTACHMENTS = ("signature", "provenance", "model-signature")
+ATTACHMENTS = (
+    "signature",
+    "provenance",
+    "model-signature",
+    *(f"model-signature-rtx-{precision}" for precision in ("fp32", "fp16", "int8", "fp8")),
+)
 """What a release may carry beside its manifest (docs/provenance.md): our signature, the SLSA provenance, and
-the OpenSSF model_signing signature of the pulled release (compiler.releases.model_signature)."""
+the OpenSSF model_signing signatures of the pulled release and of each precision's ``export rtx`` folder
+(compiler.releases.model_signature)."""
 MAX_ATTACHMENT_BYTES = 4 << 20
 """A signature bundle is a few KiB and a provenance of 1,000 engines a few hundred: more is not ours."""
 

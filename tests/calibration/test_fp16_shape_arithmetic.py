@@ -52,3 +52,12 @@ def test_a_conversion_onnxruntime_cannot_load_names_the_node_and_the_exclude(tmp
     assert message.startswith(f"{HEAD}: the FP16 conversion is not a model onnxruntime can load")
     assert "at node 'anchors_range' (Range)" in message and "--exclude anchors_range" in message
     assert list(tmp_path.iterdir()) == []  # nothing half made stays
+
+
+def test_an_int8_calibration_of_the_head_is_one_error_line_without_onnxruntime_log_lines(tmp_path):
+    """The head has nothing TensorRT quantizes; the quantizer's own sessions once logged "Removing initializer ...
+    It is not used by any node" on stderr beside the error line."""
+    np.savez(tmp_path / "data.npz", x=np.random.default_rng(0).standard_normal((40, 8, 20)).astype(np.float32))
+    done = run_cli("calibrate", HEAD, "--data", tmp_path / "data.npz", "--precision", "int8", "--out", tmp_path / "c")
+    assert done.exit_code == 1 and done.stderr.splitlines() == done.error_lines, done.stderr
+    assert "quantized no node" in done.error_lines[0]

@@ -59,11 +59,14 @@ def test_finished_phases_and_terminals_get_no_heartbeat(beat):
 
 
 def test_a_calibration_in_ci_gets_heartbeat_lines_naming_its_phase(tmp_path):
-    # --no-reuse: a calibration this session's cache already holds would be taken in a blink, with no phase to beat
-    done = run_calibrate(tmp_path / "out", "--no-reuse", env={**os.environ, "COMPILE_HEARTBEAT_SECONDS": "0.05"})
+    # --no-reuse: a calibration this session's cache already holds would be taken in a blink, with no phase to beat;
+    # a beat every millisecond: the digits' phases can end within 50 ms on an idle machine
+    done = run_calibrate(tmp_path / "out", "--no-reuse", env={**os.environ, "COMPILE_HEARTBEAT_SECONDS": "0.001"})
     assert done.exit_code == 0, done.stderr
     beats = [line for line in done.stderr.splitlines() if line.startswith("still working: ")]
     assert beats and any(" samples (" in line and "/s" in line for line in beats), done.stderr
+    ended = [line.split(":")[0] for line in done.stderr.splitlines() if " samples done in " in line]
+    assert {"calibrate", "build proof", "sensitivity", "held-out"} <= set(ended), done.stderr  # a line per phase
     again = run_calibrate(tmp_path / "again", "--no-reuse", env={**os.environ, "COMPILE_HEARTBEAT_SECONDS": "600"})
     assert again.exit_code == 0 and "still working" not in again.stderr, again.stderr  # shorter: no heartbeat
 

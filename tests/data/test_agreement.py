@@ -44,3 +44,29 @@ def test_a_sequence_of_class_scores_gets_per_step_agreement():
     assert report.kind == "sequence"
     assert abs(report.top1_agreement - 20 / 25) < 1e-9
     assert _report(steps, steps + 1.5).top1_agreement == 1.0
+
+
+def _noisy(samples: int, noise: float, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    logits = rng.standard_normal((samples, 10)).astype(np.float32) * 4
+    return logits, logits + rng.standard_normal(logits.shape).astype(np.float32) * noise
+
+
+def test_each_gated_figure_has_a_95_percent_interval_that_narrows_with_more_samples():
+    few, many = _report(*_noisy(24, 1.0)), _report(*_noisy(2400, 1.0))
+    for figure in ("cosine_mean", "sqnr_db", "top1_agreement"):
+        low, high = few.intervals[figure]
+        assert low <= getattr(few, figure) <= high
+        assert many.intervals[figure][1] - many.intervals[figure][0] < (high - low) / 4, figure
+    assert _report(*_noisy(24, 1.0)).intervals == few.intervals  # seeded: the same samples, the same interval
+
+
+def test_a_failure_within_sampling_noise_says_so_and_a_clear_one_does_not():
+    from compiler.data.agreement import describe, judge, limits
+
+    report = _report(*_noisy(24, 1.0))
+    high = report.intervals["sqnr_db"][1]
+    near = {g.name: g for g in judge(report, limits("int8", min_sqnr_db=(report.sqnr_db + high) / 2))}["min-sqnr"]
+    assert not near.passed and "within sampling noise" in describe(near) and "--holdout" in describe(near)
+    far = {g.name: g for g in judge(report, limits("int8", min_sqnr_db=high + 10))}["min-sqnr"]
+    assert not far.passed and "within sampling noise" not in describe(far)

@@ -3,12 +3,14 @@ before any work (no output folder, no numpy or onnxruntime error)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from calibration import calibrate
 from compiler.core.errors import InvalidInput
 from compiler.core.options import CalibrationOptions
-from tests.support.cli import assert_clean_error
+from tests.support.cli import assert_clean_error, run_cli
 from tests.support.digits import run_calibrate
 
 BAD = [
@@ -96,3 +98,23 @@ def test_in_range_extremes_still_work(tmp_path):
         "--json",
     )
     assert done.exit_code == 0, done.stderr
+
+
+def test_a_chunk_below_one_sample_of_the_model_is_refused_before_any_work(tmp_path):
+    """--chunk-mb is in range, but the model's activations for one sample at the data's shape (the text detector at
+    480x480) are more: exit 2 saying how much it needs, nothing written."""
+    import numpy as np
+
+    from compiler.data.footprint import ARENA_SLACK, MIB, activation_bytes
+
+    model = Path(__file__).resolve().parents[1] / "fixtures" / "text_detector.onnx"
+    data = tmp_path / "images.npz"
+    np.savez(data, image=np.random.default_rng(0).random((4, 3, 480, 480), dtype=np.float32))
+    needed = -(-2 * ARENA_SLACK * activation_bytes(model, {"image": (1, 3, 480, 480)}) // MIB)  # FP32 + int8
+    out = tmp_path / "out"
+    done = run_cli("calibrate", str(model), "--data", str(data), "--out", str(out), "--chunk-mb", "1")
+    line = assert_clean_error(
+        done, 2, "--chunk-mb 1", "text_detector.onnx", "held-out", f"give --chunk-mb {needed} or more"
+    )
+    assert "onnxruntime" not in line
+    assert not out.exists()

@@ -54,8 +54,9 @@ def test_gc_removes_the_signature_provenance_and_yank_mark_of_what_it_removes(st
     for version in ("1.0.0", "1.0.1"):
         _remember_referrers(store, version)
     there = sorted(_leftovers(store, "1.0.0"))
-    assert len(there) == (5 if store.kind == "oci" else 4)  # the yank tag, the fallback tag, three artifacts
-    expected = ["model-signature", "provenance", "signature", "yank"]
+    # the yank tag, the fallback tag, four artifacts (the fp16 export rtx folder's model signature among them)
+    assert len(there) == (6 if store.kind == "oci" else 5)
+    expected = ["model-signature", "model-signature-rtx-fp16", "provenance", "signature", "yank"]
     assert "_yanked.1.0.0" in there if store.kind == "oci" else there == expected
 
     done = store.cli("gc", "--keep", "1", "--grace-minutes", "0", "--json")

@@ -209,8 +209,49 @@ CALIBRATE_OPTIONS: dict[str, list[tuple[str, str]]] = {
         ("@under-file", INVALID),
         ("@fresh", VALID),
     ],
+    "--const": [
+        ("image=1", INVALID),
+        ("nope=1", INVALID),
+        ("image", INVALID),
+        ("=3", INVALID),
+        ("image=nan", INVALID),
+        ("image=1e400", INVALID),
+        ("image\x1b[2J=1", INVALID),
+    ],
+    "--sample-axis": [
+        ("image=0", VALID),
+        ("image=1", INVALID),
+        ("image=4", INVALID),
+        ("nope=1", INVALID),
+        ("image", INVALID),
+        ("image=-1", INVALID),
+        ("image=1.5", INVALID),
+        ("image=0x1", INVALID),
+    ],
+    "--output": [
+        ("logits:logits", VALID),
+        ("logits:embedding", VALID),
+        ("logits:dense,threshold=0", VALID),
+        ("nope:logits", INVALID),
+        ("logits:bogus", INVALID),
+        ("logits", INVALID),
+        (":logits", INVALID),
+        ("logits:dense,threshold=nan", INVALID),
+        ("logits:detection,boxes=4:2", INVALID),
+        ("logits:detection,axis=5", INVALID),
+        ("logits:detection,boxes=0:3", INVALID),
+        ("logits:tensor,min=1", INVALID),
+        ("logits:detection,iou=2", INVALID),
+        ("logits\x1b[2J:logits", INVALID),
+    ],
 }
-"""``compile calibrate``'s options (docs/calibrate.md). Gates take a threshold in their measure's range: a
+"""``compile calibrate``'s options (docs/calibrate.md); --const freezes an input that is not a batch of samples
+(the digits' ``image`` is a batch: refused, as an input the model lacks, a value that is not a finite number);
+--sample-axis names an input's sample axis (its axis 1 is a fixed 1, not a batch: refused, as an axis past its
+rank or that is not a whole number);
+--output declares an output's kind (docs/check.md#output-kinds):
+an output the model lacks, a kind or key it does not know, a box range that is not 4 rows, an axis beyond the
+output's rank are 2. Gates take a threshold in their measure's range: a
 cosine in [-1, 1], a top-1 fraction in [0, 1], a non-negative error; NaN is never a threshold. --seed is at
 least 0 (a seed beyond 64 bits: either way). --num-bins is 256 to 16384 (10**6 would be an entropy search of
 hours). ``@model-folder`` is the folder of the model, which is
