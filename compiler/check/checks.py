@@ -71,7 +71,7 @@ def _validated(
     _check_paths(build, options)
     rules = load_rules(options.rules)  # bad rules fail before any work
     catalog = _catalog(build, options.skus)
-    source = source_model(build, options.model)
+    source = source_model(build, options.model, options.dim, options.cache_dir)
     profiles = _profiles(build, options.profiles)
     dataset = None
     if options.data is not None:

@@ -8,6 +8,7 @@ from typing import Annotated
 from compiler.cli import render
 from compiler.cli.params import (
     ConstOption,
+    DimOption,
     ExplainOption,
     JsonOption,
     ModelArgument,
@@ -25,6 +26,7 @@ from compiler.core.text import gate_figure
     "compile calibrate model.onnx --data data.npz --precision int8 --out calibrated",
     "compile calibrate model.onnx --data images/ --method entropy --min-cosine 0.99 --out calibrated",
     "compile calibrate model.onnx --data data.npz --precision fp16 --exclude Softmax --out calibrated",
+    "compile calibrate det.onnx --dim x:2=H --dim x:3=W --data data.npz --out calibrated",
     "compile calibrate vad.onnx --data audio.npz --const sr=16000 --precision int8 --out calibrated",
 )
 @with_options(CALIBRATE)
@@ -51,6 +53,7 @@ def calibrate(
     ],
     options: dict,
     const: ConstOption = None,
+    dim: DimOption = None,
     remote_cache: RemoteCacheOption = None,
     explain: ExplainOption = False,
     json: JsonOption = False,
@@ -59,13 +62,15 @@ def calibrate(
     The held-out accuracy is gated as compile check gates it (unset thresholds take the precision's defaults,
     docs/check.md): a calibration that collapses accuracy exits 1 here."""
     from calibration import calibrate as run_calibration
+    from compiler.core.files import default_cache_dir
     from compiler.core.options import CalibrationOptions
     from compiler.data.agreement import noise_note
-
-    options = CalibrationOptions(**options)
+    from compiler.data.dims import renamed_path
     from compiler.data.freeze import frozen_model, parse_consts
 
-    model = frozen_model(model, parse_consts(const or ()))
+    options = CalibrationOptions(**options)
+    model = frozen_model(model, parse_consts(const or ()))  # frozen, then renamed: build orders them alike
+    model = renamed_path(model, dim, default_cache_dir())  # build --dim with the same renames reads this copy
     from compiler.cache.reuse import open_tier
 
     tier = open_tier(remote_cache, explain)

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Annotated
 
 from compiler.cli import render
-from compiler.cli.params import ConstOption, JsonOption, ModelArgument, examples, option, switch
+from compiler.cli.params import ConstOption, DimOption, JsonOption, ModelArgument, examples, option, switch
 from compiler.core.errors import InvalidInput
 from compiler.core.flags import BACKENDS, CACHE, INPUTS, TARGETS
 
@@ -53,6 +53,7 @@ def skus(
 @examples(
     "compile inspect model.onnx --profiles profiles.yaml",
     "compile inspect model.onnx --profiles profiles.yaml --build-check --sku rtx-4090",
+    "compile inspect model.onnx --dim x:2=H --dim x:3=W --profiles profiles.yaml",
     "compile inspect vad.onnx --const sr=16000",
 )
 def inspect(
@@ -60,6 +61,7 @@ def inspect(
     profiles: Annotated[
         Path | None, option("FILE", INPUTS, "Shape profiles YAML to validate against the model.")
     ] = None,
+    dim: DimOption = None,
     backend: Annotated[
         str | None, option(BACKENDS, TARGETS, "The TensorRT edition (default: the one installed).")
     ] = None,
@@ -83,8 +85,11 @@ def inspect(
 
     if sku is not None and not build_check:
         raise InvalidInput(f"--sku {sku} is only used with --build-check; add --build-check or drop --sku")
+    from compiler.data.dims import parse_dims
+
     model = frozen_model(model, parse_consts(const or ()), cache_dir)
-    report = inspect_model(model, profiles, backend, (sku or "rtx-4090") if build_check else None, cache_dir=cache_dir)
+    check = (sku or "rtx-4090") if build_check else None
+    report = inspect_model(model, profiles, backend, check, cache_dir=cache_dir, dims=parse_dims(dim))
     render.emit_json(report) if json else render.inspection(report)
     if report.problem is not None:
         raise report.problem

@@ -18,6 +18,7 @@ from compiler.core.flags import (
     CACHE,
     CALIBRATION,
     CONST,
+    DIM,
     EXPLAIN,
     GATES,
     INPUTS,
@@ -55,6 +56,7 @@ def switch(flag: str, panel: str, help: str) -> Any:
 
 JsonOption = Annotated[bool, switch("--json", OUTPUT, "Print one JSON document on stdout and nothing else.")]
 ModelArgument = Annotated[Path, typer.Argument(metavar="MODEL", help="The ONNX model (FP32).", show_default=False)]
+DimOption = Annotated[list[str] | None, option(DIM.metavar, DIM.panel, DIM.help, show_default=False)]
 SignKeyOption = Annotated[
     str | None,
     option(

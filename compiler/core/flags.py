@@ -72,6 +72,14 @@ EXPLAIN = Flag(
     default=False,
 )
 
+DIM = Flag(
+    "Rename a dynamic dim of an input, e.g. --dim x:2=H --dim x:3=W for an exporter that named both '?' "
+    "(TensorRT parses a renamed copy in the cache; the model is not changed); profiles name H and W. Repeatable.",
+    "INPUT:AXIS=NAME",
+    INPUTS,
+    kind="many",
+)
+"""``--dim``: build, check, and (through compiler/cli/params.py) inspect and calibrate."""
 CONST = Flag(
     "Freeze an input that is not a batch of samples to a value, INPUT=NUMBER (a sample rate, a flag that picks a "
     "branch): it becomes a constant of the model, what it computes is folded (an If on it becomes its branch) and "
@@ -121,6 +129,7 @@ BUILD = {
         type=Path,
     ),
     "method": Flag("Calibration method with --data: minmax (the default), entropy, percentile.", METHODS, CALIBRATION),
+    "dim": DIM,
     "jobs": Flag("Builds at once, each in a process of its own (1-64).", "N", TARGETS, 1, int),
     "backend": Flag("Override the SKU's backend.", BACKENDS, TARGETS),
     "skus": Flag(
@@ -305,6 +314,7 @@ CHECK = {
         switch="--no-reuse",
         keyed=False,
     ),
+    "dim": DIM,
     "cache_dir": Flag(
         "The build cache the build used (its --cache-dir; default $COMPILE_CACHE_DIR or ~/.cache/compile): where "
         "the model each engine was built from is kept.",

@@ -90,6 +90,8 @@ class BuildOptions(OptionGroup):
     allow_failed: bool = _build("allow_failed")
     data: Path | None = _build("data")
     method: str | None = _build("method")
+    dim: tuple[str, ...] = _build("dim")
+    """Input dims renamed (INPUT:AXIS=NAME); the renamed copy's digest keys the engines."""
     cache_dir: Path | None = _build("cache_dir")
     use_cache: bool = _build("use_cache")
     remote_cache: str | None = _build("remote_cache")
@@ -249,6 +251,8 @@ class CheckOptions(OptionGroup):
     samples: StrictInt = _check("samples", ge=1, le=MAX_CHECK_SAMPLES)
     batch_size: StrictInt = _check("batch_size", ge=1, le=1024)
     model: Path | None = _check("model")
+    dim: tuple[str, ...] = _check("dim")
+    """The renames the build was given (INPUT:AXIS=NAME): the model is read renamed, as the build read it."""
     profiles: Path | None = _check("profiles")
     rules: Path | None = _check("rules")
     skus: Path | None = _check("skus")

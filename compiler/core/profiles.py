@@ -284,19 +284,23 @@ def validate_profiles(profiles: ProfileSet, inputs: dict[str, list[Dim] | None])
                     errors.append(
                         f"{where}: symbolic dim '{symbol}' is shared by input '{first_input}' dim {first_axis} "
                         f"(min/opt/max {format_dims(first_range)}) and input '{other_input}' dim {other_axis} "
-                        f"(min/opt/max {format_dims(other_range)}); give them the same range" + _rename_hint(symbol)
+                        f"(min/opt/max {format_dims(other_range)}); give them the same range"
+                        + _rename_hint(symbol, (first_input, first_axis), (other_input, other_axis))
                     )
     return errors
 
 
-def _rename_hint(symbol: str) -> str:
+def _rename_hint(symbol: str, first: tuple[str, int], other: tuple[str, int]) -> str:
     """For a dim name an exporter gave every dynamic dim alike (Paddle2ONNX's ``?``, onnx's ``unk__N``), how to
-    give differing sizes names of their own."""
+    give differing sizes names of their own: ``--dim`` with the two dims at hand."""
     if symbol != "?" and not symbol.startswith("unk__"):
         return ""
+    renames = f"--dim {first[0]}:{first[1]}=D{first[1]} --dim {other[0]}:{other[1]}=D{other[1]}"
+    if first[1] == other[1]:
+        renames = f"--dim {first[0]}:{first[1]}=D1 --dim {other[0]}:{other[1]}=D2"
     return (
-        f", or, if they are different sizes (an exporter named them all '{symbol}'), give them names of their own in "
-        "the model (onnx.tools.update_model_dims.update_inputs_outputs_dims; docs/profiles.md)"
+        f", or, if they are different sizes (an exporter named them all '{symbol}'), give them names of their own "
+        f"with {renames} and name those in the profiles (docs/profiles.md)"
     )
 
 

@@ -16,6 +16,7 @@ from compiler.core.errors import InvalidInput
 from compiler.core.files import default_cache_dir, file_sha256
 from compiler.core.record_files import parse_record, read_record, read_record_bytes
 from compiler.core.records import SKU_NAME, BuildReport, EngineRecord, LayersRecord, Precision, Status, TargetStatus
+from compiler.data.dims import renamed_path
 from compiler.data.model import OnnxModel, load_model
 from compiler.stores.base import SHA256
 
@@ -135,18 +136,23 @@ def _target(root: Path, folder: Path, status: TargetStatus, model_sha256: str, h
     return Target(status, folder, engine, layers, layers_digest, log, plan)
 
 
-def source_model(build: BuildFolder, override: Path | None) -> OnnxModel:
-    """The FP32 model the build was made from (``override``, or build.json's), shape-inferred, proven by its
-    sha256 to be the one the build recorded."""
+def source_model(
+    build: BuildFolder, override: Path | None, dims: tuple[str, ...] = (), cache_dir: Path | None = None
+) -> OnnxModel:
+    """The FP32 model the build was made from (``override``, or build.json's, renamed by ``dims`` as the build's
+    ``--dim`` renamed it), shape-inferred, proven by its sha256 to be the one the build recorded."""
     path = Path(override) if override is not None else Path(build.report.model)
     hint = "pass the model with --model FILE" if override is None else "pass the model compile build was given"
     if not path.is_file():
         raise InvalidInput(f"{path}: the build's model is not there (build.json names it); {hint}")
     model = load_model(path, check=False)
+    if dims:
+        model = load_model(renamed_path(path, dims, cache_dir or default_cache_dir()), check=False)
     if model.sha256 != build.report.model_sha256:
         raise InvalidInput(
             f"{path}: not the model of this build (its sha256 {model.sha256[:12]}… is not the "
             f"{build.report.model_sha256[:12]}… build.json records); {hint}"
+            + ("" if dims else " (and the --dim renames the build was given)")
         )
     return model
 

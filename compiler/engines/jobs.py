@@ -29,6 +29,7 @@ from compiler.core.profiles import (
     validate_profiles,
 )
 from compiler.core.records import BUILD_FORMAT, CALIBRATION_FILES, CALIBRATION_RECORD, PRECISIONS, Precision, Progress
+from compiler.data.dims import renamed_path
 from compiler.data.protobuf_inputs import skim_inputs
 from compiler.engines.cache import BuildCache
 from compiler.engines.remote_tier import fetch_prepared, send_prepared
@@ -112,6 +113,8 @@ def plan_builds(
     writable_folder(
         cache.root, "--cache-dir" if options.cache_dir else "build cache (set --cache-dir or COMPILE_CACHE_DIR)"
     )
+    if options.dim:  # TensorRT parses a renamed copy: its digest keys everything below
+        model = renamed_path(model, options.dim, cache.root)
     model_stat = _stat_or_none(model)  # before anything reads the model
     source = _model_facts(model, model_stat, cache)
     profile_set = load_profiles(profiles) if profiles is not None else static_profiles(model, source["inputs"])

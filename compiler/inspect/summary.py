@@ -19,6 +19,7 @@ from compiler.backends.isolated import Builders
 from compiler.backends.view import TensorRTView
 from compiler.backends.view_cache import inspected
 from compiler.core.errors import CheckFailed, CompileError, InvalidInput
+from compiler.core.files import default_cache_dir
 from compiler.core.profiles import (
     ProfileSet,
     inconsistent_profiles,
@@ -28,6 +29,7 @@ from compiler.core.profiles import (
     validate_profiles,
 )
 from compiler.core.records import CacheOutcome, Status, StepStatus
+from compiler.data.dims import DimRenames, renamed_model
 from compiler.data.model import OnnxModel, TensorInfo, load_model, sparse_tensors, tensor_info
 from compiler.data.shape_limits import profile_limit_errors
 
@@ -39,7 +41,8 @@ CONTROL_FLOW_OPS = {"If", "Loop", "Scan"}
 
 class ModelSummary(BaseModel):
     """What the model is. ``node_count`` counts the main graph (partitions index it); ``op_counts`` and
-    ``control_flow`` also include the nodes inside If/Loop/Scan bodies; ``parameter_count`` is the number of
+    ``control_flow`` also include the nodes inside If/Loop/Scan bodies (each control-flow node with the graph
+    inputs its condition or trip count is computed from, if any); ``parameter_count`` is the number of
     elements of every initializer and constant tensor (sparse ones by their stored values)."""
 
     path: str
@@ -89,6 +92,43 @@ def _all_nodes(graph: onnx.GraphProto):
                 yield from _all_nodes(subgraph)
 
 
+_DECIDING_INPUTS = {"If": (0,), "Loop": (0, 1)}
+"""The inputs of a control-flow node that decide what runs: If's condition, Loop's trip count and condition."""
+
+
+def _control_flow(graph: onnx.GraphProto, fed: list[str]) -> list[str]:
+    """Each If/Loop/Scan as ``If name``, followed by the graph inputs its condition or trip count is computed
+    from when there are any (a scalar like ``sr``): what the user can freeze to make the branch constant."""
+    nodes = list(_all_nodes(graph))
+    producers = {output: node for node in nodes for output in node.output if output}
+    described = []
+    for node in (n for n in nodes if n.op_type in CONTROL_FLOW_OPS):
+        deciding = [node.input[i] for i in _DECIDING_INPUTS.get(node.op_type, ()) if i < len(node.input)]
+        sources = _graph_inputs_behind(deciding, producers, set(fed))
+        line = f"{node.op_type} {node.name or '(unnamed)'}"
+        if sources:
+            line += f" (decided by input {', '.join(repr(name) for name in sources)})"
+        described.append(line)
+    return described
+
+
+def _graph_inputs_behind(tensors: list[str], producers: dict[str, onnx.NodeProto], fed: set[str]) -> list[str]:
+    """The fed graph inputs the tensors are computed from, in the order they are reached."""
+    found: dict[str, None] = {}
+    seen: set[str] = set()
+    pending = [t for t in tensors if t]
+    while pending:
+        tensor = pending.pop()
+        if tensor in seen:
+            continue
+        seen.add(tensor)
+        if tensor in fed:
+            found[tensor] = None
+        elif tensor in producers:
+            pending.extend(t for t in producers[tensor].input if t)
+    return list(found)
+
+
 def _weight_tensors(proto: onnx.ModelProto) -> list[onnx.TensorProto]:
     """Initializers and constant tensors of every graph, plus the stored values of sparse ones."""
     return [*external_data_helper._get_all_tensors(proto), *(s.values for s in sparse_tensors(proto.graph))]
@@ -119,7 +159,7 @@ def summarize(model: OnnxModel) -> ModelSummary:
         parameter_count=parameter_count,
         parameter_bytes=parameter_bytes,
         custom_domains=custom,
-        control_flow=[f"{n.op_type} {n.name or '(unnamed)'}" for n in nodes if n.op_type in CONTROL_FLOW_OPS],
+        control_flow=_control_flow(graph, [i.name for i in model.inputs()]),
         metadata={p.key: p.value for p in model.proto.metadata_props},
     )
 
@@ -163,6 +203,7 @@ def inspect_model(
     build_sku: str | None = None,
     tier: RemoteTier | None = None,
     cache_dir: Path | None = None,
+    dims: DimRenames | None = None,
 ) -> InspectReport:
     """Summarize the model, ask TensorRT how it partitions it, and validate shape profiles against it.
 
@@ -170,9 +211,13 @@ def inspect_model(
     build check, an explicitly requested backend that is missing) are in the report and in ``report.problem``.
     ``tier``: the remote cache a release hands its stages (TensorRT's view and the profile-limits check are
     taken from there too). ``cache_dir``: the local cache (default $COMPILE_CACHE_DIR or ~/.cache/compile).
+    ``dims``: input dims renamed (``--dim``) in a copy under the cache; the report names the user's file.
     """
-    model = load_model(model_path)
-    summary = summarize(model)
+    given = load_model(model_path)
+    model = renamed_model(given, dims or {}, cache_dir or default_cache_dir())
+    summary = summarize(model).model_copy(
+        update={"path": str(given.path), "sha256": given.sha256, "size_bytes": given.size_bytes}
+    )
     if build_sku is not None:
         load_sku_catalog().get(build_sku)  # an unknown SKU is a usage error: fail before any work
     profiles = load_profiles(profiles_path) if profiles_path else None

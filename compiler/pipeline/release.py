@@ -86,7 +86,7 @@ def release(
     pipeline = load_pipeline(pipeline_path)
     if store is not None:
         pipeline = pipeline.model_copy(update={"spec": pipeline.spec.model_copy(update={"store": store})})
-    pipeline = _with_frozen_inputs(pipeline)
+    pipeline = _renamed(_with_frozen_inputs(pipeline))  # frozen, then renamed, as build orders them
     plan = plan_release(pipeline)
     only_sku = only_sku.lower() if only_sku is not None else None  # the catalog's names are lower case
     if only_sku is not None and only_sku not in {job.sku for job in plan.jobs}:
@@ -131,6 +131,21 @@ def release(
         _write_report(report, work, f"-{only_sku}" if only_sku else "-finalize" if finalize else "")
     report._failure = run.failure
     return report
+
+
+def _renamed(pipeline: LoadedPipeline) -> LoadedPipeline:
+    """The pipeline with its ``dims:`` applied: every stage reads the renamed copy of the model (in the cache, named
+    by content, so every job of the release makes the same one)."""
+    from compiler.core.files import default_cache_dir
+    from compiler.data.dims import renamed_path
+
+    if not pipeline.spec.dims:
+        return pipeline
+    try:
+        model = renamed_path(pipeline.spec.model, pipeline.spec.dims, default_cache_dir(), "dims:")
+    except InvalidInput as exc:
+        raise InvalidInput(f"{pipeline.path}: {exc}") from None
+    return pipeline.model_copy(update={"spec": pipeline.spec.model_copy(update={"model": model})})
 
 
 def _signer(pipeline: LoadedPipeline):

@@ -152,6 +152,8 @@ class Pipeline(_Strict):
     const: dict[str, float] = {}
     """Inputs frozen to a value (``{sr: 16000}``), as ``--const sr=16000``: every stage takes the frozen model."""
     profiles: Path
+    dims: list[str] = []
+    """Input dims renamed for every stage, as ``--dim`` takes them (``x:2=H``): the stages read a renamed copy."""
     targets: dict[str, TargetSpec] = Field(min_length=1)
     """SKU -> its precisions (or ``{precisions: [...], backend: ...}``)."""
     calibration: CalibrationSpec | None = None
@@ -167,6 +169,15 @@ class Pipeline(_Strict):
     runners: dict[str, list[RunnerLabel]] = {}
     """The CI runner labels of the build jobs: ``cpu`` (backends that build anywhere), ``gpu`` (those that need the
     target's GPU; ``{sku}`` in a label is the job's SKU) or a SKU's name for that SKU's job alone."""
+
+    @field_validator("dims")
+    @classmethod
+    def _dims(cls, value: list[str]) -> list[str]:
+        """Each entry INPUT:AXIS=NAME (whether the model has that dynamic dim is known once it is read)."""
+        from compiler.data.dims import parse_dims
+
+        parse_dims(value, "dims:")
+        return value
 
     @field_validator("store", "cache")
     @classmethod

@@ -445,6 +445,7 @@ BUILD_MUST = {
     "--sku": ["rtx\x1b[2J"],
     "--precision": ["fp8"],
     "--backend": [""],
+    "--dim": ["image:1=C", "image:0=1N", "image:0=N"],
 }
 """Values every run includes (the tables in generators.py give their verdicts)."""
 
@@ -520,6 +521,10 @@ INSPECT_OPTIONS = [
     (("--build-check", "--sku", "nope\x1b[2J", "--profiles", "@profiles"), g.INVALID),
     (("--build-check",), g.INVALID),
     (("--profiles", "@model-file"), g.INVALID),
+    (("--dim", "image:0=N", "--profiles", "@profiles"), g.VALID),
+    (("--dim", "image:2=H"), g.INVALID),
+    (("--dim", "image:0=N", "--dim", "image:0=M"), g.INVALID),
+    (("--dim", "x:0=N"), g.INVALID),
 ]
 """docs/inspect.md: --sku without --build-check is 2; an edition asked for with --backend that is not installed is
 3, as is a --build-check SKU whose backend cannot build here; --build-check on a dynamic model without --profiles

@@ -138,11 +138,26 @@ BUILD_OPTIONS: dict[str, list[tuple[str, str]]] = {
         ("tensorrt-rtx\n", INVALID),
     ],
     "--method": [("minmax", INVALID), ("entropy", INVALID), ("kl", INVALID)],
+    "--dim": [
+        ("image:0=N", VALID),
+        ("image:1=C", INVALID),
+        ("image:4=N", INVALID),
+        ("image:-1=N", INVALID),
+        ("image:99999999999999999999=N", INVALID),
+        ("label:0=N", INVALID),
+        ("image:0=", INVALID),
+        ("image:0=1N", INVALID),
+        ("image:0=N\x1b[2J", INVALID),
+        ("image:0", INVALID),
+        ("", INVALID),
+        ("=:0=N", INVALID),
+    ],
     "--cache-dir": [("@file", INVALID), ("@under-file", INVALID), ("/dev/null", INVALID), ("@fresh", VALID)],
     "--out": [("@file", INVALID), ("@under-file", INVALID), ("/dev/null", INVALID), ("@fresh", VALID)],
 }
 """``compile build``'s options (docs/build.md): int8/fp8 without --calibration or --data, and --method without
---data, are refused; ``@file`` is a path that is a file, ``@under-file`` a path below one."""
+--data, are refused; --dim renames the dynamic batch dim of the digits model's ``image`` [B, 1, 8, 8] only;
+``@file`` is a path that is a file, ``@under-file`` a path below one."""
 
 CALIBRATE_OPTIONS: dict[str, list[tuple[str, str]]] = {
     "--holdout": [
