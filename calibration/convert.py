@@ -8,11 +8,13 @@ from pathlib import Path
 import onnx
 
 from compiler.core.errors import InvalidInput
+from compiler.data.batchnorm_folding import fold_unrepresentable_batchnorms
 from compiler.data.model import first_line, load_model, readers
 
-FP16_CONVERSION = 2
+FP16_CONVERSION = 3
 """What the conversion writes, by version: part of every cache key of a converted model (2: a Cast from an integer
-is never taken for a round trip; the model is loaded by onnxruntime before it is kept)."""
+is never taken for a round trip; the model is loaded by onnxruntime before it is kept; 3: a BatchNormalization whose
+constants FP16 cannot hold is computed in FP32 first, compiler/data/batchnorm_folding.py)."""
 
 
 def convert_fp16(
@@ -32,6 +34,7 @@ def convert_fp16(
     model = load_model(src, digest=False)
     proto = onnx.load_model(model.path)  # external data was validated by load_model
     metadata = [(p.key, p.value) for p in proto.metadata_props]
+    fold_unrepresentable_batchnorms(proto)
     try:
         with quiet():
             converted = convert_float_to_float16(

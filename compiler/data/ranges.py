@@ -24,12 +24,12 @@ from onnx import TensorProto
 
 from compiler.core.errors import InvalidInput
 from compiler.core.records import CheckResult, Status
+from compiler.data.batchnorm_folding import FP16_MAX, fold_unrepresentable_batchnorms
 from compiler.data.datasets import Dataset
 from compiler.data.model import OnnxModel, first_line, readers
 from compiler.data.sampling import batches
 from compiler.data.session import session
 
-FP16_MAX = 65504.0
 FP16_TINY = 2.0**-24
 """FP16's smallest subnormal: a non-zero value below half of it rounds to zero."""
 UNDERFLOW_FRACTION = 0.01
@@ -98,6 +98,9 @@ class Reference:
     seconds: float = 0.0
     clamped: dict[str, float] = field(default_factory=dict)
     """Constants beyond FP16's range that the ranges were measured with clamped to +-65504 (their |x| before)."""
+    folded: list[str] = field(default_factory=list)
+    """BatchNormalizations computed in FP32 before conversion, as the FP16 conversion does (their constants beyond
+    FP16's range); the ranges were measured on the folded model."""
 
 
 def _float_intermediates(model: OnnxModel) -> tuple[dict[str, onnx.ValueInfoProto], dict[str, str], list[str]]:
@@ -230,18 +233,20 @@ def reference_pass(
     collected: dict[str, list[np.ndarray]] = {name: [] for name in names}
     base = model.proto
     clamped: dict[str, float] = {}
+    folded: list[str] = []
     if wanted:  # the ranges are FP16's: measure them with the constants the FP16 model holds
         base = onnx.ModelProto()
         base.CopyFrom(model.proto)
+        folded = fold_unrepresentable_batchnorms(base)
         clamped = clamp_constants(base)
-        if not clamped:
+        if not clamped and not folded:
             base = model.proto
     with tempfile.TemporaryDirectory(prefix="compile-check-") as work:
         sessions = [
             _session_with_outputs(model, [wanted[n] for n in group], Path(work) / f"ranges-{i}.onnx", base)
             for i, group in enumerate(groups)
         ]
-        if clamped:  # the outputs (the accuracy reference) stay the FP32 model's own
+        if base is not model.proto:  # the outputs (the accuracy reference) stay the FP32 model's own
             sessions.insert(0, session(model.path, "model"))
             groups.insert(0, [])
         for chunk in batches(indices, batch):
@@ -261,7 +266,7 @@ def reference_pass(
             if progress:
                 progress(len(chunk))
     outputs = {name: np.concatenate(parts) if parts else np.empty(0) for name, parts in collected.items()}
-    return Reference(outputs, stats, unknown, round(time.perf_counter() - started, 3), clamped)
+    return Reference(outputs, stats, unknown, round(time.perf_counter() - started, 3), clamped, folded)
 
 
 def _session_with_outputs(
@@ -339,6 +344,11 @@ def check_ranges(reference: Reference, samples: int, in_fp16: set[str] | None) -
         for n, v in list(reference.clamped.items())[:MAX_EVIDENCE]
     ]
     evidence += [
+        f"folded: BatchNormalization {n} is computed in FP32 before conversion (a constant of it is beyond FP16's "
+        "range) and folded into the Conv before it, or into a Mul and an Add"
+        for n in reference.folded[:MAX_EVIDENCE]
+    ]
+    evidence += [
         f"underflow: node {s.node} output {n}: {s.flushed} of {s.nonzero} non-zero values below FP16's "
         f"smallest subnormal {FP16_TINY:.3g} become 0"
         for n, s in flushed[:MAX_EVIDENCE]
@@ -356,6 +366,7 @@ def check_ranges(reference: Reference, samples: int, in_fp16: set[str] | None) -
             n: {"node": s.node, "abs_max": s.abs_max, "count": s.overflow} for n, s in saturated
         },
         "clamped_constants": reference.clamped,
+        "folded_batchnorms": reference.folded,
     }
     peak = max((s.abs_max for n, s in reference.ranges.items() if in_fp16 is None or n in in_fp16), default=0.0)
     if overflow:
