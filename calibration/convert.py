@@ -14,7 +14,8 @@ from compiler.data.model import first_line, load_model, readers
 FP16_CONVERSION = 3
 """What the conversion writes, by version: part of every cache key of a converted model (2: a Cast from an integer
 is never taken for a round trip; the model is loaded by onnxruntime before it is kept; 3: a BatchNormalization whose
-constants FP16 cannot hold is computed in FP32 first, compiler/data/batchnorm_folding.py)."""
+constants FP16 cannot hold is computed in FP32 first, compiler/data/batchnorm_folding.py, and a Constant node read only
+by nodes kept in FP32 stays FP32)."""
 
 
 def convert_fp16(
@@ -35,13 +36,12 @@ def convert_fp16(
     proto = onnx.load_model(model.path)  # external data was validated by load_model
     metadata = [(p.key, p.value) for p in proto.metadata_props]
     fold_unrepresentable_batchnorms(proto)
+    blocked_ops = set(DEFAULT_OP_BLOCK_LIST) | keep_ops
+    keep_nodes = keep_nodes | _constants_only_for(proto.graph, keep_nodes, blocked_ops)
     try:
         with quiet():
             converted = convert_float_to_float16(
-                proto,
-                keep_io_types=True,
-                op_block_list=sorted(set(DEFAULT_OP_BLOCK_LIST) | keep_ops),
-                node_block_list=sorted(keep_nodes),
+                proto, keep_io_types=True, op_block_list=sorted(blocked_ops), node_block_list=sorted(keep_nodes)
             )
     except Exception as exc:
         raise InvalidInput(f"{src}: FP16 conversion failed ({first_line(exc)})") from None
@@ -59,6 +59,20 @@ def convert_fp16(
     except BaseException:  # a stop, a full disk mid-save or a refused model: nothing half made stays in the cache
         staging.unlink(missing_ok=True)
         raise
+
+
+def _constants_only_for(graph: onnx.GraphProto, keep_nodes: frozenset[str], keep_ops: set[str]) -> set[str]:
+    """Constant nodes whose every reader stays in FP32, named (an unnamed one gets its output's name: the block
+    list matches by name): converted, a constant beyond 65504 that ``--exclude`` of its reader meant to keep would
+    still be clamped. Initializers need nothing: the converter keeps those only FP32 nodes read."""
+    readers_of = readers(graph)
+    kept = set()
+    for node in graph.node:
+        reading = readers_of.get(node.output[0], []) if node.op_type == "Constant" and node.output else []
+        if reading and all(r.op_type in keep_ops or (r.name and r.name in keep_nodes) for r in reading):
+            node.name = node.name or f"{node.output[0]}.constant"
+            kept.add(node.name)
+    return kept
 
 
 def _check_runs(path: Path, src: Path, graph: onnx.GraphProto) -> None:

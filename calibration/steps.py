@@ -315,11 +315,15 @@ def judge(plan: Plan, reference, made: Quantized) -> AccuracyReport:
 def _with_fp16_range(report: AccuracyReport, plan: Plan, converted: Path) -> AccuracyReport:
     """The comparison's blind spot covered: the FP32 model's intermediate ranges on the held-out samples against
     FP16's (what ``compile check`` does for fp16 engines)."""
-    from compiler.data.ranges import check_ranges, fp16_tensors, reference_pass
+    from compiler.data.ranges import check_ranges, fp16_tensors, fp32_constants, reference_pass
 
     holdout = plan.chosen.holdout
-    reference = reference_pass(plan.source, plan.dataset, holdout, plan.batch_size, True, plan.options.chunk_mb)
-    result = check_ranges(reference, len(holdout), fp16_tensors(load_model(converted, check=False, digest=False)))
+    fp16 = load_model(converted, check=False, digest=False)
+    kept = fp32_constants(fp16.proto)
+    reference = reference_pass(
+        plan.source, plan.dataset, holdout, plan.batch_size, True, plan.options.chunk_mb, fp32_constants=kept
+    )
+    result = check_ranges(reference, len(holdout), fp16_tensors(fp16))
     return report.model_copy(
         update={
             "coverage": result.figures["coverage"],

@@ -122,31 +122,32 @@ def _float_intermediates(model: OnnxModel) -> tuple[dict[str, onnx.ValueInfoProt
     return wanted, producers, unknown
 
 
-def clamp_constants(proto: onnx.ModelProto) -> dict[str, float]:
+def clamp_constants(proto: onnx.ModelProto, kept: frozenset[str] = frozenset()) -> dict[str, float]:
     """Clamp float32 constants (initializers, Constant nodes) beyond FP16's range to +-65504 in place, as
     onnxruntime's FP16 converter writes them; returns each clamped constant's largest |x| before. The FP16 model
     holds the clamped value, so the range check evaluates the model with it: a Hugging Face mask bias of
     (1 - mask) * -3.4e38 is -65504 there, not an overflow. Infinities and external data are left as they are
-    (the converter keeps infinities too)."""
+    (the converter keeps infinities too). Constants in ``kept`` (by initializer or Constant output name) stay FP32
+    in the converted model: ``--exclude`` of their readers kept them."""
     from onnx import numpy_helper
 
-    tensors = [t for t in proto.graph.initializer]
+    tensors = [(t.name, t) for t in proto.graph.initializer]
     tensors += [
-        a.t
+        (node.output[0], a.t)
         for node in proto.graph.node
         if node.op_type == "Constant"
         for a in node.attribute
         if a.name == "value" and a.type == onnx.AttributeProto.TENSOR
     ]
     clamped = {}
-    for tensor in tensors:
-        if tensor.data_type != TensorProto.FLOAT or tensor.data_location == TensorProto.EXTERNAL:
+    for name, tensor in tensors:
+        if name in kept or tensor.data_type != TensorProto.FLOAT or tensor.data_location == TensorProto.EXTERNAL:
             continue
         values = numpy_helper.to_array(tensor)
         finite = np.isfinite(values)
         beyond = finite & (np.abs(values) > FP16_MAX)
         if beyond.any():
-            clamped[tensor.name] = float(np.abs(values[beyond]).max())
+            clamped[name] = float(np.abs(values[beyond]).max())
             tensor.CopyFrom(
                 numpy_helper.from_array(
                     np.where(beyond, np.clip(values, -FP16_MAX, FP16_MAX), values).astype(np.float32), tensor.name
@@ -196,9 +197,11 @@ def reference_pass(
     with_ranges: bool,
     chunk_mb: int,
     progress: Callable[[int], None] | None = None,
+    fp32_constants: frozenset[str] = frozenset(),
 ) -> Reference:
     """Run the FP32 model over ``indices`` once; with ``with_ranges`` every float intermediate is an output too,
-    in groups whose activations for one batch stay within ``chunk_mb``."""
+    in groups whose activations for one batch stay within ``chunk_mb``, measured with the constants the FP16 model
+    holds (those in ``fp32_constants`` it keeps in FP32)."""
     import time
 
     started = time.perf_counter()
@@ -238,7 +241,7 @@ def reference_pass(
         base = onnx.ModelProto()
         base.CopyFrom(model.proto)
         folded = fold_unrepresentable_batchnorms(base)
-        clamped = clamp_constants(base)
+        clamped = clamp_constants(base, fp32_constants)
         if not clamped and not folded:
             base = model.proto
     with tempfile.TemporaryDirectory(prefix="compile-check-") as work:
@@ -290,6 +293,19 @@ def _session_with_outputs(
                         entry.value = str(model.path.parent.resolve() / entry.value)
     onnx.save_model(proto, path)
     return session(path, "model")
+
+
+def fp32_constants(converted: onnx.ModelProto) -> frozenset[str]:
+    """The float32 constants an FP16 model still holds (initializers, Constant outputs by their source names):
+    those its FP32 nodes alone read. The converter renames a kept node's output ``<name>_cast_to_fp16`` (the Cast
+    to FP16 it adds after it, which no FP16 node needs here, is removed again)."""
+    graph = converted.graph
+    return frozenset(t.name for t in graph.initializer if t.data_type == TensorProto.FLOAT) | {
+        node.output[0].removesuffix("_cast_to_fp16")
+        for node in graph.node
+        if node.op_type == "Constant"
+        and any(a.name == "value" and a.t.data_type == TensorProto.FLOAT for a in node.attribute)
+    }
 
 
 def fp16_tensors(built: OnnxModel | None) -> set[str] | None:

@@ -1,6 +1,7 @@
-"""FP16 of a BatchNormalization whose constants FP16 cannot hold (issue 40): a real detector's running variance of
-9.8e7 was clamped to 65504 and its output cosine fell to 0.19. The node is computed in FP32 and folded before the
-conversion, into the Conv before it or into a Mul and an Add, so the FP16 model agrees with FP32 and builds."""
+"""FP16 of constants FP16 cannot hold (issue 40). A real detector's BatchNormalization running variance of 9.8e7
+was clamped to 65504 and its output cosine fell to 0.19: the node is computed in FP32 and folded before the
+conversion, into the Conv before it or into a Mul and an Add, so the FP16 model agrees with FP32 and builds. A
+Constant that only nodes kept in FP32 read stays FP32, and the range check does not judge it clamped."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import json
 import numpy as np
 import onnx
 import onnxruntime
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -122,3 +124,49 @@ def test_hostile_batchnorm_constants_are_folded_exactly_or_left_alone(parameter,
         expected, ours = _run(source), _run(folded)
     assert np.array_equal(np.isfinite(ours), np.isfinite(expected))
     assert np.allclose(ours, expected, rtol=1e-3, atol=1e-3, equal_nan=True)
+
+
+def _constant_scaled_model() -> onnx.ModelProto:
+    """y = Relu(x * [1e6, 1, 1, 1] * [1e-6, 1, 1, 1]) with both factors Constant nodes: ``x * 1e6`` overflows
+    FP16, so the range check names both Muls to keep in FP32, and the 1e6 must then stay FP32 too."""
+    h, array = onnx.helper, onnx.numpy_helper.from_array
+    nodes = [
+        h.make_node("Constant", [], ["up"], value=array(np.array([1e6, 1, 1, 1], np.float32))),
+        h.make_node("Constant", [], ["down"], value=array(np.array([1e-6, 1, 1, 1], np.float32))),
+        h.make_node("Mul", ["x", "up"], ["big"], name="scale_up"),
+        h.make_node("Mul", ["big", "down"], ["back"], name="scale_down"),
+        h.make_node("Relu", ["back"], ["y"], name="relu"),
+    ]
+    graph = h.make_graph(
+        nodes,
+        "constant_scaled",
+        [h.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["B", 4])],
+        [h.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["B", 4])],
+    )
+    made = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+    made.ir_version = 8
+    return made
+
+
+@pytest.mark.parametrize("keep", [["--exclude", "scale_up", "--exclude", "scale_down"], ["--fallback", "auto"]])
+def test_a_constant_read_only_by_nodes_kept_in_fp32_stays_fp32_and_is_not_judged_clamped(tmp_path, keep):
+    """Before: --exclude of both Muls still clamped the Constant 1e6 to 65504 (cosine 0.963, SQNR 5.3 dB, failed)
+    and the report said it was judged clamped."""
+    onnx.save(_constant_scaled_model(), tmp_path / "scaled.onnx")
+    data = tmp_path / "data.npz"
+    np.savez(data, x=np.random.default_rng(0).standard_normal((64, 4)).astype(np.float32))
+    plain = run_cli("calibrate", tmp_path / "scaled.onnx", "--data", data, "--precision", "fp16", "--out",
+                    tmp_path / "plain")  # fmt: skip
+    assert plain.exit_code == 1, plain.stderr
+    ranges = json.loads((tmp_path / "plain" / "report.json").read_text())["fp16_range"]
+    assert ranges["keep_fp32"] == ["scale_down", "scale_up"] and set(ranges["clamped_constants"]) == {"up"}
+    done = run_cli("calibrate", tmp_path / "scaled.onnx", "--data", data, "--precision", "fp16", "--out",
+                   tmp_path / "kept", *keep)  # fmt: skip
+    assert done.exit_code == 0, done.stderr
+    report = json.loads((tmp_path / "kept" / "report.json").read_text())
+    assert report["fp16_range"]["clamped_constants"] == {} and report["fp16_range"]["overflow"] == {}
+    [y] = report["outputs"]
+    assert y["cosine_mean"] > 0.9999
+    converted = onnx.load(tmp_path / "kept" / "model.onnx")
+    [up] = [n for n in converted.graph.node if n.op_type == "Constant" and n.output[0].startswith("up")]
+    assert onnx.numpy_helper.to_array(up.attribute[0].t).dtype == np.float32
