@@ -64,8 +64,12 @@ def calibrate_with_fallback(model, data, out, options, **kwargs) -> CalibrationR
 def _fp16(model, data, out, plain, first: CalibrationResult, started: float, kwargs) -> CalibrationResult:
     result, kept, evaluations = first, list(plain.exclude), 1
     graph = onnx.load_model(model, load_external_data=False).graph
+    why: dict[str, str] = {}
     for _ in range(MAX_FP16_ROUNDS):
-        overflow = (result.report.fp16_range or {}).get("keep_fp32", [])
+        ranges = result.report.fp16_range or {}
+        overflow = ranges.get("keep_fp32", [])
+        for readers in ranges.get("clamped_readers", {}).values():
+            why.update(dict.fromkeys(readers, "reads a constant FP16 clamps"))
         overflow = [*overflow, *sorted(fusion_groups(graph, set(overflow)) - set(overflow))]
         new = [name for name in overflow if name not in kept]
         if result.passed or not new:
@@ -76,7 +80,11 @@ def _fp16(model, data, out, plain, first: CalibrationResult, started: float, kwa
             data,
             out,
             plain.model_copy(update={"exclude": tuple(kept)}),
-            found={name: {"reason": "found", "why": "overflows FP16"} for name in kept if name not in plain.exclude},
+            found={
+                name: {"reason": "found", "why": why.get(name, "overflows FP16")}
+                for name in kept
+                if name not in plain.exclude
+            },
             **kwargs,
         )
         evaluations += 1

@@ -353,7 +353,8 @@ class CalibrationRecord(BaseModel):
     """Nodes kept out of the lower precision (``--exclude``: by name, or every node of an op type)."""
     exclusions: list[dict[str, Any]] = []
     """``excluded`` with why: ``{"node", "reason": "given"}`` for ``--exclude``, ``{"node", "reason": "found",
-    "tensor", "sqnr_db"}`` (int8/fp8) or ``{..., "why": "overflows FP16"}`` for ``--fallback auto``."""
+    "tensor", "sqnr_db"}`` (int8/fp8) or ``{..., "why": "overflows FP16"}`` (or ``"reads a constant FP16 clamps"``)
+    for ``--fallback auto``."""
     fallback: dict[str, Any] | None = None
     """``--fallback auto``: whether it was needed, the regions ranked and kept, the nodes kept, the fraction of
     Conv/MatMul/Gemm work still in the low precision, the precision-boundary reformat kernels of the result's

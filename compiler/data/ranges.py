@@ -98,6 +98,8 @@ class Reference:
     seconds: float = 0.0
     clamped: dict[str, float] = field(default_factory=dict)
     """Constants beyond FP16's range that the ranges were measured with clamped to +-65504 (their |x| before)."""
+    clamped_readers: dict[str, list[str]] = field(default_factory=dict)
+    """Each clamped constant's readers: kept in FP32 (``--exclude``), they keep the constant FP32 as well."""
     folded: list[str] = field(default_factory=list)
     """BatchNormalizations computed in FP32 before conversion, as the FP16 conversion does (their constants beyond
     FP16's range); the ranges were measured on the folded model."""
@@ -269,7 +271,10 @@ def reference_pass(
             if progress:
                 progress(len(chunk))
     outputs = {name: np.concatenate(parts) if parts else np.empty(0) for name, parts in collected.items()}
-    return Reference(outputs, stats, unknown, round(time.perf_counter() - started, 3), clamped, folded)
+    readers_of = readers(base.graph)
+    clamped_readers = {name: [n.name or n.output[0] for n in readers_of.get(name, [])] for name in clamped}
+    seconds = round(time.perf_counter() - started, 3)
+    return Reference(outputs, stats, unknown, seconds, clamped, clamped_readers, folded)
 
 
 def _session_with_outputs(
@@ -356,7 +361,9 @@ def check_ranges(reference: Reference, samples: int, in_fp16: set[str] | None) -
         for n, s in saturated[:MAX_EVIDENCE]
     ]
     evidence += [
-        f"clamped: constant {n}: |x| {v:.6g} is written as {FP16_MAX:g} in the FP16 model and judged at that value"
+        f"clamped: constant {n}: |x| {v:.6g} is written as {FP16_MAX:g} in the FP16 model and judged at that value; "
+        f"if the outputs move, keep its reader(s) in FP32 (compile calibrate --exclude "
+        f"{' --exclude '.join(reference.clamped_readers.get(n, []))})"
         for n, v in list(reference.clamped.items())[:MAX_EVIDENCE]
     ]
     evidence += [
@@ -376,12 +383,16 @@ def check_ranges(reference: Reference, samples: int, in_fp16: set[str] | None) -
         "tensors_of_unknown_type": reference.skipped_tensors,
         "overflow": {n: {"node": s.node, "abs_max": s.abs_max, "count": s.overflow} for n, s in overflow},
         "underflow": {n: {"node": s.node, "flushed": s.flushed, "nonzero": s.nonzero} for n, s in flushed},
-        "keep_fp32": sorted({name for _, s in overflow for name in keep(s)}),
+        "keep_fp32": sorted(
+            {name for _, s in overflow for name in keep(s)}
+            | {name for names in reference.clamped_readers.values() for name in names}
+        ),
         "coverage": COVERAGE,
         "saturated_into_softmax": {
             n: {"node": s.node, "abs_max": s.abs_max, "count": s.overflow} for n, s in saturated
         },
         "clamped_constants": reference.clamped,
+        "clamped_readers": reference.clamped_readers,
         "folded_batchnorms": reference.folded,
     }
     peak = max((s.abs_max for n, s in reference.ranges.items() if in_fp16 is None or n in in_fp16), default=0.0)

@@ -126,13 +126,12 @@ def test_hostile_batchnorm_constants_are_folded_exactly_or_left_alone(parameter,
     assert np.allclose(ours, expected, rtol=1e-3, atol=1e-3, equal_nan=True)
 
 
-def _constant_scaled_model() -> onnx.ModelProto:
-    """y = Relu(x * [1e6, 1, 1, 1] * [1e-6, 1, 1, 1]) with both factors Constant nodes: ``x * 1e6`` overflows
-    FP16, so the range check names both Muls to keep in FP32, and the 1e6 must then stay FP32 too."""
+def _constant_scaled_model(factor: float) -> onnx.ModelProto:
+    """y = Relu(x * [factor, 1, 1, 1] * [1 / factor, 1, 1, 1]) with both factors Constant nodes."""
     h, array = onnx.helper, onnx.numpy_helper.from_array
     nodes = [
-        h.make_node("Constant", [], ["up"], value=array(np.array([1e6, 1, 1, 1], np.float32))),
-        h.make_node("Constant", [], ["down"], value=array(np.array([1e-6, 1, 1, 1], np.float32))),
+        h.make_node("Constant", [], ["up"], value=array(np.array([factor, 1, 1, 1], np.float32))),
+        h.make_node("Constant", [], ["down"], value=array(np.array([1 / factor, 1, 1, 1], np.float32))),
         h.make_node("Mul", ["x", "up"], ["big"], name="scale_up"),
         h.make_node("Mul", ["big", "down"], ["back"], name="scale_down"),
         h.make_node("Relu", ["back"], ["y"], name="relu"),
@@ -150,9 +149,10 @@ def _constant_scaled_model() -> onnx.ModelProto:
 
 @pytest.mark.parametrize("keep", [["--exclude", "scale_up", "--exclude", "scale_down"], ["--fallback", "auto"]])
 def test_a_constant_read_only_by_nodes_kept_in_fp32_stays_fp32_and_is_not_judged_clamped(tmp_path, keep):
-    """Before: --exclude of both Muls still clamped the Constant 1e6 to 65504 (cosine 0.963, SQNR 5.3 dB, failed)
-    and the report said it was judged clamped."""
-    onnx.save(_constant_scaled_model(), tmp_path / "scaled.onnx")
+    """``x * 1e6`` overflows FP16, so the range check names both Muls to keep in FP32, and the 1e6 must then stay
+    FP32 too. Before: --exclude of both Muls still clamped it to 65504 (cosine 0.963, SQNR 5.3 dB, failed) and the
+    report said it was judged clamped."""
+    onnx.save(_constant_scaled_model(1e6), tmp_path / "scaled.onnx")
     data = tmp_path / "data.npz"
     np.savez(data, x=np.random.default_rng(0).standard_normal((64, 4)).astype(np.float32))
     plain = run_cli("calibrate", tmp_path / "scaled.onnx", "--data", data, "--precision", "fp16", "--out",
@@ -170,3 +170,25 @@ def test_a_constant_read_only_by_nodes_kept_in_fp32_stays_fp32_and_is_not_judged
     converted = onnx.load(tmp_path / "kept" / "model.onnx")
     [up] = [n for n in converted.graph.node if n.op_type == "Constant" and n.output[0].startswith("up")]
     assert onnx.numpy_helper.to_array(up.attribute[0].t).dtype == np.float32
+
+
+def test_a_clamped_constant_that_moves_the_output_is_named_and_fallback_auto_keeps_its_reader(tmp_path):
+    """``x * 1e5`` with |x| < 0.5 overflows nothing, but 1e5 is written as 65504: the outputs move (cosine 0.997,
+    failed). The range check names the constant and its reader, and --fallback auto keeps that reader (and so the
+    constant) in FP32."""
+    onnx.save(_constant_scaled_model(1e5), tmp_path / "scaled.onnx")
+    data = tmp_path / "data.npz"
+    np.savez(data, x=(0.1 * np.random.default_rng(0).standard_normal((64, 4))).astype(np.float32))
+    args = ("calibrate", tmp_path / "scaled.onnx", "--data", data, "--precision", "fp16", "--out")
+    plain = run_cli(*args, tmp_path / "plain")
+    assert plain.exit_code == 1, plain.stderr
+    ranges = json.loads((tmp_path / "plain" / "report.json").read_text())["fp16_range"]
+    assert ranges["overflow"] == {} and ranges["clamped_readers"] == {"up": ["scale_up"]}
+    assert ranges["keep_fp32"] == ["scale_up"]
+    assert any("constant up" in line and "--exclude scale_up" in line for line in ranges["evidence"])
+    done = run_cli(*args, tmp_path / "auto", "--fallback", "auto")
+    assert done.exit_code == 0, done.stderr
+    record = json.loads((tmp_path / "auto" / "calibration.json").read_text())
+    assert record["exclusions"] == [{"node": "scale_up", "reason": "found", "why": "reads a constant FP16 clamps"}]
+    [y] = json.loads((tmp_path / "auto" / "report.json").read_text())["outputs"]
+    assert y["cosine_mean"] > 0.9999
