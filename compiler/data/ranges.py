@@ -31,6 +31,8 @@ from compiler.data.sampling import batches
 from compiler.data.session import session
 
 FP16_TINY = 2.0**-24
+FP16_NORMAL = 2.0**-14
+"""FP16's smallest normal value (6.1e-5): below it, values keep fewer significant bits."""
 """FP16's smallest subnormal: a non-zero value below half of it rounds to zero."""
 UNDERFLOW_FRACTION = 0.01
 """A tensor is reported as flushing when more than this fraction of its non-zero values is below FP16_TINY."""
@@ -98,6 +100,8 @@ class Reference:
     seconds: float = 0.0
     clamped: dict[str, float] = field(default_factory=dict)
     """Constants beyond FP16's range that the ranges were measured with clamped to +-65504 (their |x| before)."""
+    subnormal: dict[str, list[int]] = field(default_factory=dict)
+    """Constants the FP16 model holds with values below FP16's normal range: [how many, of how many non-zero]."""
     clamped_readers: dict[str, list[str]] = field(default_factory=dict)
     """Each clamped constant's readers: kept in FP32 (``--exclude``), they keep the constant FP32 as well."""
     folded: list[str] = field(default_factory=list)
@@ -133,18 +137,8 @@ def clamp_constants(proto: onnx.ModelProto, kept: frozenset[str] = frozenset()) 
     in the converted model: ``--exclude`` of their readers kept them."""
     from onnx import numpy_helper
 
-    tensors = [(t.name, t) for t in proto.graph.initializer]
-    tensors += [
-        (node.output[0], a.t)
-        for node in proto.graph.node
-        if node.op_type == "Constant"
-        for a in node.attribute
-        if a.name == "value" and a.type == onnx.AttributeProto.TENSOR
-    ]
     clamped = {}
-    for name, tensor in tensors:
-        if name in kept or tensor.data_type != TensorProto.FLOAT or tensor.data_location == TensorProto.EXTERNAL:
-            continue
+    for name, tensor in _fp16_constants(proto, kept):
         values = numpy_helper.to_array(tensor)
         finite = np.isfinite(values)
         beyond = finite & (np.abs(values) > FP16_MAX)
@@ -156,6 +150,40 @@ def clamp_constants(proto: onnx.ModelProto, kept: frozenset[str] = frozenset()) 
                 )
             )
     return clamped
+
+
+def subnormal_constants(proto: onnx.ModelProto, kept: frozenset[str] = frozenset()) -> dict[str, list[int]]:
+    """Constants the FP16 model holds with more than UNDERFLOW_FRACTION of their non-zero values below FP16's
+    normal range (6.1e-5): [how many, of how many non-zero]. Subnormals keep fewer bits, and the converter raises
+    values below 6e-8 to 6e-8: weights a folded BatchNormalization shrank ~10^4x can end there."""
+    from onnx import numpy_helper
+
+    found = {}
+    for name, tensor in _fp16_constants(proto, kept):
+        magnitude = np.abs(numpy_helper.to_array(tensor))
+        nonzero = int(np.count_nonzero(magnitude))
+        small = int(np.count_nonzero((magnitude > 0) & (magnitude < FP16_NORMAL)))
+        if small > UNDERFLOW_FRACTION * nonzero:  # a few tiny weights in a layer are ordinary
+            found[name] = [small, nonzero]
+    return found
+
+
+def _fp16_constants(proto: onnx.ModelProto, kept: frozenset[str]) -> list[tuple[str, onnx.TensorProto]]:
+    """(name, tensor) of each float32 constant, initializer or Constant node (by its output), that the FP16
+    model converts: not in ``kept``, not external."""
+    tensors = [(t.name, t) for t in proto.graph.initializer]
+    tensors += [
+        (node.output[0], a.t)
+        for node in proto.graph.node
+        if node.op_type == "Constant"
+        for a in node.attribute
+        if a.name == "value" and a.type == onnx.AttributeProto.TENSOR
+    ]
+    return [
+        (name, tensor)
+        for name, tensor in tensors
+        if name not in kept and tensor.data_type == TensorProto.FLOAT and tensor.data_location != TensorProto.EXTERNAL
+    ]
 
 
 def _into_softmax(graph: onnx.GraphProto) -> set[str]:
@@ -239,11 +267,13 @@ def reference_pass(
     base = model.proto
     clamped: dict[str, float] = {}
     folded: list[str] = []
+    subnormal: dict[str, list[int]] = {}
     if wanted:  # the ranges are FP16's: measure them with the constants the FP16 model holds
         base = onnx.ModelProto()
         base.CopyFrom(model.proto)
         folded = fold_unrepresentable_batchnorms(base)
         clamped = clamp_constants(base, fp32_constants)
+        subnormal = subnormal_constants(base, fp32_constants)
         if not clamped and not folded:
             base = model.proto
     with tempfile.TemporaryDirectory(prefix="compile-check-") as work:
@@ -274,7 +304,7 @@ def reference_pass(
     readers_of = readers(base.graph)
     clamped_readers = {name: [n.name or n.output[0] for n in readers_of.get(name, [])] for name in clamped}
     seconds = round(time.perf_counter() - started, 3)
-    return Reference(outputs, stats, unknown, seconds, clamped, clamped_readers, folded)
+    return Reference(outputs, stats, unknown, seconds, clamped, subnormal, clamped_readers, folded)
 
 
 def _session_with_outputs(
@@ -372,6 +402,11 @@ def check_ranges(reference: Reference, samples: int, in_fp16: set[str] | None) -
         for n in reference.folded[:MAX_EVIDENCE]
     ]
     evidence += [
+        f"subnormal: constant {n}: {small} of {nonzero} non-zero values below FP16's normal range "
+        f"{FP16_NORMAL:.2g} keep fewer bits (below 6e-08 they become 6e-08)"
+        for n, (small, nonzero) in list(reference.subnormal.items())[:MAX_EVIDENCE]
+    ]
+    evidence += [
         f"underflow: node {s.node} output {n}: {s.flushed} of {s.nonzero} non-zero values below FP16's "
         f"smallest subnormal {FP16_TINY:.3g} become 0"
         for n, s in flushed[:MAX_EVIDENCE]
@@ -393,6 +428,7 @@ def check_ranges(reference: Reference, samples: int, in_fp16: set[str] | None) -
         },
         "clamped_constants": reference.clamped,
         "clamped_readers": reference.clamped_readers,
+        "subnormal_constants": reference.subnormal,
         "folded_batchnorms": reference.folded,
     }
     peak = max((s.abs_max for n, s in reference.ranges.items() if in_fp16 is None or n in in_fp16), default=0.0)

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from compiler.data.batchnorm_folding import fold_unrepresentable_batchnorms
-from compiler.data.ranges import clamp_constants
+from compiler.data.ranges import clamp_constants, subnormal_constants
 from tests.support.cli import REPO, run_cli
 
 MODEL = REPO / "tests" / "fixtures" / "bn_variance.onnx"
@@ -192,3 +192,24 @@ def test_a_clamped_constant_that_moves_the_output_is_named_and_fallback_auto_kee
     assert record["exclusions"] == [{"node": "scale_up", "reason": "found", "why": "reads a constant FP16 clamps"}]
     [y] = json.loads((tmp_path / "auto" / "report.json").read_text())["outputs"]
     assert y["cosine_mean"] > 0.9999
+
+
+def test_weights_a_fold_shrinks_below_fp16s_normal_range_are_reported(tmp_path):
+    """With gamma 1 on the channels of variance 9.8e7, folding scales conv1's weights for them by ~1e-4: half its
+    weights land below 6.1e-5, where FP16 keeps fewer bits. Reported (not gated: the gates judge the outputs)."""
+    source = onnx.load(MODEL)
+    gamma = next(t for t in source.graph.initializer if t.name == "bn1_gamma")
+    values = onnx.numpy_helper.to_array(gamma).copy()
+    values[:4] = 1.0
+    gamma.CopyFrom(onnx.numpy_helper.from_array(values, gamma.name))
+    assert subnormal_constants(_copy(source)) == {}  # ordinary weights: nothing to say
+    onnx.save(source, tmp_path / "shrunk.onnx")
+    data = tmp_path / "data.npz"
+    np.savez(data, x=np.random.default_rng(1).standard_normal((64, 3, 16, 16)).astype(np.float32))
+    done = run_cli("calibrate", tmp_path / "shrunk.onnx", "--data", data, "--precision", "fp16", "--out",
+                   tmp_path / "c")  # fmt: skip
+    ranges = json.loads((tmp_path / "c" / "report.json").read_text())["fp16_range"]
+    assert done.exit_code in (0, 1), done.stderr
+    [(name, (small, nonzero))] = ranges["subnormal_constants"].items()
+    assert name == "conv1_w" and nonzero == 8 * 3 * 3 * 3 and small >= nonzero // 2 - 10
+    assert any(line.startswith("subnormal: constant conv1_w:") for line in ranges["evidence"])
