@@ -18,6 +18,25 @@ constants FP16 cannot hold is computed in FP32 first, compiler/data/batchnorm_fo
 by nodes kept in FP32 stays FP32)."""
 
 
+QUANTIZATION_OPS = frozenset(
+    {
+        "DynamicQuantizeLinear",
+        "QuantizeLinear",
+        "DequantizeLinear",
+        "DynamicQuantizeLSTM",
+        "DynamicQuantizeMatMul",
+        "MatMulIntegerToFloat",
+        "ConvInteger",
+        "MatMulInteger",
+        "QLinearConv",
+        "QLinearMatMul",
+    }
+)
+"""Ops of a model that is already quantized (ddddocr ships one): their float inputs and scales are float32 by the
+spec (DynamicQuantizeLinear takes float only), so the converter keeps them in FP32 instead of writing a model
+onnxruntime refuses."""
+
+
 def convert_fp16(
     src: Path, dst: Path, keep_nodes: frozenset[str] = frozenset(), keep_ops: frozenset[str] = frozenset()
 ) -> None:
@@ -36,7 +55,7 @@ def convert_fp16(
     proto = onnx.load_model(model.path)  # external data was validated by load_model
     metadata = [(p.key, p.value) for p in proto.metadata_props]
     fold_unrepresentable_batchnorms(proto)
-    blocked_ops = set(DEFAULT_OP_BLOCK_LIST) | keep_ops
+    blocked_ops = set(DEFAULT_OP_BLOCK_LIST) | QUANTIZATION_OPS | keep_ops
     keep_nodes = keep_nodes | _constants_only_for(proto.graph, keep_nodes, blocked_ops)
     try:
         with quiet():

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from calibration import convert
 from compiler.data.batchnorm_folding import fold_unrepresentable_batchnorms
 from compiler.data.ranges import clamp_constants, subnormal_constants
 from tests.support.cli import REPO, run_cli
@@ -213,3 +214,30 @@ def test_weights_a_fold_shrinks_below_fp16s_normal_range_are_reported(tmp_path):
     [(name, (small, nonzero))] = ranges["subnormal_constants"].items()
     assert name == "conv1_w" and nonzero == 8 * 3 * 3 * 3 and small >= nonzero // 2 - 10
     assert any(line.startswith("subnormal: constant conv1_w:") for line in ranges["evidence"])
+
+
+def test_an_already_quantized_model_converts_with_its_quantization_ops_in_fp32(tmp_path):
+    """ddddocr's old recogniser is dynamically quantized: the converter made DynamicQuantizeLinear's input float16,
+    which onnxruntime refuses, and each --exclude it suggested revealed the next such node."""
+    h = onnx.helper
+    nodes = [
+        h.make_node("Relu", ["x"], ["r"], name="relu"),
+        h.make_node("DynamicQuantizeLinear", ["r"], ["q", "scale", "zero"], name="quantize"),
+        h.make_node("DequantizeLinear", ["q", "scale", "zero"], ["dq"], name="dequantize"),
+        h.make_node("Mul", ["dq", "two"], ["y"], name="double"),
+    ]
+    graph = h.make_graph(
+        nodes,
+        "dynamic_quantized",
+        [h.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["B", 4])],
+        [h.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["B", 4])],
+        [onnx.numpy_helper.from_array(np.array(2, np.float32), "two")],
+    )
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, tmp_path / "quantized.onnx")
+    convert.convert_fp16(tmp_path / "quantized.onnx", tmp_path / "fp16.onnx")
+    x = np.random.default_rng(0).standard_normal((8, 4)).astype(np.float32)
+    ours = onnxruntime.InferenceSession(str(tmp_path / "fp16.onnx")).run(None, {"x": x})[0]
+    fp32 = onnxruntime.InferenceSession(str(tmp_path / "quantized.onnx")).run(None, {"x": x})[0]
+    assert np.allclose(ours, fp32, rtol=1e-2, atol=2e-2)
