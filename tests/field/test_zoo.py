@@ -35,7 +35,7 @@ CASES = {
     ("ddddocr-ocr", "fp16"): Expect(0, 0.99),
     ("ddddocr-ocr", "int8"): Expect(0, 0.9),
     ("ddddocr-ocr", "fp8"): Expect(1, 0.9),  # output cosine 0.945 < 0.96, yet every decoded text is the same
-    ("ddddocr-ocr-old", "fp16"): Expect(2, refusal="(DynamicQuantizeLinear)"),
+    ("ddddocr-ocr-old", "fp16"): Expect(1, refusal="min-cosine"),  # 0.99881, within noise; CTC text 100 %
     ("ddddocr-ocr-old", "int8"): Expect(1, refusal="quantized no node"),
     ("ddddocr-ocr-old", "fp8"): Expect(1, refusal="quantized no node"),
     ("captcha-crnn", "fp16"): Expect(0, 0.99),
