@@ -102,6 +102,9 @@ def _exit(code: int) -> None:
     for thread in threading.enumerate():
         if thread is not threading.current_thread() and not thread.daemon:
             thread.join()
+    processes = sys.modules.get("multiprocessing.util")
+    if processes is not None:  # what its atexit hook does: the builders' fork server leaves a folder in $TMPDIR
+        processes._exit_function()
     for stream in (sys.stdout, sys.stderr):
         with suppress(OSError, ValueError):  # a reader that went away (| head) or a closed stream
             stream.flush()
