@@ -23,7 +23,7 @@ from onnx import numpy_helper
 from compiler.core.errors import CheckFailed, InvalidInput
 from compiler.data.datasets import Dataset
 from compiler.data.footprint import Fit, sample_shapes
-from compiler.data.model import first_line
+from compiler.data.model import first_line, name_unnamed_nodes, node_name
 from compiler.data.sampling import batches
 from compiler.data.session import session
 
@@ -100,6 +100,7 @@ def prepare(model_path: Path, work: Path) -> Path:
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
     proto = onnx.load_model(model_path)
+    name_unnamed_nodes(proto.graph)
     if default_opset(proto) < PER_CHANNEL_OPSET:
         try:
             proto = onnx.version_converter.convert_version(proto, PER_CHANNEL_OPSET)
@@ -465,7 +466,7 @@ def _tensor_names(graph: onnx.GraphProto) -> set[str]:
 
 
 def _excludes(nodes: Iterable[onnx.NodeProto]) -> str:
-    return " ".join(f"--exclude {name}" for name in sorted({n.name for n in nodes if n.name}))
+    return " ".join(f"--exclude {name}" for name in sorted({node_name(n) for n in nodes} - {""}))
 
 
 def refuse_bad_weights(prepared: Path, precision: str, excluded: frozenset[str] = frozenset()) -> None:

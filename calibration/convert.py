@@ -9,7 +9,7 @@ import onnx
 
 from compiler.core.errors import InvalidInput
 from compiler.data.batchnorm_folding import fold_unrepresentable_batchnorms
-from compiler.data.model import first_line, load_model, readers
+from compiler.data.model import first_line, load_model, name_unnamed_nodes, readers
 
 FP16_CONVERSION = 3
 """What the conversion writes, by version: part of every cache key of a converted model (2: a Cast from an integer
@@ -55,6 +55,7 @@ def convert_fp16(
     proto = onnx.load_model(model.path)  # external data was validated by load_model
     metadata = [(p.key, p.value) for p in proto.metadata_props]
     fold_unrepresentable_batchnorms(proto)
+    name_unnamed_nodes(proto.graph)  # the block list matches by name
     blocked_ops = set(DEFAULT_OP_BLOCK_LIST) | QUANTIZATION_OPS | keep_ops
     keep_nodes = keep_nodes | _constants_only_for(proto.graph, keep_nodes, blocked_ops)
     try:

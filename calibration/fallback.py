@@ -35,6 +35,7 @@ from calibration.sensitivity import Region, regions, source_name
 from calibration.steps import calibrate_once
 from compiler.core.errors import CheckFailed
 from compiler.core.records import CalibrationResult
+from compiler.data.model import node_name
 
 MAX_FP16_ROUNDS = 4
 TIE_DB = 1.0
@@ -67,9 +68,10 @@ def _fp16(model, data, out, plain, first: CalibrationResult, started: float, kwa
     why: dict[str, str] = {}
     for _ in range(MAX_FP16_ROUNDS):
         ranges = result.report.fp16_range or {}
-        overflow = ranges.get("keep_fp32", [])
-        for readers in ranges.get("clamped_readers", {}).values():
-            why.update(dict.fromkeys(readers, "reads a constant FP16 clamps"))
+        overflow = list(ranges.get("keep_fp32", []))
+        for readers in ranges.get("clamped_readers", {}).values():  # a clamped constant may be what moved outputs
+            why.update({reader: "reads a constant FP16 clamps" for reader in readers if reader not in overflow})
+            overflow += [reader for reader in readers if reader not in overflow]
         overflow = [*overflow, *sorted(fusion_groups(graph, set(overflow)) - set(overflow))]
         new = [name for name in overflow if name not in kept]
         if result.passed or not new:
@@ -150,7 +152,7 @@ def _quantized(model, data, out, plain, first: CalibrationResult, started: float
 def _found(chosen: list[Region], graph: onnx.GraphProto, model: str) -> dict[str, dict[str, Any]]:
     """Why each node of the ``chosen`` regions (named as in the source ``model``) is kept in float: its region's
     figure, and for the nodes TensorRT fuses with them, with which."""
-    source_names = {n.name for n in onnx.load_model(model, load_external_data=False).graph.node if n.name}
+    source_names = {node_name(n) for n in onnx.load_model(model, load_external_data=False).graph.node}
     found: dict[str, dict[str, Any]] = {}
     for region in chosen:
         for node in region.nodes:
@@ -346,7 +348,7 @@ def fusion_groups(graph: onnx.GraphProto, nodes: set[str]) -> set[str]:
     materialized anyway). A residual Add is reached from either branch and keeps both inputs with it."""
     from compiler.data.model import readers
 
-    by_name = {n.name: n for n in graph.node if n.name}
+    by_name = {node_name(n): n for n in graph.node}
     producer = {out: n for n in graph.node for out in n.output}
     found = readers(graph)
     outputs = {o.name for o in graph.output}

@@ -161,7 +161,7 @@ def _add_local_copies(graph: onnx.GraphProto, quantized: onnx.GraphProto) -> dic
         inputs = [local(i) if i in dequantized else (i if i in float_names else initializer(i)) for i in node.input]
         added.append(_prefixed_copy(node, inputs))
         activations = [dequantized[i] for i in node.input if i in dequantized and dequantized[i] in float_names]
-        compared[node.name] = (node.output[0], PREFIX + node.output[0], activations)
+        compared[node.name or node.output[0]] = (node.output[0], PREFIX + node.output[0], activations)
     graph.node.extend(added)
     return compared
 
@@ -172,7 +172,7 @@ def _prefixed_copy(node: onnx.NodeProto, inputs: list[str]) -> onnx.NodeProto:
         node.op_type,
         inputs,
         [PREFIX + node.output[0]],
-        PREFIX + node.name,
+        PREFIX + (node.name or node.output[0]),  # unique: a model's unnamed nodes would share PREFIX
         domain=node.domain,
         **{a.name: helper.get_attribute_value(a) for a in node.attribute},
     )

@@ -40,7 +40,7 @@ from compiler.core.reuse import RemoteTier
 from compiler.data.datasets import Dataset, ImagePreprocess, open_dataset
 from compiler.data.footprint import Fit, sample_shapes
 from compiler.data.metric import Metric, metric_and_labels
-from compiler.data.model import OnnxModel, load_model
+from compiler.data.model import OnnxModel, load_model, node_name
 from compiler.data.model_inputs import model_inputs
 from compiler.data.output_kinds import mixed_outputs
 from compiler.data.sampling import Split, split
@@ -352,7 +352,7 @@ def sensitivity(plan: Plan, prepared: Path | None, model_out: Path, fit: Fit) ->
         )
     except CheckFailed as exc:
         return {"sensitivity": None, "sensitivity_error": str(exc)}
-    ranked = ranking(errors, model_out, {n.name for n in plan.source.proto.graph.node if n.name})
+    ranked = ranking(errors, model_out, {node_name(n) for n in plan.source.proto.graph.node})
     if reuse:
         reuse.ranked = ranked
     return {"sensitivity": ranked}
@@ -423,13 +423,13 @@ def _exclusions(excluded: list[str], proto, found: dict[str, dict]) -> list[dict
     """Each excluded node with why: ``given`` (``--exclude``) or ``found`` (``--fallback auto``, with its figure)."""
     from calibration.sensitivity import source_name
 
-    names = {n.name for n in proto.graph.node if n.name}
+    names = {node_name(n) for n in proto.graph.node}
     return [{"node": node, **found.get(source_name(node, names), {"reason": "given"})} for node in excluded]
 
 
 def resolve_exclude(proto, names: tuple[str, ...], path: Path) -> tuple[frozenset[str], frozenset[str]]:
     """``--exclude`` values as (node names, op types) of the model; one that is neither is refused, named."""
-    nodes = {node.name for node in proto.graph.node if node.name}
+    nodes = {node_name(node) for node in proto.graph.node}
     ops = {node.op_type for node in proto.graph.node}
     for name in names:
         if name not in nodes and name not in ops:

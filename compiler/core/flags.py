@@ -188,8 +188,8 @@ CALIBRATE = {
         type=float,
     ),
     "exclude": Flag(
-        "Keep a node (by name) or every node of an op type (Softmax) out of the lower precision: no Q/DQ for "
-        "int8/fp8, FP32 for fp16. Repeat for more.",
+        "Keep a node (by name; one without a name by its first output's) or every node of an op type (Softmax) "
+        "out of the lower precision: no Q/DQ for int8/fp8, FP32 for fp16. Repeat for more.",
         "NODE|OP",
         CALIBRATION,
         kind="many",

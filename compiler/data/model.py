@@ -37,6 +37,19 @@ class TensorInfo(BaseModel):
     """None when the rank is unknown; a str entry is a symbolic dim, None an unknown dim."""
 
 
+def node_name(node: onnx.NodeProto) -> str:
+    """A node's name for ``--exclude`` and every report: its own, or, for a node without one (torch's old exporter
+    names none), its first output's, which is unique in a graph. :func:`name_unnamed_nodes` writes it in."""
+    return node.name or (node.output[0] if node.output else "")
+
+
+def name_unnamed_nodes(graph: onnx.GraphProto) -> None:
+    """Give each unnamed node of ``graph`` its :func:`node_name`, so onnxruntime's quantizer and converter, which
+    exclude nodes by name, can exclude it."""
+    for node in graph.node:
+        node.name = node_name(node)
+
+
 def readers(graph: onnx.GraphProto) -> dict[str, list[onnx.NodeProto]]:
     """Tensor name -> the nodes of ``graph`` that read it, in graph order, each node once."""
     found: dict[str, list[onnx.NodeProto]] = {}

@@ -418,10 +418,7 @@ def check_ranges(reference: Reference, samples: int, in_fp16: set[str] | None) -
         "tensors_of_unknown_type": reference.skipped_tensors,
         "overflow": {n: {"node": s.node, "abs_max": s.abs_max, "count": s.overflow} for n, s in overflow},
         "underflow": {n: {"node": s.node, "flushed": s.flushed, "nonzero": s.nonzero} for n, s in flushed},
-        "keep_fp32": sorted(
-            {name for _, s in overflow for name in keep(s)}
-            | {name for names in reference.clamped_readers.values() for name in names}
-        ),
+        "keep_fp32": sorted({name for _, s in overflow for name in keep(s)}),
         "coverage": COVERAGE,
         "saturated_into_softmax": {
             n: {"node": s.node, "abs_max": s.abs_max, "count": s.overflow} for n, s in saturated

