@@ -1,3 +1,4 @@
 from compiler.cli.main import main
 
-main()
+if __name__ == "__main__":  # a spawned builder (where there is no fork server) imports this module again
+    main()
