@@ -518,7 +518,7 @@ def _refuse(
     for node in graph.node:
         if node.op_type in TENSORRT_QUANTIZED_OPS and node.name not in excluded:
             for reason in filter(None, map(why, node.input)):
-                problems.setdefault(node.name or node.output[0], (node, []))[1].append(reason)
+                problems.setdefault(node_name(node), (node, []))[1].append(reason)
     for name in sorted(set(tensors) - {n for node, _ in problems.values() for n in node.input}):
         node = next(n for n in graph.node if name in (*n.output, *n.input))
         problems.setdefault(node.name or name, (node, []))[1].append(why(name) or name)

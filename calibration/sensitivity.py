@@ -26,6 +26,7 @@ from calibration.calibrators import TENSORRT_QUANTIZED_OPS, default_opset, save_
 from compiler.data.agreement import sqnr_db
 from compiler.data.datasets import Dataset
 from compiler.data.footprint import Fit, early_order
+from compiler.data.model import node_name
 from compiler.data.sampling import batches
 from compiler.data.session import session
 
@@ -161,7 +162,7 @@ def _add_local_copies(graph: onnx.GraphProto, quantized: onnx.GraphProto) -> dic
         inputs = [local(i) if i in dequantized else (i if i in float_names else initializer(i)) for i in node.input]
         added.append(_prefixed_copy(node, inputs))
         activations = [dequantized[i] for i in node.input if i in dequantized and dequantized[i] in float_names]
-        compared[node.name or node.output[0]] = (node.output[0], PREFIX + node.output[0], activations)
+        compared[node_name(node)] = (node.output[0], PREFIX + node.output[0], activations)
     graph.node.extend(added)
     return compared
 
@@ -172,7 +173,7 @@ def _prefixed_copy(node: onnx.NodeProto, inputs: list[str]) -> onnx.NodeProto:
         node.op_type,
         inputs,
         [PREFIX + node.output[0]],
-        PREFIX + (node.name or node.output[0]),  # unique: a model's unnamed nodes would share PREFIX
+        PREFIX + node_name(node),  # unique: a model's unnamed nodes would share PREFIX
         domain=node.domain,
         **{a.name: helper.get_attribute_value(a) for a in node.attribute},
     )

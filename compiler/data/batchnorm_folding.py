@@ -15,7 +15,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from compiler.data.model import readers
+from compiler.data.model import node_name, readers
 
 FP16_MAX = 65504.0
 """The largest finite FP16 value; the converter clamps beyond it."""
@@ -34,7 +34,7 @@ def fold_unrepresentable_batchnorms(model: onnx.ModelProto) -> list[str]:
         scale, shift = factors
         if not _into_conv(graph, node, initializers, scale, shift) and not _as_mul_add(model, node, scale, shift):
             continue
-        folded.append(node.name or node.output[0])
+        folded.append(node_name(node))
     if folded:
         _drop_unread(graph)
     return folded
@@ -101,7 +101,7 @@ def _as_mul_add(model: onnx.ModelProto, node: onnx.NodeProto, scale, shift) -> b
     names = [f"{node.output[0]}.folded_scale", f"{node.output[0]}.folded_shift", f"{node.output[0]}.scaled"]
     for name, values in zip(names[:2], (scale, shift), strict=True):
         graph.initializer.append(numpy_helper.from_array(values.reshape(shape).astype(np.float32), name))
-    add = helper.make_node("Add", [names[2], names[1]], [node.output[0]], name=f"{node.name or node.output[0]}_add")
+    add = helper.make_node("Add", [names[2], names[1]], [node.output[0]], name=f"{node_name(node)}_add")
     _replace(node, helper.make_node("Mul", [node.input[0], names[0]], [names[2]], name=node.name))
     index = next(i for i, n in enumerate(graph.node) if n is node or list(n.output) == [names[2]])
     graph.node.insert(index + 1, add)

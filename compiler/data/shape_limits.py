@@ -21,7 +21,7 @@ import onnx
 from onnx import numpy_helper
 
 from compiler.core.profiles import Dim, ProfileSet, ShapeProfile
-from compiler.data.model import STUB_BYTES, tensor_info
+from compiler.data.model import STUB_BYTES, node_name, tensor_info
 
 FOLD_ELEMENTS = 1 << 16
 """The largest tensor evaluated and folded: shape arithmetic is tiny; weights are never touched."""
@@ -276,7 +276,7 @@ def _reshape_problem(
         return None
     return _Problem(
         node.name,
-        f"node '{node.name or node.output[0]}' (Reshape) cannot put {elements} elements "
+        f"node '{node_name(node)}' (Reshape) cannot put {elements} elements "
         f"({list(dims)}) into shape {[int(v) for v in target]}",
     )
 
@@ -307,8 +307,7 @@ def _gather_problem(
     index = high if high >= size else low
     return _Problem(
         node.name,
-        f"node '{node.name or node.output[0]}' (Gather) reads index {index} of the {size} "
-        f"along axis {axis} of '{data}'",
+        f"node '{node_name(node)}' (Gather) reads index {index} of the {size} along axis {axis} of '{data}'",
     )
 
 
