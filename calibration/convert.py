@@ -82,17 +82,17 @@ def convert_fp16(
 
 
 def _constants_only_for(graph: onnx.GraphProto, keep_nodes: frozenset[str], keep_ops: set[str]) -> set[str]:
-    """Constant nodes whose every reader stays in FP32, named (an unnamed one gets its output's name: the block
-    list matches by name): converted, a constant beyond 65504 that ``--exclude`` of its reader meant to keep would
-    still be clamped. Initializers need nothing: the converter keeps those only FP32 nodes read."""
+    """The names of the Constant nodes whose every reader stays in FP32 (the graph's nodes are all named):
+    converted, a constant beyond 65504 that ``--exclude`` of its reader meant to keep would still be clamped.
+    Initializers need nothing: the converter keeps those only FP32 nodes read."""
     readers_of = readers(graph)
-    kept = set()
-    for node in graph.node:
-        reading = readers_of.get(node.output[0], []) if node.op_type == "Constant" and node.output else []
-        if reading and all(r.op_type in keep_ops or (r.name and r.name in keep_nodes) for r in reading):
-            node.name = node.name or f"{node.output[0]}.constant"
-            kept.add(node.name)
-    return kept
+    return {
+        node.name
+        for node in graph.node
+        if node.op_type == "Constant"
+        and (reading := readers_of.get(node.output[0], []))
+        and all(r.op_type in keep_ops or r.name in keep_nodes for r in reading)
+    }
 
 
 def _check_runs(path: Path, src: Path, graph: onnx.GraphProto) -> None:

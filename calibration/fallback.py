@@ -68,10 +68,10 @@ def _fp16(model, data, out, plain, first: CalibrationResult, started: float, kwa
     why: dict[str, str] = {}
     for _ in range(MAX_FP16_ROUNDS):
         ranges = result.report.fp16_range or {}
-        overflow = list(ranges.get("keep_fp32", []))
-        for readers in ranges.get("clamped_readers", {}).values():  # a clamped constant may be what moved outputs
-            why.update({reader: "reads a constant FP16 clamps" for reader in readers if reader not in overflow})
-            overflow += [reader for reader in readers if reader not in overflow]
+        # the readers of a clamped constant too: the clamping may be what moved the outputs
+        clamped = [r for readers in ranges.get("clamped_readers", {}).values() for r in readers]
+        overflow = list(dict.fromkeys([*ranges.get("keep_fp32", []), *clamped]))
+        why.update({r: "reads a constant FP16 clamps" for r in clamped if r not in ranges.get("keep_fp32", [])})
         overflow = [*overflow, *sorted(fusion_groups(graph, set(overflow)) - set(overflow))]
         new = [name for name in overflow if name not in kept]
         if result.passed or not new:

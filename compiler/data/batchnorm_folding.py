@@ -21,6 +21,11 @@ FP16_MAX = 65504.0
 """The largest finite FP16 value; the converter clamps beyond it."""
 
 
+def inline_float32(tensor: onnx.TensorProto | None) -> bool:
+    """A float32 constant whose values are in the model itself (not external data), so they can be read here."""
+    return tensor is not None and tensor.data_type == TensorProto.FLOAT and tensor.data_location != TensorProto.EXTERNAL
+
+
 def fold_unrepresentable_batchnorms(model: onnx.ModelProto) -> list[str]:
     """Fold, in place, every inference BatchNormalization of the model's graph with a constant beyond FP16's range;
     the names of those folded (a node without a name by its output)."""
@@ -32,7 +37,9 @@ def fold_unrepresentable_batchnorms(model: onnx.ModelProto) -> list[str]:
         if factors is None:
             continue
         scale, shift = factors
-        if not _into_conv(graph, node, initializers, scale, shift) and not _as_mul_add(model, node, scale, shift):
+        with np.errstate(over="ignore"):  # a weight beyond float32 is infinite here as in the source's arithmetic
+            done = _into_conv(graph, node, initializers, scale, shift) or _as_mul_add(model, node, scale, shift)
+        if not done:
             continue
         folded.append(node_name(node))
     if folded:
@@ -45,7 +52,7 @@ def _unrepresentable(node: onnx.NodeProto, initializers: dict) -> tuple[np.ndarr
     if len(node.input) != 5 or len(node.output) != 1:
         return None  # training mode, or an input that is not a constant
     tensors = [initializers.get(name) for name in node.input[1:]]
-    if any(t is None or t.data_type != TensorProto.FLOAT or t.data_location == TensorProto.EXTERNAL for t in tensors):
+    if not all(map(inline_float32, tensors)):
         return None
     gamma, beta, mean, var = params = [numpy_helper.to_array(t).astype(np.float64) for t in tensors]
     epsilon = next((a.f for a in node.attribute if a.name == "epsilon"), 1e-5)
@@ -68,7 +75,7 @@ def _into_conv(graph: onnx.GraphProto, node: onnx.NodeProto, initializers: dict,
     weight = initializers.get(conv.input[1])
     bias = initializers.get(conv.input[2]) if len(conv.input) > 2 and conv.input[2] else None
     own = [weight] + ([bias] if len(conv.input) > 2 and conv.input[2] else [])
-    if any(t is None or t.data_type != TensorProto.FLOAT or t.data_location == TensorProto.EXTERNAL for t in own):
+    if not all(map(inline_float32, own)):
         return False
     if reads.get(node.input[0]) != [node] or any(reads.get(t.name) != [conv] for t in own):
         return False

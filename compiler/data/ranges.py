@@ -24,9 +24,9 @@ from onnx import TensorProto
 
 from compiler.core.errors import InvalidInput
 from compiler.core.records import CheckResult, Status
-from compiler.data.batchnorm_folding import FP16_MAX, fold_unrepresentable_batchnorms
+from compiler.data.batchnorm_folding import FP16_MAX, fold_unrepresentable_batchnorms, inline_float32
 from compiler.data.datasets import Dataset
-from compiler.data.model import OnnxModel, first_line, readers
+from compiler.data.model import OnnxModel, first_line, node_name, readers
 from compiler.data.sampling import batches
 from compiler.data.session import session
 
@@ -91,6 +91,20 @@ class TensorStats:
 
 
 @dataclass
+class ConvertedConstants:
+    """What the FP16 conversion does to the model's constants; the ranges are measured with them so."""
+
+    clamped: dict[str, float] = field(default_factory=dict)
+    """Constants beyond FP16's range, clamped to +-65504 (their |x| before)."""
+    clamped_readers: dict[str, list[str]] = field(default_factory=dict)
+    """Each clamped constant's readers: kept in FP32 (``--exclude``), they keep the constant FP32 as well."""
+    subnormal: dict[str, list[int]] = field(default_factory=dict)
+    """Constants the FP16 model holds with values below FP16's normal range: [how many, of how many non-zero]."""
+    folded: list[str] = field(default_factory=list)
+    """BatchNormalizations computed in FP32 before conversion (their constants beyond FP16's range)."""
+
+
+@dataclass
 class Reference:
     """The FP32 model's outputs on the samples (in sample order) and, when asked for, its intermediate ranges."""
 
@@ -98,15 +112,7 @@ class Reference:
     ranges: dict[str, TensorStats] = field(default_factory=dict)
     skipped_tensors: list[str] = field(default_factory=list)
     seconds: float = 0.0
-    clamped: dict[str, float] = field(default_factory=dict)
-    """Constants beyond FP16's range that the ranges were measured with clamped to +-65504 (their |x| before)."""
-    subnormal: dict[str, list[int]] = field(default_factory=dict)
-    """Constants the FP16 model holds with values below FP16's normal range: [how many, of how many non-zero]."""
-    clamped_readers: dict[str, list[str]] = field(default_factory=dict)
-    """Each clamped constant's readers: kept in FP32 (``--exclude``), they keep the constant FP32 as well."""
-    folded: list[str] = field(default_factory=list)
-    """BatchNormalizations computed in FP32 before conversion, as the FP16 conversion does (their constants beyond
-    FP16's range); the ranges were measured on the folded model."""
+    constants: ConvertedConstants = field(default_factory=ConvertedConstants)
 
 
 def _float_intermediates(model: OnnxModel) -> tuple[dict[str, onnx.ValueInfoProto], dict[str, str], list[str]]:
@@ -179,11 +185,37 @@ def _fp16_constants(proto: onnx.ModelProto, kept: frozenset[str]) -> list[tuple[
         for a in node.attribute
         if a.name == "value" and a.type == onnx.AttributeProto.TENSOR
     ]
-    return [
-        (name, tensor)
-        for name, tensor in tensors
-        if name not in kept and tensor.data_type == TensorProto.FLOAT and tensor.data_location != TensorProto.EXTERNAL
-    ]
+    return [(name, tensor) for name, tensor in tensors if name not in kept and inline_float32(tensor)]
+
+
+def _as_converted(model: OnnxModel, fp32_constants: frozenset[str]) -> tuple[onnx.ModelProto, ConvertedConstants]:
+    """The FP32 model with the constants the FP16 model holds (``model.proto`` itself when the conversion changes
+    none of them), and what it changed."""
+    base = onnx.ModelProto()
+    base.CopyFrom(model.proto)
+    folded = fold_unrepresentable_batchnorms(base)
+    clamped = clamp_constants(base, fp32_constants)
+    readers_of = readers(base.graph)
+    constants = ConvertedConstants(
+        clamped,
+        {name: [node_name(n) for n in readers_of.get(name, [])] for name in clamped},
+        subnormal_constants(base, fp32_constants),
+        folded,
+    )
+    return (base if clamped or folded else model.proto), constants
+
+
+def _groups(sizes: dict[str, int], batch: int, budget: int) -> list[list[str]]:
+    """Tensors in groups whose activations for one batch stay within ``budget`` bytes (one tensor at least)."""
+    groups: list[list[str]] = [[]]
+    used = 0
+    for name, size in sizes.items():
+        if groups[-1] and used + size * batch > budget:
+            groups.append([])
+            used = 0
+        groups[-1].append(name)
+        used += size * batch
+    return groups
 
 
 def _into_softmax(graph: onnx.GraphProto) -> set[str]:
@@ -241,14 +273,7 @@ def reference_pass(
     sizes = {name: _sample_bytes(v, {}) for name, v in wanted.items()}
     per_sample = sum(sizes.values())
     batch = max(1, min(batch_size, budget // max(per_sample, 1))) if wanted else batch_size
-    groups: list[list[str]] = [[]]
-    used = 0
-    for name, size in sizes.items():
-        if groups[-1] and used + size * batch > budget:
-            groups.append([])
-            used = 0
-        groups[-1].append(name)
-        used += size * batch
+    groups = _groups(sizes, batch, budget)
     softmax_fed = _into_softmax(model.proto.graph) if wanted else set()
     # keyed by outputs (unique in ONNX), not id(): protobuf hands out a new wrapper object at each access
     label = {
@@ -264,18 +289,8 @@ def reference_pass(
         for name in wanted
     }
     collected: dict[str, list[np.ndarray]] = {name: [] for name in names}
-    base = model.proto
-    clamped: dict[str, float] = {}
-    folded: list[str] = []
-    subnormal: dict[str, list[int]] = {}
-    if wanted:  # the ranges are FP16's: measure them with the constants the FP16 model holds
-        base = onnx.ModelProto()
-        base.CopyFrom(model.proto)
-        folded = fold_unrepresentable_batchnorms(base)
-        clamped = clamp_constants(base, fp32_constants)
-        subnormal = subnormal_constants(base, fp32_constants)
-        if not clamped and not folded:
-            base = model.proto
+    # the ranges are FP16's: measured with the constants the FP16 model holds
+    base, constants = _as_converted(model, fp32_constants) if wanted else (model.proto, ConvertedConstants())
     with tempfile.TemporaryDirectory(prefix="compile-check-") as work:
         sessions = [
             _session_with_outputs(model, [wanted[n] for n in group], Path(work) / f"ranges-{i}.onnx", base)
@@ -301,10 +316,7 @@ def reference_pass(
             if progress:
                 progress(len(chunk))
     outputs = {name: np.concatenate(parts) if parts else np.empty(0) for name, parts in collected.items()}
-    readers_of = readers(base.graph)
-    clamped_readers = {name: [n.name or n.output[0] for n in readers_of.get(name, [])] for name in clamped}
-    seconds = round(time.perf_counter() - started, 3)
-    return Reference(outputs, stats, unknown, seconds, clamped, subnormal, clamped_readers, folded)
+    return Reference(outputs, stats, unknown, round(time.perf_counter() - started, 3), constants)
 
 
 def _session_with_outputs(
@@ -390,22 +402,7 @@ def check_ranges(reference: Reference, samples: int, in_fp16: set[str] | None) -
         f"harmless"
         for n, s in saturated[:MAX_EVIDENCE]
     ]
-    evidence += [
-        f"clamped: constant {n}: |x| {v:.6g} is written as {FP16_MAX:g} in the FP16 model and judged at that value; "
-        f"if the outputs move, keep its reader(s) in FP32 (compile calibrate --exclude "
-        f"{' --exclude '.join(reference.clamped_readers.get(n, []))})"
-        for n, v in list(reference.clamped.items())[:MAX_EVIDENCE]
-    ]
-    evidence += [
-        f"folded: BatchNormalization {n} is computed in FP32 before conversion (a constant of it is beyond FP16's "
-        "range) and folded into the Conv before it, or into a Mul and an Add"
-        for n in reference.folded[:MAX_EVIDENCE]
-    ]
-    evidence += [
-        f"subnormal: constant {n}: {small} of {nonzero} non-zero values below FP16's normal range "
-        f"{FP16_NORMAL:.2g} keep fewer bits (below 6e-08 they become 6e-08)"
-        for n, (small, nonzero) in list(reference.subnormal.items())[:MAX_EVIDENCE]
-    ]
+    evidence += _constant_evidence(reference.constants)
     evidence += [
         f"underflow: node {s.node} output {n}: {s.flushed} of {s.nonzero} non-zero values below FP16's "
         f"smallest subnormal {FP16_TINY:.3g} become 0"
@@ -423,10 +420,10 @@ def check_ranges(reference: Reference, samples: int, in_fp16: set[str] | None) -
         "saturated_into_softmax": {
             n: {"node": s.node, "abs_max": s.abs_max, "count": s.overflow} for n, s in saturated
         },
-        "clamped_constants": reference.clamped,
-        "clamped_readers": reference.clamped_readers,
-        "subnormal_constants": reference.subnormal,
-        "folded_batchnorms": reference.folded,
+        "clamped_constants": reference.constants.clamped,
+        "clamped_readers": reference.constants.clamped_readers,
+        "subnormal_constants": reference.constants.subnormal,
+        "folded_batchnorms": reference.constants.folded,
     }
     peak = max((s.abs_max for n, s in reference.ranges.items() if in_fp16 is None or n in in_fp16), default=0.0)
     if overflow:
@@ -451,3 +448,23 @@ def check_ranges(reference: Reference, samples: int, in_fp16: set[str] | None) -
         figures=figures,
         summary=f"{checked} FP16 tensors within range on {samples} samples (|x| up to {peak:.6g}){note}",
     )
+
+
+def _constant_evidence(constants: ConvertedConstants) -> list[str]:
+    """A line per constant the conversion clamps, folds or leaves subnormal."""
+    lines = [
+        f"clamped: constant {n}: |x| {v:.6g} is written as {FP16_MAX:g} in the FP16 model and judged at that value; "
+        f"if the outputs move, keep its reader(s) in FP32 (compile calibrate --exclude "
+        f"{' --exclude '.join(constants.clamped_readers.get(n, []))})"
+        for n, v in list(constants.clamped.items())[:MAX_EVIDENCE]
+    ]
+    lines += [
+        f"folded: BatchNormalization {n} is computed in FP32 before conversion (a constant of it is beyond FP16's "
+        "range) and folded into the Conv before it, or into a Mul and an Add"
+        for n in constants.folded[:MAX_EVIDENCE]
+    ]
+    return lines + [
+        f"subnormal: constant {n}: {small} of {nonzero} non-zero values below FP16's normal range "
+        f"{FP16_NORMAL:.2g} keep fewer bits (below 6e-08 they become 6e-08)"
+        for n, (small, nonzero) in list(constants.subnormal.items())[:MAX_EVIDENCE]
+    ]

@@ -145,9 +145,7 @@ def source_model(
     hint = "pass the model with --model FILE" if override is None else "pass the model compile build was given"
     if not path.is_file():
         raise InvalidInput(f"{path}: the build's model is not there (build.json names it); {hint}")
-    model = load_model(path, check=False)
-    if dims:
-        model = load_model(renamed_path(path, dims, cache_dir or default_cache_dir()), check=False)
+    model = load_model(renamed_path(path, dims, cache_dir or default_cache_dir()), check=False)  # path without dims
     if model.sha256 != build.report.model_sha256:
         raise InvalidInput(
             f"{path}: not the model of this build (its sha256 {model.sha256[:12]}… is not the "
