@@ -107,15 +107,27 @@ def gates(
             )
         )
     if report.fp16_range is not None:  # always a gate: an FP16 model that overflows is broken on a GPU
-        overflow = report.fp16_range.get("overflow", {})
-        worst = max(overflow.items(), key=lambda item: item[1]["abs_max"], default=None)
-        results.append(
-            Gate(
-                name="fp16-range",
-                output=f"{worst[0]} (node {worst[1]['node']})" if worst else "",
-                value=worst[1]["abs_max"] if worst else 0.0,
-                threshold=65504.0,
-                passed=worst is None,
-            )
-        )
+        results.append(_fp16_range_gate(report.fp16_range))
     return results
+
+
+def _fp16_range_gate(ranges: dict) -> Gate:
+    """Failed by the largest overflow, else by the largest constant FP16 clamps when clamping moves the outputs."""
+    overflow = ranges.get("overflow", {})
+    worst = max(overflow.items(), key=lambda item: item[1]["abs_max"], default=None)
+    if worst is None and ranges.get("moved_by_clamping"):
+        name, value = max(ranges["clamped_constants"].items(), key=lambda item: item[1])
+        return Gate(
+            name="fp16-range",
+            output=f"{name} (a constant FP16 clamps, which moves the outputs)",
+            value=value,
+            threshold=65504.0,
+            passed=False,
+        )
+    return Gate(
+        name="fp16-range",
+        output=f"{worst[0]} (node {worst[1]['node']})" if worst else "",
+        value=worst[1]["abs_max"] if worst else 0.0,
+        threshold=65504.0,
+        passed=worst is None,
+    )

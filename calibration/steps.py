@@ -315,6 +315,7 @@ def judge(plan: Plan, reference, made: Quantized) -> AccuracyReport:
 def _with_fp16_range(report: AccuracyReport, plan: Plan, converted: Path) -> AccuracyReport:
     """The comparison's blind spot covered: the FP32 model's intermediate ranges on the held-out samples against
     FP16's (what ``compile check`` does for fp16 engines)."""
+    from compiler.data.agreement import limits
     from compiler.data.ranges import check_ranges, fp16_tensors, fp32_constants, reference_pass
 
     holdout = plan.chosen.holdout
@@ -323,7 +324,9 @@ def _with_fp16_range(report: AccuracyReport, plan: Plan, converted: Path) -> Acc
     reference = reference_pass(
         plan.source, plan.dataset, holdout, plan.batch_size, True, plan.options.chunk_mb, fp32_constants=kept
     )
-    result = check_ranges(reference, len(holdout), fp16_tensors(fp16))
+    given = plan.options
+    limit = limits("fp16", given.min_cosine, given.min_sqnr, given.min_top1, given.max_abs_error)
+    result = check_ranges(reference, len(holdout), fp16_tensors(fp16), lambda _: limit)
     return report.model_copy(
         update={
             "coverage": result.figures["coverage"],

@@ -304,8 +304,8 @@ def _run(run: _CheckRun, work: Path) -> CheckReport:
             run.source, backend, profiles, options.max_partitions, options.max_unsupported, options.max_boundary_mb
         )
     ]
-    run, samples = _fp32_pass(run)
     graph_of = _graph_loader(run)
+    run, samples = _fp32_pass(run, graph_of)
     measured: dict[str, CheckResult] = {}  # accuracy by built model: the engines of one model share it
     engine_checks = [
         _engine_check(run, target, graph_of, samples, measured) if target.engine is not None else _unbuilt(target)
@@ -327,7 +327,7 @@ class _Samples:
     golden: GoldenRecord | None
 
 
-def _fp32_pass(run: _CheckRun) -> tuple[_CheckRun, _Samples | None]:
+def _fp32_pass(run: _CheckRun, graph_of: Callable[[Target], OnnxModel]) -> tuple[_CheckRun, _Samples | None]:
     """The FP32 model's outputs on the samples checked (and its intermediate ranges when an engine is FP16), and
     golden.npz written from them; None without --data. A model with a fixed batch size runs whole batches of it:
     the run comes back with that ``batch_size``."""
@@ -351,9 +351,22 @@ def _fp32_pass(run: _CheckRun) -> tuple[_CheckRun, _Samples | None]:
         wants_ranges,
         run.options.chunk_mb,
         counter("fp32", len(indices), run.progress),
+        fp32_constants=_kept_constants(run, graph_of) if wants_ranges else frozenset(),
     )
     golden = capture_golden(run.build.root, run.dataset, indices, reference.outputs, batch)
     return run, _Samples(reference, indices, golden)
+
+
+def _kept_constants(run: _CheckRun, graph_of: Callable[[Target], OnnxModel]) -> frozenset[str]:
+    """The float32 constants every FP16 engine's model keeps (its readers excluded at calibration): not clamped."""
+    from compiler.data.ranges import fp32_constants
+
+    kept = [
+        fp32_constants(graph_of(target).proto)
+        for target in run.build.targets
+        if target.engine is not None and target.engine.precision == Precision.FP16 and run.models[target.label][0]
+    ]
+    return frozenset.intersection(*kept) if kept else frozenset()
 
 
 def _calibrations_held_out(run: _CheckRun, batch: int | None) -> np.ndarray | None:
@@ -420,7 +433,7 @@ def _engine_check(
 ) -> EngineCheck:
     """A built engine's checks: its fusions, its memory on its SKU, accuracy against FP32, FP16 range (an FP16
     engine) and the engine's own accuracy."""
-    from compiler.check.accuracy import engine_accuracy
+    from compiler.check.accuracy import engine_accuracy, output_limits
     from compiler.check.fusions import Graph, check_fusions
     from compiler.check.gain import check_gain
     from compiler.check.memory import check_memory
@@ -450,7 +463,12 @@ def _engine_check(
         checks.append(
             _skipped("fp16-range", "no --data given: the FP32 model's intermediate ranges need samples")
             if samples is None
-            else check_ranges(samples.reference, len(samples.indices), fp16_tensors(graph_of(target) if path else None))
+            else check_ranges(
+                samples.reference,
+                len(samples.indices),
+                fp16_tensors(graph_of(target) if path else None),
+                lambda output: output_limits(run.options, Precision.FP16, output),
+            )
         )
     checks.append(engine_accuracy(engine))
     return EngineCheck(

@@ -79,8 +79,8 @@ def calibrate(
     render.emit_json(result) if json else render.calibration(result)
     render.cache_outcome("calibration", result.cache, explain and not json)
     failed = [g for g in result.gates if not g.passed]
-    if failed:
-        first = failed[0]
+    if failed:  # the range gate first: it names what to keep in FP32, the accuracy gates only what moved
+        first = next((g for g in failed if g.name == "fp16-range"), failed[0])
         raise CheckFailed(
             f"{len(failed)} gate(s) failed; {first.name} on output '{first.output}': "
             f"{gate_figure(first.name, first.value)} vs threshold "

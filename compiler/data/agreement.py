@@ -317,6 +317,7 @@ def describe(gate: Gate) -> str:
         "min-precision": f"detection precision {gate.value:.2%} below {gate.threshold:.2%} (of its detections, "
         f"FP32's; set by min= in --output or --min-top1)",
         "min-iou": f"mask IoU {gate.value:.2%} below {gate.threshold:.2%} (set by min= in --output or --min-top1)",
+        "fp16-range": f"|x| {gate.value:.6g} beyond FP16's {gate.threshold:g}",
     }
     return f"output {gate.output}: {what.get(gate.name, f'{gate.name} {gate.value:g} vs {gate.threshold:g}')}" + (
         noise_note(gate)

@@ -23,7 +23,8 @@ import onnx
 from onnx import TensorProto
 
 from compiler.core.errors import InvalidInput
-from compiler.core.records import CheckResult, Status
+from compiler.core.records import CheckResult, OutputReport, Status
+from compiler.data.agreement import Agreement, Limits, describe, judge, limits
 from compiler.data.batchnorm_folding import FP16_MAX, fold_unrepresentable_batchnorms, inline_float32
 from compiler.data.datasets import Dataset
 from compiler.data.model import OnnxModel, first_line, node_name, readers
@@ -113,6 +114,8 @@ class Reference:
     skipped_tensors: list[str] = field(default_factory=list)
     seconds: float = 0.0
     constants: ConvertedConstants = field(default_factory=ConvertedConstants)
+    clamped_outputs: list[OutputReport] = field(default_factory=list)
+    """The outputs of the FP32 model with the constants FP16 clamps, against its own: what clamping moves."""
 
 
 def _float_intermediates(model: OnnxModel) -> tuple[dict[str, onnx.ValueInfoProto], dict[str, str], list[str]]:
@@ -291,6 +294,8 @@ def reference_pass(
     collected: dict[str, list[np.ndarray]] = {name: [] for name in names}
     # the ranges are FP16's: measured with the constants the FP16 model holds
     base, constants = _as_converted(model, fp32_constants) if wanted else (model.proto, ConvertedConstants())
+    # what clamping alone does to the outputs: the clamped model's own outputs against FP32's, batch by batch
+    moved = Agreement(names) if constants.clamped and groups else None
     with tempfile.TemporaryDirectory(prefix="compile-check-") as work:
         sessions = [
             _session_with_outputs(model, [wanted[n] for n in group], Path(work) / f"ranges-{i}.onnx", base)
@@ -302,21 +307,30 @@ def reference_pass(
         for chunk in batches(indices, batch):
             feed = dataset.read(chunk)
             for index, (sess, group) in enumerate(zip(sessions, groups, strict=True)):
-                fetch = (names if index == 0 else []) + group
-                try:
-                    values = sess.run(fetch, feed)
-                except Exception as exc:
-                    raise InvalidInput(f"onnxruntime cannot run the model on the data: {first_line(exc)}") from None
-                for name, value in zip(fetch, values, strict=True):
-                    if name in stats:
-                        stats[name].add(value)
-                    else:  # samples on axis 0, as every comparison counts them
-                        collected[name].append(dataset.batch_first([name], [value])[0])
+                outputs = names if index == 0 or (index == 1 and moved) else []
+                values = _run(sess, outputs + group, feed)
+                for name, value in zip(group, values[len(outputs) :], strict=True):
+                    stats[name].add(value)
+                # samples on axis 0, as every comparison counts them
+                got = dataset.batch_first(outputs, values[: len(outputs)])
+                if index == 0:
+                    for name, value in zip(names, got, strict=True):
+                        collected[name].append(value)
+                elif outputs:
+                    moved.add([collected[name][-1] for name in names], got)
                 del values
             if progress:
                 progress(len(chunk))
     outputs = {name: np.concatenate(parts) if parts else np.empty(0) for name, parts in collected.items()}
-    return Reference(outputs, stats, unknown, round(time.perf_counter() - started, 3), constants)
+    clamped_outputs = moved.reports() if moved else []
+    return Reference(outputs, stats, unknown, round(time.perf_counter() - started, 3), constants, clamped_outputs)
+
+
+def _run(sess, fetch: list[str], feed: dict[str, np.ndarray]) -> list[np.ndarray]:
+    try:
+        return sess.run(fetch, feed)
+    except Exception as exc:
+        raise InvalidInput(f"onnxruntime cannot run the model on the data: {first_line(exc)}") from None
 
 
 def _session_with_outputs(
@@ -370,8 +384,12 @@ def fp16_tensors(built: OnnxModel | None) -> set[str] | None:
     # a Cast's input counts too: a tensor kept in FP32 whose reader computes in FP16 is converted, and overflows there
 
 
-def check_ranges(reference: Reference, samples: int, in_fp16: set[str] | None) -> CheckResult:
-    """The gate: no tensor computed in FP16 leaves its range; flushing is reported, not gated."""
+def check_ranges(
+    reference: Reference, samples: int, in_fp16: set[str] | None, limit_of: Callable[[str], Limits] | None = None
+) -> CheckResult:
+    """The gate: no tensor computed in FP16 leaves its range, and the constants FP16 clamps do not move the outputs
+    beyond their accuracy gates (``limit_of`` an output, FP16's defaults unless given); flushing is reported, not
+    gated."""
     overflow, flushed, saturated = [], [], []
     for name, stat in reference.ranges.items():
         if in_fp16 is not None and name not in in_fp16:
@@ -438,6 +456,18 @@ def check_ranges(reference: Reference, samples: int, in_fp16: set[str] | None) -
             f"{', '.join(figures['keep_fp32'][:5])} in FP32 (compile calibrate --exclude "
             f"{' --exclude '.join(figures['keep_fp32'][:5])})",
         )
+    if moved := _moved_by_clamping(reference, limit_of or (lambda _: limits("fp16"))):
+        figures["moved_by_clamping"] = moved
+        readers = sorted({r for found in reference.constants.clamped_readers.values() for r in found})
+        constants = ", ".join(f"{n} (|x| {v:.6g})" for n, v in reference.constants.clamped.items())
+        return CheckResult(
+            name="fp16-range",
+            status=Status.FAILED,
+            evidence=evidence,
+            figures=figures,
+            summary=f"clamping constant(s) {constants} to {FP16_MAX:g} moves the outputs: {moved[0]}; keep their "
+            f"reader(s) in FP32 (compile calibrate --exclude {' --exclude '.join(readers)}, or --fallback auto)",
+        )
     note = f"; {len(flushed)} tensor(s) lose values to underflow" if flushed else ""
     if saturated:
         note += f"; {len(saturated)} additive mask tensor(s) saturate before a Softmax (harmless)"
@@ -448,6 +478,17 @@ def check_ranges(reference: Reference, samples: int, in_fp16: set[str] | None) -
         figures=figures,
         summary=f"{checked} FP16 tensors within range on {samples} samples (|x| up to {peak:.6g}){note}",
     )
+
+
+def _moved_by_clamping(reference: Reference, limit_of: Callable[[str], Limits]) -> list[str]:
+    """Each accuracy gate the FP32 model fails once it holds the constants FP16 clamps: the clamping alone moved
+    its outputs (the FP16 model cannot do better)."""
+    return [
+        describe(gate)
+        for output in reference.clamped_outputs
+        for gate in judge(output, limit_of(output.name))
+        if not gate.passed
+    ]
 
 
 def _constant_evidence(constants: ConvertedConstants) -> list[str]:

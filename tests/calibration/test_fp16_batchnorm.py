@@ -173,26 +173,44 @@ def test_a_constant_read_only_by_nodes_kept_in_fp32_stays_fp32_and_is_not_judged
     assert onnx.numpy_helper.to_array(up.attribute[0].t).dtype == np.float32
 
 
-def test_a_clamped_constant_that_moves_the_output_is_named_and_fallback_auto_keeps_its_reader(tmp_path):
-    """``x * 1e5`` with |x| < 0.5 overflows nothing, but 1e5 is written as 65504: the outputs move (cosine 0.997,
-    failed). The range check names the constant and its reader, and --fallback auto keeps that reader (and so the
-    constant) in FP32."""
-    onnx.save(_constant_scaled_model(1e5), tmp_path / "scaled.onnx")
+def test_a_clamped_constant_that_moves_the_output_fails_the_range_gate_and_fallback_auto_keeps_its_reader(tmp_path):
+    """``x * 1e5`` with |x| < 0.5 overflows nothing, but 1e5 is written as 65504: the outputs move (cosine 0.997).
+    The FP16 range gate fails on its own, naming the constant and its reader, in calibrate and in check of an
+    engine built without a calibration; --fallback auto keeps that reader (and so the constant) in FP32, and check
+    of the engine built from that calibration passes the gate."""
+    model = tmp_path / "scaled.onnx"
+    onnx.save(_constant_scaled_model(1e5), model)
     data = tmp_path / "data.npz"
     np.savez(data, x=(0.1 * np.random.default_rng(0).standard_normal((64, 4))).astype(np.float32))
-    args = ("calibrate", tmp_path / "scaled.onnx", "--data", data, "--precision", "fp16", "--out")
+    args = ("calibrate", model, "--data", data, "--precision", "fp16", "--out")
     plain = run_cli(*args, tmp_path / "plain")
     assert plain.exit_code == 1, plain.stderr
+    assert "up (a constant FP16 clamps, which moves the outputs)" in plain.stderr
     ranges = json.loads((tmp_path / "plain" / "report.json").read_text())["fp16_range"]
     assert ranges["overflow"] == {} and ranges["clamped_readers"] == {"up": ["scale_up"]}
     assert ranges["keep_fp32"] == []  # nothing overflows; the clamped constant's reader is named on its own
     assert any("constant up" in line and "--exclude scale_up" in line for line in ranges["evidence"])
+    assert ranges["moved_by_clamping"] and "output y" in ranges["moved_by_clamping"][0]
     done = run_cli(*args, tmp_path / "auto", "--fallback", "auto")
     assert done.exit_code == 0, done.stderr
     record = json.loads((tmp_path / "auto" / "calibration.json").read_text())
     assert record["exclusions"] == [{"node": "scale_up", "reason": "found", "why": "reads a constant FP16 clamps"}]
     [y] = json.loads((tmp_path / "auto" / "report.json").read_text())["outputs"]
     assert y["cosine_mean"] > 0.9999
+    profiles = tmp_path / "p.yaml"
+    profiles.write_text("profiles:\n  - name: p\n    shapes:\n      x: {min: [1, 4], opt: [4, 4], max: [8, 4]}\n")
+    for name, calibration, code in [("bare", (), 1), ("kept", ("--calibration", tmp_path / "auto"), 0)]:
+        built = run_cli("build", model, "--sku", "rtx-4090", "--precision", "fp16", "--out", tmp_path / name,
+                        "--profiles", profiles, *calibration)  # fmt: skip
+        assert built.exit_code == 0, built.stderr
+        checked = run_cli("check", tmp_path / name, "--data", data, "--no-lint", "--json")
+        assert checked.exit_code == code, checked.stderr
+        [engine] = json.loads(checked.stdout)["engines"]
+        [gate] = [c for c in engine["checks"] if c["name"] == "fp16-range"]
+        assert gate["status"] == ("failed" if code else "ok"), gate
+        if code:
+            assert "clamping constant(s) up (|x| 100000) to 65504 moves the outputs" in gate["summary"]
+            assert "--exclude scale_up" in gate["summary"]
 
 
 def test_weights_a_fold_shrinks_below_fp16s_normal_range_are_reported(tmp_path):
