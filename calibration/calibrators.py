@@ -12,6 +12,7 @@ import contextlib
 import io
 import logging
 import struct
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +39,8 @@ quantize Add, Mul, LayerNormalization, Gather, Softmax..., which puts quantized 
 them (``Quantized constant ... is only allowed before DQ``) and costs accuracy for no speed."""
 QUANTIZED_OUTPUTS_EXCLUDED = list(TENSORRT_QUANTIZED_OPS)
 """Q/DQ goes on the inputs of these ops, not their outputs (TensorRT fuses the epilogue; logits stay float)."""
+BIAS_OPS = frozenset({"Conv", "ConvTranspose", "Gemm"})
+"""Ops whose third input onnxruntime's quantizer quantizes as a bias (int32, scale from the node's other inputs)."""
 
 Progress = Callable[[int], None]
 
@@ -101,6 +104,7 @@ def prepare(model_path: Path, work: Path) -> Path:
 
     proto = onnx.load_model(model_path)
     name_unnamed_nodes(proto.graph)
+    unshare_biases(proto.graph)
     if default_opset(proto) < PER_CHANNEL_OPSET:
         try:
             proto = onnx.version_converter.convert_version(proto, PER_CHANNEL_OPSET)
@@ -126,6 +130,30 @@ def prepare(model_path: Path, work: Path) -> Path:
             f"{model_path}: onnxruntime cannot pre-process the model for quantization ({first_line(exc)})"
         ) from None
     return prepared
+
+
+def unshare_biases(graph: onnx.GraphProto) -> None:
+    """Give each Conv/ConvTranspose/Gemm that shares its float bias initializer with other nodes a copy of its own.
+    onnxruntime's quantizer copies a shared bias itself (a bias's scale is its node's input scale x weight scale),
+    naming the copy by appending a number without looking at node outputs: with tf2onnx's names, ``conv1d_25`` and
+    ``2`` is ``conv1d_252``, another Conv's output, and the bias then reads that activation, which TensorRT refuses
+    ("dynamic shape is not supported for weights"). Our copies are named apart from every name in the graph."""
+    initializers = {t.name: t for t in graph.initializer}
+    readers = Counter(name for node in graph.node for name in node.input)
+    taken = set(initializers) | {n for node in graph.node for n in (*node.input, *node.output)}
+    taken |= {v.name for v in (*graph.input, *graph.output)}
+    for node in graph.node:
+        bias = initializers.get(node.input[2]) if node.op_type in BIAS_OPS and len(node.input) > 2 else None
+        if bias is None or bias.data_type != onnx.TensorProto.FLOAT or readers[bias.name] < 2:
+            continue
+        name = next(n for k in range(len(taken) + 1) if (n := f"{bias.name}__bias_{k}") not in taken)
+        copy = onnx.TensorProto()
+        copy.CopyFrom(bias)
+        copy.name = name
+        graph.initializer.append(copy)
+        node.input[2] = name
+        readers[bias.name] -= 1
+        taken.add(name)
 
 
 def tensors_to_calibrate(prepared: Path, excluded: frozenset[str] = frozenset()) -> set[str]:

@@ -115,3 +115,56 @@ def test_a_model_of_static_shapes_is_proved_without_a_profile(tmp_path):
     assert result.exit_code in (0, 1), result.stderr
     proof = json.loads(result.stdout)["build_proof"]
     assert proof.startswith("built with tensorrt-rtx") and "static shapes" in proof
+
+
+def _shared_bias_model():
+    """Two 1x1 Convs reading one bias ``b``; the first writes ``b0``, the name onnxruntime's quantizer gives its own
+    copy of a shared bias (the bias name and a number, as tf2onnx's ``conv1d_25`` and ``2`` is Basic Pitch's
+    ``conv1d_252``, another Conv's output)."""
+    import numpy as np
+    import onnx
+
+    h, array = onnx.helper, onnx.numpy_helper.from_array
+    rng = np.random.default_rng(0)
+    weights = [array(rng.standard_normal((4, 4, 1, 1)).astype(np.float32), f"w{i}") for i in (1, 2)]
+    bias = array(rng.standard_normal(4).astype(np.float32), "b")
+    nodes = [
+        h.make_node("Conv", ["x", "w1", "b"], ["b0"], name="first"),
+        h.make_node("Relu", ["b0"], ["r"], name="relu"),
+        h.make_node("Conv", ["r", "w2", "b"], ["y"], name="second"),
+    ]
+    graph = h.make_graph(
+        nodes,
+        "shared_bias",
+        [h.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["N", 4, 8, 8])],
+        [h.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["N", 4, 8, 8])],
+        [*weights, bias],
+    )
+    made = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+    made.ir_version = 8
+    return made
+
+
+@pytest.mark.parametrize("precision", ["int8", "fp8"])
+def test_convs_sharing_a_bias_get_copies_no_other_tensor_is_named(tmp_path, precision):
+    """Basic Pitch (tf2onnx) shares one bias among 26 Convs: onnxruntime's copy for the third was named like a
+    Conv's output, the bias read that activation, and TensorRT refused the Q/DQ model ("dynamic shape is not
+    supported for weights") for every Conv --exclude was told about, in int8 and fp8."""
+    import numpy as np
+    import onnx
+
+    from calibration.calibrators import unshare_biases
+
+    onnx.save_model(_shared_bias_model(), tmp_path / "shared.onnx")
+    np.savez(tmp_path / "x.npz", x=np.random.default_rng(1).standard_normal((32, 4, 8, 8)).astype(np.float32))
+    result = run_calibrate(
+        tmp_path / "out", "--json", "--precision", precision, model=tmp_path / "shared.onnx", data=tmp_path / "x.npz"
+    )
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["build_proof"].startswith("built with tensorrt-rtx")
+    graph = _shared_bias_model().graph
+    unshare_biases(graph)
+    first, _, second = graph.node
+    assert first.input[2] == "b__bias_0" and second.input[2] == "b"  # the last reader keeps the original
+    names = [t.name for t in graph.initializer]
+    assert len(names) == len(set(names)) and not set(names) & {o for n in graph.node for o in n.output}

