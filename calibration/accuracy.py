@@ -17,7 +17,7 @@ import numpy as np
 from compiler.core.errors import CheckFailed, InvalidInput
 from compiler.core.output_kind import declared
 from compiler.core.records import AccuracyReport, Gate
-from compiler.data.agreement import Agreement, judge, limits
+from compiler.data.agreement import Agreement, enough_samples, judge, limits
 from compiler.data.datasets import Dataset
 from compiler.data.metric import Metric, MetricRun
 from compiler.data.model import first_line
@@ -82,6 +82,7 @@ def gates(
     max_abs_error: float | None = None,
     min_sqnr: float | None = None,
     min_metric: float | None = None,
+    min_samples: int = 0,
 ) -> list[Gate]:
     """Every output's gates at the precision's defaults (:data:`compiler.data.agreement.DEFAULTS`) but for the
     thresholds given, and the FP16 range gate of an fp16 conversion."""
@@ -92,7 +93,8 @@ def gates(
             "this model has none"
         )
     limit = limits(report.candidate, min_cosine, min_sqnr, min_top1, max_abs_error)
-    results = [gate for out in report.outputs for gate in judge(out, limit)]
+    results = [enough_samples(report.holdout_samples, min_samples)] if min_samples else []
+    results += [gate for out in report.outputs for gate in judge(out, limit)]
     if min_metric is not None:
         if report.metric is None:
             raise InvalidInput("--min-metric needs --metric MODULE:FUNCTION (the score it holds to the threshold)")

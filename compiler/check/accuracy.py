@@ -19,7 +19,7 @@ from compiler.core.errors import CheckFailed
 from compiler.core.options import CheckOptions
 from compiler.core.output_kind import declared
 from compiler.core.records import CheckResult, EngineRecord, Precision, Status
-from compiler.data.agreement import Agreement, Limits, describe, judge, limits
+from compiler.data.agreement import Agreement, Limits, describe, enough_samples, judge, limits
 from compiler.data.datasets import Dataset
 from compiler.data.metric import Metric, MetricRun
 from compiler.data.model import first_line
@@ -185,6 +185,8 @@ def _verdict(
     samples: int,
 ) -> CheckResult:
     figures, evidence, failures = {}, [], []
+    if options.min_samples and not (enough := enough_samples(samples, options.min_samples)).passed:
+        failures.append(describe(enough))
     for out in agreement.reports():
         limit = output_limits(options, precision, out.name)
         gates = judge(out, limit)

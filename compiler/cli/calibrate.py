@@ -64,7 +64,7 @@ def calibrate(
     from calibration import calibrate as run_calibration
     from compiler.core.files import default_cache_dir
     from compiler.core.options import CalibrationOptions
-    from compiler.data.agreement import noise_note
+    from compiler.data.agreement import describe, noise_note
     from compiler.data.dims import renamed_path
     from compiler.data.freeze import frozen_model, parse_consts
 
@@ -79,14 +79,21 @@ def calibrate(
     render.emit_json(result) if json else render.calibration(result)
     render.cache_outcome("calibration", result.cache, explain and not json)
     failed = [g for g in result.gates if not g.passed]
-    if failed:  # the range gate first: it names what to keep in FP32, the accuracy gates only what moved
-        first = next((g for g in failed if g.name == "fp16-range"), failed[0])
+    if failed:  # a failure whatever the sample count first (the range gate names what to keep in FP32), then
+        # too few samples for any verdict, then the figures
+        first = min(failed, key=lambda g: FIRST_SAID.get(g.name, len(FIRST_SAID)))
+        if first.name == "min-samples":
+            raise CheckFailed(f"{describe(first)} (report: {Path(result.out) / 'report.json'})")
         raise CheckFailed(
             f"{len(failed)} gate(s) failed; {first.name} on output '{first.output}': "
             f"{gate_figure(first.name, first.value)} vs threshold "
             f"{gate_figure(first.name, first.threshold)}{noise_note(first)}{suggestion(result)} "
             f"(report: {Path(result.out) / 'report.json'})"
         )
+
+
+FIRST_SAID = {"fp16-range": 0, "finite": 1, "min-samples": 2}
+"""Which failed gate calibrate's error line names first (any other after these, in the report's order)."""
 
 
 def suggestion(result) -> str:

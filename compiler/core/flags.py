@@ -105,6 +105,15 @@ OUTPUT_KIND = Flag(
     kind="many",
 )
 """``--output``, on calibrate and check alike: one verdict per output whichever stage judges it."""
+MIN_SAMPLES = Flag(
+    "Gate: fewest samples a verdict rests on (calibrate's held-out ones); below it the verdict is 'not enough "
+    "held-out data' (exit 1), neither pass nor fail. 0 accepts any number.",
+    "N",
+    GATES,
+    5,
+    int,
+)
+"""``--min-samples``: figures and their intervals on 2 samples say nothing; calibrate and check hold the same."""
 
 BUILD = {
     "calibration": Flag(
@@ -216,6 +225,7 @@ CALIBRATE = {
     "output": OUTPUT_KIND,
     "sample_axis": SAMPLE_AXIS,
     "min_metric": Flag("Gate: least score of --metric.", "X", GATES, type=float),
+    "min_samples": MIN_SAMPLES,
     "labels": Flag(
         "An .npz of labels for --metric, one row per data sample (labels argument).", "FILE", INPUTS, type=Path
     ),
@@ -297,6 +307,7 @@ CHECK = {
     "output": OUTPUT_KIND,
     "sample_axis": SAMPLE_AXIS,
     "min_metric": Flag("Gate: least score of --metric.", "X", GATES, type=float),
+    "min_samples": MIN_SAMPLES,
     "labels": Flag("An .npz of labels for --metric, one row per data sample.", "FILE", type=Path, keyed=False),
     "allow_skip": Flag(
         "Let a check that cannot be measured be skipped instead of failing (accuracy: the model an engine was "

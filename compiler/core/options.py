@@ -183,6 +183,7 @@ class CalibrationOptions(OptionGroup):
 
     metric: str | None = _calibrate("metric")
     min_metric: float | None = _calibrate("min_metric")
+    min_samples: StrictInt = _calibrate("min_samples", ge=0)
     labels: Path | None = _calibrate("labels")
     reuse: bool = _calibrate("reuse")
 
@@ -223,7 +224,7 @@ class CalibrationOptions(OptionGroup):
             )
 
     @property
-    def gates(self) -> dict[str, float | None]:
+    def gates(self) -> dict[str, float | int | None]:
         """The thresholds given; the unset ones take the precision's defaults (compiler.data.agreement)."""
         return {
             "min_cosine": self.min_cosine,
@@ -231,6 +232,7 @@ class CalibrationOptions(OptionGroup):
             "max_abs_error": self.max_abs_error,
             "min_sqnr": self.min_sqnr,
             "min_metric": self.min_metric,
+            "min_samples": self.min_samples,
         }
 
 
@@ -276,6 +278,7 @@ class CheckOptions(OptionGroup):
 
     metric: str | None = _check("metric")
     min_metric: float | None = _check("min_metric")
+    min_samples: StrictInt = _check("min_samples", ge=0)
     labels: Path | None = _check("labels")
     chunk_mb: StrictInt = _check("chunk_mb", ge=1, le=MAX_CHUNK_MB)
     lint: bool = _check("lint")

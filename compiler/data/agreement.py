@@ -301,8 +301,19 @@ def _abs_gate(output: OutputReport, limit: Limits, gate) -> list[Gate]:
     ]
 
 
+def enough_samples(samples: int, minimum: int) -> Gate:
+    """The verdict's own gate: at least ``minimum`` samples judged, else neither pass nor fail."""
+    return Gate(name="min-samples", output="", value=samples, threshold=minimum, passed=samples >= minimum)
+
+
 def describe(gate: Gate) -> str:
     """A failed gate as one line naming the output, the figure and the threshold (and the flag that sets it)."""
+    if gate.name == "min-samples":
+        return (
+            f"not enough held-out data: {gate.value:.0f} sample(s) judged, fewer than --min-samples "
+            f"{gate.threshold:.0f}, so the figures can neither pass nor fail it; judge more samples (a larger data "
+            f"file or --holdout), or lower --min-samples"
+        )
     what = {
         "finite": f"{gate.value:.0f} NaN/Inf values (never allowed)",
         "min-cosine": f"cosine mean {gate.value:.8f} below --min-cosine {gate.threshold:.8g}",

@@ -326,7 +326,7 @@ def test_cli_gates_fail_with_exit_1_and_pass_otherwise(tmp_path, digits_model, d
     doc = json.loads(ok.stdout)
     assert doc["passed"] is True
     gates = {g["name"]: g for g in doc["gates"]}  # the defaults of docs/check.md, but for the thresholds given
-    assert set(gates) == {"finite", "min-cosine", "min-cosine-low", "min-sqnr", "min-top1", "min-top5"}
+    assert set(gates) == {"min-samples", "finite", "min-cosine", "min-cosine-low", "min-sqnr", "min-top1", "min-top5"}
     assert gates["min-cosine"]["threshold"] == 0.99 and gates["min-sqnr"]["threshold"] == 12.0
     assert gates["min-sqnr"]["value"] > 25, gates  # the digits CNN in int8: far from the gate
     failed = run_cli(*base, "--min-cosine", "0.9999999")

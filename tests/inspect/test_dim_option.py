@@ -78,7 +78,7 @@ def test_calibrate_build_and_check_with_the_same_renames(tmp_path):
     """int8 through the renamed copy: the calibration is of the copy, build --dim reads the same copy (same
     content, so the calibration's model digest matches), and check needs the same renames to find the model."""
     data = tmp_path / "data.npz"
-    np.savez(data, x=np.random.default_rng(0).standard_normal((12, 3, 32, 48)).astype(np.float32))
+    np.savez(data, x=np.random.default_rng(0).standard_normal((25, 3, 32, 48)).astype(np.float32))
     calibrated = run_cli("calibrate", MODEL, *RENAMES, "--data", data, "--out", tmp_path / "cal",
                          env={**os.environ, "COMPILE_CACHE_DIR": str(tmp_path / "cache")})  # fmt: skip
     assert calibrated.exit_code == 0, calibrated.stderr
