@@ -26,7 +26,10 @@ def complete(words: str) -> list[str]:
 
 @pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
 def test_the_completion_script_is_printed_for_each_shell(shell: str) -> None:
-    result = run_cli("--show-completion", shell)
+    """Typer's own switch makes the option take the shell named: otherwise it detects the shell from the parent
+    processes, and a test run whose launching shell has exited (a background job) has none."""
+    env = {**os.environ, "_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION": "1"}
+    result = run_cli("--show-completion", shell, env=env)
     assert result.exit_code == 0, result.stderr
     assert "_COMPILE_COMPLETE" in result.stdout
 
