@@ -11,11 +11,11 @@ from compiler.core.errors import InvalidInput
 from compiler.data.batchnorm_folding import fold_unrepresentable_batchnorms
 from compiler.data.model import first_line, load_model, name_unnamed_nodes, readers
 
-FP16_CONVERSION = 3
+FP16_CONVERSION = 4
 """What the conversion writes, by version: part of every cache key of a converted model (2: a Cast from an integer
 is never taken for a round trip; the model is loaded by onnxruntime before it is kept; 3: a BatchNormalization whose
 constants FP16 cannot hold is computed in FP32 first, compiler/data/batchnorm_folding.py, and a Constant node read only
-by nodes kept in FP32 stays FP32)."""
+by nodes kept in FP32 stays FP32; 4: what computes a shape input stays in its types, :func:`shape_arithmetic`)."""
 
 
 QUANTIZATION_OPS = frozenset(
@@ -57,6 +57,7 @@ def convert_fp16(
     fold_unrepresentable_batchnorms(proto)
     name_unnamed_nodes(proto.graph)  # the block list matches by name
     blocked_ops = set(DEFAULT_OP_BLOCK_LIST) | QUANTIZATION_OPS | keep_ops
+    keep_nodes = keep_nodes | shape_arithmetic(proto.graph)
     keep_nodes = keep_nodes | _constants_only_for(proto.graph, keep_nodes, blocked_ops)
     try:
         with quiet():
@@ -79,6 +80,48 @@ def convert_fp16(
     except BaseException:  # a stop, a full disk mid-save or a refused model: nothing half made stays in the cache
         staging.unlink(missing_ok=True)
         raise
+
+
+SHAPE_INPUTS = {
+    "Reshape": (1,),
+    "Expand": (1,),
+    "Tile": (1,),
+    "Slice": (1, 2, 3, 4),
+    "Range": (0, 1, 2),
+    "ConstantOfShape": (0,),
+    "TopK": (1,),
+    "Resize": (1, 2, 3),
+    "Upsample": (1,),
+    "Pad": (1,),
+    "OneHot": (1,),
+    "Squeeze": (1,),
+    "Unsqueeze": (1,),
+}
+"""The inputs that are shapes, sizes, counts or indices: what computes them stays in its types (Resize's roi and
+scales are float32 by the ONNX spec; the rest are integers, sometimes computed in float)."""
+SHAPE_ARITHMETIC_OPS = frozenset(
+    {"Cast", "Add", "Sub", "Mul", "Div", "Floor", "Ceil", "Round", "Sqrt", "Neg", "Abs", "Min", "Max", "Pow",
+     "Concat", "Gather", "Slice", "Squeeze", "Unsqueeze", "Reshape", "Identity", "Constant", "ReduceProd",
+     "ReduceSum", "Mod", "Equal", "Where", "Less", "Greater", "Not"}
+)  # fmt: skip
+"""The ops a shape is computed with: the walk back from a shape input goes through these only (it stops at Shape,
+whose input is data, and at anything that computes on activations)."""
+
+
+def shape_arithmetic(graph: onnx.GraphProto) -> set[str]:
+    """The names of the nodes that compute a shape input (:data:`SHAPE_INPUTS`), walking back through
+    :data:`SHAPE_ARITHMETIC_OPS`: a YOLO export's ``Cast(Shape(x)[2], FLOAT) * stride`` converted to FP16 gives 2048
+    for 2049, and a Reshape of the wrong size; kept in FP32, nothing changes."""
+    producer = {name: node for node in graph.node for name in node.output}
+    pending = [node.input[i] for node in graph.node for i in SHAPE_INPUTS.get(node.op_type, ()) if i < len(node.input)]
+    kept: set[str] = set()
+    while pending:
+        node = producer.get(pending.pop())
+        if node is None or node.name in kept or node.op_type not in SHAPE_ARITHMETIC_OPS:
+            continue
+        kept.add(node.name)
+        pending.extend(node.input)
+    return kept
 
 
 def _constants_only_for(graph: onnx.GraphProto, keep_nodes: frozenset[str], keep_ops: set[str]) -> set[str]:

@@ -11,12 +11,15 @@ from __future__ import annotations
 import hashlib
 import re
 from pathlib import Path
-
-import onnx
+from typing import TYPE_CHECKING
 
 from compiler.core.errors import InvalidInput
 from compiler.core.files import write_atomic
-from compiler.data.model import OnnxModel, load_model
+
+if TYPE_CHECKING:  # onnx is imported only where a model is renamed: a cached release renames nothing
+    import onnx
+
+    from compiler.data.model import OnnxModel
 
 _DIM = re.compile(r"^(?P<input>.+):(?P<axis>-?\d+)=(?P<name>.*)$")
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -47,6 +50,8 @@ def parse_dims(values: list[str] | None, flag: str = "--dim") -> DimRenames:
 
 def _rename(model: OnnxModel, renames: DimRenames, flag: str) -> onnx.ModelProto:
     """A copy of the model's proto with the renames applied; refuses what cannot be renamed."""
+    import onnx
+
     proto = onnx.ModelProto()
     proto.CopyFrom(model.proto)
     inputs = {value.name: value for value in proto.graph.input}
@@ -84,6 +89,8 @@ def renamed_model(model: OnnxModel, renames: DimRenames, folder: Path, flag: str
             f"{model.path}: {flag} cannot rename the dims of a model with external weights; rename them in the "
             "model (onnx.tools.update_model_dims.update_inputs_outputs_dims)"
         )
+    from compiler.data.model import load_model
+
     content = proto.SerializeToString(deterministic=True)
     target = folder / "dims" / hashlib.sha256(content).hexdigest()[:32] / model.path.name
     if not target.is_file():
@@ -97,4 +104,6 @@ def renamed_path(path: Path, values: list[str] | tuple[str, ...] | None, folder:
     itself when nothing is renamed."""
     if not values:
         return path
+    from compiler.data.model import load_model
+
     return renamed_model(load_model(path, infer_shapes=False), parse_dims(list(values), flag), folder, flag).path
