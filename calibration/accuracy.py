@@ -54,11 +54,11 @@ def compare(
     for batch in batches(indices, batch_size):
         feed = dataset.read(batch)
         try:
-            expected = dataset.batch_first(names, run_batch(ref, feed, fixed_batch))
+            expected = dataset.batch_first(names, run_batch(ref, feed, fixed_batch), len(batch))
         except Exception as exc:
             raise InvalidInput(f"onnxruntime cannot run the model on the data: {first_line(exc)}") from None
         try:
-            actual = dataset.batch_first(names, run_batch(cand, feed, fixed_batch))
+            actual = dataset.batch_first(names, run_batch(cand, feed, fixed_batch), len(batch))
         except Exception as exc:
             raise CheckFailed(f"onnxruntime cannot run the {candidate_name} model: {first_line(exc)}") from None
         agreement.add(expected, actual)

@@ -81,7 +81,7 @@ def check_accuracy(
     for chunk in batches(indices, options.batch_size):
         feed = dataset.read(chunk)
         try:
-            actual = dataset.batch_first(names, cand.run(names, feed))
+            actual = dataset.batch_first(names, cand.run(names, feed), len(chunk))
         except Exception as exc:
             raise CheckFailed(f"onnxruntime cannot run the {precision} model {candidate}: {first_line(exc)}") from None
         expected = [reference[n][done : done + len(chunk)] for n in names]

