@@ -151,7 +151,9 @@ class Pipeline(_Strict):
     model: Path
     const: dict[str, float] = {}
     """Inputs frozen to a value (``{sr: 16000}``), as ``--const sr=16000``: every stage takes the frozen model."""
-    profiles: Path
+    profiles: Path | None = None
+    """Shape profiles; without them a model whose input shapes are all static builds at those shapes, as
+    ``compile build`` does (a model with dynamic dims is refused at build, naming them)."""
     dims: list[str] = []
     """Input dims renamed for every stage, as ``--dim`` takes them (``x:2=H``): the stages read a renamed copy."""
     targets: dict[str, TargetSpec] = Field(min_length=1)
@@ -230,7 +232,7 @@ def load_pipeline(path: str | Path) -> LoadedPipeline:
     path = Path(path)
     data = read_yaml(path)
     if not isinstance(data, dict):
-        raise InvalidInput(f"{path}: expected a mapping with release, model, profiles, targets")
+        raise InvalidInput(f"{path}: expected a mapping with release, model, targets (and profiles)")
     try:
         spec = Pipeline.model_validate(data)
     except ValidationError as exc:
@@ -238,7 +240,7 @@ def load_pipeline(path: str | Path) -> LoadedPipeline:
     except InvalidInput as exc:  # an option group's rule joining options (--method, per-output thresholds)
         raise InvalidInput(f"{path}: {exc}") from None
     base = path.parent.resolve()
-    resolved = {"model": base / spec.model, "profiles": base / spec.profiles}
+    resolved = {"model": base / spec.model, "profiles": base / spec.profiles if spec.profiles else None}
     if spec.skus:
         resolved["skus"] = base / spec.skus
     if spec.calibration:

