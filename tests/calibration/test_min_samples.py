@@ -38,8 +38,11 @@ def test_calibrate_on_two_held_out_samples_says_not_enough_data_and_passes_with_
     assert gate["passed"] and gate["value"] == 5
 
 
-def test_check_on_three_samples_says_not_enough_data(built_digits, few):
-    build = built_digits(("rtx-4090",), ("fp16",))
+def test_check_on_three_samples_says_not_enough_data(built_digits, few, tmp_path):
+    import shutil
+
+    build = tmp_path / "build"  # a copy: check writes check.json and golden.npz into the folder it judges
+    shutil.copytree(built_digits(("rtx-4090",), ("fp16",)), build)
     done = run_cli("check", build, "--data", few, "--samples", "3", "--no-lint", "--json")
     assert done.exit_code == 1, done.stderr
     [engine] = json.loads(done.stdout)["engines"]
