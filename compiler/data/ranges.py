@@ -402,12 +402,65 @@ def check_ranges(
             flushed.append((name, stat))
     overflow.sort(key=lambda item: -item[1].abs_max)
 
-    def keep(stat: TensorStats) -> list[str]:
-        return [stat.node, *(r for r in stat.readers if r != stat.node)]
+    evidence = _tensor_evidence(overflow, saturated, flushed, reference.constants)
+    checked = len(reference.ranges) if in_fp16 is None else len([n for n in reference.ranges if n in in_fp16])
+    figures: dict[str, Any] = {
+        "samples": samples,
+        "tensors_checked": checked,
+        "tensors_of_unknown_type": reference.skipped_tensors,
+        "overflow": {n: {"node": s.node, "abs_max": s.abs_max, "count": s.overflow} for n, s in overflow},
+        "underflow": {n: {"node": s.node, "flushed": s.flushed, "nonzero": s.nonzero} for n, s in flushed},
+        "keep_fp32": sorted({name for _, s in overflow for name in _keep(s)}),
+        "coverage": COVERAGE,
+        "saturated_into_softmax": {
+            n: {"node": s.node, "abs_max": s.abs_max, "count": s.overflow} for n, s in saturated
+        },
+        "clamped_constants": reference.constants.clamped,
+        "clamped_readers": reference.constants.clamped_readers,
+        "subnormal_constants": reference.constants.subnormal,
+        "folded_batchnorms": reference.constants.folded,
+    }
+    peak = max((s.abs_max for n, s in reference.ranges.items() if in_fp16 is None or n in in_fp16), default=0.0)
+    failure = None
+    if overflow:
+        name, stat = overflow[0]
+        keep = figures["keep_fp32"][:5]
+        failure = (
+            f"{len(overflow)} tensor(s) overflow FP16; first: node {stat.node} output {name} reaches "
+            f"{stat.abs_max:.6g} (> {FP16_MAX:g}): keep {', '.join(keep)} in FP32 (compile calibrate --exclude "
+            f"{' --exclude '.join(keep)})"
+        )
+    elif moved := _moved_by_clamping(reference, limit_of or (lambda _: limits("fp16"))):
+        figures["moved_by_clamping"] = moved
+        readers = sorted({r for found in reference.constants.clamped_readers.values() for r in found})
+        constants = ", ".join(f"{n} (|x| {v:.6g})" for n, v in reference.constants.clamped.items())
+        failure = (
+            f"clamping constant(s) {constants} to {FP16_MAX:g} moves the outputs: {moved[0]}; keep their "
+            f"reader(s) in FP32 (compile calibrate --exclude {' --exclude '.join(readers)}, or --fallback auto)"
+        )
+    note = f"; {len(flushed)} tensor(s) lose values to underflow" if flushed else ""
+    if saturated:
+        note += f"; {len(saturated)} additive mask tensor(s) saturate before a Softmax (harmless)"
+    return CheckResult(
+        name="fp16-range",
+        status=Status.FAILED if failure else Status.OK,
+        evidence=evidence,
+        figures=figures,
+        summary=failure or f"{checked} FP16 tensors within range on {samples} samples (|x| up to {peak:.6g}){note}",
+    )
+
+
+def _keep(stat: TensorStats) -> list[str]:
+    """What keeps an overflowing tensor out of FP16: its node and every reader of it."""
+    return [stat.node, *(r for r in stat.readers if r != stat.node)]
+
+
+def _tensor_evidence(overflow: list, saturated: list, flushed: list, constants: ConvertedConstants) -> list[str]:
+    """A line per tensor that overflows, saturates into a Softmax or underflows, and per constant changed."""
 
     def advice(stat: TensorStats) -> str:
-        readers = f" and its reader(s) {', '.join(keep(stat)[1:])}" if len(keep(stat)) > 1 else ""
-        return f"keep {stat.node}{readers} in FP32 (compile calibrate --exclude {' --exclude '.join(keep(stat))})"
+        readers = f" and its reader(s) {', '.join(_keep(stat)[1:])}" if len(_keep(stat)) > 1 else ""
+        return f"keep {stat.node}{readers} in FP32 (compile calibrate --exclude {' --exclude '.join(_keep(stat))})"
 
     evidence = [
         f"overflow: node {s.node} output {n}: |x| up to {s.abs_max:.6g} > {FP16_MAX:g} ({s.overflow} of "
@@ -420,64 +473,12 @@ def check_ranges(
         f"harmless"
         for n, s in saturated[:MAX_EVIDENCE]
     ]
-    evidence += _constant_evidence(reference.constants)
-    evidence += [
+    evidence += _constant_evidence(constants)
+    return evidence + [
         f"underflow: node {s.node} output {n}: {s.flushed} of {s.nonzero} non-zero values below FP16's "
         f"smallest subnormal {FP16_TINY:.3g} become 0"
         for n, s in flushed[:MAX_EVIDENCE]
     ]
-    checked = len(reference.ranges) if in_fp16 is None else len([n for n in reference.ranges if n in in_fp16])
-    figures: dict[str, Any] = {
-        "samples": samples,
-        "tensors_checked": checked,
-        "tensors_of_unknown_type": reference.skipped_tensors,
-        "overflow": {n: {"node": s.node, "abs_max": s.abs_max, "count": s.overflow} for n, s in overflow},
-        "underflow": {n: {"node": s.node, "flushed": s.flushed, "nonzero": s.nonzero} for n, s in flushed},
-        "keep_fp32": sorted({name for _, s in overflow for name in keep(s)}),
-        "coverage": COVERAGE,
-        "saturated_into_softmax": {
-            n: {"node": s.node, "abs_max": s.abs_max, "count": s.overflow} for n, s in saturated
-        },
-        "clamped_constants": reference.constants.clamped,
-        "clamped_readers": reference.constants.clamped_readers,
-        "subnormal_constants": reference.constants.subnormal,
-        "folded_batchnorms": reference.constants.folded,
-    }
-    peak = max((s.abs_max for n, s in reference.ranges.items() if in_fp16 is None or n in in_fp16), default=0.0)
-    if overflow:
-        name, stat = overflow[0]
-        return CheckResult(
-            name="fp16-range",
-            status=Status.FAILED,
-            evidence=evidence,
-            figures=figures,
-            summary=f"{len(overflow)} tensor(s) overflow FP16; first: node {stat.node} output {name} "
-            f"reaches {stat.abs_max:.6g} (> {FP16_MAX:g}): keep "
-            f"{', '.join(figures['keep_fp32'][:5])} in FP32 (compile calibrate --exclude "
-            f"{' --exclude '.join(figures['keep_fp32'][:5])})",
-        )
-    if moved := _moved_by_clamping(reference, limit_of or (lambda _: limits("fp16"))):
-        figures["moved_by_clamping"] = moved
-        readers = sorted({r for found in reference.constants.clamped_readers.values() for r in found})
-        constants = ", ".join(f"{n} (|x| {v:.6g})" for n, v in reference.constants.clamped.items())
-        return CheckResult(
-            name="fp16-range",
-            status=Status.FAILED,
-            evidence=evidence,
-            figures=figures,
-            summary=f"clamping constant(s) {constants} to {FP16_MAX:g} moves the outputs: {moved[0]}; keep their "
-            f"reader(s) in FP32 (compile calibrate --exclude {' --exclude '.join(readers)}, or --fallback auto)",
-        )
-    note = f"; {len(flushed)} tensor(s) lose values to underflow" if flushed else ""
-    if saturated:
-        note += f"; {len(saturated)} additive mask tensor(s) saturate before a Softmax (harmless)"
-    return CheckResult(
-        name="fp16-range",
-        status=Status.OK,
-        evidence=evidence,
-        figures=figures,
-        summary=f"{checked} FP16 tensors within range on {samples} samples (|x| up to {peak:.6g}){note}",
-    )
 
 
 def _moved_by_clamping(reference: Reference, limit_of: Callable[[str], Limits]) -> list[str]:
