@@ -558,38 +558,6 @@ def _refuse(
         )
 
 
-def keep_float_consumers(path: Path, excluded: frozenset[str] = frozenset()) -> int:
-    """Give the float tensor back to the nodes that are not quantized; returns how many inputs were rewired.
-
-    onnxruntime puts one Q/DQ pair on a tensor and routes every consumer through it, so a LayerNorm output read by a
-    MatMul and by a residual Add hands the Add quantized values too: precision lost where TensorRT computes in
-    float anyway. Only TensorRT's quantized ops keep reading the DequantizeLinear output (not those ``excluded``).
-    """
-    proto = onnx.load_model(path, load_external_data=False)
-    graph = proto.graph
-    quantized_from = {node.output[0]: node.input[0] for node in graph.node if node.op_type == "QuantizeLinear"}
-    float_of = {
-        node.output[0]: quantized_from[node.input[0]]
-        for node in graph.node
-        if node.op_type == "DequantizeLinear" and node.input[0] in quantized_from
-    }
-    outputs = {o.name for o in graph.output}
-    rewired = 0
-    for node in graph.node:
-        if node.op_type in ("QuantizeLinear", "DequantizeLinear") or (
-            node.op_type in TENSORRT_QUANTIZED_OPS and node.name not in excluded
-        ):
-            continue
-        for index, name in enumerate(node.input):
-            if name in float_of and float_of[name] not in outputs:
-                node.input[index] = float_of[name]
-                rewired += 1
-    if rewired:
-        save_model(proto, path.with_name(path.name + ".rewired"))
-        path.with_name(path.name + ".rewired").replace(path)
-    return rewired
-
-
 def quantized_nodes(path: Path) -> dict[str, int]:
     """Nodes of the Q/DQ model that run quantized, by op type: TensorRT's quantized ops with a DequantizeLinear
     feeding an input (their weights' or their activations')."""

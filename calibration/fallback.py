@@ -297,7 +297,7 @@ class Search:
         path = self.work / f"reformats-{len(list(self.work.iterdir()))}.onnx"
         onnx.save_model(float_nodes(self.proto, self.prepared, nodes), path)
         shapes = {name: array.shape for name, array in self.dataset.read(self.holdout[:1]).items()}
-        proof = prove_build(path, shapes, self.dims)
+        proof = prove_build(path, shapes, self.dims, dict(self.dataset.axes))
         return None if proof.reformats is None else proof.reformats.count
 
     def shortest_prefix(self, ranked: list[Region]) -> tuple[int, int]:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import onnx
 
 from calibration import calibrators
+from calibration.rewire import without_orphans
 
 if TYPE_CHECKING:
     from onnxruntime.quantization.calibrate import TensorsData
@@ -113,25 +114,4 @@ def float_nodes(qdq: onnx.ModelProto, prepared: onnx.ModelProto, nodes: set[str]
                     graph.initializer.append(weights[original])
                     present.add(original)
                 node.input[index] = original
-    return model
-
-
-def without_orphans(model: onnx.ModelProto) -> onnx.ModelProto:
-    """``model`` without the Q/DQ nodes nothing reads any more and the initializers nothing names (what
-    onnxruntime would drop at load, and the quantizer never writes)."""
-    graph = model.graph
-    while True:
-        read = {name for node in graph.node for name in node.input} | {o.name for o in graph.output}
-        orphans = [
-            node
-            for node in graph.node
-            if node.op_type in ("QuantizeLinear", "DequantizeLinear") and not any(out in read for out in node.output)
-        ]
-        if not orphans:
-            break
-        for node in orphans:
-            graph.node.remove(node)
-    named = {name for node in graph.node for name in node.input} | {i.name for i in graph.input}
-    for initializer in [i for i in graph.initializer if i.name not in named]:
-        graph.initializer.remove(initializer)
     return model

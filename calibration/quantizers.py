@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 import onnx
 
-from calibration import calibrators, modelopt
+from calibration import calibrators, modelopt, rewire
 from calibration.calibrators import HistogramOptions
 from calibration.convert import convert_fp16
 from compiler.core.errors import CheckFailed
@@ -103,7 +103,8 @@ class OnnxRuntime:
         value_ranges = calibrators.ranges(tensors)
         if not (reuse and reuse.write_without(job.out, frozenset(excluded))):
             calibrators.quantize(prepared, tensors, job.precision, job.method, job.out, job.work, frozenset(excluded))
-            calibrators.keep_float_consumers(job.out, frozenset(excluded))
+            rewire.keep_float_consumers(job.out, frozenset(excluded))
+            rewire.keep_float_weights(job.out, prepared, frozenset(excluded))
             if reuse:
                 reuse.keep_model(job.out)
         return Quantized(job.out, value_ranges, excluded, counted(job, excluded, NONE_TO_QUANTIZE), prepared)

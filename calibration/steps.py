@@ -162,6 +162,10 @@ def prepare(
     keep_nodes, keep_ops = resolve_exclude(source.proto, options.exclude, source.path)
     quantizer = quantizer_for(options)
     entries, tool_versions = quantizer.key()
+    if method:  # the build proof keeps in float what its TensorRT computes so: its version is part of the result
+        from compiler.backends.build_proof import proof_versions
+
+        tool_versions = tool_versions | proof_versions()
     metric, labels = metric_and_labels(options.metric, options.min_metric, options.labels, dataset)
     record = {
         "format_version": CALIBRATION_FORMAT,
@@ -248,7 +252,7 @@ def produce(plan: Plan, folder: Path) -> CalibrationResult:
         proof = (None, None)  # a conversion has nothing to prove here
         if made.quantized_ops is not None:
             built = counter("build proof", 1, plan.progress)
-            proof = prove(made.model, plan.dataset, plan.chosen.calibration, plan.source, plan.precision)
+            plan, made, proof = proven(plan, made, pending / "model.onnx", work)
             built(1)
         report = judge(plan, reference, made)
         with stop_signals_held():  # the model and the weights it names go in together
@@ -260,16 +264,49 @@ def produce(plan: Plan, folder: Path) -> CalibrationResult:
     return write(plan, folder, made, report, proof)
 
 
+IN_FLOAT = "TensorRT computes it in float despite its Q/DQ (calibrate's build proof)"
+PROOF_ROUNDS = 3
+"""Builds of one calibration at most: the proof, and again after keeping in float what TensorRT kept so."""
+
+
+def proven(plan: Plan, made: Quantized, out: Path, work: Path) -> tuple[Plan, Quantized, tuple]:
+    """The Q/DQ model proven by a real build (:func:`prove`). A Conv/MatMul/Gemm given Q/DQ that the build computes
+    in float anyway (check's quantized-matmul rule refuses such an engine) is kept in float, the model made again
+    without its Q/DQ and proven again, so calibrate never makes what check refuses; the plan returned names why
+    (``found``), for calibration.json's ``exclusions``."""
+    from calibration.sensitivity import source_name
+
+    names = {node_name(n) for n in plan.source.proto.graph.node}
+    for _ in range(PROOF_ROUNDS):
+        proof = prove(made.model, plan.dataset, plan.chosen.calibration, plan.source, plan.precision)
+        fresh = {source_name(n, names) for n in proof.float_nodes} - plan.keep_nodes
+        if not fresh:
+            break
+        plan = replace(
+            plan,
+            keep_nodes=plan.keep_nodes | fresh,
+            found={**plan.found, **{name: {"reason": "build-proof", "why": IN_FLOAT} for name in fresh}},
+        )
+        made = plan.quantizer.quantize(plan.job(out, work))
+    if proof.float_nodes:
+        raise CheckFailed(
+            f"{plan.source.path}: TensorRT computes {', '.join(proof.float_nodes[:4])} in float despite their "
+            f"{plan.precision} Q/DQ, even after keeping them in float; keep them out with --exclude NODE, or "
+            f"build in fp16"
+        )
+    return plan, made, (proof.detail, proof.reformats)
+
+
 def prove(model: Path, dataset: Dataset, indices: np.ndarray, source: OnnxModel, precision: str):
     """One real build of the Q/DQ model (:func:`compiler.backends.build_proof.prove_build`) before anything says
-    ok: what proved it, and the reformat kernels that build got."""
+    ok: the proof (what proved it, the reformat kernels and float nodes that build got)."""
     from compiler.backends.build_proof import prove_build
     from compiler.core.records import Status
 
     shapes = {name: array.shape for name, array in dataset.read(indices[:1]).items()}
-    proof = prove_build(model, shapes, source.input_dims())
+    proof = prove_build(model, shapes, source.input_dims(), dict(dataset.axes))
     if proof.status == Status.FAILED:
-        if prove_build(source.path, shapes, source.input_dims()).status == Status.FAILED:
+        if prove_build(source.path, shapes, source.input_dims(), dict(dataset.axes)).status == Status.FAILED:
             raise CheckFailed(
                 f"{source.path}: the model does not build with TensorRT even in FP32, so no "
                 f"{precision} calibration of it can: {proof.detail}"
@@ -278,7 +315,7 @@ def prove(model: Path, dataset: Dataset, indices: np.ndarray, source: OnnxModel,
             f"{source.path}: the {precision} Q/DQ model does not build: {proof.detail}; keep the node "
             f"it names out of {precision} with --exclude NODE, or build in fp16"
         )
-    return proof.detail, proof.reformats
+    return proof
 
 
 def judge(plan: Plan, reference, made: Quantized) -> AccuracyReport:

@@ -17,13 +17,12 @@ from typing import Literal
 import onnx
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from compiler.backends.build_proof import unquantized
 from compiler.core.errors import InvalidInput
 from compiler.core.records import CheckResult, Kernel, Precision, Status
 from compiler.core.yaml import load_yaml
 
 QDQ = ("QuantizeLinear", "DequantizeLinear")
-QUANTIZED = ("Int8", "FP8", "Int4", "FP4")
-"""Kernel precisions (TensorRT's names) that compute quantized."""
 _ONNX_TYPES = {"Float": onnx.TensorProto.FLOAT, "Half": onnx.TensorProto.FLOAT16, "BFloat16": onnx.TensorProto.BFLOAT16}
 MAX_EVIDENCE = 20
 """Findings listed per check (the count says how many there were in all)."""
@@ -268,19 +267,13 @@ def _together(rule: Rule, kernels: list[Kernel], graph: Graph) -> list[str]:
 
 
 def _quantized(rule: Rule, kernels: list[Kernel], graph: Graph) -> list[str]:
-    found = []
-    for node in graph.nodes:
-        if node.op_type not in rule.ops or rule.allows(node.name) or not graph.dequantized(node):
-            continue
-        naming = [kernel for kernel in kernels if node.name in kernel.onnx_nodes]
-        if naming and not any(kernel.precision in QUANTIZED for kernel in naming):
-            precisions = ", ".join(sorted({kernel.precision or "none" for kernel in naming}))
-            found.append(
-                f"{node.name} ({node.op_type}) has Q/DQ inputs but no kernel computes it quantized "
-                f"(its kernels compute in {precisions}); keep it out of int8/fp8 with calibrate "
-                f"--exclude {node.name} (calibration.exclude in a pipeline)"
-            )
-    return found
+    return [
+        f"{name} ({graph.op[name]}) has Q/DQ inputs but no kernel computes it quantized (its kernels compute in "
+        f"{', '.join(precisions)}); keep it out of int8/fp8 with calibrate --exclude {name} (calibration.exclude "
+        f"in a pipeline)"
+        for name, precisions in unquantized(kernels, graph.nodes, tuple(rule.ops)).items()
+        if not rule.allows(name)
+    ]
 
 
 def _standalone(rule: Rule, kernels: list[Kernel], graph: Graph) -> list[str]:

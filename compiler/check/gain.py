@@ -6,8 +6,8 @@ under a precision it does not compute in; this check says so instead of passing 
 
 from __future__ import annotations
 
-from compiler.check.fusions import QUANTIZED, Graph
-from compiler.core.records import CheckResult, Kernel, Precision, Status
+from compiler.check.fusions import Graph
+from compiler.core.records import QUANTIZED, CheckResult, Kernel, Precision, Status
 
 HEAVY = ("Conv", "ConvTranspose", "MatMul", "Gemm")
 GEMMS = ("MatMul", "Gemm")

@@ -454,17 +454,7 @@ def calibration(result: CalibrationResult) -> None:
             console.print(f"  {escape(line)}")
     if result.report.coverage:
         console.print(f"what the comparison could see: {escape(result.report.coverage)}")
-    if result.build_proof:
-        console.print(
-            f"Q/DQ model {escape(result.build_proof)}"
-            + (
-                f": {escape('; '.join(result.reformats.layers))}"
-                if result.reformats and result.reformats.layers
-                else ""
-            )
-        )
-    if result.fallback and result.fallback.get("needed"):
-        console.print(escape(fallback_cost(result.precision, result.fallback)))
+    _placement(result)
     if result.gates:
         console.print(
             table(
@@ -482,6 +472,30 @@ def calibration(result: CalibrationResult) -> None:
                 ],
             )
         )
+
+
+def _placement(result: CalibrationResult) -> None:
+    """What the build proof said of the Q/DQ model, what it kept in float, and what a fallback cost."""
+    from rich.markup import escape
+
+    if result.build_proof:
+        console.print(
+            f"Q/DQ model {escape(result.build_proof)}"
+            + (
+                f": {escape('; '.join(result.reformats.layers))}"
+                if result.reformats and result.reformats.layers
+                else ""
+            )
+        )
+    proven_float = [e["node"] for e in result.exclusions if e.get("reason") == "build-proof"]
+    if proven_float:
+        console.print(
+            f"kept in float: {escape(', '.join(proven_float[:5]))}"
+            + (f" and {len(proven_float) - 5} more" if len(proven_float) > 5 else "")
+            + f" ({len(proven_float)} node(s) the build computed in float despite their {result.precision} Q/DQ)"
+        )
+    if result.fallback and result.fallback.get("needed"):
+        console.print(escape(fallback_cost(result.precision, result.fallback)))
 
 
 def fallback_cost(precision: str, cost: dict) -> str:

@@ -106,9 +106,11 @@ class Reformats(BaseModel):
 
 
 class BuildProof(StepStatus):
-    """The one real build ``compile calibrate`` makes of its model, and the reformat kernels that build got."""
+    """The one real build ``compile calibrate`` makes of its model, the reformat kernels that build got, and the
+    nodes given Q/DQ that it computes in float."""
 
     reformats: Reformats | None = None
+    float_nodes: list[str] = []
 
 
 # --- compile build ---------------------------------------------------------------------------------------
@@ -142,6 +144,10 @@ class EngineRecord(BaseModel):
     excluded: list[str] = []
     """Nodes the calibration kept in higher precision (``--exclude``, ``--fallback auto``): calibration.json's
     ``excluded``."""
+
+
+QUANTIZED = ("Int8", "FP8", "Int4", "FP4")
+"""Kernel precisions (TensorRT's names) that compute quantized."""
 
 
 class Kernel(BaseModel):
@@ -354,7 +360,8 @@ class CalibrationRecord(BaseModel):
     exclusions: list[dict[str, Any]] = []
     """``excluded`` with why: ``{"node", "reason": "given"}`` for ``--exclude``, ``{"node", "reason": "found",
     "tensor", "sqnr_db"}`` (int8/fp8) or ``{..., "why": "overflows FP16"}`` (or ``"reads a constant FP16 clamps"``)
-    for ``--fallback auto``."""
+    for ``--fallback auto``, ``{"node", "reason": "build-proof", "why"}`` for a node given Q/DQ that the build
+    proof computed in float anyway."""
     fallback: dict[str, Any] | None = None
     """``--fallback auto``: whether it was needed, the regions ranked and kept, the nodes kept, the fraction of
     Conv/MatMul/Gemm work still in the low precision, the precision-boundary reformat kernels of the result's
