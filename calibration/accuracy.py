@@ -83,6 +83,7 @@ def gates(
     min_sqnr: float | None = None,
     min_metric: float | None = None,
     min_samples: int = 0,
+    gate_on: str = "lower-bound",
 ) -> list[Gate]:
     """Every output's gates at the precision's defaults (:data:`compiler.data.agreement.DEFAULTS`) but for the
     thresholds given, and the FP16 range gate of an fp16 conversion."""
@@ -92,7 +93,7 @@ def gates(
             "--min-top1 needs a class-score output ([batch, classes]) or one declared detection or dense (--output); "
             "this model has none"
         )
-    limit = limits(report.candidate, min_cosine, min_sqnr, min_top1, max_abs_error)
+    limit = limits(report.candidate, min_cosine, min_sqnr, min_top1, max_abs_error, gate_on)
     results = [enough_samples(report.holdout_samples, min_samples)] if min_samples else []
     results += [gate for out in report.outputs for gate in judge(out, limit)]
     if min_metric is not None:

@@ -362,7 +362,7 @@ def _with_fp16_range(report: AccuracyReport, plan: Plan, converted: Path) -> Acc
         plan.source, plan.dataset, holdout, plan.batch_size, True, plan.options.chunk_mb, fp32_constants=kept
     )
     given = plan.options
-    limit = limits("fp16", given.min_cosine, given.min_sqnr, given.min_top1, given.max_abs_error)
+    limit = limits("fp16", given.min_cosine, given.min_sqnr, given.min_top1, given.max_abs_error, given.gate_on)
     result = check_ranges(reference, len(holdout), fp16_tensors(fp16), lambda _: limit)
     return report.model_copy(
         update={

@@ -35,7 +35,7 @@ def output_limits(options: CheckOptions, precision: Precision, output: str) -> L
         chosen = getattr(options, name)
         return chosen.get(output, chosen.get(""))
 
-    return limits(str(precision), given("min_cosine"), given("min_sqnr"), given("min_top1"))
+    return limits(str(precision), given("min_cosine"), given("min_sqnr"), given("min_top1"), gate_on=options.gate_on)
 
 
 def tolerances(options: CheckOptions, output: str) -> dict[str, Any] | None:

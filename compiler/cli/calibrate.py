@@ -64,7 +64,7 @@ def calibrate(
     from calibration import calibrate as run_calibration
     from compiler.core.files import default_cache_dir
     from compiler.core.options import CalibrationOptions
-    from compiler.data.agreement import describe, noise_note
+    from compiler.data.agreement import describe, inconclusive, noise_note
     from compiler.data.dims import renamed_path
     from compiler.data.freeze import frozen_model, parse_consts
 
@@ -81,8 +81,8 @@ def calibrate(
     failed = [g for g in result.gates if not g.passed]
     if failed:  # a failure whatever the sample count first (the range gate names what to keep in FP32), then
         # too few samples for any verdict, then the figures
-        first = min(failed, key=lambda g: FIRST_SAID.get(g.name, len(FIRST_SAID)))
-        if first.name == "min-samples":
+        first = min(failed, key=lambda g: FIRST_SAID.get(g.name, len(FIRST_SAID) + inconclusive(g)))
+        if first.name == "min-samples" or inconclusive(first):
             raise CheckFailed(f"{describe(first)} (report: {Path(result.out) / 'report.json'})")
         raise CheckFailed(
             f"{len(failed)} gate(s) failed; {first.name} on output '{first.output}': "
@@ -93,7 +93,8 @@ def calibrate(
 
 
 FIRST_SAID = {"fp16-range": 0, "finite": 1, "min-samples": 2}
-"""Which failed gate calibrate's error line names first (any other after these, in the report's order)."""
+"""Which failed gate calibrate's error line names first (any other after these, in the report's order, those that
+fail only on their interval's lower end last)."""
 
 
 def suggestion(result) -> str:

@@ -410,6 +410,8 @@ def calibration(result: CalibrationResult) -> None:
     """What was calibrated, its held-out accuracy against FP32, the FP16 range verdict and the gates."""
     from rich.markup import escape
 
+    from compiler.data.agreement import inconclusive
+
     what = f"{result.precision} {result.method}" if result.method else result.precision
     console.print(
         f"[bold]{escape(str(result.out))}[/bold]  {what}  {result.samples} calibration + "
@@ -466,7 +468,7 @@ def calibration(result: CalibrationResult) -> None:
                         g.output,
                         gate_figure(g.name, g.value),
                         gate_figure(g.name, g.threshold),
-                        "ok" if g.passed else "FAILED",
+                        "ok" if g.passed else "not enough data" if inconclusive(g) else "FAILED",
                     ]
                     for g in result.gates
                 ],

@@ -75,12 +75,13 @@ def listing(listing: Listing) -> None:
         console.print(
             table(
                 "Engines",
-                ["sku", "compute capability", "precision", "runtime", "loads with", "size", "sha256"],
+                ["sku", "compute capability", "precision", "in precision", "runtime", "loads with", "size", "sha256"],
                 [
                     [
                         e.sku,
                         ", ".join(e.compute_capabilities),
                         e.precision,
+                        "" if e.low_precision_share is None else f"{e.low_precision_share:.0%}",
                         e.runtime.name,
                         e.runtime.loads_with,
                         human_size(e.plan.size_bytes),

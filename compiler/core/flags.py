@@ -114,6 +114,15 @@ MIN_SAMPLES = Flag(
     int,
 )
 """``--min-samples``: figures and their intervals on 2 samples say nothing; calibrate and check hold the same."""
+GATE_ON = Flag(
+    "What a gate holds to its threshold: lower-bound (the 95 % interval's lower end over the samples judged: a "
+    "figure whose interval holds the threshold is 'not enough held-out data to tell', exit 1) or estimate (the "
+    "figure itself).",
+    "[lower-bound|estimate]",
+    GATES,
+    "lower-bound",
+)
+"""``--gate-on``: calibrate and check gate alike, so the same engine cannot pass one and fail the other on noise."""
 
 BUILD = {
     "calibration": Flag(
@@ -226,6 +235,7 @@ CALIBRATE = {
     "sample_axis": SAMPLE_AXIS,
     "min_metric": Flag("Gate: least score of --metric.", "X", GATES, type=float),
     "min_samples": MIN_SAMPLES,
+    "gate_on": GATE_ON,
     "labels": Flag(
         "An .npz of labels for --metric, one row per data sample (labels argument).", "FILE", INPUTS, type=Path
     ),
@@ -308,6 +318,7 @@ CHECK = {
     "sample_axis": SAMPLE_AXIS,
     "min_metric": Flag("Gate: least score of --metric.", "X", GATES, type=float),
     "min_samples": MIN_SAMPLES,
+    "gate_on": GATE_ON,
     "labels": Flag("An .npz of labels for --metric, one row per data sample.", "FILE", type=Path, keyed=False),
     "allow_skip": Flag(
         "Let a check that cannot be measured be skipped instead of failing (accuracy: the model an engine was "

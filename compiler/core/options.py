@@ -8,7 +8,7 @@ onnxruntime as a value it would reject with a type error; a bad one is one ``err
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator
 
@@ -184,6 +184,7 @@ class CalibrationOptions(OptionGroup):
     metric: str | None = _calibrate("metric")
     min_metric: float | None = _calibrate("min_metric")
     min_samples: StrictInt = _calibrate("min_samples", ge=0)
+    gate_on: Literal["lower-bound", "estimate"] = _calibrate("gate_on")
     labels: Path | None = _calibrate("labels")
     reuse: bool = _calibrate("reuse")
 
@@ -224,8 +225,9 @@ class CalibrationOptions(OptionGroup):
             )
 
     @property
-    def gates(self) -> dict[str, float | int | None]:
-        """The thresholds given; the unset ones take the precision's defaults (compiler.data.agreement)."""
+    def gates(self) -> dict[str, float | int | str | None]:
+        """The thresholds given (the unset ones take the precision's defaults, compiler.data.agreement) and what
+        they hold."""
         return {
             "min_cosine": self.min_cosine,
             "min_top1": self.min_top1,
@@ -233,6 +235,7 @@ class CalibrationOptions(OptionGroup):
             "min_sqnr": self.min_sqnr,
             "min_metric": self.min_metric,
             "min_samples": self.min_samples,
+            "gate_on": self.gate_on,
         }
 
 
@@ -279,6 +282,7 @@ class CheckOptions(OptionGroup):
     metric: str | None = _check("metric")
     min_metric: float | None = _check("min_metric")
     min_samples: StrictInt = _check("min_samples", ge=0)
+    gate_on: Literal["lower-bound", "estimate"] = _check("gate_on")
     labels: Path | None = _check("labels")
     chunk_mb: StrictInt = _check("chunk_mb", ge=1, le=MAX_CHUNK_MB)
     lint: bool = _check("lint")

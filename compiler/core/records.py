@@ -495,6 +495,9 @@ class ReleaseEngine(BaseModel):
     plan_header: dict[str, Any] | None
     runtime: Runtime
     """The runtime that loads the plan and which of its versions may (compiler.core.runtimes)."""
+    low_precision_share: float | None = None
+    """int8/fp8: the share of the engine's Conv/ConvTranspose/MatMul/Gemm nodes that compute in its precision, read
+    from its kernels by ``compile check``'s precision-gain; None when unchecked (and for fp32/fp16)."""
 
     @model_validator(mode="before")
     @classmethod

@@ -36,6 +36,8 @@ BOOTSTRAP_ROUNDS = 400
 MAX_BOOTSTRAP_DRAWS = 1 << 22
 """Indices drawn at most (rounds x samples): a figure on 100,000 samples takes fewer rounds, not more memory."""
 GATE_FIGURES = {"min-cosine": "cosine_mean", "min-sqnr": "sqnr_db", "min-top1": "top1_agreement"}
+"""The gates whose figure has a 95 % interval (``OutputReport.intervals``), by the figure's name."""
+GATE_TEXT = {"min-cosine": "cosine mean", "min-sqnr": "SQNR", "min-top1": "top-1 agreement"}
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,9 @@ class Limits:
     min_sqnr_db: float
     min_top1: float
     max_abs_error: float | None = None
+    on_bound: bool = True
+    """Gate the figures that have a 95 % interval (:data:`GATE_FIGURES`) on its lower end (``--gate-on
+    lower-bound``): a threshold inside the interval is neither pass nor fail but not enough held-out data."""
 
     @property
     def min_cosine_low(self) -> float:
@@ -82,6 +87,7 @@ def limits(
     min_sqnr_db: float | None = None,
     min_top1: float | None = None,
     max_abs_error: float | None = None,
+    gate_on: str = "lower-bound",
 ) -> Limits:
     """The precision's defaults with the values given in their place."""
     base = DEFAULTS[precision]
@@ -90,6 +96,7 @@ def limits(
         min_sqnr_db=base.min_sqnr_db if min_sqnr_db is None else min_sqnr_db,
         min_top1=base.min_top1 if min_top1 is None else min_top1,
         max_abs_error=max_abs_error,
+        on_bound=gate_on == "lower-bound",
     )
 
 
@@ -265,6 +272,8 @@ def judge(output: OutputReport, limit: Limits) -> list[Gate]:
 
     def gate(name: str, value: float, threshold: float, passed: bool) -> Gate:
         interval = (output.intervals or {}).get(GATE_FIGURES.get(name, ""))
+        if limit.on_bound and interval is not None:
+            passed = passed and interval[0] >= threshold
         return Gate(name=name, output=output.name, value=value, threshold=threshold, passed=passed, interval=interval)
 
     found = [gate("finite", float(output.nonfinite), 0.0, output.nonfinite == 0)]
@@ -306,8 +315,22 @@ def enough_samples(samples: int, minimum: int) -> Gate:
     return Gate(name="min-samples", output="", value=samples, threshold=minimum, passed=samples >= minimum)
 
 
+def inconclusive(gate: Gate) -> bool:
+    """A gate that failed on its interval's lower end alone: the figure holds the threshold, the samples cannot
+    tell it from one that does not."""
+    return gate.interval is not None and not gate.passed and gate.value >= gate.threshold
+
+
 def describe(gate: Gate) -> str:
     """A failed gate as one line naming the output, the figure and the threshold (and the flag that sets it)."""
+    if inconclusive(gate):
+        low, high = (gate_figure(gate.name, v) for v in gate.interval)
+        return (
+            f"output {gate.output}: not enough held-out data to tell: {GATE_TEXT.get(gate.name, gate.name)} "
+            f"{gate_figure(gate.name, gate.value)} holds {gate_figure(gate.name, gate.threshold)}, but its 95 % "
+            f"interval over the held-out samples is {low} to {high}, which holds the threshold too; judge more "
+            f"samples (a larger data file or --holdout), or gate on the figure itself with --gate-on estimate"
+        )
     if gate.name == "min-samples":
         return (
             f"not enough held-out data: {gate.value:.0f} sample(s) judged, fewer than --min-samples "

@@ -469,7 +469,8 @@ def _read_build(build_dir: Path, name: str, version: str, allow_failed: bool, ke
     problems += [f"{t.label}: missing (no {t.folder / 'engine.plan'})" for t in build.targets if t.missing]
     engines = [_release_engine(t) for t in build.built]
     blobs = [blob for t in build.built for blob in _blobs(t)]
-    check, check_blob, golden, failed_checks = _read_check(build_dir, engines)
+    check, check_blob, golden, failed_checks, shares = _read_check(build_dir, engines)
+    engines = [e.model_copy(update={"low_precision_share": shares.get((e.sku, e.precision))}) for e in engines]
     golden = golden if keep_golden else None
     if golden is not None:
         blobs.append(_Blob(_inside(build_dir, Path(GOLDEN_FILE)), golden.blob))
@@ -595,14 +596,14 @@ def _plan_header(target: Target) -> dict | None:
 
 def _read_check(
     build_dir: Path, engines: list[ReleaseEngine]
-) -> tuple[ReleaseCheck | None, _Blob | None, GoldenRecord | None, list[str]]:
-    """check.json's verdict, golden inputs and failed checks (named), when `compile check` ran on the folder,
-    refused (exit 1) unless it judged exactly the engines being published: a folder built again after its check
-    keeps the old check.json. golden.npz is sent as the check recorded it (its digest is verified as it is
-    read)."""
+) -> tuple[ReleaseCheck | None, _Blob | None, GoldenRecord | None, list[str], dict[tuple[str, str], float]]:
+    """check.json's verdict, golden inputs, failed checks (named) and each int8/fp8 engine's low-precision share
+    (its precision-gain), when `compile check` ran on the folder, refused (exit 1) unless it judged exactly the
+    engines being published: a folder built again after its check keeps the old check.json. golden.npz is sent as
+    the check recorded it (its digest is verified as it is read)."""
     path = build_dir / CHECK_RECORD
     if not (path.exists() or path.is_symlink()):
-        return None, None, None, []
+        return None, None, None, [], {}
     path = _inside(build_dir, Path(CHECK_RECORD))
     hint = f"run compile check {build_dir} again"
     report, blob = _record_blob(path, CheckReport, hint)
@@ -619,7 +620,13 @@ def _read_check(
             f"inputs may weigh, while {path} records it; {hint}"
         )
     failed = [f"{where} {check.name}: {check.summary}" for where, check in report.failures]
-    return ReleaseCheck(passed=report.passed, summary=report.counts), blob, golden, failed
+    shares = {
+        (e.sku, str(e.precision)): float(c.figures["share"])
+        for e in report.engines
+        for c in e.checks
+        if c.name == "precision-gain" and isinstance(c.figures.get("share"), int | float)
+    }
+    return ReleaseCheck(passed=report.passed, summary=report.counts), blob, golden, failed, shares
 
 
 def _record_blob(path: Path, kind: type[Record], hint: str) -> tuple[Record, _Blob]:

@@ -80,6 +80,15 @@ def test_what_the_build_computes_in_float_is_kept_in_float_and_check_passes(tmp_
     [engine] = json.loads(checked.stdout)["engines"]
     fusions = next(c for c in engine["checks"] if c["name"] == "fusions")
     assert fusions["status"] == "ok" and fusions["figures"]["violations"]["quantized-matmul"] == 0
+    gain = next(c for c in engine["checks"] if c["name"] == "precision-gain")
+    assert (gain["figures"]["quantized"], gain["figures"]["heavy"]) == (8, 9)  # the first step's Gemm in float
+    store = tmp_path / "store"
+    published = run_cli("publish", tmp_path / "builds", "--name", "rnn", "--version", "1.0.0", "--store", store)
+    assert published.exit_code == 0, published.stderr
+    listed = run_cli("ls", "rnn@1.0.0", "--store", store, "--json")
+    [shown] = json.loads(listed.stdout)["manifest"]["content"]["engines"]
+    assert shown["low_precision_share"] == pytest.approx(8 / 9, abs=1e-4)
+    assert "89%" in run_cli("ls", "rnn@1.0.0", "--store", store).stdout  # the engines table's "in precision"
 
 
 def test_a_node_excluded_by_name_reads_float_weights_it_shares_with_quantized_nodes(tmp_path, sequences):
