@@ -105,7 +105,19 @@ def test_precision(key: str, precision: str, expect: Expect, prepare, field_cach
     inputs = {name: array for name, array in np.load(zoo.data).items() if name != "labels"}
     metric = METRICS[key](run_model(zoo.model, inputs), run_model(calibrated / "model.onnx", inputs))
     gates = [line for line in done.stderr.splitlines() if line.startswith("error:")]
-    _record(field_cache, key, precision, {"calibrate": done.exit_code, "metric": metric, "gates": gates})
+    figures = ("name", "kind", "cosine_mean", "cosine_low", "sqnr_db", "top1_agreement", "intervals")
+    outputs = json.loads((calibrated / "report.json").read_text())["outputs"]
+    _record(
+        field_cache,
+        key,
+        precision,
+        {
+            "calibrate": done.exit_code,
+            "metric": metric,
+            "gates": gates,
+            "outputs": [{name: o.get(name) for name in figures} for o in outputs],
+        },
+    )
     assert metric >= expect.least_metric, (key, precision, metric)
 
 

