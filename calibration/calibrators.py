@@ -277,8 +277,24 @@ def collect_ranges(
     """Run the FP32 model over the calibration samples in chunks, collecting the tensors ``wanted`` (by default,
     those :func:`tensors_to_calibrate` names); returns onnxruntime's TensorsData. Each run takes as many samples
     (``batch_size`` at most) as ``chunk_mb`` holds of the calibration model's activations; a histogram method's
-    ``collect_data`` call, which keeps every collected tensor, as many as ``chunk_mb`` holds of those."""
-    calibrator = create(prepared, method, options, work, tensors_to_calibrate(prepared) if wanted is None else wanted)
+    ``collect_data`` call, which keeps every collected tensor, as many as ``chunk_mb`` holds of those. A histogram
+    method first collects min/max over the same samples: its histograms span that range
+    (:mod:`calibration.histograms`), so their memory does not grow with the samples."""
+    wanted = tensors_to_calibrate(prepared) if wanted is None else wanted
+    spans = None
+    if method != "minmax":
+        first = work / "ranges"
+        first.mkdir(exist_ok=True)
+        found = collect_ranges(prepared, dataset, indices, "minmax", batch_size, options, chunk_mb, first, None,
+                               wanted, fixed_batch, what)  # fmt: skip
+        spans = {name: amax(low, high) for name, (low, high) in ranges(found).items()}
+    calibrator = create(prepared, method, options, work, wanted)
+    if spans is not None:
+        from calibration.histograms import FixedRangeCollector
+
+        calibrator.collector = FixedRangeCollector(
+            method, options.num_bins, options.num_quantized_bins, options.percentile, spans
+        )
     shapes = sample_shapes(dataset, indices)
     run = Fit(shapes, chunk_mb, batch_size, fixed_batch, what).samples([Path(calibrator.augmented_model_path)])
     try:

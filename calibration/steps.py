@@ -228,6 +228,7 @@ def _recorded(
     }
     if method in ("entropy", "percentile"):
         recorded |= {"num_bins": options.num_bins, "num_quantized_bins": HistogramOptions.num_quantized_bins}
+        recorded["histogram_range"] = "min-max pass"  # calibration.histograms: not onnxruntime's growing bins
     if method == "percentile":
         recorded["percentile"] = options.percentile
     if options.exclude:
