@@ -64,7 +64,7 @@ def calibrate(
     from calibration import calibrate as run_calibration
     from compiler.core.files import default_cache_dir
     from compiler.core.options import CalibrationOptions
-    from compiler.data.agreement import describe, inconclusive, noise_note
+    from compiler.data.agreement import describe, inconclusive
     from compiler.data.dims import renamed_path
     from compiler.data.freeze import frozen_model, parse_consts
 
@@ -87,7 +87,7 @@ def calibrate(
         raise CheckFailed(
             f"{len(failed)} gate(s) failed; {first.name} on output '{first.output}': "
             f"{gate_figure(first.name, first.value)} vs threshold "
-            f"{gate_figure(first.name, first.threshold)}{noise_note(first)}{suggestion(result)} "
+            f"{gate_figure(first.name, first.threshold)}{suggestion(result)} "
             f"(report: {Path(result.out) / 'report.json'})"
         )
 

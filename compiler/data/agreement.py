@@ -35,9 +35,19 @@ BOOTSTRAP_ROUNDS = 400
 """Resamples of the judged samples behind each 95 % interval (seeded: the same samples give the same interval)."""
 MAX_BOOTSTRAP_DRAWS = 1 << 22
 """Indices drawn at most (rounds x samples): a figure on 100,000 samples takes fewer rounds, not more memory."""
-GATE_FIGURES = {"min-cosine": "cosine_mean", "min-sqnr": "sqnr_db", "min-top1": "top1_agreement"}
+GATE_FIGURES = {
+    "min-cosine": "cosine_mean",
+    "min-cosine-low": "cosine_low",
+    "min-sqnr": "sqnr_db",
+    "min-top1": "top1_agreement",
+}
 """The gates whose figure has a 95 % interval (``OutputReport.intervals``), by the figure's name."""
-GATE_TEXT = {"min-cosine": "cosine mean", "min-sqnr": "SQNR", "min-top1": "top-1 agreement"}
+GATE_TEXT = {
+    "min-cosine": "cosine mean",
+    "min-cosine-low": f"cosine {COSINE_QUANTILE:.0%} quantile",
+    "min-sqnr": "SQNR",
+    "min-top1": "top-1 agreement",
+}
 
 
 @dataclass(frozen=True)
@@ -234,23 +244,12 @@ def _intervals(out: _Output, cosines: np.ndarray, per_sample: int) -> dict[str, 
     totals = sums[drawn].sum(axis=1)  # rounds x (sum, squares, noise, agreeing, steps)
     figures = {
         "cosine_mean": cosines[drawn].mean(axis=1),
+        "cosine_low": np.quantile(cosines[drawn], COSINE_QUANTILE, axis=1),
         "sqnr_db": np.array([sqnr_db(s, q, n, per_sample * count) for s, q, n in totals[:, :3]]),
     }
     if out.classes:
         figures["top1_agreement"] = totals[:, 3] / np.maximum(totals[:, 4], 1)
     return {name: [float(v) for v in np.quantile(values, [0.025, 0.975])] for name, values in figures.items()}
-
-
-def noise_note(gate: Gate) -> str:
-    """For a failed gate whose threshold lies inside its figure's 95 % interval: that the verdict is within sampling
-    noise, and what would tell."""
-    if gate.passed or gate.interval is None or not gate.interval[0] <= gate.threshold <= gate.interval[1]:
-        return ""
-    low, high = (gate_figure(gate.name, v) for v in gate.interval)
-    return (
-        f" (within sampling noise: its 95 % interval over the held-out samples is {low} to {high}, which holds the "
-        f"threshold; judge more samples, e.g. a larger --holdout, to tell)"
-    )
 
 
 def sqnr_db(total: float, squares: float, noise: float, count: int) -> float:
@@ -316,20 +315,22 @@ def enough_samples(samples: int, minimum: int) -> Gate:
 
 
 def inconclusive(gate: Gate) -> bool:
-    """A gate that failed on its interval's lower end alone: the figure holds the threshold, the samples cannot
-    tell it from one that does not."""
-    return gate.interval is not None and not gate.passed and gate.value >= gate.threshold
+    """A failed gate whose threshold lies inside its figure's 95 % interval: the samples cannot tell an engine that
+    holds the threshold from one that does not, whichever side the figure itself fell on."""
+    return not gate.passed and gate.interval is not None and gate.interval[0] <= gate.threshold <= gate.interval[1]
 
 
 def describe(gate: Gate) -> str:
     """A failed gate as one line naming the output, the figure and the threshold (and the flag that sets it)."""
     if inconclusive(gate):
         low, high = (gate_figure(gate.name, v) for v in gate.interval)
+        holds = gate.value >= gate.threshold
         return (
             f"output {gate.output}: not enough held-out data to tell: {GATE_TEXT.get(gate.name, gate.name)} "
-            f"{gate_figure(gate.name, gate.value)} holds {gate_figure(gate.name, gate.threshold)}, but its 95 % "
-            f"interval over the held-out samples is {low} to {high}, which holds the threshold too; judge more "
-            f"samples (a larger data file or --holdout), or gate on the figure itself with --gate-on estimate"
+            f"{gate_figure(gate.name, gate.value)} {'holds' if holds else 'is below'} "
+            f"{gate_figure(gate.name, gate.threshold)}, and its 95 % interval over the held-out samples, {low} to "
+            f"{high}, holds the threshold; judge more samples (a larger data file or --holdout)"
+            + (", or gate on the figure itself with --gate-on estimate" if holds else "")
         )
     if gate.name == "min-samples":
         return (
@@ -353,6 +354,4 @@ def describe(gate: Gate) -> str:
         "min-iou": f"mask IoU {gate.value:.2%} below {gate.threshold:.2%} (set by min= in --output or --min-top1)",
         "fp16-range": f"|x| {gate.value:.6g} beyond FP16's {gate.threshold:g}",
     }
-    return f"output {gate.output}: {what.get(gate.name, f'{gate.name} {gate.value:g} vs {gate.threshold:g}')}" + (
-        noise_note(gate)
-    )
+    return f"output {gate.output}: {what.get(gate.name, f'{gate.name} {gate.value:g} vs {gate.threshold:g}')}"

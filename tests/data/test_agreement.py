@@ -54,19 +54,28 @@ def _noisy(samples: int, noise: float, seed: int = 0):
 
 def test_each_gated_figure_has_a_95_percent_interval_that_narrows_with_more_samples():
     few, many = _report(*_noisy(24, 1.0)), _report(*_noisy(2400, 1.0))
-    for figure in ("cosine_mean", "sqnr_db", "top1_agreement"):
+    for figure in ("cosine_mean", "cosine_low", "sqnr_db", "top1_agreement"):
         low, high = few.intervals[figure]
         assert low <= getattr(few, figure) <= high
         assert many.intervals[figure][1] - many.intervals[figure][0] < (high - low) / 4, figure
     assert _report(*_noisy(24, 1.0)).intervals == few.intervals  # seeded: the same samples, the same interval
 
 
-def test_a_failure_within_sampling_noise_says_so_and_a_clear_one_does_not():
-    from compiler.data.agreement import describe, judge, limits
+def test_a_threshold_inside_the_interval_is_not_enough_data_on_either_side_and_a_clear_failure_is_a_failure():
+    from compiler.data.agreement import describe, inconclusive, judge, limits
 
     report = _report(*_noisy(24, 1.0))
-    high = report.intervals["sqnr_db"][1]
-    near = {g.name: g for g in judge(report, limits("int8", min_sqnr_db=(report.sqnr_db + high) / 2))}["min-sqnr"]
-    assert not near.passed and "within sampling noise" in describe(near) and "--holdout" in describe(near)
+    low, high = report.intervals["sqnr_db"]
+    told = "not enough held-out data to tell"
+    for threshold, side in (((report.sqnr_db + high) / 2, "is below"), ((low + report.sqnr_db) / 2, "holds")):
+        [gate] = [g for g in judge(report, limits("int8", min_sqnr_db=threshold)) if g.name == "min-sqnr"]
+        assert not gate.passed and inconclusive(gate), threshold
+        assert told in describe(gate) and side in describe(gate) and "--holdout" in describe(gate)
+        assert ("--gate-on estimate" in describe(gate)) == (side == "holds")  # the estimate would pass it
     far = {g.name: g for g in judge(report, limits("int8", min_sqnr_db=high + 10))}["min-sqnr"]
-    assert not far.passed and "within sampling noise" not in describe(far)
+    assert (
+        not far.passed and not inconclusive(far) and told not in describe(far) and "below --min-sqnr" in describe(far)
+    )
+    estimate = {g.name: g for g in judge(report, limits("int8", min_sqnr_db=(low + report.sqnr_db) / 2,
+                                                       gate_on="estimate"))}["min-sqnr"]  # fmt: skip
+    assert estimate.passed

