@@ -16,8 +16,8 @@ import time
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
 from pydantic import BaseModel
 
 from compiler.core.errors import CheckFailed, InvalidInput
@@ -27,6 +27,9 @@ from compiler.releases.fetch import fetch_verified, resolve_trusted
 from compiler.releases.manifest import Resolved, damaged
 from compiler.stores import Store, open_store
 from compiler.stores.base import Ref
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 @dataclass
@@ -57,6 +60,8 @@ def load_golden(path: Path, record: GoldenRecord, where: str) -> Golden:
         raise bad(f"it holds {', '.join(sorted(members)[:8]) or 'nothing'}")
     if sum(members.values()) > GOLDEN_MAX_BYTES:
         raise bad(f"its arrays unpack to {sum(members.values())} bytes, more than {GOLDEN_MAX_BYTES}")
+    import numpy as np  # a consumer that pulls no golden inputs never imports it
+
     arrays = {}
     try:
         with np.load(path, allow_pickle=False) as npz:
