@@ -83,7 +83,7 @@ def gates(
     min_sqnr: float | None = None,
     min_metric: float | None = None,
     min_samples: int = 0,
-    gate_on: str = "lower-bound",
+    gate_on: str = "estimate",
 ) -> list[Gate]:
     """Every output's gates at the precision's defaults (:data:`compiler.data.agreement.DEFAULTS`) but for the
     thresholds given, and the FP16 range gate of an fp16 conversion."""

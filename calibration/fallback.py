@@ -267,9 +267,9 @@ class Search:
             labels=self.labels,
             declarations=self.declarations,
         )
-        # judged by the figures themselves: too few held-out samples, or an interval that holds a threshold, is the
-        # final verdict's to say (not enough held-out data), not a search's
-        return all(g.passed for g in gates(report, **{**self.limits, "min_samples": 0, "gate_on": "estimate"}))
+        # judged as the final verdict will be (--gate-on), but for too few held-out samples: the final verdict's to
+        # say, not a search's
+        return all(g.passed for g in gates(report, **{**self.limits, "min_samples": 0}))
 
     def fewest_reformats(self, ranked: list[Region], count: int) -> tuple[list[Region], list[dict[str, Any]]]:
         """The first ``count`` regions, or those with the last swapped for a region tied with it that passes too and

@@ -184,7 +184,7 @@ class CalibrationOptions(OptionGroup):
     metric: str | None = _calibrate("metric")
     min_metric: float | None = _calibrate("min_metric")
     min_samples: StrictInt = _calibrate("min_samples", ge=0)
-    gate_on: Literal["lower-bound", "estimate"] = _calibrate("gate_on")
+    gate_on: Literal["estimate", "lower-bound"] = _calibrate("gate_on")
     labels: Path | None = _calibrate("labels")
     reuse: bool = _calibrate("reuse")
 
@@ -282,7 +282,7 @@ class CheckOptions(OptionGroup):
     metric: str | None = _check("metric")
     min_metric: float | None = _check("min_metric")
     min_samples: StrictInt = _check("min_samples", ge=0)
-    gate_on: Literal["lower-bound", "estimate"] = _check("gate_on")
+    gate_on: Literal["estimate", "lower-bound"] = _check("gate_on")
     labels: Path | None = _check("labels")
     chunk_mb: StrictInt = _check("chunk_mb", ge=1, le=MAX_CHUNK_MB)
     lint: bool = _check("lint")

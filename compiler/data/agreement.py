@@ -59,7 +59,7 @@ class Limits:
     min_sqnr_db: float
     min_top1: float
     max_abs_error: float | None = None
-    on_bound: bool = True
+    on_bound: bool = False
     """Gate the figures that have a 95 % interval (:data:`GATE_FIGURES`) on its lower end (``--gate-on
     lower-bound``): a threshold inside the interval is neither pass nor fail but not enough held-out data."""
 
@@ -97,7 +97,7 @@ def limits(
     min_sqnr_db: float | None = None,
     min_top1: float | None = None,
     max_abs_error: float | None = None,
-    gate_on: str = "lower-bound",
+    gate_on: str = "estimate",
 ) -> Limits:
     """The precision's defaults with the values given in their place."""
     base = DEFAULTS[precision]

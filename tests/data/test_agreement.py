@@ -68,7 +68,8 @@ def test_a_threshold_inside_the_interval_is_not_enough_data_on_either_side_and_a
     low, high = report.intervals["sqnr_db"]
     told = "not enough held-out data to tell"
     for threshold, side in (((report.sqnr_db + high) / 2, "is below"), ((low + report.sqnr_db) / 2, "holds")):
-        [gate] = [g for g in judge(report, limits("int8", min_sqnr_db=threshold)) if g.name == "min-sqnr"]
+        bound = limits("int8", min_sqnr_db=threshold, gate_on="lower-bound")
+        [gate] = [g for g in judge(report, bound) if g.name == "min-sqnr"]
         assert not gate.passed and inconclusive(gate), threshold
         assert told in describe(gate) and side in describe(gate) and "--holdout" in describe(gate)
         assert ("--gate-on estimate" in describe(gate)) == (side == "holds")  # the estimate would pass it
@@ -76,6 +77,7 @@ def test_a_threshold_inside_the_interval_is_not_enough_data_on_either_side_and_a
     assert (
         not far.passed and not inconclusive(far) and told not in describe(far) and "below --min-sqnr" in describe(far)
     )
-    estimate = {g.name: g for g in judge(report, limits("int8", min_sqnr_db=(low + report.sqnr_db) / 2,
-                                                       gate_on="estimate"))}["min-sqnr"]  # fmt: skip
-    assert estimate.passed
+    estimate = {g.name: g for g in judge(report, limits("int8", min_sqnr_db=(low + report.sqnr_db) / 2))}["min-sqnr"]
+    assert estimate.passed  # the default holds the figure itself
+    below = {g.name: g for g in judge(report, limits("int8", min_sqnr_db=(report.sqnr_db + high) / 2))}["min-sqnr"]
+    assert not below.passed and inconclusive(below)  # below it, not enough data under either rule
