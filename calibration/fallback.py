@@ -30,7 +30,8 @@ import onnx
 
 from calibration import calibrators
 from calibration.calibrators import TENSORRT_QUANTIZED_OPS
-from calibration.fallback_reuse import Reuse, float_nodes
+from calibration.fallback_reuse import Reuse
+from calibration.rewire import float_nodes
 from calibration.sensitivity import Region, regions, source_name
 from calibration.steps import calibrate_once
 from compiler.core.errors import CheckFailed

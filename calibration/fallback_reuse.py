@@ -1,5 +1,5 @@
-"""What ``--fallback auto``'s first calibration leaves to the later ones (:class:`Reuse`), and the Q/DQ model with
-some nodes back in float (:func:`float_nodes`) that both they and the fallback's search evaluate."""
+"""What ``--fallback auto``'s first calibration leaves to the later ones (:class:`Reuse`): the Q/DQ model with some
+nodes back in float is :func:`calibration.rewire.float_nodes`, which the fallback's search evaluates too."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import onnx
 
 from calibration import calibrators
-from calibration.rewire import without_orphans
+from calibration.rewire import float_nodes, without_orphans
 
 if TYPE_CHECKING:
     from onnxruntime.quantization.calibrate import TensorsData
@@ -84,34 +84,3 @@ class Reuse:
         from onnxruntime.quantization.calibrate import TensorsData
 
         return TensorsData(self.tensors.calibration_method, {name: self.tensors.data[name] for name in wanted})
-
-
-def float_nodes(qdq: onnx.ModelProto, prepared: onnx.ModelProto, nodes: set[str]) -> onnx.ModelProto:
-    """A copy of the Q/DQ model whose ``nodes`` read their float activations and float weights (the prepared
-    model's) instead of the dequantized ones; Q/DQ pairs left without readers are dropped by onnxruntime."""
-    model = onnx.ModelProto()
-    model.CopyFrom(qdq)
-    graph = model.graph
-    quantized_from = {n.output[0]: n.input[0] for n in graph.node if n.op_type == "QuantizeLinear"}
-    weights = {i.name: i for i in prepared.graph.initializer}
-    present = {i.name for i in graph.initializer}
-    float_of: dict[str, str] = {}
-    for node in graph.node:
-        if node.op_type != "DequantizeLinear":
-            continue
-        source = node.input[0]
-        if source in quantized_from:
-            float_of[node.output[0]] = quantized_from[source]
-        elif source.endswith("_quantized") and source.removesuffix("_quantized") in weights:
-            float_of[node.output[0]] = source.removesuffix("_quantized")
-    for node in graph.node:
-        if node.name not in nodes:
-            continue
-        for index, name in enumerate(node.input):
-            if name in float_of:
-                original = float_of[name]
-                if original in weights and original not in present:
-                    graph.initializer.append(weights[original])
-                    present.add(original)
-                node.input[index] = original
-    return model

@@ -43,38 +43,52 @@ def keep_float_consumers(path: Path, excluded: frozenset[str] = frozenset()) -> 
     return rewired
 
 
-def keep_float_weights(path: Path, prepared: Path, excluded: frozenset[str]) -> int:
-    """Give the ``excluded`` nodes their float weights back (the ``prepared`` model's); returns how many inputs were
-    rewired. onnxruntime quantizes a weight once for all its readers, so an excluded node sharing it with quantized
-    ones (the cells of an unrolled RNN share W_hh) would read it dequantized: a Q/DQ input TensorRT computes in
-    float, which pays for quantizing, loses precision and is what check's quantized-matmul rule refuses."""
+def keep_float_weights(path: Path, prepared: Path, excluded: frozenset[str]) -> None:
+    """Give the ``excluded`` nodes their float weights back (the ``prepared`` model's, :func:`float_nodes`).
+    onnxruntime quantizes a weight once for all its readers, so an excluded node sharing it with quantized ones (the
+    cells of an unrolled RNN share W_hh) would read it dequantized: a Q/DQ input TensorRT computes in float, which
+    pays for quantizing, loses precision and is what check's quantized-matmul rule refuses. The prepared model is
+    loaded only when an excluded node reads a dequantized weight."""
     proto = onnx.load_model(path, load_external_data=False)
     graph = proto.graph
     initializers = {i.name for i in graph.initializer}
-    dequantized = {
-        node.output[0]: node.input[0].removesuffix("_quantized")
-        for node in graph.node
-        if node.op_type == "DequantizeLinear" and node.input[0] in initializers and node.input[0].endswith("_quantized")
-    }
-    readers = [
-        (node, index, dequantized[name])
-        for node in graph.node
-        if node.name in excluded
-        for index, name in enumerate(node.input)
-        if name in dequantized
-    ]
-    if not readers:
-        return 0
-    wanted = {weight for _, _, weight in readers}
-    weights = {i.name: i for i in onnx.load_model(prepared).graph.initializer if i.name in wanted}
-    readers = [(node, index, weight) for node, index, weight in readers if weight in weights]
-    for weight in sorted({weight for _, _, weight in readers} - initializers):
-        graph.initializer.append(weights[weight])
-    for node, index, weight in readers:
-        node.input[index] = weight
-    save_model(without_orphans(proto), path.with_name(path.name + ".rewired"))
+    weights = {n.output[0] for n in graph.node if n.op_type == "DequantizeLinear" and n.input[0] in initializers}
+    if not any(name in weights for node in graph.node if node.name in excluded for name in node.input):
+        return
+    model = float_nodes(proto, onnx.load_model(prepared), set(excluded))
+    save_model(without_orphans(model), path.with_name(path.name + ".rewired"))
     path.with_name(path.name + ".rewired").replace(path)
-    return len(readers)
+
+
+def float_nodes(qdq: onnx.ModelProto, prepared: onnx.ModelProto, nodes: set[str]) -> onnx.ModelProto:
+    """A copy of the Q/DQ model whose ``nodes`` read their float activations and float weights (the prepared
+    model's) instead of the dequantized ones; Q/DQ pairs left without readers are dropped by onnxruntime."""
+    model = onnx.ModelProto()
+    model.CopyFrom(qdq)
+    graph = model.graph
+    quantized_from = {n.output[0]: n.input[0] for n in graph.node if n.op_type == "QuantizeLinear"}
+    weights = {i.name: i for i in prepared.graph.initializer}
+    present = {i.name for i in graph.initializer}
+    float_of: dict[str, str] = {}
+    for node in graph.node:
+        if node.op_type != "DequantizeLinear":
+            continue
+        source = node.input[0]
+        if source in quantized_from:
+            float_of[node.output[0]] = quantized_from[source]
+        elif source.endswith("_quantized") and source.removesuffix("_quantized") in weights:
+            float_of[node.output[0]] = source.removesuffix("_quantized")
+    for node in graph.node:
+        if node.name not in nodes:
+            continue
+        for index, name in enumerate(node.input):
+            if name in float_of:
+                original = float_of[name]
+                if original in weights and original not in present:
+                    graph.initializer.append(weights[original])
+                    present.add(original)
+                node.input[index] = original
+    return model
 
 
 def without_orphans(model: onnx.ModelProto) -> onnx.ModelProto:

@@ -8,11 +8,10 @@ from __future__ import annotations
 import json
 import shutil
 
-import numpy as np
 import pytest
 
 from tests.support.cli import assert_clean_error, run_cli
-from tests.support.digits import DIGITS_DATA, run_calibrate
+from tests.support.digits import first_digits, run_calibrate
 
 TO_TELL = "not enough held-out data to tell"
 
@@ -20,9 +19,7 @@ TO_TELL = "not enough held-out data to tell"
 @pytest.fixture(scope="module")
 def thirty(tmp_path_factory):
     """30 digits: 6 held out at the default --holdout 0.2, enough for a verdict, few enough for a wide interval."""
-    path = tmp_path_factory.mktemp("thirty") / "thirty.npz"
-    np.savez(path, image=np.load(DIGITS_DATA)["image"][:30])
-    return path
+    return first_digits(tmp_path_factory.mktemp("thirty") / "thirty.npz", 30)
 
 
 def _inside(value: float, interval: list[float]) -> str:

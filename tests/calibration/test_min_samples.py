@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pytest
 
 from tests.support.cli import assert_clean_error, run_cli
-from tests.support.digits import DIGITS_DATA, run_calibrate
+from tests.support.digits import first_digits, run_calibrate
 
 NOT_ENOUGH = "not enough held-out data"
 
@@ -18,9 +17,7 @@ NOT_ENOUGH = "not enough held-out data"
 @pytest.fixture(scope="module")
 def few(tmp_path_factory):
     """12 digits: 2 held out at the default --holdout 0.2."""
-    path = tmp_path_factory.mktemp("few") / "few.npz"
-    np.savez(path, image=np.load(DIGITS_DATA)["image"][:12])
-    return path
+    return first_digits(tmp_path_factory.mktemp("few") / "few.npz", 12)
 
 
 def test_calibrate_on_two_held_out_samples_says_not_enough_data_and_passes_with_enough(tmp_path, few):

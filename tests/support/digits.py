@@ -70,6 +70,14 @@ class BuiltDigits:
         return self.made[key]
 
 
+def first_digits(path: Path, count: int) -> Path:
+    """The bundled digits' first ``count`` samples as an .npz at ``path``: a data file with few held-out samples."""
+    import numpy as np
+
+    np.savez(path, image=np.load(DIGITS_DATA)["image"][:count])
+    return path
+
+
 def calibrate_args(out: Path, *extra: str | Path, model: Path = DIGITS_MODEL, data: Path = DIGITS_DATA) -> list:
     """The arguments of `compile calibrate` of the digits example (or another model) into OUT."""
     return ["calibrate", model, "--data", data, "--out", out, *extra]
