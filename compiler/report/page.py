@@ -5,6 +5,7 @@ previous version when one is given)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from html import escape
 
 from compiler.report import charts
@@ -33,8 +34,8 @@ def _table(headers: list[str], rows: list[list[str]]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def _chart(svg: str | None) -> str:
-    return f'<div class="chart">{svg}</div>' if svg else ""
+def _chart(chart: charts.Chart | None) -> str:
+    return f'<div class="chart" data-key="{chart.key}">{chart.svg}</div>' if chart else ""
 
 
 def _summary(view: ReleaseView) -> str:
@@ -48,7 +49,7 @@ def _summary(view: ReleaseView) -> str:
     )
 
 
-def _engines(view: ReleaseView) -> str:
+def _engines(view: ReleaseView, drawn_before: Mapping[str, str]) -> str:
     rows = [
         [
             escape(e.sku),
@@ -66,10 +67,10 @@ def _engines(view: ReleaseView) -> str:
     ]
     headers = ["SKU", "precision", "status", "plan", "sha256", "build", "profiles", "runtime",
                "kernels in its precision", "kernels by precision"]  # fmt: skip
-    return _table(headers, rows) + _chart(charts.sizes(view))
+    return _table(headers, rows) + _chart(charts.sizes(drawn_before, view))
 
 
-def _accuracy(view: ReleaseView) -> str:
+def _accuracy(view: ReleaseView, drawn_before: Mapping[str, str]) -> str:
     if not view.figures:
         return "<p>No accuracy figure: no check or calibration compared against FP32.</p>"
     rows = [
@@ -84,14 +85,14 @@ def _accuracy(view: ReleaseView) -> str:
         for f in view.figures
     ]
     plots = [
-        charts.accuracy(view.figures, "min-cosine", "cosine mean (threshold: black tick)"),
-        charts.accuracy(view.figures, "min-sqnr", "SQNR dB (threshold: black tick)"),
-        charts.accuracy(view.figures, "min-top1", "top-1 agreement (threshold: black tick)"),
+        charts.accuracy(drawn_before, view.figures, "min-cosine", "cosine mean (threshold: black tick)"),
+        charts.accuracy(drawn_before, view.figures, "min-sqnr", "SQNR dB (threshold: black tick)"),
+        charts.accuracy(drawn_before, view.figures, "min-top1", "top-1 agreement (threshold: black tick)"),
     ]
     return _table(["where", "output", "gate", "value", "threshold", "verdict"], rows) + "".join(map(_chart, plots))
 
 
-def _calibration(view: ReleaseView) -> str:
+def _calibration(view: ReleaseView, drawn_before: Mapping[str, str]) -> str:
     if not view.calibrations:
         return "<p>No calibration: every engine was built from the FP32 model or its FP16 conversion.</p>"
     rows = [
@@ -107,7 +108,10 @@ def _calibration(view: ReleaseView) -> str:
         for c in view.calibrations
     ]
     table = _table(["precision", "method", "samples", "held out", "quantized nodes", "excluded", "fallback"], rows)
-    plots = "".join(f"<h3>Most sensitive nodes, {escape(p)}</h3>{_chart(svg)}" for p, svg in charts.sensitivity(view))
+    plots = "".join(
+        f"<h3>Most sensitive nodes, {escape(p)}</h3>{_chart(chart)}"
+        for p, chart in charts.sensitivity(drawn_before, view)
+    )
     return table + plots
 
 
@@ -121,15 +125,16 @@ def _links(view: ReleaseView) -> str:
     return f"<ul>{items}</ul>" if items else "<p>No file beside this report.</p>"
 
 
-def render(view: ReleaseView, diff_html: str = "") -> str:
-    """The whole page."""
+def render(view: ReleaseView, diff_html: str = "", drawn_before: Mapping[str, str] | None = None) -> str:
+    """The whole page (a chart ``drawn_before`` holds under its key is reused, not drawn again)."""
+    drawn_before = drawn_before or {}
     parts = {
         "summary": _summary(view) + diff_html,
-        "engines": _engines(view),
-        "accuracy": _accuracy(view),
-        "calibration": _calibration(view),
+        "engines": _engines(view, drawn_before),
+        "accuracy": _accuracy(view, drawn_before),
+        "calibration": _calibration(view, drawn_before),
         "checks": _checks(view),
-        "timeline": _chart(charts.timeline(view)) or "<p>No stage timeline (not a release run).</p>",
+        "timeline": charts.timeline(view) or "<p>No stage timeline (not a release run).</p>",
         "links": _links(view),
     }
     body = "".join(f'<section id="{name}"><h2>{name.capitalize()}</h2>{parts[name]}</section>' for name in SECTIONS)
