@@ -7,7 +7,8 @@
 Modules, one per step: ``calibrators`` (onnxruntime calibration, Q/DQ writing, TensorRT cache), ``convert``
 (fp16), ``quantizers`` (onnxruntime, ModelOpt or FP16 conversion behind one interface), ``accuracy`` (held-out
 accuracy and its gates), ``reuse`` (a calibration made before), ``folder`` (reading a finished calibration folder),
-``steps`` (one calibration, step by step), ``api`` (``calibrate``). The names below are
+``steps`` (one calibration, step by step), ``api`` (``calibrate``), ``memo`` (``calibrate`` asked again with
+nothing changed). The names below are
 imported on first use: a reader of a calibration folder (``compile build --calibration``) never pays for onnx,
 numpy and onnxruntime.
 """
@@ -17,9 +18,9 @@ from typing import Any
 
 _RECORDS = "compiler.core.records"
 _LAZY = {
-    "calibrate": "calibration.api",
+    "calibrate": "calibration.memo",
     "convert_fp16": "calibration.convert",
-    "FP16_CONVERSION": "calibration.convert",
+    "FP16_CONVERSION": _RECORDS,
     "ImagePreprocess": "compiler.data.datasets",
     "AccuracyReport": _RECORDS,
     "CalibrationResult": _RECORDS,

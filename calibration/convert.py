@@ -11,13 +11,6 @@ from compiler.core.errors import InvalidInput
 from compiler.data.batchnorm_folding import fold_unrepresentable_batchnorms
 from compiler.data.model import first_line, load_model, name_unnamed_nodes, readers
 
-FP16_CONVERSION = 4
-"""What the conversion writes, by version: part of every cache key of a converted model (2: a Cast from an integer
-is never taken for a round trip; the model is loaded by onnxruntime before it is kept; 3: a BatchNormalization whose
-constants FP16 cannot hold is computed in FP32 first, compiler/data/batchnorm_folding.py, and a Constant node read only
-by nodes kept in FP32 stays FP32; 4: what computes a shape input stays in its types, :func:`shape_arithmetic`)."""
-
-
 QUANTIZATION_OPS = frozenset(
     {
         "DynamicQuantizeLinear",

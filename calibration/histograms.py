@@ -7,6 +7,9 @@ with 100 x ``num_bins`` bins, so memory and the entropy search's time grow with 
 samples against minmax's 298 MB, issue 43). Over a fixed range (TensorRT's own calibrators do the same) the
 histogram is ``num_bins`` bins; onnxruntime's entropy and percentile computations then read it as they read their
 own. Each batch is counted as it comes, not stacked with the others of its call first.
+
+Entropy's threshold search is onnxruntime's, candidate for candidate, with its per-bin Python loops done by numpy
+(:func:`entropy_threshold`).
 """
 
 from __future__ import annotations
@@ -21,6 +24,9 @@ class FixedRangeCollector(HistogramCollector):
     def __init__(self, method: str, num_bins: int, num_quantized_bins: int, percentile: float, amax: dict) -> None:
         super().__init__(method, True, num_bins, num_quantized_bins, percentile, "same")
         self.amax = amax
+
+    def get_entropy_threshold(self, histogram, num_quantized_bins):
+        return entropy_threshold(histogram, num_quantized_bins)
 
     def collect_value(self, name_to_arr) -> None:
         """Entropy's histogram of values over [-amax, amax], as (hist, edges, min, max, threshold)."""
@@ -48,3 +54,45 @@ class FixedRangeCollector(HistogramCollector):
             self.histogram_dict[tensor] = (
                 (counts, edges, low, high) if absolute else (counts, edges, low, high, threshold)
             )
+
+
+def entropy_threshold(histogram, num_quantized_bins: int):
+    """onnxruntime's ``HistogramCollector.get_entropy_threshold``: of the symmetric windows around the zero bin, the
+    one whose histogram ``p`` (outliers folded into its end bins) is closest (KL divergence) to ``q``, ``p`` merged
+    into ``num_quantized_bins`` bins and spread back over the bins ``p`` has values in. Its quirks are kept (``q``
+    in integers, the bins past the last whole merge left at zero in ``q``), so it picks the same window."""
+    from onnxruntime.quantization.quant_utils import smooth_distribution
+
+    hist, edges, low, high = histogram[0], histogram[1], histogram[2], histogram[3]
+    zero, half = hist.size // 2, num_quantized_bins // 2
+    below = np.concatenate([[0], np.cumsum(hist)])  # below[k]: the count of bins before k
+    best, best_window = np.inf, None
+    for i in range(half, zero + 1):
+        start, end = zero - i, min(zero + i + 1, hist.size)
+        window = hist[start:end]
+        p = window.astype(np.int64)
+        p[0] += below[start]
+        p[-1] += below[-1] - below[end]
+        merged = window.size // num_quantized_bins
+        whole = num_quantized_bins * merged
+        counts = window[:whole].reshape(num_quantized_bins, merged).sum(axis=1)
+        counts[-1] += window[whole:].sum()
+        spread = (p[:whole] != 0).reshape(num_quantized_bins, merged).sum(axis=1)
+        q = np.zeros(p.size, dtype=np.int64)
+        q[:whole] = np.repeat(
+            np.trunc(np.divide(counts, spread, out=np.zeros(counts.shape), where=spread != 0)), merged
+        )
+        smooth_p, smooth_q = smooth_distribution(p), smooth_distribution(q)
+        # compared in the edges' type, as onnxruntime does
+        divergence = np.inf if smooth_p is None or smooth_q is None else _divergence(smooth_p, smooth_q, edges.dtype)
+        if divergence < best or best_window is None:
+            best, best_window = divergence, (edges[start], edges[end])
+    threshold = (max(best_window[0], low), min(best_window[1], high))
+    return tuple(np.array(t, dtype=edges.dtype) for t in threshold)
+
+
+def _divergence(p: np.ndarray, q: np.ndarray, dtype) -> float:
+    """scipy.stats.entropy(p, q) as onnxruntime calls it, without the wrapper that costs 6 times the sum itself."""
+    from scipy.special import rel_entr
+
+    return float(np.sum(rel_entr(1.0 * p / np.sum(p), 1.0 * q / np.sum(q))).astype(dtype))

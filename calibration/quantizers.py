@@ -167,7 +167,7 @@ class Fp16Conversion:
         pass
 
     def key(self) -> tuple[dict[str, str], dict[str, str]]:
-        from calibration.convert import FP16_CONVERSION
+        from compiler.core.records import FP16_CONVERSION
 
         return {"fp16_conversion": str(FP16_CONVERSION)}, {}
 

@@ -18,13 +18,19 @@ class TensorRTRTXBackend(TensorRTBackend):
     plan_header_bytes = 64
 
     def check_targets(self, compute_capabilities: tuple[str, ...]) -> None:
-        known = {m for m in dir(self.trt.ComputeCapability) if m.startswith("SM")}
+        from compiler.core.memo import remembered_value
+
+        # remembered per installed version: a re-release whose builds are all cache hits never imports TensorRT
+        known = set(remembered_value("tensorrt-rtx-capabilities", self._capabilities, self.version))
         for capability in compute_capabilities:
             if _member(capability) not in known:
                 raise InvalidInput(
                     f"TensorRT-RTX {self.version} cannot target compute capability {capability}; "
                     f"it supports {', '.join(sorted(known))}"
                 )
+
+    def _capabilities(self) -> list[str]:
+        return sorted(m for m in dir(self.trt.ComputeCapability) if m.startswith("SM"))
 
     def target(self, config: Any, spec: BuildSpec) -> None:
         config.num_compute_capabilities = len(spec.compute_capabilities)

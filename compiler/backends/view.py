@@ -4,13 +4,17 @@ what ``compile inspect`` reports and the partitions check judges, so it sits bel
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
-import onnx
 from pydantic import BaseModel
 
 from compiler.backends import load_backend
 from compiler.core.records import Status, StepStatus
-from compiler.data.model import OnnxModel
+
+if TYPE_CHECKING:  # the records here are read on every re-release, which must not import onnx
+    import onnx
+
+    from compiler.data.model import OnnxModel
 
 
 class Partition(BaseModel):

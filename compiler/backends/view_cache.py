@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ValidationError
 
@@ -16,7 +17,9 @@ from compiler.core.files import default_cache_dir, hash_json, read_regular, writ
 from compiler.core.profiles import ProfileSet
 from compiler.core.records import CacheOutcome
 from compiler.core.reuse import Refused, RemoteTier, Reuse, temporary_folder, with_warning
-from compiler.data.model import OnnxModel
+
+if TYPE_CHECKING:
+    from compiler.data.model import OnnxModel
 
 FORMAT = 1
 KIND = "inspections"

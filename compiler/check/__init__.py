@@ -3,9 +3,10 @@ as gates with thresholds and evidence (docs/check.md).
 
 One module per check (``fusions``, ``partitions``, ``memory``, ``accuracy``, ``lint``; the FP16 range statistics
 are ``compiler.data.ranges``, shared with calibration), ``checks`` runs them over the folder that
-``compiler.engines.folder`` reads, ``report`` writes check.json and check.md.
+``compiler.engines.folder`` reads, ``report`` writes check.json and check.md, ``memo`` answers a check asked again
+with nothing changed.
 """
 
-from compiler.check.checks import check
+from compiler.check.memo import check
 
 __all__ = ["check"]

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from compiler.check.report import earlier_report
 from compiler.core.errors import InvalidInput
 from compiler.core.options import CheckOptions, parse_sample_axes
 from compiler.core.progress import counter
@@ -46,15 +47,19 @@ def check(
     options = options or CheckOptions()
     with _validated(Path(build_dir), options, progress, time.perf_counter()) as run:
         reuse = Reuse(tier, "checks", _inputs_sha256(run.build, run.source, run.dataset, options, run.models))
+        built_models = [str(path) if path else None for path, _ in run.models.values()]
         reused, cache = _reused(run.build.root, reuse, options)
         if reused is not None:
+            reused._built_models = built_models
             return reused
         with tempfile.TemporaryDirectory(prefix="compile-check-") as work:
             report = _run(run, Path(work))
     report = report.model_copy(update={"inputs_sha256": reuse.key})
     write_report(report, run.build.root)
     sent = reuse.send(run.build.root, [CHECK_RECORD] + ([GOLDEN_FILE] if report.golden else []))
-    return report.model_copy(update={"cache": with_warning(cache, sent)})
+    report = report.model_copy(update={"cache": with_warning(cache, sent)})
+    report._built_models = built_models
+    return report
 
 
 @contextmanager
@@ -144,7 +149,7 @@ def _reused(root: Path, reuse: Reuse, options: CheckOptions) -> tuple[CheckRepor
     if not options.reuse:
         return None, CacheOutcome(source="miss", reason="--no-reuse")
     found, outcome = reuse.take(
-        lambda: _earlier(root / CHECK_RECORD, reuse.key),
+        lambda: earlier_report(root / CHECK_RECORD, reuse.key),
         lambda folder, _: _fetched(folder, reuse.key, root),
         staging=lambda: temporary_folder(".compile-check-", root),
         missing="no check.json of these inputs",
@@ -160,7 +165,7 @@ def _fetched(folder: Path, key: str, root: Path) -> CheckReport:
     from compiler.check.report import write_report
     from compiler.core.records import CHECK_RECORD, GOLDEN_FILE
 
-    found = _earlier(folder / CHECK_RECORD, key)
+    found = earlier_report(folder / CHECK_RECORD, key)
     if found is None:
         raise Refused("its check.json is of other inputs")
     if found.golden is not None:
@@ -243,28 +248,6 @@ def _inputs_sha256(
             "versions": {**versions(), **installed_versions()},
         }
     )
-
-
-def _earlier(path: Path, key: str) -> CheckReport | None:
-    """The folder's check.json if it was made from the same inputs; None when absent, other or unreadable (then
-    the check runs again and replaces it)."""
-    from compiler.core.errors import CompileError
-    from compiler.core.record_files import read_record
-
-    if not path.is_file():
-        return None
-    try:
-        report = read_record(path, CheckReport, "")
-    except CompileError:
-        return None
-    if report.inputs_sha256 != key:
-        return None
-    if report.golden is not None:  # its golden inputs must still be the ones it wrote
-        from compiler.check.golden_capture import still_there
-
-        if not still_there(path.parent, report.golden):
-            return None
-    return report.model_copy(update={"reused": True})
 
 
 @dataclass(frozen=True)

@@ -55,3 +55,25 @@ def markdown(report: CheckReport) -> str:
             )
         lines.append("")
     return "\n".join(lines)
+
+
+def earlier_report(path: Path, key: str) -> CheckReport | None:
+    """The folder's check.json if it was made from the same inputs; None when absent, other or unreadable (then
+    the check runs again and replaces it)."""
+    from compiler.core.errors import CompileError
+    from compiler.core.record_files import read_record
+
+    if not path.is_file():
+        return None
+    try:
+        report = read_record(path, CheckReport, "")
+    except CompileError:
+        return None
+    if report.inputs_sha256 != key:
+        return None
+    if report.golden is not None:  # its golden inputs must still be the ones it wrote
+        from compiler.check.golden_capture import still_there
+
+        if not still_there(path.parent, report.golden):
+            return None
+    return report.model_copy(update={"reused": True})

@@ -81,7 +81,7 @@ def inspect(
 ) -> None:
     """Model summary, TensorRT partitions and unsupported nodes, profile validation."""
     from compiler.data.freeze import frozen_model, parse_consts
-    from compiler.inspect.summary import inspect_model
+    from compiler.inspect.memo import inspect_model
 
     if sku is not None and not build_check:
         raise InvalidInput(f"--sku {sku} is only used with --build-check; add --build-check or drop --sku")

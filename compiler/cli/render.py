@@ -19,8 +19,8 @@ if TYPE_CHECKING:
 
     from compiler.core.records import BuildReport, CalibrationResult, CheckReport
     from compiler.inspect.doctor import DoctorReport
+    from compiler.inspect.report import InspectReport
     from compiler.inspect.skus import SkuListing
-    from compiler.inspect.summary import InspectReport
     from compiler.pipeline.plan import ReleasePlan
 
 

@@ -35,6 +35,15 @@ Dim = int | str | None
 """A model dimension: fixed size, symbolic name (dynamic), or unknown (dynamic)."""
 
 
+class TensorInfo(BaseModel):
+    """A graph input's or output's declared type and shape."""
+
+    name: str
+    dtype: str
+    shape: list[Dim] | None
+    """None when the rank is unknown; a str entry is a symbolic dim, None an unknown dim."""
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from enum import StrEnum
 from typing import Annotated, Any, ClassVar
 
-from pydantic import AfterValidator, BaseModel, Field, StrictInt, model_validator
+from pydantic import AfterValidator, BaseModel, Field, PrivateAttr, StrictInt, model_validator
 
 from compiler.core.profiles import MAX_DIM, ShapeProfile
 from compiler.core.runtimes import FAMILY_NAMES, PLAN_MAGIC, Runtime, runtime_of
@@ -225,6 +225,12 @@ class BuildReport(BaseModel):
 
 CALIBRATION_FORMAT = 2
 """Of calibration.json and report.json: 2 records every file of the folder with its sha256, always."""
+
+FP16_CONVERSION = 4
+"""What the conversion writes, by version: part of every cache key of a converted model (2: a Cast from an integer
+is never taken for a round trip; the model is loaded by onnxruntime before it is kept; 3: a BatchNormalization whose
+constants FP16 cannot hold is computed in FP32 first, compiler/data/batchnorm_folding.py, and a Constant node read only
+by nodes kept in FP32 stays FP32; 4: what computes a shape input stays in its types, :func:`shape_arithmetic`)."""
 
 CALIBRATION_VERDICT = "verdict.json"
 """What the gates said of a calibration folder, each time ``compile calibrate`` judged it (``passed`` and the failed
@@ -449,6 +455,8 @@ class CheckReport(BaseModel):
     cache: CacheOutcome | None = None
     golden: GoldenRecord | None = None
     """golden.npz written beside check.json (with --data): what publish stores with the release."""
+    _built_models: list[str | None] = PrivateAttr(default_factory=list)
+    """Where ``check()`` found each engine's built model (None: not found): what a remembered verdict stands on."""
 
     @property
     def failures(self) -> list[tuple[str, CheckResult]]:

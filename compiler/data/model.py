@@ -16,11 +16,10 @@ from pathlib import Path
 
 import onnx
 from onnx import external_data_helper, helper
-from pydantic import BaseModel
 
 from compiler.core.digest import finish_model_digest, hash_beside
 from compiler.core.errors import InvalidInput
-from compiler.core.profiles import Dim
+from compiler.core.profiles import Dim, TensorInfo
 from compiler.data.protobuf_inputs import PROTOBUF_LIMIT
 
 
@@ -28,13 +27,6 @@ def first_line(message: object) -> str:
     """Library errors are often multi-line dumps; our contract is one line."""
     lines = [line.strip() for line in str(message).strip().splitlines() if line.strip()]
     return lines[0] if lines else type(message).__name__
-
-
-class TensorInfo(BaseModel):
-    name: str
-    dtype: str
-    shape: list[Dim] | None
-    """None when the rank is unknown; a str entry is a symbolic dim, None an unknown dim."""
 
 
 def node_name(node: onnx.NodeProto) -> str:

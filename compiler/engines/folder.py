@@ -10,15 +10,17 @@ import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from compiler.core.digest import finish_model_digest, hash_model_file
 from compiler.core.errors import InvalidInput
 from compiler.core.files import default_cache_dir, file_sha256
 from compiler.core.record_files import parse_record, read_record, read_record_bytes
 from compiler.core.records import SKU_NAME, BuildReport, EngineRecord, LayersRecord, Precision, Status, TargetStatus
-from compiler.data.dims import renamed_path
-from compiler.data.model import OnnxModel, load_model
 from compiler.stores.base import SHA256
+
+if TYPE_CHECKING:  # reading a build folder (publish, a reused check) must not import onnx
+    from compiler.data.model import OnnxModel
 
 REBUILD = "re-run compile build"
 MAX_LOG_BYTES = 64 << 20
@@ -145,6 +147,9 @@ def source_model(
     hint = "pass the model with --model FILE" if override is None else "pass the model compile build was given"
     if not path.is_file():
         raise InvalidInput(f"{path}: the build's model is not there (build.json names it); {hint}")
+    from compiler.data.dims import renamed_path
+    from compiler.data.model import load_model
+
     model = load_model(renamed_path(path, dims, cache_dir or default_cache_dir()), check=False)  # path without dims
     if model.sha256 != build.report.model_sha256:
         raise InvalidInput(
@@ -195,6 +200,8 @@ def _is_built_model(path: Path, engine: EngineRecord) -> bool:
     try:
         if not path.is_file():  # not a FIFO or a device: nothing here may block or read without end
             return False
+        from compiler.data.model import load_model
+
         model = load_model(path, infer_shapes=False, check=False, digest=False)
         digest = finish_model_digest(hash_model_file(path), model.external_files)
     except (InvalidInput, OSError):

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 import onnx
 from onnx import external_data_helper, helper
-from pydantic import BaseModel, PrivateAttr
 
 from compiler.backends import default_backend, load_backend
 from compiler.backends.base import BuildSpec
@@ -30,57 +29,14 @@ from compiler.core.profiles import (
 )
 from compiler.core.records import CacheOutcome, Status, StepStatus
 from compiler.data.dims import DimRenames, renamed_model
-from compiler.data.model import OnnxModel, TensorInfo, load_model, sparse_tensors, tensor_info
+from compiler.data.model import OnnxModel, load_model, sparse_tensors, tensor_info
 from compiler.data.shape_limits import profile_limit_errors
+from compiler.inspect.report import InspectReport, ModelSummary, ProfileReport
 
 if TYPE_CHECKING:
     from compiler.core.reuse import RemoteTier
 
 CONTROL_FLOW_OPS = {"If", "Loop", "Scan"}
-
-
-class ModelSummary(BaseModel):
-    """What the model is. ``node_count`` counts the main graph (partitions index it); ``op_counts`` and
-    ``control_flow`` also include the nodes inside If/Loop/Scan bodies (each control-flow node with the graph
-    inputs its condition or trip count is computed from, if any); ``parameter_count`` is the number of
-    elements of every initializer and constant tensor (sparse ones by their stored values)."""
-
-    path: str
-    sha256: str
-    size_bytes: int
-    ir_version: int
-    opsets: dict[str, int]
-    producer: str
-    inputs: list[TensorInfo]
-    outputs: list[TensorInfo]
-    node_count: int
-    op_counts: dict[str, int]
-    parameter_count: int
-    parameter_bytes: int
-    custom_domains: list[str]
-    control_flow: list[str]
-    metadata: dict[str, str]
-
-
-class ProfileReport(BaseModel):
-    file: str
-    names: list[str]
-    valid: bool
-    errors: list[str]
-
-
-class InspectReport(BaseModel):
-    model: ModelSummary
-    tensorrt: TensorRTView
-    profiles: ProfileReport | None = None
-    cache: CacheOutcome | None = None
-    """Where TensorRT's view and the profile-limits check came from: ``hit``, ``remote`` or ``miss``."""
-    _problem: CompileError | None = PrivateAttr(default=None)
-
-    @property
-    def problem(self) -> CompileError | None:
-        """Why the command must fail after printing the report (exit code and one-line message), if it must."""
-        return self._problem
 
 
 def _all_nodes(graph: onnx.GraphProto):
@@ -260,6 +216,7 @@ def inspect_model(
                 )
     report = InspectReport(model=summary, tensorrt=view, profiles=profile_report, cache=outcome)
     report._problem = problem
+    report._external_files = [str(f) for f in given.external_files]
     return report
 
 

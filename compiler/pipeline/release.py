@@ -288,7 +288,7 @@ def _with_frozen_inputs(pipeline: LoadedPipeline) -> LoadedPipeline:
 
 
 def _inspect(pipeline: LoadedPipeline, run: _Run | None = None) -> str:
-    from compiler.inspect.summary import inspect_model
+    from compiler.inspect.memo import inspect_model
 
     spec = pipeline.spec
     report = inspect_model(spec.model, spec.profiles, tier=run.tier if run else None)

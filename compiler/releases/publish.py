@@ -505,22 +505,48 @@ def _read_build(build_dir: Path, name: str, version: str, allow_failed: bool, ke
     )
 
 
+class _Signature(BaseModel):
+    """A model's signature remembered by its file's stat (:mod:`compiler.core.memo`; not one with external data,
+    whose files the stat does not cover): a re-release parses no model."""
+
+    key: str
+    sha256: str
+    inputs: list[TensorSignature]
+    outputs: list[TensorSignature]
+    external: bool
+
+
 def _signature(report: BuildReport) -> tuple[list[TensorSignature] | None, list[TensorSignature] | None]:
     """The model's inputs and outputs, if the model build.json names is still there and still that model (a
     build folder carried to another machine publishes without them)."""
-    from compiler.data.model import load_model, tensor_info
+    from compiler.core.files import default_cache_dir
+    from compiler.core.memo import memo_key, recalled, remember
 
     path = Path(report.model)
+    memos = default_cache_dir() / "model-signatures"
+    key = memo_key("model-signatures", [path], str(path))
+    found = recalled(memos, key, _Signature) if key is not None else None
+    if found is None:
+        found = _read_signature(path, key or "")
+        if found is None:
+            return None, None
+        if key is not None and not found.external:
+            remember(memos, key, found)
+    return (found.inputs, found.outputs) if found.sha256 == report.model_sha256 else (None, None)
+
+
+def _read_signature(path: Path, key: str) -> _Signature | None:
+    from compiler.data.model import load_model, tensor_info
+
     if not path.is_file():
-        return None, None
+        return None
     try:
         model = load_model(path, infer_shapes=False, check=False)
     except InvalidInput:
-        return None, None
-    if model.sha256 != report.model_sha256:
-        return None, None
-    signature = [TensorSignature(**tensor.model_dump()) for tensor in model.inputs()]
-    return signature, [TensorSignature(**tensor_info(value).model_dump()) for value in model.proto.graph.output]
+        return None
+    inputs = [TensorSignature(**tensor.model_dump()) for tensor in model.inputs()]
+    outputs = [TensorSignature(**tensor_info(value).model_dump()) for value in model.proto.graph.output]
+    return _Signature(key=key, sha256=model.sha256, inputs=inputs, outputs=outputs, external=bool(model.external_files))
 
 
 def _blobs(target: Target) -> list[_Blob]:

@@ -14,6 +14,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cache
 from html import escape
 
 from compiler.report.view import Figure, ReleaseView
@@ -49,9 +50,14 @@ def _svg(figure) -> str:
 
 
 def _key(*drawn: object) -> str:
+    return hashlib.sha256(json.dumps([STYLE_VERSION, _matplotlib(), *drawn]).encode()).hexdigest()
+
+
+@cache
+def _matplotlib() -> str:
     from importlib.metadata import version
 
-    return hashlib.sha256(json.dumps([STYLE_VERSION, version("matplotlib"), *drawn]).encode()).hexdigest()
+    return version("matplotlib")
 
 
 def _bars(drawn_before: Mapping[str, str], chart: str, labels: Sequence[str], values: Sequence[float],

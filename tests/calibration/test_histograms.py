@@ -87,3 +87,37 @@ def test_onnxruntime_s_own_collector_grows_with_the_range(growing, monkeypatch):
     monkeypatch.setattr(calibration.histograms, "FixedRangeCollector", Unfixed)
     data = _collect(folder, "entropy", collector="onnxruntime").data["x"]
     assert len(data.hist) > 4 * HistogramOptions().num_bins  # 10,676 bins here, against our 2,048
+
+
+def _histograms():
+    """Histograms of the shapes activations give: a bell, a ReLU's (half empty, a spike at zero), a sparse one,
+    heavy tails, a single spike; over 2048 and 512 bins."""
+    rng = np.random.default_rng(7)
+    relu = np.maximum(rng.standard_normal(200_000), 0)
+    shapes = {
+        "bell": rng.standard_normal(200_000),
+        "relu": relu,
+        "sparse": rng.choice([-3.0, 0.0, 0.5, 2.0], 50_000),
+        "heavy tails": rng.standard_t(2, 200_000),
+        "spike": np.zeros(1000),
+    }
+    for name, values in shapes.items():
+        for bins in (2048, 512):
+            amax = float(np.abs(values).max()) or 1.0
+            counts, edges = np.histogram(values, bins, range=(-amax, amax))
+            yield f"{name}-{bins}", (counts, edges.astype(np.float32), np.float32(values.min()),
+                                     np.float32(values.max()), np.float32(amax))  # fmt: skip
+
+
+@pytest.mark.parametrize("name, histogram", list(_histograms()), ids=[n for n, _ in _histograms()])
+def test_the_entropy_search_picks_onnxruntime_s_threshold(name, histogram):
+    """Our numpy search and onnxruntime's loops pick the same window of the same histogram."""
+    from onnxruntime.quantization.calibrate import HistogramCollector
+
+    from calibration.histograms import entropy_threshold
+
+    theirs = HistogramCollector("entropy", True, histogram[0].size, 128, 99.99, "same")
+    expected = theirs.get_entropy_threshold(histogram, 128)
+    found = entropy_threshold(histogram, 128)
+    assert [float(t) for t in found] == [float(t) for t in expected], name
+    assert all(t.dtype == np.float32 for t in found)

@@ -465,8 +465,10 @@ def test_names_with_brackets_are_printed_literally(tmp_path, digits_model):
 
 def test_a_second_inspect_of_the_same_model_takes_tensorrts_view_from_the_cache(digits_model, tmp_path):
     """The view is keyed by model digest and TensorRT version: what the cache holds is what the second run says
-    (proved by editing the entry), a damaged entry is parsed again and replaced, and another model misses."""
+    (proved by editing the entry), a damaged entry is parsed again and replaced, and another model misses. (The
+    whole report's stat-keyed memo, which would answer first, is cleared before each run: it is tested below.)"""
     env = {**os.environ, "COMPILE_CACHE_DIR": str(tmp_path / "cache")}
+    memo = tmp_path / "cache" / "inspect-reports"
     first = run_cli("inspect", digits_model, "--json", env=env)
     assert first.exit_code == 0, first.stderr
     assert json.loads(first.stdout)["cache"] == {"source": "miss", "reason": "not in the local cache"}
@@ -476,11 +478,13 @@ def test_a_second_inspect_of_the_same_model_takes_tensorrts_view_from_the_cache(
     assert cached["tensorrt"]["version"] == "1.7.1.116" and cached["profile_errors"] is None
     cached["tensorrt"]["partitions"][0]["outputs"] = ["from-the-cache"]
     entry.write_text(json.dumps(cached))
+    shutil.rmtree(memo)
     second = json.loads(run_cli("inspect", digits_model, "--json", env=env).stdout)
     assert second["tensorrt"]["partitions"][0]["outputs"] == ["from-the-cache"]
     assert second["cache"] == {"source": "hit", "reason": None}
 
     entry.write_text("{not json")
+    shutil.rmtree(memo)
     third = run_cli("inspect", digits_model, "--json", env=env)
     assert third.exit_code == 0, third.stderr
     assert json.loads(third.stdout)["tensorrt"] == json.loads(first.stdout)["tensorrt"] | {
@@ -494,3 +498,35 @@ def test_a_second_inspect_of_the_same_model_takes_tensorrts_view_from_the_cache(
     onnx.save(model, other)
     assert run_cli("inspect", other, "--json", env=env).exit_code == 0
     assert len(list((tmp_path / "cache" / "inspections").iterdir())) == 2
+
+
+def test_an_unchanged_model_is_inspected_from_its_memo_until_a_file_it_reads_changes(digits_model, tmp_path):
+    """The whole report is remembered by the model file's stat and the profiles' bytes: what the memo holds is what
+    the second run says (proved by editing it); a rewrite of the model (same bytes: a new stat) or other profiles
+    inspect again, and a memo that is not ours is no memo."""
+    env = {**os.environ, "COMPILE_CACHE_DIR": str(tmp_path / "cache")}
+    model = tmp_path / "model.onnx"
+    shutil.copyfile(digits_model, model)
+    first = json.loads(run_cli("inspect", model, "--json", env=env).stdout)
+    [entry] = (tmp_path / "cache" / "inspect-reports").iterdir()
+    remembered = json.loads(entry.read_text())
+    remembered["report"]["model"]["producer"] = "from-the-memo"
+    entry.write_text(json.dumps(remembered))
+    second = json.loads(run_cli("inspect", model, "--json", env=env).stdout)
+    assert second["model"]["producer"] == "from-the-memo" and second["cache"]["source"] == "hit"
+
+    model.write_bytes(model.read_bytes())  # the same bytes, written again: the stat moved
+    third = json.loads(run_cli("inspect", model, "--json", env=env).stdout)
+    assert third["model"]["producer"] == first["model"]["producer"] != "from-the-memo"
+
+    profiles = tmp_path / "profiles.yaml"
+    profiles.write_text("profiles:\n  - name: one\n    shapes:\n      image: {min: [1, 1, 8, 8], opt: [2, 1, 8, 8], "
+                        "max: [4, 1, 8, 8]}\n")  # fmt: skip
+    with_profiles = run_cli("inspect", model, "--profiles", profiles, "--json", env=env)
+    assert json.loads(with_profiles.stdout)["profiles"]["names"] == ["one"], with_profiles.stderr
+    assert len(list((tmp_path / "cache" / "inspect-reports").iterdir())) == 3
+
+    for entry in (tmp_path / "cache" / "inspect-reports").iterdir():
+        entry.write_bytes(b"{not json")
+    again = run_cli("inspect", model, "--json", env=env)
+    assert again.exit_code == 0 and json.loads(again.stdout)["model"] == first["model"]
