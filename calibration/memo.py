@@ -11,13 +11,14 @@ changed inside it moves no stat of the folder), a ``--metric`` (the user's code 
 from __future__ import annotations
 
 import os
+from contextlib import suppress
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
 from calibration.reuse import reusable
-from compiler.core.files import default_cache_dir, write_atomic
+from compiler.core.files import NotRegularFile, default_cache_dir, read_regular, write_atomic
 from compiler.core.memo import memo_key, recalled, remember
 from compiler.core.options import CalibrationOptions
 from compiler.core.records import CALIBRATION_FORMAT, CALIBRATION_VERDICT, CacheOutcome, CalibrationResult
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 
 FORMAT = 1
 KIND = "calibration-memos"
+MAX_VERDICT_BYTES = 1 << 20
 
 
 class Remembered(BaseModel):
@@ -63,10 +65,12 @@ def calibrate(
     result = calibrate_now(
         model, data, out, options, preprocess=preprocess, staged=staged, progress=progress, tier=tier
     )
-    verdict = out / CALIBRATION_VERDICT
-    if key is not None and verdict.is_file() and skim_inputs(Path(model)) is not None:
-        entry = Remembered(key=key, result=result.model_copy(update={"cache": None}), verdict=verdict.read_text())
-        remember(root, key, entry)
+    if key is not None and skim_inputs(Path(model)) is not None:
+        with suppress(OSError, NotRegularFile, UnicodeDecodeError):  # no verdict to keep: no memo
+            verdict = read_regular(out / CALIBRATION_VERDICT, MAX_VERDICT_BYTES)
+            if len(verdict) <= MAX_VERDICT_BYTES:
+                entry = Remembered(key=key, result=result.model_copy(update={"cache": None}), verdict=verdict.decode())
+                remember(root, key, entry)
     return result
 
 
@@ -86,8 +90,12 @@ def _recalled(root: Path, key: str, out: Path) -> CalibrationResult | None:
     found = recalled(root, key, Remembered)
     if found is None or reusable(out, found.result.cache_key) is None:
         return None
-    verdict = out / CALIBRATION_VERDICT
-    if not verdict.is_file() or verdict.read_text() != found.verdict:
-        write_atomic(verdict, found.verdict.encode())
+    verdict, wanted = out / CALIBRATION_VERDICT, found.verdict.encode()
+    try:
+        same = read_regular(verdict, len(wanted)) == wanted
+    except (OSError, NotRegularFile):
+        same = False
+    if not same:
+        write_atomic(verdict, wanted)
     outcome = CacheOutcome(source="hit")
     return found.result.model_copy(update={"cache": outcome, "reused": True, "out": str(out)})

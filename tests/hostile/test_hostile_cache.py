@@ -97,32 +97,41 @@ def test_a_bad_cache_key_in_the_pipeline_is_one_error_line(tmp_path, cache, frag
     assert not (tmp_path / "artifacts").exists()
 
 
+@pytest.mark.parametrize("kind", ["inspections", "inspect-reports"])
 @pytest.mark.parametrize("damage", ["fifo", "other-model", "not-json", "huge", "folder"])
-def test_a_hostile_local_inspect_entry_is_ignored_and_made_again(digits_model, tmp_path, damage):
-    """The inspect cache's entry replaced by a FIFO (must not block), an entry of another model, not JSON, larger
-    than any entry, or a folder: inspect parses again, says so (a miss), and the entry is whole again after."""
+def test_a_hostile_local_inspect_entry_is_ignored_and_made_again(digits_model, tmp_path, damage, kind):
+    """The inspect cache's entry (TensorRT's view) or its memo (the whole report of an unchanged file) replaced by a
+    FIFO (must not block), an entry of another model, not JSON, larger than any entry, or a folder: inspect makes
+    it again (the view: a miss, parsed again; the memo: the view from its intact entry), and the entry is whole
+    again after."""
     import os
+    import shutil
 
     cache = tmp_path / "cache"
     first = run_cli("inspect", digits_model, "--cache-dir", cache, "--json")
     assert first.exit_code == 0, first.stderr
-    (entry,) = (cache / "inspections").iterdir()
+    if kind == "inspections":
+        shutil.rmtree(cache / "inspect-reports")  # else the memo answers before the view's entry is read
+    (entry,) = (cache / kind).iterdir()
     good = entry.read_bytes()
     entry.unlink()
     if damage == "fifo":
         os.mkfifo(entry)
-    elif damage == "other-model":
-        entry.write_bytes(good.replace(json.loads(first.stdout)["model"]["sha256"].encode(), b"0" * 64))
+    elif damage == "other-model":  # the view's entry names its model; the memo's, its key (the model by its stat)
+        named = json.loads(first.stdout)["model"]["sha256"] if kind == "inspections" else entry.stem
+        entry.write_bytes(good.replace(named.encode(), b"0" * 64))
     elif damage == "not-json":
         entry.write_bytes(b"{" * 1000)
     elif damage == "huge":
-        entry.write_bytes(good + b" " * (16 << 20))
+        entry.write_bytes(good + b" " * (64 << 20))
     else:
         entry.mkdir()
     again = run_cli("inspect", digits_model, "--cache-dir", cache, "--json", timeout=120)
     assert again.exit_code == 0 and "Traceback" not in again.stderr, again.stderr
-    assert json.loads(again.stdout)["cache"]["source"] == "miss"
-    assert json.loads(again.stdout)["tensorrt"]["partitions"] == json.loads(first.stdout)["tensorrt"]["partitions"]
+    report = json.loads(again.stdout)
+    assert report["cache"]["source"] == ("miss" if kind == "inspections" else "hit")
+    assert report["tensorrt"]["partitions"] == json.loads(first.stdout)["tensorrt"]["partitions"]
+    assert report["model"] == json.loads(first.stdout)["model"]
     if damage != "folder":  # a folder in its place is left alone: only the reuse is lost
         assert entry.is_file() and json.loads(entry.read_bytes())["key"] == entry.stem
 

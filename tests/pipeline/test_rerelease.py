@@ -91,14 +91,24 @@ def test_a_damaged_calibration_or_a_lost_check_record_is_made_again(own_data: Pa
     assert "onnxruntime" in imported  # the real work ran
 
 
-@pytest.mark.parametrize("content", [b"", b"{not json", b'{"key": "other", "value": 1}', b"x" * (1 << 16)])
-def test_memo_entries_that_are_not_ours_are_no_memo(own_data: Path, tmp_path: Path, content: bytes) -> None:
+@pytest.mark.parametrize("damage", ["empty", "not-json", "other-key", "huge", "fifo", "folder"])
+def test_memo_entries_that_are_not_ours_are_no_memo(own_data: Path, tmp_path: Path, damage: str) -> None:
+    """Every memo entry of the run replaced by nothing, not JSON, an entry of another key, more than any entry
+    holds, a FIFO (must not block) or a folder: the release answers by each stage's content key, as before any
+    memo, and changes nothing."""
     work = tmp_path / "work"
     assert _release(own_data, work).exit_code == 0
     cache = Path(os.environ["COMPILE_CACHE_DIR"])
     for memo in MEMOS:
         for entry in (cache / memo).glob("*.json"):
-            entry.write_bytes(content)
+            entry.unlink()
+            if damage == "fifo":
+                os.mkfifo(entry)
+            elif damage == "folder":
+                entry.mkdir()
+            else:
+                entry.write_bytes({"empty": b"", "not-json": b"{" * 1000, "other-key": b'{"key": "0", "value": 1}',
+                                   "huge": b" " * (65 << 20)}[damage])  # fmt: skip
     again = _release(own_data, work)
     assert again.exit_code == 0, again.stderr
     report = json.loads(again.stdout)
