@@ -276,13 +276,17 @@ def collect_ranges(
 ):
     """Run the FP32 model over the calibration samples in chunks, collecting the tensors ``wanted`` (by default,
     those :func:`tensors_to_calibrate` names); returns onnxruntime's TensorsData. Each run takes as many samples
-    (``batch_size`` at most) as ``chunk_mb`` holds of the calibration model's activations; a histogram method's
-    ``collect_data`` call, which keeps every collected tensor, as many as ``chunk_mb`` holds of those. A histogram
-    method first collects min/max over the same samples: its histograms span that range
-    (:mod:`calibration.histograms`), so their memory does not grow with the samples."""
+    (``batch_size`` at most) as ``chunk_mb`` holds of the calibration model's activations; entropy's
+    ``collect_data`` call, which keeps every collected tensor, as many as ``chunk_mb`` holds of those. Entropy first
+    collects min/max over the same samples: its histograms span that range (:mod:`calibration.histograms`), so their
+    memory does not grow with the samples. Percentile takes each tensor's exact tail in the graph
+    (:mod:`calibration.tails`)."""
     wanted = tensors_to_calibrate(prepared) if wanted is None else wanted
+    fit = Fit(sample_shapes(dataset, indices), chunk_mb, batch_size, fixed_batch, what)
+    if method == "percentile":
+        return _percentile(prepared, dataset, indices, options.percentile, fit, progress, wanted)
     spans = None
-    if method != "minmax":
+    if method == "entropy":
         first = work / "ranges"
         first.mkdir(exist_ok=True)
         found = collect_ranges(prepared, dataset, indices, "minmax", batch_size, options, chunk_mb, first, None,
@@ -292,11 +296,8 @@ def collect_ranges(
     if spans is not None:
         from calibration.histograms import FixedRangeCollector
 
-        calibrator.collector = FixedRangeCollector(
-            method, options.num_bins, options.num_quantized_bins, options.percentile, spans
-        )
-    shapes = sample_shapes(dataset, indices)
-    run = Fit(shapes, chunk_mb, batch_size, fixed_batch, what).samples([Path(calibrator.augmented_model_path)])
+        calibrator.collector = FixedRangeCollector(method, options.num_bins, options.num_quantized_bins, spans)
+    run = fit.samples([Path(calibrator.augmented_model_path)])
     try:
         per_sample = bytes_per_sample(calibrator, dataset, indices[:run])
     except InvalidInput:  # the data's own problem (a damaged file), already named
@@ -317,6 +318,32 @@ def collect_ranges(
     finally:
         del calibrator
     return tensors
+
+
+def _percentile(
+    prepared: Path, dataset: Dataset, indices: np.ndarray, percentile: float, fit: Fit, progress, wanted: set[str]
+):
+    """``--method percentile``: onnxruntime's TensorsData of each tensor's percentile of |x|, from its exact tail
+    taken in the graph (:mod:`calibration.tails`), the model run in batches that ``chunk_mb`` holds."""
+    from onnxruntime.quantization import CalibrationMethod
+    from onnxruntime.quantization.calibrate import TensorData, TensorsData
+
+    from calibration.tails import augment, collect_tails
+
+    tensors = sorted(wanted)
+    model = prepared.parent / "tails.onnx"  # beside the prepared model, whose external data it reads
+    outputs = augment(prepared, tensors, model)
+    run = fit.samples([model])
+    sess = session(model, "model", optimized=False)
+    try:
+        tails = collect_tails(sess, dataset, indices, run, fit.fixed_batch, outputs, percentile, progress)
+    except InvalidInput:
+        raise
+    except Exception as exc:
+        raise InvalidInput(f"onnxruntime failed while calibrating: {first_line(exc)}") from None
+    found = {tensor: np.float32(tails.threshold(tensor)) for tensor in tensors}
+    data = {t: TensorData(lowest=np.array(-v, np.float32), highest=np.array(v, np.float32)) for t, v in found.items()}
+    return TensorsData(CalibrationMethod.Percentile, data)
 
 
 def ranges(tensors) -> dict[str, tuple[float, float]]:

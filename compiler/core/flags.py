@@ -176,7 +176,7 @@ CALIBRATE = {
     ),
     "seed": Flag("Seed of the calibration / held-out split.", "N", CALIBRATION, 0, int),
     "percentile": Flag("Percentile kept by --method percentile.", "X", CALIBRATION, 99.999, float),
-    "num_bins": Flag("Histogram bins for entropy and percentile.", "N", CALIBRATION, 2048, int),
+    "num_bins": Flag("Histogram bins for entropy (percentile takes the exact tail).", "N", CALIBRATION, 2048, int),
     "chunk_mb": Flag(
         "Activation memory per onnxruntime run (MiB); runs take fewer samples to fit.", "MIB", CALIBRATION, 256, int
     ),

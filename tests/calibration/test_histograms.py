@@ -39,16 +39,17 @@ def growing(tmp_path_factory):
     return folder, values
 
 
-def _collect(folder, method: str, collector: str = "ours"):
-    work = folder / f"work-{method}-{collector}"
+def _collect(folder, method: str, collector: str = "ours", percentile: float = 99.999):
+    work = folder / f"work-{method}-{collector}-{percentile}"
     work.mkdir()
     source = load_model(folder / "model.onnx")
     dataset = open_dataset(folder / "data.npz", source, None)
     try:
         indices = np.arange(SAMPLES)
         # 1 MiB holds ~60 samples of 16 KiB: several collect_data calls, each reaching further than the last
-        return calibrators.collect_ranges(folder / "model.onnx", dataset, indices, method, 16, HistogramOptions(), 1,
-                                          work, wanted={"x"})  # fmt: skip
+        options = HistogramOptions(percentile=percentile)
+        return calibrators.collect_ranges(folder / "model.onnx", dataset, indices, method, 16, options, 1, work,
+                                          wanted={"x"})  # fmt: skip
     finally:
         dataset.close()
 
@@ -64,12 +65,34 @@ def test_the_entropy_histogram_holds_num_bins_bins_and_counts_every_value(growin
     assert 0 < float(np.max(data.highest)) <= amax
 
 
-def test_the_percentile_range_is_numpy_s_percentile_within_one_bin(growing):
+@pytest.mark.parametrize("percentile", [99.999, 99.9, 99.0, 100.0])
+def test_the_percentile_is_numpy_s_exactly_and_onnxruntime_s_within_one_bin(growing, percentile):
+    """Percentile from each tensor's exact tail (calibration.tails): numpy's percentile of every |x| (the smallest
+    with p % of the values at most it), whatever the batches; onnxruntime's own calibrator, whose threshold is the
+    left edge of the histogram bin the percentile falls in, is at most one bin below it."""
+    from onnxruntime.quantization import create_calibrator
+    from onnxruntime.quantization.calibrate import CalibrationMethod
+
     folder, values = growing
-    data = _collect(folder, "percentile").data["x"]
-    amax = np.abs(values).max()
-    expected = np.percentile(np.abs(values), HistogramOptions().percentile)
-    assert abs(float(np.max(data.highest)) - expected) <= amax / HistogramOptions().num_bins
+    ours = float(np.max(_collect(folder, "percentile", percentile=percentile).data["x"].highest))
+    magnitudes = np.abs(values)
+    assert ours == float(np.percentile(magnitudes, percentile, method="inverted_cdf"))
+
+    class Reader:
+        def __init__(self) -> None:
+            self.batches = iter(values[i : i + 32] for i in range(0, len(values), 32))
+
+        def get_next(self):
+            batch = next(self.batches, None)
+            return None if batch is None else {"x": batch}
+
+    extra = {"symmetric": True, "num_bins": HistogramOptions().num_bins, "percentile": percentile}
+    theirs = create_calibrator(str(folder / "model.onnx"), ["MatMul"], str(folder / "theirs.onnx"),
+                               CalibrationMethod.Percentile, extra_options=extra)  # fmt: skip
+    theirs.collect_data(Reader())
+    found = theirs.compute_data().data["x"]
+    edges = theirs.collector.histogram_dict["x"][1]  # of |x|, grown batch by batch from the first one's range
+    assert 0 <= ours - float(np.max(found.highest)) <= float(edges[1] - edges[0])
 
 
 def test_onnxruntime_s_own_collector_grows_with_the_range(growing, monkeypatch):
@@ -79,10 +102,10 @@ def test_onnxruntime_s_own_collector_grows_with_the_range(growing, monkeypatch):
     folder, _ = growing
 
     class Unfixed(calibration.histograms.FixedRangeCollector):
-        def __new__(cls, method, num_bins, num_quantized_bins, percentile, amax):
+        def __new__(cls, method, num_bins, num_quantized_bins, amax):
             from onnxruntime.quantization.calibrate import HistogramCollector
 
-            return HistogramCollector(method, True, num_bins, num_quantized_bins, percentile, "same")
+            return HistogramCollector(method, True, num_bins, num_quantized_bins, 99.99, "same")
 
     monkeypatch.setattr(calibration.histograms, "FixedRangeCollector", Unfixed)
     data = _collect(folder, "entropy", collector="onnxruntime").data["x"]

@@ -72,11 +72,17 @@ def _stop_and_check(process, work: Path, out: Path) -> None:
     assert not list(out.rglob("*")) if out.exists() else True, sorted(out.rglob("*"))  # no model, whole or cut
 
 
+def _collecting(work: Path) -> bool:
+    """onnxruntime runs the FP32 model over the calibration samples: its calibrator's model (percentile's, with
+    each tensor's tail appended: calibration.tails) is written."""
+    return bool(list(work.glob("calibrate-*/augmented.onnx")) or list(work.glob("calibrate-*/tails.onnx")))
+
+
 def _phase_condition(phase: str, work: Path, out: Path, started: float):
-    if phase == "collecting":  # onnxruntime runs the FP32 model over the calibration samples
-        return lambda: list(work.glob("calibrate-*/augmented.onnx")) and time.monotonic() - started > 0
+    if phase == "collecting":
+        return lambda: _collecting(work) and time.monotonic() - started > 0
     if phase == "late-collecting":
-        return lambda: list(work.glob("calibrate-*/augmented.onnx")) and time.monotonic() - started > 3
+        return lambda: _collecting(work) and time.monotonic() - started > 3
     return lambda: any(out.glob(".calibrate-*/model.onnx")) or (out / "model.onnx").exists()  # held-out
 
 
