@@ -11,7 +11,6 @@ remembered verdict also needs each built model it measured to keep its stat (a c
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +18,7 @@ from pydantic import BaseModel
 
 from compiler.check.report import earlier_report
 from compiler.core.files import NotRegularFile, content_stat, default_cache_dir, read_regular
+from compiler.core.jsonio import parse_json
 from compiler.core.memo import memo_key, recalled, remember, unchanged
 from compiler.core.options import CheckOptions
 from compiler.core.records import CHECK_FORMAT, CHECK_RECORD, CacheOutcome, CheckReport
@@ -74,7 +74,7 @@ def _key(root: Path, options: CheckOptions) -> str | None:
     if not options.reuse or options.metric is not None or options.dim:
         return None
     try:
-        build = json.loads(_small(root / "build.json"))
+        build = _record(root / "build.json")
         targets = [[t["sku"], t["precision"], t["status"], t["path"]] for t in build["targets"]]
         engines = [_plan_sha256(Path(t[3]) / "engine.json") for t in targets]
         model = Path(options.model or build["model"])
@@ -87,17 +87,15 @@ def _key(root: Path, options: CheckOptions) -> str | None:
     return memo_key(KIND, files, FORMAT, CHECK_FORMAT, given, targets, engines, options.model_dump(mode="json"))
 
 
-def _small(path: Path) -> bytes:
-    data = read_regular(path, MAX_RECORD_BYTES)
-    if len(data) > MAX_RECORD_BYTES:
-        raise ValueError(f"{path}: over {MAX_RECORD_BYTES} bytes")
-    return data
+def _record(path: Path) -> Any:
+    """A small JSON record, read bounded in size and depth (UnreadableJson, a ValueError, otherwise)."""
+    return parse_json(read_regular(path, MAX_RECORD_BYTES), MAX_RECORD_BYTES)
 
 
 def _plan_sha256(path: Path) -> str | None:
     """The plan's digest an engine's record holds (what the check's own key takes: it binds the model, calibration
     and build, while the rest of the record says how this run came by it); None where no engine was built."""
     try:
-        return str(json.loads(_small(path))["sha256"])
+        return str(_record(path)["sha256"])
     except FileNotFoundError:
         return None
