@@ -27,7 +27,6 @@ from compiler.core.records import CheckResult, OutputReport, Status
 from compiler.data.agreement import Agreement, Limits, describe, judge, limits
 from compiler.data.batchnorm_folding import FP16_MAX, fold_unrepresentable_batchnorms, inline_float32
 from compiler.data.datasets import Dataset
-from compiler.data.fp16_stats import MIN_OPSET, append_statistics, figures, opset_of
 from compiler.data.model import OnnxModel, first_line, node_name, readers
 from compiler.data.sampling import batches
 from compiler.data.session import session
@@ -90,16 +89,6 @@ class TensorStats:
         self.flushed += int(np.count_nonzero(magnitude < FP16_TINY)) - (magnitude.size - nonzero)
         self.nonzero += nonzero
         self.elements += int(magnitude.size)
-
-    def take(self, batch: dict[str, float | int | bool]) -> None:
-        """Count one batch's figures computed in the graph (:func:`compiler.data.fp16_stats.figures`)."""
-        self.abs_max = max(self.abs_max, batch["peak"])
-        self.overflow += batch["overflow"]
-        self.flushed += batch["flushed"]
-        self.nonzero += batch["nonzero"]
-        self.elements += batch["elements"]
-        self.nonfinite += batch["nonfinite"]
-        self.positive_overflow = self.positive_overflow or batch["positive_overflow"]
 
 
 @dataclass
@@ -283,13 +272,25 @@ def reference_pass(
     started = time.perf_counter()
     names = [o.name for o in model.proto.graph.output]
     wanted, producers, unknown = _float_intermediates(model) if with_ranges else ({}, {}, [])
-    in_graph = bool(wanted) and opset_of(model.proto) >= MIN_OPSET
     budget = chunk_mb << 20
     sizes = {name: _sample_bytes(v, {}) for name, v in wanted.items()}
     per_sample = sum(sizes.values())
-    batch = max(1, min(batch_size, budget // max(per_sample, 1))) if wanted and not in_graph else batch_size
-    groups = [list(wanted)] if in_graph else _groups(sizes, batch, budget)
-    stats = _empty_stats(model, wanted, producers)
+    batch = max(1, min(batch_size, budget // max(per_sample, 1))) if wanted else batch_size
+    groups = _groups(sizes, batch, budget)
+    softmax_fed = _into_softmax(model.proto.graph) if wanted else set()
+    # keyed by outputs (unique in ONNX), not id(): protobuf hands out a new wrapper object at each access
+    label = {
+        tuple(node.output): node.name or f"{node.op_type} #{index}" for index, node in enumerate(model.proto.graph.node)
+    }
+    readers_of = readers(model.proto.graph)
+    stats = {
+        name: TensorStats(
+            producers[name],
+            readers=tuple(label[tuple(n.output)] for n in readers_of.get(name, ())),
+            into_softmax=name in softmax_fed,
+        )
+        for name in wanted
+    }
     collected: dict[str, list[np.ndarray]] = {name: [] for name in names}
     # the ranges are FP16's: measured with the constants the FP16 model holds
     base, constants = _as_converted(model, fp32_constants) if wanted else (model.proto, ConvertedConstants())
@@ -297,19 +298,19 @@ def reference_pass(
     moved = Agreement(names) if constants.clamped and groups else None
     with tempfile.TemporaryDirectory(prefix="compile-check-") as work:
         sessions = [
-            _session_with_outputs(model, group, wanted, Path(work) / f"ranges-{i}.onnx", base, in_graph)
+            _session_with_outputs(model, [wanted[n] for n in group], Path(work) / f"ranges-{i}.onnx", base)
             for i, group in enumerate(groups)
         ]
         if base is not model.proto:  # the outputs (the accuracy reference) stay the FP32 model's own
-            sessions.insert(0, (session(model.path, "model"), {}))
+            sessions.insert(0, session(model.path, "model"))
             groups.insert(0, [])
         for chunk in batches(indices, batch):
             feed = dataset.read(chunk)
-            for index, ((sess, measured), group) in enumerate(zip(sessions, groups, strict=True)):
+            for index, (sess, group) in enumerate(zip(sessions, groups, strict=True)):
                 outputs = names if index == 0 or (index == 1 and moved) else []
-                fetch = [n for t in group for n in measured[t].names.values()] if in_graph else group
-                values = _run(sess, outputs + fetch, feed)
-                _count(stats, group, measured, dict(zip(fetch, values[len(outputs) :], strict=True)))
+                values = _run(sess, outputs + group, feed)
+                for name, value in zip(group, values[len(outputs) :], strict=True):
+                    stats[name].add(value)
                 # samples on axis 0, as every comparison counts them
                 got = dataset.batch_first(outputs, values[: len(outputs)], len(chunk))
                 if index == 0:
@@ -325,34 +326,6 @@ def reference_pass(
     return Reference(outputs, stats, unknown, round(time.perf_counter() - started, 3), constants, clamped_outputs)
 
 
-def _empty_stats(model: OnnxModel, wanted: dict, producers: dict[str, str]) -> dict[str, TensorStats]:
-    """A TensorStats per measured tensor, naming its producer and readers."""
-    softmax_fed = _into_softmax(model.proto.graph) if wanted else set()
-    # keyed by outputs (unique in ONNX), not id(): protobuf hands out a new wrapper object at each access
-    label = {
-        tuple(node.output): node.name or f"{node.op_type} #{index}" for index, node in enumerate(model.proto.graph.node)
-    }
-    readers_of = readers(model.proto.graph)
-    return {
-        name: TensorStats(
-            producers[name],
-            readers=tuple(label[tuple(n.output)] for n in readers_of.get(name, ())),
-            into_softmax=name in softmax_fed,
-        )
-        for name in wanted
-    }
-
-
-def _count(stats: dict[str, TensorStats], group: list[str], measured: dict, fetched: dict[str, np.ndarray]) -> None:
-    """One batch of each tensor of ``group`` counted: from its figures computed in the graph (``measured``), else
-    from its activations."""
-    for tensor in group:
-        if measured:
-            stats[tensor].take(figures(measured[tensor], fetched))
-        else:
-            stats[tensor].add(fetched[tensor])
-
-
 def _run(sess, fetch: list[str], feed: dict[str, np.ndarray]) -> list[np.ndarray]:
     try:
         return sess.run(fetch, feed)
@@ -361,23 +334,15 @@ def _run(sess, fetch: list[str], feed: dict[str, np.ndarray]) -> list[np.ndarray
 
 
 def _session_with_outputs(
-    model: OnnxModel,
-    group: list[str],
-    wanted: dict[str, onnx.ValueInfoProto],
-    path: Path,
-    base: onnx.ModelProto,
-    in_graph: bool,
-) -> tuple[Any, dict]:
-    """An onnxruntime session of the model (or of ``base``, a changed copy of it) with the tensors of ``group`` as
-    outputs too, or, ``in_graph``, their FP16 range figures (:mod:`compiler.data.fp16_stats`, and which outputs
-    hold each tensor's); the model's own session if there is neither and no copy."""
-    if not group and base is model.proto:
-        return session(model.path, "model"), {}
+    model: OnnxModel, extra: list[onnx.ValueInfoProto], path: Path, base: onnx.ModelProto | None = None
+):
+    """An onnxruntime session of the model (or of ``base``, a changed copy of it) with ``extra`` tensors as outputs
+    too (the model's own session if none and no copy)."""
+    if not extra and (base is None or base is model.proto):
+        return session(model.path, "model")
     proto = onnx.ModelProto()
-    proto.CopyFrom(base)
-    measured = append_statistics(proto, group) if in_graph else {}
-    if not in_graph:
-        proto.graph.output.extend(wanted[name] for name in group)
+    proto.CopyFrom(model.proto if base is None else base)
+    proto.graph.output.extend(extra)
     # external data stays where it is: the copy is saved beside nothing, so point it at the model's folder
     if model.external_files:
         from onnx import external_data_helper
@@ -388,7 +353,7 @@ def _session_with_outputs(
                     if entry.key == "location":
                         entry.value = str(model.path.parent.resolve() / entry.value)
     onnx.save_model(proto, path)
-    return session(path, "model"), measured
+    return session(path, "model")
 
 
 def fp32_constants(converted: onnx.ModelProto) -> frozenset[str]:
