@@ -72,7 +72,7 @@ def child_onnxruntime(args: argparse.Namespace) -> dict:
     from onnxruntime.quantization import create_calibrator
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
-    from calibration.calibrators import HistogramOptions, _ort_method, quantizable_ops, quiet
+    from calibration.calibrators import TENSORRT_QUANTIZED_OPS, HistogramOptions, _ort_method, quiet
     from compiler.data.sampling import split
 
     started = time.perf_counter()
@@ -86,7 +86,7 @@ def child_onnxruntime(args: argparse.Namespace) -> dict:
             method = _ort_method(args.method)
             calibrator = create_calibrator(
                 prepared,
-                quantizable_ops(),
+                list(TENSORRT_QUANTIZED_OPS),
                 augmented_model_path=str(Path(tmp) / "a.onnx"),
                 calibrate_method=method,
                 extra_options={
