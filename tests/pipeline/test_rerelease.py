@@ -91,27 +91,41 @@ def test_a_damaged_calibration_or_a_lost_check_record_is_made_again(own_data: Pa
     assert "onnxruntime" in imported  # the real work ran
 
 
-@pytest.mark.parametrize("damage", ["empty", "not-json", "other-key", "huge", "fifo", "folder"])
-def test_memo_entries_that_are_not_ours_are_no_memo(own_data: Path, tmp_path: Path, damage: str) -> None:
-    """Every memo entry of the run replaced by nothing, not JSON, an entry of another key, more than any entry
-    holds, a FIFO (must not block) or a folder: the release answers by each stage's content key, as before any
-    memo, and changes nothing."""
+DAMAGES = ("empty", "not-json", "other-key", "huge", "fifo", "folder")
+
+
+def _damage(entry: Path, damage: str) -> None:
+    entry.unlink()
+    if damage == "fifo":
+        os.mkfifo(entry)
+    elif damage == "folder":
+        entry.mkdir()
+    elif damage == "huge":  # past any entry's limit, sparse: no disk is spent on it
+        with entry.open("wb") as handle:
+            handle.truncate(65 << 20)
+    else:
+        entry.write_bytes({"empty": b"", "not-json": b"{" * 1000, "other-key": b'{"key": "0", "value": 1}'}[damage])
+
+
+def test_memo_entries_that_are_not_ours_are_no_memo(own_data: Path, tmp_path: Path) -> None:
+    """Every memo entry replaced by nothing, not JSON, an entry of another key, more than any entry holds, a FIFO
+    (must not block) or a folder, one damage after the other: each release answers by each stage's content key,
+    as before any memo, and changes nothing. The run has a cache of its own: every entry in it is this release's."""
+    cache = tmp_path / "cache"
+    env = {**os.environ, "COMPILE_CACHE_DIR": str(cache)}
     work = tmp_path / "work"
-    assert _release(own_data, work).exit_code == 0
-    cache = Path(os.environ["COMPILE_CACHE_DIR"])
-    for memo in MEMOS:
-        for entry in (cache / memo).glob("*.json"):
-            entry.unlink()
-            if damage == "fifo":
-                os.mkfifo(entry)
-            elif damage == "folder":
-                entry.mkdir()
-            else:
-                entry.write_bytes({"empty": b"", "not-json": b"{" * 1000, "other-key": b'{"key": "0", "value": 1}',
-                                   "huge": b" " * (65 << 20)}[damage])  # fmt: skip
-    again = _release(own_data, work)
-    assert again.exit_code == 0, again.stderr
-    report = json.loads(again.stdout)
-    assert report["published"]["status"] == "unchanged"
-    assert all(e["cache_hit"] for e in report["engines"])
-    assert _details(report)["calibrate"].endswith("reused")  # by the folder's content key, as before any memo
+    assert _release(own_data, work, env=env).exit_code == 0
+    for damage in DAMAGES:
+        entries = [entry for memo in MEMOS for entry in (cache / memo).glob("*.json")]
+        assert len(entries) >= len(MEMOS), damage
+        for entry in entries:
+            _damage(entry, damage)
+        again = _release(own_data, work, env=env)
+        assert again.exit_code == 0, (damage, again.stderr)
+        report = json.loads(again.stdout)
+        assert report["published"]["status"] == "unchanged", damage
+        assert all(e["cache_hit"] for e in report["engines"]), damage
+        assert _details(report)["calibrate"].endswith("reused"), damage  # by the folder's content key
+        for entry in entries:
+            if entry.is_dir():
+                entry.rmdir()  # a folder in its place costs only that memo: cleared for the next damage
