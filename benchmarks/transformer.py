@@ -3,11 +3,12 @@ weights made in the run by tests/fixtures/make_encoder.py, with its Hugging Face
 
 Claims checked (exit 1 when missed):
 
-1. ``calibrate`` int8 (minmax) of 512 samples <= 1.1 x onnxruntime's ``quantize_static`` called directly with the
-   same placement (op_types_to_quantize MatMul/Gemm, per-channel symmetric weights, symmetric activations, float
-   bias) and method on the same samples. ``calibrate`` also proves its Q/DQ model builds (one TensorRT-RTX
-   build), measures the held-out accuracy and ranks the quantized nodes by their local error (:data:`CHECKS`):
-   each is timed in the run, and the limit is the baseline plus them.
+1. ``calibrate`` int8 (``--method``, minmax by default) of 512 samples <= 1.1 x onnxruntime's ``quantize_static``
+   called directly with the same placement (op_types_to_quantize MatMul/Gemm, per-channel symmetric weights,
+   symmetric activations, float bias) and method on the same samples; <= 0.7 x for entropy and percentile.
+   ``calibrate`` also proves its Q/DQ model builds (one TensorRT-RTX build), measures the held-out accuracy and
+   ranks the quantized nodes by their local error (:data:`CHECKS`, calibration.json's ``phases``): each is timed
+   in the run, and the limit is the baseline plus them.
 2. Peak RSS of ``calibrate`` with 2,048 samples <= 1.1 x with 256 (activations go to onnxruntime in chunks).
 3. ``compile build`` of the int8 Q/DQ model (rtx-4090) <= 1.1 x the raw TensorRT-RTX builder API on the same
    model and profile (benchmarks/raw_build.py).
@@ -15,7 +16,7 @@ Claims checked (exit 1 when missed):
 Also reported: the INT8 and FP16 cosine of hidden states and logits against FP32 (held-out samples).
 Every run is a child process reporting its own peak RSS (VmHWM); paired runs alternate who goes first and the
 median is taken. Usage: ``python benchmarks/transformer.py [--samples 512] [--small 256] [--large 2048]
-[--repeat 3]``.
+[--repeat 3] [--method minmax|entropy|percentile] [--calibrate-only]``.
 """
 
 from __future__ import annotations
@@ -44,39 +45,23 @@ profiles:
 """
 
 
-CHECKS = ("prove", "compare", "sensitivity")
-"""What ``calibrate`` does beyond ``quantize_static`` (calibration.steps): the build proof, the held-out comparison
-and the sensitivity ranking. Their time, measured in the run, is the limit's share beyond the baseline."""
+CHECKS = ("build proof", "held-out comparison", "sensitivity")
+"""What ``calibrate`` does beyond ``quantize_static``, as calibration.json's ``phases`` names them: the build proof,
+the held-out comparison and the sensitivity ranking. Their time, measured in the run, is the limit's share beyond
+the baseline."""
 
 
 def child_ours(args: argparse.Namespace) -> dict:
     import onnxruntime.quantization.shape_inference  # noqa: F401 - imported before the clock, as the baseline does
 
-    import calibration.steps
     from calibration import calibrate
 
-    checks = {name: 0.0 for name in CHECKS}
-
-    def timed(name: str):
-        real = getattr(calibration.steps, name)
-
-        def wrapper(*args, **kwargs):
-            started = time.perf_counter()
-            try:
-                return real(*args, **kwargs)
-            finally:
-                checks[name] += time.perf_counter() - started
-
-        return wrapper
-
-    for name in CHECKS:  # benchmark-only timing of the checks: the module's own names, wrapped
-        setattr(calibration.steps, name, timed(name))
     started = time.perf_counter()
-    result = calibrate(args.model, args.data, args.out, ours_options(args, args.precision, "minmax"))
+    result = calibrate(args.model, args.data, args.out, ours_options(args, args.precision, args.method))
     return {
         "seconds": time.perf_counter() - started,
         "samples": result.samples,
-        "checks": checks,
+        "checks": {name: result.phases.get(name, 0.0) for name in CHECKS},
         "cosine": {o.name: o.cosine_mean for o in result.report.outputs},
     }
 
@@ -84,9 +69,10 @@ def child_ours(args: argparse.Namespace) -> dict:
 def child_onnxruntime(args: argparse.Namespace) -> dict:
     """onnxruntime's own flow on the same samples, placement and method: quant_pre_process + quantize_static."""
     import numpy as np
-    from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
+    from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
+    from calibration.calibrators import HistogramOptions, _ort_method
     from compiler.data.sampling import split
 
     started = time.perf_counter()
@@ -105,6 +91,7 @@ def child_onnxruntime(args: argparse.Namespace) -> dict:
         def get_next(self):
             return next(batches, None)
 
+    histogram = HistogramOptions()  # calibrate's defaults
     with tempfile.TemporaryDirectory() as tmp:
         prepared = Path(tmp) / "prepared.onnx"
         quant_pre_process(args.model, str(prepared), skip_symbolic_shape=True)
@@ -117,8 +104,15 @@ def child_onnxruntime(args: argparse.Namespace) -> dict:
             per_channel=True,
             activation_type=QuantType.QInt8,
             weight_type=QuantType.QInt8,
-            calibrate_method=CalibrationMethod.MinMax,
-            extra_options={"ActivationSymmetric": True, "WeightSymmetric": True, "QuantizeBias": False},
+            calibrate_method=_ort_method(args.method),
+            extra_options={
+                "ActivationSymmetric": True,
+                "WeightSymmetric": True,
+                "QuantizeBias": False,
+                "CalibNumBins": histogram.num_bins,
+                "CalibNumQuantizedBins": histogram.num_quantized_bins,
+                "CalibPercentile": histogram.percentile,
+            },
         )
     return {"seconds": time.perf_counter() - started, "samples": len(chosen)}
 
@@ -175,6 +169,10 @@ def main() -> None:
     parser.add_argument("--data")
     parser.add_argument("--out")
     parser.add_argument("--precision", default="int8")
+    parser.add_argument("--method", default="minmax", choices=["minmax", "entropy", "percentile"])
+    parser.add_argument(
+        "--calibrate-only", action="store_true", help="only the paired calibrations (no memory sweep, no build)"
+    )
     parser.add_argument("--samples", type=int, default=512)
     parser.add_argument("--small", type=int, default=256)
     parser.add_argument("--large", type=int, default=2048)
@@ -193,7 +191,9 @@ def main() -> None:
     console = Console()
     runs = _measure(args, console)
     console.print(_table(args, runs))
-    for precision, row in (("int8", runs["ours"]), ("fp16", runs["fp16"])):
+    for precision, row in (("int8", runs["ours"]), ("fp16", runs.get("fp16"))):
+        if row is None:  # --calibrate-only
+            continue
         console.print(
             f"{precision} held-out cosine vs FP32: "
             + ", ".join(f"{name} {value:.5f}" for name, value in row["cosine"].items())
@@ -226,13 +226,15 @@ def _measure(args, console) -> dict[str, dict]:
         profiles.write_text(PROFILES)
         data = make_data(root / "data.npz", samples=max(args.samples, args.large) + args.holdout, sequence=SEQUENCE)
         console.print(f"BERT-base-sized encoder: {model.stat().st_size / 2**20:.0f} MiB, sequence {SEQUENCE}")
-        common = dict(model=model, data=data, holdout=args.holdout, batch_size=args.batch_size)
+        common = dict(model=model, data=data, holdout=args.holdout, batch_size=args.batch_size, method=args.method)
         ours, direct, raw, compiled = [], [], [], []
         _alternating(
             args.repeat,
             (ours, lambda: run_child("ours", out=root / "int8", samples=args.samples, **common)),
             (direct, lambda: run_child("onnxruntime", samples=args.samples, **common)),
         )
+        if args.calibrate_only:
+            return {"ours": median_run(ours), "direct": median_run(direct)}
         _alternating(
             args.repeat,
             (raw, lambda: timed_build("raw", root / "int8" / "model.onnx", profiles, root, root / "int8")),
@@ -245,7 +247,9 @@ def _measure(args, console) -> dict[str, dict]:
             "compiled": median_run(compiled),
             "small": run_child("ours", out=root / "small", samples=args.small, **common),
             "large": run_child("ours", out=root / "large", samples=args.large, **common),
-            "fp16": run_child("ours", out=root / "fp16", precision="fp16", samples=args.small, **common),
+            "fp16": run_child(
+                "ours", out=root / "fp16", precision="fp16", samples=args.small, **common | {"method": "minmax"}
+            ),
         }
 
 
@@ -261,13 +265,16 @@ def _table(args, runs: dict[str, dict]):
         table.add_column(column, justify="left" if column == "run" else "right")
     checks = ", ".join(f"{name.strip('_')} {seconds:.1f} s" for name, seconds in runs["ours"]["checks"].items())
     rows = [
-        (f"calibrate int8 minmax (of which {checks})", runs["ours"]),
+        (f"calibrate int8 {args.method} (of which {checks})", runs["ours"]),
         ("onnxruntime quantize_static, same placement and method", runs["direct"]),
-        (f"calibrate int8, {args.small} samples", runs["small"]),
-        (f"calibrate int8, {args.large} samples", runs["large"]),
+        (f"calibrate int8, {args.small} samples", runs.get("small")),
+        (f"calibrate int8, {args.large} samples", runs.get("large")),
     ]
     for name, row in rows:
-        table.add_row(name, str(row["samples"]), f"{row['seconds']:.1f}", f"{row['peak_rss_mb']:.0f}")
+        if row is not None:
+            table.add_row(name, str(row["samples"]), f"{row['seconds']:.1f}", f"{row['peak_rss_mb']:.0f}")
+    if "compiled" not in runs:  # --calibrate-only
+        return table
     compiled = runs["compiled"]
     label = f"compile build int8 (rtx-4090; of which the plan's checks {compiled['checks']:.1f} s)"
     table.add_row(label, "", f"{compiled['seconds']:.1f}", "")
@@ -277,14 +284,22 @@ def _table(args, runs: dict[str, dict]):
 
 def _figures(args, runs: dict[str, dict]) -> list[tuple[str, float, float | None]]:
     """Each figure, its value and its limit (None: shown, not judged)."""
-    ours, direct, raw, compiled = runs["ours"], runs["direct"], runs["raw"], runs["compiled"]
+    ours, direct = runs["ours"], runs["direct"]
     limit = direct["seconds"] + sum(ours["checks"].values())
+    target = 1.1 if args.method == "minmax" else 0.7
+    calibrated = [
+        (f"calibrate / quantize_static ({args.method}, {args.samples} samples)", ours["seconds"] / direct["seconds"],
+         target),
+        ("limit: (quantize_static + the checks calibrate adds) / quantize_static", limit / direct["seconds"], None),
+        ("calibrate / limit", ours["seconds"] / limit, None),
+    ]  # fmt: skip
+    if "compiled" not in runs:  # --calibrate-only
+        return calibrated
+    raw, compiled = runs["raw"], runs["compiled"]
     rss = runs["large"]["peak_rss_mb"] / runs["small"]["peak_rss_mb"]
     build_limit = raw["seconds"] + compiled["checks"]
     return [
-        (f"calibrate / quantize_static ({args.samples} samples)", ours["seconds"] / direct["seconds"], 1.1),
-        ("limit: (quantize_static + the checks calibrate adds) / quantize_static", limit / direct["seconds"], None),
-        ("calibrate / limit", ours["seconds"] / limit, None),
+        *calibrated,
         (f"peak RSS {args.large} / {args.small} samples", rss, 1.1),
         ("compile build / raw builder (int8 Q/DQ model)", compiled["seconds"] / raw["seconds"], 1.1),
         ("compile build / (raw builder + the plan's checks)", compiled["seconds"] / build_limit, None),

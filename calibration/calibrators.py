@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -254,10 +255,20 @@ def chunks(indices: np.ndarray, batch_size: int, samples_per_chunk: int) -> list
     return grouped + [[b] for b in rest]
 
 
-def bytes_per_sample(calibrator, dataset: Dataset, indices: np.ndarray) -> int:
-    """What one sample's calibrated activations weigh: sets the chunk size for a memory budget."""
-    outputs = calibrator.infer_session.run(None, dataset.read(indices))
-    return max(1, sum(o.nbytes for o in outputs) // len(indices))
+class _Weighed:
+    """The calibrator's session, remembering what its last run's outputs weighed: the first batch, collected like
+    the rest, sets the chunk size for the memory budget (no run of its own)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.nbytes = inner, 0
+
+    def run(self, names: Any, feed: dict[str, np.ndarray]) -> list:
+        outputs = self.inner.run(names, feed)
+        self.nbytes = sum(getattr(o, "nbytes", 0) for o in outputs)
+        return outputs
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
 
 
 def collect_ranges(
@@ -298,15 +309,18 @@ def collect_ranges(
 
         calibrator.collector = FixedRangeCollector(method, options.num_bins, options.num_quantized_bins, spans)
     run = fit.samples([Path(calibrator.augmented_model_path)])
+    first, rest = indices[:run], indices[run:]
+    weighed = calibrator.infer_session = _Weighed(calibrator.infer_session)
     try:
-        per_sample = bytes_per_sample(calibrator, dataset, indices[:run])
+        with quiet():
+            calibrator.collect_data(_Reader(dataset, [first], progress))
     except InvalidInput:  # the data's own problem (a damaged file), already named
         raise
     except Exception as exc:
         raise InvalidInput(f"onnxruntime cannot run the model on the data: {first_line(exc)}") from None
-    samples_per_chunk = max(run, (chunk_mb << 20) // per_sample)
+    samples_per_chunk = max(run, (chunk_mb << 20) // max(1, weighed.nbytes // len(first)))
     try:
-        for chunk in chunks(indices, run, samples_per_chunk):
+        for chunk in chunks(rest, run, samples_per_chunk):
             with quiet():
                 calibrator.collect_data(_Reader(dataset, chunk, progress))
         with quiet():

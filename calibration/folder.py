@@ -19,7 +19,7 @@ from compiler.core.records import CALIBRATION_RECORD, CalibrationRecord
 
 RECORD = CALIBRATION_RECORD
 RERUN = "re-run compile calibrate"
-VOLATILE = {"seconds", "out", "model", "data", "build_proof"}
+VOLATILE = {"seconds", "phases", "out", "model", "data", "build_proof"}
 """Fields of calibration.json that differ between runs and machines making the same calibration (build_proof says
 how long its build took)."""
 

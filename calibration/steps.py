@@ -25,7 +25,7 @@ from compiler.core.errors import CheckFailed, InvalidInput, stop_signals_held
 from compiler.core.files import file_sha256, hash_json, replace_dir, staging_folder, writable_folder, write_atomic
 from compiler.core.options import CalibrationOptions, parse_sample_axes
 from compiler.core.paths import check_not_overwriting
-from compiler.core.progress import counter
+from compiler.core.progress import counter, timed
 from compiler.core.records import (
     CALIBRATION_FILES,
     CALIBRATION_FORMAT,
@@ -245,24 +245,31 @@ def produce(plan: Plan, folder: Path) -> CalibrationResult:
 
     The model is written in a hidden folder inside ``folder`` and moved into place only once the held-out report is
     done, so a run stopped midway leaves no model of its own there, whole or cut short."""
+    phases: dict[str, float] = {}
     reference = session(plan.source.path, "model")  # fail fast on a model onnxruntime cannot run
     with ExitStack() as cleanup:
+        if plan.reuse is None and plan.precision != "fp16":  # the build proof's second round takes the first's work
+            from calibration.fallback_reuse import Reuse
+
+            plan = replace(plan, reuse=cleanup.enter_context(Reuse()))
         work = _temporary_folder(cleanup, None, "calibrate-")
         pending = _temporary_folder(cleanup, folder, ".calibrate-")
-        made = plan.quantizer.quantize(plan.job(pending / "model.onnx", work))
+        with timed(phases, "quantize"):
+            made = plan.quantizer.quantize(plan.job(pending / "model.onnx", work))
         proof = (None, None)  # a conversion has nothing to prove here
         if made.quantized_ops is not None:
             built = counter("build proof", 1, plan.progress)
-            plan, made, proof = proven(plan, made, pending / "model.onnx", work)
+            with timed(phases, "build proof"):
+                plan, made, proof = proven(plan, made, pending / "model.onnx", work)
             built(1)
-        report = judge(plan, reference, made)
+        report = judge(plan, reference, made, phases)
         with stop_signals_held():  # the model and the weights it names go in together
             for name in ("model.onnx.data", "model.onnx"):
                 if (pending / name).is_file():
                     os.replace(pending / name, folder / name)
                 else:
                     (folder / name).unlink(missing_ok=True)  # an earlier run's
-    return write(plan, folder, made, report, proof)
+    return write(plan, folder, made, report, proof, phases)
 
 
 IN_FLOAT = "TensorRT computes it in float despite its Q/DQ (calibrate's build proof)"
@@ -273,8 +280,9 @@ PROOF_ROUNDS = 3
 def proven(plan: Plan, made: Quantized, out: Path, work: Path) -> tuple[Plan, Quantized, tuple]:
     """The Q/DQ model proven by a real build (:func:`prove`). A Conv/MatMul/Gemm given Q/DQ that the build computes
     in float anyway (check's quantized-matmul rule refuses such an engine) is kept in float, the model made again
-    without its Q/DQ and proven again, so calibrate never makes what check refuses; the plan returned names why
-    (``found``), for calibration.json's ``exclusions``."""
+    without its Q/DQ (from the first one's ranges and model, ``plan.reuse``: nothing is collected again) and proven
+    again, so calibrate never makes what check refuses; the plan returned names why (``found``), for
+    calibration.json's ``exclusions``."""
     from calibration.sensitivity import source_name
 
     names = {node_name(n) for n in plan.source.proto.graph.node}
@@ -319,9 +327,10 @@ def prove(model: Path, dataset: Dataset, indices: np.ndarray, source: OnnxModel,
     return proof
 
 
-def judge(plan: Plan, reference, made: Quantized) -> AccuracyReport:
+def judge(plan: Plan, reference, made: Quantized, phases: dict[str, float]) -> AccuracyReport:
     """The held-out comparison against FP32 per output, with the quantized nodes' sensitivity ranking (int8/fp8)
-    or the intermediate values' FP16 range (fp16); :func:`gated` evaluates the gates on it."""
+    or the intermediate values' FP16 range (fp16), each timed into ``phases``; :func:`gated` evaluates the gates on
+    it."""
     holdout = plan.chosen.holdout
     shapes = sample_shapes(plan.dataset, holdout)
     fit = Fit(shapes, plan.options.chunk_mb, plan.batch_size, plan.fixed_batch, _held_out(plan))
@@ -329,24 +338,27 @@ def judge(plan: Plan, reference, made: Quantized) -> AccuracyReport:
     if made.quantized_ops is not None:  # first: the reference session holds no activations yet
         what = f"{plan.source.path}'s sensitivity pass"
         ranked = {"quantized_nodes": sum(made.quantized_ops.values())}
-        ranked |= sensitivity(plan, made.float_model, made.model, replace(fit, what=what))
-    report = compare(
-        reference,
-        made.model,
-        plan.precision,
-        plan.dataset,
-        holdout,
-        fit.samples([plan.source.proto, made.model]),
-        plan.fixed_batch,
-        counter("held-out", len(holdout), plan.progress),
-        plan.metric,
-        plan.labels,
-        plan.options.output,
-        mixed_outputs(plan.source.proto.graph),  # the source's outputs: already parsed
-    )
+        with timed(phases, "sensitivity"):
+            ranked |= sensitivity(plan, made.float_model, made.model, replace(fit, what=what))
+    with timed(phases, "held-out comparison"):
+        report = compare(
+            reference,
+            made.model,
+            plan.precision,
+            plan.dataset,
+            holdout,
+            fit.samples([plan.source.proto, made.model]),
+            plan.fixed_batch,
+            counter("held-out", len(holdout), plan.progress),
+            plan.metric,
+            plan.labels,
+            plan.options.output,
+            mixed_outputs(plan.source.proto.graph),  # the source's outputs: already parsed
+        )
     report = report.model_copy(update=ranked)
     if plan.precision == "fp16":
-        report = _with_fp16_range(report, plan, made.model)
+        with timed(phases, "fp16 range"):
+            report = _with_fp16_range(report, plan, made.model)
     return report
 
 
@@ -403,7 +415,9 @@ def _held_out(plan: Plan) -> str:
     return f"{plan.source.path}'s held-out comparison (the FP32 and {plan.precision} models side by side)"
 
 
-def write(plan: Plan, folder: Path, made: Quantized, report: AccuracyReport, proof) -> CalibrationResult:
+def write(
+    plan: Plan, folder: Path, made: Quantized, report: AccuracyReport, proof, phases: dict[str, float]
+) -> CalibrationResult:
     """calibration.cache (int8/fp8), report.json, then calibration.json: the record of what ``folder`` holds."""
     source, precision = plan.source, plan.precision
     cache = None
@@ -430,6 +444,7 @@ def write(plan: Plan, folder: Path, made: Quantized, report: AccuracyReport, pro
         out=str(plan.out),
         ranges=ranges,
         seconds=round(time.perf_counter() - plan.started, 3),
+        phases=phases,
         report=report,
         quantized_nodes=None if made.quantized_ops is None else sum(made.quantized_ops.values()),
         quantized_ops=made.quantized_ops,

@@ -410,13 +410,14 @@ def calibration(result: CalibrationResult) -> None:
     """What was calibrated, its held-out accuracy against FP32, the FP16 range verdict and the gates."""
     from rich.markup import escape
 
+    from compiler.core.progress import phase_summary
     from compiler.data.agreement import inconclusive
 
     what = f"{result.precision} {result.method}" if result.method else result.precision
     console.print(
         f"[bold]{escape(str(result.out))}[/bold]  {what}  {result.samples} calibration + "
         f"{result.holdout_samples} held-out samples  "
-        + ("reused (same model, data and options)" if result.reused else f"{result.seconds:.1f} s")
+        + ("reused (same model, data and options)" if result.reused else phase_summary(result.seconds, result.phases))
     )
     console.print(
         table(

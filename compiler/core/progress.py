@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from compiler.core.records import Progress
 
@@ -20,3 +22,19 @@ def counter(phase: str, total: int, progress: Progress | None) -> Callable[[int]
             progress(phase, done, total)
 
     return advance
+
+
+@contextmanager
+def timed(phases: dict[str, float], phase: str) -> Iterator[None]:
+    """Adds the block's wall-clock seconds to ``phases[phase]``: what a record reports each phase took."""
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        phases[phase] = round(phases.get(phase, 0.0) + time.perf_counter() - started, 3)
+
+
+def phase_summary(seconds: float, phases: dict[str, float]) -> str:
+    """``12.3 s (quantize 8.1 s, build proof 1.2 s, ...)``: a record's time with its phases, for people."""
+    parts = ", ".join(f"{phase} {spent:.1f} s" for phase, spent in phases.items())
+    return f"{seconds:.1f} s" + (f" ({parts})" if parts else "")

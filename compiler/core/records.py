@@ -356,6 +356,10 @@ class CalibrationRecord(BaseModel):
     """File name -> sha256 of every file of the folder but this one; model.onnx is always among them."""
     out: str
     seconds: float
+    phases: dict[str, float] = {}
+    """Seconds of each phase of ``seconds`` that calibrate times apart: ``quantize`` (range collection and the Q/DQ
+    model, or the FP16 conversion), ``build proof``, ``sensitivity``, ``held-out comparison``, ``fp16 range``; the
+    rest is loading and checking the inputs and writing the folder."""
     quantized_nodes: int | None = None
     """int8/fp8: how many nodes run quantized (TensorRT's quantized ops, Conv, ConvTranspose, Gemm and MatMul,
     with Q/DQ on their inputs); a calibration that quantizes none is refused. None for fp16."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from html import escape
 
+from compiler.core.progress import phase_summary
 from compiler.report import charts
 from compiler.report.view import ReleaseView
 
@@ -104,10 +105,12 @@ def _calibration(view: ReleaseView, drawn_before: Mapping[str, str]) -> str:
             str(c.quantized_nodes if c.quantized_nodes is not None else ""),
             escape(", ".join(c.excluded) or "none"),
             escape(c.fallback or ""),
+            "" if c.seconds is None else escape(phase_summary(c.seconds, c.phases)),
         ]
         for c in view.calibrations
     ]
-    table = _table(["precision", "method", "samples", "held out", "quantized nodes", "excluded", "fallback"], rows)
+    heads = ["precision", "method", "samples", "held out", "quantized nodes", "excluded", "fallback", "time to make"]
+    table = _table(heads, rows)
     plots = "".join(
         f"<h3>Most sensitive nodes, {escape(p)}</h3>{_chart(chart)}"
         for p, chart in charts.sensitivity(drawn_before, view)

@@ -94,6 +94,9 @@ class CalibrationRow(BaseModel):
     excluded: list[str] = []
     fallback: str | None = None
     sensitive: list[Sensitive] = []
+    seconds: float | None = None
+    """What making the calibration took (a reused one: when it was made), with its phases."""
+    phases: dict[str, float] = {}
 
 
 class StageRow(BaseModel):
@@ -215,6 +218,8 @@ def calibration_row(folder: Path) -> tuple[CalibrationRow, list[Figure]]:
         excluded=record.excluded,
         fallback=fallback,
         sensitive=sensitive,
+        seconds=record.seconds,
+        phases=record.phases,
     )
     where = f"calibration/{record.precision}"
     figures = [

@@ -105,6 +105,17 @@ def test_calibration_json_contract(runs, name, digits_model, digits_data):
             assert tensor["min"] <= tensor["max"] and tensor["amax"] >= 0
 
 
+@pytest.mark.parametrize("name", list(RUNS))
+def test_each_phase_is_timed_apart(runs, name):
+    """calibration.json says what each phase took (the benchmarks and the release report read it), within the
+    whole run's seconds."""
+    record = json.loads((Path(runs[name].out) / "calibration.json").read_text())
+    checks = ["fp16 range"] if RUNS[name][0] == "fp16" else ["build proof", "sensitivity"]
+    assert sorted(record["phases"]) == sorted(["quantize", "held-out comparison", *checks])
+    assert all(spent > 0 for spent in record["phases"].values()), record["phases"]
+    assert sum(record["phases"].values()) <= record["seconds"]
+
+
 def test_int8_model_is_qdq_with_int8_weights_and_float_bias(runs):
     path = Path(runs["int8-minmax"].out) / "model.onnx"
     ops = _ops(path)
@@ -341,6 +352,8 @@ def test_cli_table_output(tmp_path):
     done = run_calibrate(tmp_path / "o", "--precision", "fp16")
     assert done.exit_code == 0, done.stderr
     assert "Held-out accuracy against FP32" in done.stdout and "logits" in done.stdout
+    said = " ".join(done.stdout.split())  # Rich wraps the line at the terminal's width
+    assert "(quantize " in said and " s, held-out comparison " in said and " s, fp16 range " in said
     assert "Traceback" not in done.stderr
 
 

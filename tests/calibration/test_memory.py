@@ -137,7 +137,8 @@ def test_chunking_is_honoured_and_the_results_do_not_depend_on_it(tmp_path, imag
     assert {name.split(" ")[0] for name in runs.sizes} >= {"augmented.onnx", "model.onnx"}
     for name, sizes in runs.sizes.items():
         assert max(sizes) <= MIB // (ARENA_SLACK * per_sample), name  # the FP32 model's share alone bounds each
-    assert sum(runs.sizes["augmented.onnx (model)"]) >= 32  # every calibration sample, in several runs
+    # every calibration sample once, in several runs: the first batch, collected, weighs the chunk (no run of its own)
+    assert sum(runs.sizes["augmented.onnx (model)"]) == 32
     assert small.ranges == large.ranges
     for ours, theirs in zip(small.report.outputs, large.report.outputs, strict=True):
         for field in ("cosine_mean", "cosine_low", "sqnr_db", "max_abs_error", "mean_abs_error"):

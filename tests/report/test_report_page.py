@@ -14,6 +14,7 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 
+from compiler.core.progress import phase_summary
 from compiler.report.page import SECTIONS
 from tests.support.cli import run_cli
 
@@ -67,6 +68,9 @@ def test_the_example_release_page_loads_offline_with_every_section_chart_and_lin
     assert _marks(seen, "sizes") == len(view["engines"]) == 6
     assert _marks(seen, "timeline") == len(view["stages"]) == 5
     assert _marks(seen, "sensitivity-int8") == len(view["calibrations"][0]["sensitive"]) > 0
+    made = view["calibrations"][0]  # what each phase of making the int8 calibration took, on the page
+    assert set(made["phases"]) == {"quantize", "build proof", "sensitivity", "held-out comparison"}
+    assert phase_summary(made["seconds"], made["phases"]) in page.read_text()
     assert seen["links"], "no link on the page"
     for link in seen["links"]:
         target = Path(unquote(urlsplit(link).path))
