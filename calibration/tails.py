@@ -18,6 +18,7 @@ import onnx
 from onnx import TensorProto, helper
 
 from compiler.data.datasets import Dataset
+from compiler.data.footprint import early_order
 from compiler.data.sampling import batches
 
 SCALE = "__tail_scale"
@@ -39,6 +40,7 @@ def augment(prepared: Path, tensors: list[str], out: Path) -> dict[str, tuple[st
         ]
     )
     outputs: dict[str, tuple[str, str]] = {}
+    first_added = len(graph.node)
     for index, tensor in enumerate(tensors):
         p = f"{PREFIX}_{index}"
         graph.node.extend(
@@ -63,8 +65,27 @@ def augment(prepared: Path, tensors: list[str], out: Path) -> dict[str, tuple[st
             ]
         )
         outputs[tensor] = (f"{p}_tail", f"{p}_size")
+    early_order(graph, first_added)  # each tensor's tail taken right after it is made, so it is freed as before
     onnx.save_model(proto, out)
     return outputs
+
+
+def tail_bytes(
+    outputs: dict[str, tuple[str, str]], sizes: dict[str, int | None], percentile: float, samples: int
+) -> dict[str, int]:
+    """Bytes of each tail and its indices (TopK's outputs, whose length shape inference cannot know) for one
+    sample's share of the footprint: a batch keeps at most the whole run's tail, ``ceil(n x share x samples) + 1``
+    of a tensor's ``n`` values a sample, whatever the batch's size. A tensor of unknown size is left unknown."""
+    share = 1 - percentile / 100
+    known = {}
+    for tensor, (tail, _) in outputs.items():
+        size = sizes.get(tensor)
+        if size is None:
+            continue
+        keep = math.ceil(size // 4 * share * samples) + 1  # float32 values
+        known[tail] = 4 * keep
+        known[tail.removesuffix("_tail") + "_where"] = 8 * keep
+    return known
 
 
 class Tails:

@@ -10,6 +10,7 @@ each tensor after its last reader; weights are not counted (they do not grow wit
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from math import prod
 from pathlib import Path
@@ -27,12 +28,15 @@ if TYPE_CHECKING:
 MIB = 1 << 20
 
 
-def activation_bytes(model: Path | onnx.ModelProto, shapes: dict[str, tuple[int, ...]]) -> int:
+def activation_bytes(
+    model: Path | onnx.ModelProto, shapes: dict[str, tuple[int, ...]], known: Mapping[str, int] | None = None
+) -> int:
     """Peak bytes of the activations alive at once when ``model`` runs one sample whose inputs have
     ``shapes`` (with their sample axis, of length 1). A tensor whose shape inference leaves unknown counts as
-    the largest known one: an estimate errs on the side of smaller runs."""
+    the largest known one, unless ``known`` gives its bytes (a bound its maker knows): an estimate errs on the side
+    of smaller runs."""
     proto = onnx.load_model(model, load_external_data=False) if isinstance(model, Path) else model
-    sizes = _tensor_sizes(proto, shapes)
+    sizes = tensor_bytes(proto, shapes) | dict(known or {})
     largest = max((size for size in sizes.values() if size is not None), default=0)
     graph = proto.graph
     weights = {i.name for i in graph.initializer}
@@ -67,7 +71,7 @@ def activation_bytes(model: Path | onnx.ModelProto, shapes: dict[str, tuple[int,
     return max(peak, 1)
 
 
-def _tensor_sizes(proto: onnx.ModelProto, shapes: dict[str, tuple[int, ...]]) -> dict[str, int | None]:
+def tensor_bytes(proto: onnx.ModelProto, shapes: dict[str, tuple[int, ...]]) -> dict[str, int | None]:
     """Bytes of every tensor of ``proto`` for one sample, None where its shape stays unknown."""
     concrete = _without_weights(proto)
     for value in concrete.graph.input:
@@ -204,8 +208,8 @@ class Fit:
     fixed_batch: int | None
     what: str
 
-    def samples(self, models: list[Path | onnx.ModelProto]) -> int:
+    def samples(self, models: list[Path | onnx.ModelProto], known: Mapping[str, int] | None = None) -> int:
         """Samples per run when ``models`` run each batch side by side (each session keeps its own high-water
-        mark, so their footprints add up)."""
-        per_sample = sum(activation_bytes(model, self.shapes) for model in models)
+        mark, so their footprints add up); ``known``: bytes of tensors shape inference cannot size."""
+        per_sample = sum(activation_bytes(model, self.shapes, known) for model in models)
         return samples_per_run(per_sample, self.chunk_mb, self.batch_size, self.fixed_batch, self.what)

@@ -146,3 +146,22 @@ def test_chunking_is_honoured_and_the_results_do_not_depend_on_it(tmp_path, imag
     assert [(n["node"], round(n["sqnr_db"], 6)) for n in small.report.sensitivity] == [
         (n["node"], round(n["sqnr_db"], 6)) for n in large.report.sensitivity
     ]
+
+
+def test_the_percentile_tails_hold_little_more_than_the_model(tmp_path):
+    """Percentile's tails model (calibration.tails) takes each tensor's tail right after the tensor is made, and its
+    footprint counts each tail at the size the percentile can keep: on a BERT-base encoder, appended at the end and
+    counted at the largest tensor's size, it needed 592 MiB a sample and the default --chunk-mb refused it."""
+    from calibration.tails import augment, tail_bytes
+    from compiler.data.footprint import tensor_bytes
+
+    shapes = {"image": (1, 3, 480, 480)}
+    graph = onnx.load_model(DETECTOR).graph
+    wanted = sorted({name for node in graph.node if node.op_type == "Conv" for name in (node.input[0], node.output[0])})
+    outputs = augment(DETECTOR, wanted, tmp_path / "tails.onnx")
+    tails = onnx.load_model(tmp_path / "tails.onnx")
+    known = tail_bytes(outputs, tensor_bytes(tails, shapes), 99.999, 256)
+    assert set(known) == {
+        name for tail, _ in outputs.values() for name in (tail, tail.removesuffix("_tail") + "_where")
+    }
+    assert activation_bytes(tails, shapes, known) <= 2 * activation_bytes(DETECTOR, shapes)
