@@ -24,10 +24,11 @@ class Reuse:
     pairs, which did not change. And the final Q/DQ model is the first with the excluded nodes reading float
     values again and the Q/DQ pairs left without readers dropped, not a second run of the quantizer."""
 
-    def __init__(self) -> None:
+    def __init__(self, folder: Path | None = None) -> None:
+        """Its files go to ``folder`` (the caller removes it), else to a temporary folder it removes on exit."""
         import tempfile
 
-        self.folder = Path(tempfile.mkdtemp(prefix="compile-fallback-"))
+        self.folder = folder or Path(tempfile.mkdtemp(prefix="compile-fallback-"))
         self.prepared: Path | None = None
         self.tensors: TensorsData | None = None
         self.ranked: list[dict[str, Any]] | None = None

@@ -248,11 +248,11 @@ def produce(plan: Plan, folder: Path) -> CalibrationResult:
     phases: dict[str, float] = {}
     reference = session(plan.source.path, "model")  # fail fast on a model onnxruntime cannot run
     with ExitStack() as cleanup:
+        work = _temporary_folder(cleanup, None, "calibrate-")
         if plan.reuse is None and plan.precision != "fp16":  # the build proof's second round takes the first's work
             from calibration.fallback_reuse import Reuse
 
-            plan = replace(plan, reuse=cleanup.enter_context(Reuse()))
-        work = _temporary_folder(cleanup, None, "calibrate-")
+            plan = replace(plan, reuse=Reuse(_temporary_folder(cleanup, None, "calibrate-first-")))
         pending = _temporary_folder(cleanup, folder, ".calibrate-")
         with timed(phases, "quantize"):
             made = plan.quantizer.quantize(plan.job(pending / "model.onnx", work))
