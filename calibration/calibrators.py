@@ -343,13 +343,12 @@ def _percentile(
     from onnxruntime.quantization.calibrate import TensorData, TensorsData
 
     from calibration.tails import augment, collect_tails, tail_bytes
-    from compiler.data.footprint import tensor_bytes
 
     tensors = sorted(wanted)
     model = prepared.parent / "tails.onnx"  # beside the prepared model, whose external data it reads
     outputs = augment(prepared, tensors, model)
     proto = onnx.load_model(model, load_external_data=False)
-    run = fit.samples([proto], tail_bytes(outputs, tensor_bytes(proto, fit.shapes), percentile, len(indices)))
+    run = fit.samples([proto], lambda sizes: tail_bytes(outputs, sizes, percentile, len(indices)))
     sess = session(model, "model", optimized=False)
     try:
         tails = collect_tails(sess, dataset, indices, run, fit.fixed_batch, outputs, percentile, progress)

@@ -11,6 +11,7 @@ its last batch padded with repeats of its last sample, whose values then count t
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -71,7 +72,7 @@ def augment(prepared: Path, tensors: list[str], out: Path) -> dict[str, tuple[st
 
 
 def tail_bytes(
-    outputs: dict[str, tuple[str, str]], sizes: dict[str, int | None], percentile: float, samples: int
+    outputs: dict[str, tuple[str, str]], sizes: Mapping[str, int | None], percentile: float, samples: int
 ) -> dict[str, int]:
     """Bytes of each tail and its indices (TopK's outputs, whose length shape inference cannot know) for one
     sample's share of the footprint: a batch keeps at most the whole run's tail, ``ceil(n x share x samples) + 1``

@@ -10,7 +10,7 @@ each tensor after its last reader; weights are not counted (they do not grow wit
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from math import prod
 from pathlib import Path
@@ -28,15 +28,19 @@ if TYPE_CHECKING:
 MIB = 1 << 20
 
 
+Bounds = Callable[[Mapping[str, int | None]], Mapping[str, int]]
+"""Bytes of tensors shape inference cannot size, bounded by their maker from the sizes it did find."""
+
+
 def activation_bytes(
-    model: Path | onnx.ModelProto, shapes: dict[str, tuple[int, ...]], known: Mapping[str, int] | None = None
+    model: Path | onnx.ModelProto, shapes: dict[str, tuple[int, ...]], bounds: Bounds | None = None
 ) -> int:
     """Peak bytes of the activations alive at once when ``model`` runs one sample whose inputs have
     ``shapes`` (with their sample axis, of length 1). A tensor whose shape inference leaves unknown counts as
-    the largest known one, unless ``known`` gives its bytes (a bound its maker knows): an estimate errs on the side
-    of smaller runs."""
+    the largest known one, unless ``bounds`` gives its bytes: an estimate errs on the side of smaller runs."""
     proto = onnx.load_model(model, load_external_data=False) if isinstance(model, Path) else model
-    sizes = tensor_bytes(proto, shapes) | dict(known or {})
+    sizes = tensor_bytes(proto, shapes)
+    sizes |= dict(bounds(sizes)) if bounds else {}
     largest = max((size for size in sizes.values() if size is not None), default=0)
     graph = proto.graph
     weights = {i.name for i in graph.initializer}
@@ -208,8 +212,8 @@ class Fit:
     fixed_batch: int | None
     what: str
 
-    def samples(self, models: list[Path | onnx.ModelProto], known: Mapping[str, int] | None = None) -> int:
+    def samples(self, models: list[Path | onnx.ModelProto], bounds: Bounds | None = None) -> int:
         """Samples per run when ``models`` run each batch side by side (each session keeps its own high-water
-        mark, so their footprints add up); ``known``: bytes of tensors shape inference cannot size."""
-        per_sample = sum(activation_bytes(model, self.shapes, known) for model in models)
+        mark, so their footprints add up); ``bounds``: as :func:`activation_bytes` takes them."""
+        per_sample = sum(activation_bytes(model, self.shapes, bounds) for model in models)
         return samples_per_run(per_sample, self.chunk_mb, self.batch_size, self.fixed_batch, self.what)
