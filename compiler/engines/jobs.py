@@ -301,11 +301,9 @@ def _limit_errors(model: Path, profiles: ProfileSet, cache: BuildCache) -> list[
     found once per model file and profiles (by content: the file may be a pipe, read once)."""
 
     def compute() -> dict[str, Any]:
-        from compiler.data.model import load_model
-        from compiler.data.shape_limits import profile_limit_errors
+        from compiler.data.shape_limits import profile_limit_errors, weightless_model
 
-        proto = load_model(model, infer_shapes=False, check=False, digest=False).proto
-        return {"errors": profile_limit_errors(proto, profiles)}
+        return {"errors": profile_limit_errors(weightless_model(model), profiles)}
 
     digest = hash_json(profiles.model_dump())
     return cache.remember(PROFILE_LIMITS, [model], compute, stat=lambda path: [*stat_key(path), digest])["errors"]

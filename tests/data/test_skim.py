@@ -13,8 +13,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from compiler.core.errors import InvalidInput
-from compiler.data.model import load_model
-from compiler.data.protobuf_inputs import skim_inputs
+from compiler.data.model import STUB_BYTES, load_model
+from compiler.data.protobuf_inputs import skim_inputs, skim_weightless
 from tests.support import synthetic
 from tests.support.cli import assert_clean_error
 from tests.support.digits import run_build
@@ -55,6 +55,38 @@ def test_models_onnx_and_onnxruntime_ship_agree_or_are_left_to_the_full_load():
             answered += 1
             assert skimmed == full_load_inputs(path), path
     assert answered > 0.9 * len(SHIPPED_MODELS) > 100
+
+
+def _without_big_values(model: onnx.ModelProto, stub_bytes: int = STUB_BYTES) -> onnx.ModelProto:
+    """What skim_weightless promises of the full load: each initializer over ``stub_bytes`` without its values,
+    marked as external data at the stub's location, everything else as it was."""
+    for tensor in model.graph.initializer:
+        if tensor.ByteSize() > stub_bytes:
+            for field in ("raw_data", "float_data", "int32_data", "string_data", "int64_data", "double_data"):
+                tensor.ClearField(field)
+            tensor.ClearField("uint64_data")
+            tensor.external_data.add(key="location", value="stub")
+            tensor.data_location = TensorProto.EXTERNAL
+    return model
+
+
+def test_weightless_reading_is_the_full_load_without_the_big_values(tmp_path, digits_model):
+    models = [
+        digits_model,
+        synthetic.resnet(tmp_path / "resnet18.onnx", depth=18, image_size=64),
+        synthetic.bert_base(tmp_path / "bert.onnx", layers=2, hidden=64, heads=2, vocab=500),
+        *SHIPPED_MODELS,
+    ]
+    answered = 0
+    for path in models:
+        weightless = skim_weightless(path, STUB_BYTES, "stub")
+        if weightless is not None:
+            answered += 1
+            expected = _without_big_values(onnx.load(path))
+            assert onnx.ModelProto.FromString(weightless) == expected, path
+    assert answered > 0.9 * len(models)
+    bert = tmp_path / "bert.onnx"
+    assert len(skim_weightless(bert, STUB_BYTES, "stub")) < bert.stat().st_size / 20  # no weight's bytes copied
 
 
 def test_every_kind_of_input_shape(tmp_path):
@@ -177,6 +209,7 @@ def _location_key_missing(tmp_path):
 def test_external_data_anywhere_is_left_to_the_full_load(tmp_path, make):
     path = make(tmp_path)
     assert skim_inputs(path) is None
+    assert skim_weightless(path, 0, "stub") is None
     with pytest.raises(InvalidInput, match=r"relative to the model's folder|outside the model's folder"):
         load_model(path, infer_shapes=False, check=False, digest=False)
 
@@ -202,6 +235,9 @@ def test_never_vouches_for_a_truncated_or_foreign_file(tmp_path, digits_model):
         if skimmed is not None:
             vouched += 1
             assert skimmed == full_load_inputs(path)  # raises if the full load refuses what the skim accepted
+        weightless = skim_weightless(path, 64, "stub")
+        if weightless is not None:
+            assert onnx.ModelProto.FromString(weightless) == _without_big_values(onnx.load(path), 64)
     assert vouched < len(candidates) // 50  # a prefix can end exactly between two whole fields
 
 

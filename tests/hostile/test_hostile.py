@@ -167,6 +167,7 @@ MODELS_MUST = {
         (g.HostileNamesModel("input", "esc\x1b[31mred\x1b[0m"), "build", False),
         (g.HostileNamesModel("input", "\nerror: forged line"), "inspect", False),
     ],
+    "damaged-weights": [(g.DamagedWeightsModel("classifier.weight", 1), "build", True)],
 }
 """Cases every run includes: links and paths out of the folder to FIFOs (a read would hang), a FIFO as the model,
 a length field of 2**62, weights declared far beyond the file, control sequences in names."""

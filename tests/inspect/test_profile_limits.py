@@ -14,7 +14,7 @@ import yaml
 from onnx import TensorProto, helper, numpy_helper
 
 from compiler.core.profiles import load_profiles
-from compiler.data.shape_limits import profile_limit_errors
+from compiler.data.shape_limits import profile_limit_errors, weightless_model
 from tests.fixtures.make_encoder import MODEL, POSITIONS, build
 from tests.support.cli import assert_clean_error, run_cli
 from tests.support.digits import run_build
@@ -90,6 +90,16 @@ def test_the_largest_size_named_is_exactly_the_one_the_model_takes(tmp_path, pos
     for largest, errors in ((POSITIONS, 0), (POSITIONS + 1, 1)):
         profiles = load_profiles(_profiles(tmp_path / f"{largest}.yaml", (1, 1, largest), batch=(1, 1, 2)))
         assert len(profile_limit_errors(model, profiles)) == errors
+
+
+@pytest.mark.parametrize("sequence", [(8, 32, 128), (8, 128, 512)])
+def test_the_model_read_without_its_weights_finds_what_the_full_model_does(tmp_path, buffer_encoder, sequence):
+    profiles = load_profiles(_profiles(tmp_path / "p.yaml", sequence))
+    for path in (MODEL, buffer_encoder):
+        weightless = weightless_model(path)
+        assert weightless.ByteSize() < path.stat().st_size / 10
+        assert profile_limit_errors(weightless, profiles) == profile_limit_errors(onnx.load(path), profiles)
+    assert len(profile_limit_errors(weightless, profiles)) == (sequence[2] > POSITIONS)
 
 
 def _reshaping_model() -> onnx.ModelProto:

@@ -315,6 +315,31 @@ class HostileNamesModel:
         return Made(_model_file(box.inputs, data), model_verdict(data), ())
 
 
+BIG_WEIGHTS = ("features.3.weight", "classifier.weight")
+"""The digits model's initializers over STUB_BYTES: those the profile-limit check reads without their values."""
+
+
+@dataclass(frozen=True)
+class DamagedWeightsModel:
+    """A big weight's values damaged where only a full parse looks: its raw bytes (``extra`` bytes longer) turned
+    into packed float_data whose length is no multiple of 4, which protobuf refuses; the framing of every other
+    field stays intact, so the build's skims read the file and only the full parse can refuse it."""
+
+    tensor: str
+    extra: int
+
+    def write(self, box) -> Made:
+        model = model_proto()
+        weight = next(t for t in model.graph.initializer if t.name == self.tensor)
+        marker = bytes([0xAB]) * (len(weight.raw_data) + self.extra)
+        weight.raw_data = marker
+        data = model.SerializeToString()
+        at = data.index(marker)
+        key = data.rindex(b"\x4a", 0, at)  # raw_data (field 9, length-delimited), then the varint length
+        data = data[:key] + b"\x22" + data[key + 1 :]  # float_data (field 4), packed
+        return Made(_model_file(box.inputs, data), model_verdict(data), ("model.onnx",))
+
+
 def model_recipes(kind: str) -> st.SearchStrategy[Any]:
     size = len(model_bytes())
     return {
@@ -329,7 +354,17 @@ def model_recipes(kind: str) -> st.SearchStrategy[Any]:
             HugeDimsModel, st.sampled_from(DIM_PLACES), st.integers(0, 3), st.sampled_from(HUGE_DIMS)
         ),
         "hostile-names": st.builds(HostileNamesModel, st.sampled_from(["input", "output", "node"]), hostile_text()),
+        "damaged-weights": st.builds(DamagedWeightsModel, st.sampled_from(BIG_WEIGHTS), st.integers(1, 3)),
     }[kind]
 
 
-MODEL_KINDS = ("truncated", "bit-flipped", "foreign-bytes", "not-a-file", "external-data", "huge-dims", "hostile-names")
+MODEL_KINDS = (
+    "truncated",
+    "bit-flipped",
+    "foreign-bytes",
+    "not-a-file",
+    "external-data",
+    "huge-dims",
+    "hostile-names",
+    "damaged-weights",
+)
