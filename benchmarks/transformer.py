@@ -32,7 +32,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.calibration import median_run, ours_options, peak_rss_mb  # noqa: E402 - after the path
+from benchmarks.calibration import CHECKS, median_run, ours_options, peak_rss_mb  # noqa: E402 - after the path
 
 BERT_BASE = {"layers": 12, "hidden": 768, "heads": 12, "ffn": 3072, "vocab": 30522}
 SEQUENCE = 128
@@ -43,12 +43,6 @@ profiles:
       input_ids: {min: [1, 16], opt: [8, 128], max: [16, 128]}
       attention_mask: {min: [1, 16], opt: [8, 128], max: [16, 128]}
 """
-
-
-CHECKS = ("build proof", "held-out comparison", "sensitivity")
-"""What ``calibrate`` does beyond ``quantize_static``, as calibration.json's ``phases`` names them: the build proof,
-the held-out comparison and the sensitivity ranking. Their time, measured in the run, is the limit's share beyond
-the baseline."""
 
 
 def child_ours(args: argparse.Namespace) -> dict:
