@@ -63,13 +63,16 @@ def _dim(dim: onnx.TensorShapeProto.Dimension) -> Dim:
     return dim.dim_param or None
 
 
-def tensor_info(value: onnx.ValueInfoProto) -> TensorInfo:
+def value_dims(value: onnx.ValueInfoProto) -> list[Dim] | None:
+    """A value's declared dims (None when its rank is unknown), without the record :func:`tensor_info` makes: shape
+    inference's thousands of values are read this way."""
     tensor_type = value.type.tensor_type
-    shape: list[Dim] | None = None
-    if tensor_type.HasField("shape"):
-        shape = [_dim(d) for d in tensor_type.shape.dim]
-    dtype = _dtype_name(tensor_type.elem_type) if value.type.HasField("tensor_type") else "non-tensor"
-    return TensorInfo(name=value.name, dtype=dtype, shape=shape)
+    return [_dim(d) for d in tensor_type.shape.dim] if tensor_type.HasField("shape") else None
+
+
+def tensor_info(value: onnx.ValueInfoProto) -> TensorInfo:
+    dtype = _dtype_name(value.type.tensor_type.elem_type) if value.type.HasField("tensor_type") else "non-tensor"
+    return TensorInfo(name=value.name, dtype=dtype, shape=value_dims(value))
 
 
 @dataclass(frozen=True)

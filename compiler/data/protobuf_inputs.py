@@ -7,8 +7,8 @@ models) and needs onnx imported (0.08 s), when all a build needs before it start
 shapes and the certainty that no weights live in other files. This reader walks the messages on
 the way to the graph's inputs and initializers and steps over weight bytes by their length. The
 profile-limit check, which needs the graph and its small constants but no weight's values, gets the
-model's bytes with each big initializer's values left out in the same way (BERT-base: 0.03 s against
-0.75 s to parse the whole model and strip the copy).
+model's fields with each big initializer's values left out in the same way, for protobuf to parse
+(BERT-base: 0.03 s against 0.75 s to parse the whole model and strip the copy).
 
 It is a fast path only: whenever the model may reference external data, or holds anything it
 does not expect, it answers None and the caller does the full safe load
@@ -38,8 +38,6 @@ _GRAPH_INITIALIZER, _GRAPH_INPUT = 5, 11
 _TENSOR_NAME, _TENSOR_EXTERNAL_DATA, _TENSOR_DATA_LOCATION = 8, 13, 14
 _TENSOR_VALUES = frozenset({4, 5, 6, 7, 9, 10, 11})
 """float_data, int32_data, string_data, int64_data, raw_data, double_data, uint64_data."""
-_ENTRY_KEY, _ENTRY_VALUE = 1, 2
-_EXTERNAL = 1
 _VALUE_INFO_NAME, _VALUE_INFO_TYPE = 1, 2
 _TYPE_TENSOR = 1
 _TENSOR_TYPE_SHAPE = 2
@@ -75,64 +73,51 @@ def skim_inputs(path: Path) -> dict[str, Dims] | None:
         return None
 
 
-def skim_weightless(path: Path, stub_bytes: int, location: str) -> bytes | None:
-    """The model's bytes with the values of every graph initializer over ``stub_bytes`` left out and the tensor
-    marked as external data at ``location`` (name, type and dims kept), for ``ModelProto.FromString``: what shape
-    inference needs of a graph, read without copying its weights. None when the full load must decide, as for
-    :func:`skim_inputs` (any external data among them)."""
+def skim_weightless(path: Path, stub_bytes: int) -> tuple[bytes, list[tuple[bool, bytes]]] | None:
+    """The model's bytes split for a parse without its weights' values: every field but the graph, then the graph's
+    fields in order, each run of them whole (False, bytes) except every initializer over ``stub_bytes``, given as
+    its fields but its values (True, bytes) for the caller to mark as external data. None when the full load must
+    decide, as for :func:`skim_inputs` (any external data among them)."""
     try:
         with open(path, "rb") as handle:
             if not 0 < os.fstat(handle.fileno()).st_size <= PROTOBUF_LIMIT:
                 return None
             with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
-                return _weightless(data, stub_bytes, location.encode())
+                return _weightless(data, stub_bytes)
     except (_Unexpected, IndexError, OSError, ValueError):
         return None
 
 
-def _weightless(data: mmap.mmap, stub_bytes: int, location: bytes) -> bytes:
+def _weightless(data: mmap.mmap, stub_bytes: int) -> tuple[bytes, list[tuple[bool, bytes]]]:
+    top = list(_entries(data, 0, len(data)))
     model = _fields(data, 0, len(data))
     _refuse_external_key(data, model, skip=_MODEL_GRAPH)
     graph_span = _single(model, _MODEL_GRAPH)
     _refuse_external_key(data, _fields(data, *graph_span), skip=_GRAPH_INITIALIZER)
-    graph = []
+    rest = b"".join(data[begin:end] for number, _, begin, end in top if number != _MODEL_GRAPH)
+    parts: list[tuple[bool, bytes]] = []
+    run: list[bytes] = []  # graph fields kept whole, between two big initializers
     for number, value, begin, end in _entries(data, *graph_span):
         start, stop = _span(value) if number == _GRAPH_INITIALIZER else (0, 0)
-        if stop - start > stub_bytes:
-            graph.append(_length_field(_GRAPH_INITIALIZER, _stub(data, (start, stop), location)))
-        else:
-            graph.append(data[begin:end])
-    parts = [
-        _length_field(_MODEL_GRAPH, b"".join(graph)) if number == _MODEL_GRAPH else data[begin:end]
-        for number, _, begin, end in _entries(data, 0, len(data))
-    ]
-    return b"".join(parts)
+        if stop - start <= stub_bytes:
+            run.append(data[begin:end])
+            continue
+        parts += [(False, b"".join(run))] if run else []
+        run = []
+        parts.append((True, _without_values(data, start, stop)))
+    parts += [(False, b"".join(run))] if run else []
+    return rest, parts
 
 
-def _stub(data: mmap.mmap, span: tuple[int, int], location: bytes) -> bytes:
-    """A TensorProto's bytes without its values, marked as external data at ``location``."""
+def _without_values(data: mmap.mmap, start: int, stop: int) -> bytes:
+    """A TensorProto's fields but its values."""
     kept = []
-    for number, _, begin, end in _entries(data, *span):
+    for number, _, begin, end in _entries(data, start, stop):
         if number in (_TENSOR_EXTERNAL_DATA, _TENSOR_DATA_LOCATION):
             raise _Unexpected
         if number not in _TENSOR_VALUES:
             kept.append(data[begin:end])
-    entry = _length_field(_ENTRY_KEY, _EXTERNAL_DATA_KEY) + _length_field(_ENTRY_VALUE, location)
-    marks = _length_field(_TENSOR_EXTERNAL_DATA, entry) + _encode_varint(_TENSOR_DATA_LOCATION << 3 | _VARINT)
-    return b"".join([*kept, marks, _encode_varint(_EXTERNAL)])
-
-
-def _length_field(number: int, payload: bytes) -> bytes:
-    return _encode_varint(number << 3 | _LENGTH) + _encode_varint(len(payload)) + payload
-
-
-def _encode_varint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
+    return b"".join(kept)
 
 
 def _model_inputs(data: mmap.mmap | bytes) -> dict[str, Dims]:

@@ -22,13 +22,13 @@ import onnx
 from onnx import numpy_helper
 
 from compiler.core.profiles import Dim, ProfileSet, ShapeProfile
-from compiler.data.model import STUB_BYTES, node_name, tensor_info
+from compiler.data.model import STUB_BYTES, node_name, value_dims
 
 FOLD_ELEMENTS = 1 << 16
 """The largest tensor evaluated and folded: shape arithmetic is tiny; weights are never touched."""
 _PASS_THROUGH = {"Unsqueeze", "Squeeze", "Reshape", "Expand", "Identity", "Cast", "Flatten", "Tile"}
 """Ops that keep the values (so the bounds) of a Range too long to evaluate."""
-_STUB_LOCATION = "compile-limits-stub"
+STUB_LOCATION = "compile-limits-stub"
 """Where a weight left out of the skeleton claims to live: a name no file has, never read."""
 _UNEVALUATED = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"}
 
@@ -39,22 +39,38 @@ class _Problem:
     text: str
 
 
-def weightless_model(path: Path) -> onnx.ModelProto:
-    """The model at ``path`` as :func:`profile_limit_errors` needs it: its graph with the big weights' values left
-    out, read without parsing them where :func:`compiler.data.protobuf_inputs.skim_weightless` vouches for the
-    file (BERT-base: 0.03 s against 0.75 s), else the full safe load (which names what is wrong with the file)."""
+def weightless_model(path: Path, stub_bytes: int = STUB_BYTES) -> onnx.ModelProto:
+    """The model at ``path`` as :func:`profile_limit_errors` needs it: each initializer over ``stub_bytes`` without
+    its values, marked as external data at :data:`STUB_LOCATION`; read without parsing the values where
+    :func:`compiler.data.protobuf_inputs.skim_weightless` vouches for the file (BERT-base: 0.03 s against 0.75 s),
+    else the full safe load, values and all (it names what is wrong with the file; the limit check's skeleton
+    leaves the values out)."""
     from google.protobuf.message import DecodeError
 
     from compiler.data.model import load_model
     from compiler.data.protobuf_inputs import skim_weightless
 
-    weightless = skim_weightless(path, STUB_BYTES, _STUB_LOCATION)
-    if weightless is not None:
+    skimmed = skim_weightless(path, stub_bytes)
+    if skimmed is not None:
+        rest, graph_parts = skimmed
         try:
-            return onnx.ModelProto.FromString(weightless)
+            model = onnx.ModelProto.FromString(rest)
+            for is_weight, payload in graph_parts:
+                if is_weight:
+                    _mark_external(model.graph.initializer.add(), payload)
+                else:
+                    model.graph.MergeFromString(payload)
+            return model
         except DecodeError:
             pass  # the full load says what is wrong
     return load_model(path, infer_shapes=False, check=False, digest=False).proto
+
+
+def _mark_external(tensor: onnx.TensorProto, fields: bytes = b"") -> None:
+    """``tensor`` (with ``fields`` parsed into it) marked as external data no file has."""
+    tensor.MergeFromString(fields)
+    tensor.data_location = onnx.TensorProto.EXTERNAL
+    tensor.external_data.add(key="location", value=STUB_LOCATION)
 
 
 def profile_limit_errors(proto: onnx.ModelProto, profiles: ProfileSet) -> list[str]:
@@ -132,7 +148,7 @@ def _dynamic_groups(model: onnx.ModelProto) -> dict[str, list[tuple[str, int]]]:
 
 
 def _dims(value: onnx.ValueInfoProto) -> list[Dim]:
-    return tensor_info(value).shape or []
+    return value_dims(value) or []
 
 
 def _skeleton(proto: onnx.ModelProto) -> onnx.ModelProto:
@@ -151,9 +167,7 @@ def _skeleton(proto: onnx.ModelProto) -> onnx.ModelProto:
     graph.sparse_initializer.extend(proto.graph.sparse_initializer)
     for tensor in proto.graph.initializer:
         if tensor.data_location == onnx.TensorProto.EXTERNAL or tensor.ByteSize() > STUB_BYTES:
-            stub = graph.initializer.add(name=tensor.name, data_type=tensor.data_type, dims=tensor.dims)
-            stub.data_location = onnx.TensorProto.EXTERNAL
-            stub.external_data.add(key="location", value=_STUB_LOCATION)
+            _mark_external(graph.initializer.add(name=tensor.name, data_type=tensor.data_type, dims=tensor.dims))
         else:
             graph.initializer.append(tensor)
     return skeleton
