@@ -253,9 +253,12 @@ def _stat_or_none(path: Path) -> list[Any] | None:
         return None  # not a readable file: reading it raises the precise error
 
 
-def _model_facts(path: Path, stat: list[Any] | None, cache: BuildCache) -> dict[str, Any]:
+def _model_facts(
+    path: Path, stat: list[Any] | None, cache: BuildCache, file_sha256: str | None = None
+) -> dict[str, Any]:
     """The model's inputs, external data files and sha256, read (by :func:`skim_inputs`, or a full safe load when
-    the skim cannot vouch for the file) only when the file changed since last time.
+    the skim cannot vouch for the file) only when the file changed since last time; ``file_sha256``, the file's
+    sha256 when the caller has just verified it, is its digest when it has no external data (not hashed again).
 
     After a change the digest is left computing on a second core (``"sha256"`` is then a Future): an fp32 build
     starts at once and looks the cache up when the digest is known. A skimmed file is parsed in full there too,
@@ -272,7 +275,7 @@ def _model_facts(path: Path, stat: list[Any] | None, cache: BuildCache) -> dict[
     pool = ThreadPoolExecutor(1, thread_name_prefix="compile-digest")
     try:
         # one GIL-free update over a mapping of the file, so the Python work that follows runs beside it
-        model_file = pool.submit(hash_model_file_mapped, path)
+        model_file = pool.submit(hash_model_file_mapped, path) if file_sha256 is None else None
         inputs, external_files = skim_inputs(path), ()
         skimmed = inputs is not None
         if not skimmed:
@@ -281,7 +284,11 @@ def _model_facts(path: Path, stat: list[Any] | None, cache: BuildCache) -> dict[
         facts = {"inputs": inputs, "files": [str(f) for f in external_files]}
 
         def digest() -> str:
-            sha = finish_model_digest(model_file.result(), external_files)
+            if file_sha256 is not None and not external_files:
+                sha = file_sha256
+            else:
+                hashed = model_file.result() if model_file else hash_model_file_mapped(path)
+                sha = finish_model_digest(hashed, external_files)
             if skimmed:  # the skim reads only the way to the inputs: protobuf itself must accept the whole file
                 _parse(path)
             cache.memorize(memo, {**facts, "sha256": sha})
@@ -420,17 +427,23 @@ def _prepare(
     from calibration.folder import open_calibration
 
     calibrated = open_calibration(Path(folder), precision.value, model_sha)
+    path_stat = stat_key(calibrated.model)  # before anything reads it: the build compares it after
     calibrated.verify([calibrated.model], cache.file_sha256)  # before anything parses it
-    digest, built_stat = _prepared_digest(calibrated.model, cache)  # refuses external data outside the folder
+    verified = cache.file_sha256(calibrated.model)  # remembered by the verification: not read again
+    # refuses external data outside the folder
+    digest, built_stat = _prepared_digest(calibrated.model, cache, path_stat, verified)
     calibrated.verify([Path(path) for path, _ in built_stat[1:]], cache.file_sha256)
     return calibrated.model, digest, built_stat, calibrated.content_sha256
 
 
-def _prepared_digest(path: Path, cache: BuildCache) -> tuple[str, FileStats]:
+def _prepared_digest(
+    path: Path, cache: BuildCache, path_stat: list[Any] | None = None, file_sha256: str | None = None
+) -> tuple[str, FileStats]:
     """The digest of a model the build reads instead of the source (FP16, Q/DQ), external data included, and the
-    stat of its files; read like the source model, so its external data may not leave its folder either."""
-    path_stat = stat_key(path)  # before anything reads it
-    facts = _model_facts(path, path_stat, cache)
+    stat of its files (``path_stat``: taken before anything read it); read like the source model, so its external
+    data may not leave its folder either."""
+    path_stat = path_stat or stat_key(path)  # before anything reads it
+    facts = _model_facts(path, path_stat, cache, file_sha256)
     digest = facts["sha256"] if isinstance(facts["sha256"], str) else facts["sha256"].result()
     return digest, _files_stat(path, path_stat, facts["files"])
 

@@ -155,3 +155,24 @@ def test_a_file_in_the_way_of_an_engine_folder_fails_before_any_calibration(digi
     assert_clean_error(result, 2, "--out", str(out / "rtx-4090" / "int8"), "a file is in the way")
     assert not (cache / "calibrations").exists() and not (out / "rtx-3090").exists()
     assert (out / "rtx-4090" / "int8").read_text() == "not a folder\n"
+
+
+def test_the_qdq_model_is_read_once_for_its_checks_and_digest(
+    int8_calibration, digits_model, digits_profiles, tmp_path, monkeypatch
+):
+    """Its sha256 checked against the calibration record is its digest too: a Q/DQ model of GBs is hashed once."""
+    import compiler.engines.cache
+    import compiler.engines.jobs
+    from compiler.engines import BuildOptions, plan_builds
+
+    folder = _calibration_copy(int8_calibration, tmp_path / "calibration")
+    hashed: list[str] = []
+    for module, name in ((compiler.engines.cache, "file_sha256"), (compiler.engines.jobs, "hash_model_file_mapped")):
+        real = getattr(module, name)
+        monkeypatch.setattr(
+            module, name, lambda path, *rest, real=real: hashed.append(Path(path).name) or real(path, *rest)
+        )
+    options = BuildOptions(calibration=(folder,), cache_dir=tmp_path / "cache", use_cache=False)
+    [job] = plan_builds(digits_model, digits_profiles, ["rtx-4090"], ["int8"], tmp_path / "out", options)
+    assert job.prepared_sha256 == hashlib.sha256((folder / "model.onnx").read_bytes()).hexdigest()
+    assert hashed.count("model.onnx") == 1
