@@ -176,3 +176,18 @@ def test_the_qdq_model_is_read_once_for_its_checks_and_digest(
     [job] = plan_builds(digits_model, digits_profiles, ["rtx-4090"], ["int8"], tmp_path / "out", options)
     assert job.prepared_sha256 == hashlib.sha256((folder / "model.onnx").read_bytes()).hexdigest()
     assert hashed.count("model.onnx") == 1
+
+
+def test_a_source_model_protobuf_refuses_fails_an_int8_build_whose_record_vouches_for_it(
+    int8_calibration, digits_model, tmp_path
+):
+    """The int8 build reads the Q/DQ model, not the source, and its skims of the source step over the weights: a
+    record forged to match a source protobuf refuses still fails the run, cleanly, by the source's full parse."""
+    from tests.hostile.generators.models import DamagedWeightsModel
+
+    damaged = DamagedWeightsModel("classifier.weight", 1).write(type("Box", (), {"inputs": tmp_path})).path
+    folder = _calibration_copy(
+        int8_calibration, tmp_path / "calibration", model_sha256=hashlib.sha256(damaged.read_bytes()).hexdigest()
+    )
+    result = run_build(tmp_path / "out", ("rtx-4090",), ("int8",), "--calibration", folder, model=damaged)
+    assert_clean_error(result, 2, "model.onnx")
