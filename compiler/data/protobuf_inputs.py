@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import mmap
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,9 @@ _GRAPH_INITIALIZER, _GRAPH_INPUT = 5, 11
 _TENSOR_NAME, _TENSOR_EXTERNAL_DATA, _TENSOR_DATA_LOCATION = 8, 13, 14
 _TENSOR_VALUES = frozenset({4, 5, 6, 7, 9, 10, 11})
 """float_data, int32_data, string_data, int64_data, raw_data, double_data, uint64_data."""
+_FIXED_WIDTH_VALUES = frozenset({4, 9, 10})
+"""float_data, raw_data, double_data: packed, their length is what protobuf holds (varints may be written longer
+than protobuf writes them; a field written twice keeps only its last)."""
 _VALUE_INFO_NAME, _VALUE_INFO_TYPE = 1, 2
 _TYPE_TENSOR = 1
 _TENSOR_TYPE_SHAPE = 2
@@ -75,9 +78,9 @@ def skim_inputs(path: Path) -> dict[str, Dims] | None:
 
 def skim_weightless(path: Path, stub_bytes: int) -> tuple[bytes, list[tuple[bool, bytes]]] | None:
     """The model's bytes split for a parse without its weights' values: every field but the graph, then the graph's
-    fields in order, each run of them whole (False, bytes) except every initializer over ``stub_bytes``, given as
-    its fields but its values (True, bytes) for the caller to mark as external data. None when the full load must
-    decide, as for :func:`skim_inputs` (any external data among them)."""
+    fields in order, each run of them whole (False, bytes) except every initializer whose values are one raw, float
+    or double field over ``stub_bytes``, given as its fields but its values (True, bytes) for the caller to mark as
+    external data. None when the full load must decide, as for :func:`skim_inputs` (any external data anywhere)."""
     try:
         with open(path, "rb") as handle:
             if not 0 < os.fstat(handle.fileno()).st_size <= PROTOBUF_LIMIT:
@@ -90,34 +93,41 @@ def skim_weightless(path: Path, stub_bytes: int) -> tuple[bytes, list[tuple[bool
 
 def _weightless(data: mmap.mmap, stub_bytes: int) -> tuple[bytes, list[tuple[bool, bytes]]]:
     top = list(_entries(data, 0, len(data)))
-    model = _fields(data, 0, len(data))
+    model = _grouped(top)
     _refuse_external_key(data, model, skip=_MODEL_GRAPH)
     graph_span = _single(model, _MODEL_GRAPH)
-    _refuse_external_key(data, _fields(data, *graph_span), skip=_GRAPH_INITIALIZER)
+    graph = list(_entries(data, *graph_span))
+    _refuse_external_key(data, _grouped(graph), skip=_GRAPH_INITIALIZER)
     rest = b"".join(data[begin:end] for number, _, begin, end in top if number != _MODEL_GRAPH)
     parts: list[tuple[bool, bytes]] = []
-    run: list[bytes] = []  # graph fields kept whole, between two big initializers
-    for number, value, begin, end in _entries(data, *graph_span):
-        start, stop = _span(value) if number == _GRAPH_INITIALIZER else (0, 0)
-        if stop - start <= stub_bytes:
+    run: list[bytes] = []  # graph fields kept whole, between two stripped initializers
+    for number, value, begin, end in graph:
+        stripped = _without_values(data, _span(value), stub_bytes) if number == _GRAPH_INITIALIZER else None
+        if stripped is None:
             run.append(data[begin:end])
             continue
         parts += [(False, b"".join(run))] if run else []
         run = []
-        parts.append((True, _without_values(data, start, stop)))
+        parts.append((True, stripped))
     parts += [(False, b"".join(run))] if run else []
     return rest, parts
 
 
-def _without_values(data: mmap.mmap, start: int, stop: int) -> bytes:
-    """A TensorProto's fields but its values."""
-    kept = []
-    for number, _, begin, end in _entries(data, start, stop):
-        if number in (_TENSOR_EXTERNAL_DATA, _TENSOR_DATA_LOCATION):
-            raise _Unexpected
-        if number not in _TENSOR_VALUES:
-            kept.append(data[begin:end])
-    return b"".join(kept)
+def _without_values(data: mmap.mmap, span: tuple[int, int], stub_bytes: int) -> bytes | None:
+    """A TensorProto's fields but its values when they are a single raw, float or double field longer than
+    ``stub_bytes`` (whose length in the file is what protobuf holds: the full load leaves such a tensor's values out
+    of the limit check too); None to keep the tensor whole. External data is left to the full load."""
+    fields = list(_entries(data, *span))
+    if any(number in (_TENSOR_EXTERNAL_DATA, _TENSOR_DATA_LOCATION) for number, _, _, _ in fields):
+        raise _Unexpected
+    values = [value for number, value, _, _ in fields if number in _TENSOR_VALUES]
+    strippable = [value for number, value, _, _ in fields if number in _FIXED_WIDTH_VALUES]
+    if len(values) != 1 or len(strippable) != 1 or not isinstance(strippable[0], tuple):
+        return None
+    start, stop = strippable[0]
+    if stop - start <= stub_bytes:
+        return None
+    return b"".join(data[begin:end] for number, _, begin, end in fields if number not in _TENSOR_VALUES)
 
 
 def _model_inputs(data: mmap.mmap | bytes) -> dict[str, Dims]:
@@ -167,8 +177,12 @@ def _dims(data: mmap.mmap | bytes, value_info: _Fields) -> Dims:
 
 
 def _fields(data: mmap.mmap | bytes, start: int, end: int) -> _Fields:
+    return _grouped(_entries(data, start, end))
+
+
+def _grouped(entries: Iterable[tuple[int, Any, int, int]]) -> _Fields:
     fields: _Fields = {}
-    for number, value, _, _ in _entries(data, start, end):
+    for number, value, _, _ in entries:
         fields.setdefault(number, []).append(value)
     return fields
 

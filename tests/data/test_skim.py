@@ -13,9 +13,10 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from compiler.core.errors import InvalidInput
+from compiler.core.profiles import load_profiles
 from compiler.data.model import STUB_BYTES, load_model
 from compiler.data.protobuf_inputs import skim_inputs, skim_weightless
-from compiler.data.shape_limits import STUB_LOCATION, weightless_model
+from compiler.data.shape_limits import STUB_LOCATION, profile_limit_errors, weightless_model
 from tests.support import synthetic
 from tests.support.cli import assert_clean_error
 from tests.support.digits import run_build
@@ -59,13 +60,17 @@ def test_models_onnx_and_onnxruntime_ship_agree_or_are_left_to_the_full_load():
 
 
 def _without_big_values(model: onnx.ModelProto, stub_bytes: int = STUB_BYTES) -> onnx.ModelProto:
-    """What skim_weightless promises of the full load: each initializer over ``stub_bytes`` without its values,
-    marked as external data at the stub's location, everything else as it was."""
+    """What skim_weightless promises of the full load: each initializer whose values are one raw, float or double
+    field over ``stub_bytes`` without them, marked as external data at the stub's location; everything else as it
+    was."""
     for tensor in model.graph.initializer:
-        if tensor.ByteSize() > stub_bytes:
-            for field in ("raw_data", "float_data", "int32_data", "string_data", "int64_data", "double_data"):
+        sizes = {"raw_data": len(tensor.raw_data), "float_data": 4 * len(tensor.float_data)}
+        sizes["double_data"] = 8 * len(tensor.double_data)
+        others = any(len(getattr(tensor, f)) for f in ("int32_data", "string_data", "int64_data", "uint64_data"))
+        present = [size for size in sizes.values() if size]
+        if not others and len(present) == 1 and present[0] > stub_bytes:
+            for field in (*sizes, "int32_data", "string_data", "int64_data", "uint64_data"):
                 tensor.ClearField(field)
-            tensor.ClearField("uint64_data")
             tensor.external_data.add(key="location", value=STUB_LOCATION)
             tensor.data_location = TensorProto.EXTERNAL
     return model
@@ -87,6 +92,72 @@ def test_weightless_reading_is_the_full_load_without_the_big_values(tmp_path, di
     bert = tmp_path / "bert.onnx"
     rest, graph_parts = skim_weightless(bert, STUB_BYTES)
     assert len(rest) + sum(len(part) for _, part in graph_parts) < bert.stat().st_size / 20  # no weight's bytes
+
+
+def _with_initializer_bytes(model: onnx.ModelProto, name: str, tensor_bytes: bytes) -> bytes:
+    """``model`` serialized with initializer ``name`` written as ``tensor_bytes``: an encoding protobuf accepts but
+    would not write itself."""
+    from google.protobuf.internal.encoder import _VarintBytes
+
+    def field(number: int, payload: bytes) -> bytes:
+        return _VarintBytes(number << 3 | 2) + _VarintBytes(len(payload)) + payload
+
+    graph = onnx.GraphProto()
+    graph.CopyFrom(model.graph)
+    [tensor] = [t for t in graph.initializer if t.name == name]
+    graph_bytes = graph.SerializeToString().replace(field(5, tensor.SerializeToString()), field(5, tensor_bytes))
+    rest = onnx.ModelProto()
+    rest.CopyFrom(model)
+    rest.ClearField("graph")
+    return rest.SerializeToString() + field(7, graph_bytes)
+
+
+def _reshape_to_heads() -> onnx.ModelProto:
+    graph = helper.make_graph(
+        [helper.make_node("Reshape", ["x", "shape"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["B", "S"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["B", 4, 16])],
+        [numpy_helper.from_array(np.array([-1, 4, 16], np.int64), "shape")],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("encoding", ["raw-data-twice", "unpacked-int64", "packed-int64"])
+def test_values_protobuf_would_write_shorter_stay_in_the_weightless_read(tmp_path, encoding):
+    """Whether a tensor's values are left out is decided by what protobuf holds, not by their length in the file:
+    a field written twice (the last wins), int64 values unpacked or packed (varints may be written longer than
+    protobuf writes them) keep the tensor whole, so the limit check reads the same values as after a full load."""
+    from google.protobuf.internal.encoder import _VarintBytes
+
+    model = _reshape_to_heads()
+    target = model.graph.initializer[0]
+    if encoding == "raw-data-twice":  # 5000 ignored bytes before the real raw_data
+        written = b"\x4a" + _VarintBytes(5000) + bytes(5000) + target.SerializeToString()
+    else:  # 2,000 int64 values: 3.9 KB as protobuf writes them, over 5 KB as written here
+        values = list(range(2000))
+        target = helper.make_tensor("table", TensorProto.INT64, [len(values)], values)
+        model.graph.initializer.append(target)
+        bare = onnx.TensorProto()
+        bare.CopyFrom(target)
+        bare.ClearField("int64_data")
+        if encoding == "unpacked-int64":
+            payload = b"".join(b"\x38" + _VarintBytes(v) for v in values)
+        else:  # each varint one byte longer than it need be
+            packed = b"".join(_VarintBytes(v)[:-1] + bytes([_VarintBytes(v)[-1] | 0x80, 0]) for v in values)
+            payload = b"\x3a" + _VarintBytes(len(packed)) + packed
+        written = bare.SerializeToString() + payload
+    path = tmp_path / "model.onnx"
+    path.write_bytes(_with_initializer_bytes(model, target.name, written))
+    full = onnx.load(path)
+    assert len(written) > STUB_BYTES >= full.graph.initializer[-1].ByteSize()
+    assert skim_weightless(path, STUB_BYTES) is not None
+    assert weightless_model(path) == full  # nothing left out: no single raw, float or double field to leave
+    (tmp_path / "p.yaml").write_text(
+        "profiles:\n  - name: p\n    shapes:\n      x: {min: [1, 64], opt: [1, 64], max: [2, 64]}\n"
+    )
+    profiles = load_profiles(tmp_path / "p.yaml")
+    assert profile_limit_errors(weightless_model(path), profiles) == profile_limit_errors(full, profiles) == []
 
 
 def test_every_kind_of_input_shape(tmp_path):
@@ -210,6 +281,7 @@ def test_external_data_anywhere_is_left_to_the_full_load(tmp_path, make):
     path = make(tmp_path)
     assert skim_inputs(path) is None
     assert skim_weightless(path, 0) is None
+    assert skim_weightless(path, STUB_BYTES) is None  # a small tensor's external data too
     with pytest.raises(InvalidInput, match=r"relative to the model's folder|outside the model's folder"):
         load_model(path, infer_shapes=False, check=False, digest=False)
 
