@@ -48,9 +48,11 @@ class Calibration:
             content["fallback"] = {k: v for k, v in content["fallback"].items() if k != "seconds"}
         return hash_json(content)
 
-    def verify(self, files: Iterable[Path], sha256: Callable[[Path], str] = file_sha256) -> None:
+    def verify(self, files: Iterable[Path], sha256: Callable[[Path], str] = file_sha256) -> list[str]:
         """Refuse any of ``files`` (what the reader is about to use) that the record does not list by name or
-        whose bytes changed since it was written, and any that resolves outside the folder."""
+        whose bytes changed since it was written, and any that resolves outside the folder; their sha256, as the
+        record lists them (what was compared, whatever the files hold by now)."""
+        verified = []
         inside = self.folder.resolve()
         for file in map(Path, files):
             if not file.resolve().is_relative_to(inside):
@@ -71,6 +73,8 @@ class Calibration:
                     f"{file}: changed since compile calibrate wrote it (its sha256 is not the one "
                     f"{RECORD} records); {RERUN}"
                 )
+            verified.append(recorded)
+        return verified
 
 
 def failed_gates(folder: Path) -> list[str] | None:

@@ -428,8 +428,7 @@ def _prepare(
 
     calibrated = open_calibration(Path(folder), precision.value, model_sha)
     path_stat = stat_key(calibrated.model)  # before anything reads it: the build compares it after
-    calibrated.verify([calibrated.model], cache.file_sha256)  # before anything parses it
-    verified = cache.file_sha256(calibrated.model)  # remembered by the verification: not read again
+    [verified] = calibrated.verify([calibrated.model], cache.file_sha256)  # before anything parses it
     # refuses external data outside the folder
     digest, built_stat = _prepared_digest(calibrated.model, cache, path_stat, verified)
     calibrated.verify([Path(path) for path, _ in built_stat[1:]], cache.file_sha256)

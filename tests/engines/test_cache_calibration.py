@@ -190,4 +190,30 @@ def test_a_source_model_protobuf_refuses_fails_an_int8_build_whose_record_vouche
         int8_calibration, tmp_path / "calibration", model_sha256=hashlib.sha256(damaged.read_bytes()).hexdigest()
     )
     result = run_build(tmp_path / "out", ("rtx-4090",), ("int8",), "--calibration", folder, model=damaged)
-    assert_clean_error(result, 2, "model.onnx")
+    assert_clean_error(result, 2, str(damaged), "not a valid ONNX model")
+
+
+def test_a_qdq_model_replaced_after_its_verification_is_not_built_under_the_verified_digest(
+    int8_calibration, digits_model, digits_profiles, tmp_path, monkeypatch
+):
+    """The digest the plan gives a Q/DQ model is the sha256 its record vouches for, not a second read of the file: a
+    file replaced between the verification and the build fails the target instead of building unvouched bytes."""
+    from calibration.folder import Calibration
+    from compiler.engines import BuildOptions, execute_builds, plan_builds
+
+    folder = _calibration_copy(int8_calibration, tmp_path / "calibration")
+    verify = Calibration.verify
+
+    def verify_then_replace(self, files, *rest):
+        verified = verify(self, files, *rest)
+        model = onnx.load(folder / "model.onnx")
+        model.doc_string = "replaced after its verification"
+        onnx.save_model(model, folder / "model.onnx")
+        return verified
+
+    monkeypatch.setattr(Calibration, "verify", verify_then_replace)
+    options = BuildOptions(calibration=(folder,), cache_dir=tmp_path / "cache", use_cache=False)
+    out = tmp_path / "out"
+    planned = plan_builds(digits_model, digits_profiles, ["rtx-4090"], ["int8"], out, options)
+    [target] = execute_builds(planned, digits_model, out).targets
+    assert target.status == "failed" and "model.onnx" in target.errors[0], target.errors
