@@ -427,7 +427,7 @@ def _prepare(
     from calibration.folder import open_calibration
 
     calibrated = open_calibration(Path(folder), precision.value, model_sha)
-    path_stat = stat_key(calibrated.model)  # before anything reads it: the build compares it after
+    path_stat = _stat_or_none(calibrated.model)  # before anything reads it (verify names a missing file)
     [verified] = calibrated.verify([calibrated.model], cache.file_sha256)  # before anything parses it
     # refuses external data outside the folder
     digest, built_stat = _prepared_digest(calibrated.model, cache, path_stat, verified)
