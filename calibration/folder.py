@@ -55,14 +55,18 @@ class Calibration:
         verified = []
         inside = self.folder.resolve()
         for file in map(Path, files):
-            if not file.resolve().is_relative_to(inside):
+            try:
+                resolved = file.resolve()
+            except (OSError, RuntimeError):  # RuntimeError: a link loop, before Python 3.13
+                raise InvalidInput(f"{file}: a link that leads nowhere (a loop); {RERUN}") from None
+            if not resolved.is_relative_to(inside):
                 raise InvalidInput(
                     f"{file}: leads out of the calibration folder {self.folder} (a link to "
-                    f"{file.resolve()}); {RERUN} or copy the folder without links"
+                    f"{resolved}); {RERUN} or copy the folder without links"
                 )
             if not file.is_file():
                 raise InvalidInput(f"{file}: missing from the calibration folder {self.folder}; {RERUN}")
-            name = file.resolve().relative_to(inside).as_posix()
+            name = resolved.relative_to(inside).as_posix()
             recorded = self.record.files.get(name)
             if recorded is None:
                 raise InvalidInput(

@@ -268,9 +268,12 @@ def _model_facts(
         from compiler.data.model import load_model
 
         load_model(path)  # raises the precise error
+    memo: Path | None
     memo, facts = cache.recall(MODEL_FACTS, [path])
     if facts is not None:
         return facts
+    if file_sha256 is not None:  # facts of the file as it was verified: kept under the stat taken before, or not
+        memo = cache.recall(MODEL_FACTS, [path], stat=lambda _: stat)[0] if stat is not None else None
     # A thread of its own that ends with the digest: the CLI's exit waits for working threads, not idle ones.
     pool = ThreadPoolExecutor(1, thread_name_prefix="compile-digest")
     try:
@@ -291,7 +294,8 @@ def _model_facts(
                 sha = finish_model_digest(hashed, external_files)
             if skimmed:  # the skim reads only the way to the inputs: protobuf itself must accept the whole file
                 _parse(path)
-            cache.memorize(memo, {**facts, "sha256": sha})
+            if memo is not None:
+                cache.memorize(memo, {**facts, "sha256": sha})
             return sha
 
         return {**facts, "sha256": pool.submit(digest)}
@@ -404,7 +408,7 @@ def _prepare(
             convert_fp16(model, converted)  # writes a staging file and renames it into place
             if remote:
                 send_prepared(remote, key, converted)
-        return converted, *_prepared_digest(converted, cache), None
+        return converted, *_prepared_digest(converted, cache, stat_key(converted)), None
     if folder is None and options.data is not None:
         from calibration import calibrate
         from compiler.core.options import CalibrationOptions
@@ -436,14 +440,17 @@ def _prepare(
 
 
 def _prepared_digest(
-    path: Path, cache: BuildCache, path_stat: list[Any] | None = None, file_sha256: str | None = None
+    path: Path, cache: BuildCache, path_stat: list[Any] | None, file_sha256: str | None = None
 ) -> tuple[str, FileStats]:
     """The digest of a model the build reads instead of the source (FP16, Q/DQ), external data included, and the
-    stat of its files (``path_stat``: taken before anything read it); read like the source model, so its external
-    data may not leave its folder either."""
-    path_stat = path_stat or stat_key(path)  # before anything reads it
+    stat of its files (``path_stat``: taken before anything read it, None when there was none to take, which the
+    build takes for a change); read like the source model, so its external data may not leave its folder either.
+    ``file_sha256``: what a calibration record vouched for, the digest whatever the file holds by now (a file
+    replaced since then then fails its target, its stat moved and its bytes another digest)."""
     facts = _model_facts(path, path_stat, cache, file_sha256)
     digest = facts["sha256"] if isinstance(facts["sha256"], str) else facts["sha256"].result()
+    if file_sha256 is not None and not facts["files"]:
+        digest = file_sha256
     return digest, _files_stat(path, path_stat, facts["files"])
 
 

@@ -160,6 +160,23 @@ def test_values_protobuf_would_write_shorter_stay_in_the_weightless_read(tmp_pat
     assert profile_limit_errors(weightless_model(path), profiles) == profile_limit_errors(full, profiles) == []
 
 
+def test_float_and_double_values_are_left_out_like_raw_bytes(tmp_path):
+    """Values in float_data or double_data (as helper.make_tensor writes them) are left out like raw_data."""
+    model = _reshape_to_heads()
+    model.graph.initializer.extend(
+        [
+            helper.make_tensor("floats", TensorProto.FLOAT, [2000], [0.5] * 2000),
+            helper.make_tensor("doubles", TensorProto.DOUBLE, [1000], [0.25] * 1000),
+        ]
+    )
+    path = tmp_path / "model.onnx"
+    onnx.save_model(model, path)
+    weightless = weightless_model(path)
+    assert skim_weightless(path, STUB_BYTES) is not None
+    assert [t.data_location for t in weightless.graph.initializer] == [0, TensorProto.EXTERNAL, TensorProto.EXTERNAL]
+    assert weightless == _without_big_values(onnx.load(path))
+
+
 def test_every_kind_of_input_shape(tmp_path):
     weight = numpy_helper.from_array(np.ones((2, 2), np.float32), "w")
     inputs = [
