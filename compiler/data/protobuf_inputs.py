@@ -31,11 +31,15 @@ PROTOBUF_LIMIT = 2**31 - 1
 Dims = list[Dim] | None
 _Fields = dict[int, list[Any]]
 """Field number -> values in file order: an int (varint) or a (start, end) span of a length-delimited field."""
+Entry = tuple[int, Any, int, int]
+"""One field in file order: (number, value as in :data:`_Fields`, where the field begins, where it ends)."""
 
 # field numbers from onnx.proto (unchanged since IR version 3)
 _MODEL_IR_VERSION, _MODEL_GRAPH, _MODEL_OPSET_IMPORT = 1, 7, 8
 _GRAPH_INITIALIZER, _GRAPH_INPUT = 5, 11
 _TENSOR_NAME, _TENSOR_EXTERNAL_DATA, _TENSOR_DATA_LOCATION = 8, 13, 14
+_TENSOR_EXTERNAL = frozenset({_TENSOR_EXTERNAL_DATA, _TENSOR_DATA_LOCATION})
+"""The fields that place a tensor's values in another file."""
 _TENSOR_VALUES = frozenset({4, 5, 6, 7, 9, 10, 11})
 """float_data, int32_data, string_data, int64_data, raw_data, double_data, uint64_data."""
 _FIXED_WIDTH_VALUES = frozenset({4, 9, 10})
@@ -92,12 +96,7 @@ def skim_weightless(path: Path, stub_bytes: int) -> tuple[bytes, list[tuple[bool
 
 
 def _weightless(data: mmap.mmap, stub_bytes: int) -> tuple[bytes, list[tuple[bool, bytes]]]:
-    top = list(_entries(data, 0, len(data)))
-    model = _grouped(top)
-    _refuse_external_key(data, model, skip=_MODEL_GRAPH)
-    graph_span = _single(model, _MODEL_GRAPH)
-    graph = list(_entries(data, *graph_span))
-    _refuse_external_key(data, _grouped(graph), skip=_GRAPH_INITIALIZER)
+    top, graph = _model_and_graph(data)
     rest = b"".join(data[begin:end] for number, _, begin, end in top if number != _MODEL_GRAPH)
     parts: list[tuple[bool, bytes]] = []
     run: list[bytes] = []  # graph fields kept whole, between two stripped initializers
@@ -118,7 +117,7 @@ def _without_values(data: mmap.mmap, span: tuple[int, int], stub_bytes: int) -> 
     ``stub_bytes`` (whose length in the file is what protobuf holds: the full load leaves such a tensor's values out
     of the limit check too); None to keep the tensor whole. External data is left to the full load."""
     fields = list(_entries(data, *span))
-    if any(number in (_TENSOR_EXTERNAL_DATA, _TENSOR_DATA_LOCATION) for number, _, _, _ in fields):
+    if not _TENSOR_EXTERNAL.isdisjoint(number for number, _, _, _ in fields):
         raise _Unexpected
     values = [value for number, value, _, _ in fields if number in _TENSOR_VALUES]
     strippable = [value for number, value, _, _ in fields if number in _FIXED_WIDTH_VALUES]
@@ -130,17 +129,26 @@ def _without_values(data: mmap.mmap, span: tuple[int, int], stub_bytes: int) -> 
     return b"".join(data[begin:end] for number, _, begin, end in fields if number not in _TENSOR_VALUES)
 
 
+def _model_and_graph(data: mmap.mmap | bytes) -> tuple[list[Entry], list[Entry]]:
+    """The model's fields and its one graph's, in file order, once no external-data key shows anywhere but in the
+    graph's initializers (which the callers look at one by one)."""
+    top = list(_entries(data, 0, len(data)))
+    model = _grouped(top)
+    _refuse_external_key(data, model, skip=_MODEL_GRAPH)
+    graph = list(_entries(data, *_single(model, _MODEL_GRAPH)))
+    _refuse_external_key(data, _grouped(graph), skip=_GRAPH_INITIALIZER)
+    return top, graph
+
+
 def _model_inputs(data: mmap.mmap | bytes) -> dict[str, Dims]:
-    model = _fields(data, 0, len(data))
+    top, entries = _model_and_graph(data)
+    model, graph = _grouped(top), _grouped(entries)
     if not _last_varint(model, _MODEL_IR_VERSION) or _MODEL_OPSET_IMPORT not in model:
         raise _Unexpected
-    _refuse_external_key(data, model, skip=_MODEL_GRAPH)
-    graph = _fields(data, *_single(model, _MODEL_GRAPH))
-    _refuse_external_key(data, graph, skip=_GRAPH_INITIALIZER)
     initializers = set()
     for span in graph.get(_GRAPH_INITIALIZER, []):
         tensor = _fields(data, *_span(span))
-        if _TENSOR_EXTERNAL_DATA in tensor or _TENSOR_DATA_LOCATION in tensor:
+        if not _TENSOR_EXTERNAL.isdisjoint(tensor):
             raise _Unexpected
         initializers.add(_text(data, tensor, _TENSOR_NAME))
     inputs: dict[str, Dims] = {}
@@ -180,16 +188,15 @@ def _fields(data: mmap.mmap | bytes, start: int, end: int) -> _Fields:
     return _grouped(_entries(data, start, end))
 
 
-def _grouped(entries: Iterable[tuple[int, Any, int, int]]) -> _Fields:
+def _grouped(entries: Iterable[Entry]) -> _Fields:
     fields: _Fields = {}
     for number, value, _, _ in entries:
         fields.setdefault(number, []).append(value)
     return fields
 
 
-def _entries(data: mmap.mmap | bytes, start: int, end: int) -> Iterator[tuple[int, Any, int, int]]:
-    """Each field of the message at ``start:end`` in file order: (number, value as in :data:`_Fields`, where the
-    field begins, where it ends)."""
+def _entries(data: mmap.mmap | bytes, start: int, end: int) -> Iterator[Entry]:
+    """Each field of the message at ``start:end``, in file order."""
     position = start
     while position < end:
         begin = position
